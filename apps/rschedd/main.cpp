@@ -1,0 +1,210 @@
+// rschedd: attaches rsched's BPF programs, and every interval turns the kernel-side counters into
+// per-thread and per-CPU deltas, records them into SQLite and (on a terminal) shows them live.
+#include "rsched/bpf/program.hpp"
+#include "rsched/collect/cgroup.hpp"
+#include "rsched/collect/delta.hpp"
+#include "rsched/collect/source.hpp"
+#include "rsched/store/writer.hpp"
+
+#include "display.hpp"
+#include "options.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using namespace rsched;
+
+std::int64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string read_boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+store::interval_row to_row(const collect::interval_delta &d, collect::cgroup_resolver &cg,
+                           std::int64_t start_ns, std::int64_t dur_ns, const std::string &boot) {
+  store::interval_row row;
+  row.start_ns = start_ns;
+  row.dur_ns = dur_ns;
+  row.boot_id = boot;
+  row.drops = d.drops;
+  cg.new_interval();
+  row.threads.reserve(d.threads.size());
+  for (const auto &t : d.threads) {
+    store::thread_row r;
+    r.tid = t.key.tid;
+    r.pid = t.tgid;
+    r.start_time_ns = t.key.start_time;
+    r.comm = t.comm;
+    r.cgroup = cg.path_of(t.cgroup_id);
+    r.delay_count = t.c.delay.count;
+    r.delay_total_ns = t.c.delay.total_ns;
+    r.delay_hist = t.c.delay.hist;
+    r.depth_count = t.c.depth.count;
+    r.depth_total = t.c.depth.total;
+    r.depth_hist = t.c.depth.hist;
+    row.threads.push_back(std::move(r));
+  }
+  for (const auto &c : d.cpus) {
+    row.cpus.push_back({c.cpu, c.delay.count, c.delay.total_ns, c.delay.hist});
+  }
+  return row;
+}
+
+int run(const rschedd::options &opt) {
+  // Signals are taken synchronously (sigtimedwait) so that an interrupt ends the current
+  // interval cleanly: it is recorded, the database is closed, the exit status is 0.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  bpf::options bo;
+  bo.mode = opt.mode;
+  bo.graveyard_entries = opt.graveyard_entries;
+  bo.verbose = opt.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
+  auto prog = bpf::program::load(bo);
+  if (!prog) {
+    fmt::print(stderr, "rschedd: {}\n", prog.err().msg);
+    return 1;
+  }
+
+  std::optional<store::writer> db;
+  if (!opt.no_db) {
+    auto w = store::writer::open(opt.db_path);
+    if (!w) {
+      fmt::print(stderr, "rschedd: {}\n", w.err().msg);
+      return 1;
+    }
+    db.emplace(std::move(*w));
+  }
+
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+  fmt::print(stderr, "rschedd: {} BPF programs attached ({} mode); {} every {} s{}\n",
+             prog->attached().size(), bpf::to_string(prog->mode()),
+             opt.no_db ? std::string("live display only") : "recording to " + opt.db_path,
+             opt.interval_s,
+             opt.run_time_s ? fmt::format(" for {} s", *opt.run_time_s) : std::string());
+
+  collect::bpf_source src(*prog);
+  collect::delta_tracker tracker;
+  collect::cgroup_resolver cgroups;
+  display::delay_table live;
+  const std::string boot = read_boot_id();
+
+  const std::int64_t interval_ns = static_cast<std::int64_t>(opt.interval_s) * 1'000'000'000;
+  const std::int64_t mono0 = clock_ns(CLOCK_MONOTONIC);
+  const std::int64_t end_mono =
+      opt.run_time_s ? mono0 + static_cast<std::int64_t>(*opt.run_time_s) * 1'000'000'000
+                     : INT64_MAX;
+  std::int64_t iv_mono = mono0;
+  std::int64_t iv_real = clock_ns(CLOCK_REALTIME);
+  std::int64_t tick = 1;
+  bool stop = false;
+  bool reported_write_error = false;
+  int status = 0;
+
+  while (!stop) {
+    const std::int64_t deadline = std::min(mono0 + tick * interval_ns, end_mono);
+    // Wait for the deadline or a signal.
+    for (;;) {
+      const std::int64_t now = clock_ns(CLOCK_MONOTONIC);
+      if (now >= deadline) {
+        break;
+      }
+      const std::int64_t left = deadline - now;
+      timespec ts{static_cast<time_t>(left / 1'000'000'000),
+                  static_cast<long>(left % 1'000'000'000)};
+      const int sig = sigtimedwait(&sigs, nullptr, &ts);
+      if (sig > 0) {
+        stop = true;
+        break;
+      }
+    }
+    if (deadline >= end_mono) {
+      stop = true;
+    }
+    ++tick;
+
+    auto snap = src.read();
+    const std::int64_t now_mono = clock_ns(CLOCK_MONOTONIC);
+    if (!snap) {
+      fmt::print(stderr, "rschedd: {}\n", snap.err().msg);
+      status = 1;
+      break;
+    }
+    const auto delta = tracker.advance(*snap);
+    auto row = to_row(delta, cgroups, iv_real, now_mono - iv_mono, boot);
+    row.final_interval = stop;
+    iv_real += now_mono - iv_mono;
+    iv_mono = now_mono;
+
+    if (db) {
+      if (auto w = db->write(row); !w) {
+        if (!reported_write_error) {
+          fmt::print(stderr, "rschedd: writing interval failed: {}\n", w.err().msg);
+          reported_write_error = true;
+        }
+      } else {
+        reported_write_error = false;
+      }
+    }
+    for (const auto &t : row.threads) {
+      if (t.delay_count != 0) {
+        live.add(t.comm, t.tid, t.delay_hist);
+      }
+    }
+    if (tty && !stop) {
+      fmt::print("\x1b[2J\x1b[1;1H{}", display::render_delay_table(live));
+      std::fflush(stdout);
+    }
+  }
+  fmt::print(stderr, "rschedd: stopped after {:.1f} s\n",
+             static_cast<double>(clock_ns(CLOCK_MONOTONIC) - mono0) / 1e9);
+  return status;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto opt = rsched::rschedd::parse_options(args);
+  if (!opt) {
+    fmt::print(stderr, "rschedd: {}\n", opt.err().msg);
+    return 2;
+  }
+  if (opt->help) {
+    fmt::print("{}", rsched::rschedd::usage_text);
+    return 0;
+  }
+  if (opt->version) {
+    fmt::print("rschedd 0.1.0\n");
+    return 0;
+  }
+  try {
+    return run(*opt);
+  } catch (const std::exception &e) {
+    fmt::print(stderr, "rschedd: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Kernel/user ABI of rsched: every struct that crosses the BPF map boundary and the histogram
+ * slot function. Compiled by clang -target bpf (with vmlinux.h) and by g++ (with
+ * <linux/types.h>); tests/abi pins the layout with static_asserts on both sides.
+ *
+ * C subset only: no C++ features, constants as enums, __u32/__u64 field types.
+ */
+#ifndef RSCHED_ABI_SCHED_ABI_H
+#define RSCHED_ABI_SCHED_ABI_H
+
+#if defined(__bpf__)
+/* vmlinux.h (included first by the .bpf.c) provides __u8/__u32/__u64. */
+#else
+#include <linux/types.h>
+#endif
+
+#ifdef __cplusplus
+/* The header is C: its casts are C casts. Silence the C++-only style warnings for it alone. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#pragma GCC diagnostic ignored "-Wuseless-cast"
+extern "C" {
+#endif
+
+enum {
+	/* Latency histogram ("hybrid" layout), values in ns, bucketed by whole microseconds:
+	 *   slots  0..49: 10 us linear buckets, [10*s, 10*s + 9] us
+	 *   slot      50: [500, 511] us
+	 *   slots 51..73: log2 buckets, [2^(s-42), 2^(s-41) - 1] us (512 us .. ~71.6 min)
+	 *   slot      74: [2^32 us, inf) (~71.6 min and above; open-ended)
+	 * Upstream stops at slot 63 (>= 2^21 us, ~2.1 s); we continue the log2 run so that every
+	 * value a metric keeps (10 s for delays and slices, 1 h for sleep and idle) has its own
+	 * bounded bucket. */
+	RSCHED_HIST_SLOTS = 75,
+	RSCHED_HIST_LINEAR_SLOTS = 50,
+	RSCHED_HIST_LINEAR_STEP_US = 10,
+	RSCHED_HIST_LOG2_BASE_SLOT = 42, /* slot = floor(log2(us)) + 42 for us >= 512 */
+	/* Runqueue depth histogram: slot = nr_running, the last slot holds >= 63. */
+	RSCHED_DEPTH_SLOTS = 64,
+	RSCHED_COMM_LEN = 16,
+	RSCHED_MAX_CPUS = 1024,
+};
+
+/* Counters of work the BPF side could not do, cumulative per CPU (PERCPU_ARRAY "drops"). */
+enum rsched_drop_id {
+	RSCHED_DROP_TASK_STATE = 0,  /* per-task state could not be created (storage full / ENOMEM) */
+	RSCHED_DROP_GRAVEYARD = 1,   /* an exiting thread's final record did not fit the graveyard map */
+	RSCHED_DROP_STALE_TID = 2,   /* raw_tp mode: tid reused before the old entry was flushed */
+	RSCHED_DROP_NO_RQ = 3,       /* runqueue of the woken task not reachable */
+	RSCHED_DROP_TOO_LONG = 4,    /* a delay above max_delay_ns was discarded (not an error) */
+	RSCHED_DROP_COUNT = 8,
+};
+
+/* Task flags in rsched_task_ident.flags */
+enum {
+	RSCHED_TASK_DEAD = 1, /* record is the final one of an exited thread */
+};
+
+struct rsched_delay_stats {
+	__u64 count;    /* samples */
+	__u64 total_ns; /* exact sum of the samples */
+	__u64 slots[RSCHED_HIST_SLOTS];
+};
+
+struct rsched_depth_stats {
+	__u64 count; /* samples (wakeups) */
+	__u64 total; /* sum of nr_running at those wakeups */
+	__u64 slots[RSCHED_DEPTH_SLOTS];
+};
+
+/* Per-thread cumulative state. Lives in task-local storage (tp_btf mode) or in a tid-keyed hash
+ * (raw_tp mode). Counters only ever grow; user space takes deltas, so nothing is lost at an
+ * interval boundary. */
+struct rsched_task_state {
+	__u64 enqueue_ns; /* when the thread became runnable (wakeup or preemption); 0 = not queued */
+	__u64 reserved;
+	struct rsched_delay_stats delay; /* scheduling delay */
+	struct rsched_depth_stats depth; /* runqueue depth at wakeup */
+};
+
+struct rsched_task_ident {
+	__u32 tid;        /* task->pid */
+	__u32 tgid;       /* task->tgid (the "pid" of the process) */
+	__u64 start_time; /* task->start_time, ns since boot: (tid, start_time) is unique per boot */
+	__u64 cgroup_id;  /* cgroup v2 kernfs id (= inode number of the cgroup directory) */
+	char comm[RSCHED_COMM_LEN];
+	__u32 flags; /* RSCHED_TASK_* */
+	__u32 pad;
+};
+
+/* What user space reads per thread: the task iterator emits ident then state back to back, the
+ * graveyard map and the raw_tp state map store it as one value. */
+struct rsched_task_record {
+	struct rsched_task_ident id;
+	struct rsched_task_state st;
+};
+
+/* Key of the graveyard map (final records of exited threads). */
+struct rsched_task_key {
+	__u32 tid;
+	__u32 pad;
+	__u64 start_time;
+};
+
+/* Per-CPU cumulative stats (PERCPU_ARRAY with one element; each CPU writes its own copy). */
+struct rsched_cpu_stats {
+	struct rsched_delay_stats delay; /* scheduling delay of threads switched in on this CPU */
+};
+
+struct rsched_drop_stats {
+	__u64 counters[RSCHED_DROP_COUNT];
+};
+
+/* Layout pins: both compilers must agree byte for byte (user space reads these from maps). */
+#ifdef __cplusplus
+#define RSCHED_ABI_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define RSCHED_ABI_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOTS, "delay stats");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 1160, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 1208, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 616, "cpu stats");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "record layout");
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 16, "state layout");
+
+/* floor(log2(v)) for v > 0, branch-free (libbpf-tools bits.bpf.h). */
+static inline __u32 rsched_log2_u64(__u64 v)
+{
+	__u32 r, shift;
+	__u32 hi = (__u32)(v >> 32);
+	if (hi) {
+		v = hi;
+		r = 32;
+	} else {
+		r = 0;
+	}
+	{
+		__u32 w = (__u32)v;
+		shift = (__u32)(w > 0xFFFF) << 4;
+		w >>= shift;
+		r |= shift;
+		shift = (__u32)(w > 0xFF) << 3;
+		w >>= shift;
+		r |= shift;
+		shift = (__u32)(w > 0xF) << 2;
+		w >>= shift;
+		r |= shift;
+		shift = (__u32)(w > 0x3) << 1;
+		w >>= shift;
+		r |= shift;
+		r |= (w >> 1);
+	}
+	return r;
+}
+
+/* Slot of a duration in ns in the latency histogram (layout above). */
+static inline __u32 rsched_hist_slot(__u64 ns)
+{
+	__u64 us = ns / 1000;
+	__u32 slot;
+	if (us < 500)
+		return (__u32)(us / RSCHED_HIST_LINEAR_STEP_US);
+	if (us < 512)
+		return RSCHED_HIST_LINEAR_SLOTS;
+	slot = rsched_log2_u64(us) + RSCHED_HIST_LOG2_BASE_SLOT;
+	return slot < RSCHED_HIST_SLOTS - 1 ? slot : RSCHED_HIST_SLOTS - 1;
+}
+
+/* Slot of a runqueue depth in the depth histogram. */
+static inline __u32 rsched_depth_slot(__u64 depth)
+{
+	return depth < RSCHED_DEPTH_SLOTS - 1 ? (__u32)depth : RSCHED_DEPTH_SLOTS - 1;
+}
+
+#ifdef __cplusplus
+}
+#pragma GCC diagnostic pop
+#endif
+
+#endif /* RSCHED_ABI_SCHED_ABI_H */

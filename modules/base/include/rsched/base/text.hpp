@@ -1,0 +1,97 @@
+#pragma once
+// Text helpers for untrusted strings (comm and cgroup names are chosen by whoever runs a
+// process: they may hold escape sequences, quotes, commas or bytes that are not UTF-8).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace rsched::text {
+
+// Kernel comm bytes (up to 16, NUL-padded) to a string: stops at the first NUL, keeps every other
+// byte as is. The stored value is the kernel's exact bytes; escaping happens only on display.
+inline std::string from_comm(const char *comm, std::size_t cap) {
+  std::size_t n = 0;
+  while (n < cap && comm[n] != '\0') {
+    ++n;
+  }
+  return std::string(comm, n);
+}
+
+// Makes a string safe to print on a terminal: control bytes (C0, DEL, C1 as raw bytes), backslash
+// and bytes that do not form valid UTF-8 are written as \xNN (backslash as \\); valid printable
+// UTF-8 passes through. The result can never move the cursor, change colours or set a title.
+inline std::string escape_for_terminal(std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  auto emit_hex = [&](unsigned char c) {
+    out += "\\x";
+    out += hex[c >> 4];
+    out += hex[c & 0xF];
+  };
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') {
+      out += "\\\\";
+      ++i;
+      continue;
+    }
+    if (c < 0x20 || c == 0x7F) {
+      emit_hex(c);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // Multi-byte UTF-8: validate length, continuation bytes, overlongs, surrogates and range.
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1Fu;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0Fu;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07u;
+    }
+    bool valid = len != 0 && i + len <= s.size();
+    for (std::size_t k = 1; valid && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      valid = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    if (valid) {
+      static constexpr std::uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+      valid = cp >= min_cp[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) &&
+              !(cp >= 0x80 && cp <= 0x9F); // C1 controls
+    }
+    if (!valid) {
+      emit_hex(c);
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+// Display width of a string already passed through escape_for_terminal: one column per code
+// point (good enough for aligning tables; wide CJK glyphs are rare in comm names).
+inline std::size_t display_width(std::string_view s) {
+  std::size_t w = 0;
+  for (char ch : s) {
+    if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) {
+      ++w;
+    }
+  }
+  return w;
+}
+
+} // namespace rsched::text

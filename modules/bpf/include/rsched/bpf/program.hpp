@@ -1,0 +1,63 @@
+#pragma once
+// RAII owner of rsched's BPF programs: open -> configure -> load -> attach, one variant per
+// tracepoint. The skeleton type stays private to this module.
+#include "rsched/base/result.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rsched::bpf {
+
+enum class attach_mode {
+  automatic, // tp_btf + task storage when the kernel supports both, else raw_tp
+  tp_btf,
+  raw_tp,
+};
+
+const char *to_string(attach_mode m);
+
+struct options {
+  attach_mode mode = attach_mode::automatic;
+  std::uint32_t graveyard_entries = 16384; // final records of exited threads between two reads
+  std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
+  std::uint64_t max_delay_ns = 10'000'000'000ULL; // longer delays are discarded (upstream: 10 s)
+  bool verbose = false;                           // forward libbpf's messages to stderr
+};
+
+struct prog_info {
+  std::string name;
+  int fd = -1;
+};
+
+class program {
+public:
+  // Loads and attaches. Errors are one line naming what is missing (root/CAP_BPF, BTF, ...).
+  static result<program> load(const options &opt);
+
+  [[nodiscard]] attach_mode mode() const; // the resolved mode (never automatic)
+  [[nodiscard]] int graveyard_fd() const;
+  [[nodiscard]] int cpu_stats_fd() const;
+  [[nodiscard]] int drops_fd() const;
+  [[nodiscard]] int task_hash_fd() const; // raw_tp mode
+  // A fresh read fd over the task iterator (tp_btf mode); the caller reads and closes it.
+  [[nodiscard]] result<int> open_task_iter() const;
+  // The attached programs (for bpf_stats self-monitoring and tests).
+  [[nodiscard]] std::vector<prog_info> attached() const;
+
+  program(program &&) noexcept;
+  program &operator=(program &&) noexcept;
+  ~program();
+
+private:
+  struct impl;
+  explicit program(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+// Whether the running kernel can take tp_btf programs and task-local storage (vmlinux BTF has
+// btf_trace_sched_switch and the map type is supported).
+bool kernel_supports_tp_btf();
+
+} // namespace rsched::bpf

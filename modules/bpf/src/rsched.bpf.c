@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rsched BPF programs: per-thread and per-CPU scheduling delay and runqueue depth at wakeup.
+ *
+ * Design (docs/ARCHITECTURE.md):
+ *  - All per-thread state is cumulative and lives with the task: task-local storage in tp_btf
+ *    mode (one cheap lookup per event, freed with the task), a tid-keyed hash in raw_tp mode.
+ *    User space never resets anything; it takes deltas between reads, so no increment is lost at
+ *    an interval boundary.
+ *  - Live threads are read with a task iterator (tp_btf mode) or a batch hash read (raw_tp).
+ *  - When a thread makes its final context switch (prev->__state == TASK_DEAD) its final record
+ *    is copied into the "graveyard" hash, from which user space reads and deletes it: a thread
+ *    that exits mid-interval keeps its last partial interval.
+ *  - Exactly one variant per tracepoint is loaded (user space turns off autoload of the other).
+ *  - Whatever cannot be recorded is counted in the per-CPU "drops" array.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "rsched/abi/sched_abi.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define TASK_RUNNING 0
+#define TASK_DEAD 0x80
+
+/* Set by user space before load. */
+const volatile __u64 max_delay_ns = 10ULL * 1000 * 1000 * 1000; /* longer delays are discarded */
+
+/* task -> struct rsched_task_state (tp_btf mode) */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rsched_task_state);
+} task_state SEC(".maps");
+
+/* tid -> struct rsched_task_record (raw_tp mode only; sized by user space) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct rsched_task_record);
+} task_hash SEC(".maps");
+
+/* (tid, start_time) -> final record of an exited thread; drained by user space */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct rsched_task_key);
+	__type(value, struct rsched_task_record);
+} graveyard SEC(".maps");
+
+/* 0 -> per-CPU cumulative stats */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_cpu_stats);
+} cpu_stats SEC(".maps");
+
+/* 0 -> per-CPU cumulative drop counters */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_drop_stats);
+} drops SEC(".maps");
+
+/* 0 -> an all-zero record, never written: the initial value of new task_hash entries */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_task_record);
+} zero_record SEC(".maps");
+
+/* 0 -> per-CPU scratch record (too large for the 512-byte stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_task_record);
+} scratch SEC(".maps");
+
+
+/* Kernel drift, handled with CO-RE flavours:
+ *  - v5.14 (2f064a59a1) renamed task_struct::state to __state;
+ */
+struct task_struct___o {
+	volatile long state;
+} __attribute__((preserve_access_index));
+
+/* READ(btf, ptr, field): direct BTF access in tp_btf/iter programs, probe read in raw_tp. `btf` is
+ * a compile-time constant in every caller, so only one of the two is emitted. */
+#define READ(btf, ptr, field) ((btf) ? (ptr)->field : BPF_CORE_READ((ptr), field))
+
+static __always_inline void count_drop(__u32 id)
+{
+	__u32 zero = 0;
+	struct rsched_drop_stats *d = bpf_map_lookup_elem(&drops, &zero);
+	if (d && id < RSCHED_DROP_COUNT)
+		__sync_fetch_and_add(&d->counters[id], 1);
+}
+
+static __always_inline __u32 task_run_state(struct task_struct *t, bool btf)
+{
+	if (bpf_core_field_exists(t->__state))
+		return READ(btf, t, __state);
+	return (__u32)READ(btf, (struct task_struct___o *)t, state);
+}
+
+static __always_inline void fill_ident(struct rsched_task_ident *id, struct task_struct *t, bool btf)
+{
+	id->tid = (__u32)READ(btf, t, pid);
+	id->tgid = (__u32)READ(btf, t, tgid);
+	id->start_time = READ(btf, t, start_time);
+	id->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	bpf_probe_read_kernel_str(id->comm, sizeof(id->comm), &t->comm);
+}
+
+/* Copies a final record into the graveyard. `rec` holds ident + state. */
+static __always_inline void bury(struct rsched_task_record *rec)
+{
+	struct rsched_task_key key = {
+		.tid = rec->id.tid,
+		.start_time = rec->id.start_time,
+	};
+	rec->id.flags |= RSCHED_TASK_DEAD;
+	if (bpf_map_update_elem(&graveyard, &key, rec, BPF_NOEXIST))
+		count_drop(RSCHED_DROP_GRAVEYARD);
+}
+
+/* Per-thread state of `t`, creating it when `create`. NULL when absent or not creatable. */
+static __always_inline struct rsched_task_state *state_of(struct task_struct *t, bool btf, bool create)
+{
+	struct rsched_task_state *st;
+	struct rsched_task_record *rec, *scr;
+	__u32 zero = 0, tid;
+	__u64 start;
+
+	if (btf) {
+		st = bpf_task_storage_get(&task_state, t, 0,
+					  create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		if (!st && create)
+			count_drop(RSCHED_DROP_TASK_STATE);
+		return st;
+	}
+
+	tid = (__u32)BPF_CORE_READ(t, pid);
+	start = BPF_CORE_READ(t, start_time);
+	rec = bpf_map_lookup_elem(&task_hash, &tid);
+	if (rec) {
+		if (rec->id.start_time == start)
+			return &rec->st;
+		/* The tid belongs to a new thread but the old one's entry is still here (its final
+		 * switch was missed): keep the old data by burying it, then start afresh. */
+		bury(rec);
+		count_drop(RSCHED_DROP_STALE_TID);
+		bpf_map_delete_elem(&task_hash, &tid);
+	}
+	if (!create)
+		return NULL;
+	scr = bpf_map_lookup_elem(&zero_record, &zero);
+	if (!scr)
+		return NULL;
+	if (bpf_map_update_elem(&task_hash, &tid, scr, BPF_NOEXIST)) {
+		count_drop(RSCHED_DROP_TASK_STATE);
+		return NULL;
+	}
+	rec = bpf_map_lookup_elem(&task_hash, &tid);
+	if (!rec)
+		return NULL;
+	fill_ident(&rec->id, t, false);
+	return &rec->st;
+}
+
+/* The thread `t` made its final switch: bury its cumulative record. */
+static __always_inline void task_dead(struct task_struct *t, struct rsched_task_state *st, bool btf)
+{
+	struct rsched_task_record *scr;
+	__u32 zero = 0, tid;
+
+	if (btf) {
+		scr = bpf_map_lookup_elem(&scratch, &zero);
+		if (!scr)
+			return;
+		scr->id.flags = 0;
+		scr->id.pad = 0;
+		fill_ident(&scr->id, t, true);
+		bpf_probe_read_kernel(&scr->st, sizeof(scr->st), st);
+		bury(scr);
+		return;
+	}
+	tid = (__u32)BPF_CORE_READ(t, pid);
+	struct rsched_task_record *rec = bpf_map_lookup_elem(&task_hash, &tid);
+	if (!rec)
+		return;
+	/* comm and cgroup may have changed since the entry was created */
+	rec->id.cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	bpf_probe_read_kernel_str(rec->id.comm, sizeof(rec->id.comm), &t->comm);
+	bury(rec);
+	bpf_map_delete_elem(&task_hash, &tid);
+}
+
+/* Hides a value from the optimiser so that a bounds check it "knows" to be redundant is still
+ * emitted for the verifier. */
+#define OPAQUE(v) asm volatile("" : "+r"(v))
+
+static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta)
+{
+	__u32 slot = rsched_hist_slot(delta);
+	s->count++;
+	s->total_ns += delta;
+	OPAQUE(slot);
+	if (slot < RSCHED_HIST_SLOTS)
+		s->slots[slot]++;
+}
+
+static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+				     bool btf)
+{
+	struct rsched_task_state *st;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 zero = 0;
+
+	if (READ(btf, prev, pid) != 0) {
+		__u32 state = task_run_state(prev, btf);
+		if (preempt || state == TASK_RUNNING) {
+			/* still runnable: its next delay runs from now, as the kernel's run_delay */
+			st = state_of(prev, btf, true);
+			if (st)
+				st->enqueue_ns = now;
+		} else {
+			st = state_of(prev, btf, false);
+			if (st) {
+				st->enqueue_ns = 0;
+				if (state & TASK_DEAD)
+					task_dead(prev, st, btf);
+			}
+		}
+	}
+
+	if (READ(btf, next, pid) == 0)
+		return 0;
+	st = state_of(next, btf, true);
+	if (!st || !st->enqueue_ns)
+		return 0;
+	__u64 delta = now - st->enqueue_ns;
+	st->enqueue_ns = 0;
+	if (delta > max_delay_ns) {
+		count_drop(RSCHED_DROP_TOO_LONG);
+		return 0;
+	}
+	add_delay(&st->delay, delta);
+	struct rsched_cpu_stats *cs = bpf_map_lookup_elem(&cpu_stats, &zero);
+	if (cs)
+		add_delay(&cs->delay, delta);
+	return 0;
+}
+
+static __always_inline int on_wakeup(struct task_struct *p, bool btf)
+{
+	struct rsched_task_state *st;
+	struct rq *rq;
+
+	if (READ(btf, p, pid) == 0)
+		return 0;
+	st = state_of(p, btf, true);
+	if (!st)
+		return 0;
+	/* Keep an earlier timestamp: a thread preempted on its way to sleep is already queued. */
+	if (!st->enqueue_ns)
+		st->enqueue_ns = bpf_ktime_get_ns();
+
+	/* The task's runqueue, through its cfs_rq (CONFIG_FAIR_GROUP_SCHED). Upstream uses the
+	 * per-CPU `runqueues` ksym instead, which the verifier can only resolve with
+	 * CONFIG_KALLSYMS_ALL; this project's CI kernel lacks it, as many distribution kernels. */
+	rq = NULL;
+	if (bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		rq = btf ? p->se.cfs_rq->rq : BPF_CORE_READ(p, se.cfs_rq, rq);
+	if (!rq) {
+		count_drop(RSCHED_DROP_NO_RQ);
+		return 0;
+	}
+	/* nr_running after activation: the woken task counts itself, as upstream */
+	__u64 depth = btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running);
+	st->depth.count++;
+	st->depth.total += depth;
+	__u32 slot = rsched_depth_slot(depth);
+	OPAQUE(slot);
+	if (slot < RSCHED_DEPTH_SLOTS)
+		st->depth.slots[slot]++;
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next, true);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next, false);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup_btf, struct task_struct *p)
+{
+	return on_wakeup(p, true);
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(sched_wakeup_raw, struct task_struct *p)
+{
+	return on_wakeup(p, false);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new_btf, struct task_struct *p)
+{
+	return on_wakeup(p, true);
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new_raw, struct task_struct *p)
+{
+	return on_wakeup(p, false);
+}
+
+/* Emits ident + cumulative state of every live thread that has state (tp_btf mode). Threads that
+ * are exiting (exit_state set) are skipped: their final record arrives through the graveyard. */
+SEC("iter/task")
+int dump_tasks(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *t = ctx->task;
+	struct rsched_task_ident id = {};
+	struct rsched_task_state *st;
+
+	if (!t || t->exit_state)
+		return 0;
+	st = bpf_task_storage_get(&task_state, t, 0, 0);
+	if (!st)
+		return 0;
+	fill_ident(&id, t, true);
+	bpf_seq_write(seq, &id, sizeof(id));
+	bpf_seq_write(seq, st, sizeof(*st));
+	return 0;
+}

@@ -1,0 +1,39 @@
+#pragma once
+// Turns successive cumulative snapshots into per-interval deltas. Pure logic over plain data.
+//
+// Rules:
+//  - a thread is identified by (tid, start_time): a reused tid is a new thread;
+//  - a dead thread's final record is diffed against its last live values, then forgotten;
+//  - a thread missing from a read (exiting, its final record not yet buried) keeps its baseline
+//    for up to `grace_reads` reads, so its final record is not counted twice;
+//  - a counter that went down (cannot happen unless state was recreated) restarts from 0.
+#include "rsched/collect/snapshot.hpp"
+
+#include <map>
+
+namespace rsched::collect {
+
+thread_counters delta(const thread_counters &cur, const thread_counters &prev);
+delay_counters delta(const delay_counters &cur, const delay_counters &prev);
+
+class delta_tracker {
+public:
+  explicit delta_tracker(unsigned grace_reads = 8) : grace_reads_(grace_reads) {}
+
+  // Deltas since the previous call (the first call diffs against zero).
+  interval_delta advance(const snapshot &snap);
+
+  [[nodiscard]] std::size_t tracked_threads() const { return prev_threads_.size(); }
+
+private:
+  struct baseline {
+    thread_counters c;
+    unsigned missing_reads = 0;
+  };
+  unsigned grace_reads_;
+  std::map<thread_key, baseline> prev_threads_;
+  std::map<std::uint32_t, delay_counters> prev_cpus_;
+  drop_counters prev_drops_{};
+};
+
+} // namespace rsched::collect

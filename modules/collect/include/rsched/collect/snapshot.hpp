@@ -1,0 +1,77 @@
+#pragma once
+// Plain snapshot structs: what the kernel side holds at one read (cumulative counters), and the
+// per-interval deltas derived from two reads. No libbpf types here: tests build them by hand.
+#include "rsched/abi/sched_abi.h"
+#include "rsched/stats/histogram.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rsched::collect {
+
+struct delay_counters {
+  std::uint64_t count = 0;
+  std::uint64_t total_ns = 0;
+  stats::histogram hist{stats::layout::latency, {}};
+  friend bool operator==(const delay_counters &, const delay_counters &) = default;
+};
+
+struct depth_counters {
+  std::uint64_t count = 0;
+  std::uint64_t total = 0;
+  stats::histogram hist{stats::layout::depth, {}};
+  friend bool operator==(const depth_counters &, const depth_counters &) = default;
+};
+
+struct thread_counters {
+  delay_counters delay;
+  depth_counters depth;
+  [[nodiscard]] bool empty() const { return delay.count == 0 && depth.count == 0; }
+  friend bool operator==(const thread_counters &, const thread_counters &) = default;
+};
+
+struct thread_key {
+  std::uint32_t tid = 0;
+  std::uint64_t start_time = 0; // task->start_time, ns since boot
+  friend auto operator<=>(const thread_key &, const thread_key &) = default;
+};
+
+struct thread_sample {
+  thread_key key;
+  std::uint32_t tgid = 0;
+  std::uint64_t cgroup_id = 0;
+  std::string comm;  // exact kernel bytes
+  bool dead = false; // final record of an exited thread
+  thread_counters c;
+};
+
+struct cpu_sample {
+  std::uint32_t cpu = 0;
+  delay_counters delay;
+};
+
+using drop_counters = std::array<std::uint64_t, RSCHED_DROP_COUNT>;
+
+// One read of the kernel side: cumulative values.
+struct snapshot {
+  std::vector<thread_sample> live; // threads alive at the read
+  std::vector<thread_sample> dead; // final records of threads that exited since the last read
+  std::vector<cpu_sample> cpus;    // every possible CPU
+  drop_counters drops{};
+};
+
+// What happened between two reads.
+struct interval_delta {
+  std::vector<thread_sample> threads; // only threads with new samples
+  std::vector<cpu_sample> cpus;       // only CPUs with new samples
+  drop_counters drops{};
+};
+
+// Conversions from the ABI structs.
+delay_counters from_abi(const rsched_delay_stats &s);
+depth_counters from_abi(const rsched_depth_stats &s);
+thread_sample from_abi(const rsched_task_record &r);
+
+} // namespace rsched::collect

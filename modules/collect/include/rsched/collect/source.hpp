@@ -1,0 +1,34 @@
+#pragma once
+// The narrow seam between the kernel and everything else: something that yields snapshots.
+// bpf_source reads rsched's BPF maps; tests use their own sources.
+#include "rsched/base/result.hpp"
+#include "rsched/collect/snapshot.hpp"
+
+namespace rsched::bpf {
+class program;
+}
+
+namespace rsched::collect {
+
+class source {
+public:
+  virtual ~source() = default;
+  source() = default;
+  source(const source &) = delete;
+  source &operator=(const source &) = delete;
+  virtual result<snapshot> read() = 0;
+};
+
+// Reads the maps of a loaded rsched BPF program: the task iterator (tp_btf) or the task hash
+// (raw_tp), the graveyard (drained with lookup_and_delete_batch: its entries are final, so
+// deleting them races with nothing), the per-CPU stats and drop counters.
+class bpf_source final : public source {
+public:
+  explicit bpf_source(const bpf::program &prog) : prog_(prog) {}
+  result<snapshot> read() override;
+
+private:
+  const bpf::program &prog_;
+};
+
+} // namespace rsched::collect

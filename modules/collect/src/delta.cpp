@@ -1,0 +1,122 @@
+#include "rsched/collect/delta.hpp"
+
+#include <cstring>
+#include <set>
+
+namespace rsched::collect {
+
+namespace {
+std::uint64_t sub(std::uint64_t cur, std::uint64_t prev) {
+  return cur >= prev ? cur - prev : cur;
+}
+} // namespace
+
+delay_counters from_abi(const rsched_delay_stats &s) {
+  delay_counters d;
+  d.count = s.count;
+  d.total_ns = s.total_ns;
+  for (std::size_t i = 0; i < RSCHED_HIST_SLOTS; ++i) {
+    d.hist.slots[i] = s.slots[i];
+  }
+  return d;
+}
+
+depth_counters from_abi(const rsched_depth_stats &s) {
+  depth_counters d;
+  d.count = s.count;
+  d.total = s.total;
+  for (std::size_t i = 0; i < RSCHED_DEPTH_SLOTS; ++i) {
+    d.hist.slots[i] = s.slots[i];
+  }
+  return d;
+}
+
+thread_sample from_abi(const rsched_task_record &r) {
+  thread_sample t;
+  t.key = {r.id.tid, r.id.start_time};
+  t.tgid = r.id.tgid;
+  t.cgroup_id = r.id.cgroup_id;
+  std::size_t n = 0;
+  while (n < sizeof(r.id.comm) && r.id.comm[n] != '\0') {
+    ++n;
+  }
+  t.comm.assign(r.id.comm, n);
+  t.dead = (r.id.flags & RSCHED_TASK_DEAD) != 0;
+  t.c.delay = from_abi(r.st.delay);
+  t.c.depth = from_abi(r.st.depth);
+  return t;
+}
+
+delay_counters delta(const delay_counters &cur, const delay_counters &prev) {
+  return {sub(cur.count, prev.count), sub(cur.total_ns, prev.total_ns),
+          stats::delta(cur.hist, prev.hist)};
+}
+
+thread_counters delta(const thread_counters &cur, const thread_counters &prev) {
+  thread_counters d;
+  d.delay = delta(cur.delay, prev.delay);
+  d.depth.count = sub(cur.depth.count, prev.depth.count);
+  d.depth.total = sub(cur.depth.total, prev.depth.total);
+  d.depth.hist = stats::delta(cur.depth.hist, prev.depth.hist);
+  return d;
+}
+
+interval_delta delta_tracker::advance(const snapshot &snap) {
+  interval_delta out;
+  static const thread_counters zero{};
+  std::set<thread_key> buried;
+
+  // Final records first: a thread can appear dead and (briefly) still be listed as live.
+  for (const auto &t : snap.dead) {
+    auto it = prev_threads_.find(t.key);
+    thread_sample d = t;
+    d.c = delta(t.c, it == prev_threads_.end() ? zero : it->second.c);
+    if (it != prev_threads_.end()) {
+      prev_threads_.erase(it);
+    }
+    buried.insert(t.key);
+    if (!d.c.empty()) {
+      out.threads.push_back(std::move(d));
+    }
+  }
+
+  std::map<thread_key, baseline> next;
+  for (const auto &t : snap.live) {
+    if (buried.contains(t.key)) {
+      continue;
+    }
+    auto it = prev_threads_.find(t.key);
+    thread_sample d = t;
+    d.c = delta(t.c, it == prev_threads_.end() ? zero : it->second.c);
+    if (it != prev_threads_.end()) {
+      prev_threads_.erase(it);
+    }
+    next[t.key] = baseline{t.c, 0};
+    if (!d.c.empty()) {
+      out.threads.push_back(std::move(d));
+    }
+  }
+  // Threads neither live nor buried: exiting right now; keep their baseline for a while.
+  for (auto &[key, b] : prev_threads_) {
+    if (b.missing_reads + 1 < grace_reads_) {
+      next[key] = baseline{b.c, b.missing_reads + 1};
+    }
+  }
+  prev_threads_ = std::move(next);
+
+  for (const auto &c : snap.cpus) {
+    auto &prev = prev_cpus_[c.cpu];
+    cpu_sample d{c.cpu, delta(c.delay, prev)};
+    prev = c.delay;
+    if (d.delay.count != 0) {
+      out.cpus.push_back(std::move(d));
+    }
+  }
+  for (std::size_t i = 0; i < out.drops.size(); ++i) {
+    out.drops[i] = sub(snap.drops[i], prev_drops_[i]);
+  }
+  prev_drops_ = snap.drops;
+  return out;
+}
+
+} // namespace rsched::collect

@@ -1,0 +1,101 @@
+#pragma once
+// The sparse histogram blob stored in SQLite (docs/SCHEMA.md, "Histogram blobs").
+//
+//   byte 0      format/layout id: 1 = latency (ns, hybrid), 2 = depth (linear)
+//   then, for each non-empty bucket in increasing slot order:
+//     varint(slot - previous_slot - 1)   (previous_slot starts at -1)
+//     varint(count)                      (count > 0)
+// Varints are unsigned LEB128. An empty histogram is the single layout byte. A typical
+// scheduling-delay histogram with 6 non-empty buckets takes about 13 bytes.
+#include "rsched/base/result.hpp"
+#include "rsched/stats/histogram.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace rsched::stats {
+
+namespace detail {
+inline void put_varint(std::vector<std::uint8_t> &out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<std::uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<std::uint8_t>(v));
+}
+
+inline bool get_varint(std::span<const std::uint8_t> in, std::size_t &pos, std::uint64_t &v) {
+  v = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    if (pos >= in.size()) {
+      return false;
+    }
+    const std::uint8_t b = in[pos++];
+    if (shift == 63 && (b & 0x7E) != 0) {
+      return false; // would overflow 64 bits
+    }
+    v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
+    if ((b & 0x80) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+} // namespace detail
+
+inline std::vector<std::uint8_t> encode(const histogram &h) {
+  std::vector<std::uint8_t> out;
+  out.reserve(16);
+  out.push_back(static_cast<std::uint8_t>(h.kind));
+  std::int64_t prev = -1;
+  for (std::size_t s = 0; s < slot_count(h.kind); ++s) {
+    if (h.slots[s] == 0) {
+      continue;
+    }
+    detail::put_varint(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(s) - prev - 1));
+    detail::put_varint(out, h.slots[s]);
+    prev = static_cast<std::int64_t>(s);
+  }
+  return out;
+}
+
+// Decodes a blob. Every malformed input (unknown layout, truncated varint, slot past the layout,
+// zero count, trailing garbage, counts that overflow when summed) is an error, never a crash.
+inline result<histogram> decode(std::span<const std::uint8_t> in) {
+  if (in.empty()) {
+    return make_error("histogram blob is empty");
+  }
+  if (!valid_layout(in[0])) {
+    return make_error("histogram blob has unknown layout id " + std::to_string(in[0]));
+  }
+  histogram h{static_cast<layout>(in[0]), {}};
+  const std::size_t slots = slot_count(h.kind);
+  std::size_t pos = 1;
+  std::uint64_t next_slot = 0;
+  std::uint64_t sum = 0;
+  while (pos < in.size()) {
+    std::uint64_t gap = 0;
+    std::uint64_t count = 0;
+    if (!detail::get_varint(in, pos, gap) || !detail::get_varint(in, pos, count)) {
+      return make_error("histogram blob is truncated");
+    }
+    if (gap >= slots || next_slot + gap >= slots) {
+      return make_error("histogram blob has a bucket past the last slot");
+    }
+    if (count == 0) {
+      return make_error("histogram blob has an empty bucket entry");
+    }
+    if (sum + count < sum) {
+      return make_error("histogram blob counts overflow 64 bits");
+    }
+    sum += count;
+    const std::uint64_t slot = next_slot + gap;
+    h.slots[slot] = count;
+    next_slot = slot + 1;
+  }
+  return h;
+}
+
+} // namespace rsched::stats

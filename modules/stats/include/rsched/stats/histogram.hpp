@@ -1,0 +1,119 @@
+#pragma once
+// Histograms as plain data, their bucket bounds and the arithmetic on them.
+//
+// Two layouts exist (both fixed, versioned by their id, which the blob encoding carries):
+//  - latency: durations in ns; the hybrid layout of rsched_hist_slot() in sched_abi.h;
+//  - depth:   small integers (runqueue depth); slot = value, the last slot open-ended.
+// Merging is only defined between histograms of one layout.
+#include "rsched/abi/sched_abi.h"
+#include "rsched/base/result.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace rsched::stats {
+
+enum class layout : std::uint8_t {
+  latency = 1, // ns, RSCHED_HIST_SLOTS hybrid slots
+  depth = 2,   // count, RSCHED_DEPTH_SLOTS linear slots
+};
+
+inline constexpr std::size_t max_slots = RSCHED_HIST_SLOTS;
+static_assert(RSCHED_DEPTH_SLOTS <= RSCHED_HIST_SLOTS);
+
+constexpr std::size_t slot_count(layout l) {
+  return l == layout::latency ? std::size_t{RSCHED_HIST_SLOTS} : std::size_t{RSCHED_DEPTH_SLOTS};
+}
+
+constexpr bool valid_layout(std::uint8_t id) {
+  return id == static_cast<std::uint8_t>(layout::latency) ||
+         id == static_cast<std::uint8_t>(layout::depth);
+}
+
+// Inclusive bounds of one bucket. `hi` is numeric_limits<uint64_t>::max() for the open-ended
+// top bucket.
+struct bucket {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+  [[nodiscard]] constexpr bool open_ended() const {
+    return hi == std::numeric_limits<std::uint64_t>::max();
+  }
+  // Width of the bucket (hi - lo + 1); for the open-ended bucket, its lower bound (the bucket is
+  // at least that wide and the documented bound is "at least lo").
+  [[nodiscard]] constexpr std::uint64_t width() const { return open_ended() ? lo : hi - lo + 1; }
+};
+
+// Bounds of `slot` in `l`. Slots outside the layout return {0, 0}.
+constexpr bucket bucket_bounds(layout l, std::size_t slot) {
+  constexpr auto inf = std::numeric_limits<std::uint64_t>::max();
+  if (slot >= slot_count(l)) {
+    return {};
+  }
+  if (l == layout::depth) {
+    return slot + 1 == slot_count(l) ? bucket{slot, inf} : bucket{slot, slot};
+  }
+  constexpr std::uint64_t us = 1000;
+  if (slot < RSCHED_HIST_LINEAR_SLOTS) {
+    const std::uint64_t lo_us = slot * RSCHED_HIST_LINEAR_STEP_US;
+    return {lo_us * us, (lo_us + RSCHED_HIST_LINEAR_STEP_US) * us - 1};
+  }
+  if (slot == RSCHED_HIST_LINEAR_SLOTS) {
+    return {500 * us, 512 * us - 1};
+  }
+  const auto n = slot - RSCHED_HIST_LOG2_BASE_SLOT; // log2 of the lower bound in us
+  const std::uint64_t lo = (std::uint64_t{1} << n) * us;
+  if (slot + 1 == std::size_t{RSCHED_HIST_SLOTS}) {
+    return {lo, inf};
+  }
+  return {lo, (std::uint64_t{1} << (n + 1)) * us - 1};
+}
+
+// Slot that holds `value` in `l` (the same function the BPF programs use).
+inline std::size_t slot_of(layout l, std::uint64_t value) {
+  return l == layout::latency ? rsched_hist_slot(value) : rsched_depth_slot(value);
+}
+
+struct histogram {
+  layout kind = layout::latency;
+  std::array<std::uint64_t, max_slots> slots{}; // slots past slot_count(kind) stay 0
+
+  [[nodiscard]] std::uint64_t total() const {
+    std::uint64_t t = 0;
+    for (auto c : slots) {
+      t += c;
+    }
+    return t;
+  }
+  [[nodiscard]] bool empty() const { return total() == 0; }
+  void add(std::uint64_t value, std::uint64_t n = 1) { slots[slot_of(kind, value)] += n; }
+  friend bool operator==(const histogram &, const histogram &) = default;
+};
+
+// a += b, bucket by bucket. Fails when the layouts differ.
+inline result<void> merge_into(histogram &a, const histogram &b) {
+  if (a.kind != b.kind) {
+    return make_error("cannot merge histograms of different layouts");
+  }
+  for (std::size_t i = 0; i < max_slots; ++i) {
+    a.slots[i] += b.slots[i];
+  }
+  return {};
+}
+
+// Bucket-wise difference of two cumulative histograms (cur - prev). A bucket that went down
+// means the counters were reset (a new thread behind a reused key): the delta is then `cur`.
+inline histogram delta(const histogram &cur, const histogram &prev) {
+  histogram d{cur.kind, {}};
+  bool reset = false;
+  for (std::size_t i = 0; i < max_slots; ++i) {
+    reset = reset || cur.slots[i] < prev.slots[i];
+  }
+  for (std::size_t i = 0; i < max_slots; ++i) {
+    d.slots[i] = reset ? cur.slots[i] : cur.slots[i] - prev.slots[i];
+  }
+  return d;
+}
+
+} // namespace rsched::stats

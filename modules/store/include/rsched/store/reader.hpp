@@ -1,0 +1,51 @@
+#pragma once
+// The query side: a connection with rsched's SQL functions registered, statements run one by
+// one, results handed back as plain values. Used by rsched-sql and the tests.
+#include "rsched/base/result.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace rsched::store {
+
+// One SQL value. Blobs are raw bytes.
+using value =
+    std::variant<std::monostate, std::int64_t, double, std::string, std::vector<std::uint8_t>>;
+
+struct result_sink {
+  // Called once per statement that returns columns, before its rows.
+  std::function<void(const std::vector<std::string> &columns)> on_columns;
+  // Called per row.
+  std::function<void(const std::vector<value> &row)> on_row;
+};
+
+class reader {
+public:
+  // Opens an existing database read-only (mode=ro, busy_timeout) unless `read_only` is false
+  // (an in-memory or test database). Missing file, non-SQLite file or a foreign/newer schema:
+  // a one-line error.
+  static result<reader> open(const std::string &path, bool read_only = true);
+
+  // Runs every statement in `sql` in order. Stops at the first error and returns it; the error
+  // message names the statement's line and the position SQLite reports, when it can.
+  result<void> exec(std::string_view sql, const result_sink &sink);
+
+  // True when `sql` ends in a complete statement (sqlite3_complete), for multi-line input.
+  static bool complete(std::string_view sql);
+
+  reader(reader &&) noexcept;
+  reader &operator=(reader &&) noexcept;
+  ~reader();
+
+private:
+  struct impl;
+  explicit reader(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+} // namespace rsched::store
