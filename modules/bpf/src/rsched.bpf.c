@@ -247,7 +247,17 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 	if (READ(btf, next, pid) == 0)
 		return 0;
 	st = state_of(next, btf, true);
-	if (!st || !st->enqueue_ns)
+	if (!st)
+		return 0;
+	if (!btf) {
+		/* raw_tp mode has no iterator to read the current comm and cgroup: keep the record's
+		 * copy fresh (exec and prctl rename a running task, so the next switch-in sees it). */
+		struct rsched_task_record *rec =
+			(struct rsched_task_record *)((char *)st - __builtin_offsetof(struct rsched_task_record, st));
+		bpf_probe_read_kernel_str(rec->id.comm, sizeof(rec->id.comm), &next->comm);
+		rec->id.cgroup_id = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
+	}
+	if (!st->enqueue_ns)
 		return 0;
 	__u64 delta = now - st->enqueue_ns;
 	st->enqueue_ns = 0;

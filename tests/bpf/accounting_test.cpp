@@ -1,0 +1,167 @@
+// rschedd's recorded scheduling delay against the kernel's own accounting (run_delay and the
+// timeslice count of /proc/<pid>/schedstat), per thread, including threads that exit before
+// recording stops.
+#include "rsched/store/reader.hpp"
+
+#include "root_test_util.hpp"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+#include <unistd.h>
+
+using namespace rsched;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct truth {
+  std::uint64_t run_delay_ns = 0;
+  std::uint64_t timeslices = 0;
+};
+
+std::uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// A CPU-hungry child: bursts of spinning with short sleeps in between, so that it is woken often,
+// preempted often and waits on a saturated runqueue.
+[[noreturn]] void child_work(int idx, std::uint64_t run_ns) {
+  const std::string name = "rs-acct-" + std::to_string(idx);
+  prctl(PR_SET_NAME, name.c_str());
+  const std::uint64_t end = mono_ns() + run_ns;
+  const std::uint64_t spin_ns = 200'000 + static_cast<std::uint64_t>(idx) * 150'000;
+  volatile std::uint64_t sink = 0;
+  while (mono_ns() < end) {
+    const std::uint64_t until = mono_ns() + spin_ns;
+    while (mono_ns() < until) {
+      sink = sink + 1;
+    }
+    if (idx % 3 != 2) { // every third child never sleeps: it is only ever preempted
+      timespec ts{0, 100'000 * (idx % 3 + 1)};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  _exit(0);
+}
+
+std::optional<truth> read_truth(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  std::uint64_t exec = 0;
+  truth t;
+  if (!(in >> exec >> t.run_delay_ns >> t.timeslices)) {
+    return std::nullopt;
+  }
+  return t;
+}
+
+struct ours {
+  std::uint64_t count = 0;
+  std::uint64_t total_ns = 0;
+};
+
+std::map<std::int64_t, ours> recorded(const std::string &db) {
+  auto r = store::reader::open(db);
+  REQUIRE(r.ok());
+  std::map<std::int64_t, ours> out;
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) {
+    out[std::get<std::int64_t>(row[0])] = {
+        static_cast<std::uint64_t>(std::get<std::int64_t>(row[1])),
+        static_cast<std::uint64_t>(std::get<std::int64_t>(row[2]))};
+  };
+  auto ok = r->exec("SELECT tid, sum(count), sum(total_ns) FROM sched_delay "
+                    "WHERE comm LIKE 'rs-acct-%' GROUP BY tid",
+                    sink);
+  INFO((ok.ok() ? std::string() : ok.err().msg));
+  REQUIRE(ok.ok());
+  return out;
+}
+
+void run_accounting(const std::string &mode) {
+  if (!test::bpf_available()) {
+    return;
+  }
+  test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
+  const std::string dir = test::temp_dir();
+  const std::string db = dir + "/rsched.db";
+  test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
+  INFO(d.stderr_text());
+  REQUIRE(d.wait_attached());
+
+  // 6 children on 2 CPUs: 3 exit after 1.2 s (well before recording stops), 3 after 3 s.
+  const int nchildren = 6;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < nchildren; ++i) {
+    const pid_t p = fork();
+    REQUIRE(p >= 0);
+    if (p == 0) {
+      child_work(i, i < 3 ? 1'200'000'000ULL : 3'000'000'000ULL);
+    }
+    pids.push_back(p);
+  }
+  // Ground truth from each zombie before it is reaped: its final kernel accounting.
+  std::map<std::int64_t, truth> kernel;
+  for (pid_t p : pids) {
+    siginfo_t si{};
+    REQUIRE(waitid(P_PID, static_cast<id_t>(p), &si, WEXITED | WNOWAIT) == 0);
+    std::this_thread::sleep_for(20ms); // let the zombie finish its last switch
+    auto t = read_truth(p);
+    REQUIRE(t.has_value());
+    kernel[p] = *t;
+    REQUIRE(waitpid(p, nullptr, 0) == p);
+  }
+  std::this_thread::sleep_for(1500ms); // at least one more interval after the last exit
+  REQUIRE(d.stop(SIGINT) == 0);
+
+  const auto got = recorded(db);
+  for (const auto &[pid, k] : kernel) {
+    INFO("mode " << mode << " pid " << pid << ": kernel run_delay " << k.run_delay_ns
+                 << " ns, timeslices " << k.timeslices);
+    REQUIRE(k.timeslices > 50); // the workload really did switch a lot
+    REQUIRE(k.run_delay_ns > 10'000'000);
+    auto it = got.find(pid);
+    REQUIRE(it != got.end());
+    const auto &o = it->second;
+    INFO("recorded total " << o.total_ns << " ns, count " << o.count);
+    const double delay_err =
+        std::fabs(static_cast<double>(o.total_ns) - static_cast<double>(k.run_delay_ns)) /
+        static_cast<double>(k.run_delay_ns);
+    const double count_err =
+        std::fabs(static_cast<double>(o.count) - static_cast<double>(k.timeslices)) /
+        static_cast<double>(k.timeslices);
+    std::printf("accounting[%s] pid %lld: run_delay kernel %llu ns, recorded %llu ns (%.2f%%); "
+                "timeslices kernel %llu, recorded %llu (%.2f%%)\n",
+                mode.c_str(), static_cast<long long>(pid),
+                static_cast<unsigned long long>(k.run_delay_ns),
+                static_cast<unsigned long long>(o.total_ns), delay_err * 100,
+                static_cast<unsigned long long>(k.timeslices),
+                static_cast<unsigned long long>(o.count), count_err * 100);
+    CHECK(delay_err <= 0.05);
+    CHECK(count_err <= 0.05);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+} // namespace
+
+TEST_CASE("recorded delay matches the kernel's run_delay per thread (tp_btf)", "[root][bpf]") {
+  run_accounting("tp_btf");
+}
+
+TEST_CASE("recorded delay matches the kernel's run_delay per thread (raw_tp)", "[root][bpf]") {
+  run_accounting("raw_tp");
+}

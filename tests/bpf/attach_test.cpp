@@ -1,0 +1,92 @@
+// Exactly one variant per tracepoint is attached; clear errors without privileges.
+#include "rsched/bpf/program.hpp"
+
+#include "root_test_util.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <fcntl.h>
+#include <pwd.h>
+#include <set>
+#include <unistd.h>
+
+using namespace rsched;
+
+namespace {
+bool ends_with(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+} // namespace
+
+TEST_CASE("automatic mode attaches tp_btf programs only, once per tracepoint", "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  REQUIRE(bpf::kernel_supports_tp_btf()); // this project's kernel has BTF
+  auto p = bpf::program::load({});
+  INFO((p.ok() ? std::string() : p.err().msg));
+  REQUIRE(p.ok());
+  CHECK(p->mode() == bpf::attach_mode::tp_btf);
+  const auto progs = p->attached();
+  REQUIRE(progs.size() == 3);
+  std::set<std::string> names;
+  for (const auto &pi : progs) {
+    CHECK(ends_with(pi.name, "_btf"));
+    names.insert(pi.name.substr(0, pi.name.size() - 4));
+  }
+  CHECK(names == std::set<std::string>{"sched_switch", "sched_wakeup", "sched_wakeup_new"});
+}
+
+TEST_CASE("raw_tp mode attaches raw_tp programs only", "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  bpf::options o;
+  o.mode = bpf::attach_mode::raw_tp;
+  auto p = bpf::program::load(o);
+  INFO((p.ok() ? std::string() : p.err().msg));
+  REQUIRE(p.ok());
+  const auto progs = p->attached();
+  REQUIRE(progs.size() == 3);
+  for (const auto &pi : progs) {
+    CHECK(ends_with(pi.name, "_raw"));
+  }
+}
+
+TEST_CASE("without privileges rschedd says what is missing in one line and exits 1",
+          "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    if (setgid(65534) != 0 || setuid(65534) != 0) {
+      _exit(99);
+    }
+    const std::string path = test::rschedd_path();
+    execl(path.c_str(), path.c_str(), "--no-db", "-r", "1", nullptr);
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string err;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) {
+    err.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(err.find("root") != std::string::npos);
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+}

@@ -1,0 +1,144 @@
+#include "root_test_util.hpp"
+
+#include <sys/wait.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <poll.h>
+#include <sstream>
+#include <unistd.h>
+
+namespace rsched::test {
+
+bool bpf_available() {
+  if (geteuid() == 0) {
+    return true;
+  }
+  const char *req = std::getenv("RSCHED_REQUIRE_BPF");
+  if (req != nullptr && std::string(req) == "1") {
+    FAIL("RSCHED_REQUIRE_BPF=1 but not running as root: a skipped BPF test is a failure");
+  }
+  WARN("not root: BPF test skipped (set RSCHED_REQUIRE_BPF=1 to make this a failure)");
+  return false;
+}
+
+std::optional<schedstat> self_schedstat() {
+  std::ifstream in("/proc/thread-self/schedstat");
+  schedstat s;
+  if (!(in >> s.exec_ns >> s.run_delay_ns >> s.timeslices)) {
+    return std::nullopt;
+  }
+  return s;
+}
+
+sysctl_guard::sysctl_guard(std::string path, const std::string &value) : path_(std::move(path)) {
+  std::ifstream in(path_);
+  std::getline(in, old_);
+  std::ofstream out(path_);
+  out << value;
+}
+
+sysctl_guard::~sysctl_guard() {
+  std::ofstream out(path_);
+  out << old_;
+}
+
+std::string rschedd_path() {
+  return std::string(RSCHED_BINARY_DIR) + "/apps/rschedd/rschedd";
+}
+std::string rsched_sql_path() {
+  return std::string(RSCHED_BINARY_DIR) + "/apps/rsched-sql/rsched-sql";
+}
+
+std::string temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "rsched-test-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    FAIL("mkdtemp failed");
+  }
+  return tmpl;
+}
+
+daemon::daemon(const std::vector<std::string> &args) {
+  int fds[2];
+  REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
+  pid_ = fork();
+  REQUIRE(pid_ >= 0);
+  if (pid_ == 0) {
+    dup2(fds[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, STDOUT_FILENO);
+    std::vector<char *> argv;
+    std::string path = rschedd_path();
+    argv.push_back(path.data());
+    std::vector<std::string> copy = args;
+    for (auto &a : copy) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    execv(path.c_str(), argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  err_fd_ = fds[0];
+}
+
+daemon::~daemon() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (err_fd_ >= 0) {
+    close(err_fd_);
+  }
+}
+
+void daemon::drain(int timeout_ms) {
+  pollfd p{err_fd_, POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) <= 0) {
+    return;
+  }
+  char buf[4096];
+  const ssize_t n = read(err_fd_, buf, sizeof(buf));
+  if (n > 0) {
+    err_.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+bool daemon::wait_attached(int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms; waited += 50) {
+    drain(50);
+    if (err_.find("attached") != std::string::npos) {
+      return true;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      drain(100);
+      pid_ = -1;
+      return false;
+    }
+  }
+  return false;
+}
+
+int daemon::stop(int sig) {
+  if (pid_ <= 0) {
+    return -1;
+  }
+  kill(pid_, sig);
+  int status = 0;
+  for (;;) {
+    drain(20);
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      break;
+    }
+  }
+  drain(100);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+} // namespace rsched::test

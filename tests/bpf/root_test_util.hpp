@@ -1,0 +1,62 @@
+#pragma once
+// Helpers for the root tests: skip-or-fail without root, run rschedd, read /proc ground truth.
+#include <catch2/catch.hpp>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rsched::test {
+
+// True when the test may use BPF. Without root: fails under RSCHED_REQUIRE_BPF=1, else warns and
+// returns false (the caller returns: Catch2 v2 has no SKIP).
+bool bpf_available();
+
+struct schedstat {
+  std::uint64_t exec_ns = 0;
+  std::uint64_t run_delay_ns = 0;
+  std::uint64_t timeslices = 0;
+};
+// /proc/thread-self/schedstat of the calling thread.
+std::optional<schedstat> self_schedstat();
+
+// Writes a sysctl value and restores the old one on destruction.
+class sysctl_guard {
+public:
+  sysctl_guard(std::string path, const std::string &value);
+  ~sysctl_guard();
+  sysctl_guard(const sysctl_guard &) = delete;
+  sysctl_guard &operator=(const sysctl_guard &) = delete;
+
+private:
+  std::string path_;
+  std::string old_;
+};
+
+// A running rschedd child process.
+class daemon {
+public:
+  explicit daemon(const std::vector<std::string> &args);
+  ~daemon();
+  daemon(const daemon &) = delete;
+  daemon &operator=(const daemon &) = delete;
+  // Waits until its stderr says the programs are attached (or it exited). False on failure.
+  bool wait_attached(int timeout_ms = 10000);
+  // SIGINT (or `sig`) and wait; returns the exit status (or -signal).
+  int stop(int sig = 2);
+  [[nodiscard]] const std::string &stderr_text() const { return err_; }
+
+private:
+  pid_t pid_ = -1;
+  int err_fd_ = -1;
+  std::string err_;
+  void drain(int timeout_ms);
+};
+
+std::string rschedd_path();
+std::string rsched_sql_path();
+std::string temp_dir();
+
+} // namespace rsched::test
