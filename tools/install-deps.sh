@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs everything rsched needs to build and test, from Debian 12's archive only.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends \
+  ca-certificates cmake make g++ pkg-config \
+  clang llvm libbpf-dev bpftool \
+  libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev \
+  stress-ng tmux procps
