@@ -1,0 +1,147 @@
+// rschedd end to end: interval rows, clean shutdown on signals, hostile comm names through the
+// real BPF path into CSV.
+#include "rsched/store/reader.hpp"
+
+#include "root_test_util.hpp"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+#include <unistd.h>
+
+using namespace rsched;
+using namespace std::chrono_literals;
+
+namespace {
+std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql) {
+  auto r = store::reader::open(db);
+  REQUIRE(r.ok());
+  std::vector<std::vector<store::value>> rows;
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) { rows.push_back(row); };
+  auto ok = r->exec(sql, sink);
+  INFO((ok.ok() ? std::string() : ok.err().msg));
+  REQUIRE(ok.ok());
+  return rows;
+}
+std::int64_t as_int(const store::value &v) {
+  return std::get<std::int64_t>(v);
+}
+
+std::string run_capture(const std::string &cmd, int &status) {
+  std::string out;
+  FILE *f = popen(cmd.c_str(), "r");
+  REQUIRE(f != nullptr);
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+    out.append(buf, n);
+  }
+  status = pclose(f);
+  return out;
+}
+} // namespace
+
+TEST_CASE("SIGTERM and SIGINT record the partial interval and exit 0", "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  for (int sig : {SIGTERM, SIGINT}) {
+    const std::string dir = test::temp_dir();
+    const std::string db = dir + "/sub/dir/rsched.db"; // directories are created
+    test::daemon d({"--db", db, "-i", "1"});
+    REQUIRE(d.wait_attached());
+    std::this_thread::sleep_for(2500ms);
+    INFO(d.stderr_text());
+    REQUIRE(d.stop(sig) == 0);
+    const auto rows = query(db, "SELECT count(*), sum(flags & 1), "
+                                "(SELECT dur_ns FROM intervals ORDER BY id DESC LIMIT 1), "
+                                "(SELECT flags FROM intervals ORDER BY id DESC LIMIT 1) "
+                                "FROM intervals");
+    REQUIRE(rows.size() == 1);
+    CHECK(as_int(rows[0][0]) == 3);          // two full intervals and the partial one
+    CHECK(as_int(rows[0][1]) == 1);          // exactly one final interval ...
+    CHECK(as_int(rows[0][3]) & 1);           // ... the last one
+    CHECK(as_int(rows[0][2]) < 900'000'000); // and it is partial (~0.5 s)
+    CHECK((std::filesystem::status(db).permissions() & std::filesystem::perms::all) ==
+          (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+           std::filesystem::perms::group_read));
+    const auto sample = query(db, "SELECT count(*), sum(count) FROM sched_delay");
+    CHECK(as_int(sample[0][0]) > 0);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST_CASE("-r records every interval including the last partial one", "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  const std::string dir = test::temp_dir();
+  const std::string db = dir + "/rsched.db";
+  test::daemon d({"--db", db, "-i", "2", "-r", "5"});
+  REQUIRE(d.wait_attached());
+  std::this_thread::sleep_for(6s); // it exits by itself after 5 s
+  INFO(d.stderr_text());
+  REQUIRE(d.stop(0) == 0); // signal 0: it has already exited on its own
+  const auto rows = query(db, "SELECT count(*), sum(dur_ns), max(flags & 1) FROM intervals");
+  CHECK(as_int(rows[0][0]) == 3); // 2 s + 2 s + 1 s
+  CHECK(as_int(rows[0][1]) > 4'900'000'000);
+  CHECK(as_int(rows[0][1]) < 5'300'000'000);
+  CHECK(as_int(rows[0][2]) == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a hostile comm recorded by BPF round-trips exactly through rsched-sql --csv",
+          "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  const std::string dir = test::temp_dir();
+  const std::string db = dir + "/rsched.db";
+  test::daemon d({"--db", db, "-i", "1"});
+  REQUIRE(d.wait_attached());
+  // 15 bytes (the kernel keeps 15): quote, comma, an escape sequence, a non-UTF-8 byte
+  const std::string hostile = std::string("q\"x,y\x1b[2J\xff") + "end";
+  REQUIRE(hostile.size() <= 15);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, hostile.c_str());
+    for (int i = 0; i < 300; ++i) {
+      usleep(2000); // sleeps and wakeups: scheduling delay samples
+    }
+    _exit(0);
+  }
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+  std::this_thread::sleep_for(1200ms);
+  REQUIRE(d.stop(SIGINT) == 0);
+
+  int status = 0;
+  const std::string csv =
+      run_capture(test::rsched_sql_path() + " " + db +
+                      " --csv -c \"SELECT comm, sum(count) AS n FROM sched_delay WHERE tid = " +
+                      std::to_string(child) + " GROUP BY comm\"",
+                  status);
+  REQUIRE(status == 0);
+  // RFC 4180: the field has quotes and a comma, so it is quoted and its quote doubled
+  std::string field = "\"q\"\"x,y\x1b[2J\xff"
+                      "end\"";
+  INFO(csv);
+  CHECK(csv.rfind("comm,n", 0) == 0);
+  CHECK(csv.find(field + ",") != std::string::npos);
+  // the human table never shows the escape byte raw
+  const std::string table = run_capture(
+      test::rsched_sql_path() + " " + db +
+          " -c \"SELECT comm FROM sched_delay WHERE tid = " + std::to_string(child) + "\"",
+      status);
+  REQUIRE(status == 0);
+  CHECK(table.find('\x1b') == std::string::npos);
+  CHECK(table.find("\\x1b[2J") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
