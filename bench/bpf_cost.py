@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Per-event BPF cost of rschedd vs runqlat, measured with kernel.bpf_stats_enabled in one run.
+
+For each repetition and each tracer (interleaved), start the tracer, find its programs by diffing
+`bpftool prog show` ids, run the workload, and divide the change of run_time_ns by the change of
+run_cnt. Prints per-tracer medians and the ratio to runqlat.
+
+Usage (root): bench/bpf_cost.py [--reps N] [--rschedd PATH] [--workload "CMD"] [--groups G]
+"""
+import argparse, json, os, signal, statistics, subprocess, sys, time
+
+def progs():
+    out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True, check=True)
+    return {p["id"]: p for p in json.loads(out.stdout)}
+
+def measure(cmd, workload):
+    before_ids = set(progs())
+    tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ids = set()
+    for _ in range(100):  # wait until its programs are loaded and stable
+        time.sleep(0.1)
+        now = set(progs()) - before_ids
+        if now and now == ids:
+            break
+        ids = now
+    time.sleep(0.5)
+    a = progs()
+    subprocess.run(workload, shell=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    b = progs()
+    os.killpg(tracer.pid, signal.SIGINT)
+    tracer.wait(timeout=30)
+    per = {}
+    tot_ns = tot_cnt = 0
+    for i in ids:
+        if i not in a or i not in b:
+            continue
+        dn = b[i].get("run_time_ns", 0) - a[i].get("run_time_ns", 0)
+        dc = b[i].get("run_cnt", 0) - a[i].get("run_cnt", 0)
+        if dc > 0:
+            per[b[i].get("name", str(i))] = dn / dc
+            tot_ns += dn
+            tot_cnt += dc
+    return (tot_ns / tot_cnt if tot_cnt else float("nan")), per, tot_cnt
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rschedd", default=os.path.join(os.path.dirname(__file__), "..", "build", "apps", "rschedd", "rschedd"))
+    ap.add_argument("--workload", default="stress-ng --switch 2 --timeout 5")
+    ap.add_argument("--runqlat", default="/usr/sbin/runqlat")
+    args = ap.parse_args()
+    tracers = {
+        "rschedd (default groups)": [args.rschedd, "--no-db", "-i", "1"],
+        "runqlat": [args.runqlat, "1", "1000"],
+    }
+    old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
+    open("/proc/sys/kernel/bpf_stats_enabled", "w").write("1")
+    results = {k: [] for k in tracers}
+    detail = {k: [] for k in tracers}
+    try:
+        for rep in range(args.reps):
+            order = list(tracers)
+            if rep % 2:
+                order.reverse()
+            for name in order:
+                w, per, cnt = measure(tracers[name], args.workload)
+                results[name].append(w)
+                detail[name].append(per)
+                print(f"rep {rep} {name}: {w:.0f} ns/event over {cnt} events  " +
+                      ", ".join(f"{k} {v:.0f}" for k, v in sorted(per.items())), flush=True)
+    finally:
+        open("/proc/sys/kernel/bpf_stats_enabled", "w").write(old)
+    print(f"\nworkload: {args.workload}; {args.reps} interleaved repetitions; medians:")
+    med = {k: statistics.median(v) for k, v in results.items()}
+    for k, v in med.items():
+        print(f"  {k:28s} {v:6.0f} ns/event  [min {min(results[k]):.0f}, max {max(results[k]):.0f}]")
+    base = med["runqlat"]
+    for k, v in med.items():
+        if k != "runqlat":
+            print(f"  ratio {k} / runqlat = {v / base:.2f}")
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+#pragma once
+// Schema v1 of the rsched database (docs/SCHEMA.md) and the checks both sides run on open.
+// Private to the store module: works on a raw sqlite3 connection and never throws.
+#include "rsched/base/result.hpp"
+
+#include <cstdint>
+#include <string>
+
+struct sqlite3;
+
+namespace rsched::store::detail {
+
+// PRAGMA application_id of every rsched database: 'rsch' in ASCII.
+inline constexpr std::int32_t application_id = 0x72736368;
+
+// What an opened database holds.
+enum class db_state {
+  empty,   // no schema objects, application_id and user_version 0: a new database
+  current, // an rsched database of schema_version
+};
+
+// Classifies the database behind `db`. Everything that is neither empty nor a current rsched
+// database is an error whose message starts with `path`: not SQLite at all ("file is not a
+// database"), a foreign application_id, rsched's application_id without a schema version, or a
+// newer schema version. Reads only: the file is left untouched.
+result<db_state> check(sqlite3 *db, const std::string &path);
+
+// Creates schema v1 (tables, views, metric rows, meta rows, application_id, user_version) in one
+// IMMEDIATE transaction. The state is checked again inside the transaction, so two processes
+// creating the same file race safely: the loser finds the schema in place and creates nothing.
+result<void> create(sqlite3 *db, const std::string &path);
+
+// Runs one statement that returns a single integer (a PRAGMA); finalizes it before returning.
+result<std::int64_t> query_int(sqlite3 *db, const char *sql);
+
+// Runs statements without results (sqlite3_exec). The error message is SQLite's.
+result<void> exec(sqlite3 *db, const char *sql);
+
+} // namespace rsched::store::detail

@@ -1,0 +1,240 @@
+// rsched's SQL functions (hist_percentile, ipc) and reader::exec / reader::complete.
+#include "rsched/stats/encoding.hpp"
+#include "rsched/stats/percentile.hpp"
+#include "rsched/store/reader.hpp"
+#include "rsched/store/writer.hpp"
+
+#include "store_test_util.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace store_test;
+using rsched::store::reader;
+using rsched::store::writer;
+
+namespace {
+
+reader memory_reader() {
+  auto r = reader::open(":memory:", false);
+  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+std::uint64_t expected_percentile(const rsched::stats::histogram &h, double p) {
+  const auto r = rsched::stats::percentile(h, p);
+  REQUIRE(r.has_value());
+  return r->value;
+}
+
+// Delays spread over the linear, log2 and open-ended ranges of the latency layout.
+std::vector<std::uint64_t> random_delays(std::mt19937_64 &rng, std::size_t n) {
+  std::vector<std::uint64_t> out;
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int k = pick(rng);
+    if (k < 6) {
+      out.push_back(std::uniform_int_distribution<std::uint64_t>(0, 499'999)(rng));
+    } else if (k < 9) {
+      out.push_back(std::uniform_int_distribution<std::uint64_t>(500'000, 50'000'000)(rng));
+    } else {
+      out.push_back(std::uniform_int_distribution<std::uint64_t>(50'000'000, 5'000'000'000)(rng));
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("hist_percentile over stored rows equals the percentile of the merged histogram",
+          "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  std::mt19937_64 rng(12345);
+  rsched::stats::histogram merged_a{rsched::stats::layout::latency, {}};
+  rsched::stats::histogram merged_b{rsched::stats::layout::latency, {}};
+  rsched::stats::histogram merged_depth{rsched::stats::layout::depth, {}};
+  {
+    auto w = writer::open(path);
+    REQUIRE(w.ok());
+    for (int i = 0; i < 6; ++i) {
+      auto ta = make_thread(1, "alpha", random_delays(rng, 50 + 10 * static_cast<std::size_t>(i)),
+                            {0, 1, 2, static_cast<std::uint64_t>(i), 90});
+      auto tb = make_thread(2, "beta", random_delays(rng, 7));
+      REQUIRE(rsched::stats::merge_into(merged_a, ta.delay_hist).ok());
+      REQUIRE(rsched::stats::merge_into(merged_b, tb.delay_hist).ok());
+      REQUIRE(rsched::stats::merge_into(merged_depth, ta.depth_hist).ok());
+      REQUIRE(w->write(make_interval(1'000 + i, {ta, tb})).ok());
+    }
+  }
+  auto rr = reader::open(path);
+  REQUIRE(rr.ok());
+  auto &r = *rr;
+  for (const double p : {0.001, 1.0, 25.0, 50.0, 90.0, 99.0, 99.9, 100.0}) {
+    INFO("p = " << p);
+    const std::string ps = std::to_string(p);
+    CHECK(
+        static_cast<std::uint64_t>(scalar_int(r, "SELECT hist_percentile(hist, " + ps +
+                                                     ") FROM sched_delay WHERE comm = 'alpha'")) ==
+        expected_percentile(merged_a, p));
+    auto grouped = run(r, "SELECT comm, hist_percentile(hist, " + ps +
+                              ") FROM sched_delay GROUP BY comm ORDER BY comm");
+    REQUIRE(grouped.rows.size() == 2);
+    CHECK(static_cast<std::uint64_t>(as_int(grouped.rows[0][1])) ==
+          expected_percentile(merged_a, p));
+    CHECK(static_cast<std::uint64_t>(as_int(grouped.rows[1][1])) ==
+          expected_percentile(merged_b, p));
+    CHECK(static_cast<std::uint64_t>(
+              scalar_int(r, "SELECT hist_percentile(hist, " + ps + ") FROM runq_depth")) ==
+          expected_percentile(merged_depth, p));
+  }
+  // Integer p works like REAL p.
+  CHECK(static_cast<std::uint64_t>(scalar_int(
+            r, "SELECT hist_percentile(hist, 99) FROM sched_delay WHERE comm = 'alpha'")) ==
+        expected_percentile(merged_a, 99.0));
+  // No rows, or only NULL blobs: NULL.
+  auto none = run(r, "SELECT hist_percentile(hist, 50) FROM sched_delay WHERE comm = 'nobody'");
+  REQUIRE(none.rows.size() == 1);
+  CHECK(is_null(none.rows[0][0]));
+  auto nulls = run(r, "SELECT hist_percentile(NULL, 50) FROM sched_delay");
+  REQUIRE(nulls.rows.size() == 1);
+  CHECK(is_null(nulls.rows[0][0]));
+}
+
+TEST_CASE("hist_percentile on literal blobs, as window function, and its errors", "[store]") {
+  auto r = memory_reader();
+  const auto h1 = latency_hist({1'000, 2'000, 15'000, 600'000});
+  const auto h2 = latency_hist({3'000'000, 3'000'000, 40'000});
+  const auto h3 = latency_hist({5'000'000'000'000}); // open-ended top bucket
+  auto m12 = h1;
+  REQUIRE(rsched::stats::merge_into(m12, h2).ok());
+  const std::string rows = "(VALUES (1, " + blob_literal(h1) + "), (2, " + blob_literal(h2) +
+                           "), (3, NULL), (4, " + blob_literal(h3) + "))";
+
+  CHECK(static_cast<std::uint64_t>(scalar_int(r, "SELECT hist_percentile(column2, 50) FROM " +
+                                                     rows + " WHERE column1 <= 3")) ==
+        expected_percentile(m12, 50));
+  // The top bucket reports its lower bound, 2^32 us.
+  CHECK(scalar_int(r, "SELECT hist_percentile(column2, 100) FROM " + rows) == 4'294'967'296'000LL);
+  // An empty histogram (layout byte only) has no samples.
+  auto empty = run(r, "SELECT hist_percentile(X'01', 50)");
+  REQUIRE(empty.rows.size() == 1);
+  CHECK(is_null(empty.rows[0][0]));
+
+  SECTION("window function over a sliding frame") {
+    auto t = run(r, "SELECT column1, hist_percentile(column2, 75) OVER (ORDER BY column1 ROWS "
+                    "BETWEEN 1 PRECEDING AND CURRENT ROW) FROM " +
+                        rows + " ORDER BY column1");
+    REQUIRE(t.rows.size() == 4);
+    CHECK(static_cast<std::uint64_t>(as_int(t.rows[0][1])) == expected_percentile(h1, 75));
+    CHECK(static_cast<std::uint64_t>(as_int(t.rows[1][1])) == expected_percentile(m12, 75));
+    CHECK(static_cast<std::uint64_t>(as_int(t.rows[2][1])) == expected_percentile(h2, 75));
+    CHECK(static_cast<std::uint64_t>(as_int(t.rows[3][1])) == expected_percentile(h3, 75));
+  }
+
+  SECTION("p out of range") {
+    for (const char *p : {"0", "-1", "100.0001", "101", "NULL", "'abc'", "1e999"}) {
+      INFO("p = " << p);
+      CHECK_THAT(
+          run_error(r, std::string("SELECT hist_percentile(column2, ") + p + ") FROM " + rows),
+          Catch::Contains("hist_percentile: p must be in (0, 100]"));
+    }
+  }
+
+  SECTION("p not constant") {
+    CHECK_THAT(run_error(r, "SELECT hist_percentile(column2, 40 + column1) FROM " + rows),
+               Catch::Contains("hist_percentile: p must be"));
+  }
+
+  SECTION("layouts differ") {
+    const auto d = depth_hist({1, 2, 3});
+    CHECK_THAT(run_error(r, "SELECT hist_percentile(column1, 50) FROM (VALUES (" +
+                                blob_literal(h1) + "), (" + blob_literal(d) + "))"),
+               Catch::Contains("hist_percentile: histograms of different layouts"));
+  }
+
+  SECTION("malformed blobs") {
+    CHECK_THAT(run_error(r, "SELECT hist_percentile(X'', 50)"),
+               Catch::Contains("hist_percentile: histogram blob is empty"));
+    CHECK_THAT(run_error(r, "SELECT hist_percentile(X'07', 50)"),
+               Catch::Contains("hist_percentile: histogram blob has unknown layout id 7"));
+    CHECK_THAT(run_error(r, "SELECT hist_percentile(X'0180', 50)"),
+               Catch::Contains("hist_percentile: histogram blob is truncated"));
+    CHECK_THAT(run_error(r, "SELECT hist_percentile(X'014B01', 50)"),
+               Catch::Contains("past the last slot"));
+    CHECK_THAT(run_error(r, "SELECT hist_percentile('text', 50)"),
+               Catch::Contains("hist_percentile: hist must be a BLOB"));
+    // Two rows whose counts sum past 2^64.
+    CHECK_THAT(run_error(r, "SELECT hist_percentile(column1, 50) FROM (VALUES "
+                            "(X'0100FFFFFFFFFFFFFFFFFF01'), (X'0100FFFFFFFFFFFFFFFFFF01'))"),
+               Catch::Contains("overflow"));
+  }
+}
+
+TEST_CASE("ipc", "[store]") {
+  auto r = memory_reader();
+  auto t = run(r, "SELECT ipc(300, 200), ipc(1, 0), ipc(5, NULL), ipc(NULL, 5), ipc(0, 7)");
+  REQUIRE(t.rows.size() == 1);
+  CHECK(as_real(t.rows[0][0]) == Approx(1.5));
+  CHECK(is_null(t.rows[0][1]));
+  CHECK(is_null(t.rows[0][2]));
+  CHECK(is_null(t.rows[0][3]));
+  CHECK(as_real(t.rows[0][4]) == 0.0);
+  // Deterministic functions are allowed where SQLite demands it (here: an index expression).
+  run(r, "CREATE TEMP TABLE c(i, cy); CREATE INDEX temp.c_ipc ON c(ipc(i, cy));");
+}
+
+TEST_CASE("exec runs every statement and reports columns, rows and values", "[store]") {
+  auto r = memory_reader();
+  auto t = run(r, "-- leading comment\n"
+                  "SELECT 1 AS a, 2.5 AS b, 'x' AS c, X'00FF' AS d, NULL AS e;\n"
+                  "/* block */ SELECT name FROM metric WHERE 0;  \n"
+                  "CREATE TEMP TABLE t(x);\n"
+                  "SELECT CAST(X'61006200FF' AS TEXT) AS nul_text; -- trailing comment\n"
+                  "  ;  \n");
+  REQUIRE(t.headers.size() == 3); // the zero-row SELECT still reports its columns
+  CHECK(t.headers[0] == std::vector<std::string>{"a", "b", "c", "d", "e"});
+  CHECK(t.headers[1] == std::vector<std::string>{"name"});
+  CHECK(t.headers[2] == std::vector<std::string>{"nul_text"});
+  REQUIRE(t.rows.size() == 2);
+  CHECK(as_int(t.rows[0][0]) == 1);
+  CHECK(as_real(t.rows[0][1]) == 2.5);
+  CHECK(as_text(t.rows[0][2]) == "x");
+  CHECK(as_blob(t.rows[0][3]) == std::vector<std::uint8_t>{0x00, 0xFF});
+  CHECK(is_null(t.rows[0][4]));
+  CHECK(as_text(t.rows[1][0]) == std::string("a\0b\0\xff", 5)); // exact bytes, NULs included
+
+  // Empty input and comment-only input are fine and call nothing.
+  auto e = run(r, "  -- nothing\n /* at all */ ");
+  CHECK(e.headers.empty());
+  CHECK(e.rows.empty());
+}
+
+TEST_CASE("exec errors name the line and column", "[store]") {
+  auto r = memory_reader();
+  CHECK(run_error(r, "SELECT 1;\n\nSELEC 2;") == "line 3, column 1: near \"SELEC\": syntax error");
+  CHECK(run_error(r, "SELECT 1;\nSELECT\n  nosuchcol FROM metric;") ==
+        "line 3, column 3: no such column: nosuchcol");
+  CHECK_THAT(run_error(r, "SELECT 1;\n\n\nSELECT hist_percentile(X'01', 0);"),
+             Catch::StartsWith("line 4") && Catch::Contains("p must be in (0, 100]"));
+  CHECK_THAT(run_error(r, "SELECT * FROM nosuchtable"), Catch::Contains("no such table"));
+  // Statements before the error ran; statements after it did not.
+  std::string err;
+  auto t = run(r, "SELECT 1; SELEC 2; SELECT 3;", &err);
+  CHECK(err == "line 1, column 11: near \"SELEC\": syntax error");
+  CHECK(t.rows.size() == 1);
+}
+
+TEST_CASE("complete detects the end of a statement", "[store]") {
+  CHECK(reader::complete("SELECT 1;"));
+  CHECK(reader::complete("SELECT 1;\n"));
+  CHECK_FALSE(reader::complete("SELECT 1"));
+  CHECK_FALSE(reader::complete("SELECT ';"));
+  CHECK_FALSE(reader::complete("CREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1;"));
+  CHECK(reader::complete("SELECT 1; -- done\n"));
+}

@@ -1,0 +1,205 @@
+#pragma once
+// Helpers shared by the store tests: temporary directories, running SQL through a reader and
+// building synthetic intervals.
+#include "rsched/stats/encoding.hpp"
+#include "rsched/stats/histogram.hpp"
+#include "rsched/store/reader.hpp"
+#include "rsched/store/records.hpp"
+
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sqlite3.h>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace store_test {
+
+namespace fs = std::filesystem;
+using rsched::store::value;
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    const char *base = std::getenv("TMPDIR");
+    std::string tmpl =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/rsched-store-test-XXXXXX";
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  temp_dir(const temp_dir &) = delete;
+  temp_dir &operator=(const temp_dir &) = delete;
+  [[nodiscard]] std::string file(const std::string &name) const { return (path / name).string(); }
+};
+
+struct table {
+  std::vector<std::vector<std::string>> headers; // one entry per statement with columns
+  std::vector<std::vector<value>> rows;
+};
+
+// Runs `sql` and returns what the sink saw, or the error message in `err` when it failed.
+inline table run(rsched::store::reader &r, std::string_view sql, std::string *err = nullptr) {
+  table t;
+  rsched::store::result_sink sink;
+  sink.on_columns = [&](const std::vector<std::string> &c) { t.headers.push_back(c); };
+  sink.on_row = [&](const std::vector<value> &row) { t.rows.push_back(row); };
+  auto res = r.exec(sql, sink);
+  if (err != nullptr) {
+    *err = res.ok() ? std::string() : res.err().msg;
+  } else {
+    INFO("SQL: " << sql);
+    INFO("error: " << (res.ok() ? std::string() : res.err().msg));
+    REQUIRE(res.ok());
+  }
+  return t;
+}
+
+// The error of a statement that must fail.
+inline std::string run_error(rsched::store::reader &r, std::string_view sql) {
+  std::string err;
+  run(r, sql, &err);
+  INFO("SQL: " << sql);
+  REQUIRE_FALSE(err.empty());
+  return err;
+}
+
+inline std::int64_t as_int(const value &v) {
+  REQUIRE(std::holds_alternative<std::int64_t>(v));
+  return std::get<std::int64_t>(v);
+}
+inline double as_real(const value &v) {
+  REQUIRE(std::holds_alternative<double>(v));
+  return std::get<double>(v);
+}
+inline std::string as_text(const value &v) {
+  REQUIRE(std::holds_alternative<std::string>(v));
+  return std::get<std::string>(v);
+}
+inline std::vector<std::uint8_t> as_blob(const value &v) {
+  REQUIRE(std::holds_alternative<std::vector<std::uint8_t>>(v));
+  return std::get<std::vector<std::uint8_t>>(v);
+}
+inline bool is_null(const value &v) {
+  return std::holds_alternative<std::monostate>(v);
+}
+
+// The single integer of a one-row, one-column query.
+inline std::int64_t scalar_int(rsched::store::reader &r, std::string_view sql) {
+  auto t = run(r, sql);
+  REQUIRE(t.rows.size() == 1);
+  REQUIRE(t.rows[0].size() == 1);
+  return as_int(t.rows[0][0]);
+}
+
+inline rsched::stats::histogram latency_hist(const std::vector<std::uint64_t> &ns) {
+  rsched::stats::histogram h{rsched::stats::layout::latency, {}};
+  for (auto v : ns) {
+    h.add(v);
+  }
+  return h;
+}
+
+inline rsched::stats::histogram depth_hist(const std::vector<std::uint64_t> &depths) {
+  rsched::stats::histogram h{rsched::stats::layout::depth, {}};
+  for (auto v : depths) {
+    h.add(v);
+  }
+  return h;
+}
+
+inline rsched::store::thread_row make_thread(std::uint32_t tid, std::string comm,
+                                             const std::vector<std::uint64_t> &delays_ns,
+                                             const std::vector<std::uint64_t> &depths = {},
+                                             std::string cgroup = "") {
+  rsched::store::thread_row t;
+  t.tid = tid;
+  t.pid = tid;
+  t.start_time_ns = 1000 + tid;
+  t.comm = std::move(comm);
+  t.cgroup = std::move(cgroup);
+  t.delay_hist = latency_hist(delays_ns);
+  t.delay_count = delays_ns.size();
+  for (auto v : delays_ns) {
+    t.delay_total_ns += v;
+  }
+  t.depth_hist = depth_hist(depths);
+  t.depth_count = depths.size();
+  for (auto v : depths) {
+    t.depth_total += v;
+  }
+  return t;
+}
+
+inline rsched::store::interval_row make_interval(std::int64_t start_ns,
+                                                 std::vector<rsched::store::thread_row> threads,
+                                                 std::vector<rsched::store::cpu_row> cpus = {}) {
+  rsched::store::interval_row iv;
+  iv.start_ns = start_ns;
+  iv.dur_ns = 10'000'000'000;
+  iv.boot_id = "0f2c1e8a-9b7d-4c3e-8f1a-2b3c4d5e6f70";
+  iv.threads = std::move(threads);
+  iv.cpus = std::move(cpus);
+  return iv;
+}
+
+inline std::string hex(const std::vector<std::uint8_t> &bytes) {
+  static constexpr char digits[] = "0123456789ABCDEF";
+  std::string s;
+  for (auto b : bytes) {
+    s += digits[b >> 4];
+    s += digits[b & 0xF];
+  }
+  return s;
+}
+
+// X'..' literal of a histogram's blob.
+inline std::string blob_literal(const rsched::stats::histogram &h) {
+  return "X'" + hex(rsched::stats::encode(h)) + "'";
+}
+
+inline std::string read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  std::string s(static_cast<std::size_t>(fs::file_size(path)), '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  REQUIRE(in.gcount() == static_cast<std::streamsize>(s.size()));
+  return s;
+}
+
+inline void write_file(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  REQUIRE(out.good());
+}
+
+// Runs SQL on a plain sqlite3 connection (fixtures, and observing the file from outside).
+inline void raw_exec(const std::string &path, const std::string &sql) {
+  sqlite3 *db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) ==
+          SQLITE_OK);
+  char *msg = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg);
+  INFO("sqlite: " << (msg != nullptr ? msg : ""));
+  sqlite3_free(msg);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+inline mode_t file_mode(const std::string &path) {
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+} // namespace store_test

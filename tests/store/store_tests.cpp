@@ -1,0 +1,504 @@
+// Schema, writer and reader of rsched::store: creation, round trips, refusals, file modes,
+// failure handling.
+#include "rsched/stats/encoding.hpp"
+#include "rsched/store/reader.hpp"
+#include "rsched/store/writer.hpp"
+
+#include "store_test_util.hpp"
+
+#include <catch2/catch.hpp>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <map>
+#include <sqlite3.h>
+#include <string>
+#include <vector>
+
+using namespace store_test;
+using rsched::store::reader;
+using rsched::store::writer;
+
+namespace {
+
+// A comm as hostile as the kernel allows: quotes, comma, an ESC sequence, invalid UTF-8, newline.
+const std::string hostile_comm = "a\"b,c\x1b[31m\xff\n";
+
+writer open_writer(const std::string &path) {
+  auto w = writer::open(path);
+  INFO("error: " << (w.ok() ? std::string() : w.err().msg));
+  REQUIRE(w.ok());
+  return std::move(w).value();
+}
+
+reader open_reader(const std::string &path, bool read_only = true) {
+  auto r = reader::open(path, read_only);
+  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+void write_ok(writer &w, const rsched::store::interval_row &iv) {
+  auto r = w.write(iv);
+  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+}
+
+std::vector<std::string> columns_of(reader &r, const std::string &view) {
+  auto t = run(r, "SELECT name FROM pragma_table_info('" + view + "') ORDER BY cid");
+  std::vector<std::string> names;
+  for (const auto &row : t.rows) {
+    names.push_back(as_text(row[0]));
+  }
+  return names;
+}
+
+} // namespace
+
+TEST_CASE("writer creates schema version 1 in a new file", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  { auto w = open_writer(path); }
+
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 1);
+  CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
+  auto jm = run(r, "PRAGMA journal_mode");
+  REQUIRE(jm.rows.size() == 1);
+  CHECK(as_text(jm.rows[0][0]) == "wal");
+
+  auto meta = run(r, "SELECT key, value FROM meta ORDER BY key");
+  std::map<std::string, std::string> kv;
+  for (const auto &row : meta.rows) {
+    kv[as_text(row[0])] = as_text(row[1]);
+  }
+  CHECK(kv["schema_version"] == "1");
+  CHECK(kv["rsched_version"] == "0.1.0");
+  CHECK(kv.count("created_ns") == 1);
+  CHECK(std::stoll(kv["created_ns"]) > 1'600'000'000'000'000'000LL);
+  CHECK(kv.count("hostname") == 1);
+  CHECK(kv.count("kernel_release") == 1);
+  CHECK(kv.count("hist_layouts") == 1);
+
+  auto metrics = run(r, "SELECT id, name, unit, layout FROM metric ORDER BY id");
+  REQUIRE(metrics.rows.size() == 2);
+  CHECK(as_int(metrics.rows[0][0]) == 1);
+  CHECK(as_text(metrics.rows[0][1]) == "sched_delay");
+  CHECK(as_text(metrics.rows[0][2]) == "ns");
+  CHECK(as_int(metrics.rows[0][3]) == 1);
+  CHECK(as_int(metrics.rows[1][0]) == 2);
+  CHECK(as_text(metrics.rows[1][1]) == "runq_depth");
+  CHECK(as_text(metrics.rows[1][2]) == "tasks");
+  CHECK(as_int(metrics.rows[1][3]) == 2);
+
+  // Reopening an existing database keeps it.
+  { auto w = open_writer(path); }
+  CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 2);
+  CHECK(scalar_int(r, "SELECT count(*) FROM meta WHERE key = 'created_ns'") == 1);
+}
+
+TEST_CASE("public views have exactly the documented columns", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  { auto w = open_writer(path); }
+  auto r = open_reader(path);
+  using v = std::vector<std::string>;
+  CHECK(columns_of(r, "sched_delay") ==
+        v{"ts", "dur", "tid", "pid", "comm", "cgroup", "count", "total_ns", "hist"});
+  CHECK(columns_of(r, "cpu_sched_delay") == v{"ts", "dur", "cpu", "count", "total_ns", "hist"});
+  CHECK(columns_of(r, "runq_depth") ==
+        v{"ts", "dur", "tid", "pid", "comm", "cgroup", "count", "hist"});
+  CHECK(columns_of(r, "intervals") == v{"id", "start_ns", "dur_ns", "boot_id", "flags",
+                                        "drops_task_state", "drops_graveyard", "drops_stale_tid",
+                                        "drops_no_rq", "discarded_too_long"});
+  CHECK(columns_of(r, "thread") ==
+        v{"id", "boot_id", "tid", "pid", "start_time_ns", "comm", "cgroup"});
+  CHECK(columns_of(r, "thread_hist") ==
+        v{"interval_id", "metric", "thread_id", "count", "total", "hist"});
+  CHECK(columns_of(r, "cpu_hist") == v{"interval_id", "metric", "cpu", "count", "total", "hist"});
+  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+                      "tbl_name = 'intervals' AND sql LIKE '%start_ns%'") == 1);
+}
+
+TEST_CASE("time-range queries on the views use the start_ns index", "[store]") {
+  auto rr = reader::open(":memory:", false);
+  REQUIRE(rr.ok());
+  for (const char *view : {"sched_delay", "cpu_sched_delay", "runq_depth"}) {
+    for (const char *where : {"ts > 10", "ts BETWEEN 10 AND 20", "ts >= 10 AND comm = 'x'"}) {
+      if (std::string(view) == "cpu_sched_delay" &&
+          std::string(where).find("comm") != std::string::npos) {
+        continue;
+      }
+      INFO(view << " WHERE " << where);
+      auto plan =
+          run(*rr, std::string("EXPLAIN QUERY PLAN SELECT * FROM ") + view + " WHERE " + where);
+      std::string details;
+      for (const auto &row : plan.rows) {
+        details += as_text(row.back()) + "\n";
+      }
+      INFO(details);
+      CHECK_THAT(details, Catch::Contains("INDEX intervals_start_ns (start_ns>"));
+      CHECK_THAT(details, Catch::Contains("PRIMARY KEY (interval_id=? AND metric=?)"));
+      CHECK_THAT(details, !Catch::Contains("SCAN"));
+    }
+  }
+}
+
+TEST_CASE("in-memory reader gets the schema", "[store]") {
+  auto r = open_reader(":memory:", false);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 1);
+  CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 3);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay") == 0);
+  CHECK(columns_of(r, "sched_delay").size() == 9);
+}
+
+TEST_CASE("intervals round trip through writer and reader", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+
+  const std::vector<std::uint64_t> d1 = {1'500, 25'000, 25'500, 700'000, 3'000'000'000};
+  const std::vector<std::uint64_t> d2 = {9'000, 9'999};
+  auto t1 = make_thread(101, hostile_comm, d1, {0, 1, 1, 2, 70}, "/system.slice/x.service");
+  auto t2 = make_thread(102, "worker", d2); // no depth samples: no runq_depth row
+  auto idle = make_thread(103, "idle", {}); // nothing at all: skipped
+  rsched::store::cpu_row c0;
+  c0.cpu = 3;
+  c0.delay_hist = latency_hist(d1);
+  c0.delay_count = d1.size();
+  c0.delay_total_ns = 42;
+  rsched::store::cpu_row c_empty;
+  c_empty.cpu = 4;
+  auto iv = make_interval(1'700'000'000'000'000'000, {t1, t2, idle}, {c0, c_empty});
+  iv.final_interval = true;
+  iv.drops = {1, 2, 3, 4, 5, 0, 0, 0};
+  write_ok(w, iv);
+
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
+  auto ivr = run(r, "SELECT start_ns, dur_ns, boot_id, flags, drops_task_state, drops_graveyard, "
+                    "drops_stale_tid, drops_no_rq, discarded_too_long FROM intervals");
+  REQUIRE(ivr.rows.size() == 1);
+  CHECK(as_int(ivr.rows[0][0]) == iv.start_ns);
+  CHECK(as_int(ivr.rows[0][1]) == iv.dur_ns);
+  CHECK(as_text(ivr.rows[0][2]) == iv.boot_id);
+  CHECK(as_int(ivr.rows[0][3]) == 1);
+  for (int i = 0; i < 5; ++i) {
+    CHECK(as_int(ivr.rows[0][static_cast<std::size_t>(4 + i)]) == i + 1);
+  }
+
+  auto sd = run(r, "SELECT ts, dur, tid, pid, comm, cgroup, count, total_ns, hist FROM "
+                   "sched_delay ORDER BY tid");
+  REQUIRE(sd.rows.size() == 2);
+  const auto &a = sd.rows[0];
+  CHECK(as_int(a[0]) == iv.start_ns);
+  CHECK(as_int(a[1]) == iv.dur_ns);
+  CHECK(as_int(a[2]) == 101);
+  CHECK(as_int(a[3]) == 101);
+  CHECK(as_text(a[4]) == hostile_comm); // byte-exact
+  CHECK(as_text(a[5]) == "/system.slice/x.service");
+  CHECK(as_int(a[6]) == 5);
+  CHECK(as_int(a[7]) == static_cast<std::int64_t>(t1.delay_total_ns));
+  auto h1 = rsched::stats::decode(as_blob(a[8]));
+  REQUIRE(h1.ok());
+  CHECK(*h1 == t1.delay_hist);
+  const auto &b = sd.rows[1];
+  CHECK(as_text(b[4]) == "worker");
+  CHECK(as_text(b[5]) == ""); // unknown cgroup is ''
+  CHECK(as_int(b[6]) == 2);
+  auto h2 = rsched::stats::decode(as_blob(b[8]));
+  REQUIRE(h2.ok());
+  CHECK(*h2 == t2.delay_hist);
+
+  auto rq = run(r, "SELECT tid, comm, count, hist FROM runq_depth");
+  REQUIRE(rq.rows.size() == 1);
+  CHECK(as_int(rq.rows[0][0]) == 101);
+  CHECK(as_text(rq.rows[0][1]) == hostile_comm);
+  CHECK(as_int(rq.rows[0][2]) == 5);
+  auto hd = rsched::stats::decode(as_blob(rq.rows[0][3]));
+  REQUIRE(hd.ok());
+  CHECK(*hd == t1.depth_hist);
+  CHECK(hd->kind == rsched::stats::layout::depth);
+  CHECK(scalar_int(r, "SELECT total FROM thread_hist WHERE metric = 2") == 74);
+
+  auto cpu = run(r, "SELECT ts, dur, cpu, count, total_ns, hist FROM cpu_sched_delay");
+  REQUIRE(cpu.rows.size() == 1); // the empty CPU is skipped
+  CHECK(as_int(cpu.rows[0][2]) == 3);
+  CHECK(as_int(cpu.rows[0][3]) == 5);
+  CHECK(as_int(cpu.rows[0][4]) == 42);
+  auto hc = rsched::stats::decode(as_blob(cpu.rows[0][5]));
+  REQUIRE(hc.ok());
+  CHECK(*hc == c0.delay_hist);
+
+  // The hostile comm can be matched exactly with a bound literal too.
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE comm = CAST(X'6122622C631B5B33316DFF0A' "
+                      "AS TEXT)") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread") == 2);
+}
+
+TEST_CASE("thread identities are deduplicated across intervals and runs", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  const std::int64_t t0 = 1'700'000'000'000'000'000;
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0, {make_thread(1, "a", {1000}), make_thread(2, "b", {2000})}));
+    write_ok(w, make_interval(t0 + 10, {make_thread(1, "a", {1000})}));
+    // A comm change makes a new identity.
+    write_ok(w, make_interval(t0 + 20, {make_thread(1, "a-renamed", {1000})}));
+    // The same identity twice in one interval is summed into one row.
+    write_ok(w, make_interval(t0 + 30, {make_thread(2, "b", {2000}), make_thread(2, "b", {3000})}));
+  }
+  {
+    // A new writer has an empty cache: the INSERT OR IGNORE + SELECT path finds the old rows.
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0 + 40, {make_thread(1, "a", {1000}), make_thread(2, "b", {5})}));
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread") == 3);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 5);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE comm = 'a'") == 3);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE comm = 'a-renamed'") == 1);
+  auto dup =
+      run(r, "SELECT count, total_ns, hist FROM sched_delay WHERE ts = " + std::to_string(t0 + 30));
+  REQUIRE(dup.rows.size() == 1);
+  CHECK(as_int(dup.rows[0][0]) == 2);
+  CHECK(as_int(dup.rows[0][1]) == 5000);
+  auto h = rsched::stats::decode(as_blob(dup.rows[0][2]));
+  REQUIRE(h.ok());
+  CHECK(*h == latency_hist({2000, 3000}));
+}
+
+TEST_CASE("writer rejects histograms of the wrong layout", "[store]") {
+  temp_dir dir;
+  auto w = open_writer(dir.file("rsched.db"));
+  auto t = make_thread(1, "x", {1000});
+  t.delay_hist.kind = rsched::stats::layout::depth;
+  auto res = w.write(make_interval(1, {t}));
+  REQUIRE_FALSE(res.ok());
+  CHECK_THAT(res.err().msg, Catch::Contains("wrong layout"));
+}
+
+TEST_CASE("new file gets mode 0640 and new directories 0750", "[store]") {
+  temp_dir dir;
+  const mode_t old = umask(077); // the modes must not depend on the daemon's umask
+  const auto path = (dir.path / "var" / "lib" / "rsched.db").string();
+  auto w = writer::open(path);
+  umask(old);
+  REQUIRE(w.ok());
+  CHECK(file_mode(path) == 0640);
+  CHECK(file_mode((dir.path / "var").string()) == 0750);
+  CHECK(file_mode((dir.path / "var" / "lib").string()) == 0750);
+  write_ok(*w, make_interval(1, {make_thread(1, "x", {1000})}));
+  CHECK(file_mode(path + "-wal") == 0640);
+  CHECK(file_mode(path + "-shm") == 0640);
+}
+
+TEST_CASE("an existing directory and file keep their modes", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  write_file(path, "");
+  REQUIRE(chmod(path.c_str(), 0600) == 0);
+  REQUIRE(chmod(dir.path.c_str(), 0711) == 0);
+  { auto w = open_writer(path); }
+  CHECK(file_mode(path) == 0600);
+  CHECK(file_mode(dir.path.string()) == 0711);
+}
+
+TEST_CASE("files that are not rsched databases are refused and left untouched", "[store]") {
+  temp_dir dir;
+
+  SECTION("not SQLite at all") {
+    const auto path = dir.file("notes.txt");
+    std::string text;
+    for (int i = 0; i < 200; ++i) {
+      text += "this is not a database, line " + std::to_string(i) + "\n";
+    }
+    write_file(path, text);
+    auto w = writer::open(path);
+    REQUIRE_FALSE(w.ok());
+    CHECK_THAT(w.err().msg, Catch::Contains("file is not a database"));
+    CHECK(w.err().msg.find('\n') == std::string::npos);
+    auto r = reader::open(path);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.err().msg, Catch::Contains("file is not a database"));
+    CHECK(read_file(path) == text);
+  }
+
+  SECTION("SQLite with a foreign application_id") {
+    const auto path = dir.file("other.db");
+    raw_exec(path, "PRAGMA application_id = 42; PRAGMA user_version = 1; CREATE TABLE t(x);");
+    const std::string before = read_file(path);
+    auto w = writer::open(path);
+    REQUIRE_FALSE(w.ok());
+    CHECK_THAT(w.err().msg, Catch::Contains("not an rsched database"));
+    auto r = reader::open(path);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.err().msg, Catch::Contains("not an rsched database"));
+    CHECK(read_file(path) == before);
+  }
+
+  SECTION("SQLite with tables but no application_id and user_version 0") {
+    const auto path = dir.file("plain.db");
+    raw_exec(path, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
+    const std::string before = read_file(path);
+    auto w = writer::open(path);
+    REQUIRE_FALSE(w.ok());
+    CHECK_THAT(w.err().msg, Catch::Contains("not an rsched database"));
+    CHECK(read_file(path) == before);
+  }
+
+  SECTION("a newer schema version") {
+    const auto path = dir.file("rsched.db");
+    { auto w = open_writer(path); }
+    raw_exec(path, "PRAGMA user_version = 2;");
+    const std::string before = read_file(path);
+    auto w = writer::open(path);
+    REQUIRE_FALSE(w.ok());
+    CHECK_THAT(w.err().msg,
+               Catch::Contains("database schema version 2 is newer than this rsched supports (1)"));
+    auto r = reader::open(path);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 2 is newer"));
+    CHECK(read_file(path) == before);
+  }
+
+  SECTION("rsched application_id without a schema version") {
+    const auto path = dir.file("rsched.db");
+    raw_exec(path, "PRAGMA application_id = 1920164712; CREATE TABLE t(x);");
+    auto w = writer::open(path);
+    REQUIRE_FALSE(w.ok());
+    CHECK_THAT(w.err().msg, Catch::Contains("without a valid schema version"));
+  }
+
+  SECTION("a directory in place of the file") {
+    const auto path = dir.file("db.d");
+    fs::create_directory(path);
+    CHECK_FALSE(writer::open(path).ok());
+    CHECK_FALSE(reader::open(path).ok());
+  }
+}
+
+TEST_CASE("reader does not create missing or empty databases", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("missing.db");
+  auto r = reader::open(path);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.err().msg, Catch::Contains("no such file"));
+  CHECK_FALSE(fs::exists(path));
+  auto rw = reader::open(path, false);
+  REQUIRE_FALSE(rw.ok());
+  CHECK_FALSE(fs::exists(path));
+
+  const auto empty = dir.file("empty.db");
+  write_file(empty, "");
+  auto re = reader::open(empty);
+  REQUIRE_FALSE(re.ok());
+  CHECK_THAT(re.err().msg, Catch::Contains("not an rsched database"));
+  CHECK(read_file(empty).empty());
+}
+
+TEST_CASE("read-only reader cannot write", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  write_ok(w, make_interval(1, {make_thread(1, "x", {1000})}));
+  auto r = open_reader(path);
+  const auto err = run_error(r, "INSERT INTO meta(key, value) VALUES ('k', 'v')");
+  CHECK_THAT(err, Catch::Contains("readonly"));
+  run_error(r, "DELETE FROM intervals");
+  run_error(r, "PRAGMA user_version = 7");
+  CHECK(scalar_int(r, "PRAGMA user_version") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
+
+  // The same statement works on a writable connection, so the failure above is the mode.
+  auto rw = open_reader(path, false);
+  run(rw, "INSERT INTO meta(key, value) VALUES ('k', 'v')");
+}
+
+TEST_CASE("reader sees new intervals and holds no snapshot between statements", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  write_ok(w, make_interval(1, {make_thread(1, "x", {1000})}));
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
+  write_ok(w, make_interval(2, {make_thread(1, "x", {1000})}));
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 2);
+
+  // A TRUNCATE checkpoint from another connection completes (busy = 0) only when no reader
+  // still holds a read transaction on an older snapshot.
+  sqlite3 *db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 200);
+  sqlite3_stmt *st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  const int busy = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  CHECK(busy == 0);
+  CHECK(fs::file_size(path + "-wal") == 0);
+}
+
+TEST_CASE("a failed write (file size limit) is a clean error and rolls back", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  const std::int64_t t0 = 1'700'000'000'000'000'000;
+  write_ok(w, make_interval(t0, {make_thread(1, "first", {1000})}));
+
+  // A big interval whose WAL frames cannot fit under RLIMIT_FSIZE: the write() fails with
+  // EFBIG, which SQLite reports like a full disk.
+  std::vector<rsched::store::thread_row> many;
+  for (std::uint32_t i = 0; i < 4000; ++i) {
+    many.push_back(make_thread(1000 + i, "t" + std::to_string(i), {1000 + i, 20000, 800000}));
+  }
+  many.push_back(make_thread(2, "second", {2000}));
+  rlimit old{};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  const auto limit = std::max(fs::file_size(path), fs::file_size(path + "-wal")) + 4096;
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN); // EFBIG instead of a fatal signal
+  rlimit lim = old;
+  lim.rlim_cur = limit;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  auto res = w.write(make_interval(t0 + 1, many));
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+  std::signal(SIGXFSZ, old_handler);
+  REQUIRE_FALSE(res.ok());
+  INFO(res.err().msg);
+  CHECK(res.err().msg.find('\n') == std::string::npos);
+  CHECK_THAT(res.err().msg, Catch::Contains("writing interval"));
+
+  // Nothing of the failed interval is visible.
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
+    CHECK(scalar_int(r, "SELECT count(*) FROM thread") == 1);
+  }
+  // The writer recovers, and its thread-id cache did not keep ids of rolled-back rows: thread
+  // "second" must get a real row that the view can join.
+  write_ok(w, make_interval(t0 + 2,
+                            {make_thread(2, "second", {2000}), make_thread(1, "first", {1000})}));
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 2);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE comm = 'second'") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay") == 3);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_hist WHERE thread_id NOT IN "
+                      "(SELECT id FROM thread)") == 0);
+}
+
+TEST_CASE("moved-from writer and reader report errors instead of crashing", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  writer w2 = std::move(w);
+  CHECK_FALSE(w.write(make_interval(1, {})).ok()); // NOLINT(bugprone-use-after-move)
+  CHECK(w2.write(make_interval(1, {})).ok());
+  auto r = open_reader(path);
+  reader r2 = std::move(r);
+  CHECK_FALSE(r.exec("SELECT 1", {}).ok()); // NOLINT(bugprone-use-after-move)
+  CHECK(r2.exec("SELECT 1", {}).ok());
+}
