@@ -1,0 +1,197 @@
+#pragma once
+// Shared by the rsched-sql tests: temporary directories, a synthetic database written through
+// store::writer, and running the built rsched-sql binary.
+#include "rsched/store/writer.hpp"
+
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <spawn.h>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+extern char **environ;
+
+namespace rsched_sql_test {
+
+inline const std::string binary = RSCHED_BINARY_DIR "/apps/rsched-sql/rsched-sql";
+
+// The hostile comm of the end-to-end tests: a quote, a comma and an erase-screen sequence.
+inline const std::string evil_comm = "evil\"c,o\x1b[2Jm";
+
+class temp_dir {
+public:
+  temp_dir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "rsched-sql-test.XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      FAIL("mkdtemp failed");
+    }
+    path_ = tmpl;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  temp_dir(const temp_dir &) = delete;
+  temp_dir &operator=(const temp_dir &) = delete;
+  [[nodiscard]] std::string file(const std::string &name) const { return (path_ / name).string(); }
+
+private:
+  std::filesystem::path path_;
+};
+
+// Writes one interval with two threads (the evil comm and "plain") and one CPU. Returns the path.
+inline std::string make_db(const temp_dir &dir) {
+  using namespace rsched;
+  const std::string path = dir.file("rsched.db");
+  auto w = store::writer::open(path);
+  REQUIRE(w.ok());
+  store::interval_row iv;
+  iv.start_ns = 1'700'000'000'000'000'000;
+  iv.dur_ns = 10'000'000'000;
+  iv.boot_id = "00000000-0000-0000-0000-000000000001";
+  store::thread_row t;
+  t.tid = 42;
+  t.pid = 42;
+  t.start_time_ns = 123;
+  t.comm = evil_comm;
+  t.cgroup = "/system.slice/x.service";
+  for (int i = 0; i < 99; ++i) {
+    t.delay_hist.add(3'000); // 3 us
+  }
+  t.delay_hist.add(40'000'000); // 40 ms
+  t.delay_count = 100;
+  t.delay_total_ns = 99 * 3'000 + 40'000'000;
+  iv.threads.push_back(t);
+  store::thread_row p;
+  p.tid = 7;
+  p.pid = 7;
+  p.start_time_ns = 5;
+  p.comm = "plain";
+  p.delay_hist.add(1'000);
+  p.delay_count = 1;
+  p.delay_total_ns = 1'000;
+  iv.threads.push_back(p);
+  store::cpu_row c;
+  c.cpu = 0;
+  c.delay_hist.add(2'000);
+  c.delay_count = 1;
+  c.delay_total_ns = 2'000;
+  iv.cpus.push_back(c);
+  REQUIRE(w->write(iv).ok());
+  return path;
+}
+
+struct run_result {
+  int status = -1; // exit status, or -1 when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+// Whole file as bytes ("" when missing). POSIX read: GCC 12's -Wnull-dereference trips over
+// istreambuf_iterator.
+inline std::string slurp(const std::string &path) {
+  std::string data;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return data;
+  }
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) {
+      break;
+    }
+    data.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return data;
+}
+
+// Runs rsched-sql with `args`; stdin from `input` (a regular file, so not a terminal), stdout and
+// stderr to files (pipes' worth of data without deadlock).
+inline run_result run_sql(const std::vector<std::string> &args, const std::string &input = "") {
+  temp_dir io;
+  const std::string in = io.file("stdin"), out = io.file("stdout"), err = io.file("stderr");
+  {
+    std::ofstream f(in, std::ios::binary);
+    f << input;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<std::string> storage{binary};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char *> argv;
+  for (auto &s : storage) {
+    argv.push_back(s.data());
+  }
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  REQUIRE(rc == 0);
+  int ws = 0;
+  REQUIRE(waitpid(pid, &ws, 0) == pid);
+  run_result r;
+  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// Splits RFC 4180 CSV (CRLF records) into records of fields. Fails the test on malformed input.
+inline std::vector<std::vector<std::string>> parse_csv(const std::string &s) {
+  std::vector<std::vector<std::string>> records;
+  std::vector<std::string> rec;
+  std::string field;
+  std::size_t i = 0;
+  bool record_open = false;
+  while (i < s.size()) {
+    record_open = true;
+    if (s[i] == '"') {
+      ++i;
+      for (;;) {
+        REQUIRE(i < s.size()); // unterminated quoted field
+        if (s[i] == '"') {
+          if (i + 1 < s.size() && s[i + 1] == '"') {
+            field += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        field += s[i++];
+      }
+    } else {
+      while (i < s.size() && s[i] != ',' && s[i] != '\r' && s[i] != '"') {
+        field += s[i++];
+      }
+      REQUIRE((i == s.size() || s[i] != '"')); // quote inside an unquoted field
+    }
+    rec.push_back(std::move(field));
+    field.clear();
+    if (i < s.size() && s[i] == ',') {
+      ++i;
+      continue;
+    }
+    REQUIRE(s.compare(i, 2, "\r\n") == 0); // every record ends with CRLF
+    i += 2;
+    records.push_back(std::move(rec));
+    rec.clear();
+    record_open = false;
+  }
+  REQUIRE_FALSE(record_open);
+  return records;
+}
+
+} // namespace rsched_sql_test

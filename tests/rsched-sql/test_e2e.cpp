@@ -1,0 +1,165 @@
+// End to end: the built rsched-sql binary over a database written by store::writer.
+#include "helpers.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sqlite3.h>
+
+using namespace rsched_sql_test;
+
+namespace {
+
+const std::string percentile_query =
+    "SELECT comm, hist_percentile(hist, 99) FROM sched_delay GROUP BY comm";
+
+} // namespace
+
+TEST_CASE("rsched-sql e2e: --csv round-trips a hostile comm byte for byte", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const auto r = run_sql({db, "-c", percentile_query, "--csv"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  const auto recs = parse_csv(r.out);
+  REQUIRE(recs.size() == 3);
+  CHECK(recs[0] == std::vector<std::string>{"comm", "hist_percentile(hist, 99)"});
+  bool found = false;
+  for (std::size_t i = 1; i < recs.size(); ++i) {
+    REQUIRE(recs[i].size() == 2);
+    if (recs[i][0] == evil_comm) {
+      found = true;
+      // 99 of 100 samples are 3 us: the 99th percentile lies in their bucket, [0, 10) us.
+      const long long p99 = std::stoll(recs[i][1]);
+      CHECK(p99 > 0);
+      CHECK(p99 < 10'000);
+    } else {
+      CHECK(recs[i][0] == "plain");
+    }
+  }
+  CHECK(found);
+  CHECK(r.out.find('\x1b') != std::string::npos); // data, not display: the ESC is there
+}
+
+TEST_CASE("rsched-sql e2e: table mode on a pipe never prints the raw ESC", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const auto r = run_sql({db, "-c", percentile_query});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find("evil\"c,o\\x1b[2Jm") != std::string::npos);
+  CHECK(r.out.rfind("+---", 0) == 0);
+}
+
+TEST_CASE("rsched-sql e2e: -c runs in order and stops at the first error", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const auto r = run_sql(
+      {"--csv", db, "-c", "SELECT 1 AS a", "-c", "SELECT * FROM nowhere", "-c", "SELECT 3"});
+  CHECK(r.status == 1);
+  CHECK(r.out == "a\r\n1\r\n");
+  CHECK(r.err.rfind("rsched-sql: ", 0) == 0);
+  CHECK(r.err.find("nowhere") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("rsched-sql e2e: bad SQL exits 1", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const auto r = run_sql({db, "-c", "SELEC 1"});
+  CHECK(r.status == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("rsched-sql: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("rsched-sql e2e: writes are refused (read-only)", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const auto r = run_sql({db, "-c", "DELETE FROM thread"});
+  CHECK(r.status == 1);
+  const auto n = run_sql({db, "--csv", "-c", "SELECT count(*) AS n FROM thread"});
+  CHECK(n.out == "n\r\n2\r\n");
+}
+
+TEST_CASE("rsched-sql e2e: bad usage exits 2 with one line on stderr", "[rsched-sql]") {
+  for (const auto &args : std::vector<std::vector<std::string>>{
+           {"--bogus"}, {"-c"}, {"a.db", "b.db"}, {"-csv"}, {"-x", "-c", "SELECT 1"}}) {
+    const auto r = run_sql(args);
+    INFO(args.front());
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.rfind("rsched-sql: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("rsched-sql e2e: usage errors are escaped once on stderr", "[rsched-sql]") {
+  const auto r = run_sql({"--\x1b[2J\\"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "rsched-sql: unknown option '--\\x1b[2J\\\\' (see --help)\n");
+}
+
+TEST_CASE("rsched-sql e2e: --help and --version", "[rsched-sql]") {
+  const auto v = run_sql({"--version"});
+  CHECK(v.status == 0);
+  CHECK(v.out == "rsched-sql 0.1.0\n");
+  const auto h = run_sql({"--help"});
+  CHECK(h.status == 0);
+  CHECK(h.out.rfind("Usage: rsched-sql", 0) == 0);
+  CHECK(h.err.empty());
+}
+
+TEST_CASE("rsched-sql e2e: missing or non-SQLite or foreign databases exit 1", "[rsched-sql]") {
+  temp_dir dir;
+  SECTION("missing") {
+    const auto r = run_sql({dir.file("nope.db"), "-c", "SELECT 1"});
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("rsched-sql: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(std::filesystem::exists(dir.file("nope.db"))); // never created
+  }
+  SECTION("not SQLite") {
+    const std::string p = dir.file("junk.db");
+    std::ofstream(p) << std::string(4096, 'j');
+    const auto r = run_sql({p, "-c", "SELECT 1"});
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("rsched-sql: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  SECTION("another application's SQLite database") {
+    const std::string p = dir.file("foreign.db");
+    sqlite3 *raw = nullptr;
+    REQUIRE(sqlite3_open(p.c_str(), &raw) == SQLITE_OK);
+    const int rc = sqlite3_exec(raw, "CREATE TABLE x(y); INSERT INTO x VALUES (1);", nullptr,
+                                nullptr, nullptr);
+    sqlite3_close(raw);
+    REQUIRE(rc == SQLITE_OK);
+    const auto r = run_sql({p, "-c", "SELECT 1"});
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("rsched-sql: ", 0) == 0);
+  }
+}
+
+TEST_CASE("rsched-sql e2e: SQL from stdin when it is not a terminal", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  SECTION("runs every statement") {
+    const auto r = run_sql({db, "--csv"}, "SELECT comm FROM sched_delay\n WHERE tid = 42;\n"
+                                          ".headers off\nSELECT 5;\n");
+    INFO(r.err);
+    CHECK(r.status == 0);
+    const auto recs = parse_csv(r.out);
+    REQUIRE(recs.size() == 3);
+    CHECK(recs[1][0] == evil_comm);
+    CHECK(recs[2][0] == "5");
+  }
+  SECTION("a failing statement exits 1") {
+    const auto r = run_sql({db}, "SELECT 1;\nSELECT broken(;\nSELECT 2;\n");
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("rsched-sql: line 2, column ", 0) == 0); // lines of the whole input
+    CHECK(r.out.find("| 2 |") == std::string::npos);
+  }
+}

@@ -1,0 +1,203 @@
+// The interactive shell driven through a pseudo-terminal: prompts, multi-line statements, errors
+// that do not end the session, Ctrl-C, Ctrl-D, and history kept across sessions.
+#include "helpers.hpp"
+
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <csignal>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace rsched_sql_test;
+
+namespace {
+
+class pty_session {
+public:
+  pty_session(const std::vector<std::string> &args, const std::string &history) {
+    winsize ws{};
+    ws.ws_row = 40;
+    ws.ws_col = 200;
+    pid_ = forkpty(&fd_, nullptr, nullptr, &ws);
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      setenv("TERM", "dumb", 1);
+      setenv("INPUTRC", "/dev/null", 1);
+      setenv("RSCHED_SQL_HISTORY", history.c_str(), 1);
+      std::vector<std::string> storage{binary};
+      storage.insert(storage.end(), args.begin(), args.end());
+      std::vector<char *> argv;
+      for (auto &s : storage) {
+        argv.push_back(s.data());
+      }
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  ~pty_session() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) {
+      close(fd_);
+    }
+  }
+  pty_session(const pty_session &) = delete;
+  pty_session &operator=(const pty_session &) = delete;
+
+  void send(const std::string &keys) {
+    REQUIRE(write(fd_, keys.data(), keys.size()) == static_cast<ssize_t>(keys.size()));
+  }
+
+  // Reads until `needle` shows up after the current mark; moves the mark past it.
+  bool expect(const std::string &needle, std::chrono::seconds timeout = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (const auto pos = output_.find(needle, mark_); pos != std::string::npos) {
+        mark_ = pos + needle.size();
+        return true;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !read_some(static_cast<int>(left.count()))) {
+        UNSCOPED_INFO("waiting for: " << needle << "\noutput so far:\n" << output_);
+        return false;
+      }
+    }
+  }
+
+  // Waits for the process to end (reading what it still writes); returns its exit status.
+  int wait_exit() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int ws = 0;
+      if (waitpid(pid_, &ws, WNOHANG) == pid_) {
+        reaped_ = true;
+        while (read_some(100)) {
+        }
+        return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+      }
+      read_some(50);
+    }
+    return -2;
+  }
+
+  [[nodiscard]] const std::string &output() const { return output_; }
+  [[nodiscard]] std::string since(std::size_t pos) const { return output_.substr(pos); }
+  [[nodiscard]] std::size_t mark() const { return mark_; }
+
+private:
+  bool read_some(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) {
+      return false;
+    }
+    char buf[4096];
+    const ssize_t n = read(fd_, buf, sizeof buf);
+    if (n <= 0) {
+      return false; // EIO once the child is gone
+    }
+    output_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool reaped_ = false;
+  std::string output_;
+  std::size_t mark_ = 0;
+};
+
+} // namespace
+
+TEST_CASE(
+    "rsched-sql interactive: prompts and escaping and errors and Ctrl-C and Ctrl-D and history",
+    "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const std::string history = dir.file("history");
+  {
+    pty_session s({db}, history);
+    REQUIRE(s.expect("Enter .help"));
+    REQUIRE(s.expect("rsched> "));
+
+    // A statement over two lines: continuation prompt, then a table with the comm escaped.
+    s.send("SELECT comm FROM sched_delay\r");
+    REQUIRE(s.expect("   ...> "));
+    const std::size_t before = s.mark();
+    s.send("WHERE tid = 42;\r");
+    REQUIRE(s.expect("| evil\"c,o\\x1b[2Jm |"));
+    REQUIRE(s.expect("rsched> "));
+    CHECK(s.since(before).find("\x1b[2J") == std::string::npos);
+
+    // CSV on a terminal is escaped too.
+    s.send(".mode csv\r");
+    REQUIRE(s.expect("rsched> "));
+    s.send("SELECT comm FROM sched_delay WHERE tid = 42;\r");
+    REQUIRE(s.expect("\"evil\"\"c,o\\x1b[2Jm\""));
+    REQUIRE(s.expect("rsched> "));
+    s.send(".mode table\r");
+    REQUIRE(s.expect("rsched> "));
+
+    // A failed statement prints its error and the session goes on.
+    s.send("SELEC 1;\r");
+    REQUIRE(s.expect("rsched-sql: "));
+    REQUIRE(s.expect("rsched> "));
+    s.send("SELECT 7 AS seven;\r");
+    REQUIRE(s.expect("|     7 |"));
+
+    // Ctrl-C drops the statement being typed.
+    s.send("SELECT 1\r");
+    REQUIRE(s.expect("   ...> "));
+    s.send("\x03");
+    REQUIRE(s.expect("rsched> "));
+    const std::size_t after_ctrl_c = s.mark();
+    s.send("SELECT 8 AS eight;\r");
+    REQUIRE(s.expect("|     8 |"));
+    CHECK(s.since(after_ctrl_c).find("rsched-sql:") == std::string::npos);
+
+    // The last statement, over two lines, is recalled by the next session.
+    s.send("SELECT 40\r");
+    REQUIRE(s.expect("   ...> "));
+    s.send("+ 2 AS answer;\r");
+    REQUIRE(s.expect("|     42 |"));
+    REQUIRE(s.expect("rsched> "));
+    s.send("\x04"); // Ctrl-D
+    CHECK(s.wait_exit() == 0);
+  }
+  const std::string saved = slurp(history);
+  CHECK(saved.find("SELECT comm FROM sched_delay\nWHERE tid = 42;\n") != std::string::npos);
+  CHECK(saved.find(".mode csv\n") != std::string::npos);
+  CHECK(saved.find("SELECT 1\n") == std::string::npos); // interrupted, never entered
+  {
+    pty_session s({db}, history);
+    REQUIRE(s.expect("rsched> "));
+    s.send("\x10\r"); // Ctrl-P (previous history), Enter
+    REQUIRE(s.expect("|     42 |"));
+    REQUIRE(s.expect("rsched> "));
+    s.send(".quit\r");
+    CHECK(s.wait_exit() == 0);
+  }
+}
+
+TEST_CASE("rsched-sql interactive: tab completes dot commands and names", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  pty_session s({db}, dir.file("history"));
+  REQUIRE(s.expect("rsched> "));
+  s.send(".tab\t\r");
+  REQUIRE(s.expect("cpu_sched_delay\r\n")); // .tables ran
+  REQUIRE(s.expect("rsched> "));
+  s.send("SELECT count(*) AS n FROM cpu_sched_d\t;\r");
+  REQUIRE(s.expect("| 1 |"));
+  REQUIRE(s.expect("rsched> "));
+  s.send("\x04");
+  CHECK(s.wait_exit() == 0);
+}
