@@ -1,4 +1,5 @@
 #include "rsched/bpf/program.hpp"
+#include "rsched/abi/sched_abi.h"
 
 #include "rsched.skel.h"
 

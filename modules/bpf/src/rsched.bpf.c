@@ -28,7 +28,14 @@ char LICENSE[] SEC("license") = "GPL";
 #define TASK_DEAD 0x80
 
 /* Set by user space before load. */
-const volatile __u64 max_delay_ns = 10ULL * 1000 * 1000 * 1000; /* longer delays are discarded */
+const volatile __u32 groups = RSCHED_G_LATENCY;                   /* enum rsched_group bits */
+const volatile __u64 max_delay_ns = 10ULL * 1000 * 1000 * 1000;   /* delays, slices: upstream 10 s */
+const volatile __u64 max_sleep_ns = 3600ULL * 1000 * 1000 * 1000; /* sleep, idle: upstream 1 h */
+const volatile __u32 counter_mask = 0;        /* bit i: counter slot i is open */
+const volatile __s32 cpu_to_die[RSCHED_MAX_CPUS];  /* migration classification, -1 unknown */
+const volatile __s32 cpu_to_numa[RSCHED_MAX_CPUS];
+
+#define ON(g) ((groups & (g)) != 0)
 
 /* task -> struct rsched_task_state (tp_btf mode) */
 struct {
@@ -87,11 +94,32 @@ struct {
 } scratch SEC(".maps");
 
 
+/* cpu * RSCHED_COUNTER_SLOTS + slot -> perf event fd (filled by user space; sized before load) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, RSCHED_COUNTER_SLOTS);
+} counters SEC(".maps");
+
+/* 0 -> per-CPU perf bookkeeping */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_perf_ctx);
+} perf_ctx SEC(".maps");
+
 /* Kernel drift, handled with CO-RE flavours:
  *  - v5.14 (2f064a59a1) renamed task_struct::state to __state;
+ *  - v5.16 (bcf9033e5449) moved the CPU number from thread_info to task_struct on some arches.
  */
 struct task_struct___o {
 	volatile long state;
+} __attribute__((preserve_access_index));
+
+struct task_struct___cpu {
+	unsigned int cpu;
 } __attribute__((preserve_access_index));
 
 /* READ(btf, ptr, field): direct BTF access in tp_btf/iter programs, probe read in raw_tp. `btf` is
@@ -111,6 +139,13 @@ static __always_inline __u32 task_run_state(struct task_struct *t, bool btf)
 	if (bpf_core_field_exists(t->__state))
 		return READ(btf, t, __state);
 	return (__u32)READ(btf, (struct task_struct___o *)t, state);
+}
+
+static __always_inline __s32 task_cpu_of(struct task_struct *t, bool btf)
+{
+	if (bpf_core_field_exists(t->thread_info.cpu))
+		return (__s32)READ(btf, t, thread_info.cpu);
+	return (__s32)READ(btf, (struct task_struct___cpu *)t, cpu);
 }
 
 static __always_inline void fill_ident(struct rsched_task_ident *id, struct task_struct *t, bool btf)
@@ -220,31 +255,94 @@ static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta)
 		s->slots[slot]++;
 }
 
+/* Adds `delta` when it is within `limit`, else counts a discard. */
+static __always_inline void add_bounded(struct rsched_delay_stats *s, __u64 delta, __u64 limit)
+{
+	if (delta > limit) {
+		count_drop(RSCHED_DROP_TOO_LONG);
+		return;
+	}
+	add_delay(s, delta);
+}
+
+/* Reads the open perf counters of this CPU and charges what they advanced since the last switch
+ * to the thread that ran in between (prev). */
+static __always_inline void charge_counters(__u32 prev_tid, struct rsched_task_state *prev_st,
+					    __u32 next_tid)
+{
+	struct bpf_perf_event_value v;
+	struct rsched_perf_ctx *ctx;
+	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
+
+	ctx = bpf_map_lookup_elem(&perf_ctx, &zero);
+	if (!ctx)
+		return;
+#pragma unroll
+	for (int i = 0; i < RSCHED_COUNTER_SLOTS; i++) {
+		if (!(counter_mask & (1u << i)))
+			continue;
+		if (bpf_perf_event_read_value(&counters, (__u64)cpu * RSCHED_COUNTER_SLOTS + i, &v,
+					      sizeof(v))) {
+			count_drop(RSCHED_DROP_PERF_READ);
+			continue;
+		}
+		if (prev_st && prev_tid && ctx->running_tid == prev_tid && v.counter >= ctx->last[i])
+			prev_st->counters[i] += v.counter - ctx->last[i];
+		ctx->last[i] = v.counter;
+	}
+	ctx->running_tid = next_tid;
+}
+
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
 				     bool btf)
 {
-	struct rsched_task_state *st;
+	struct rsched_task_state *st = NULL;
+	struct rsched_cpu_stats *cs = NULL;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 zero = 0;
+	__u32 prev_tid = (__u32)READ(btf, prev, pid);
+	__u32 next_tid = (__u32)READ(btf, next, pid);
 
-	if (READ(btf, prev, pid) != 0) {
+	if (ON(RSCHED_G_LATENCY | RSCHED_G_SLEEP))
+		cs = bpf_map_lookup_elem(&cpu_stats, &zero);
+
+	if (prev_tid != 0) {
 		__u32 state = task_run_state(prev, btf);
-		if (preempt || state == TASK_RUNNING) {
-			/* still runnable: its next delay runs from now, as the kernel's run_delay */
-			st = state_of(prev, btf, true);
-			if (st)
-				st->enqueue_ns = now;
-		} else {
-			st = state_of(prev, btf, false);
-			if (st) {
-				st->enqueue_ns = 0;
-				if (state & TASK_DEAD)
-					task_dead(prev, st, btf);
+		/* Still on the runqueue: preempted, or switched out while runnable (yield). This is
+		 * also the kernel's nvcsw/nivcsw split: involuntary unless it blocked. */
+		bool runnable = preempt || state == TASK_RUNNING;
+		st = state_of(prev, btf,
+			      runnable || ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_PERF));
+		if (st) {
+			if (ON(RSCHED_G_LATENCY))
+				st->enqueue_ns = runnable ? now : 0; /* delay runs from preemption */
+			if (ON(RSCHED_G_WAKING) && runnable)
+				st->waking_ns = now; /* as upstream: a preempted thread waits again */
+			if (ON(RSCHED_G_SLICE) && st->oncpu_ns) {
+				__u64 slice = now - st->oncpu_ns;
+				st->oncpu_ns = 0;
+				add_bounded(runnable ? &st->slice_invol : &st->slice_vol, slice,
+					    max_delay_ns);
 			}
+			if (ON(RSCHED_G_SLEEP))
+				st->sleep_ns = runnable ? 0 : now;
 		}
+	} else if (ON(RSCHED_G_SLEEP) && cs && next_tid != 0 && cs->idle_start_ns) {
+		/* the idle task leaves the CPU: an idle period ends */
+		add_bounded(&cs->idle, now - cs->idle_start_ns, max_sleep_ns);
+		cs->idle_start_ns = 0;
 	}
+	if (ON(RSCHED_G_SLEEP) && cs && next_tid == 0 && prev_tid != 0)
+		cs->idle_start_ns = now;
 
-	if (READ(btf, next, pid) == 0)
+	if (ON(RSCHED_G_PERF))
+		charge_counters(prev_tid, st, next_tid);
+
+	/* Last use of prev's state: a dead thread's final record is complete now. */
+	if (st && (task_run_state(prev, btf) & TASK_DEAD))
+		task_dead(prev, st, btf);
+
+	if (next_tid == 0)
 		return 0;
 	st = state_of(next, btf, true);
 	if (!st)
@@ -257,18 +355,23 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		bpf_probe_read_kernel_str(rec->id.comm, sizeof(rec->id.comm), &next->comm);
 		rec->id.cgroup_id = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
 	}
-	if (!st->enqueue_ns)
-		return 0;
-	__u64 delta = now - st->enqueue_ns;
-	st->enqueue_ns = 0;
-	if (delta > max_delay_ns) {
-		count_drop(RSCHED_DROP_TOO_LONG);
-		return 0;
+	if (ON(RSCHED_G_SLICE))
+		st->oncpu_ns = now;
+	if (ON(RSCHED_G_WAKING) && st->waking_ns) {
+		add_bounded(&st->waking, now - st->waking_ns, max_delay_ns);
+		st->waking_ns = 0;
 	}
-	add_delay(&st->delay, delta);
-	struct rsched_cpu_stats *cs = bpf_map_lookup_elem(&cpu_stats, &zero);
-	if (cs)
-		add_delay(&cs->delay, delta);
+	if (ON(RSCHED_G_LATENCY) && st->enqueue_ns) {
+		__u64 delta = now - st->enqueue_ns;
+		st->enqueue_ns = 0;
+		if (delta > max_delay_ns) {
+			count_drop(RSCHED_DROP_TOO_LONG);
+			return 0;
+		}
+		add_delay(&st->delay, delta);
+		if (cs)
+			add_delay(&cs->delay, delta);
+	}
 	return 0;
 }
 
@@ -276,15 +379,23 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 {
 	struct rsched_task_state *st;
 	struct rq *rq;
+	__u64 now;
 
 	if (READ(btf, p, pid) == 0)
 		return 0;
 	st = state_of(p, btf, true);
 	if (!st)
 		return 0;
+	now = bpf_ktime_get_ns();
+	if (ON(RSCHED_G_SLEEP) && st->sleep_ns) {
+		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns);
+		st->sleep_ns = 0;
+	}
+	if (!ON(RSCHED_G_LATENCY))
+		return 0;
 	/* Keep an earlier timestamp: a thread preempted on its way to sleep is already queued. */
 	if (!st->enqueue_ns)
-		st->enqueue_ns = bpf_ktime_get_ns();
+		st->enqueue_ns = now;
 
 	/* The task's runqueue, through its cfs_rq (CONFIG_FAIR_GROUP_SCHED). Upstream uses the
 	 * per-CPU `runqueues` ksym instead, which the verifier can only resolve with
@@ -304,6 +415,48 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	OPAQUE(slot);
 	if (slot < RSCHED_DEPTH_SLOTS)
 		st->depth.slots[slot]++;
+	return 0;
+}
+
+#define TASK_WAKING 0x0200
+
+static __always_inline int on_waking(struct task_struct *p, bool btf)
+{
+	struct rsched_task_state *st;
+	__u32 state;
+
+	if (!ON(RSCHED_G_WAKING) || READ(btf, p, pid) == 0)
+		return 0;
+	state = task_run_state(p, btf);
+	if (state == TASK_RUNNING || (state & TASK_WAKING))
+		return 0;
+	st = state_of(p, btf, true);
+	if (st)
+		st->waking_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool btf)
+{
+	struct rsched_task_state *st;
+	__s32 src;
+
+	if (!ON(RSCHED_G_MIGRATION) || READ(btf, p, pid) == 0)
+		return 0;
+	st = state_of(p, btf, true);
+	if (!st)
+		return 0;
+	st->migrations++;
+	/* the tracepoint fires before the task's CPU field changes: it is the source */
+	src = task_cpu_of(p, btf);
+	if (src < 0 || src >= RSCHED_MAX_CPUS || dest_cpu < 0 || dest_cpu >= RSCHED_MAX_CPUS)
+		return 0;
+	__s32 sn = cpu_to_numa[src], dn = cpu_to_numa[dest_cpu];
+	__s32 sd = cpu_to_die[src], dd = cpu_to_die[dest_cpu];
+	if (sn >= 0 && dn >= 0 && sn != dn)
+		st->cross_numa++;
+	else if (sd >= 0 && dd >= 0 && sd != dd)
+		st->cross_ccx++;
 	return 0;
 }
 
@@ -341,6 +494,30 @@ SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(sched_wakeup_new_raw, struct task_struct *p)
 {
 	return on_wakeup(p, false);
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sched_waking_btf, struct task_struct *p)
+{
+	return on_waking(p, true);
+}
+
+SEC("raw_tp/sched_waking")
+int BPF_PROG(sched_waking_raw, struct task_struct *p)
+{
+	return on_waking(p, false);
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(sched_migrate_task_btf, struct task_struct *p, int dest_cpu)
+{
+	return on_migrate(p, dest_cpu, true);
+}
+
+SEC("raw_tp/sched_migrate_task")
+int BPF_PROG(sched_migrate_task_raw, struct task_struct *p, int dest_cpu)
+{
+	return on_migrate(p, dest_cpu, false);
 }
 
 /* Emits ident + cumulative state of every live thread that has state (tp_btf mode). Threads that

@@ -120,7 +120,8 @@ result<snapshot> bpf_source::read() {
     return make_error("reading per-CPU stats failed: " + errtext(e), e);
   }
   for (std::size_t i = 0; i < n; ++i) {
-    snap.cpus.push_back({static_cast<std::uint32_t>(i), from_abi(cpus[i].delay)});
+    snap.cpus.push_back(
+        {static_cast<std::uint32_t>(i), from_abi(cpus[i].delay), from_abi(cpus[i].idle)});
   }
   std::vector<rsched_drop_stats> drops(n);
   if (bpf_map_lookup_elem(prog_.drops_fd(), &zero, drops.data()) != 0) {

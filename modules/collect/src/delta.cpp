@@ -44,6 +44,14 @@ thread_sample from_abi(const rsched_task_record &r) {
   t.dead = (r.id.flags & RSCHED_TASK_DEAD) != 0;
   t.c.delay = from_abi(r.st.delay);
   t.c.depth = from_abi(r.st.depth);
+  t.c.slice_vol = from_abi(r.st.slice_vol);
+  t.c.slice_invol = from_abi(r.st.slice_invol);
+  t.c.sleep = from_abi(r.st.sleep);
+  t.c.waking = from_abi(r.st.waking);
+  t.c.migrations = {r.st.migrations, r.st.cross_ccx, r.st.cross_numa};
+  for (std::size_t i = 0; i < t.c.counters.size(); ++i) {
+    t.c.counters[i] = r.st.counters[i];
+  }
   return t;
 }
 
@@ -58,6 +66,16 @@ thread_counters delta(const thread_counters &cur, const thread_counters &prev) {
   d.depth.count = sub(cur.depth.count, prev.depth.count);
   d.depth.total = sub(cur.depth.total, prev.depth.total);
   d.depth.hist = stats::delta(cur.depth.hist, prev.depth.hist);
+  d.slice_vol = delta(cur.slice_vol, prev.slice_vol);
+  d.slice_invol = delta(cur.slice_invol, prev.slice_invol);
+  d.sleep = delta(cur.sleep, prev.sleep);
+  d.waking = delta(cur.waking, prev.waking);
+  d.migrations = {sub(cur.migrations.count, prev.migrations.count),
+                  sub(cur.migrations.cross_ccx, prev.migrations.cross_ccx),
+                  sub(cur.migrations.cross_numa, prev.migrations.cross_numa)};
+  for (std::size_t i = 0; i < d.counters.size(); ++i) {
+    d.counters[i] = sub(cur.counters[i], prev.counters[i]);
+  }
   return d;
 }
 
@@ -106,9 +124,9 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
 
   for (const auto &c : snap.cpus) {
     auto &prev = prev_cpus_[c.cpu];
-    cpu_sample d{c.cpu, delta(c.delay, prev)};
-    prev = c.delay;
-    if (d.delay.count != 0) {
+    cpu_sample d{c.cpu, delta(c.delay, prev.delay), delta(c.idle, prev.idle)};
+    prev = c;
+    if (d.delay.count != 0 || d.idle.count != 0) {
       out.cpus.push_back(std::move(d));
     }
   }

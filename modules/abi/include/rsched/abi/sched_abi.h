@@ -40,6 +40,29 @@ enum {
 	RSCHED_DEPTH_SLOTS = 64,
 	RSCHED_COMM_LEN = 16,
 	RSCHED_MAX_CPUS = 1024,
+	/* Perf counter slots per CPU: the four IPC counters, then up to 8 generic events. */
+	RSCHED_COUNTER_SLOTS = 12,
+	RSCHED_IPC_COUNTERS = 4,
+	RSCHED_MAX_GENERIC_EVENTS = 8,
+};
+
+/* Metric groups, a bit mask in the BPF rodata `groups`: code of an unselected group is dead
+ * (the verifier removes branches on frozen rodata), so it costs nothing per event. */
+enum rsched_group {
+	RSCHED_G_LATENCY = 1 << 0,   /* scheduling delay (thread, CPU) + runqueue depth */
+	RSCHED_G_SLICE = 1 << 1,     /* time on CPU per switch, voluntary / involuntary */
+	RSCHED_G_SLEEP = 1 << 2,     /* sleep durations (thread) + idle durations (CPU) */
+	RSCHED_G_WAKING = 1 << 3,    /* sched_waking -> switch-in */
+	RSCHED_G_MIGRATION = 1 << 4, /* sched_migrate_task counts */
+	RSCHED_G_PERF = 1 << 5,      /* perf counters read at every switch */
+};
+
+enum rsched_counter_slot {
+	RSCHED_CTR_USER_CYCLES = 0,
+	RSCHED_CTR_KERNEL_CYCLES = 1,
+	RSCHED_CTR_USER_INSTRUCTIONS = 2,
+	RSCHED_CTR_KERNEL_INSTRUCTIONS = 3,
+	RSCHED_CTR_GENERIC0 = 4, /* generic event i is slot 4 + i */
 };
 
 /* Counters of work the BPF side could not do, cumulative per CPU (PERCPU_ARRAY "drops"). */
@@ -48,7 +71,8 @@ enum rsched_drop_id {
 	RSCHED_DROP_GRAVEYARD = 1,   /* an exiting thread's final record did not fit the graveyard map */
 	RSCHED_DROP_STALE_TID = 2,   /* raw_tp mode: tid reused before the old entry was flushed */
 	RSCHED_DROP_NO_RQ = 3,       /* runqueue of the woken task not reachable */
-	RSCHED_DROP_TOO_LONG = 4,    /* a delay above max_delay_ns was discarded (not an error) */
+	RSCHED_DROP_TOO_LONG = 4,    /* a value above its metric's limit was discarded (not an error) */
+	RSCHED_DROP_PERF_READ = 5,   /* a perf counter could not be read at a switch */
 	RSCHED_DROP_COUNT = 8,
 };
 
@@ -74,9 +98,20 @@ struct rsched_depth_stats {
  * interval boundary. */
 struct rsched_task_state {
 	__u64 enqueue_ns; /* when the thread became runnable (wakeup or preemption); 0 = not queued */
-	__u64 reserved;
-	struct rsched_delay_stats delay; /* scheduling delay */
-	struct rsched_depth_stats depth; /* runqueue depth at wakeup */
+	__u64 oncpu_ns;   /* when it was last switched in (slice) */
+	__u64 sleep_ns;   /* when it last went to sleep (sleep) */
+	__u64 waking_ns;  /* sched_waking time (waking) */
+	struct rsched_delay_stats delay;       /* scheduling delay */
+	struct rsched_depth_stats depth;       /* runqueue depth at wakeup */
+	struct rsched_delay_stats slice_vol;   /* time on CPU ending in a voluntary switch */
+	struct rsched_delay_stats slice_invol; /* time on CPU ending in a preemption */
+	struct rsched_delay_stats sleep;       /* switch-out (not runnable) -> wakeup */
+	struct rsched_delay_stats waking;      /* sched_waking -> switch-in */
+	__u64 migrations;                      /* sched_migrate_task events */
+	__u64 cross_ccx;                       /* ... between dies of one NUMA node */
+	__u64 cross_numa;                      /* ... between NUMA nodes */
+	__u64 pad;
+	__u64 counters[RSCHED_COUNTER_SLOTS]; /* perf counter deltas charged to this thread */
 };
 
 struct rsched_task_ident {
@@ -106,6 +141,17 @@ struct rsched_task_key {
 /* Per-CPU cumulative stats (PERCPU_ARRAY with one element; each CPU writes its own copy). */
 struct rsched_cpu_stats {
 	struct rsched_delay_stats delay; /* scheduling delay of threads switched in on this CPU */
+	struct rsched_delay_stats idle;  /* idle periods of this CPU */
+	__u64 idle_start_ns;             /* BPF-internal: when the CPU went idle, 0 = not idle */
+	__u64 pad;
+};
+
+/* Per-CPU perf bookkeeping (BPF-internal): counter values at the last switch and the thread
+ * they will be charged to. */
+struct rsched_perf_ctx {
+	__u64 last[RSCHED_COUNTER_SLOTS];
+	__u32 running_tid;
+	__u32 pad;
 };
 
 struct rsched_drop_stats {
@@ -120,14 +166,14 @@ struct rsched_drop_stats {
 #endif
 RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOTS, "delay stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 1160, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3768, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 1208, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3816, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 616, "cpu stats");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1248, "cpu stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "record layout");
-RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 16, "state layout");
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 32, "state layout");
 
 /* floor(log2(v)) for v > 0, branch-free (libbpf-tools bits.bpf.h). */
 static inline __u32 rsched_log2_u64(__u64 v)

@@ -3,6 +3,7 @@
 // tracepoint. The skeleton type stays private to this module.
 #include "rsched/base/result.hpp"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,9 +21,15 @@ const char *to_string(attach_mode m);
 
 struct options {
   attach_mode mode = attach_mode::automatic;
+  std::uint32_t groups = 1;        // enum rsched_group bits (sched_abi.h); latency by default
+  std::uint32_t counter_mask = 0;  // counter slots user space will open (RSCHED_G_PERF)
+  // Migration classification (-1 = unknown), used when RSCHED_G_MIGRATION is set.
+  std::array<std::int32_t, 1024> cpu_to_die{};
+  std::array<std::int32_t, 1024> cpu_to_numa{};
   std::uint32_t graveyard_entries = 16384; // final records of exited threads between two reads
   std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
-  std::uint64_t max_delay_ns = 10'000'000'000ULL; // longer delays are discarded (upstream: 10 s)
+  std::uint64_t max_delay_ns = 10'000'000'000ULL;    // longer delays/slices discarded (10 s)
+  std::uint64_t max_sleep_ns = 3'600'000'000'000ULL; // longer sleep/idle discarded (1 h)
   bool verbose = false;                           // forward libbpf's messages to stderr
 };
 
@@ -43,6 +50,8 @@ public:
   [[nodiscard]] int task_hash_fd() const; // raw_tp mode
   // A fresh read fd over the task iterator (tp_btf mode); the caller reads and closes it.
   [[nodiscard]] result<int> open_task_iter() const;
+  // Installs a perf event fd for counter `slot` on `cpu` (RSCHED_G_PERF).
+  result<void> set_counter_fd(unsigned cpu, unsigned slot, int fd);
   // The attached programs (for bpf_stats self-monitoring and tests).
   [[nodiscard]] std::vector<prog_info> attached() const;
 

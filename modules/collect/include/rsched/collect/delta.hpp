@@ -32,7 +32,7 @@ private:
   };
   unsigned grace_reads_;
   std::map<thread_key, baseline> prev_threads_;
-  std::map<std::uint32_t, delay_counters> prev_cpus_;
+  std::map<std::uint32_t, cpu_sample> prev_cpus_;
   drop_counters prev_drops_{};
 };
 

@@ -25,10 +25,33 @@ struct depth_counters {
   friend bool operator==(const depth_counters &, const depth_counters &) = default;
 };
 
+struct migration_counters {
+  std::uint64_t count = 0;
+  std::uint64_t cross_ccx = 0;
+  std::uint64_t cross_numa = 0;
+  friend bool operator==(const migration_counters &, const migration_counters &) = default;
+};
+
+using counter_values = std::array<std::uint64_t, RSCHED_COUNTER_SLOTS>;
+
 struct thread_counters {
-  delay_counters delay;
-  depth_counters depth;
-  [[nodiscard]] bool empty() const { return delay.count == 0 && depth.count == 0; }
+  delay_counters delay;       // scheduling delay
+  depth_counters depth;       // runqueue depth at wakeup
+  delay_counters slice_vol;   // time on CPU ending voluntarily
+  delay_counters slice_invol; // time on CPU ending in preemption
+  delay_counters sleep;       // sleep durations
+  delay_counters waking;      // sched_waking -> switch-in
+  migration_counters migrations;
+  counter_values counters{}; // perf counter deltas by slot (rsched_counter_slot)
+  [[nodiscard]] bool empty() const {
+    bool none = delay.count == 0 && depth.count == 0 && slice_vol.count == 0 &&
+                slice_invol.count == 0 && sleep.count == 0 && waking.count == 0 &&
+                migrations.count == 0;
+    for (auto c : counters) {
+      none = none && c == 0;
+    }
+    return none;
+  }
   friend bool operator==(const thread_counters &, const thread_counters &) = default;
 };
 
@@ -49,7 +72,8 @@ struct thread_sample {
 
 struct cpu_sample {
   std::uint32_t cpu = 0;
-  delay_counters delay;
+  delay_counters delay; // scheduling delay of threads switched in here
+  delay_counters idle;  // idle periods
 };
 
 using drop_counters = std::array<std::uint64_t, RSCHED_DROP_COUNT>;
