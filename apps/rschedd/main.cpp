@@ -7,6 +7,7 @@
 #include "rsched/store/writer.hpp"
 
 #include "display.hpp"
+#include "interval.hpp"
 #include "options.hpp"
 
 #include <fmt/format.h>
@@ -25,6 +26,7 @@
 namespace {
 
 using namespace rsched;
+using namespace rsched::rschedd;
 
 std::int64_t clock_ns(clockid_t id) {
   timespec ts{};
@@ -39,36 +41,6 @@ std::string read_boot_id() {
   return id;
 }
 
-store::interval_row to_row(const collect::interval_delta &d, collect::cgroup_resolver &cg,
-                           std::int64_t start_ns, std::int64_t dur_ns, const std::string &boot) {
-  store::interval_row row;
-  row.start_ns = start_ns;
-  row.dur_ns = dur_ns;
-  row.boot_id = boot;
-  row.drops = d.drops;
-  cg.new_interval();
-  row.threads.reserve(d.threads.size());
-  for (const auto &t : d.threads) {
-    store::thread_row r;
-    r.tid = t.key.tid;
-    r.pid = t.tgid;
-    r.start_time_ns = t.key.start_time;
-    r.comm = t.comm;
-    r.cgroup = cg.path_of(t.cgroup_id);
-    r.delay_count = t.c.delay.count;
-    r.delay_total_ns = t.c.delay.total_ns;
-    r.delay_hist = t.c.delay.hist;
-    r.depth_count = t.c.depth.count;
-    r.depth_total = t.c.depth.total;
-    r.depth_hist = t.c.depth.hist;
-    row.threads.push_back(std::move(r));
-  }
-  for (const auto &c : d.cpus) {
-    row.cpus.push_back({c.cpu, c.delay.count, c.delay.total_ns, c.delay.hist});
-  }
-  return row;
-}
-
 int run(const rschedd::options &opt) {
   // Signals are taken synchronously (sigtimedwait) so that an interrupt ends the current
   // interval cleanly: it is recorded, the database is closed, the exit status is 0.
@@ -79,8 +51,13 @@ int run(const rschedd::options &opt) {
   sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+  std::uint32_t groups = opt.groups.groups;
+  const bool ipc = false;
+  const std::vector<std::string> event_names;
+
   bpf::options bo;
   bo.mode = opt.mode;
+  bo.groups = groups;
   bo.graveyard_entries = opt.graveyard_entries;
   bo.verbose = opt.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
   auto prog = bpf::program::load(bo);
@@ -111,8 +88,14 @@ int run(const rschedd::options &opt) {
   collect::cgroup_resolver cgroups;
   display::delay_table live;
   const std::string boot = read_boot_id();
+  const auto cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
 
+  const bool migration = (groups & RSCHED_G_MIGRATION) != 0;
+  // Migration and generic events need 1-second ticks for their per-second rate histograms.
+  const bool per_second = migration || !event_names.empty();
   const std::int64_t interval_ns = static_cast<std::int64_t>(opt.interval_s) * 1'000'000'000;
+  const std::int64_t tick_ns = per_second ? 1'000'000'000 : interval_ns;
+  const std::int64_t ticks_per_interval = interval_ns / tick_ns;
   const std::int64_t mono0 = clock_ns(CLOCK_MONOTONIC);
   const std::int64_t end_mono =
       opt.run_time_s ? mono0 + static_cast<std::int64_t>(*opt.run_time_s) * 1'000'000'000
@@ -123,9 +106,10 @@ int run(const rschedd::options &opt) {
   bool stop = false;
   bool reported_write_error = false;
   int status = 0;
+  interval_acc acc(event_names.size());
 
   while (!stop) {
-    const std::int64_t deadline = std::min(mono0 + tick * interval_ns, end_mono);
+    const std::int64_t deadline = std::min(mono0 + tick * tick_ns, end_mono);
     // Wait for the deadline or a signal.
     for (;;) {
       const std::int64_t now = clock_ns(CLOCK_MONOTONIC);
@@ -144,7 +128,6 @@ int run(const rschedd::options &opt) {
     if (deadline >= end_mono) {
       stop = true;
     }
-    ++tick;
 
     auto snap = src.read();
     const std::int64_t now_mono = clock_ns(CLOCK_MONOTONIC);
@@ -153,8 +136,19 @@ int run(const rschedd::options &opt) {
       status = 1;
       break;
     }
-    const auto delta = tracker.advance(*snap);
-    auto row = to_row(delta, cgroups, iv_real, now_mono - iv_mono, boot);
+    acc.add_tick(tracker.advance(*snap), per_second);
+    if (!stop && tick % ticks_per_interval != 0) {
+      ++tick;
+      continue; // the interval is not over yet
+    }
+    ++tick;
+
+    cgroups.new_interval();
+    auto row = to_row(acc, cgroup_path, ipc, migration);
+    row.start_ns = iv_real;
+    row.dur_ns = now_mono - iv_mono;
+    row.boot_id = boot;
+    row.groups = groups;
     row.final_interval = stop;
     iv_real += now_mono - iv_mono;
     iv_mono = now_mono;
@@ -169,15 +163,18 @@ int run(const rschedd::options &opt) {
         reported_write_error = false;
       }
     }
-    for (const auto &t : row.threads) {
-      if (t.delay_count != 0) {
-        live.add(t.comm, t.tid, t.delay_hist);
+    if (tty) {
+      for (const auto &t : row.threads) {
+        if (t.delay_count != 0) {
+          live.add(t.comm, t.tid, t.delay_hist);
+        }
+      }
+      if (!stop) {
+        fmt::print("\x1b[2J\x1b[1;1H{}", display::render_delay_table(live));
+        std::fflush(stdout);
       }
     }
-    if (tty && !stop) {
-      fmt::print("\x1b[2J\x1b[1;1H{}", display::render_delay_table(live));
-      std::fflush(stdout);
-    }
+    acc.clear();
   }
   fmt::print(stderr, "rschedd: stopped after {:.1f} s\n",
              static_cast<double>(clock_ns(CLOCK_MONOTONIC) - mono0) / 1e9);

@@ -1,5 +1,6 @@
 #pragma once
 // rschedd's command line, parsed into a plain struct (pure, unit-tested).
+#include "rsched/abi/sched_abi.h"
 #include "rsched/base/result.hpp"
 #include "rsched/bpf/program.hpp"
 #include "rsched/store/records.hpp"
@@ -11,6 +12,81 @@
 
 namespace rsched::rschedd {
 
+// Metric groups selected with -g (upstream parse_metric_groups, section 1).
+struct group_selection {
+  std::uint32_t groups = RSCHED_G_LATENCY; // rsched_group bits (BPF side)
+  bool schedstat = false;                  // /proc/schedstat, read in user space
+  bool ipc = false;                        // perf=ipc: the 4-counter IPC set
+  std::vector<std::string> events;         // generic perf events, deduplicated, in order
+};
+
+// Parses the -g tokens (already split on commas). An explicit -g replaces the default.
+inline result<group_selection> parse_groups(const std::vector<std::string> &tokens) {
+  group_selection g;
+  if (tokens.empty()) {
+    return g;
+  }
+  g.groups = 0;
+  auto add_event = [&](const std::string &e) {
+    if (e == "ipc") {
+      g.ipc = true;
+      g.groups |= RSCHED_G_PERF;
+      return;
+    }
+    for (const auto &x : g.events) {
+      if (x == e) {
+        return;
+      }
+    }
+    g.events.push_back(e);
+    g.groups |= RSCHED_G_PERF;
+  };
+  for (const auto &t : tokens) {
+    if (t == "latency") {
+      g.groups |= RSCHED_G_LATENCY;
+    } else if (t == "slice") {
+      g.groups |= RSCHED_G_SLICE;
+    } else if (t == "sleep") {
+      g.groups |= RSCHED_G_SLEEP;
+    } else if (t == "waking") {
+      g.groups |= RSCHED_G_WAKING;
+    } else if (t == "migration") {
+      g.groups |= RSCHED_G_MIGRATION;
+    } else if (t == "schedstat") {
+      g.schedstat = true;
+    } else if (t == "perf") {
+      add_event("ipc");
+    } else if (t.rfind("perf=", 0) == 0) {
+      if (t.size() == 5) {
+        return make_error("perf= needs an event name");
+      }
+      add_event(t.substr(5));
+    } else if (t == "most" || t == "all") {
+      g.groups |= RSCHED_G_LATENCY | RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_MIGRATION;
+      g.schedstat = true;
+      // upstream: `most` adds ipc only when no perf event was named yet (order matters)
+      if (!g.ipc && g.events.empty()) {
+        add_event("ipc");
+      }
+      if (t == "all") {
+        g.groups |= RSCHED_G_WAKING;
+      }
+    } else if (t.empty()) {
+      return make_error("empty metric group in -g");
+    } else {
+      // anything else is tried as a perf event name (resolved later, with a clear error)
+      add_event(t);
+    }
+  }
+  if (g.events.size() > RSCHED_MAX_GENERIC_EVENTS) {
+    return make_error("Too many generic perf events (" + std::to_string(g.events.size()) +
+                      ", max 8)");
+  }
+  return g;
+}
+
+enum class display_mode { collapsed, grouped, detailed };
+
 struct options {
   std::uint64_t interval_s = 1;
   std::optional<std::uint64_t> run_time_s;
@@ -21,15 +97,40 @@ struct options {
   bool verbose = false;
   bool help = false;
   bool version = false;
+  // upstream flags
+  std::vector<std::string> group_tokens; // -g, split on commas, in order
+  group_selection groups;                // parsed from group_tokens
+  std::vector<std::string> comm;         // -c REGEX (repeatable)
+  std::vector<std::string> global_comm;  // --global-comm REGEX
+  std::vector<std::string> cgroup;       // --cgroup REGEX
+  std::optional<std::uint32_t> pid;      // -p TID
+  std::uint64_t min_latency_us = 0;      // -l
+  display_mode display = display_mode::collapsed; // -C grouped, -d detailed (-d wins)
+  std::string topology_file;             // --topology FILE
+  bool gen_topology = false;             // --gen-topology
+  bool perf_list = false;                // --perf-list
 };
 
 inline constexpr const char *usage_text =
-    "Usage: rschedd [-i SECONDS] [-r SECONDS] [--db PATH | --no-db]\n"
+    "Usage: rschedd [-i SECONDS] [-r SECONDS] [--db PATH | --no-db] [-g GROUPS]... [filters]\n"
     "\n"
     "Records per-thread and per-CPU scheduling delay and runqueue depth every interval into a\n"
     "SQLite database (query it with rsched-sql); with a terminal on stdout it also shows the\n"
     "live Scheduling Delays table.\n"
     "\n"
+    "  -g, --group GROUPS       metric groups, comma-separated, repeatable: latency (default),\n"
+    "                           slice, sleep, waking, migration, schedstat, perf (= perf=ipc),\n"
+    "                           perf=EVENT, most (all but waking), all; a bare name is a perf event\n"
+    "  -c, --comm REGEX         only threads whose comm matches (repeatable, OR'd)\n"
+    "      --global-comm REGEX  threads whose comm matches, regardless of -c and --cgroup\n"
+    "      --cgroup REGEX       only threads in a matching cgroup v2 (or below it)\n"
+    "  -p, --pid TID            only this thread\n"
+    "  -l, --min-latency US     hide threads whose p50 scheduling delay is below US\n"
+    "  -C, --no-collapse        one row per thread, grouped\n"
+    "  -d, --detailed           one row per thread and per CPU, ungrouped\n"
+    "      --topology FILE      die/NUMA map as JSON instead of sysfs (migration group)\n"
+    "      --gen-topology       print this machine's topology as JSON and exit\n"
+    "      --perf-list          list perf event names and exit\n"
     "  -i, --interval SECONDS   interval length (default 1)\n"
     "  -r, --run-time SECONDS   stop after this long (the last partial interval is recorded)\n"
     "      --db PATH            database (default /var/lib/rsched/rsched.db)\n"
@@ -131,6 +232,66 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
         return n.err();
       }
       o.graveyard_entries = static_cast<std::uint32_t>(*n);
+    } else if (flag == "-g" || flag == "--group") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      std::size_t start = 0;
+      for (;;) {
+        const auto comma = v->find(',', start);
+        o.group_tokens.push_back(v->substr(start, comma - start));
+        if (comma == std::string::npos) {
+          break;
+        }
+        start = comma + 1;
+      }
+    } else if (flag == "-c" || flag == "--comm" || flag == "--global-comm" ||
+               flag == "--cgroup") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto &list = flag == "--global-comm" ? o.global_comm
+                   : flag == "--cgroup"    ? o.cgroup
+                                           : o.comm;
+      list.push_back(*v); // a comma inside a regex is not a separator (upstream)
+    } else if (flag == "-p" || flag == "--pid") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 0, 4194304);
+      if (!n) {
+        return n.err();
+      }
+      o.pid = static_cast<std::uint32_t>(*n);
+    } else if (flag == "-l" || flag == "--min-latency") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 0, 3'600'000'000ULL);
+      if (!n) {
+        return n.err();
+      }
+      o.min_latency_us = *n;
+    } else if (flag == "-C" || flag == "--no-collapse") {
+      if (o.display != display_mode::detailed) {
+        o.display = display_mode::grouped;
+      }
+    } else if (flag == "-d" || flag == "--detailed") {
+      o.display = display_mode::detailed; // -d takes priority over -C
+    } else if (flag == "--topology") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      o.topology_file = *v;
+    } else if (flag == "--gen-topology") {
+      o.gen_topology = true;
+    } else if (flag == "--perf-list") {
+      o.perf_list = true;
     } else if (flag == "-v" || flag == "--verbose") {
       o.verbose = true;
     } else if (flag == "-h" || flag == "--help") {
@@ -144,6 +305,11 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
   if (o.no_db && o.db_path != store::default_db_path) {
     return make_error("--db and --no-db exclude each other");
   }
+  auto g = parse_groups(o.group_tokens);
+  if (!g) {
+    return g.err();
+  }
+  o.groups = *g;
   return o;
 }
 

@@ -36,3 +36,57 @@ TEST_CASE("rschedd bad usage is a one-line error", "[rschedd]") {
     CHECK(o.err().msg.find('\n') == std::string::npos);
   }
 }
+
+TEST_CASE("-g groups: defaults, most, all, perf events and order rules", "[rschedd]") {
+  using rsched::rschedd::parse_groups;
+  auto def = parse_groups({});
+  REQUIRE(def.ok());
+  CHECK(def->groups == RSCHED_G_LATENCY);
+  auto most = parse_groups({"most"});
+  REQUIRE(most.ok());
+  CHECK((most->groups & RSCHED_G_WAKING) == 0);
+  CHECK((most->groups & RSCHED_G_SLICE) != 0);
+  CHECK(most->schedstat);
+  CHECK(most->ipc);
+  auto all = parse_groups({"all"});
+  REQUIRE(all.ok());
+  CHECK((all->groups & RSCHED_G_WAKING) != 0);
+  // upstream: `-g l2-miss,all` gives no IPC, `-g all,l2-miss` gives both
+  auto a = parse_groups({"l2-miss", "all"});
+  REQUIRE(a.ok());
+  CHECK_FALSE(a->ipc);
+  CHECK(a->events == std::vector<std::string>{"l2-miss"});
+  auto b = parse_groups({"all", "l2-miss"});
+  REQUIRE(b.ok());
+  CHECK(b->ipc);
+  CHECK(b->events == std::vector<std::string>{"l2-miss"});
+  auto p = parse_groups({"perf"});
+  REQUIRE(p.ok());
+  CHECK(p->ipc);
+  CHECK(p->groups == RSCHED_G_PERF);
+  auto dedup = parse_groups({"perf=cs", "cs", "perf=ipc"});
+  REQUIRE(dedup.ok());
+  CHECK(dedup->events.size() == 1);
+  CHECK(dedup->ipc);
+  CHECK_FALSE(parse_groups({"perf="}).ok());
+  CHECK_FALSE(parse_groups({""}).ok());
+  CHECK_FALSE(
+      parse_groups({"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"}).ok()); // max 8
+}
+
+TEST_CASE("-g splits on commas and repeats; filters and modes", "[rschedd]") {
+  auto o = parse_options({"-g", "slice,sleep", "-g", "migration", "-c", "a,b", "-c", "x",
+                          "--global-comm", "g", "--cgroup", "system", "-p", "42", "-l", "100",
+                          "-C", "-d"});
+  REQUIRE(o.ok());
+  CHECK(o->groups.groups == (RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_MIGRATION));
+  CHECK(o->comm == std::vector<std::string>{"a,b", "x"}); // comma is not a separator in -c
+  CHECK(o->global_comm == std::vector<std::string>{"g"});
+  CHECK(o->cgroup == std::vector<std::string>{"system"});
+  CHECK(o->pid == 42u);
+  CHECK(o->min_latency_us == 100);
+  CHECK(o->display == rsched::rschedd::display_mode::detailed); // -d wins over -C
+  auto c = parse_options({"-C"});
+  REQUIRE(c.ok());
+  CHECK(c->display == rsched::rschedd::display_mode::grouped);
+}

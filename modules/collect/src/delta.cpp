@@ -79,6 +79,29 @@ thread_counters delta(const thread_counters &cur, const thread_counters &prev) {
   return d;
 }
 
+void accumulate(delay_counters &into, const delay_counters &d) {
+  into.count += d.count;
+  into.total_ns += d.total_ns;
+  (void)stats::merge_into(into.hist, d.hist); // same layout by construction
+}
+
+void accumulate(thread_counters &into, const thread_counters &d) {
+  accumulate(into.delay, d.delay);
+  into.depth.count += d.depth.count;
+  into.depth.total += d.depth.total;
+  (void)stats::merge_into(into.depth.hist, d.depth.hist);
+  accumulate(into.slice_vol, d.slice_vol);
+  accumulate(into.slice_invol, d.slice_invol);
+  accumulate(into.sleep, d.sleep);
+  accumulate(into.waking, d.waking);
+  into.migrations.count += d.migrations.count;
+  into.migrations.cross_ccx += d.migrations.cross_ccx;
+  into.migrations.cross_numa += d.migrations.cross_numa;
+  for (std::size_t i = 0; i < into.counters.size(); ++i) {
+    into.counters[i] += d.counters[i];
+  }
+}
+
 interval_delta delta_tracker::advance(const snapshot &snap) {
   interval_delta out;
   static const thread_counters zero{};

@@ -1,13 +1,18 @@
 #pragma once
 // Histograms as plain data, their bucket bounds and the arithmetic on them.
 //
-// Two layouts exist (both fixed, versioned by their id, which the blob encoding carries):
+// Four layouts exist (all fixed, versioned by their id, which the blob encoding carries):
 //  - latency: durations in ns; the hybrid layout of rsched_hist_slot() in sched_abi.h;
-//  - depth:   small integers (runqueue depth); slot = value, the last slot open-ended.
+//  - depth:   small integers (runqueue depth); slot = value, the last slot open-ended;
+//  - count:   per-second event counts (migrations): 0..63 exact, then log2 buckets
+//             [2^6, 2^7-1] .. [2^15, 2^16-1], the last slot open-ended (>= 2^16);
+//  - log2:    large per-second counts (perf events): slot 0 = {0}, slot s = [2^(s-1), 2^s-1]
+//             for s = 1..64 (65 slots, every u64 value has a bounded bucket).
 // Merging is only defined between histograms of one layout.
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/result.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -18,19 +23,28 @@ namespace rsched::stats {
 enum class layout : std::uint8_t {
   latency = 1, // ns, RSCHED_HIST_SLOTS hybrid slots
   depth = 2,   // count, RSCHED_DEPTH_SLOTS linear slots
+  count = 3,   // per-second counts, 75 slots: 64 exact then log2
+  log2 = 4,    // per-second counts, 65 log2 slots
 };
 
 inline constexpr std::size_t max_slots = RSCHED_HIST_SLOTS;
 static_assert(RSCHED_DEPTH_SLOTS <= RSCHED_HIST_SLOTS);
 
 constexpr std::size_t slot_count(layout l) {
-  return l == layout::latency ? std::size_t{RSCHED_HIST_SLOTS} : std::size_t{RSCHED_DEPTH_SLOTS};
+  switch (l) {
+  case layout::latency:
+    return RSCHED_HIST_SLOTS;
+  case layout::depth:
+    return RSCHED_DEPTH_SLOTS;
+  case layout::count:
+    return 75;
+  case layout::log2:
+    return 65;
+  }
+  return 0;
 }
 
-constexpr bool valid_layout(std::uint8_t id) {
-  return id == static_cast<std::uint8_t>(layout::latency) ||
-         id == static_cast<std::uint8_t>(layout::depth);
-}
+constexpr bool valid_layout(std::uint8_t id) { return id >= 1 && id <= 4; }
 
 // Inclusive bounds of one bucket. `hi` is numeric_limits<uint64_t>::max() for the open-ended
 // top bucket.
@@ -54,6 +68,21 @@ constexpr bucket bucket_bounds(layout l, std::size_t slot) {
   if (l == layout::depth) {
     return slot + 1 == slot_count(l) ? bucket{slot, inf} : bucket{slot, slot};
   }
+  if (l == layout::count) {
+    if (slot < 64) {
+      return {slot, slot};
+    }
+    const auto n = slot - 58; // slot 64 = [2^6, 2^7 - 1]
+    return slot + 1 == slot_count(l) ? bucket{std::uint64_t{1} << n, inf}
+                                     : bucket{std::uint64_t{1} << n, (std::uint64_t{1} << (n + 1)) - 1};
+  }
+  if (l == layout::log2) {
+    if (slot == 0) {
+      return {0, 0};
+    }
+    const std::uint64_t lo = std::uint64_t{1} << (slot - 1);
+    return {lo, slot == 64 ? inf : (lo << 1) - 1};
+  }
   constexpr std::uint64_t us = 1000;
   if (slot < RSCHED_HIST_LINEAR_SLOTS) {
     const std::uint64_t lo_us = slot * RSCHED_HIST_LINEAR_STEP_US;
@@ -72,7 +101,20 @@ constexpr bucket bucket_bounds(layout l, std::size_t slot) {
 
 // Slot that holds `value` in `l` (the same function the BPF programs use).
 inline std::size_t slot_of(layout l, std::uint64_t value) {
-  return l == layout::latency ? rsched_hist_slot(value) : rsched_depth_slot(value);
+  switch (l) {
+  case layout::latency:
+    return rsched_hist_slot(value);
+  case layout::depth:
+    return rsched_depth_slot(value);
+  case layout::count:
+    if (value < 64) {
+      return static_cast<std::size_t>(value);
+    }
+    return std::min<std::size_t>(rsched_log2_u64(value) + 58, 74);
+  case layout::log2:
+    return value == 0 ? 0 : rsched_log2_u64(value) + 1;
+  }
+  return 0;
 }
 
 struct histogram {

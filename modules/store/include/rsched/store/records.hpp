@@ -6,17 +6,31 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 1;
+inline constexpr int schema_version = 2;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // Metric ids used in thread_hist.metric / cpu_hist.metric (table `metric` names them).
 enum class metric : int {
-  sched_delay = 1, // ns, latency layout
-  runq_depth = 2,  // nr_running at wakeup, depth layout
+  sched_delay = 1,       // ns, latency layout (thread and cpu)
+  runq_depth = 2,        // nr_running at wakeup, depth layout
+  slice_voluntary = 3,   // ns on CPU ending in a voluntary switch, latency layout
+  slice_involuntary = 4, // ns on CPU ending in a preemption, latency layout
+  sleep = 5,             // ns asleep (switch-out not runnable -> wakeup), latency layout
+  waking_delay = 6,      // ns from sched_waking to switch-in, latency layout
+  migration_rate = 7,    // migrations per second, one sample per second with >= 1, count layout
+  cpu_idle = 8,          // ns idle periods per CPU, latency layout
+};
+
+// One histogram-valued metric of a thread or CPU in one interval.
+struct hist_value {
+  std::uint64_t count = 0; // samples
+  std::uint64_t total = 0; // exact sum of the samples (ns for durations)
+  stats::histogram hist{stats::layout::latency, {}};
 };
 
 // One thread's data for one interval (deltas, not cumulative values).
@@ -32,6 +46,55 @@ struct thread_row {
   std::uint64_t depth_count = 0;
   std::uint64_t depth_total = 0; // sum of nr_running samples
   stats::histogram depth_hist{stats::layout::depth, {}};
+
+  // Schema v2: the other metric groups. Zero counts are not written.
+  hist_value slice_vol;   // metric 3
+  hist_value slice_invol; // metric 4
+  hist_value sleep;       // metric 5
+  hist_value waking;      // metric 6
+  hist_value migration_rate{0, 0, {stats::layout::count, {}}}; // metric 7
+  std::uint64_t migrations = 0; // migration group: count, cross-die, cross-NUMA
+  std::uint64_t cross_ccx = 0;
+  std::uint64_t cross_numa = 0;
+  bool has_ipc = false; // perf=ipc: the four IPC counters below are valid
+  std::uint64_t user_cycles = 0;
+  std::uint64_t kernel_cycles = 0;
+  std::uint64_t user_instructions = 0;
+  std::uint64_t kernel_instructions = 0;
+  // Generic perf events: (index into interval_row::events, value). Rows with value 0 skipped.
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> events;
+  // Per-second rate histogram per generic event (log2 layout), same order/indexes as `events`.
+  std::vector<std::pair<std::uint32_t, stats::histogram>> event_rates;
+};
+
+// A generic perf event of the run (stable for the whole run; identified by name in the DB).
+struct perf_event_def {
+  std::string name;        // as the user gave it / the alias ("l2-miss", "raw:0x1234", ...)
+  std::uint32_t type = 0;  // perf_event_attr.type
+  std::uint64_t config = 0;
+};
+
+// Multiplexing visibility: per interval, per CPU and counter, how long it was enabled and how
+// long it really counted (running < enabled means the PMU multiplexed it).
+struct counter_time {
+  std::uint32_t cpu = 0;
+  std::string counter; // "user_cycles", ..., or a generic event name
+  std::uint64_t enabled_ns = 0;
+  std::uint64_t running_ns = 0;
+};
+
+struct schedstat_cpu_delta {
+  std::uint32_t cpu = 0;
+  std::string field; // kernel field name ("run_delay_ns", "sched_count", ...)
+  std::int64_t delta = 0;
+};
+
+struct schedstat_domain_delta {
+  std::uint32_t cpu = 0;
+  std::uint32_t domain = 0; // domainN index
+  std::string name;         // v17 domain name ("SMT", "MC", ...), "" before v17
+  std::string field;        // "lb_count_idle", ...
+  std::int64_t delta = 0;
 };
 
 struct cpu_row {
@@ -39,6 +102,7 @@ struct cpu_row {
   std::uint64_t delay_count = 0;
   std::uint64_t delay_total_ns = 0;
   stats::histogram delay_hist{stats::layout::latency, {}};
+  hist_value idle; // metric 8 (schema v2)
 };
 
 struct interval_row {
@@ -49,6 +113,13 @@ struct interval_row {
   std::array<std::uint64_t, RSCHED_DROP_COUNT> drops{}; // delta of the BPF drop counters
   std::vector<thread_row> threads;                      // only threads with data in the interval
   std::vector<cpu_row> cpus;                            // only CPUs with data in the interval
+
+  // Schema v2.
+  std::uint32_t groups = 0; // enum rsched_group bits of the metric groups recorded
+  std::vector<perf_event_def> events; // generic perf events; thread_row::events index into it
+  std::vector<counter_time> counter_times;            // per CPU and counter, as given
+  std::vector<schedstat_cpu_delta> schedstat_cpu;       // zero deltas are not written
+  std::vector<schedstat_domain_delta> schedstat_domain; // zero deltas are not written
 };
 
 } // namespace rsched::store

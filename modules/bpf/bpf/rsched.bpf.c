@@ -451,8 +451,14 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	src = task_cpu_of(p, btf);
 	if (src < 0 || src >= RSCHED_MAX_CPUS || dest_cpu < 0 || dest_cpu >= RSCHED_MAX_CPUS)
 		return 0;
-	__s32 sn = cpu_to_numa[src], dn = cpu_to_numa[dest_cpu];
-	__s32 sd = cpu_to_die[src], dd = cpu_to_die[dest_cpu];
+	/* RSCHED_MAX_CPUS is a power of two: the masks keep the verifier's bounds */
+	__u32 s = (__u32)src & (RSCHED_MAX_CPUS - 1), d = (__u32)dest_cpu & (RSCHED_MAX_CPUS - 1);
+	OPAQUE(s);
+	OPAQUE(d);
+	s &= RSCHED_MAX_CPUS - 1;
+	d &= RSCHED_MAX_CPUS - 1;
+	__s32 sn = cpu_to_numa[s], dn = cpu_to_numa[d];
+	__s32 sd = cpu_to_die[s], dd = cpu_to_die[d];
 	if (sn >= 0 && dn >= 0 && sn != dn)
 		st->cross_numa++;
 	else if (sd >= 0 && dd >= 0 && sd != dd)

@@ -1,0 +1,208 @@
+#pragma once
+// Adds up the per-tick deltas of one recording interval. Ticks are 1 s when the migration group
+// or generic perf events are on (their per-second rate histograms need one sample per second,
+// as upstream), else one tick is the whole interval. Pure: no kernel, no SQL.
+#include "model.hpp"
+#include "rsched/collect/delta.hpp"
+#include "rsched/store/records.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rsched::rschedd {
+
+struct acc_thread {
+  collect::thread_sample s; // counters summed over the ticks, identity from the latest tick
+  stats::histogram mig_rate{stats::layout::count, {}};
+  stats::histogram ccx_rate{stats::layout::count, {}};
+  stats::histogram numa_rate{stats::layout::count, {}};
+  std::vector<stats::histogram> event_rates; // log2, one per generic event
+};
+
+class interval_acc {
+public:
+  explicit interval_acc(std::size_t generic_events = 0) : events_(generic_events) {}
+
+  // Adds one tick. With `per_second`, the tick's migration and generic-event counts also become
+  // one sample each of the per-second rate histograms (only when > 0, as upstream).
+  void add_tick(const collect::interval_delta &d, bool per_second) {
+    for (const auto &t : d.threads) {
+      auto [it, fresh] = threads_.try_emplace(t.key);
+      acc_thread &a = it->second;
+      if (fresh) {
+        a.s = t;
+        a.event_rates.assign(events_, stats::histogram{stats::layout::log2, {}});
+      } else {
+        collect::accumulate(a.s.c, t.c);
+        a.s.comm = t.comm;
+        a.s.cgroup_id = t.cgroup_id;
+        a.s.tgid = t.tgid;
+        a.s.dead = a.s.dead || t.dead;
+      }
+      if (!per_second) {
+        continue;
+      }
+      if (t.c.migrations.count > 0) {
+        a.mig_rate.add(t.c.migrations.count);
+        a.ccx_rate.add(t.c.migrations.cross_ccx);
+        a.numa_rate.add(t.c.migrations.cross_numa);
+      }
+      for (std::size_t e = 0; e < events_; ++e) {
+        const auto v = t.c.counters[RSCHED_CTR_GENERIC0 + e];
+        if (v > 0) {
+          a.event_rates[e].add(v);
+        }
+      }
+    }
+    for (const auto &c : d.cpus) {
+      auto [it, fresh] = cpus_.try_emplace(c.cpu, c);
+      if (!fresh) {
+        collect::accumulate(it->second.delay, c.delay);
+        collect::accumulate(it->second.idle, c.idle);
+      }
+    }
+    for (std::size_t i = 0; i < drops_.size(); ++i) {
+      drops_[i] += d.drops[i];
+    }
+  }
+
+  [[nodiscard]] const std::map<collect::thread_key, acc_thread> &threads() const {
+    return threads_;
+  }
+  [[nodiscard]] const std::map<std::uint32_t, collect::cpu_sample> &cpus() const { return cpus_; }
+  [[nodiscard]] const collect::drop_counters &drops() const { return drops_; }
+  [[nodiscard]] std::size_t events() const { return events_; }
+
+  void clear() {
+    threads_.clear();
+    cpus_.clear();
+    drops_ = {};
+  }
+
+private:
+  std::size_t events_;
+  std::map<collect::thread_key, acc_thread> threads_;
+  std::map<std::uint32_t, collect::cpu_sample> cpus_;
+  collect::drop_counters drops_{};
+};
+
+inline store::hist_value to_value(const collect::delay_counters &d) {
+  return {d.count, d.total_ns, d.hist};
+}
+
+// The store's rows for one interval. `cgroup_path` maps a cgroup id to its path.
+inline store::interval_row
+to_row(const interval_acc &acc, const std::function<std::string(std::uint64_t)> &cgroup_path,
+       bool ipc, bool migration) {
+  store::interval_row row;
+  row.drops = acc.drops();
+  for (const auto &[key, a] : acc.threads()) {
+    const auto &c = a.s.c;
+    store::thread_row r;
+    r.tid = key.tid;
+    r.pid = a.s.tgid;
+    r.start_time_ns = key.start_time;
+    r.comm = a.s.comm;
+    r.cgroup = cgroup_path(a.s.cgroup_id);
+    r.delay_count = c.delay.count;
+    r.delay_total_ns = c.delay.total_ns;
+    r.delay_hist = c.delay.hist;
+    r.depth_count = c.depth.count;
+    r.depth_total = c.depth.total;
+    r.depth_hist = c.depth.hist;
+    r.slice_vol = to_value(c.slice_vol);
+    r.slice_invol = to_value(c.slice_invol);
+    r.sleep = to_value(c.sleep);
+    r.waking = to_value(c.waking);
+    r.migrations = c.migrations.count;
+    r.cross_ccx = c.migrations.cross_ccx;
+    r.cross_numa = c.migrations.cross_numa;
+    if (migration) {
+      r.migration_rate = {a.mig_rate.total(), c.migrations.count, a.mig_rate};
+    }
+    if (ipc) {
+      r.user_cycles = c.counters[RSCHED_CTR_USER_CYCLES];
+      r.kernel_cycles = c.counters[RSCHED_CTR_KERNEL_CYCLES];
+      r.user_instructions = c.counters[RSCHED_CTR_USER_INSTRUCTIONS];
+      r.kernel_instructions = c.counters[RSCHED_CTR_KERNEL_INSTRUCTIONS];
+      r.has_ipc = r.user_cycles + r.kernel_cycles + r.user_instructions + r.kernel_instructions != 0;
+    }
+    for (std::size_t e = 0; e < acc.events(); ++e) {
+      const auto v = c.counters[RSCHED_CTR_GENERIC0 + e];
+      if (v != 0) {
+        r.events.emplace_back(static_cast<std::uint32_t>(e), v);
+        if (!a.event_rates[e].empty()) {
+          r.event_rates.emplace_back(static_cast<std::uint32_t>(e), a.event_rates[e]);
+        }
+      }
+    }
+    row.threads.push_back(std::move(r));
+  }
+  for (const auto &[cpu, c] : acc.cpus()) {
+    store::cpu_row r;
+    r.cpu = cpu;
+    r.delay_count = c.delay.count;
+    r.delay_total_ns = c.delay.total_ns;
+    r.delay_hist = c.delay.hist;
+    r.idle = to_value(c.idle);
+    row.cpus.push_back(std::move(r));
+  }
+  return row;
+}
+
+// Folds one interval into the live model (cumulative histograms; per-interval IPC and events).
+inline void fold_into(model &m, const interval_acc &acc,
+                      const std::function<std::string(std::uint64_t)> &cgroup_path, bool ipc,
+                      const std::vector<std::string> &event_names) {
+  m.ipc.clear();
+  m.events.clear();
+  for (const auto &name : event_names) {
+    m.events.push_back({name, {}});
+  }
+  for (const auto &[key, a] : acc.threads()) {
+    const auto &c = a.s.c;
+    thread_stats &t = m.threads[{key.tid, key.start_time}];
+    t.tid = key.tid;
+    t.tgid = a.s.tgid;
+    t.comm = a.s.comm;
+    t.cgroup = cgroup_path(a.s.cgroup_id);
+    (void)stats::merge_into(t.delay, c.delay.hist);
+    (void)stats::merge_into(t.depth, c.depth.hist);
+    (void)stats::merge_into(t.slice_vol, c.slice_vol.hist);
+    (void)stats::merge_into(t.slice_invol, c.slice_invol.hist);
+    (void)stats::merge_into(t.sleep, c.sleep.hist);
+    (void)stats::merge_into(t.waking, c.waking.hist);
+    (void)stats::merge_into(t.mig_rate, a.mig_rate);
+    (void)stats::merge_into(t.ccx_rate, a.ccx_rate);
+    (void)stats::merge_into(t.numa_rate, a.numa_rate);
+    if (ipc) {
+      ipc_row r{key.tid,
+                a.s.tgid,
+                a.s.comm,
+                t.cgroup,
+                c.counters[RSCHED_CTR_USER_CYCLES],
+                c.counters[RSCHED_CTR_KERNEL_CYCLES],
+                c.counters[RSCHED_CTR_USER_INSTRUCTIONS],
+                c.counters[RSCHED_CTR_KERNEL_INSTRUCTIONS]};
+      if (r.user_cycles + r.kernel_cycles + r.user_instructions + r.kernel_instructions != 0) {
+        m.ipc.push_back(std::move(r));
+      }
+    }
+    for (std::size_t e = 0; e < event_names.size() && e < a.event_rates.size(); ++e) {
+      if (!a.event_rates[e].empty()) {
+        m.events[e].threads.push_back({key.tid, a.s.tgid, a.s.comm, t.cgroup, a.event_rates[e]});
+      }
+    }
+  }
+  for (const auto &[cpu, c] : acc.cpus()) {
+    cpu_stats &s = m.cpus[cpu];
+    s.cpu = cpu;
+    (void)stats::merge_into(s.delay, c.delay.hist);
+    (void)stats::merge_into(s.idle, c.idle.hist);
+  }
+}
+
+} // namespace rsched::rschedd

@@ -1,0 +1,81 @@
+#pragma once
+// What rschedd accumulates for its live display (upstream RschedStats / CpuMetrics semantics):
+//  - per-thread and per-CPU histograms are cumulative since start;
+//  - IPC totals, generic-event rates and schedstat deltas are per display interval.
+// Plain data, filled by main.cpp from interval deltas, rendered by render.hpp.
+#include "rsched/stats/histogram.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rsched::rschedd {
+
+struct thread_id {
+  std::uint32_t tid = 0;
+  std::uint64_t start_time = 0; // with tid: unique within a boot
+  friend auto operator<=>(const thread_id &, const thread_id &) = default;
+};
+
+struct thread_stats {
+  std::uint32_t tid = 0;
+  std::uint32_t tgid = 0;
+  std::string comm;           // latest comm, exact bytes (escape before printing!)
+  std::string cgroup;         // cgroup v2 path relative to the mount, "" unknown
+  stats::histogram delay{stats::layout::latency, {}};       // latency group
+  stats::histogram depth{stats::layout::depth, {}};         // latency group (runqueue depth)
+  stats::histogram slice_vol{stats::layout::latency, {}};   // slice group
+  stats::histogram slice_invol{stats::layout::latency, {}}; // slice group (count = preemptions)
+  stats::histogram sleep{stats::layout::latency, {}};       // sleep group
+  stats::histogram waking{stats::layout::latency, {}};      // waking group
+  // migration group: one sample per second in which the thread migrated at least once
+  // (upstream); cross-CCX/NUMA get a sample in those seconds too, possibly 0.
+  stats::histogram mig_rate{stats::layout::count, {}};
+  stats::histogram ccx_rate{stats::layout::count, {}};
+  stats::histogram numa_rate{stats::layout::count, {}};
+};
+
+struct cpu_stats {
+  std::uint32_t cpu = 0;
+  stats::histogram delay{stats::layout::latency, {}}; // latency group
+  stats::histogram idle{stats::layout::latency, {}};  // sleep group
+};
+
+// perf=ipc, per display interval.
+struct ipc_row {
+  std::uint32_t tid = 0;
+  std::uint32_t tgid = 0;
+  std::string comm;
+  std::string cgroup;
+  std::uint64_t user_cycles = 0;
+  std::uint64_t kernel_cycles = 0;
+  std::uint64_t user_instructions = 0;
+  std::uint64_t kernel_instructions = 0;
+};
+
+// A generic perf event, per display interval: per thread, a log2 histogram of per-second counts
+// (one sample per 1-s tick in which the thread's count was > 0).
+struct event_rates {
+  std::string name;
+  struct per_thread {
+    std::uint32_t tid = 0;
+    std::uint32_t tgid = 0;
+    std::string comm;
+    std::string cgroup;
+    stats::histogram rate{stats::layout::log2, {}};
+  };
+  std::vector<per_thread> threads;
+};
+
+struct model {
+  std::map<thread_id, thread_stats> threads; // cumulative
+  std::map<std::uint32_t, cpu_stats> cpus;    // cumulative
+  std::vector<ipc_row> ipc;                   // this interval
+  double ipc_elapsed_s = 0;                   // length of the IPC interval
+  std::vector<event_rates> events;            // this interval, in -g order
+  std::optional<std::string> schedstat_table; // rendered by the schedstat module, this interval
+};
+
+} // namespace rsched::rschedd
