@@ -22,16 +22,16 @@ constexpr std::array<std::string_view, 8> lb_fields_v15{
 };
 // v17 replaced lb_imbalance by four kinds of imbalance.
 constexpr std::array<std::string_view, 11> lb_fields_v17{
-    "lb_count",          "lb_balanced",         "lb_failed",  "lb_imbalance_load",
-    "lb_imbalance_util", "lb_imbalance_task",   "lb_imbalance_misfit",
-    "lb_gained",         "lb_hot_gained",       "lb_nobusyq", "lb_nobusyg",
+    "lb_count",          "lb_balanced",       "lb_failed",           "lb_imbalance_load",
+    "lb_imbalance_util", "lb_imbalance_task", "lb_imbalance_misfit", "lb_gained",
+    "lb_hot_gained",     "lb_nobusyq",        "lb_nobusyg",
 };
 // After the three blocks: active load balance, the two legacy sched_balance_exec/fork triples,
 // and wake-up affinity.
 constexpr std::array<std::string_view, 12> tail_fields{
-    "alb_count",  "alb_failed",   "alb_pushed", "sbe_count",        "sbe_balanced",
-    "sbe_pushed", "sbf_count",    "sbf_balanced", "sbf_pushed",     "ttwu_wake_remote",
-    "ttwu_move_affine", "ttwu_move_balance",
+    "alb_count",    "alb_failed",       "alb_pushed",       "sbe_count",
+    "sbe_balanced", "sbe_pushed",       "sbf_count",        "sbf_balanced",
+    "sbf_pushed",   "ttwu_wake_remote", "ttwu_move_affine", "ttwu_move_balance",
 };
 
 // enum cpu_idle_type order: CPU_IDLE, CPU_NOT_IDLE, CPU_NEWLY_IDLE until v15; v16 swapped the
@@ -55,7 +55,9 @@ std::vector<std::string> build_names(const std::array<std::string_view, N> &lb,
   return names;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
 
 std::vector<std::string_view> split_words(std::string_view line) {
   std::vector<std::string_view> words;
@@ -199,8 +201,8 @@ private:
     }
     const std::size_t have = words.size() - 1;
     if (have < cpu_field_layout.size()) {
-      return fail(fmt::format("cpu{} has {} values, expected {}", *id, have,
-                              cpu_field_layout.size()));
+      return fail(
+          fmt::format("cpu{} has {} values, expected {}", *id, have, cpu_field_layout.size()));
     }
     cpu_record rec;
     rec.cpu = *id;
@@ -310,7 +312,9 @@ const domain_record *snapshot::domain(std::uint32_t cpu_id, std::uint32_t index)
   return it == domains.end() ? nullptr : &*it;
 }
 
-result<snapshot> parse(std::string_view text) { return parser("schedstat").run(text); }
+result<snapshot> parse(std::string_view text) {
+  return parser("schedstat").run(text);
+}
 
 result<snapshot> read(const std::filesystem::path &path) {
   const std::string name = path.string();
@@ -322,8 +326,8 @@ result<snapshot> read(const std::filesystem::path &path) {
       return make_error(
           fmt::format("{} is not available (kernel built without CONFIG_SCHEDSTATS)", name), e);
     }
-    return make_error(
-        fmt::format("cannot open {}: {}", name, std::generic_category().message(e)), e);
+    return make_error(fmt::format("cannot open {}: {}", name, std::generic_category().message(e)),
+                      e);
   }
   std::string text;
   std::array<char, 64 * 1024> buf{};

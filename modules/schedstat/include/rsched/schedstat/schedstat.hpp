@@ -84,10 +84,10 @@ struct cpu_record {
 };
 
 struct domain_record {
-  std::uint32_t cpu = 0;   // the `cpuN` line this domain line follows
-  std::uint32_t index = 0; // N of `domainN` (0 = the smallest span)
-  std::string name;        // v17 only (SMT, MC, PKG, NUMA...); empty before
-  std::string cpumask;     // as printed: hex words, comma separated
+  std::uint32_t cpu = 0;           // the `cpuN` line this domain line follows
+  std::uint32_t index = 0;         // N of `domainN` (0 = the smallest span)
+  std::string name;                // v17 only (SMT, MC, PKG, NUMA...); empty before
+  std::string cpumask;             // as printed: hex words, comma separated
   std::vector<field_value> fields; // domain_field_names(version), in that order
   [[nodiscard]] std::optional<std::uint64_t> field(std::string_view n) const {
     return find_field(fields, n);
