@@ -68,8 +68,8 @@ result<std::vector<unsigned>> parse_cpulist(std::string_view text) {
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = body.find(',', start);
-    const std::string_view item =
-        body.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view item = body.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (trim(item).empty()) {
       return malformed(item, "empty item");
     }

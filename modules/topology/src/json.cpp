@@ -103,8 +103,8 @@ private:
           ++col;
         }
       }
-      err_ = make_error("topology JSON: " + what + " at line " + std::to_string(line) +
-                        " column " + std::to_string(col));
+      err_ = make_error("topology JSON: " + what + " at line " + std::to_string(line) + " column " +
+                        std::to_string(col));
     }
     return false;
   }
@@ -425,9 +425,8 @@ private:
     }
     switch (in_[pos_]) {
     case '{':
-      return parse_object(depth, [&](const std::string &, std::size_t) {
-        return skip_value(depth + 1);
-      });
+      return parse_object(depth,
+                          [&](const std::string &, std::size_t) { return skip_value(depth + 1); });
     case '[': {
       ++pos_;
       skip_ws();
@@ -480,6 +479,8 @@ private:
 
 } // namespace
 
-result<topology> from_json(std::string_view text) { return parser(text).run(); }
+result<topology> from_json(std::string_view text) {
+  return parser(text).run();
+}
 
 } // namespace rsched::topology

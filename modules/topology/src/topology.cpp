@@ -8,17 +8,16 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <set>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <tuple>
+#include <unistd.h>
 #include <utility>
 #include <variant>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 namespace rsched::topology {
 
@@ -36,12 +35,13 @@ int count_distinct(const std::vector<cpu_info> &cpus, int cpu_info::*field) {
   return static_cast<int>(ids.size());
 }
 
-std::string quote(const fs::path &p) { return text::escape_for_terminal(p.string()); }
+std::string quote(const fs::path &p) {
+  return text::escape_for_terminal(p.string());
+}
 
 error io_error(std::string_view what, const fs::path &p, int err) {
-  return make_error("topology: cannot " + std::string(what) + " " + quote(p) + ": " +
-                        std::strerror(err),
-                    err);
+  return make_error(
+      "topology: cannot " + std::string(what) + " " + quote(p) + ": " + std::strerror(err), err);
 }
 
 // Reads a sysfs attribute. nullopt when it does not exist: the attribute is optional on this
@@ -281,9 +281,7 @@ result<std::array<int, max_cpus>> read_numa(const fs::path &node_root) {
 // a group's id follows the lowest CPU in it, as upstream numbers its die groups.
 template <typename Key> class dense_ids {
 public:
-  int id(const Key &k) {
-    return ids_.try_emplace(k, static_cast<int>(ids_.size())).first->second;
-  }
+  int id(const Key &k) { return ids_.try_emplace(k, static_cast<int>(ids_.size())).first->second; }
 
 private:
   std::map<Key, int> ids_;
@@ -291,9 +289,15 @@ private:
 
 } // namespace
 
-int topology::num_dies() const { return count_distinct(cpus, &cpu_info::die); }
-int topology::num_numa_nodes() const { return count_distinct(cpus, &cpu_info::numa); }
-int topology::num_llcs() const { return count_distinct(cpus, &cpu_info::llc); }
+int topology::num_dies() const {
+  return count_distinct(cpus, &cpu_info::die);
+}
+int topology::num_numa_nodes() const {
+  return count_distinct(cpus, &cpu_info::numa);
+}
+int topology::num_llcs() const {
+  return count_distinct(cpus, &cpu_info::llc);
+}
 
 std::optional<cpu_info> topology::find(unsigned cpu) const {
   const auto it = std::lower_bound(cpus.begin(), cpus.end(), cpu,
