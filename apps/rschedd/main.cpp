@@ -4,7 +4,13 @@
 #include "rsched/collect/cgroup.hpp"
 #include "rsched/collect/delta.hpp"
 #include "rsched/collect/source.hpp"
+#include "rsched/schedstat/delta.hpp"
+#include "rsched/schedstat/render.hpp"
+#include "rsched/schedstat/schedstat.hpp"
 #include "rsched/store/writer.hpp"
+#include "rsched/topology/json.hpp"
+#include "rsched/topology/migration.hpp"
+#include "rsched/topology/topology.hpp"
 
 #include "display.hpp"
 #include "interval.hpp"
@@ -18,6 +24,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -41,6 +48,73 @@ std::string read_boot_id() {
   return id;
 }
 
+// Reads a whole file; nullopt when it cannot be read.
+std::optional<std::string> slurp(const std::string &path) {
+  std::ifstream in(path);
+  if (!in) {
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+result<topology::topology> load_topology(const rschedd::options &opt) {
+  if (opt.topology_file.empty()) {
+    return topology::load("/sys");
+  }
+  auto text = slurp(opt.topology_file);
+  if (!text) {
+    return make_error("cannot read topology file " + opt.topology_file);
+  }
+  return topology::from_json(*text);
+}
+
+// /proc/sys/kernel/sched_schedstats is switched on while recording and restored afterwards
+// (upstream leaves it on).
+class schedstats_switch {
+public:
+  schedstats_switch() {
+    auto old = slurp(path_);
+    if (old && !old->empty() && (*old)[0] == '0') {
+      std::ofstream out(path_);
+      out << "1";
+      restore_ = static_cast<bool>(out);
+    }
+  }
+  ~schedstats_switch() {
+    if (restore_) {
+      std::ofstream out(path_);
+      out << "0";
+    }
+  }
+  schedstats_switch(const schedstats_switch &) = delete;
+  schedstats_switch &operator=(const schedstats_switch &) = delete;
+
+private:
+  const char *path_ = "/proc/sys/kernel/sched_schedstats";
+  bool restore_ = false;
+};
+
+void add_schedstat(store::interval_row &row, const schedstat::deltas &d) {
+  for (const auto &c : d.cpus) {
+    for (const auto &f : schedstat::cpu_field_layout) {
+      const auto v = c.fields.*f.member;
+      if (v != 0) {
+        row.schedstat_cpu.push_back({c.cpu, std::string(f.name), static_cast<std::int64_t>(v)});
+      }
+    }
+  }
+  for (const auto &dom : d.domains) {
+    for (const auto &f : dom.fields) {
+      if (f.value != 0) {
+        row.schedstat_domain.push_back({dom.cpu, dom.index, dom.name, std::string(f.name),
+                                        static_cast<std::int64_t>(f.value)});
+      }
+    }
+  }
+}
+
 int run(const rschedd::options &opt) {
   // Signals are taken synchronously (sigtimedwait) so that an interrupt ends the current
   // interval cleanly: it is recorded, the database is closed, the exit status is 0.
@@ -56,6 +130,31 @@ int run(const rschedd::options &opt) {
   const std::vector<std::string> event_names;
 
   bpf::options bo;
+  if ((groups & RSCHED_G_MIGRATION) != 0) {
+    auto topo = load_topology(opt);
+    if (!topo) {
+      fmt::print(stderr, "rschedd: {}\n", topo.err().msg);
+      return 1;
+    }
+    fmt::print(stderr, "CPU topology: {} dies/CCX, {} NUMA nodes\n", topo->num_dies(),
+               topo->num_numa_nodes());
+    const auto tables = topology::make_cpu_tables(*topo);
+    bo.cpu_to_die = tables.cpu_to_die;
+    bo.cpu_to_numa = tables.cpu_to_numa;
+  }
+  // schedstat: read in user space; where the file is missing, one line and the rest runs.
+  std::optional<schedstat::snapshot> schedstat_prev;
+  std::optional<schedstats_switch> schedstat_on;
+  if (opt.groups.schedstat) {
+    schedstat_on.emplace();
+    auto s = schedstat::read();
+    if (!s) {
+      fmt::print(stderr, "rschedd: schedstat group unavailable: {}\n", s.err().msg);
+      schedstat_on.reset();
+    } else {
+      schedstat_prev = std::move(*s);
+    }
+  }
   bo.mode = opt.mode;
   bo.groups = groups;
   bo.graveyard_entries = opt.graveyard_entries;
@@ -107,6 +206,7 @@ int run(const rschedd::options &opt) {
   bool reported_write_error = false;
   int status = 0;
   interval_acc acc(event_names.size());
+  std::string live_schedstat;
 
   while (!stop) {
     const std::int64_t deadline = std::min(mono0 + tick * tick_ns, end_mono);
@@ -150,6 +250,17 @@ int run(const rschedd::options &opt) {
     row.boot_id = boot;
     row.groups = groups;
     row.final_interval = stop;
+    if (schedstat_prev) {
+      auto cur = schedstat::read();
+      if (cur) {
+        auto d = schedstat::delta(*schedstat_prev, *cur);
+        if (d) {
+          add_schedstat(row, *d);
+          live_schedstat = schedstat::render(*d);
+        }
+        schedstat_prev = std::move(*cur);
+      }
+    }
     iv_real += now_mono - iv_mono;
     iv_mono = now_mono;
 
@@ -196,6 +307,15 @@ int main(int argc, char **argv) {
   }
   if (opt->version) {
     fmt::print("rschedd 0.1.0\n");
+    return 0;
+  }
+  if (opt->gen_topology) { // no BPF, no root
+    auto topo = rsched::topology::load("/sys");
+    if (!topo) {
+      fmt::print(stderr, "rschedd: {}\n", topo.err().msg);
+      return 1;
+    }
+    fmt::print("{}\n", rsched::topology::to_json(*topo));
     return 0;
   }
   try {
