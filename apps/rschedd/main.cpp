@@ -3,6 +3,7 @@
 #include "rsched/bpf/program.hpp"
 #include "rsched/collect/cgroup.hpp"
 #include "rsched/collect/delta.hpp"
+#include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
 #include "rsched/schedstat/delta.hpp"
 #include "rsched/schedstat/render.hpp"
@@ -12,8 +13,9 @@
 #include "rsched/topology/migration.hpp"
 #include "rsched/topology/topology.hpp"
 
-#include "display.hpp"
+#include "filter.hpp"
 #include "interval.hpp"
+#include "render.hpp"
 #include "options.hpp"
 
 #include <fmt/format.h>
@@ -24,6 +26,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <optional>
 #include <string>
@@ -126,10 +129,77 @@ int run(const rschedd::options &opt) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   std::uint32_t groups = opt.groups.groups;
-  const bool ipc = false;
-  const std::vector<std::string> event_names;
-
   bpf::options bo;
+
+  // perf: resolve every event first (a bad name is an error), then open the counters. Where
+  // the PMU is missing (as in most VMs) the IPC set fails: one line, and the rest keeps running.
+  bool ipc = opt.groups.ipc;
+  std::vector<std::string> event_names;
+  std::vector<store::perf_event_def> event_defs;
+  std::vector<collect::counter_set> counter_sets;
+  if ((groups & RSCHED_G_PERF) != 0) {
+    std::vector<collect::event_spec> generic;
+    for (const auto &name : opt.groups.events) {
+      auto e = collect::resolve_event(name);
+      if (!e) {
+        fmt::print(stderr, "rschedd: {}\n", e.err().msg);
+        return 1;
+      }
+      generic.push_back(*e);
+    }
+    auto cpus = collect::online_cpus();
+    if (!cpus) {
+      fmt::print(stderr, "rschedd: {}\n", cpus.err().msg);
+      return 1;
+    }
+    if (ipc) {
+      auto set = collect::counter_set::open({}, true, *cpus);
+      if (set) {
+        counter_sets.push_back(std::move(*set));
+      } else {
+        fmt::print(stderr, "rschedd: perf=ipc unavailable: {}\n", set.err().msg);
+        ipc = false;
+      }
+    }
+    if (!generic.empty()) {
+      auto set = collect::counter_set::open(generic, false, *cpus);
+      if (set) {
+        for (const auto &g : generic) {
+          event_names.push_back(g.name);
+          event_defs.push_back({g.name, g.type, g.config});
+        }
+        counter_sets.push_back(std::move(*set));
+      } else {
+        fmt::print(stderr, "rschedd: perf events unavailable: {}\n", set.err().msg);
+      }
+    }
+    for (const auto &set : counter_sets) {
+      bo.counter_mask |= set.slot_mask();
+      for (const auto &f : set.fds()) {
+        bo.counter_fds.push_back({f.cpu, f.slot, f.fd});
+      }
+    }
+    if (bo.counter_mask == 0) {
+      groups &= ~static_cast<std::uint32_t>(RSCHED_G_PERF);
+    }
+  }
+
+  render_options ropt;
+  ropt.mode = opt.display == display_mode::detailed  ? output_mode::detailed
+              : opt.display == display_mode::grouped ? output_mode::grouped
+                                                      : output_mode::collapsed;
+  filter_options fo;
+  fo.pid = opt.pid;
+  fo.comm = opt.comm;
+  fo.global_comm = opt.global_comm;
+  fo.cgroup = opt.cgroup;
+  fo.min_latency_us = opt.min_latency_us;
+  fo.latency_on = (groups & RSCHED_G_LATENCY) != 0;
+  auto filt = filter::make(fo);
+  if (!filt) {
+    fmt::print(stderr, "rschedd: {}\n", filt.err().msg);
+    return 2;
+  }
   if ((groups & RSCHED_G_MIGRATION) != 0) {
     auto topo = load_topology(opt);
     if (!topo) {
@@ -138,6 +208,8 @@ int run(const rschedd::options &opt) {
     }
     fmt::print(stderr, "CPU topology: {} dies/CCX, {} NUMA nodes\n", topo->num_dies(),
                topo->num_numa_nodes());
+    ropt.num_dies = topo->num_dies();
+    ropt.num_numa_nodes = topo->num_numa_nodes();
     const auto tables = topology::make_cpu_tables(*topo);
     bo.cpu_to_die = tables.cpu_to_die;
     bo.cpu_to_numa = tables.cpu_to_numa;
@@ -185,7 +257,7 @@ int run(const rschedd::options &opt) {
   collect::bpf_source src(*prog);
   collect::delta_tracker tracker;
   collect::cgroup_resolver cgroups;
-  display::delay_table live;
+  model live;
   const std::string boot = read_boot_id();
   const auto cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
 
@@ -206,6 +278,7 @@ int run(const rschedd::options &opt) {
   bool reported_write_error = false;
   int status = 0;
   interval_acc acc(event_names.size());
+  std::map<std::pair<unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> counter_prev;
   std::string live_schedstat;
 
   while (!stop) {
@@ -250,6 +323,19 @@ int run(const rschedd::options &opt) {
     row.boot_id = boot;
     row.groups = groups;
     row.final_interval = stop;
+    for (const auto &set : counter_sets) {
+      auto times = set.read_times();
+      if (!times) {
+        continue;
+      }
+      for (const auto &t : *times) {
+        auto &prev = counter_prev[{t.cpu, t.slot}];
+        row.counter_times.push_back({t.cpu, t.name, t.enabled_ns - prev.first,
+                                     t.running_ns - prev.second});
+        prev = {t.enabled_ns, t.running_ns};
+      }
+    }
+    row.events = event_defs;
     if (schedstat_prev) {
       auto cur = schedstat::read();
       if (cur) {
@@ -275,13 +361,16 @@ int run(const rschedd::options &opt) {
       }
     }
     if (tty) {
-      for (const auto &t : row.threads) {
-        if (t.delay_count != 0) {
-          live.add(t.comm, t.tid, t.delay_hist);
-        }
+      // The live view (upstream's display; only on a terminal, so a service keeps no state).
+      fold_into(live, acc, cgroup_path, ipc, event_names);
+      live.ipc_elapsed_s = static_cast<double>(row.dur_ns) / 1e9;
+      if (!live_schedstat.empty()) {
+        live.schedstat_table = live_schedstat;
       }
+      ropt.groups = groups;
+      ropt.ipc = ipc;
       if (!stop) {
-        fmt::print("\x1b[2J\x1b[1;1H{}", display::render_delay_table(live));
+        fmt::print("\x1b[2J\x1b[1;1H{}", render(live, ropt, *filt));
         std::fflush(stdout);
       }
     }
@@ -307,6 +396,10 @@ int main(int argc, char **argv) {
   }
   if (opt->version) {
     fmt::print("rschedd 0.1.0\n");
+    return 0;
+  }
+  if (opt->perf_list) {
+    fmt::print("{}", rsched::collect::perf_list());
     return 0;
   }
   if (opt->gen_topology) { // no BPF, no root

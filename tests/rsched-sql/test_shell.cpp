@@ -170,7 +170,7 @@ TEST_CASE("rsched-sql shell: completion candidates", "[rsched-sql]") {
   CHECK(completions("  ", ".he", true, names) == std::vector<std::string>{".headers", ".help"});
   CHECK(completions(".mode ", "c", true, names) == std::vector<std::string>{"csv"});
   CHECK(completions(".headers ", "o", true, names) == std::vector<std::string>{"off", "on"});
-  CHECK(completions("SELECT * FROM ", "sched", true, names) ==
+  CHECK(completions("SELECT * FROM ", "sched_", true, names) ==
         std::vector<std::string>{"sched_delay"});
   CHECK(completions("SELECT * FROM ", "SCHED_D", true, names) ==
         std::vector<std::string>{"sched_delay"});

@@ -37,7 +37,7 @@ TEST_CASE("rschedd bad usage is a one-line error", "[rschedd]") {
   }
 }
 
-TEST_CASE("-g groups: defaults, most, all, perf events and order rules", "[rschedd]") {
+TEST_CASE("metric groups (-g): defaults, most, all, perf events and order rules", "[rschedd]") {
   using rsched::rschedd::parse_groups;
   auto def = parse_groups({});
   REQUIRE(def.ok());
@@ -74,7 +74,7 @@ TEST_CASE("-g groups: defaults, most, all, perf events and order rules", "[rsche
       parse_groups({"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"}).ok()); // max 8
 }
 
-TEST_CASE("-g splits on commas and repeats; filters and modes", "[rschedd]") {
+TEST_CASE("metric groups (-g) split on commas and repeat; filters and modes", "[rschedd]") {
   auto o = parse_options({"-g", "slice,sleep", "-g", "migration", "-c", "a,b", "-c", "x",
                           "--global-comm", "g", "--cgroup", "system", "-p", "42", "-l", "100",
                           "-C", "-d"});

@@ -56,13 +56,13 @@ std::vector<std::string> columns_of(reader &r, const std::string &view) {
 
 } // namespace
 
-TEST_CASE("writer creates schema version 1 in a new file", "[store]") {
+TEST_CASE("writer creates schema version 2 in a new file", "[store]") {
   temp_dir dir;
   const auto path = dir.file("rsched.db");
   { auto w = open_writer(path); }
 
   auto r = open_reader(path);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 1);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 2);
   CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
   auto jm = run(r, "PRAGMA journal_mode");
   REQUIRE(jm.rows.size() == 1);
@@ -73,7 +73,8 @@ TEST_CASE("writer creates schema version 1 in a new file", "[store]") {
   for (const auto &row : meta.rows) {
     kv[as_text(row[0])] = as_text(row[1]);
   }
-  CHECK(kv["schema_version"] == "1");
+  CHECK(kv["schema_version"] == "2");
+  CHECK(kv.count("upgraded_ns") == 0); // created at version 2, not upgraded
   CHECK(kv["rsched_version"] == "0.1.0");
   CHECK(kv.count("created_ns") == 1);
   CHECK(std::stoll(kv["created_ns"]) > 1'600'000'000'000'000'000LL);
@@ -82,19 +83,36 @@ TEST_CASE("writer creates schema version 1 in a new file", "[store]") {
   CHECK(kv.count("hist_layouts") == 1);
 
   auto metrics = run(r, "SELECT id, name, unit, layout FROM metric ORDER BY id");
-  REQUIRE(metrics.rows.size() == 2);
-  CHECK(as_int(metrics.rows[0][0]) == 1);
-  CHECK(as_text(metrics.rows[0][1]) == "sched_delay");
-  CHECK(as_text(metrics.rows[0][2]) == "ns");
-  CHECK(as_int(metrics.rows[0][3]) == 1);
-  CHECK(as_int(metrics.rows[1][0]) == 2);
-  CHECK(as_text(metrics.rows[1][1]) == "runq_depth");
-  CHECK(as_text(metrics.rows[1][2]) == "tasks");
-  CHECK(as_int(metrics.rows[1][3]) == 2);
+  struct metric_row {
+    std::int64_t id;
+    const char *name;
+    const char *unit;
+    std::int64_t layout;
+  };
+  const std::vector<metric_row> want = {
+      {1, "sched_delay", "ns", 1},
+      {2, "runq_depth", "tasks", 2},
+      {3, "slice_voluntary", "ns", 1},
+      {4, "slice_involuntary", "ns", 1},
+      {5, "sleep", "ns", 1},
+      {6, "waking_delay", "ns", 1},
+      {7, "migration_rate", "migrations/s", 3},
+      {8, "cpu_idle", "ns", 1},
+  };
+  REQUIRE(metrics.rows.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CHECK(as_int(metrics.rows[i][0]) == want[i].id);
+    CHECK(as_text(metrics.rows[i][1]) == want[i].name);
+    CHECK(as_text(metrics.rows[i][2]) == want[i].unit);
+    CHECK(as_int(metrics.rows[i][3]) == want[i].layout);
+  }
+  // The enum of records.hpp and the metric table agree.
+  CHECK(static_cast<int>(rsched::store::metric::migration_rate) == 7);
+  CHECK(static_cast<int>(rsched::store::metric::cpu_idle) == 8);
 
   // Reopening an existing database keeps it.
   { auto w = open_writer(path); }
-  CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 2);
+  CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 8);
   CHECK(scalar_int(r, "SELECT count(*) FROM meta WHERE key = 'created_ns'") == 1);
 }
 
@@ -109,9 +127,9 @@ TEST_CASE("public views have exactly the documented columns", "[store]") {
   CHECK(columns_of(r, "cpu_sched_delay") == v{"ts", "dur", "cpu", "count", "total_ns", "hist"});
   CHECK(columns_of(r, "runq_depth") ==
         v{"ts", "dur", "tid", "pid", "comm", "cgroup", "count", "hist"});
-  CHECK(columns_of(r, "intervals") == v{"id", "start_ns", "dur_ns", "boot_id", "flags",
-                                        "drops_task_state", "drops_graveyard", "drops_stale_tid",
-                                        "drops_no_rq", "discarded_too_long"});
+  CHECK(columns_of(r, "intervals") ==
+        v{"id", "start_ns", "dur_ns", "boot_id", "flags", "drops_task_state", "drops_graveyard",
+          "drops_stale_tid", "drops_no_rq", "discarded_too_long", "groups", "drops_perf_read"});
   CHECK(columns_of(r, "thread") ==
         v{"id", "boot_id", "tid", "pid", "start_time_ns", "comm", "cgroup"});
   CHECK(columns_of(r, "thread_hist") ==
@@ -147,9 +165,9 @@ TEST_CASE("time-range queries on the views use the start_ns index", "[store]") {
 
 TEST_CASE("in-memory reader gets the schema", "[store]") {
   auto r = open_reader(":memory:", false);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 1);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 2);
   CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
-  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 3);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 14);
   CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay") == 0);
   CHECK(columns_of(r, "sched_delay").size() == 9);
 }
@@ -353,15 +371,15 @@ TEST_CASE("files that are not rsched databases are refused and left untouched", 
   SECTION("a newer schema version") {
     const auto path = dir.file("rsched.db");
     { auto w = open_writer(path); }
-    raw_exec(path, "PRAGMA user_version = 2;");
+    raw_exec(path, "PRAGMA user_version = 3;");
     const std::string before = read_file(path);
     auto w = writer::open(path);
     REQUIRE_FALSE(w.ok());
     CHECK_THAT(w.err().msg,
-               Catch::Contains("database schema version 2 is newer than this rsched supports (1)"));
+               Catch::Contains("database schema version 3 is newer than this rsched supports (2)"));
     auto r = reader::open(path);
     REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 2 is newer"));
+    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 3 is newer"));
     CHECK(read_file(path) == before);
   }
 
@@ -410,7 +428,7 @@ TEST_CASE("read-only reader cannot write", "[store]") {
   CHECK_THAT(err, Catch::Contains("readonly"));
   run_error(r, "DELETE FROM intervals");
   run_error(r, "PRAGMA user_version = 7");
-  CHECK(scalar_int(r, "PRAGMA user_version") == 1);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 2);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
 
   // The same statement works on a writable connection, so the failure above is the mode.

@@ -443,12 +443,16 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 
 	if (!ON(RSCHED_G_MIGRATION) || READ(btf, p, pid) == 0)
 		return 0;
+	/* the tracepoint fires before the task's CPU field changes: it is the source. The kernel
+	 * counts se.nr_migrations only when the CPU really changes; so do we (upstream counts
+	 * every event). */
+	src = task_cpu_of(p, btf);
+	if (src == dest_cpu)
+		return 0;
 	st = state_of(p, btf, true);
 	if (!st)
 		return 0;
 	st->migrations++;
-	/* the tracepoint fires before the task's CPU field changes: it is the source */
-	src = task_cpu_of(p, btf);
 	if (src < 0 || src >= RSCHED_MAX_CPUS || dest_cpu < 0 || dest_cpu >= RSCHED_MAX_CPUS)
 		return 0;
 	/* RSCHED_MAX_CPUS is a power of two: the masks keep the verifier's bounds */

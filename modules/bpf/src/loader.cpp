@@ -182,6 +182,17 @@ result<program> program::load(const options &opt) {
   if (int err = rsched_bpf::load(s); err != 0) {
     return load_error(err);
   }
+  for (const auto &c : opt.counter_fds) {
+    const __u32 key = c.cpu * RSCHED_COUNTER_SLOTS + c.slot;
+    const auto value = static_cast<__u32>(c.fd);
+    if (c.slot >= RSCHED_COUNTER_SLOTS ||
+        bpf_map_update_elem(bpf_map__fd(s->maps.counters), &key, &value, BPF_ANY) != 0) {
+      const int e = errno;
+      return make_error(fmt::format("installing perf counter (cpu {}, slot {}) failed: {}", c.cpu,
+                                    c.slot, errno_text(e)),
+                        e);
+    }
+  }
 
   auto attach = [&](bpf_program *prog) -> result<void> {
     bpf_link *link = bpf_program__attach(prog);

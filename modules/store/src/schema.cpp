@@ -18,8 +18,11 @@ namespace rsched::store::detail {
 
 namespace {
 
-// Schema v1. Keep in sync with docs/SCHEMA.md and the view tests in tests/store. Views are the
-// public interface; the tables behind them may change with the schema version.
+// Schema v1, exactly as rsched 0.1 created it: never edit it. A new database runs schema_v1 and
+// then every upgrade step in order, so that a fresh and an upgraded database hold the very same
+// schema (sqlite_master text included; ALTER TABLE rewrites the stored CREATE statement). Keep in
+// sync with docs/SCHEMA.md and the view tests in tests/store. Views are the public interface; the
+// tables behind them may change with the schema version.
 constexpr const char *schema_v1 = R"sql(
 CREATE TABLE meta(
   key   TEXT PRIMARY KEY NOT NULL,
@@ -99,10 +102,170 @@ CREATE VIEW runq_depth AS
   JOIN thread AS t ON t.id = h.thread_id;
 )sql";
 
+// Schema v1 -> v2: the slice, sleep, waking, migration and perf groups, CPU idle, perf counter
+// times and schedstat deltas. Only additions: every v1 table and view stays as it was.
+constexpr const char *upgrade_v1_to_v2 = R"sql(
+ALTER TABLE intervals ADD COLUMN groups INTEGER NOT NULL DEFAULT 0; -- enum rsched_group bits
+ALTER TABLE intervals ADD COLUMN drops_perf_read INTEGER NOT NULL DEFAULT 0;
+INSERT INTO metric(id, name, unit, layout) VALUES
+  (3, 'slice_voluntary', 'ns', 1),
+  (4, 'slice_involuntary', 'ns', 1),
+  (5, 'sleep', 'ns', 1),
+  (6, 'waking_delay', 'ns', 1),
+  (7, 'migration_rate', 'migrations/s', 3),
+  (8, 'cpu_idle', 'ns', 1);
+CREATE TABLE thread_migration(
+  interval_id INTEGER NOT NULL,
+  thread_id   INTEGER NOT NULL,
+  count       INTEGER NOT NULL,                  -- migrations of the thread in the interval
+  cross_ccx   INTEGER NOT NULL,                  -- of those, to another die in the same node
+  cross_numa  INTEGER NOT NULL,                  -- of those, to another NUMA node
+  PRIMARY KEY(interval_id, thread_id)
+) WITHOUT ROWID;
+CREATE TABLE thread_perf(
+  interval_id         INTEGER NOT NULL,
+  thread_id           INTEGER NOT NULL,
+  user_cycles         INTEGER NOT NULL,
+  kernel_cycles       INTEGER NOT NULL,
+  user_instructions   INTEGER NOT NULL,
+  kernel_instructions INTEGER NOT NULL,
+  PRIMARY KEY(interval_id, thread_id)
+) WITHOUT ROWID;
+-- Generic perf events, one row per name (the first definition of a name is kept).
+CREATE TABLE perf_event(
+  id     INTEGER PRIMARY KEY,
+  name   TEXT NOT NULL UNIQUE,
+  type   INTEGER NOT NULL,                       -- perf_event_attr.type
+  config INTEGER NOT NULL                        -- perf_event_attr.config, 64-bit pattern
+);
+CREATE TABLE thread_perf_event(
+  interval_id INTEGER NOT NULL,
+  event_id    INTEGER NOT NULL,
+  thread_id   INTEGER NOT NULL,
+  value       INTEGER NOT NULL,                  -- events counted in the interval
+  rate_hist   BLOB,                              -- events per second, log2 layout; NULL = none
+  PRIMARY KEY(interval_id, event_id, thread_id)
+) WITHOUT ROWID;
+CREATE TABLE counter_time(
+  interval_id INTEGER NOT NULL,
+  cpu         INTEGER NOT NULL,
+  counter     TEXT NOT NULL,
+  enabled_ns  INTEGER NOT NULL,
+  running_ns  INTEGER NOT NULL,
+  PRIMARY KEY(interval_id, cpu, counter)
+) WITHOUT ROWID;
+CREATE TABLE schedstat_field(
+  id   INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE
+);
+-- One row per scheduling domain identity; name '' before schedstat v17.
+CREATE TABLE schedstat_domain_def(
+  id     INTEGER PRIMARY KEY,
+  cpu    INTEGER NOT NULL,
+  domain INTEGER NOT NULL,                       -- N of /proc/schedstat "domainN"
+  name   TEXT NOT NULL DEFAULT '',
+  UNIQUE(cpu, domain, name)
+);
+CREATE TABLE schedstat_cpu_delta(
+  interval_id INTEGER NOT NULL,
+  field_id    INTEGER NOT NULL,
+  cpu         INTEGER NOT NULL,
+  delta       INTEGER NOT NULL,                  -- non-zero
+  PRIMARY KEY(interval_id, field_id, cpu)
+) WITHOUT ROWID;
+CREATE TABLE schedstat_domain_delta(
+  interval_id INTEGER NOT NULL,
+  field_id    INTEGER NOT NULL,
+  domain_id   INTEGER NOT NULL,                  -- schedstat_domain_def.id
+  delta       INTEGER NOT NULL,                  -- non-zero
+  PRIMARY KEY(interval_id, field_id, domain_id)
+) WITHOUT ROWID;
+-- One row per thread and interval with voluntary or involuntary slices: h is the row of either
+-- metric, kept when it is the voluntary one or when there is no voluntary row.
+CREATE VIEW timeslice AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
+         t.cgroup AS cgroup, coalesce(v.count, 0) AS voluntary_count,
+         coalesce(n.count, 0) AS involuntary_count, v.hist AS voluntary_hist,
+         n.hist AS involuntary_hist, coalesce(v.total, 0) + coalesce(n.total, 0) AS total_ns,
+         coalesce(v.total, 0) AS voluntary_ns, coalesce(n.total, 0) AS involuntary_ns
+  FROM intervals AS i
+  CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric IN (3, 4)
+  LEFT JOIN thread_hist AS v
+    ON v.interval_id = h.interval_id AND v.metric = 3 AND v.thread_id = h.thread_id
+  LEFT JOIN thread_hist AS n
+    ON n.interval_id = h.interval_id AND n.metric = 4 AND n.thread_id = h.thread_id
+  JOIN thread AS t ON t.id = h.thread_id
+  WHERE h.metric = 3 OR v.thread_id IS NULL;
+CREATE VIEW sleep AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
+         t.cgroup AS cgroup, h.count AS count, h.total AS total_ns, h.hist AS hist
+  FROM intervals AS i
+  CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 5
+  JOIN thread AS t ON t.id = h.thread_id;
+CREATE VIEW waking_delay AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
+         t.cgroup AS cgroup, h.count AS count, h.total AS total_ns, h.hist AS hist
+  FROM intervals AS i
+  CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 6
+  JOIN thread AS t ON t.id = h.thread_id;
+CREATE VIEW cpu_idle AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.count AS count,
+         c.total AS total_ns, c.hist AS hist
+  FROM intervals AS i
+  CROSS JOIN cpu_hist AS c ON c.interval_id = i.id AND c.metric = 8;
+CREATE VIEW migration AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
+         t.cgroup AS cgroup, m.count AS count, m.cross_ccx AS cross_ccx,
+         m.cross_numa AS cross_numa
+  FROM intervals AS i
+  CROSS JOIN thread_migration AS m ON m.interval_id = i.id
+  JOIN thread AS t ON t.id = m.thread_id;
+CREATE VIEW migration_rate AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
+         t.cgroup AS cgroup, h.count AS seconds, h.total AS total, h.hist AS hist
+  FROM intervals AS i
+  CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 7
+  JOIN thread AS t ON t.id = h.thread_id;
+CREATE VIEW perf AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
+         t.cgroup AS cgroup, p.user_cycles AS user_cycles, p.kernel_cycles AS kernel_cycles,
+         p.user_instructions AS user_instructions,
+         p.kernel_instructions AS kernel_instructions
+  FROM intervals AS i
+  CROSS JOIN thread_perf AS p ON p.interval_id = i.id
+  JOIN thread AS t ON t.id = p.thread_id;
+CREATE VIEW perf_events AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
+         t.cgroup AS cgroup, e.name AS event, p.value AS value, p.rate_hist AS rate_hist
+  FROM intervals AS i
+  CROSS JOIN thread_perf_event AS p ON p.interval_id = i.id
+  JOIN perf_event AS e ON e.id = p.event_id
+  JOIN thread AS t ON t.id = p.thread_id;
+CREATE VIEW perf_counter_time AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.counter AS counter,
+         c.enabled_ns AS enabled_ns, c.running_ns AS running_ns
+  FROM intervals AS i
+  CROSS JOIN counter_time AS c ON c.interval_id = i.id;
+CREATE VIEW schedstat_cpu AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, s.cpu AS cpu, f.name AS field, s.delta AS delta
+  FROM intervals AS i
+  CROSS JOIN schedstat_cpu_delta AS s ON s.interval_id = i.id
+  JOIN schedstat_field AS f ON f.id = s.field_id;
+CREATE VIEW schedstat_domain AS
+  SELECT i.start_ns AS ts, i.dur_ns AS dur, d.cpu AS cpu, d.domain AS domain, d.name AS name,
+         f.name AS field, s.delta AS delta
+  FROM intervals AS i
+  CROSS JOIN schedstat_domain_delta AS s ON s.interval_id = i.id
+  JOIN schedstat_field AS f ON f.id = s.field_id
+  JOIN schedstat_domain_def AS d ON d.id = s.domain_id;
+)sql";
+
 constexpr const char *layouts_description =
     "1=latency: ns, 75 slots by whole us: 0..49 [10s,10s+9] us, 50 [500,511] us, "
     "51..73 [2^(s-42),2^(s-41)-1] us, 74 >= 2^32 us; "
-    "2=depth: 64 slots, slot=value, 63 >= 63";
+    "2=depth: 64 slots, slot=value, 63 >= 63; "
+    "3=count: 75 slots, 0..63 slot=value, 64..73 [2^(s-58),2^(s-57)-1], 74 >= 2^16; "
+    "4=log2: 65 slots, 0 = {0}, s=1..64 [2^(s-1),2^s-1] (64 open-ended)";
 
 struct stmt_deleter {
   void operator()(sqlite3_stmt *s) const { sqlite3_finalize(s); }
@@ -208,6 +371,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
         fmt::format("{}: database schema version {} is newer than this rsched supports ({})", path,
                     *ver, schema_version));
   }
+  if (*ver == 1) {
+    return db_state::version1;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -215,12 +381,19 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   return db_state::current;
 }
 
-result<void> create(sqlite3 *db, const std::string &path) {
-  auto fail = [&](const std::string &what) {
+namespace {
+
+// Runs `body` in one IMMEDIATE transaction after checking the state again inside it (another
+// process may have done the work since the caller's check): `body` only runs in state `from`;
+// in state current nothing is done. Errors roll everything back and start with `path: what:`.
+template <typename Body>
+result<void> in_transaction(sqlite3 *db, const std::string &path, const char *what, db_state from,
+                            Body body) {
+  auto fail = [&](const std::string &msg) {
     if (sqlite3_get_autocommit(db) == 0) {
       (void)exec(db, "ROLLBACK");
     }
-    return make_error(fmt::format("{}: creating schema: {}", path, what));
+    return make_error(fmt::format("{}: {}: {}", path, what, msg));
   };
   if (auto r = exec(db, "BEGIN IMMEDIATE"); !r) {
     return fail(r.err().msg);
@@ -232,28 +405,78 @@ result<void> create(sqlite3 *db, const std::string &path) {
     }
     return state.err();
   }
-  if (*state == db_state::current) {
-    if (auto r = exec(db, "COMMIT"); !r) {
+  if (*state != db_state::current) {
+    if (*state != from) {
+      return fail("unexpected database state");
+    }
+    if (auto r = body(); !r) {
       return fail(r.err().msg);
     }
-    return {};
-  }
-  // The header pragmas are transactional: they land with the tables or not at all.
-  const std::string pragmas = fmt::format("PRAGMA application_id = {}; PRAGMA user_version = {};",
-                                          application_id, schema_version);
-  if (auto r = exec(db, schema_v1); !r) {
-    return fail(r.err().msg);
-  }
-  if (auto r = insert_meta(db); !r) {
-    return fail(r.err().msg);
-  }
-  if (auto r = exec(db, pragmas.c_str()); !r) {
-    return fail(r.err().msg);
   }
   if (auto r = exec(db, "COMMIT"); !r) {
     return fail(r.err().msg);
   }
   return {};
+}
+
+result<void> set_user_version(sqlite3 *db) {
+  const std::string pragma = fmt::format("PRAGMA user_version = {}", schema_version);
+  return exec(db, pragma.c_str());
+}
+
+} // namespace
+
+result<void> create(sqlite3 *db, const std::string &path) {
+  return in_transaction(db, path, "creating schema", db_state::empty, [&]() -> result<void> {
+    // The header pragmas are transactional: they land with the tables or not at all.
+    const std::string app = fmt::format("PRAGMA application_id = {}", application_id);
+    for (const char *sql : {schema_v1, upgrade_v1_to_v2}) {
+      if (auto r = exec(db, sql); !r) {
+        return r;
+      }
+    }
+    if (auto r = insert_meta(db); !r) {
+      return r;
+    }
+    if (auto r = exec(db, app.c_str()); !r) {
+      return r;
+    }
+    return set_user_version(db);
+  });
+}
+
+result<void> upgrade(sqlite3 *db, const std::string &path) {
+  return in_transaction(
+      db, path, "upgrading schema from version 1", db_state::version1, [&]() -> result<void> {
+        if (auto r = exec(db, upgrade_v1_to_v2); !r) {
+          return r;
+        }
+        // Version 1 recorded the latency group only, always.
+        if (auto r = exec(db, "UPDATE intervals SET groups = 1"); !r) {
+          return r;
+        }
+        sqlite3_stmt *raw = nullptr;
+        if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)", -1,
+                               &raw, nullptr) != SQLITE_OK) {
+          return make_error(sqlite3_errmsg(db));
+        }
+        const stmt_ptr st(raw);
+        const std::vector<std::pair<std::string_view, std::string>> rows = {
+            {"schema_version", std::to_string(schema_version)},
+            {"hist_layouts", layouts_description},
+            {"upgraded_ns", realtime_ns()},
+            {"upgraded_by", RSCHED_VERSION},
+        };
+        for (const auto &[key, val] : rows) {
+          sqlite3_reset(st.get());
+          sqlite3_bind_text(st.get(), 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
+          sqlite3_bind_text(st.get(), 2, val.data(), static_cast<int>(val.size()), SQLITE_STATIC);
+          if (sqlite3_step(st.get()) != SQLITE_DONE) {
+            return make_error(sqlite3_errmsg(db));
+          }
+        }
+        return set_user_version(db);
+      });
 }
 
 } // namespace rsched::store::detail

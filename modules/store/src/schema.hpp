@@ -1,5 +1,6 @@
 #pragma once
-// Schema v1 of the rsched database (docs/SCHEMA.md) and the checks both sides run on open.
+// Schema of the rsched database (docs/SCHEMA.md; version 2, upgraded in place from version 1) and
+// the checks both sides run on open.
 // Private to the store module: works on a raw sqlite3 connection and never throws.
 #include "rsched/base/result.hpp"
 
@@ -15,8 +16,9 @@ inline constexpr std::int32_t application_id = 0x72736368;
 
 // What an opened database holds.
 enum class db_state {
-  empty,   // no schema objects, application_id and user_version 0: a new database
-  current, // an rsched database of schema_version
+  empty,    // no schema objects, application_id and user_version 0: a new database
+  version1, // an rsched database of schema version 1: readable; the writer upgrades it
+  current,  // an rsched database of schema_version
 };
 
 // Classifies the database behind `db`. Everything that is neither empty nor a current rsched
@@ -25,10 +27,18 @@ enum class db_state {
 // newer schema version. Reads only: the file is left untouched.
 result<db_state> check(sqlite3 *db, const std::string &path);
 
-// Creates schema v1 (tables, views, metric rows, meta rows, application_id, user_version) in one
-// IMMEDIATE transaction. The state is checked again inside the transaction, so two processes
-// creating the same file race safely: the loser finds the schema in place and creates nothing.
+// Creates the current schema (tables, views, metric rows, meta rows, application_id,
+// user_version) in one IMMEDIATE transaction: schema v1 followed by every upgrade step, so a new
+// database is identical to an upgraded one. The state is checked again inside the transaction,
+// so two processes creating the same file race safely: the loser finds the schema in place and
+// creates nothing.
 result<void> create(sqlite3 *db, const std::string &path);
+
+// Upgrades a schema version 1 database to the current version in place, in one IMMEDIATE
+// transaction (new tables and views, new intervals columns, metric rows, meta, user_version).
+// v1 tables, views and rows are kept as they are. Re-checks inside the transaction: a database
+// another process upgraded meanwhile is left alone. On error nothing changes.
+result<void> upgrade(sqlite3 *db, const std::string &path);
 
 // Runs one statement that returns a single integer (a PRAGMA); finalizes it before returning.
 result<std::int64_t> query_int(sqlite3 *db, const char *sql);

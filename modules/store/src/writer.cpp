@@ -104,6 +104,15 @@ std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) {
   return a + b < a ? std::numeric_limits<std::uint64_t>::max() : a + b;
 }
 
+std::int64_t sat_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    return b > 0 ? std::numeric_limits<std::int64_t>::max()
+                 : std::numeric_limits<std::int64_t>::min();
+  }
+  return r;
+}
+
 struct thread_key {
   std::string boot_id;
   std::uint32_t tid = 0;
@@ -113,8 +122,61 @@ struct thread_key {
   auto operator<=>(const thread_key &) const = default;
 };
 
+// Identity of a scheduling domain row (schedstat_domain_def).
+struct domain_key {
+  std::uint32_t cpu = 0;
+  std::uint32_t domain = 0;
+  std::string name;
+  auto operator<=>(const domain_key &) const = default;
+};
+
 bool has_data(std::uint64_t count, const stats::histogram &h) {
   return count != 0 || !h.empty();
+}
+
+bool has_data(const hist_value &v) {
+  return has_data(v.count, v.hist);
+}
+
+bool has_migrations(const thread_row &t) {
+  return t.migrations != 0 || t.cross_ccx != 0 || t.cross_numa != 0;
+}
+
+bool has_ipc_data(const thread_row &t) {
+  return t.has_ipc && (t.user_cycles != 0 || t.kernel_cycles != 0 || t.user_instructions != 0 ||
+                       t.kernel_instructions != 0);
+}
+
+bool has_events(const thread_row &t) {
+  for (const auto &[idx, v] : t.events) {
+    if (v != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether the thread has anything to write (threads without data get no thread row either).
+bool has_any(const thread_row &t) {
+  return has_data(t.delay_count, t.delay_hist) || has_data(t.depth_count, t.depth_hist) ||
+         has_data(t.slice_vol) || has_data(t.slice_invol) || has_data(t.sleep) ||
+         has_data(t.waking) || has_data(t.migration_rate) || has_migrations(t) || has_ipc_data(t) ||
+         has_events(t);
+}
+
+// a += b for one histogram-valued metric. Layouts of values with data were checked before; an
+// empty value takes the other side as it is.
+void add_value(hist_value &a, const hist_value &b) {
+  if (!has_data(b)) {
+    return;
+  }
+  if (!has_data(a)) {
+    a = b;
+    return;
+  }
+  a.count = sat_add(a.count, b.count);
+  a.total = sat_add(a.total, b.total);
+  (void)stats::merge_into(a.hist, b.hist);
 }
 
 // Sums two rows of the same thread or CPU (a duplicate in the input) into the first.
@@ -125,26 +187,103 @@ void add_row(thread_row &a, const thread_row &b) {
   a.depth_count = sat_add(a.depth_count, b.depth_count);
   a.depth_total = sat_add(a.depth_total, b.depth_total);
   (void)stats::merge_into(a.depth_hist, b.depth_hist);
+  add_value(a.slice_vol, b.slice_vol);
+  add_value(a.slice_invol, b.slice_invol);
+  add_value(a.sleep, b.sleep);
+  add_value(a.waking, b.waking);
+  add_value(a.migration_rate, b.migration_rate);
+  a.migrations = sat_add(a.migrations, b.migrations);
+  a.cross_ccx = sat_add(a.cross_ccx, b.cross_ccx);
+  a.cross_numa = sat_add(a.cross_numa, b.cross_numa);
+  if (b.has_ipc) {
+    if (!a.has_ipc) {
+      a.has_ipc = true;
+      a.user_cycles = a.kernel_cycles = a.user_instructions = a.kernel_instructions = 0;
+    }
+    a.user_cycles = sat_add(a.user_cycles, b.user_cycles);
+    a.kernel_cycles = sat_add(a.kernel_cycles, b.kernel_cycles);
+    a.user_instructions = sat_add(a.user_instructions, b.user_instructions);
+    a.kernel_instructions = sat_add(a.kernel_instructions, b.kernel_instructions);
+  }
+  // Summed per event when written.
+  a.events.insert(a.events.end(), b.events.begin(), b.events.end());
+  a.event_rates.insert(a.event_rates.end(), b.event_rates.begin(), b.event_rates.end());
 }
 
 void add_row(cpu_row &a, const cpu_row &b) {
   a.delay_count = sat_add(a.delay_count, b.delay_count);
   a.delay_total_ns = sat_add(a.delay_total_ns, b.delay_total_ns);
   (void)stats::merge_into(a.delay_hist, b.delay_hist);
+  add_value(a.idle, b.idle);
+}
+
+// A metric with data must use its layout; an empty one may have any (it is not written).
+result<void> check_layout(const hist_value &v, stats::layout want, const char *what) {
+  if (has_data(v) && v.hist.kind != want) {
+    return make_error(fmt::format("{}: histogram of the wrong layout", what));
+  }
+  return {};
 }
 
 result<void> validate(const interval_row &iv) {
+  for (const auto &e : iv.events) {
+    if (e.name.empty()) {
+      return make_error("perf event with an empty name");
+    }
+  }
   for (const auto &t : iv.threads) {
     if (t.delay_hist.kind != stats::layout::latency || t.depth_hist.kind != stats::layout::depth) {
       return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
     }
+    const std::pair<const hist_value *, stats::layout> metrics[] = {
+        {&t.slice_vol, stats::layout::latency},    {&t.slice_invol, stats::layout::latency},
+        {&t.sleep, stats::layout::latency},        {&t.waking, stats::layout::latency},
+        {&t.migration_rate, stats::layout::count},
+    };
+    for (const auto &[v, want] : metrics) {
+      if (auto r = check_layout(*v, want, "thread"); !r) {
+        return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
+      }
+    }
+    for (const auto &[idx, v] : t.events) {
+      if (idx >= iv.events.size()) {
+        return make_error(fmt::format("thread {}: perf event index {} out of range", t.tid, idx));
+      }
+    }
+    for (const auto &[idx, h] : t.event_rates) {
+      if (idx >= iv.events.size()) {
+        return make_error(fmt::format("thread {}: perf event index {} out of range", t.tid, idx));
+      }
+      if (!h.empty() && h.kind != stats::layout::log2) {
+        return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
+      }
+    }
   }
   for (const auto &c : iv.cpus) {
-    if (c.delay_hist.kind != stats::layout::latency) {
+    if (c.delay_hist.kind != stats::layout::latency ||
+        !check_layout(c.idle, stats::layout::latency, "cpu")) {
       return make_error(fmt::format("cpu {}: histogram of the wrong layout", c.cpu));
     }
   }
+  for (const auto &d : iv.schedstat_cpu) {
+    if (d.field.empty()) {
+      return make_error(fmt::format("cpu {}: schedstat field without a name", d.cpu));
+    }
+  }
+  for (const auto &d : iv.schedstat_domain) {
+    if (d.field.empty()) {
+      return make_error(fmt::format("cpu {}: schedstat field without a name", d.cpu));
+    }
+  }
   return {};
+}
+
+// Keeps `cache` bounded (see thread_cache_limit), then adds the ids committed with `fresh`.
+template <typename Map> void commit_cache(Map &cache, Map &fresh) {
+  if (cache.size() + fresh.size() > thread_cache_limit) {
+    cache.clear();
+  }
+  cache.merge(fresh);
 }
 
 } // namespace
@@ -158,16 +297,42 @@ struct writer::impl {
   SQLite::Statement sel_thread;
   SQLite::Statement ins_thread_hist;
   SQLite::Statement ins_cpu_hist;
+  SQLite::Statement ins_migration;
+  SQLite::Statement ins_perf;
+  SQLite::Statement ins_event_def;
+  SQLite::Statement sel_event_def;
+  SQLite::Statement ins_thread_event;
+  SQLite::Statement ins_counter_time;
+  SQLite::Statement ins_field;
+  SQLite::Statement sel_field;
+  SQLite::Statement ins_domain;
+  SQLite::Statement sel_domain;
+  SQLite::Statement ins_schedstat_cpu;
+  SQLite::Statement ins_schedstat_domain;
   SQLite::Statement begin;
   SQLite::Statement commit;
-  // Thread identity -> thread.id of rows that are committed.
+  // Ids of rows that are committed: thread identity, perf event name, schedstat field name and
+  // scheduling domain -> id.
   std::map<thread_key, std::int64_t> threads;
+  std::map<std::string, std::int64_t> events;
+  std::map<std::string, std::int64_t> fields;
+  std::map<domain_key, std::int64_t> domains;
+
+  // Ids created or looked up in the running (not yet committed) transaction: they enter the
+  // caches only after COMMIT, since a rollback would take newly inserted rows with it.
+  struct pending {
+    std::map<thread_key, std::int64_t> threads;
+    std::map<std::string, std::int64_t> events;
+    std::map<std::string, std::int64_t> fields;
+    std::map<domain_key, std::int64_t> domains;
+  };
 
   impl(std::string p, SQLite::Database &&d)
       : path(std::move(p)), db(std::move(d)),
         ins_interval(db, "INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, "
                          "drops_task_state, drops_graveyard, drops_stale_tid, drops_no_rq, "
-                         "discarded_too_long) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                         "discarded_too_long, groups, drops_perf_read) "
+                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
         ins_thread(db, "INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, "
                        "cgroup) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
         sel_thread(db, "SELECT id FROM thread WHERE boot_id = ?1 AND tid = ?2 AND "
@@ -176,12 +341,35 @@ struct writer::impl {
                             "total, hist) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
         ins_cpu_hist(db, "INSERT INTO cpu_hist(interval_id, metric, cpu, count, total, hist) "
                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
+        ins_migration(db, "INSERT INTO thread_migration(interval_id, thread_id, count, "
+                          "cross_ccx, cross_numa) VALUES(?1, ?2, ?3, ?4, ?5)"),
+        ins_perf(db, "INSERT INTO thread_perf(interval_id, thread_id, user_cycles, kernel_cycles, "
+                     "user_instructions, kernel_instructions) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
+        ins_event_def(db, "INSERT OR IGNORE INTO perf_event(name, type, config) "
+                          "VALUES(?1, ?2, ?3)"),
+        sel_event_def(db, "SELECT id FROM perf_event WHERE name = ?1"),
+        ins_thread_event(db, "INSERT INTO thread_perf_event(interval_id, event_id, thread_id, "
+                             "value, rate_hist) VALUES(?1, ?2, ?3, ?4, ?5)"),
+        ins_counter_time(db, "INSERT INTO counter_time(interval_id, cpu, counter, enabled_ns, "
+                             "running_ns) VALUES(?1, ?2, ?3, ?4, ?5)"),
+        ins_field(db, "INSERT OR IGNORE INTO schedstat_field(name) VALUES(?1)"),
+        sel_field(db, "SELECT id FROM schedstat_field WHERE name = ?1"),
+        ins_domain(db, "INSERT OR IGNORE INTO schedstat_domain_def(cpu, domain, name) "
+                       "VALUES(?1, ?2, ?3)"),
+        sel_domain(db, "SELECT id FROM schedstat_domain_def WHERE cpu = ?1 AND domain = ?2 AND "
+                       "name = ?3"),
+        ins_schedstat_cpu(db, "INSERT INTO schedstat_cpu_delta(interval_id, field_id, cpu, delta) "
+                              "VALUES(?1, ?2, ?3, ?4)"),
+        ins_schedstat_domain(db, "INSERT INTO schedstat_domain_delta(interval_id, field_id, "
+                                 "domain_id, delta) VALUES(?1, ?2, ?3, ?4)"),
         begin(db, "BEGIN IMMEDIATE"), commit(db, "COMMIT") {}
 
   // Leaves the connection as it was before write(): statements reset, transaction rolled back.
   void abort() noexcept {
     for (auto *s : {&ins_interval, &ins_thread, &sel_thread, &ins_thread_hist, &ins_cpu_hist,
-                    &begin, &commit}) {
+                    &ins_migration, &ins_perf, &ins_event_def, &sel_event_def, &ins_thread_event,
+                    &ins_counter_time, &ins_field, &sel_field, &ins_domain, &sel_domain,
+                    &ins_schedstat_cpu, &ins_schedstat_domain, &begin, &commit}) {
       s->tryReset();
     }
     if (sqlite3_get_autocommit(db.getHandle()) == 0) {
@@ -194,43 +382,96 @@ struct writer::impl {
     s.exec();
   }
 
-  // thread.id of `t`, inserting the identity when it is new. `fresh` collects the ids created or
-  // looked up in this (not yet committed) transaction: they enter the cache only after COMMIT,
-  // since a rollback would take newly inserted rows with it.
-  std::int64_t thread_id(const thread_key &key, std::uint32_t pid,
-                         std::map<thread_key, std::int64_t> &fresh) {
-    if (auto it = threads.find(key); it != threads.end()) {
+  // Id of a row of a deduplicated table (UNIQUE key): `bind_ins` binds the INSERT OR IGNORE,
+  // `bind_sel` the SELECT by the key that runs when the row already existed.
+  template <typename BindIns, typename BindSel>
+  std::int64_t insert_or_select(SQLite::Statement &ins, SQLite::Statement &sel, BindIns bind_ins,
+                                BindSel bind_sel) {
+    ins.reset();
+    bind_ins(ins);
+    if (ins.exec() == 1) {
+      return db.getLastInsertRowid();
+    }
+    sel.reset();
+    bind_sel(sel);
+    if (!sel.executeStep()) {
+      throw SQLite::Exception("row vanished after INSERT OR IGNORE");
+    }
+    const std::int64_t id = sel.getColumn(0).getInt64();
+    sel.reset();
+    return id;
+  }
+
+  // Cached id of `key`: the committed cache, then this transaction's, then the database.
+  template <typename Key, typename Resolve>
+  static std::int64_t cached(std::map<Key, std::int64_t> &cache, std::map<Key, std::int64_t> &fresh,
+                             const Key &key, Resolve resolve) {
+    if (auto it = cache.find(key); it != cache.end()) {
       return it->second;
     }
     if (auto it = fresh.find(key); it != fresh.end()) {
       return it->second;
     }
-    ins_thread.reset();
-    ins_thread.bindNoCopy(1, key.boot_id);
-    ins_thread.bind(2, key.tid);
-    ins_thread.bind(3, pid);
-    ins_thread.bind(4, to_i64(key.start_time_ns));
-    ins_thread.bindNoCopy(5, key.comm);
-    ins_thread.bindNoCopy(6, key.cgroup);
-    std::int64_t id = 0;
-    if (ins_thread.exec() == 1) {
-      id = db.getLastInsertRowid();
-    } else {
-      // Known from an earlier run of the daemon (or evicted from the cache).
-      sel_thread.reset();
-      sel_thread.bindNoCopy(1, key.boot_id);
-      sel_thread.bind(2, key.tid);
-      sel_thread.bind(3, to_i64(key.start_time_ns));
-      sel_thread.bindNoCopy(4, key.comm);
-      sel_thread.bindNoCopy(5, key.cgroup);
-      if (!sel_thread.executeStep()) {
-        throw SQLite::Exception("thread row vanished after INSERT OR IGNORE");
-      }
-      id = sel_thread.getColumn(0).getInt64();
-      sel_thread.reset();
-    }
+    const std::int64_t id = resolve();
     fresh.emplace(key, id);
     return id;
+  }
+
+  // thread.id of `t`, inserting the identity when it is new (or known from an earlier run of the
+  // daemon, or evicted from the cache: then the SELECT finds it).
+  std::int64_t thread_id(const thread_key &key, std::uint32_t pid, pending &tx) {
+    return cached(threads, tx.threads, key, [&] {
+      return insert_or_select(
+          ins_thread, sel_thread,
+          [&](SQLite::Statement &s) {
+            s.bindNoCopy(1, key.boot_id);
+            s.bind(2, key.tid);
+            s.bind(3, pid);
+            s.bind(4, to_i64(key.start_time_ns));
+            s.bindNoCopy(5, key.comm);
+            s.bindNoCopy(6, key.cgroup);
+          },
+          [&](SQLite::Statement &s) {
+            s.bindNoCopy(1, key.boot_id);
+            s.bind(2, key.tid);
+            s.bind(3, to_i64(key.start_time_ns));
+            s.bindNoCopy(4, key.comm);
+            s.bindNoCopy(5, key.cgroup);
+          });
+    });
+  }
+
+  // perf_event.id of a definition. A name keeps the type and config it was first stored with.
+  std::int64_t event_id(const perf_event_def &e, pending &tx) {
+    return cached(events, tx.events, e.name, [&] {
+      return insert_or_select(
+          ins_event_def, sel_event_def,
+          [&](SQLite::Statement &s) {
+            s.bindNoCopy(1, e.name);
+            s.bind(2, e.type);
+            // The 64-bit pattern: a config with bit 63 set reads back negative.
+            s.bind(3, static_cast<std::int64_t>(e.config));
+          },
+          [&](SQLite::Statement &s) { s.bindNoCopy(1, e.name); });
+    });
+  }
+
+  std::int64_t field_id(const std::string &name, pending &tx) {
+    return cached(fields, tx.fields, name, [&] {
+      auto bind = [&](SQLite::Statement &s) { s.bindNoCopy(1, name); };
+      return insert_or_select(ins_field, sel_field, bind, bind);
+    });
+  }
+
+  std::int64_t domain_id(const domain_key &key, pending &tx) {
+    return cached(domains, tx.domains, key, [&] {
+      auto bind = [&](SQLite::Statement &s) {
+        s.bind(1, key.cpu);
+        s.bind(2, key.domain);
+        s.bindNoCopy(3, key.name);
+      };
+      return insert_or_select(ins_domain, sel_domain, bind, bind);
+    });
   }
 
   void insert_hist(SQLite::Statement &s, std::int64_t interval_id, metric m, std::int64_t key,
@@ -246,6 +487,168 @@ struct writer::impl {
     s.exec();
   }
 
+  // Writes one histogram-valued metric when it has samples.
+  void insert_value(SQLite::Statement &s, std::int64_t interval_id, metric m, std::int64_t key,
+                    const hist_value &v) {
+    if (has_data(v)) {
+      insert_hist(s, interval_id, m, key, v.count, v.total, v.hist);
+    }
+  }
+
+  void write_thread_events(std::int64_t interval_id, std::int64_t thread, const thread_row &t,
+                           const std::vector<std::int64_t> &event_ids) {
+    if (t.events.empty()) {
+      return;
+    }
+    struct acc {
+      std::uint64_t value = 0;
+      stats::histogram rate{stats::layout::log2, {}};
+    };
+    std::map<std::int64_t, acc> per_event; // by perf_event.id: duplicates are summed
+    for (const auto &[idx, v] : t.events) {
+      auto &a = per_event[event_ids[idx]];
+      a.value = sat_add(a.value, v);
+    }
+    for (const auto &[idx, h] : t.event_rates) {
+      if (auto it = per_event.find(event_ids[idx]); it != per_event.end() && !h.empty()) {
+        (void)stats::merge_into(it->second.rate, h); // layout checked before
+      }
+    }
+    for (const auto &[id, a] : per_event) {
+      if (a.value == 0) {
+        continue;
+      }
+      ins_thread_event.reset();
+      ins_thread_event.bind(1, interval_id);
+      ins_thread_event.bind(2, id);
+      ins_thread_event.bind(3, thread);
+      ins_thread_event.bind(4, to_i64(a.value));
+      std::vector<std::uint8_t> blob;
+      if (a.rate.empty()) {
+        ins_thread_event.bind(5); // NULL: no per-second samples
+      } else {
+        blob = stats::encode(a.rate);
+        ins_thread_event.bindNoCopy(5, blob.data(), static_cast<int>(blob.size()));
+      }
+      ins_thread_event.exec();
+    }
+  }
+
+  void write_thread(std::int64_t interval_id, std::int64_t id, const thread_row &t,
+                    const std::vector<std::int64_t> &event_ids) {
+    if (has_data(t.delay_count, t.delay_hist)) {
+      insert_hist(ins_thread_hist, interval_id, metric::sched_delay, id, t.delay_count,
+                  t.delay_total_ns, t.delay_hist);
+    }
+    if (has_data(t.depth_count, t.depth_hist)) {
+      insert_hist(ins_thread_hist, interval_id, metric::runq_depth, id, t.depth_count,
+                  t.depth_total, t.depth_hist);
+    }
+    insert_value(ins_thread_hist, interval_id, metric::slice_voluntary, id, t.slice_vol);
+    insert_value(ins_thread_hist, interval_id, metric::slice_involuntary, id, t.slice_invol);
+    insert_value(ins_thread_hist, interval_id, metric::sleep, id, t.sleep);
+    insert_value(ins_thread_hist, interval_id, metric::waking_delay, id, t.waking);
+    insert_value(ins_thread_hist, interval_id, metric::migration_rate, id, t.migration_rate);
+    if (has_migrations(t)) {
+      ins_migration.reset();
+      ins_migration.bind(1, interval_id);
+      ins_migration.bind(2, id);
+      ins_migration.bind(3, to_i64(t.migrations));
+      ins_migration.bind(4, to_i64(t.cross_ccx));
+      ins_migration.bind(5, to_i64(t.cross_numa));
+      ins_migration.exec();
+    }
+    if (has_ipc_data(t)) {
+      ins_perf.reset();
+      ins_perf.bind(1, interval_id);
+      ins_perf.bind(2, id);
+      ins_perf.bind(3, to_i64(t.user_cycles));
+      ins_perf.bind(4, to_i64(t.kernel_cycles));
+      ins_perf.bind(5, to_i64(t.user_instructions));
+      ins_perf.bind(6, to_i64(t.kernel_instructions));
+      ins_perf.exec();
+    }
+    write_thread_events(interval_id, id, t, event_ids);
+  }
+
+  void write_cpus(std::int64_t interval_id, const interval_row &iv) {
+    std::map<std::uint32_t, cpu_row> cpus;
+    for (const auto &c : iv.cpus) {
+      if (!has_data(c.delay_count, c.delay_hist) && !has_data(c.idle)) {
+        continue;
+      }
+      if (auto [it, added] = cpus.emplace(c.cpu, c); !added) {
+        add_row(it->second, c);
+      }
+    }
+    for (const auto &[cpu, c] : cpus) {
+      if (has_data(c.delay_count, c.delay_hist)) {
+        insert_hist(ins_cpu_hist, interval_id, metric::sched_delay, std::int64_t{cpu},
+                    c.delay_count, c.delay_total_ns, c.delay_hist);
+      }
+      insert_value(ins_cpu_hist, interval_id, metric::cpu_idle, std::int64_t{cpu}, c.idle);
+    }
+  }
+
+  void write_counter_times(std::int64_t interval_id, const interval_row &iv) {
+    // Written as given, zeros included; a (cpu, counter) listed twice is summed.
+    std::map<std::pair<std::uint32_t, std::string>, std::pair<std::uint64_t, std::uint64_t>> rows;
+    for (const auto &c : iv.counter_times) {
+      auto &[enabled, running] = rows[{c.cpu, c.counter}];
+      enabled = sat_add(enabled, c.enabled_ns);
+      running = sat_add(running, c.running_ns);
+    }
+    for (const auto &[key, times] : rows) {
+      ins_counter_time.reset();
+      ins_counter_time.bind(1, interval_id);
+      ins_counter_time.bind(2, key.first);
+      ins_counter_time.bindNoCopy(3, key.second);
+      ins_counter_time.bind(4, to_i64(times.first));
+      ins_counter_time.bind(5, to_i64(times.second));
+      ins_counter_time.exec();
+    }
+  }
+
+  // Non-zero deltas only; a key listed twice is summed (and skipped when the sum is 0).
+  static void
+  insert_deltas(SQLite::Statement &s, std::int64_t interval_id,
+                const std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> &m) {
+    for (const auto &[key, delta] : m) {
+      if (delta == 0) {
+        continue;
+      }
+      s.reset();
+      s.bind(1, interval_id);
+      s.bind(2, key.first);
+      s.bind(3, key.second);
+      s.bind(4, delta);
+      s.exec();
+    }
+  }
+
+  void write_schedstat(std::int64_t interval_id, const interval_row &iv, pending &tx) {
+    std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> cpu; // (field, cpu)
+    for (const auto &d : iv.schedstat_cpu) {
+      if (d.delta == 0) {
+        continue;
+      }
+      auto &v = cpu[{field_id(d.field, tx), std::int64_t{d.cpu}}];
+      v = sat_add(v, d.delta);
+    }
+    insert_deltas(ins_schedstat_cpu, interval_id, cpu);
+
+    std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> dom; // (field, domain id)
+    for (const auto &d : iv.schedstat_domain) {
+      if (d.delta == 0) {
+        continue;
+      }
+      const std::int64_t domain = domain_id(domain_key{d.cpu, d.domain, d.name}, tx);
+      auto &v = dom[{field_id(d.field, tx), domain}];
+      v = sat_add(v, d.delta);
+    }
+    insert_deltas(ins_schedstat_domain, interval_id, dom);
+  }
+
   void write_tx(const interval_row &iv) {
     run(begin);
 
@@ -259,20 +662,28 @@ struct writer::impl {
     ins_interval.bind(7, to_i64(iv.drops[RSCHED_DROP_STALE_TID]));
     ins_interval.bind(8, to_i64(iv.drops[RSCHED_DROP_NO_RQ]));
     ins_interval.bind(9, to_i64(iv.drops[RSCHED_DROP_TOO_LONG]));
+    ins_interval.bind(10, iv.groups);
+    ins_interval.bind(11, to_i64(iv.drops[RSCHED_DROP_PERF_READ]));
     ins_interval.exec();
     const std::int64_t interval_id = db.getLastInsertRowid();
 
+    pending tx;
+    std::vector<std::int64_t> event_ids;
+    event_ids.reserve(iv.events.size());
+    for (const auto &e : iv.events) {
+      event_ids.push_back(event_id(e, tx));
+    }
+
     // Resolve thread ids; rows of one identity that appear twice in the input are summed (the
-    // primary key allows one row per thread, metric and interval).
-    std::map<thread_key, std::int64_t> fresh;
+    // primary keys allow one row per thread and metric in an interval).
     std::vector<std::pair<std::int64_t, thread_row>> rows;
     std::unordered_map<std::int64_t, std::size_t> row_of;
     for (const auto &t : iv.threads) {
-      if (!has_data(t.delay_count, t.delay_hist) && !has_data(t.depth_count, t.depth_hist)) {
+      if (!has_any(t)) {
         continue;
       }
       const thread_key key{iv.boot_id, t.tid, t.start_time_ns, t.comm, t.cgroup};
-      const std::int64_t id = thread_id(key, t.pid, fresh);
+      const std::int64_t id = thread_id(key, t.pid, tx);
       if (auto [it, added] = row_of.emplace(id, rows.size()); !added) {
         add_row(rows[it->second].second, t);
         continue;
@@ -280,36 +691,19 @@ struct writer::impl {
       rows.emplace_back(id, t);
     }
     for (const auto &[id, t] : rows) {
-      if (has_data(t.delay_count, t.delay_hist)) {
-        insert_hist(ins_thread_hist, interval_id, metric::sched_delay, id, t.delay_count,
-                    t.delay_total_ns, t.delay_hist);
-      }
-      if (has_data(t.depth_count, t.depth_hist)) {
-        insert_hist(ins_thread_hist, interval_id, metric::runq_depth, id, t.depth_count,
-                    t.depth_total, t.depth_hist);
-      }
+      write_thread(interval_id, id, t, event_ids);
     }
 
-    std::map<std::uint32_t, cpu_row> cpus;
-    for (const auto &c : iv.cpus) {
-      if (!has_data(c.delay_count, c.delay_hist)) {
-        continue;
-      }
-      if (auto [it, added] = cpus.emplace(c.cpu, c); !added) {
-        add_row(it->second, c);
-      }
-    }
-    for (const auto &[cpu, c] : cpus) {
-      insert_hist(ins_cpu_hist, interval_id, metric::sched_delay, std::int64_t{cpu}, c.delay_count,
-                  c.delay_total_ns, c.delay_hist);
-    }
+    write_cpus(interval_id, iv);
+    write_counter_times(interval_id, iv);
+    write_schedstat(interval_id, iv, tx);
 
     run(commit);
 
-    if (threads.size() + fresh.size() > thread_cache_limit) {
-      threads.clear();
-    }
-    threads.merge(fresh);
+    commit_cache(threads, tx.threads);
+    commit_cache(events, tx.events);
+    commit_cache(fields, tx.fields);
+    commit_cache(domains, tx.domains);
   }
 };
 
@@ -354,6 +748,10 @@ result<writer> writer::open(const std::string &path) {
 
     if (*state == detail::db_state::empty) {
       if (auto r = detail::create(h, path); !r) {
+        return r.err();
+      }
+    } else if (*state == detail::db_state::version1) {
+      if (auto r = detail::upgrade(h, path); !r) {
         return r.err();
       }
     }

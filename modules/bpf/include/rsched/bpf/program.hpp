@@ -31,6 +31,13 @@ struct options {
   std::uint64_t max_delay_ns = 10'000'000'000ULL;    // longer delays/slices discarded (10 s)
   std::uint64_t max_sleep_ns = 3'600'000'000'000ULL; // longer sleep/idle discarded (1 h)
   bool verbose = false;                           // forward libbpf's messages to stderr
+  // Perf event fds to install before the programs attach (so no switch reads an empty slot).
+  struct counter_fd {
+    unsigned cpu;
+    unsigned slot;
+    int fd;
+  };
+  std::vector<counter_fd> counter_fds;
 };
 
 struct prog_info {

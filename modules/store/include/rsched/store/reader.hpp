@@ -28,7 +28,8 @@ class reader {
 public:
   // Opens an existing database read-only (mode=ro, busy_timeout) unless `read_only` is false
   // (an in-memory or test database). Missing file, non-SQLite file or a foreign/newer schema:
-  // a one-line error.
+  // a one-line error. A schema version 1 database is opened as it is (the reader never
+  // upgrades): only the version 1 tables and views exist in it.
   static result<reader> open(const std::string &path, bool read_only = true);
 
   // Runs every statement in `sql` in order. Stops at the first error and returns it; the error

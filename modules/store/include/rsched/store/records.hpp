@@ -48,10 +48,10 @@ struct thread_row {
   stats::histogram depth_hist{stats::layout::depth, {}};
 
   // Schema v2: the other metric groups. Zero counts are not written.
-  hist_value slice_vol;   // metric 3
-  hist_value slice_invol; // metric 4
-  hist_value sleep;       // metric 5
-  hist_value waking;      // metric 6
+  hist_value slice_vol;                                        // metric 3
+  hist_value slice_invol;                                      // metric 4
+  hist_value sleep;                                            // metric 5
+  hist_value waking;                                           // metric 6
   hist_value migration_rate{0, 0, {stats::layout::count, {}}}; // metric 7
   std::uint64_t migrations = 0; // migration group: count, cross-die, cross-NUMA
   std::uint64_t cross_ccx = 0;
@@ -69,8 +69,8 @@ struct thread_row {
 
 // A generic perf event of the run (stable for the whole run; identified by name in the DB).
 struct perf_event_def {
-  std::string name;        // as the user gave it / the alias ("l2-miss", "raw:0x1234", ...)
-  std::uint32_t type = 0;  // perf_event_attr.type
+  std::string name;       // as the user gave it / the alias ("l2-miss", "raw:0x1234", ...)
+  std::uint32_t type = 0; // perf_event_attr.type
   std::uint64_t config = 0;
 };
 
@@ -115,9 +115,9 @@ struct interval_row {
   std::vector<cpu_row> cpus;                            // only CPUs with data in the interval
 
   // Schema v2.
-  std::uint32_t groups = 0; // enum rsched_group bits of the metric groups recorded
-  std::vector<perf_event_def> events; // generic perf events; thread_row::events index into it
-  std::vector<counter_time> counter_times;            // per CPU and counter, as given
+  std::uint32_t groups = 0;                // enum rsched_group bits of the metric groups recorded
+  std::vector<perf_event_def> events;      // generic perf events; thread_row::events index into it
+  std::vector<counter_time> counter_times; // per CPU and counter, as given
   std::vector<schedstat_cpu_delta> schedstat_cpu;       // zero deltas are not written
   std::vector<schedstat_domain_delta> schedstat_domain; // zero deltas are not written
 };

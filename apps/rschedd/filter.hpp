@@ -1,0 +1,223 @@
+#pragma once
+// rschedd's live-display filters (-p, -c, --global-comm, --cgroup, -l), upstream's
+// should_include_process (rsched-upstream.md §7) as a pure object.
+//
+// Order, for every per-thread section: -p (wins over everything) -> --global-comm (a match includes
+// the thread whatever -c and --cgroup say) -> otherwise -c must match when given AND --cgroup must
+// match when given. Then -l: when the latency group is on and -l > 0, a thread whose cumulative
+// scheduling-delay p50 (integer us) is below -l is hidden from every per-thread section,
+// global-comm matches included; threads without delay data pass. The IPC and generic perf-event
+// sections use include() only (upstream's CpuMetrics ignores -l). Per-CPU scheduling-delay rows
+// with p50 < -l are hidden (cpu_delay_visible).
+//
+// Regular expressions: upstream uses Rust's `regex` crate; we use std::regex (ECMAScript grammar)
+// with an unanchored search (std::regex_search, like Rust's is_match). Differences:
+//  - only a LEADING `(?i)` is understood (case-insensitive, ASCII case folding); other inline flags
+//    (`(?m)`, `(?s)`, `(?x)`, `(?i)` in the middle, `(?-i)`) are syntax errors;
+//  - no `(?P<name>...)` groups, no `\p{...}` Unicode classes, no `[[:word:]]`-style Rust classes
+//    beyond POSIX ones ECMAScript accepts;
+//  - ECMAScript accepts back-references and lookahead, which Rust rejects;
+//  - matching is on bytes: `.` matches one byte, not one Unicode scalar value (comm names are
+//    almost always ASCII).
+//
+// Cgroups (a deliberate departure, rsched-upstream.md §15): upstream resolves --cgroup once at
+// start to a set of cgroup inode ids under /sys/fs/cgroup. We match each thread's cgroup v2 PATH
+// (relative to the real mount point, "/" for the root, "" when unknown) every time, so cgroups
+// created after start match too. Per pattern:
+//  - the exact pattern `root` matches only the root cgroup "/";
+//  - a pattern whose regex matches the text "root" (`.*`, `oo`, the empty pattern, ...) matches
+//    every known cgroup, the root included (upstream's rule);
+//  - any other pattern matches a path when it matches the name of ANY component of the path (the
+//    cgroup's own basename or an ancestor's), so descendants of a matching cgroup are included;
+//    the root's own name is never tested;
+//  - an unknown cgroup ("") matches no pattern (upstream: an id outside the resolved set).
+// Patterns are OR'd.
+#include "rsched/base/result.hpp"
+#include "rsched/base/text.hpp"
+#include "rsched/stats/histogram.hpp"
+#include "rsched/stats/percentile.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rsched::rschedd {
+
+struct filter_options {
+  std::optional<std::uint32_t> pid;     // -p (a kernel pid, i.e. a thread id)
+  std::vector<std::string> comm;        // -c, repeatable, OR'd
+  std::vector<std::string> global_comm; // --global-comm, repeatable, OR'd
+  std::vector<std::string> cgroup;      // --cgroup, repeatable, OR'd
+  std::uint64_t min_latency_us = 0;     // -l (0 = off)
+  bool latency_on = true;               // the latency group is selected (-l applies only then)
+};
+
+class filter {
+public:
+  // No filtering at all: every thread is included.
+  filter() = default;
+
+  // Compiles every pattern. An invalid pattern gives a one-line error naming it and its flag.
+  static result<filter> make(const filter_options &o) {
+    filter f;
+    f.opt_ = o;
+    for (const auto &p : o.comm) {
+      auto r = compile("-c", p);
+      if (!r) {
+        return r.err();
+      }
+      f.comm_.push_back(std::move(*r));
+    }
+    for (const auto &p : o.global_comm) {
+      auto r = compile("--global-comm", p);
+      if (!r) {
+        return r.err();
+      }
+      f.global_.push_back(std::move(*r));
+    }
+    for (const auto &p : o.cgroup) {
+      auto r = compile("--cgroup", p);
+      if (!r) {
+        return r.err();
+      }
+      cgroup_pattern cp;
+      cp.exact_root = p == "root";
+      cp.matches_all = !cp.exact_root && std::regex_search("root", *r);
+      cp.re = std::move(*r);
+      f.cgroup_.push_back(std::move(cp));
+    }
+    return f;
+  }
+
+  [[nodiscard]] const filter_options &options() const { return opt_; }
+
+  // Upstream's order: pid -> global-comm -> (comm AND cgroup).
+  [[nodiscard]] bool include(std::uint32_t tid, std::string_view comm,
+                             std::string_view cgroup) const {
+    if (opt_.pid && tid != *opt_.pid) {
+      return false;
+    }
+    if (any_match(global_, comm)) {
+      return true;
+    }
+    if (!comm_.empty() && !any_match(comm_, comm)) {
+      return false;
+    }
+    if (!cgroup_.empty() && !cgroup_matches(cgroup)) {
+      return false;
+    }
+    return true;
+  }
+
+  // Convenience for anything with tid, comm and cgroup members (thread_stats, ipc_row, ...).
+  template <typename T> [[nodiscard]] bool include(const T &t) const {
+    return include(t.tid, t.comm, t.cgroup);
+  }
+
+  // -l for a thread: false when the latency group is on, -l > 0, the thread has delay samples
+  // and their p50 (integer us) is below -l.
+  [[nodiscard]] bool passes_min_latency(const stats::histogram &cumulative_delay) const {
+    if (!opt_.latency_on || opt_.min_latency_us == 0 || cumulative_delay.empty()) {
+      return true;
+    }
+    return p50_us(cumulative_delay) >= opt_.min_latency_us;
+  }
+
+  // A per-CPU scheduling-delay row is shown when the CPU has samples and (with -l > 0) its p50
+  // is at least -l (upstream print_cpu_metric_stats; the idle table has no -l filter).
+  [[nodiscard]] bool cpu_delay_visible(const stats::histogram &cpu_delay) const {
+    if (cpu_delay.empty()) {
+      return false;
+    }
+    return opt_.min_latency_us == 0 || p50_us(cpu_delay) >= opt_.min_latency_us;
+  }
+
+  // True when the cgroup path matches any --cgroup pattern (see the header comment). With no
+  // --cgroup pattern nothing matches; include() treats "no patterns" as "no cgroup filter".
+  [[nodiscard]] bool cgroup_matches(std::string_view path) const {
+    if (path.empty()) {
+      return false; // unknown cgroup
+    }
+    const bool is_root = path.find_first_not_of('/') == std::string_view::npos;
+    for (const auto &cp : cgroup_) {
+      if (cp.exact_root) {
+        if (is_root) {
+          return true;
+        }
+        continue;
+      }
+      if (cp.matches_all) {
+        return true;
+      }
+      std::size_t pos = 0;
+      while (pos < path.size()) {
+        const std::size_t end = std::min(path.find('/', pos), path.size());
+        if (end > pos && search(cp.re, path.substr(pos, end - pos))) {
+          return true;
+        }
+        pos = end + 1;
+      }
+    }
+    return false;
+  }
+
+private:
+  struct cgroup_pattern {
+    std::regex re;
+    bool exact_root = false;  // the literal pattern "root"
+    bool matches_all = false; // the regex matches the text "root"
+  };
+
+  static std::uint64_t p50_us(const stats::histogram &h) {
+    return stats::percentile_or_zero(h, 50) / 1000;
+  }
+
+  static result<std::regex> compile(const char *flag, const std::string &pattern) {
+    std::string_view body = pattern;
+    auto flags = std::regex::ECMAScript;
+    static constexpr std::string_view icase = "(?i)";
+    if (body.substr(0, icase.size()) == icase) {
+      body.remove_prefix(icase.size());
+      flags |= std::regex::icase;
+    }
+    try {
+      return std::regex(body.begin(), body.end(), flags);
+    } catch (const std::regex_error &e) {
+      return make_error(fmt_error(flag, pattern, e.what()));
+    }
+  }
+
+  static std::string fmt_error(const char *flag, const std::string &pattern, const char *what) {
+    std::string msg = std::string("invalid regular expression for ") + flag + " '" +
+                      text::escape_for_terminal(pattern) + "': ";
+    for (const char *p = what; *p != '\0'; ++p) {
+      msg += (*p == '\n' || *p == '\r') ? ' ' : *p; // one line
+    }
+    return msg;
+  }
+
+  static bool search(const std::regex &re, std::string_view s) {
+    return std::regex_search(s.begin(), s.end(), re);
+  }
+
+  static bool any_match(const std::vector<std::regex> &res, std::string_view s) {
+    for (const auto &re : res) {
+      if (search(re, s)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  filter_options opt_;
+  std::vector<std::regex> comm_;
+  std::vector<std::regex> global_;
+  std::vector<cgroup_pattern> cgroup_;
+};
+
+} // namespace rsched::rschedd

@@ -1,0 +1,218 @@
+// The metric groups against the kernel's own per-thread accounting: voluntary/involuntary
+// switches (/proc/<pid>/status), migrations (se.nr_migrations in /proc/<pid>/sched), a known
+// 20 ms sleep, CPU idle. Children exit before recording stops, so exits are covered.
+#include "root_test_util.hpp"
+#include "rsched/stats/encoding.hpp"
+#include "rsched/stats/percentile.hpp"
+#include "rsched/store/reader.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace rsched;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void spin_for(std::uint64_t ns) {
+  const std::uint64_t until = mono_ns() + ns;
+  volatile std::uint64_t sink = 0;
+  while (mono_ns() < until) {
+    sink = sink + 1;
+  }
+}
+
+using rows_t = std::vector<std::vector<store::value>>;
+rows_t query(const std::string &db, const std::string &sql) {
+  auto r = store::reader::open(db);
+  REQUIRE(r.ok());
+  rows_t rows;
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) { rows.push_back(row); };
+  auto ok = r->exec(sql, sink);
+  INFO(sql);
+  INFO((ok.ok() ? std::string() : ok.err().msg));
+  REQUIRE(ok.ok());
+  return rows;
+}
+std::int64_t as_int(const store::value &v) {
+  return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : 0;
+}
+
+// "key: value" fields of /proc/<pid>/status or "key : value" of /proc/<pid>/sched.
+std::map<std::string, std::uint64_t> proc_fields(pid_t pid, const std::string &file) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file);
+  std::map<std::string, std::uint64_t> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) {
+      continue;
+    }
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && key.back() == ' ') {
+      key.pop_back();
+    }
+    try {
+      out[key] = static_cast<std::uint64_t>(std::stod(line.substr(colon + 1)));
+    } catch (...) {
+    }
+  }
+  return out;
+}
+
+struct truth {
+  std::uint64_t voluntary = 0, involuntary = 0, migrations = 0;
+};
+
+// Runs `body(i)` in n forked children named rs-grp-<i>, collects each zombie's accounting.
+template <typename F> std::map<pid_t, truth> run_children(int n, F body) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    const pid_t p = fork();
+    REQUIRE(p >= 0);
+    if (p == 0) {
+      const std::string name = "rs-grp-" + std::to_string(i);
+      prctl(PR_SET_NAME, name.c_str());
+      body(i);
+      _exit(0);
+    }
+    pids.push_back(p);
+  }
+  std::map<pid_t, truth> out;
+  for (pid_t p : pids) {
+    siginfo_t si{};
+    REQUIRE(waitid(P_PID, static_cast<id_t>(p), &si, WEXITED | WNOWAIT) == 0);
+    std::this_thread::sleep_for(20ms); // the zombie's last switch is done
+    auto st = proc_fields(p, "status");
+    auto sc = proc_fields(p, "sched");
+    out[p] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"],
+              sc["se.nr_migrations"]};
+    REQUIRE(waitpid(p, nullptr, 0) == p);
+  }
+  return out;
+}
+
+bool within(std::uint64_t got, std::uint64_t want, double rel, std::uint64_t abs_slack) {
+  const double diff = std::fabs(static_cast<double>(got) - static_cast<double>(want));
+  return diff <= std::max(rel * static_cast<double>(want), static_cast<double>(abs_slack));
+}
+
+} // namespace
+
+TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf][groups]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  for (const std::string mode : {"tp_btf", "raw_tp"}) {
+    const std::string dir = test::temp_dir();
+    const std::string db = dir + "/rsched.db";
+    test::daemon d({"--db", db, "-i", "1", "-g", "latency,slice,sleep,migration", "--bpf-mode",
+                    mode});
+    INFO(d.stderr_text());
+    REQUIRE(d.wait_attached());
+    // 4 children on 2 CPUs: bursts of spinning and short sleeps (voluntary and involuntary
+    // switches), and explicit hops between the two CPUs (migrations).
+    const auto kernel = run_children(4, [](int i) {
+      cpu_set_t set;
+      for (int k = 0; k < 150; ++k) {
+        spin_for(300'000 + static_cast<std::uint64_t>(i) * 100'000);
+        if (k % 3 == 0) {
+          CPU_ZERO(&set);
+          CPU_SET(static_cast<unsigned>((k / 3 + i) % 2), &set);
+          sched_setaffinity(0, sizeof(set), &set);
+        }
+        if (i % 2 == 0) {
+          usleep(200);
+        }
+      }
+    });
+    std::this_thread::sleep_for(1200ms);
+    REQUIRE(d.stop(SIGINT) == 0);
+
+    for (const auto &[pid, k] : kernel) {
+      const auto slices = query(db, "SELECT sum(voluntary_count), sum(involuntary_count) FROM "
+                                    "timeslice WHERE tid = " +
+                                        std::to_string(pid));
+      const auto mig =
+          query(db, "SELECT sum(count) FROM migration WHERE tid = " + std::to_string(pid));
+      const auto vol = static_cast<std::uint64_t>(as_int(slices[0][0]));
+      const auto invol = static_cast<std::uint64_t>(as_int(slices[0][1]));
+      const auto migs = static_cast<std::uint64_t>(as_int(mig[0][0]));
+      std::printf("groups[%s] pid %d: voluntary kernel %llu recorded %llu; involuntary kernel "
+                  "%llu recorded %llu; migrations kernel %llu recorded %llu\n",
+                  mode.c_str(), pid, static_cast<unsigned long long>(k.voluntary),
+                  static_cast<unsigned long long>(vol),
+                  static_cast<unsigned long long>(k.involuntary),
+                  static_cast<unsigned long long>(invol),
+                  static_cast<unsigned long long>(k.migrations),
+                  static_cast<unsigned long long>(migs));
+      INFO("mode " << mode << " pid " << pid);
+      REQUIRE(k.migrations >= 20); // the workload really migrated
+      CHECK(within(vol, k.voluntary, 0.01, 1));
+      CHECK(within(invol, k.involuntary, 0.01, 1));
+      CHECK(within(migs, k.migrations, 0.01, 1));
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms; CPU idle is seen",
+          "[root][bpf][groups]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  const std::string dir = test::temp_dir();
+  const std::string db = dir + "/rsched.db";
+  test::daemon d({"--db", db, "-i", "1", "-g", "sleep"});
+  INFO(d.stderr_text());
+  REQUIRE(d.wait_attached());
+  const auto kernel = run_children(1, [](int) {
+    for (int k = 0; k < 25; ++k) {
+      timespec ts{0, 20'000'000};
+      nanosleep(&ts, nullptr);
+    }
+  });
+  std::this_thread::sleep_for(1200ms);
+  REQUIRE(d.stop(SIGINT) == 0);
+  const pid_t pid = kernel.begin()->first;
+  const auto rows = query(db, "SELECT sum(count), hist_percentile(hist, 1), "
+                              "hist_percentile(hist, 100) FROM sleep WHERE tid = " +
+                                  std::to_string(pid));
+  CHECK(as_int(rows[0][0]) >= 25);
+  const auto bucket20 = stats::bucket_bounds(stats::layout::latency,
+                                             stats::slot_of(stats::layout::latency, 20'000'000));
+  INFO("20 ms bucket [" << bucket20.lo << ", " << bucket20.hi << "]");
+  for (int c = 1; c <= 2; ++c) {
+    const auto v = static_cast<std::uint64_t>(as_int(rows[0][static_cast<std::size_t>(c)]));
+    CHECK(v >= bucket20.lo);
+    CHECK(v <= bucket20.hi);
+  }
+  // CPU idle: the machine idled during the recording, every online CPU shows idle periods
+  const auto idle = query(db, "SELECT cpu, sum(count), sum(total_ns) FROM cpu_idle GROUP BY cpu");
+  CHECK(idle.size() == static_cast<std::size_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  for (const auto &r : idle) {
+    CHECK(as_int(r[1]) > 0);
+    CHECK(as_int(r[2]) > 100'000'000); // > 0.1 s idle over ~2 s on a quiet machine
+  }
+  std::filesystem::remove_all(dir);
+}
