@@ -148,6 +148,31 @@ static __always_inline __s32 task_cpu_of(struct task_struct *t, bool btf)
 	return (__s32)READ(btf, (struct task_struct___cpu *)t, cpu);
 }
 
+/* The runqueue a task is on, through its cfs_rq (CONFIG_FAIR_GROUP_SCHED). Upstream uses the
+ * per-CPU `runqueues` ksym instead, which the verifier can only resolve with
+ * CONFIG_KALLSYMS_ALL; this project's CI kernel lacks it, as many distribution kernels. */
+static __always_inline struct rq *task_rq_of(struct task_struct *p, bool btf)
+{
+	if (!bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return NULL;
+	return btf ? p->se.cfs_rq->rq : BPF_CORE_READ(p, se.cfs_rq, rq);
+}
+
+/* Timestamps of the scheduling delay come from the runqueue clock (rq->clock, the clock the
+ * kernel's own sched_info run_delay uses, updated under the rq lock just before these
+ * tracepoints), so the recorded delay is measured exactly as /proc/<pid>/schedstat's. Without
+ * a reachable rq, the BPF clock. */
+static __always_inline __u64 delay_clock(struct task_struct *p, bool btf)
+{
+	struct rq *rq = task_rq_of(p, btf);
+	if (rq) {
+		__u64 c = btf ? rq->clock : BPF_CORE_READ(rq, clock);
+		if (c)
+			return c;
+	}
+	return bpf_ktime_get_ns();
+}
+
 static __always_inline void fill_ident(struct rsched_task_ident *id, struct task_struct *t, bool btf)
 {
 	id->tid = (__u32)READ(btf, t, pid);
@@ -315,7 +340,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 			      runnable || ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_PERF));
 		if (st) {
 			if (ON(RSCHED_G_LATENCY))
-				st->enqueue_ns = runnable ? now : 0; /* delay runs from preemption */
+				/* delay runs from preemption */
+				st->enqueue_ns = runnable ? delay_clock(prev, btf) : 0;
 			if (ON(RSCHED_G_WAKING) && runnable)
 				st->waking_ns = now; /* as upstream: a preempted thread waits again */
 			if (ON(RSCHED_G_SLICE) && st->oncpu_ns) {
@@ -362,7 +388,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		st->waking_ns = 0;
 	}
 	if (ON(RSCHED_G_LATENCY) && st->enqueue_ns) {
-		__u64 delta = now - st->enqueue_ns;
+		__u64 arrive = delay_clock(next, btf);
+		__u64 delta = arrive > st->enqueue_ns ? arrive - st->enqueue_ns : 0;
 		st->enqueue_ns = 0;
 		if (delta > max_delay_ns) {
 			count_drop(RSCHED_DROP_TOO_LONG);
@@ -394,15 +421,9 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	if (!ON(RSCHED_G_LATENCY))
 		return 0;
 	/* Keep an earlier timestamp: a thread preempted on its way to sleep is already queued. */
+	rq = task_rq_of(p, btf);
 	if (!st->enqueue_ns)
-		st->enqueue_ns = now;
-
-	/* The task's runqueue, through its cfs_rq (CONFIG_FAIR_GROUP_SCHED). Upstream uses the
-	 * per-CPU `runqueues` ksym instead, which the verifier can only resolve with
-	 * CONFIG_KALLSYMS_ALL; this project's CI kernel lacks it, as many distribution kernels. */
-	rq = NULL;
-	if (bpf_core_field_exists(((struct cfs_rq *)0)->rq))
-		rq = btf ? p->se.cfs_rq->rq : BPF_CORE_READ(p, se.cfs_rq, rq);
+		st->enqueue_ns = delay_clock(p, btf);
 	if (!rq) {
 		count_drop(RSCHED_DROP_NO_RQ);
 		return 0;
