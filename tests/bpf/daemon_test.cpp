@@ -11,6 +11,8 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <unistd.h>
 
@@ -143,5 +145,43 @@ TEST_CASE("a hostile comm recorded by BPF round-trips exactly through rsched-sql
   REQUIRE(status == 0);
   CHECK(table.find('\x1b') == std::string::npos);
   CHECK(table.find("\\x1b[2J") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("all groups on this VM: every section with data, one line per unavailable group",
+          "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  // `script` gives rschedd a terminal, so it shows the live display.
+  const std::string dir = test::temp_dir();
+  const std::string out = dir + "/out.txt";
+  const std::string cmd = "script -qec '" + test::rschedd_path() +
+                          " --no-db -g all -r 3' /dev/null > " + out + " 2>&1 & " +
+                          "sleep 0.5; stress-ng --switch 2 --taskset 0,1 --timeout 2 >/dev/null 2>&1; "
+                          "taskset -c 0 true; wait";
+  int status = 0;
+  (void)run_capture(cmd, status);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  INFO(text);
+  for (const char *section :
+       {"=== Collapsed Scheduling Delays (microseconds) ===",
+        "=== Collapsed Waking Delay Statistics (Time from sched_waking to sched_switch) ===",
+        "=== Collapsed Time Slice Statistics (microseconds) ===",
+        "=== Collapsed Sleep Duration Statistics",
+        "=== Collapsed Runqueue Depth Statistics (nr_running at wakeup) ===",
+        "=== Per-CPU Scheduling Delays (microseconds) ===",
+        "=== Per-CPU Idle Duration (microseconds) ==="}) {
+    CHECK(text.find(section) != std::string::npos);
+  }
+  // groups this VM cannot provide: one line each, saying why
+  CHECK(text.find("perf=ipc unavailable") != std::string::npos);
+  CHECK(text.find("no hardware PMU") != std::string::npos);
+  CHECK(text.find("schedstat group unavailable") != std::string::npos);
+  CHECK(text.find("CONFIG_SCHEDSTATS") != std::string::npos);
+  CHECK(text.find("stopped after") != std::string::npos);
   std::filesystem::remove_all(dir);
 }

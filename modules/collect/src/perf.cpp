@@ -1,4 +1,5 @@
 #include "rsched/collect/perf.hpp"
+#include "rsched/topology/cpulist.hpp"
 
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/text.hpp"
@@ -457,41 +458,19 @@ std::string perf_list(const fs::path &sysfs_root) {
   return out;
 }
 
-result<std::vector<unsigned>> parse_cpulist(std::string_view text) {
-  std::vector<unsigned> cpus;
-  std::string_view rest = trim(text);
-  if (rest.empty()) {
-    return make_error("empty cpu list", EINVAL);
-  }
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    const std::string_view part = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    const auto dash = part.find('-');
-    const auto first = parse_number<unsigned>(part.substr(0, dash), 10);
-    const auto last =
-        dash == std::string_view::npos ? first : parse_number<unsigned>(part.substr(dash + 1), 10);
-    if (!first || !last || *last < *first || *last >= RSCHED_MAX_CPUS) {
-      return make_error(cat("bad cpu list '", text::escape_for_terminal(trim(text)), "'"), EINVAL);
-    }
-    for (unsigned c = *first; c <= *last; ++c) {
-      cpus.push_back(c);
-    }
-  }
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  return cpus;
-}
-
 result<std::vector<unsigned>> online_cpus(const fs::path &sysfs_root) {
   const fs::path file = sysfs_root / "devices/system/cpu/online";
   const auto content = read_text(file);
   if (!content) {
     return make_error(cat("cannot read ", file.string()), ENOENT);
   }
-  auto cpus = parse_cpulist(*content);
+  auto cpus = topology::parse_cpulist(*content);
   if (!cpus) {
     return make_error(cat(file.string(), ": ", cpus.err().msg), EINVAL);
+  }
+  if (cpus->empty() || cpus->back() >= RSCHED_MAX_CPUS) {
+    return make_error(cat(file.string(), ": no online CPU below ", std::to_string(RSCHED_MAX_CPUS)),
+                      EINVAL);
   }
   return cpus;
 }

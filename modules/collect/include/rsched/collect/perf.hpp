@@ -48,8 +48,6 @@ std::string perf_list(const std::filesystem::path &sysfs_root = "/sys");
 
 // Online CPUs from <root>/devices/system/cpu/online, ascending.
 result<std::vector<unsigned>> online_cpus(const std::filesystem::path &sysfs_root = "/sys");
-// Parses a kernel cpulist ("0-3,8,10-11"); ascending, duplicates removed.
-result<std::vector<unsigned>> parse_cpulist(std::string_view text);
 
 struct counter_fd {
   unsigned cpu = 0;
