@@ -122,6 +122,8 @@ to_row(const interval_acc &acc, const std::function<std::string(std::uint64_t)> 
     r.cross_numa = c.migrations.cross_numa;
     if (migration) {
       r.migration_rate = {a.mig_rate.total(), c.migrations.count, a.mig_rate};
+      r.cross_ccx_rate = {a.ccx_rate.total(), c.migrations.cross_ccx, a.ccx_rate};
+      r.cross_numa_rate = {a.numa_rate.total(), c.migrations.cross_numa, a.numa_rate};
     }
     if (ipc) {
       r.user_cycles = c.counters[RSCHED_CTR_USER_CYCLES];

@@ -3,6 +3,7 @@
 #include "rsched/bpf/program.hpp"
 #include "rsched/collect/cgroup.hpp"
 #include "rsched/collect/delta.hpp"
+#include "rsched/base/text.hpp"
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
 #include "rsched/schedstat/delta.hpp"
@@ -118,6 +119,79 @@ void add_schedstat(store::interval_row &row, const schedstat::deltas &d) {
   }
 }
 
+// Upstream's startup banner (to stderr: stdout is the live display).
+void print_banner(const rschedd::options &opt) {
+  std::string out = "Starting rsched\n";
+  std::string active;
+  auto list = [](const std::vector<std::string> &v) {
+    std::string s;
+    for (const auto &x : v) {
+      s += (s.empty() ? "" : ", ") + text::escape_for_terminal(x);
+    }
+    return s;
+  };
+  auto plural = [](std::size_t n, const char *one, const char *many) { return n == 1 ? one : many; };
+  if (!opt.comm.empty()) {
+    active += fmt::format("  - Command {}: {}\n", plural(opt.comm.size(), "pattern", "patterns"),
+                          list(opt.comm));
+  }
+  if (!opt.global_comm.empty()) {
+    active += fmt::format("  - Global command {}: {}\n",
+                          plural(opt.global_comm.size(), "pattern", "patterns"),
+                          list(opt.global_comm));
+  }
+  if (!opt.cgroup.empty()) {
+    active += fmt::format("  - Cgroup {}: {}\n",
+                          plural(opt.cgroup.size(), "pattern", "patterns"), list(opt.cgroup));
+  }
+  if (opt.pid) {
+    active += fmt::format("  - PID: {}\n", *opt.pid);
+  }
+  if (opt.min_latency_us > 0) {
+    active += fmt::format("  - Minimum latency: {}μs\n", opt.min_latency_us);
+  }
+  if (opt.display == display_mode::grouped) {
+    active += "  - Not collapsing by command name\n";
+  }
+  if (opt.run_time_s) {
+    active += fmt::format("  - Runtime limit: {} seconds\n", *opt.run_time_s);
+  }
+  const auto &g = opt.groups;
+  const bool default_groups = opt.group_tokens.empty() ||
+                              (opt.group_tokens.size() == 1 && opt.group_tokens[0] == "latency");
+  if (!default_groups) {
+    std::vector<std::string> names;
+    auto add = [&](bool on, const char *n) {
+      if (on) {
+        names.emplace_back(n);
+      }
+    };
+    add((g.groups & RSCHED_G_LATENCY) != 0, "latency");
+    add((g.groups & RSCHED_G_SLICE) != 0, "slice");
+    add((g.groups & RSCHED_G_SLEEP) != 0, "sleep");
+    if ((g.groups & RSCHED_G_PERF) != 0) {
+      std::string perf = "perf=";
+      std::vector<std::string> events;
+      if (g.ipc) {
+        events.emplace_back("ipc");
+      }
+      events.insert(events.end(), g.events.begin(), g.events.end());
+      for (std::size_t i = 0; i < events.size(); ++i) {
+        perf += (i ? "," : "") + text::escape_for_terminal(events[i]);
+      }
+      names.push_back(perf);
+    }
+    add(g.schedstat, "schedstat");
+    add((g.groups & RSCHED_G_WAKING) != 0, "waking");
+    add((g.groups & RSCHED_G_MIGRATION) != 0, "migration");
+    active += "  - Metric groups: " + list(names) + "\n";
+  }
+  if (!active.empty()) {
+    out += "Options active:\n" + active;
+  }
+  fmt::print(stderr, "{}", out);
+}
+
 int run(const rschedd::options &opt) {
   // Signals are taken synchronously (sigtimedwait) so that an interrupt ends the current
   // interval cleanly: it is recorded, the database is closed, the exit status is 0.
@@ -130,6 +204,7 @@ int run(const rschedd::options &opt) {
 
   std::uint32_t groups = opt.groups.groups;
   bpf::options bo;
+  print_banner(opt);
 
   // perf: resolve every event first (a bad name is an error), then open the counters. Where
   // the PMU is missing (as in most VMs) the IPC set fails: one line, and the rest keeps running.
@@ -172,6 +247,16 @@ int run(const rschedd::options &opt) {
       } else {
         fmt::print(stderr, "rschedd: perf events unavailable: {}\n", set.err().msg);
       }
+    }
+    if (ipc) {
+      fmt::print(stderr, "CPU performance counters enabled (IPC)\n");
+    }
+    if (!event_names.empty()) {
+      std::string names;
+      for (const auto &n : event_names) {
+        names += (names.empty() ? "" : ", ") + text::escape_for_terminal(n);
+      }
+      fmt::print(stderr, "Generic perf events: {}\n", names);
     }
     for (const auto &set : counter_sets) {
       bo.counter_mask |= set.slot_mask();

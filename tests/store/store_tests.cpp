@@ -98,6 +98,8 @@ TEST_CASE("writer creates schema version 2 in a new file", "[store]") {
       {6, "waking_delay", "ns", 1},
       {7, "migration_rate", "migrations/s", 3},
       {8, "cpu_idle", "ns", 1},
+      {9, "migration_rate_cross_ccx", "migrations/s", 3},
+      {10, "migration_rate_cross_numa", "migrations/s", 3},
   };
   REQUIRE(metrics.rows.size() == want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -112,7 +114,7 @@ TEST_CASE("writer creates schema version 2 in a new file", "[store]") {
 
   // Reopening an existing database keeps it.
   { auto w = open_writer(path); }
-  CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 8);
+  CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 10);
   CHECK(scalar_int(r, "SELECT count(*) FROM meta WHERE key = 'created_ns'") == 1);
 }
 

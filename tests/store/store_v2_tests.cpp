@@ -230,7 +230,8 @@ TEST_CASE("v2 tables and views have exactly the documented columns", "[store]") 
   CHECK(columns_of(r, "waking_delay") == with({"count", "total_ns", "hist"}));
   CHECK(columns_of(r, "cpu_idle") == v{"ts", "dur", "cpu", "count", "total_ns", "hist"});
   CHECK(columns_of(r, "migration") == with({"count", "cross_ccx", "cross_numa"}));
-  CHECK(columns_of(r, "migration_rate") == with({"seconds", "total", "hist"}));
+  CHECK(columns_of(r, "migration_rate") ==
+        with({"seconds", "total", "hist", "cross_ccx_hist", "cross_numa_hist"}));
   CHECK(columns_of(r, "perf") ==
         with({"user_cycles", "kernel_cycles", "user_instructions", "kernel_instructions"}));
   CHECK(columns_of(r, "perf_events") == with({"event", "value", "rate_hist"}));
@@ -864,7 +865,7 @@ TEST_CASE("a version 1 database is readable and upgraded in place by the writer"
     CHECK(as_int(ivr.rows[0][1]) == 7);
     CHECK(as_int(ivr.rows[0][2]) == RSCHED_G_LATENCY);
     CHECK(as_int(ivr.rows[0][3]) == 0);
-    CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 8);
+    CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 10);
     for (const char *view :
          {"timeslice", "sleep", "waking_delay", "cpu_idle", "migration", "migration_rate", "perf",
           "perf_events", "perf_counter_time", "schedstat_cpu", "schedstat_domain"}) {
@@ -890,7 +891,7 @@ TEST_CASE("a version 1 database is readable and upgraded in place by the writer"
   { auto w = open_writer(path); }
   auto r = open_reader(path);
   CHECK(scalar_int(r, "PRAGMA user_version") == 2);
-  CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 8);
+  CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 10);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 2);
 
   // The upgraded schema is the schema of a new database, object by object and text by text.

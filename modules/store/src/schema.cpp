@@ -113,7 +113,9 @@ INSERT INTO metric(id, name, unit, layout) VALUES
   (5, 'sleep', 'ns', 1),
   (6, 'waking_delay', 'ns', 1),
   (7, 'migration_rate', 'migrations/s', 3),
-  (8, 'cpu_idle', 'ns', 1);
+  (8, 'cpu_idle', 'ns', 1),
+  (9, 'migration_rate_cross_ccx', 'migrations/s', 3),
+  (10, 'migration_rate_cross_numa', 'migrations/s', 3);
 CREATE TABLE thread_migration(
   interval_id INTEGER NOT NULL,
   thread_id   INTEGER NOT NULL,
@@ -222,10 +224,15 @@ CREATE VIEW migration AS
   JOIN thread AS t ON t.id = m.thread_id;
 CREATE VIEW migration_rate AS
   SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
-         t.cgroup AS cgroup, h.count AS seconds, h.total AS total, h.hist AS hist
+         t.cgroup AS cgroup, h.count AS seconds, h.total AS total, h.hist AS hist,
+         c.hist AS cross_ccx_hist, n.hist AS cross_numa_hist
   FROM intervals AS i
   CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 7
-  JOIN thread AS t ON t.id = h.thread_id;
+  JOIN thread AS t ON t.id = h.thread_id
+  LEFT JOIN thread_hist AS c
+    ON c.interval_id = h.interval_id AND c.metric = 9 AND c.thread_id = h.thread_id
+  LEFT JOIN thread_hist AS n
+    ON n.interval_id = h.interval_id AND n.metric = 10 AND n.thread_id = h.thread_id;
 CREATE VIEW perf AS
   SELECT i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS pid, t.comm AS comm,
          t.cgroup AS cgroup, p.user_cycles AS user_cycles, p.kernel_cycles AS kernel_cycles,

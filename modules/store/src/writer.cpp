@@ -160,7 +160,8 @@ bool has_events(const thread_row &t) {
 bool has_any(const thread_row &t) {
   return has_data(t.delay_count, t.delay_hist) || has_data(t.depth_count, t.depth_hist) ||
          has_data(t.slice_vol) || has_data(t.slice_invol) || has_data(t.sleep) ||
-         has_data(t.waking) || has_data(t.migration_rate) || has_migrations(t) || has_ipc_data(t) ||
+         has_data(t.waking) || has_data(t.migration_rate) || has_data(t.cross_ccx_rate) ||
+         has_data(t.cross_numa_rate) || has_migrations(t) || has_ipc_data(t) ||
          has_events(t);
 }
 
@@ -192,6 +193,8 @@ void add_row(thread_row &a, const thread_row &b) {
   add_value(a.sleep, b.sleep);
   add_value(a.waking, b.waking);
   add_value(a.migration_rate, b.migration_rate);
+  add_value(a.cross_ccx_rate, b.cross_ccx_rate);
+  add_value(a.cross_numa_rate, b.cross_numa_rate);
   a.migrations = sat_add(a.migrations, b.migrations);
   a.cross_ccx = sat_add(a.cross_ccx, b.cross_ccx);
   a.cross_numa = sat_add(a.cross_numa, b.cross_numa);
@@ -238,7 +241,8 @@ result<void> validate(const interval_row &iv) {
     const std::pair<const hist_value *, stats::layout> metrics[] = {
         {&t.slice_vol, stats::layout::latency},    {&t.slice_invol, stats::layout::latency},
         {&t.sleep, stats::layout::latency},        {&t.waking, stats::layout::latency},
-        {&t.migration_rate, stats::layout::count},
+        {&t.migration_rate, stats::layout::count}, {&t.cross_ccx_rate, stats::layout::count},
+        {&t.cross_numa_rate, stats::layout::count},
     };
     for (const auto &[v, want] : metrics) {
       if (auto r = check_layout(*v, want, "thread"); !r) {
@@ -549,6 +553,10 @@ struct writer::impl {
     insert_value(ins_thread_hist, interval_id, metric::sleep, id, t.sleep);
     insert_value(ins_thread_hist, interval_id, metric::waking_delay, id, t.waking);
     insert_value(ins_thread_hist, interval_id, metric::migration_rate, id, t.migration_rate);
+    insert_value(ins_thread_hist, interval_id, metric::migration_rate_cross_ccx, id,
+                 t.cross_ccx_rate);
+    insert_value(ins_thread_hist, interval_id, metric::migration_rate_cross_numa, id,
+                 t.cross_numa_rate);
     if (has_migrations(t)) {
       ins_migration.reset();
       ins_migration.bind(1, interval_id);
