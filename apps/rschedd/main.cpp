@@ -1,9 +1,9 @@
 // rschedd: attaches rsched's BPF programs, and every interval turns the kernel-side counters into
 // per-thread and per-CPU deltas, records them into SQLite and (on a terminal) shows them live.
+#include "rsched/base/text.hpp"
 #include "rsched/bpf/program.hpp"
 #include "rsched/collect/cgroup.hpp"
 #include "rsched/collect/delta.hpp"
-#include "rsched/base/text.hpp"
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
 #include "rsched/schedstat/delta.hpp"
@@ -16,8 +16,8 @@
 
 #include "filter.hpp"
 #include "interval.hpp"
-#include "render.hpp"
 #include "options.hpp"
+#include "render.hpp"
 
 #include <fmt/format.h>
 
@@ -28,8 +28,8 @@
 #include <ctime>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -119,8 +119,8 @@ void add_schedstat(store::interval_row &row, const schedstat::deltas &d) {
   }
 }
 
-// Upstream's startup banner (to stderr: stdout is the live display).
-void print_banner(const rschedd::options &opt) {
+// Upstream's startup banner (for stderr: stdout is the live display).
+std::string banner(const rschedd::options &opt) {
   std::string out = "Starting rsched\n";
   std::string active;
   auto list = [](const std::vector<std::string> &v) {
@@ -130,19 +130,21 @@ void print_banner(const rschedd::options &opt) {
     }
     return s;
   };
-  auto plural = [](std::size_t n, const char *one, const char *many) { return n == 1 ? one : many; };
+  auto plural = [](std::size_t n, const char *one, const char *many) {
+    return n == 1 ? one : many;
+  };
   if (!opt.comm.empty()) {
     active += fmt::format("  - Command {}: {}\n", plural(opt.comm.size(), "pattern", "patterns"),
                           list(opt.comm));
   }
   if (!opt.global_comm.empty()) {
-    active += fmt::format("  - Global command {}: {}\n",
-                          plural(opt.global_comm.size(), "pattern", "patterns"),
-                          list(opt.global_comm));
+    active +=
+        fmt::format("  - Global command {}: {}\n",
+                    plural(opt.global_comm.size(), "pattern", "patterns"), list(opt.global_comm));
   }
   if (!opt.cgroup.empty()) {
-    active += fmt::format("  - Cgroup {}: {}\n",
-                          plural(opt.cgroup.size(), "pattern", "patterns"), list(opt.cgroup));
+    active += fmt::format("  - Cgroup {}: {}\n", plural(opt.cgroup.size(), "pattern", "patterns"),
+                          list(opt.cgroup));
   }
   if (opt.pid) {
     active += fmt::format("  - PID: {}\n", *opt.pid);
@@ -189,7 +191,7 @@ void print_banner(const rschedd::options &opt) {
   if (!active.empty()) {
     out += "Options active:\n" + active;
   }
-  fmt::print(stderr, "{}", out);
+  return out;
 }
 
 int run(const rschedd::options &opt) {
@@ -204,7 +206,9 @@ int run(const rschedd::options &opt) {
 
   std::uint32_t groups = opt.groups.groups;
   bpf::options bo;
-  print_banner(opt);
+  // Startup notes are printed once the programs are loaded: a failure to load is then the
+  // only line (what is missing), as promised.
+  std::string notes = banner(opt);
 
   // perf: resolve every event first (a bad name is an error), then open the counters. Where
   // the PMU is missing (as in most VMs) the IPC set fails: one line, and the rest keeps running.
@@ -232,7 +236,7 @@ int run(const rschedd::options &opt) {
       if (set) {
         counter_sets.push_back(std::move(*set));
       } else {
-        fmt::print(stderr, "rschedd: perf=ipc unavailable: {}\n", set.err().msg);
+        notes += fmt::format("rschedd: perf=ipc unavailable: {}\n", set.err().msg);
         ipc = false;
       }
     }
@@ -245,18 +249,18 @@ int run(const rschedd::options &opt) {
         }
         counter_sets.push_back(std::move(*set));
       } else {
-        fmt::print(stderr, "rschedd: perf events unavailable: {}\n", set.err().msg);
+        notes += fmt::format("rschedd: perf events unavailable: {}\n", set.err().msg);
       }
     }
     if (ipc) {
-      fmt::print(stderr, "CPU performance counters enabled (IPC)\n");
+      notes += fmt::format("CPU performance counters enabled (IPC)\n");
     }
     if (!event_names.empty()) {
       std::string names;
       for (const auto &n : event_names) {
         names += (names.empty() ? "" : ", ") + text::escape_for_terminal(n);
       }
-      fmt::print(stderr, "Generic perf events: {}\n", names);
+      notes += fmt::format("Generic perf events: {}\n", names);
     }
     for (const auto &set : counter_sets) {
       bo.counter_mask |= set.slot_mask();
@@ -272,7 +276,7 @@ int run(const rschedd::options &opt) {
   render_options ropt;
   ropt.mode = opt.display == display_mode::detailed  ? output_mode::detailed
               : opt.display == display_mode::grouped ? output_mode::grouped
-                                                      : output_mode::collapsed;
+                                                     : output_mode::collapsed;
   filter_options fo;
   fo.pid = opt.pid;
   fo.comm = opt.comm;
@@ -291,8 +295,8 @@ int run(const rschedd::options &opt) {
       fmt::print(stderr, "rschedd: {}\n", topo.err().msg);
       return 1;
     }
-    fmt::print(stderr, "CPU topology: {} dies/CCX, {} NUMA nodes\n", topo->num_dies(),
-               topo->num_numa_nodes());
+    notes += fmt::format("CPU topology: {} dies/CCX, {} NUMA nodes\n", topo->num_dies(),
+                         topo->num_numa_nodes());
     ropt.num_dies = topo->num_dies();
     ropt.num_numa_nodes = topo->num_numa_nodes();
     const auto tables = topology::make_cpu_tables(*topo);
@@ -306,7 +310,7 @@ int run(const rschedd::options &opt) {
     schedstat_on.emplace();
     auto s = schedstat::read();
     if (!s) {
-      fmt::print(stderr, "rschedd: schedstat group unavailable: {}\n", s.err().msg);
+      notes += fmt::format("rschedd: schedstat group unavailable: {}\n", s.err().msg);
       schedstat_on.reset();
     } else {
       schedstat_prev = std::move(*s);
@@ -321,6 +325,7 @@ int run(const rschedd::options &opt) {
     fmt::print(stderr, "rschedd: {}\n", prog.err().msg);
     return 1;
   }
+  fmt::print(stderr, "{}", notes);
 
   std::optional<store::writer> db;
   if (!opt.no_db) {
@@ -415,8 +420,8 @@ int run(const rschedd::options &opt) {
       }
       for (const auto &t : *times) {
         auto &prev = counter_prev[{t.cpu, t.slot}];
-        row.counter_times.push_back({t.cpu, t.name, t.enabled_ns - prev.first,
-                                     t.running_ns - prev.second});
+        row.counter_times.push_back(
+            {t.cpu, t.name, t.enabled_ns - prev.first, t.running_ns - prev.second});
         prev = {t.enabled_ns, t.running_ns};
       }
     }
