@@ -1,0 +1,35 @@
+#pragma once
+// Incident annotations: the only thing rsched-sql ever writes. A short read-write connection per
+// call (busy timeout, one transaction), so it never blocks rschedd for long.
+#include "rsched/base/result.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rsched::store {
+
+struct annotation {
+  std::int64_t start_ns = 0;             // UTC ns
+  std::optional<std::int64_t> end_ns;    // UTC ns; nullopt = a point in time
+  std::string source = "rsched-sql";     // who wrote it ("rsched-sql", "import:<file>", ...)
+  std::string text;                      // free text, exact bytes
+  std::string tags;                      // comma-separated tags, "" none
+};
+
+// Adds one annotation to the database at `path` (which must exist and be an rsched database).
+// Returns its id.
+result<std::int64_t> add_annotation(const std::string &path, const annotation &a);
+
+enum class incident_format { automatic, csv, json };
+
+// Imports a timeline: CSV with a header row naming at least `start` and `text` (optional `end`,
+// `source`, `tags`; times in any form rsched::timefmt::parse_time accepts) or JSON (an array of
+// objects with the same keys). All rows in one transaction; any bad row fails the whole import
+// with a one-line error naming the row. Returns the number of annotations added.
+result<std::size_t> import_incidents(const std::string &path, std::string_view content,
+                                     incident_format fmt, std::string_view source,
+                                     std::int64_t now_ns);
+
+} // namespace rsched::store
