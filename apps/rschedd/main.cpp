@@ -325,7 +325,6 @@ int run(const rschedd::options &opt) {
     fmt::print(stderr, "rschedd: {}\n", prog.err().msg);
     return 1;
   }
-  fmt::print(stderr, "{}", notes);
 
   std::optional<store::writer> db;
   if (!opt.no_db) {
@@ -336,6 +335,7 @@ int run(const rschedd::options &opt) {
     }
     db.emplace(std::move(*w));
   }
+  fmt::print(stderr, "{}", notes);
 
   const bool tty = isatty(STDOUT_FILENO) == 1;
   fmt::print(stderr, "rschedd: {} BPF programs attached ({} mode); {} every {} s{}\n",

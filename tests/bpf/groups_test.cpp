@@ -1,10 +1,14 @@
 // The metric groups against the kernel's own per-thread accounting: voluntary/involuntary
 // switches (/proc/<pid>/status), migrations (se.nr_migrations in /proc/<pid>/sched), a known
 // 20 ms sleep, CPU idle. Children exit before recording stops, so exits are covered.
-#include "root_test_util.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/percentile.hpp"
 #include "rsched/store/reader.hpp"
+
+#include "root_test_util.hpp"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <cmath>
@@ -15,8 +19,6 @@
 #include <fstream>
 #include <map>
 #include <sched.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -126,8 +128,8 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
   for (const std::string mode : {"tp_btf", "raw_tp"}) {
     const std::string dir = test::temp_dir();
     const std::string db = dir + "/rsched.db";
-    test::daemon d({"--db", db, "-i", "1", "-g", "latency,slice,sleep,migration", "--bpf-mode",
-                    mode});
+    test::daemon d(
+        {"--db", db, "-i", "1", "-g", "latency,slice,sleep,migration", "--bpf-mode", mode});
     INFO(d.stderr_text());
     REQUIRE(d.wait_attached());
     // 4 children on 2 CPUs: bursts of spinning and short sleeps (voluntary and involuntary
@@ -158,14 +160,13 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
       const auto vol = static_cast<std::uint64_t>(as_int(slices[0][0]));
       const auto invol = static_cast<std::uint64_t>(as_int(slices[0][1]));
       const auto migs = static_cast<std::uint64_t>(as_int(mig[0][0]));
-      std::printf("groups[%s] pid %d: voluntary kernel %llu recorded %llu; involuntary kernel "
-                  "%llu recorded %llu; migrations kernel %llu recorded %llu\n",
-                  mode.c_str(), pid, static_cast<unsigned long long>(k.voluntary),
-                  static_cast<unsigned long long>(vol),
-                  static_cast<unsigned long long>(k.involuntary),
-                  static_cast<unsigned long long>(invol),
-                  static_cast<unsigned long long>(k.migrations),
-                  static_cast<unsigned long long>(migs));
+      std::printf(
+          "groups[%s] pid %d: voluntary kernel %llu recorded %llu; involuntary kernel "
+          "%llu recorded %llu; migrations kernel %llu recorded %llu\n",
+          mode.c_str(), pid, static_cast<unsigned long long>(k.voluntary),
+          static_cast<unsigned long long>(vol), static_cast<unsigned long long>(k.involuntary),
+          static_cast<unsigned long long>(invol), static_cast<unsigned long long>(k.migrations),
+          static_cast<unsigned long long>(migs));
       INFO("mode " << mode << " pid " << pid);
       REQUIRE(k.migrations >= 20); // the workload really migrated
       CHECK(within(vol, k.voluntary, 0.01, 1));

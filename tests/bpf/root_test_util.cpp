@@ -117,6 +117,7 @@ bool daemon::wait_attached(int timeout_ms) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       drain(100);
       pid_ = -1;
+      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
       return false;
     }
   }
@@ -125,7 +126,7 @@ bool daemon::wait_attached(int timeout_ms) {
 
 int daemon::stop(int sig) {
   if (pid_ <= 0) {
-    return -1;
+    return exit_status_; // already reaped by wait_attached
   }
   kill(pid_, sig);
   int status = 0;

@@ -50,6 +50,7 @@ public:
 
 private:
   pid_t pid_ = -1;
+  int exit_status_ = -1;
   int err_fd_ = -1;
   std::string err_;
   void drain(int timeout_ms);
