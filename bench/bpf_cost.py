@@ -7,7 +7,7 @@ run_cnt. Prints per-tracer medians and the ratio to runqlat.
 
 Usage (root): bench/bpf_cost.py [--reps N] [--rschedd PATH] [--workload "CMD"] [--groups G]
 """
-import argparse, json, os, signal, statistics, subprocess, sys, time
+import argparse, json, os, random, signal, statistics, subprocess, sys, time
 
 def progs():
     out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True, check=True)
@@ -51,6 +51,7 @@ def main():
     args = ap.parse_args()
     tracers = {
         "rschedd (default groups)": [args.rschedd, "--no-db", "-i", "1"],
+        "rschedd -g most": [args.rschedd, "--no-db", "-i", "1", "-g", "most"],
         "runqlat": [args.runqlat, "1", "1000"],
     }
     old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
@@ -60,8 +61,7 @@ def main():
     try:
         for rep in range(args.reps):
             order = list(tracers)
-            if rep % 2:
-                order.reverse()
+            random.Random(rep).shuffle(order)
             for name in order:
                 w, per, cnt = measure(tracers[name], args.workload)
                 results[name].append(w)
