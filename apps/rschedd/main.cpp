@@ -370,6 +370,7 @@ int run(const rschedd::options &opt) {
   interval_acc acc(event_names.size());
   std::map<std::pair<unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> counter_prev;
   std::string live_schedstat;
+  std::int64_t read_ns = 0; // reading the maps and taking deltas, this interval
 
   while (!stop) {
     const std::int64_t deadline = std::min(mono0 + tick * tick_ns, end_mono);
@@ -392,6 +393,7 @@ int run(const rschedd::options &opt) {
       stop = true;
     }
 
+    const std::int64_t read_start = clock_ns(CLOCK_MONOTONIC);
     auto snap = src.read();
     const std::int64_t now_mono = clock_ns(CLOCK_MONOTONIC);
     if (!snap) {
@@ -400,6 +402,7 @@ int run(const rschedd::options &opt) {
       break;
     }
     acc.add_tick(tracker.advance(*snap), per_second);
+    read_ns += clock_ns(CLOCK_MONOTONIC) - read_start;
     if (!stop && tick % ticks_per_interval != 0) {
       ++tick;
       continue; // the interval is not over yet
@@ -440,6 +443,7 @@ int run(const rschedd::options &opt) {
     iv_real += now_mono - iv_mono;
     iv_mono = now_mono;
 
+    const std::int64_t write_start = clock_ns(CLOCK_MONOTONIC);
     if (db) {
       if (auto w = db->write(row); !w) {
         if (!reported_write_error) {
@@ -450,6 +454,12 @@ int run(const rschedd::options &opt) {
         reported_write_error = false;
       }
     }
+    if (opt.stats) {
+      fmt::print(stderr, "rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f}\n",
+                 row.threads.size(), static_cast<double>(read_ns) / 1e6,
+                 static_cast<double>(clock_ns(CLOCK_MONOTONIC) - write_start) / 1e6);
+    }
+    read_ns = 0;
     if (tty) {
       // The live view (upstream's display; only on a terminal, so a service keeps no state).
       fold_into(live, acc, cgroup_path, ipc, event_names);

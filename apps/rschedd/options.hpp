@@ -109,6 +109,7 @@ struct options {
   std::string topology_file;             // --topology FILE
   bool gen_topology = false;             // --gen-topology
   bool perf_list = false;                // --perf-list
+  bool stats = false;                    // --stats: per-interval read/write times on stderr
 };
 
 inline constexpr const char *usage_text =
@@ -137,6 +138,7 @@ inline constexpr const char *usage_text =
     "      --no-db              live display only, record nothing\n"
     "      --bpf-mode MODE      auto (default), tp_btf or raw_tp\n"
     "      --graveyard-entries N  exited threads held between two reads (default 16384)\n"
+    "      --stats              per interval: threads written, map read and database write times\n"
     "  -v, --verbose            show libbpf messages (verifier log on load failures)\n"
     "  -h, --help               this text\n"
     "  -V, --version            print the version\n";
@@ -292,6 +294,8 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
       o.gen_topology = true;
     } else if (flag == "--perf-list") {
       o.perf_list = true;
+    } else if (flag == "--stats") {
+      o.stats = true;
     } else if (flag == "-v" || flag == "--verbose") {
       o.verbose = true;
     } else if (flag == "-h" || flag == "--help") {
