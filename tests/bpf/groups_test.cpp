@@ -208,12 +208,17 @@ TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms; CPU idle is
     CHECK(v >= bucket20.lo);
     CHECK(v <= bucket20.hi);
   }
-  // CPU idle: the machine idled during the recording, every online CPU shows idle periods
-  const auto idle = query(db, "SELECT cpu, sum(count), sum(total_ns) FROM cpu_idle GROUP BY cpu");
-  CHECK(idle.size() == static_cast<std::size_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  // CPU idle: the machine idled during the recording (while the child slept, at least), so idle
+  // periods were recorded, each CPU's within the recording's length.
+  const auto idle = query(db, "SELECT cpu, sum(count), sum(total_ns), "
+                              "(SELECT sum(dur_ns) FROM intervals) FROM cpu_idle GROUP BY cpu");
+  REQUIRE_FALSE(idle.empty());
+  std::int64_t periods = 0;
   for (const auto &r : idle) {
-    CHECK(as_int(r[1]) > 0);
-    CHECK(as_int(r[2]) > 100'000'000); // > 0.1 s idle over ~2 s on a quiet machine
+    periods += as_int(r[1]);
+    CHECK(as_int(r[2]) > 0);
+    CHECK(as_int(r[2]) <= as_int(r[3]) + 1'000'000'000); // + one idle period spanning a boundary
   }
+  CHECK(periods > 0);
   std::filesystem::remove_all(dir);
 }

@@ -148,3 +148,27 @@ TEST_CASE("per-CPU and drop counters are diffed", "[collect]") {
   CHECK(d2.cpus[0].delay.hist.total() == 5);
   CHECK(d2.drops[0] == 1);
 }
+
+TEST_CASE("a thread absent from partial reads keeps its baseline indefinitely", "[collect]") {
+  delta_tracker tr(2);
+  snapshot s1;
+  s1.live = {thread(10, 1, 5, 500)};
+  (void)tr.advance(s1);
+  snapshot partial; // nothing changed
+  partial.full = false;
+  for (int i = 0; i < 10; ++i) {
+    CHECK(tr.advance(partial).threads.empty());
+  }
+  CHECK(tr.tracked_threads() == 1);
+  snapshot s2;
+  s2.full = false;
+  s2.live = {thread(10, 1, 7, 700)};
+  auto d = tr.advance(s2);
+  REQUIRE(d.threads.size() == 1);
+  CHECK(d.threads[0].c.delay.count == 2); // diffed against the old baseline, not zero
+  // a full read without it starts the exit grace period
+  snapshot full;
+  (void)tr.advance(full);
+  (void)tr.advance(full);
+  CHECK(tr.tracked_threads() == 0);
+}

@@ -311,8 +311,10 @@ static __always_inline void charge_counters(__u32 prev_tid, struct rsched_task_s
 			count_drop(RSCHED_DROP_PERF_READ);
 			continue;
 		}
-		if (prev_st && prev_tid && ctx->running_tid == prev_tid && v.counter >= ctx->last[i])
+		if (prev_st && prev_tid && ctx->running_tid == prev_tid && v.counter >= ctx->last[i]) {
 			prev_st->counters[i] += v.counter - ctx->last[i];
+			prev_st->dirty = 1;
+		}
 		ctx->last[i] = v.counter;
 	}
 	ctx->running_tid = next_tid;
@@ -349,6 +351,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				st->oncpu_ns = 0;
 				add_bounded(runnable ? &st->slice_invol : &st->slice_vol, slice,
 					    max_delay_ns);
+				st->dirty = 1;
 			}
 			if (ON(RSCHED_G_SLEEP))
 				st->sleep_ns = runnable ? 0 : now;
@@ -385,6 +388,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		st->oncpu_ns = now;
 	if (ON(RSCHED_G_WAKING) && st->waking_ns) {
 		add_bounded(&st->waking, now - st->waking_ns, max_delay_ns);
+		st->dirty = 1;
 		st->waking_ns = 0;
 	}
 	if (ON(RSCHED_G_LATENCY) && st->enqueue_ns) {
@@ -396,6 +400,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 			return 0;
 		}
 		add_delay(&st->delay, delta);
+		st->dirty = 1;
 		if (cs)
 			add_delay(&cs->delay, delta);
 	}
@@ -416,6 +421,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	now = bpf_ktime_get_ns();
 	if (ON(RSCHED_G_SLEEP) && st->sleep_ns) {
 		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns);
+		st->dirty = 1;
 		st->sleep_ns = 0;
 	}
 	if (!ON(RSCHED_G_LATENCY))
@@ -430,6 +436,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	}
 	/* nr_running after activation: the woken task counts itself, as upstream */
 	__u64 depth = btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running);
+	st->dirty = 1;
 	st->depth.count++;
 	st->depth.total += depth;
 	__u32 slot = rsched_depth_slot(depth);
@@ -474,6 +481,7 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	if (!st)
 		return 0;
 	st->migrations++;
+	st->dirty = 1;
 	if (src < 0 || src >= RSCHED_MAX_CPUS || dest_cpu < 0 || dest_cpu >= RSCHED_MAX_CPUS)
 		return 0;
 	/* RSCHED_MAX_CPUS is a power of two: the masks keep the verifier's bounds */
@@ -551,6 +559,10 @@ int BPF_PROG(sched_migrate_task_raw, struct task_struct *p, int dest_cpu)
 	return on_migrate(p, dest_cpu, false);
 }
 
+/* Set by user space (mmapped .bss) for a read that must see every thread, not only those whose
+ * counters changed since the last read. */
+bool iter_all = false;
+
 /* Emits ident + cumulative state of every live thread that has state (tp_btf mode). Threads that
  * are exiting (exit_state set) are skipped: their final record arrives through the graveyard. */
 SEC("iter/task")
@@ -564,10 +576,14 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	if (!t || t->exit_state)
 		return 0;
 	st = bpf_task_storage_get(&task_state, t, 0, 0);
-	if (!st)
+	if (!st || (!st->dirty && !iter_all))
 		return 0;
 	fill_ident(&id, t, true);
-	bpf_seq_write(seq, &id, sizeof(id));
-	bpf_seq_write(seq, st, sizeof(*st));
+	/* Clear the flag only once the record is in the buffer: when the buffer is full the
+	 * kernel shows this task again on the next read(), and it must still be dirty then. A
+	 * change racing with the clear is carried by the cumulative counters: it is read with the
+	 * thread's next change, a full read or its final record. */
+	if (bpf_seq_write(seq, &id, sizeof(id)) == 0 && bpf_seq_write(seq, st, sizeof(*st)) == 0)
+		st->dirty = 0;
 	return 0;
 }

@@ -254,6 +254,12 @@ result<void> program::set_counter_fd(unsigned cpu, unsigned slot, int fd) {
   return {};
 }
 
+void program::set_full_read(bool all) {
+  if (p_->skel->bss != nullptr) {
+    p_->skel->bss->iter_all = all;
+  }
+}
+
 result<int> program::open_task_iter() const {
   if (p_->iter_link == nullptr) {
     return make_error("no task iterator in raw_tp mode");

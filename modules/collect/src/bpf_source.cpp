@@ -87,6 +87,9 @@ result<snapshot> bpf_source::read() {
   // Order matters: live first, then the graveyard. A thread that dies between the two reads is
   // missing from `live` and present in `dead` (fine); one that died before shows only as dead.
   if (prog_.mode() == bpf::attach_mode::tp_btf) {
+    snap.full = full_every_ <= 1 || reads_ % full_every_ == 0;
+    ++reads_;
+    prog_.set_full_read(snap.full);
     if (auto r = read_iter(prog_, snap.live); !r) {
       return r.err();
     }

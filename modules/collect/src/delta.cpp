@@ -137,9 +137,12 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
       out.threads.push_back(std::move(d));
     }
   }
-  // Threads neither live nor buried: exiting right now; keep their baseline for a while.
+  // Threads not listed: after a partial read they simply had no new samples; after a full read
+  // they are exiting right now (final record not buried yet): keep the baseline for a while.
   for (auto &[key, b] : prev_threads_) {
-    if (b.missing_reads + 1 < grace_reads_) {
+    if (!snap.full) {
+      next[key] = b;
+    } else if (b.missing_reads + 1 < grace_reads_) {
       next[key] = baseline{b.c, b.missing_reads + 1};
     }
   }

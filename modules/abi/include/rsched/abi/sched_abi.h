@@ -110,7 +110,7 @@ struct rsched_task_state {
 	__u64 migrations;                      /* sched_migrate_task events */
 	__u64 cross_ccx;                       /* ... between dies of one NUMA node */
 	__u64 cross_numa;                      /* ... between NUMA nodes */
-	__u64 pad;
+	__u64 dirty; /* set when a counter changes; the task iterator emits and clears it */
 	__u64 counters[RSCHED_COUNTER_SLOTS]; /* perf counter deltas charged to this thread */
 };
 

@@ -55,6 +55,9 @@ public:
   [[nodiscard]] int cpu_stats_fd() const;
   [[nodiscard]] int drops_fd() const;
   [[nodiscard]] int task_hash_fd() const; // raw_tp mode
+  // Whether the next task-iterator reads return every thread with state (true) or only those
+  // whose counters changed since they were last read (false, the default).
+  void set_full_read(bool all);
   // A fresh read fd over the task iterator (tp_btf mode); the caller reads and closes it.
   [[nodiscard]] result<int> open_task_iter() const;
   // Installs a perf event fd for counter `slot` on `cpu` (RSCHED_G_PERF).

@@ -4,8 +4,9 @@
 // Rules:
 //  - a thread is identified by (tid, start_time): a reused tid is a new thread;
 //  - a dead thread's final record is diffed against its last live values, then forgotten;
-//  - a thread missing from a read (exiting, its final record not yet buried) keeps its baseline
-//    for up to `grace_reads` reads, so its final record is not counted twice;
+//  - a thread missing from a partial read had no new samples and keeps its baseline; one
+//    missing from a full read (exiting, its final record not yet buried) keeps it for up to
+//    `grace_reads` full reads, so its final record is not counted twice;
 //  - a counter that went down (cannot happen unless state was recreated) restarts from 0.
 #include "rsched/collect/snapshot.hpp"
 

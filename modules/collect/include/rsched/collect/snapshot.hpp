@@ -80,7 +80,10 @@ using drop_counters = std::array<std::uint64_t, RSCHED_DROP_COUNT>;
 
 // One read of the kernel side: cumulative values.
 struct snapshot {
-  std::vector<thread_sample> live; // threads alive at the read
+  // A full read lists every live thread with state; a partial one only threads whose counters
+  // changed since their last read (the others keep their baseline).
+  bool full = true;
+  std::vector<thread_sample> live; // threads alive at the read (see `full`)
   std::vector<thread_sample> dead; // final records of threads that exited since the last read
   std::vector<cpu_sample> cpus;    // every possible CPU
   drop_counters drops{};

@@ -22,13 +22,18 @@ public:
 // Reads the maps of a loaded rsched BPF program: the task iterator (tp_btf) or the task hash
 // (raw_tp), the graveyard (drained with lookup_and_delete_batch: its entries are final, so
 // deleting them races with nothing), the per-CPU stats and drop counters.
+// In tp_btf mode only threads whose counters changed are read, with a full read every
+// `full_every` reads (and the first) so that the baselines of vanished threads get pruned.
 class bpf_source final : public source {
 public:
-  explicit bpf_source(const bpf::program &prog) : prog_(prog) {}
+  explicit bpf_source(bpf::program &prog, unsigned full_every = 60)
+      : prog_(prog), full_every_(full_every) {}
   result<snapshot> read() override;
 
 private:
-  const bpf::program &prog_;
+  bpf::program &prog_;
+  unsigned full_every_;
+  unsigned reads_ = 0;
 };
 
 } // namespace rsched::collect
