@@ -169,7 +169,7 @@ TEST_CASE("in-memory reader gets the schema", "[store]") {
   auto r = open_reader(":memory:", false);
   CHECK(scalar_int(r, "PRAGMA user_version") == 2);
   CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
-  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 14);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 16);
   CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay") == 0);
   CHECK(columns_of(r, "sched_delay").size() == 9);
 }

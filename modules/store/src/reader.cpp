@@ -117,6 +117,8 @@ error with_wal_hint(error e, const std::string &path, bool read_only) {
 } // namespace
 
 struct reader::impl {
+  // Declared first: destroyed after the connection, whose functions point to it.
+  detail::fn_context ctx;
   SQLite::Database db;
   explicit impl(SQLite::Database &&d) : db(std::move(d)) {}
 };
@@ -158,10 +160,11 @@ result<reader> reader::open(const std::string &path, bool read_only) {
         return r.err();
       }
     }
-    if (auto r = detail::register_functions(h); !r) {
+    auto p = std::make_unique<impl>(std::move(db));
+    if (auto r = detail::register_functions(p->db.getHandle(), &p->ctx); !r) {
       return make_error(fmt::format("{}: {}", path, r.err().msg));
     }
-    return reader(std::make_unique<impl>(std::move(db)));
+    return reader(std::move(p));
   } catch (const SQLite::Exception &e) {
     return with_wal_hint(make_error(fmt::format("{}: {}", path, e.what())), path,
                          read_only && !memory);
@@ -243,6 +246,23 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
     return make_error(e.what()); // from a sink callback, or out of memory
   }
   return {};
+}
+
+void reader::set_zone(timefmt::zone z) {
+  if (p_) {
+    p_->ctx.zone = std::move(z);
+  }
+}
+
+const timefmt::zone &reader::zone() const {
+  static const timefmt::zone fallback = timefmt::zone::local();
+  return p_ ? p_->ctx.zone : fallback;
+}
+
+void reader::set_now(std::optional<std::int64_t> utc_ns) {
+  if (p_) {
+    p_->ctx.fixed_now = utc_ns;
+  }
 }
 
 bool reader::complete(std::string_view sql) {

@@ -265,6 +265,36 @@ CREATE VIEW schedstat_domain AS
   CROSS JOIN schedstat_domain_delta AS s ON s.interval_id = i.id
   JOIN schedstat_field AS f ON f.id = s.field_id
   JOIN schedstat_domain_def AS d ON d.id = s.domain_id;
+-- Incident annotations: the only rows rsched-sql ever writes (rsched-sql mark, .mark,
+-- .import-incidents). end_ns NULL = a point in time.
+CREATE TABLE annotations(
+  id         INTEGER PRIMARY KEY,
+  start_ns   INTEGER NOT NULL,                   -- UTC ns
+  end_ns     INTEGER,                            -- UTC ns, NULL for a point in time
+  source     TEXT NOT NULL,                      -- 'rsched-sql', 'import:<file>', ...
+  text       TEXT NOT NULL,
+  tags       TEXT NOT NULL DEFAULT '',           -- comma-separated
+  created_ns INTEGER NOT NULL                    -- UTC ns when the row was added
+);
+CREATE INDEX annotations_start_ns ON annotations(start_ns);
+-- sched_delay rows of the intervals starting within 5 minutes of each annotation
+-- ([start_ns - 5 min, coalesce(end_ns, start_ns) + 5 min]).
+CREATE VIEW annotation_delay AS
+  SELECT a.id AS annotation_id, a.text AS text, d.ts AS ts, d.dur AS dur, d.tid AS tid,
+         d.comm AS comm, d.cgroup AS cgroup, d.count AS count, d.total_ns AS total_ns,
+         d.hist AS hist
+  FROM annotations AS a
+  JOIN sched_delay AS d
+    ON d.ts >= a.start_ns - 300000000000
+   AND d.ts <= coalesce(a.end_ns, a.start_ns) + 300000000000;
+-- Per annotation and comm: samples and p99 over the same rows (needs rsched's SQL functions,
+-- registered by rsched-sql and rsched::store::reader).
+CREATE VIEW annotation_summary AS
+  SELECT d.annotation_id AS annotation_id, min(a.text) AS text, min(a.start_ns) AS start_ns,
+         min(a.end_ns) AS end_ns, d.comm AS comm, sum(d.count) AS samples,
+         hist_percentile(d.hist, 99) AS p99_ns
+  FROM annotation_delay AS d JOIN annotations AS a ON a.id = d.annotation_id
+  GROUP BY d.annotation_id, d.comm;
 )sql";
 
 constexpr const char *layouts_description =

@@ -4,6 +4,7 @@
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -13,141 +14,246 @@
 
 namespace rsched::store::detail {
 
+result<std::optional<stats::histogram>> hist_arg(sqlite3_value *v, const char *fn) {
+  const int type = sqlite3_value_type(v);
+  if (type == SQLITE_NULL) {
+    return std::optional<stats::histogram>();
+  }
+  if (type != SQLITE_BLOB) {
+    return make_error(std::string(fn) + ": hist must be a BLOB or NULL");
+  }
+  const void *data = sqlite3_value_blob(v);
+  const int n = sqlite3_value_bytes(v);
+  const std::span<const std::uint8_t> bytes(static_cast<const std::uint8_t *>(data),
+                                            static_cast<std::size_t>(n));
+  auto h = stats::decode(bytes);
+  if (!h) {
+    return make_error(std::string(fn) + ": " + h.err().msg);
+  }
+  return std::optional<stats::histogram>(*h);
+}
+
+double count_above(const stats::histogram &h, std::uint64_t ns) {
+  long double n = 0;
+  for (std::size_t s = 0; s < stats::slot_count(h.kind); ++s) {
+    const std::uint64_t c = h.slots[s];
+    if (c == 0) {
+      continue;
+    }
+    const stats::bucket b = stats::bucket_bounds(h.kind, s);
+    if (b.lo >= ns) {
+      n += static_cast<long double>(c);
+    } else if (b.open_ended() || ns <= b.hi) {
+      if (b.open_ended()) {
+        n += static_cast<long double>(c);
+      } else {
+        const long double share =
+            static_cast<long double>(b.hi - ns + 1) / static_cast<long double>(b.hi - b.lo + 1);
+        n += static_cast<long double>(c) * share;
+      }
+    }
+  }
+  return static_cast<double>(n);
+}
+
+result<std::int64_t> time_arg(sqlite3_value *v, const fn_context &ctx, const char *what) {
+  switch (sqlite3_value_type(v)) {
+  case SQLITE_INTEGER:
+    return std::int64_t{sqlite3_value_int64(v)};
+  case SQLITE_FLOAT: {
+    const double d = sqlite3_value_double(v);
+    if (!std::isfinite(d) || std::fabs(d) > 9.2e18) {
+      return make_error(std::string(what) + ": time out of range");
+    }
+    return static_cast<std::int64_t>(d);
+  }
+  case SQLITE_TEXT: {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+    const std::string_view s(p != nullptr ? p : "",
+                             static_cast<std::size_t>(sqlite3_value_bytes(v)));
+    auto r = timefmt::parse_time(s, ctx.now(), ctx.zone);
+    if (!r) {
+      return make_error(std::string(what) + ": " + r.err().msg);
+    }
+    return *r;
+  }
+  default:
+    return make_error(std::string(what) + ": expected a time (text or ns), got " +
+                      (sqlite3_value_type(v) == SQLITE_NULL ? "NULL" : "a BLOB"));
+  }
+}
+
+result<std::int64_t> duration_arg(sqlite3_value *v, const char *what) {
+  switch (sqlite3_value_type(v)) {
+  case SQLITE_INTEGER:
+    return std::int64_t{sqlite3_value_int64(v)};
+  case SQLITE_FLOAT: {
+    const double d = sqlite3_value_double(v);
+    if (!std::isfinite(d) || std::fabs(d) > 9.2e18) {
+      return make_error(std::string(what) + ": duration out of range");
+    }
+    return static_cast<std::int64_t>(d);
+  }
+  case SQLITE_TEXT: {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+    const std::string_view s(p != nullptr ? p : "",
+                             static_cast<std::size_t>(sqlite3_value_bytes(v)));
+    auto r = timefmt::parse_duration(s);
+    if (!r) {
+      return make_error(std::string(what) + ": " + r.err().msg);
+    }
+    return *r;
+  }
+  default:
+    return make_error(std::string(what) + ": expected a duration (text or ns)");
+  }
+}
+
 namespace {
 
-constexpr const char *err_p_range = "hist_percentile: p must be in (0, 100]";
-constexpr const char *err_p_constant = "hist_percentile: p must be the same in every row";
-constexpr const char *err_layouts = "hist_percentile: histograms of different layouts";
-constexpr const char *err_not_blob = "hist_percentile: hist must be a BLOB or NULL";
-constexpr const char *err_overflow = "hist_percentile: sample counts overflow 64 bits";
+// What an aggregate over histogram blobs returns.
+enum class agg_mode { percentile, merge, error_bound };
 
-// State of one hist_percentile group. It lives in sqlite3_aggregate_context() memory, which
-// SQLite zero-fills and frees itself, so it must be trivial: all-zero is the initial state and
-// nothing needs a destructor (xFinal is not a reliable place to free when a step fails).
-struct pct_state {
+struct agg_info {
+  agg_mode mode;
+  const char *name;
+};
+constexpr agg_info pct_info{agg_mode::percentile, "hist_percentile"};
+constexpr agg_info merge_info{agg_mode::merge, "hist_merge"};
+constexpr agg_info err_info{agg_mode::error_bound, "hist_percentile_error"};
+
+// State of one aggregate group. It lives in sqlite3_aggregate_context() memory, which SQLite
+// zero-fills and frees itself, so it must be trivial: all-zero is the initial state and nothing
+// needs a destructor (xFinal is not a reliable place to free when a step fails).
+struct agg_state {
   std::uint64_t slots[stats::max_slots];
   std::uint64_t total;
   double p;
   std::uint8_t layout; // 0 until the first non-NULL blob
   bool p_set;
 };
-static_assert(std::is_trivial_v<pct_state>);
+static_assert(std::is_trivial_v<agg_state>);
 
 void result_error(sqlite3_context *ctx, const std::string &msg) {
   sqlite3_result_error(ctx, msg.c_str(), static_cast<int>(msg.size()));
 }
 
-// Reads and checks p; false (with the error set on ctx) when it is invalid or not constant.
-bool read_p(sqlite3_context *ctx, pct_state &st, sqlite3_value *arg) {
+const agg_info &info_of(sqlite3_context *ctx) {
+  return *static_cast<const agg_info *>(sqlite3_user_data(ctx));
+}
+
+// Reads p (in (0, 100]); false with the error set on ctx.
+bool read_p(sqlite3_context *ctx, const char *fn, sqlite3_value *arg, double &p) {
   const int type = sqlite3_value_numeric_type(arg);
   if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) {
-    result_error(ctx, err_p_range);
+    result_error(ctx, std::string(fn) + ": p must be in (0, 100]");
     return false;
   }
-  const double p = sqlite3_value_double(arg);
+  p = sqlite3_value_double(arg);
   if (!stats::valid_percentile(p)) {
-    result_error(ctx, err_p_range);
-    return false;
-  }
-  if (!st.p_set) {
-    st.p = p;
-    st.p_set = true;
-  } else if (st.p != p) {
-    result_error(ctx, err_p_constant);
+    result_error(ctx, std::string(fn) + ": p must be in (0, 100]");
     return false;
   }
   return true;
 }
 
-// Decodes the blob argument. Returns false with the error set on ctx for a bad value; sets
-// `is_null` for SQL NULL (which contributes nothing).
-bool read_hist(sqlite3_context *ctx, sqlite3_value *arg, stats::histogram &out, bool &is_null) {
-  is_null = false;
-  const int type = sqlite3_value_type(arg);
-  if (type == SQLITE_NULL) {
-    is_null = true;
-    return true;
-  }
-  if (type != SQLITE_BLOB) {
-    result_error(ctx, err_not_blob);
-    return false;
-  }
-  const void *data = sqlite3_value_blob(arg);
-  const int n = sqlite3_value_bytes(arg);
-  const std::span<const std::uint8_t> bytes(static_cast<const std::uint8_t *>(data),
-                                            static_cast<std::size_t>(n));
-  auto h = stats::decode(bytes);
-  if (!h) {
-    result_error(ctx, "hist_percentile: " + h.err().msg);
-    return false;
-  }
-  out = *h;
-  return true;
+agg_state *state_of(sqlite3_context *ctx) {
+  return static_cast<agg_state *>(sqlite3_aggregate_context(ctx, sizeof(agg_state)));
 }
 
-pct_state *state_of(sqlite3_context *ctx) {
-  return static_cast<pct_state *>(sqlite3_aggregate_context(ctx, sizeof(pct_state)));
-}
-
-void pct_step(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
-  pct_state *st = state_of(ctx);
+void agg_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const agg_info &info = info_of(ctx);
+  agg_state *st = state_of(ctx);
   if (st == nullptr) {
     sqlite3_result_error_nomem(ctx);
     return;
   }
-  if (!read_p(ctx, *st, argv[1])) {
+  if (argc == 2) {
+    double p = 0;
+    if (!read_p(ctx, info.name, argv[1], p)) {
+      return;
+    }
+    if (!st->p_set) {
+      st->p = p;
+      st->p_set = true;
+    } else if (st->p != p) {
+      result_error(ctx, std::string(info.name) + ": p must be the same in every row");
+      return;
+    }
+  }
+  auto h = hist_arg(argv[0], info.name);
+  if (!h) {
+    result_error(ctx, h.err().msg);
     return;
   }
-  stats::histogram h;
-  bool is_null = false;
-  if (!read_hist(ctx, argv[0], h, is_null) || is_null) {
+  if (!*h) {
     return;
   }
-  const auto id = static_cast<std::uint8_t>(h.kind);
+  const auto id = static_cast<std::uint8_t>((*h)->kind);
   if (st->layout == 0) {
     st->layout = id;
   } else if (st->layout != id) {
-    result_error(ctx, err_layouts);
+    result_error(ctx, std::string(info.name) + ": histograms of different layouts");
     return;
   }
   // Checked sums: blobs come from the user, a crafted one must not wrap a counter.
   std::uint64_t total = st->total;
   for (std::size_t i = 0; i < stats::max_slots; ++i) {
-    const std::uint64_t c = h.slots[i];
+    const std::uint64_t c = (*h)->slots[i];
     if (st->slots[i] + c < c || total + c < c) {
-      result_error(ctx, err_overflow);
+      result_error(ctx, std::string(info.name) + ": sample counts overflow 64 bits");
       return;
     }
     total += c;
   }
   for (std::size_t i = 0; i < stats::max_slots; ++i) {
-    st->slots[i] += h.slots[i];
+    st->slots[i] += (*h)->slots[i];
   }
   st->total = total;
 }
 
 // Window functions: remove a row that left the frame. SQLite only passes rows that were stepped
 // before, so the subtraction cannot underflow for blobs that decode the same way twice.
-void pct_inverse(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
-  pct_state *st = state_of(ctx);
+void agg_inverse(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  agg_state *st = state_of(ctx);
   if (st == nullptr) {
     sqlite3_result_error_nomem(ctx);
     return;
   }
-  stats::histogram h;
-  bool is_null = false;
-  if (!read_hist(ctx, argv[0], h, is_null) || is_null) {
+  auto h = hist_arg(argv[0], info_of(ctx).name);
+  if (!h || !*h) {
     return;
   }
   for (std::size_t i = 0; i < stats::max_slots; ++i) {
-    const std::uint64_t c = h.slots[i] <= st->slots[i] ? h.slots[i] : st->slots[i];
+    const std::uint64_t c = (*h)->slots[i] <= st->slots[i] ? (*h)->slots[i] : st->slots[i];
     st->slots[i] -= c;
     st->total -= c;
   }
 }
 
-void pct_result(sqlite3_context *ctx, const pct_state *st) {
-  if (st == nullptr || st->layout == 0 || st->total == 0) {
+void result_u64(sqlite3_context *ctx, std::uint64_t v) {
+  constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  sqlite3_result_int64(ctx, static_cast<sqlite3_int64>(v > max ? max : v));
+}
+
+void result_blob(sqlite3_context *ctx, const stats::histogram &h) {
+  const auto bytes = stats::encode(h);
+  sqlite3_result_blob64(ctx, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
+}
+
+// Percentile value or its error bound (bucket width) of h; NULL when empty.
+void percentile_result(sqlite3_context *ctx, const stats::histogram &h, double p, bool error) {
+  const auto r = stats::percentile(h, p);
+  if (!r) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  result_u64(ctx, error ? r->bounds.width() : r->value);
+}
+
+void agg_result(sqlite3_context *ctx, const agg_state *st) {
+  const agg_info &info = info_of(ctx);
+  if (st == nullptr || st->layout == 0) {
     sqlite3_result_null(ctx);
     return;
   }
@@ -155,22 +261,120 @@ void pct_result(sqlite3_context *ctx, const pct_state *st) {
   for (std::size_t i = 0; i < stats::max_slots; ++i) {
     h.slots[i] = st->slots[i];
   }
-  const auto r = stats::percentile(h, st->p);
-  if (!r) {
+  if (info.mode == agg_mode::merge) {
+    result_blob(ctx, h);
+    return;
+  }
+  percentile_result(ctx, h, st->p, info.mode == agg_mode::error_bound);
+}
+
+void agg_value(sqlite3_context *ctx) {
+  agg_result(ctx, state_of(ctx));
+}
+
+void agg_final(sqlite3_context *ctx) {
+  // Size 0: do not allocate for a group that never had a row (result NULL).
+  agg_result(ctx, static_cast<const agg_state *>(sqlite3_aggregate_context(ctx, 0)));
+}
+
+// Scalars on one blob. The function name comes from the user data.
+const char *fn_name(sqlite3_context *ctx) {
+  return static_cast<const char *>(sqlite3_user_data(ctx));
+}
+
+// Decodes argv[0]; false when the result is already set (NULL in, or an error).
+bool scalar_hist(sqlite3_context *ctx, sqlite3_value *arg, stats::histogram &out) {
+  auto h = hist_arg(arg, fn_name(ctx));
+  if (!h) {
+    result_error(ctx, h.err().msg);
+    return false;
+  }
+  if (!*h) {
+    sqlite3_result_null(ctx);
+    return false;
+  }
+  out = **h;
+  return true;
+}
+
+void pct_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  stats::histogram h;
+  double p = 0;
+  if (!read_p(ctx, fn_name(ctx), argv[1], p) || !scalar_hist(ctx, argv[0], h)) {
+    return;
+  }
+  const std::string name = fn_name(ctx);
+  percentile_result(ctx, h, p, name == "hist_error");
+}
+
+void count_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  stats::histogram h;
+  if (scalar_hist(ctx, argv[0], h)) {
+    result_u64(ctx, h.total());
+  }
+}
+
+// Reads a threshold in ns (>= 0, INTEGER or REAL, or a duration text like '5ms').
+bool read_ns(sqlite3_context *ctx, sqlite3_value *arg, std::uint64_t &ns) {
+  auto d = duration_arg(arg, fn_name(ctx));
+  if (!d) {
+    result_error(ctx, d.err().msg);
+    return false;
+  }
+  ns = *d < 0 ? 0 : static_cast<std::uint64_t>(*d);
+  return true;
+}
+
+void above_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  stats::histogram h;
+  std::uint64_t ns = 0;
+  if (sqlite3_value_type(argv[1]) == SQLITE_NULL) {
     sqlite3_result_null(ctx);
     return;
   }
-  constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-  sqlite3_result_int64(ctx, static_cast<sqlite3_int64>(r->value > max ? max : r->value));
+  if (!read_ns(ctx, argv[1], ns) || !scalar_hist(ctx, argv[0], h)) {
+    return;
+  }
+  const double n = count_above(h, ns);
+  const std::string name = fn_name(ctx);
+  if (name == "hist_fraction_above") {
+    const auto total = h.total();
+    if (total == 0) {
+      sqlite3_result_null(ctx);
+    } else {
+      sqlite3_result_double(ctx, n / static_cast<double>(total));
+    }
+    return;
+  }
+  sqlite3_result_double(ctx, n);
 }
 
-void pct_value(sqlite3_context *ctx) {
-  pct_result(ctx, state_of(ctx));
+void mean_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  stats::histogram h;
+  if (!scalar_hist(ctx, argv[0], h)) {
+    return;
+  }
+  const auto m = stats::mean(h);
+  if (!m) {
+    sqlite3_result_null(ctx);
+  } else {
+    sqlite3_result_double(ctx, *m);
+  }
 }
 
-void pct_final(sqlite3_context *ctx) {
-  // Size 0: do not allocate for a group that never had a row (result NULL).
-  pct_result(ctx, static_cast<const pct_state *>(sqlite3_aggregate_context(ctx, 0)));
+void max_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  stats::histogram h;
+  if (!scalar_hist(ctx, argv[0], h)) {
+    return;
+  }
+  for (std::size_t s = stats::slot_count(h.kind); s-- > 0;) {
+    if (h.slots[s] != 0) {
+      const stats::bucket b = stats::bucket_bounds(h.kind, s);
+      result_u64(ctx, b.open_ended() ? b.lo : b.hi);
+      return;
+    }
+  }
+  sqlite3_result_null(ctx);
 }
 
 void ipc_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
@@ -186,21 +390,137 @@ void ipc_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
   sqlite3_result_double(ctx, sqlite3_value_double(argv[0]) / cycles);
 }
 
+void rate_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  const double dur = sqlite3_value_double(argv[1]);
+  if (dur == 0.0) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  sqlite3_result_double(ctx, sqlite3_value_double(argv[0]) * 1e9 / dur);
+}
+
+const fn_context &ctx_of(sqlite3_context *ctx) {
+  return *static_cast<const fn_context *>(sqlite3_user_data(ctx));
+}
+
+void t_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  auto r = time_arg(argv[0], ctx_of(ctx), "t");
+  if (!r) {
+    result_error(ctx, r.err().msg);
+    return;
+  }
+  sqlite3_result_int64(ctx, *r);
+}
+
+void ago_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  auto r = duration_arg(argv[0], "ago");
+  if (!r) {
+    result_error(ctx, r.err().msg);
+    return;
+  }
+  sqlite3_result_int64(ctx, ctx_of(ctx).now() - *r);
+}
+
+void dur_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  auto r = duration_arg(argv[0], "dur");
+  if (!r) {
+    result_error(ctx, r.err().msg);
+    return;
+  }
+  sqlite3_result_int64(ctx, *r);
+}
+
+void fmt_time_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  const int type = sqlite3_value_numeric_type(argv[0]);
+  if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) {
+    result_error(ctx, "fmt_time: expected UTC ns (an INTEGER)");
+    return;
+  }
+  const std::string s = timefmt::format_time(sqlite3_value_int64(argv[0]), ctx_of(ctx).zone);
+  sqlite3_result_text(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+}
+
 } // namespace
 
-result<void> register_functions(sqlite3 *db) {
+result<void> register_functions(sqlite3 *db, fn_context *fctx) {
   // Deterministic (same inputs, same result) and innocuous (no side effects): usable in indexes,
   // views, triggers and the query planner's constant folding.
   constexpr int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
-  if (sqlite3_create_window_function(db, "hist_percentile", 2, flags, nullptr, pct_step, pct_final,
-                                     pct_value, pct_inverse, nullptr) != SQLITE_OK) {
-    return make_error(std::string("registering hist_percentile: ") + sqlite3_errmsg(db));
+  // The time functions depend on the clock and the display zone: not deterministic.
+  constexpr int time_flags = SQLITE_UTF8 | SQLITE_INNOCUOUS;
+  auto fail = [&](const char *name) {
+    return make_error(std::string("registering ") + name + ": " + sqlite3_errmsg(db));
+  };
+  struct agg {
+    const agg_info *info;
+    int nargs;
+  };
+  for (const agg &a : {agg{&pct_info, 2}, agg{&merge_info, 1}, agg{&err_info, 2}}) {
+    if (sqlite3_create_window_function(db, a.info->name, a.nargs, flags,
+                                       const_cast<agg_info *>(a.info), agg_step, agg_final,
+                                       agg_value, agg_inverse, nullptr) != SQLITE_OK) {
+      return fail(a.info->name);
+    }
   }
-  if (sqlite3_create_function_v2(db, "ipc", 2, flags, nullptr, ipc_func, nullptr, nullptr,
+  using fn_t = void (*)(sqlite3_context *, int, sqlite3_value **);
+  struct scalar {
+    const char *name;
+    int nargs;
+    fn_t fn;
+  };
+  static constexpr scalar scalars[] = {
+      {"hist_pct", 2, pct_scalar},
+      {"hist_error", 2, pct_scalar},
+      {"hist_count", 1, count_scalar},
+      {"hist_count_above", 2, above_scalar},
+      {"hist_fraction_above", 2, above_scalar},
+      {"hist_mean", 1, mean_scalar},
+      {"hist_max", 1, max_scalar},
+      {"ipc", 2, ipc_func},
+      {"rate", 2, rate_func},
+  };
+  for (const scalar &s : scalars) {
+    if (sqlite3_create_function_v2(db, s.name, s.nargs, flags, const_cast<char *>(s.name), s.fn,
+                                   nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return fail(s.name);
+    }
+  }
+  static constexpr scalar time_fns[] = {
+      {"t", 1, t_func},
+      {"ago", 1, ago_func},
+      {"fmt_time", 1, fmt_time_func},
+  };
+  for (const scalar &s : time_fns) {
+    if (sqlite3_create_function_v2(db, s.name, s.nargs, time_flags, fctx, s.fn, nullptr, nullptr,
+                                   nullptr) != SQLITE_OK) {
+      return fail(s.name);
+    }
+  }
+  if (sqlite3_create_function_v2(db, "dur", 1, flags, nullptr, dur_func, nullptr, nullptr,
                                  nullptr) != SQLITE_OK) {
-    return make_error(std::string("registering ipc: ") + sqlite3_errmsg(db));
+    return fail("dur");
   }
-  return {};
+  return register_table_functions(db, fctx);
 }
 
 } // namespace rsched::store::detail

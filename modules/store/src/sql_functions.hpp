@@ -1,15 +1,50 @@
 #pragma once
-// rsched's SQL functions (docs/SCHEMA.md, "SQL functions"):
-//   hist_percentile(hist, p)  aggregate and window function over histogram blobs: merges them
-//                             bucket-wise and returns the p-th percentile (stats::percentile)
-//                             as an INTEGER, NULL when there are no samples;
-//   ipc(instructions, cycles) REAL instructions per cycle, NULL when cycles is 0 or NULL.
+// rsched's SQL functions (docs/SQL.md has the reference and an example of each):
+//   aggregates/window: hist_percentile(hist, p), hist_merge(hist), hist_percentile_error(hist, p);
+//   scalars on one blob: hist_pct(hist, p), hist_error(hist, p), hist_count(hist),
+//     hist_count_above(hist, ns), hist_fraction_above(hist, ns), hist_mean(hist), hist_max(hist);
+//   ipc(instructions, cycles), rate(value, dur_ns);
+//   time: t(text), ago(text), dur(text), fmt_time(ns);
+//   table-valued (table_functions.cpp): hist_buckets, during, around, coverage, gaps, spikes,
+//     compare.
 #include "rsched/base/result.hpp"
+#include "rsched/base/timefmt.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
 
 struct sqlite3;
+struct sqlite3_context;
+struct sqlite3_value;
+
+namespace rsched::stats {
+struct histogram;
+}
 
 namespace rsched::store::detail {
 
-result<void> register_functions(sqlite3 *db);
+// Per-connection settings of the functions; owned by the reader, stable address.
+struct fn_context {
+  timefmt::zone zone = timefmt::zone::local();
+  std::optional<std::int64_t> fixed_now; // tests and reproducible examples
+  [[nodiscard]] std::int64_t now() const {
+    return fixed_now ? *fixed_now : timefmt::realtime_now_ns();
+  }
+};
+
+result<void> register_functions(sqlite3 *db, fn_context *ctx);
+result<void> register_table_functions(sqlite3 *db, fn_context *ctx);
+
+// A time argument: INTEGER/REAL = UTC ns as is, TEXT = the time grammar in the context's zone.
+result<std::int64_t> time_arg(sqlite3_value *v, const fn_context &ctx, const char *what);
+// A duration argument: INTEGER/REAL = ns, TEXT = the duration grammar.
+result<std::int64_t> duration_arg(sqlite3_value *v, const char *what);
+// A histogram blob argument; nullopt for SQL NULL.
+result<std::optional<stats::histogram>> hist_arg(sqlite3_value *v, const char *fn);
+// Samples of `h` above `ns`: whole buckets with lo >= ns, plus the share (hi - ns + 1) / width
+// of the bucket that contains ns; an open-ended bucket containing ns counts fully.
+double count_above(const stats::histogram &h, std::uint64_t ns);
 
 } // namespace rsched::store::detail

@@ -2,10 +2,12 @@
 // The query side: a connection with rsched's SQL functions registered, statements run one by
 // one, results handed back as plain values. Used by rsched-sql and the tests.
 #include "rsched/base/result.hpp"
+#include "rsched/base/timefmt.hpp"
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -35,6 +37,14 @@ public:
   // Runs every statement in `sql` in order. Stops at the first error and returns it; the error
   // message names the statement's line and the position SQLite reports, when it can.
   result<void> exec(std::string_view sql, const result_sink &sink);
+
+  // The zone of t(), fmt_time() and the window functions for times written without an offset
+  // (docs/SQL.md, "Time grammar"). Default: local.
+  void set_zone(timefmt::zone z);
+  [[nodiscard]] const timefmt::zone &zone() const;
+  // Fixes what `now` means for the time functions (tests, reproducible examples); nullopt =
+  // the real clock (default).
+  void set_now(std::optional<std::int64_t> utc_ns);
 
   // True when `sql` ends in a complete statement (sqlite3_complete), for multi-line input.
   static bool complete(std::string_view sql);

@@ -1,0 +1,154 @@
+// rsched::timefmt: time and duration grammar, zones (UTC, named with DST) and formatting.
+#include "rsched/base/timefmt.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+
+using namespace rsched::timefmt;
+
+namespace {
+
+constexpr std::int64_t s = 1'000'000'000;
+// 2026-11-20T14:03:05Z, a Friday.
+constexpr std::int64_t now = 1795183385 * s;
+
+std::int64_t t_ok(std::string_view in, const zone &z) {
+  auto r = parse_time(in, now, z);
+  INFO(in << ": " << (r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+  return *r;
+}
+
+zone named(const char *n) {
+  auto z = zone::parse(n);
+  REQUIRE(z.ok());
+  return *z;
+}
+
+} // namespace
+
+TEST_CASE("parse_duration accepts the documented forms", "[base]") {
+  struct c {
+    const char *in;
+    std::int64_t ns;
+  };
+  const c cases[] = {
+      {"90m", 90 * 60 * s},   {"1d2h", (86400 + 7200) * s},
+      {"5m30s", 330 * s},     {"2 hours", 7200 * s},
+      {"500ms", 500'000'000}, {"250us", 250'000},
+      {"300", 300 * s},       {"0.5", s / 2},
+      {"1.5h", 5400 * s},     {" 2h 30m ", 9000 * s},
+      {"10ns", 10},           {"1w", 604800 * s},
+      {"3 minutes", 180 * s}, {"2H", 7200 * s},
+  };
+  for (const auto &k : cases) {
+    INFO(k.in);
+    auto r = parse_duration(k.in);
+    REQUIRE(r.ok());
+    CHECK(*r == k.ns);
+  }
+  for (const char *bad : {"", "abc", "5 parsecs", "1..2s", "5m 3", "-5m"}) {
+    INFO(bad);
+    auto r = parse_duration(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().msg.find(std::string("'") + bad + "'") != std::string::npos);
+    CHECK(r.err().msg.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("parse_time in UTC", "[base]") {
+  const zone z = zone::utc();
+  const std::int64_t at1403 = 1795183380 * s;
+  CHECK(t_ok("2026-11-20T14:03:00Z", z) == at1403);
+  CHECK(t_ok("2026-11-20T16:03:00+02:00", z) == at1403);
+  CHECK(t_ok("2026-11-20T09:03:00-0500", z) == at1403);
+  CHECK(t_ok("2026-11-20T14:03:00.250Z", z) == at1403 + 250'000'000);
+  CHECK(t_ok("2026-11-20 14:03", z) == at1403);
+  CHECK(t_ok("2026-11-20 14:03:00", z) == at1403);
+  CHECK(t_ok("2026-11-20T14:03:00.123456789", z) == at1403 + 123'456'789);
+  CHECK(t_ok("2026-11-20", z) == at1403 - (14 * 3600 + 3 * 60) * s);
+  CHECK(t_ok("1795183380", z) == at1403);
+  CHECK(t_ok("1795183380.5", z) == at1403 + s / 2);
+  CHECK(t_ok("now", z) == now);
+  CHECK(t_ok("NOW", z) == now);
+  CHECK(t_ok("today", z) == at1403 - (14 * 3600 + 3 * 60) * s);
+  CHECK(t_ok("yesterday", z) == at1403 - (14 * 3600 + 3 * 60 + 86400) * s);
+  CHECK(t_ok("yesterday 14:03", z) == at1403 - 86400 * s);
+  CHECK(t_ok("today 14:03", z) == at1403);
+  CHECK(t_ok("14:03", z) == at1403);
+  CHECK(t_ok("14:03:00", z) == at1403);
+  CHECK(t_ok("2h ago", z) == now - 7200 * s);
+  CHECK(t_ok("90m ago", z) == now - 5400 * s);
+  CHECK(t_ok("1d2h ago", z) == now - (86400 + 7200) * s);
+  CHECK(t_ok("2 hours ago", z) == now - 7200 * s);
+  CHECK(t_ok("1970-01-01T00:00:00Z", z) == 0);
+  CHECK(t_ok("1969-12-31T23:59:59Z", z) == -s);
+  CHECK(t_ok("2024-02-29 00:00", z) == 1709164800 * s);
+}
+
+TEST_CASE("parse_time errors name the input on one line", "[base]") {
+  for (const char *bad :
+       {"", "tomorrow", "2026-13-01", "2026-02-30", "2026-11-20 25:00", "2026-11-20T14:03:00+2",
+        "yesterday noon", "14:03 ago", "x ago", "2026-11-20 14:03 junk", "12:61"}) {
+    INFO(bad);
+    auto r = parse_time(bad, now, zone::utc());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().msg.find(std::string("'") + bad + "'") != std::string::npos);
+    CHECK(r.err().msg.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("parse_time and format_time in a named zone with DST", "[base]") {
+  const zone ny = named("America/New_York");
+  // Winter: UTC-5.
+  CHECK(t_ok("2026-11-20 14:03", ny) == 1795201380 * s);
+  CHECK(t_ok("2026-11-20T14:03:00Z", ny) == 1795183380 * s); // explicit offset wins
+  // The day DST starts (2026-03-08): 01:30 is EST, 03:30 EDT.
+  CHECK(t_ok("2026-03-08 01:30", ny) == 1772951400 * s);
+  CHECK(t_ok("2026-03-08 03:30", ny) == 1772955000 * s);
+  CHECK(format_time(1772951400 * s, ny) == "2026-03-08 01:30:00-05:00");
+  CHECK(format_time(1772955000 * s, ny) == "2026-03-08 03:30:00-04:00");
+  // today/yesterday are midnights in the zone: now is 09:03:05 in New York.
+  CHECK(t_ok("today", ny) == (1795201380 - 14 * 3600 - 3 * 60) * s);
+  CHECK(t_ok("09:03:05", ny) == now);
+  CHECK(t_ok("yesterday 09:03:05", ny) == now - 86400 * s);
+
+  const zone berlin = named("Europe/Berlin");
+  CHECK(t_ok("2026-07-01 12:00", berlin) == 1782900000 * s);
+  CHECK(format_time(1782900000 * s, berlin) == "2026-07-01 12:00:00+02:00");
+  CHECK(format_time(1782900000 * s + 123'456'789, berlin) == "2026-07-01 12:00:00.123+02:00");
+  // The zone switch does not leak into the process environment.
+  const char *tz = std::getenv("TZ");
+  const std::string before = tz != nullptr ? tz : "<unset>";
+  (void)format_time(0, ny);
+  const char *tz2 = std::getenv("TZ");
+  CHECK((tz2 != nullptr ? std::string(tz2) : std::string("<unset>")) == before);
+}
+
+TEST_CASE("format_time in UTC and round trips", "[base]") {
+  const zone z = zone::utc();
+  CHECK(format_time(1795183385 * s, z) == "2026-11-20 14:03:05+00:00");
+  CHECK(format_time(1795183385 * s + 5'000'000, z) == "2026-11-20 14:03:05.005+00:00");
+  CHECK(format_time(1795183385 * s + 999, z) == "2026-11-20 14:03:05+00:00");
+  CHECK(format_time(-s, z) == "1969-12-31 23:59:59+00:00");
+  for (const zone &zz : {zone::utc(), named("America/New_York"), named("Asia/Kolkata")}) {
+    for (std::int64_t t : {std::int64_t{0}, 1772951400 * s, 1795183385 * s + 250'000'000}) {
+      CHECK(t_ok(format_time(t, zz), z) == t);
+    }
+  }
+}
+
+TEST_CASE("zone::parse", "[base]") {
+  CHECK(zone::parse("UTC")->k == zone::kind::utc);
+  CHECK(zone::parse("utc")->k == zone::kind::utc);
+  CHECK(zone::parse("local")->k == zone::kind::local);
+  CHECK(zone::parse("Europe/Berlin")->name == "Europe/Berlin");
+  for (const char *bad : {"Mars/Olympus", "../../etc/passwd", "/etc/localtime", "", "Europe"}) {
+    INFO(bad);
+    auto r = zone::parse(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().msg.find("unknown time zone") != std::string::npos);
+  }
+}

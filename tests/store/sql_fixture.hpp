@@ -1,0 +1,130 @@
+#pragma once
+// A synthetic history for the SQL function tests and the docs/SQL.md examples: known samples per
+// comm, a gap, a restart, an injected spike where comm "hog" has large delays, a hostile comm and
+// one annotation. All times are UTC on 2026-11-20.
+#include "rsched/store/annotations.hpp"
+#include "rsched/store/reader.hpp"
+#include "rsched/store/writer.hpp"
+
+#include "store_test_util.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace sql_fixture {
+
+constexpr std::int64_t sec = 1'000'000'000;
+constexpr std::int64_t t1300 = std::int64_t{1795179600} * sec; // 2026-11-20T13:00:00Z
+constexpr std::int64_t minute = 60 * sec;
+constexpr std::int64_t t1403 = t1300 + 63 * minute;
+constexpr std::int64_t spike_start = t1403; // [14:03:00, 14:03:30): 3 intervals
+constexpr std::int64_t spike_end = t1403 + 30 * sec;
+constexpr std::int64_t gap_start = t1300 + 40 * minute; // [13:40, 13:45): not recording
+constexpr std::int64_t gap_end = t1300 + 45 * minute;
+constexpr std::int64_t history_end = t1300 + 90 * minute; // 14:30
+constexpr std::int64_t interval = 10 * sec;
+inline const std::string hostile = "ev\"il,\n\x1b[31m'; DROP\t\xff"; // 15 bytes
+
+struct sample_set {
+  std::int64_t ts;
+  std::string comm;
+  std::uint32_t cpu;
+  std::vector<std::uint64_t> ns;
+};
+
+struct history {
+  store_test::temp_dir dir;
+  std::string path;
+  std::vector<sample_set> samples;
+
+  // Exact samples of `comm` ("" = all) in intervals starting in [a, b).
+  [[nodiscard]] std::vector<std::uint64_t> of(const std::string &comm, std::int64_t a,
+                                              std::int64_t b) const {
+    std::vector<std::uint64_t> out;
+    for (const auto &s : samples) {
+      if ((comm.empty() || s.comm == comm) && s.ts >= a && s.ts < b) {
+        out.insert(out.end(), s.ns.begin(), s.ns.end());
+      }
+    }
+    return out;
+  }
+};
+
+inline std::vector<std::uint64_t> uniform(std::mt19937_64 &rng, std::size_t n, std::uint64_t lo,
+                                          std::uint64_t hi) {
+  std::vector<std::uint64_t> out;
+  std::uniform_int_distribution<std::uint64_t> d(lo, hi);
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(d(rng));
+  }
+  return out;
+}
+
+inline void build(history &h) {
+  h.path = h.dir.file("rsched.db");
+  std::mt19937_64 rng(20261120);
+  auto w = rsched::store::writer::open(h.path);
+  REQUIRE(w.ok());
+  for (std::int64_t ts = t1300; ts < history_end; ts += interval) {
+    if (ts >= gap_start && ts < gap_end) {
+      continue;
+    }
+    const bool spike = ts >= spike_start && ts < spike_end;
+    struct who {
+      std::uint32_t tid;
+      std::string comm;
+      std::string cgroup;
+      std::uint32_t cpu;
+      std::vector<std::uint64_t> ns;
+    };
+    std::vector<who> ws = {
+        {10, "web", "/web.slice", 0,
+         spike ? uniform(rng, 40, 1'000'000, 5'000'000) : uniform(rng, 40, 5'000, 200'000)},
+        {20, "db", "/db.slice", 1, uniform(rng, 20, 50'000, 2'000'000)},
+        {30, "hog", "/batch.slice", 0,
+         spike ? uniform(rng, 300, 20'000'000, 80'000'000) : uniform(rng, 2, 10'000, 50'000)},
+        {40, hostile, "/evil\"slice,\n", 1, {100'000, 100'000, 100'000}},
+    };
+    rsched::store::cpu_row c0;
+    c0.cpu = 0;
+    rsched::store::cpu_row c1;
+    c1.cpu = 1;
+    std::vector<rsched::store::thread_row> threads;
+    for (auto &x : ws) {
+      threads.push_back(store_test::make_thread(x.tid, x.comm, x.ns, {1, 2}, x.cgroup));
+      auto &c = x.cpu == 0 ? c0 : c1;
+      for (auto v : x.ns) {
+        c.delay_hist.add(v);
+        c.delay_total_ns += v;
+        ++c.delay_count;
+      }
+      h.samples.push_back({ts, x.comm, x.cpu, x.ns});
+    }
+    auto iv = store_test::make_interval(ts, std::move(threads), {c0, c1});
+    iv.final_interval = ts + interval == gap_start; // rschedd stopped before the gap
+    REQUIRE(w->write(iv).ok());
+  }
+  rsched::store::annotation a;
+  a.start_ns = t1403;
+  a.end_ns = t1403 + 30 * sec;
+  a.text = "deploy v42";
+  a.tags = "deploy,web";
+  REQUIRE(rsched::store::add_annotation(h.path, a).ok());
+}
+
+// A reader on the fixture with UTC display and `now` fixed at 14:30 (the end of the history).
+inline rsched::store::reader open(const history &h) {
+  auto r = rsched::store::reader::open(h.path);
+  INFO((r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+  r->set_zone(rsched::timefmt::zone::utc());
+  r->set_now(history_end);
+  return std::move(r).value();
+}
+
+} // namespace sql_fixture
