@@ -1,0 +1,100 @@
+// A recording with an injected spike (a burst of CPU hogs for a few seconds): spikes() finds that
+// window and names the hogs, compare() ranks them first.
+#include "rsched/store/reader.hpp"
+
+#include "root_test_util.hpp"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+#include <unistd.h>
+
+using namespace rsched;
+using namespace std::chrono_literals;
+
+namespace {
+std::int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql) {
+  auto r = store::reader::open(db);
+  REQUIRE(r.ok());
+  std::vector<std::vector<store::value>> rows;
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) { rows.push_back(row); };
+  auto ok = r->exec(sql, sink);
+  INFO(sql);
+  INFO((ok.ok() ? std::string() : ok.err().msg));
+  REQUIRE(ok.ok());
+  return rows;
+}
+} // namespace
+
+TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them first",
+          "[root][bpf][spike]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  const std::string dir = test::temp_dir();
+  const std::string db = dir + "/rsched.db";
+  test::daemon d({"--db", db, "-i", "1"});
+  INFO(d.stderr_text());
+  REQUIRE(d.wait_attached());
+  std::this_thread::sleep_for(3s); // quiet baseline
+  const std::int64_t burst_start = realtime_ns();
+  std::vector<pid_t> hogs;
+  for (int i = 0; i < 6; ++i) { // 6 busy loops on 2 CPUs: each waits for the others' slices
+    const pid_t p = fork();
+    REQUIRE(p >= 0);
+    if (p == 0) {
+      prctl(PR_SET_NAME, "rs-hog");
+      volatile std::uint64_t x = 0;
+      for (;;) {
+        x = x + 1;
+      }
+    }
+    hogs.push_back(p);
+  }
+  std::this_thread::sleep_for(4s);
+  for (pid_t p : hogs) {
+    kill(p, SIGKILL);
+    waitpid(p, nullptr, 0);
+  }
+  const std::int64_t burst_end = realtime_ns();
+  std::this_thread::sleep_for(3s); // quiet again
+  REQUIRE(d.stop(SIGINT) == 0);
+
+  const auto spikes =
+      query(db, "SELECT start_ns, end_ns, top_comms FROM spikes('sched_delay', '3ms')");
+  REQUIRE_FALSE(spikes.empty());
+  bool found = false;
+  for (const auto &s : spikes) {
+    const auto start = std::get<std::int64_t>(s[0]);
+    const auto end = std::get<std::int64_t>(s[1]);
+    const auto &top = std::get<std::string>(s[2]);
+    INFO("spike " << start << ".." << end << " top " << top);
+    // the spike that overlaps the burst names the hogs first
+    if (start < burst_end && end > burst_start) {
+      found = true;
+      CHECK(top.rfind("rs-hog", 0) == 0);
+      CHECK(end - start >= 2'000'000'000); // most of the 4 s burst
+    }
+  }
+  CHECK(found);
+  const auto cmp =
+      query(db, "SELECT key FROM compare(" + std::to_string(burst_start - 3'000'000'000) + ", " +
+                    std::to_string(burst_start) + ", " + std::to_string(burst_start) + ", " +
+                    std::to_string(burst_end) + ") LIMIT 1");
+  REQUIRE(cmp.size() == 1);
+  CHECK(std::get<std::string>(cmp[0][0]) == "rs-hog");
+  std::filesystem::remove_all(dir);
+}
