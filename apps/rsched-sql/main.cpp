@@ -1,11 +1,13 @@
 // rsched-sql: SQL over the history recorded by rschedd (see `rsched-sql --help`).
 #include "rsched/base/text.hpp"
+#include "rsched/base/timefmt.hpp"
 #include "rsched/sql_shell/interactive.hpp"
 #include "rsched/sql_shell/options.hpp"
 #include "rsched/sql_shell/shell.hpp"
 #include "rsched/store/reader.hpp"
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <pwd.h>
 #include <string>
@@ -28,6 +30,9 @@ const char *home_dir() {
   return pw != nullptr ? pw->pw_dir : nullptr;
 }
 
+// Rows of one result shown on a terminal in the human modes (the rest are counted).
+constexpr std::size_t max_terminal_rows = 1000;
+
 int run(int argc, char **argv) {
   auto parsed = sq::parse_args(argc, argv);
   if (!parsed) {
@@ -44,18 +49,44 @@ int run(int argc, char **argv) {
     return sq::exit_ok;
   }
 
+  if (opt.mark) {
+    auto id = sq::add_mark(opt.db_path, *opt.mark, rsched::timefmt::zone::local(),
+                           rsched::timefmt::realtime_now_ns());
+    if (!id) {
+      print_error(id.err().msg);
+      return sq::exit_failure;
+    }
+    std::cout << *id << '\n';
+    return sq::exit_ok;
+  }
+
   auto db = rsched::store::reader::open(opt.db_path, true);
   if (!db) {
     print_error(db.err().msg);
     return sq::exit_failure;
   }
 
+  std::ofstream file_out;
+  if (opt.output_file) {
+    file_out.open(*opt.output_file, std::ios::binary | std::ios::trunc);
+    if (!file_out) {
+      print_error("cannot open '" + *opt.output_file + "' for writing");
+      return sq::exit_failure;
+    }
+  }
+  std::ostream &out = opt.output_file ? static_cast<std::ostream &>(file_out) : std::cout;
+  const bool out_is_terminal = !opt.output_file && isatty(STDOUT_FILENO) != 0;
+
   sq::output_config cfg;
   cfg.mode = opt.mode;
-  cfg.escape_csv_text = isatty(STDOUT_FILENO) != 0; // "never raw on a terminal", even in CSV
-  sq::shell sh(*db, std::cout, std::cerr, cfg);
+  cfg.escape_csv_text = out_is_terminal; // "never raw on a terminal", even in CSV
+  cfg.max_rows = out_is_terminal ? max_terminal_rows : 0;
+  sq::shell sh(*db, out, std::cerr, cfg);
+  sh.set_db_path(opt.db_path);
+  sh.set_bail(opt.bail);
 
   int rc = sq::exit_ok;
+  bool interactive = false;
   if (!opt.commands.empty()) {
     for (const auto &c : opt.commands) {
       const auto st = sh.run_command(c);
@@ -70,6 +101,7 @@ int run(int argc, char **argv) {
   } else if (isatty(STDIN_FILENO) == 0) {
     rc = sh.run_script(std::cin);
   } else {
+    interactive = true;
     sq::interactive_options io;
     io.history_file = sq::history_path(std::getenv("RSCHED_SQL_HISTORY"), home_dir());
     io.banner = rsched::text::escape_for_terminal(
@@ -77,10 +109,15 @@ int run(int argc, char **argv) {
         opt.db_path + " (read-only). Enter .help for help, Ctrl-D to leave.");
     rc = sq::run_interactive(sh, io);
   }
+  if (rc == sq::exit_ok && !interactive && sh.no_data()) {
+    rc = sq::exit_no_data;
+  }
 
+  out.flush();
   std::cout.flush();
-  if (!std::cout) {
-    print_error("error writing to standard output");
+  if (!out || !std::cout) {
+    print_error(opt.output_file ? "error writing to " + *opt.output_file
+                                : std::string("error writing to standard output"));
     return sq::exit_failure;
   }
   return rc;

@@ -156,10 +156,76 @@ TEST_CASE("rsched-sql e2e: SQL from stdin when it is not a terminal", "[rsched-s
     CHECK(recs[1][0] == evil_comm);
     CHECK(recs[2][0] == "5");
   }
-  SECTION("a failing statement exits 1") {
-    const auto r = run_sql({db}, "SELECT 1;\nSELECT broken(;\nSELECT 2;\n");
+  SECTION("with --bail a failing statement stops the script and exits 1") {
+    const auto r = run_sql({db, "--bail"}, "SELECT 1;\nSELECT broken(;\nSELECT 2;\n");
     CHECK(r.status == 1);
     CHECK(r.err.rfind("rsched-sql: line 2, column ", 0) == 0); // lines of the whole input
     CHECK(r.out.find("| 2 |") == std::string::npos);
   }
+  SECTION("without --bail the script goes on and exits 1") {
+    const auto r = run_sql({db}, "SELECT 1;\nSELECT broken(;\nSELECT 2;\n");
+    CHECK(r.status == 1);
+    CHECK(r.err.rfind("rsched-sql: line 2, column ", 0) == 0);
+    CHECK(r.out.find("| 2 |") != std::string::npos);
+  }
+}
+
+TEST_CASE("rsched-sql e2e: --json and --jsonl keep the hostile comm exact", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const auto r = run_sql({db, "--json", "-c", "SELECT comm, count FROM sched_delay ORDER BY tid"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out == "[{\"comm\":\"plain\",\"count\":1},\n"
+                 "{\"comm\":\"evil\\\"c,o\\u001b[2Jm\",\"count\":100}]\n");
+  const auto l = run_sql({db, "--jsonl", "-c", "SELECT tid FROM sched_delay ORDER BY tid"});
+  CHECK(l.out == "{\"tid\":7}\n{\"tid\":42}\n");
+}
+
+TEST_CASE("rsched-sql e2e: -o writes results to a file", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const std::string file = dir.file("out.csv");
+  const auto r = run_sql({db, "--csv", "-o", file, "-c", "SELECT comm FROM sched_delay"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.empty());
+  const auto recs = parse_csv(slurp(file));
+  REQUIRE(recs.size() == 3);
+  const auto bad = run_sql({db, "-o", dir.file("no/dir/x"), "-c", "SELECT 1"});
+  CHECK(bad.status == 1);
+}
+
+TEST_CASE("rsched-sql e2e: mark adds an annotation and prints its id", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const auto r = run_sql({db, "mark", "deploy v42", "--at", "2026-11-20T14:03:00Z", "--until",
+                          "2026-11-20T14:05:00Z", "--tags", "deploy"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out == "1\n");
+  const auto q =
+      run_sql({db, "--csv", "-c", "SELECT start_ns, end_ns, text, tags FROM annotations"});
+  CHECK(q.out == "start_ns,end_ns,text,tags\r\n"
+                 "1795183380000000000,1795183500000000000,deploy v42,deploy\r\n");
+  CHECK(run_sql({db, "mark", "x", "--at", "whenever"}).status == 1);
+  CHECK(run_sql({db, "mark"}).status == 2);
+}
+
+TEST_CASE("rsched-sql e2e: a time window without data exits 3", "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const auto r = run_sql(
+      {db, "--csv", "-c", "SELECT start_ns FROM intervals WHERE start_ns >= t('2099-01-01')"});
+  CHECK(r.status == 3);
+  CHECK(r.out == "start_ns\r\n");
+  CHECK(r.err == "rsched-sql: no recorded data in that window\n");
+  // The window holds the interval: 0.
+  const auto ok = run_sql(
+      {db, "--csv", "-c", "SELECT count(*) AS n FROM intervals WHERE start_ns < t('2099-01-01')"});
+  CHECK(ok.status == 0);
+  // An empty result without a window function is not "no data".
+  CHECK(run_sql({db, "-c", "SELECT 1 WHERE 0"}).status == 0);
+  // From stdin too; an SQL error takes precedence.
+  CHECK(run_sql({db}, "SELECT 1 WHERE ts > ago('1h');\n").status == 1); // no column ts
+  CHECK(run_sql({db}, "SELECT start_ns FROM intervals WHERE start_ns > ago('1h');\n").status == 3);
 }

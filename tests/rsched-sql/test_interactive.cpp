@@ -1,5 +1,7 @@
 // The interactive shell driven through a pseudo-terminal: prompts, multi-line statements, errors
 // that do not end the session, Ctrl-C, Ctrl-D, and history kept across sessions.
+#include "rsched/sql_shell/shell.hpp"
+
 #include "helpers.hpp"
 
 #include <catch2/catch.hpp>
@@ -200,4 +202,64 @@ TEST_CASE("rsched-sql interactive: tab completes dot commands and names", "[rsch
   REQUIRE(s.expect("rsched> "));
   s.send("\x04");
   CHECK(s.wait_exit() == 0);
+}
+
+TEST_CASE("rsched-sql interactive: multi-line recall, completion, Ctrl-C in a query, .once",
+          "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const std::string csv = dir.file("x.csv");
+  pty_session s({db}, dir.file("history"));
+  REQUIRE(s.expect("rsched> "));
+
+  // A statement over three lines, then recalled whole with the up arrow.
+  s.send("SELECT 6\r");
+  REQUIRE(s.expect("   ...> "));
+  s.send("* 7\r");
+  REQUIRE(s.expect("   ...> "));
+  s.send("AS product;\r");
+  REQUIRE(s.expect("|      42 |"));
+  REQUIRE(s.expect("rsched> "));
+  s.send("\x1b[A\r"); // up arrow, Enter
+  REQUIRE(s.expect("|      42 |"));
+  REQUIRE(s.expect("rsched> "));
+
+  // Tab completes a view name (the only match of "runq_dep").
+  s.send("SELECT count(*) >= 0 AS n FROM runq_dep\t;\r");
+  REQUIRE(s.expect("| 1 |"));
+  REQUIRE(s.expect("rsched> "));
+
+  // Ctrl-C during a long query cancels it and the prompt works again.
+  if (rsched::sql_shell::shell::can_interrupt()) {
+    s.send("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+           "SELECT count(*) FROM c;\r");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    s.send("\x03");
+    REQUIRE(s.expect("Interrupted"));
+    REQUIRE(s.expect("rsched> "));
+    s.send("SELECT 9 AS nine;\r");
+    REQUIRE(s.expect("|    9 |"));
+    REQUIRE(s.expect("rsched> "));
+  } else {
+    WARN("store::reader has no interrupt(): Ctrl-C during a query is not tested");
+  }
+
+  // .once writes the next result as CSV to a file; the one after comes back to the terminal.
+  s.send(".mode csv\r");
+  REQUIRE(s.expect("rsched> "));
+  s.send(".once " + csv + "\r");
+  REQUIRE(s.expect("rsched> "));
+  const std::size_t before_once = s.mark();
+  s.send("SELECT comm FROM sched_delay ORDER BY tid;\r");
+  REQUIRE(s.expect("rsched> "));
+  CHECK(s.since(before_once).find("plain") == std::string::npos); // went to the file
+  s.send("SELECT 'back' AS w;\r");
+  REQUIRE(s.expect("back"));
+  REQUIRE(s.expect("rsched> "));
+  s.send("\x04");
+  CHECK(s.wait_exit() == 0);
+  const auto recs = parse_csv(slurp(csv));
+  REQUIRE(recs.size() == 3);
+  CHECK(recs[1][0] == "plain");
+  CHECK(recs[2][0] == evil_comm); // exact bytes in the file
 }

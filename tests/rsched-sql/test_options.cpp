@@ -52,7 +52,8 @@ TEST_CASE("rsched-sql options: help and version", "[rsched-sql]") {
   CHECK(parse({"--version"})->version);
   CHECK(program_version == "0.1.0");
   const auto u = usage_text();
-  CHECK(u.find("Usage: rsched-sql [DB] [-c SQL]... [--csv]") == 0);
+  CHECK(u.find("Usage: rsched-sql [DB] [-c SQL]... [--csv|--json|--jsonl] [-o FILE] [--bail]") ==
+        0);
   CHECK(u.find(rsched::store::default_db_path) != std::string::npos);
   CHECK(u.back() == '\n');
 }

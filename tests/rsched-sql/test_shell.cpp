@@ -104,7 +104,7 @@ TEST_CASE("rsched-sql shell: dot commands", "[rsched-sql]") {
     CHECK(f.out.str() == "+---+\n| a |\n+---+\n| 1 |\n+---+\n");
   }
   SECTION("bad arguments and unknown commands fail") {
-    CHECK(f.sh.run_dot(".mode json") == shell::status::failed);
+    CHECK(f.sh.run_dot(".mode yaml") == shell::status::failed);
     CHECK(f.sh.run_dot(".headers") == shell::status::failed);
     CHECK(f.sh.run_dot(".frobnicate\x1b") == shell::status::failed);
     CHECK(f.err.str().find("unknown command '.frobnicate\\x1b'") != std::string::npos);
@@ -133,7 +133,8 @@ TEST_CASE("rsched-sql shell: scripts run statements and dot commands and stop at
     CHECK(f.sh.run_script(in) == exit_ok);
     CHECK(f.out.str() == "a\r\n1\r\nb\r\nx;y\r\n");
   }
-  SECTION("error: exit 1, later statements not run, input line named") {
+  SECTION("error with --bail: exit 1, later statements not run, input line named") {
+    f.sh.set_bail(true);
     std::istringstream in(
         ".mode csv\nSELECT 1 AS a;\n\nSELECT nope\nFROM nowhere;\nSELECT 3 AS c;\n");
     CHECK(f.sh.run_script(in) == exit_failure);
@@ -142,11 +143,20 @@ TEST_CASE("rsched-sql shell: scripts run statements and dot commands and stop at
     // The statement starts on line 4 (SQLite gives no column for a missing table).
     CHECK(f.err.str() == "rsched-sql: line 4: no such table: nowhere\n");
   }
+  SECTION("error without --bail: the script goes on and exits 1") {
+    std::istringstream in(
+        ".mode csv\nSELECT 1 AS a;\nSELECT nope FROM nowhere;\n.bogus\nSELECT 3 AS c;\n");
+    CHECK(f.sh.run_script(in) == exit_failure);
+    CHECK(f.out.str() == "a\r\n1\r\nc\r\n3\r\n");
+    const std::string e = f.err.str();
+    CHECK(std::count(e.begin(), e.end(), '\n') == 2);
+  }
   SECTION(".quit ends the script") {
     std::istringstream in(".quit\nSELECT nope;\n");
     CHECK(f.sh.run_script(in) == exit_ok);
   }
   SECTION("a bad dot command fails the script") {
+    f.sh.set_bail(true);
     std::istringstream in(".nope\n");
     CHECK(f.sh.run_script(in) == exit_failure);
   }
@@ -177,6 +187,6 @@ TEST_CASE("rsched-sql shell: completion candidates", "[rsched-sql]") {
   CHECK(completions("", "sel", true, names) == std::vector<std::string>{"select"});
   CHECK(completions("", "SEL", true, names) == std::vector<std::string>{"SELECT"});
   CHECK(completions("SELECT ", "hist_p", false, names) ==
-        std::vector<std::string>{"hist_percentile"});
+        std::vector<std::string>{"hist_percentile", "hist_percentile_error"});
   CHECK(completions("SELECT ", ".t", false, names).empty()); // not a dot command mid-statement
 }

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <signal.h>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -29,6 +30,7 @@ std::vector<std::string> g_names;   // schema names for completion
 std::vector<std::string> g_matches; // candidates of the completion in progress
 bool g_statement_start = true;      // the line being read starts a statement
 volatile std::sig_atomic_t g_interrupted = 0;
+shell *g_shell = nullptr; // the session, for SIGINT during a query
 
 char *next_match(const char *, int state) {
   static std::size_t index = 0;
@@ -42,8 +44,12 @@ char *next_match(const char *, int state) {
 }
 
 char **attempt_completion(const char *word, int start, int) {
-  rl_attempted_completion_over = 1; // never fall back to file names
   const std::string_view before(rl_line_buffer, static_cast<std::size_t>(start));
+  if (completes_file_name(before, g_statement_start)) {
+    rl_attempted_completion_over = 0; // readline's file name completion
+    return nullptr;
+  }
+  rl_attempted_completion_over = 1; // never fall back to file names
   g_matches = completions(before, word, g_statement_start, g_names);
   return rl_completion_matches(word, &next_match);
 }
@@ -116,9 +122,21 @@ private:
   bool failed_ = false;
 };
 
-// Runs `fn` with the default SIGINT action (Ctrl-C during a query ends the process).
-template <typename F> auto with_default_sigint(F &&fn) {
-  std::signal(SIGINT, SIG_DFL);
+// SIGINT while a statement runs: interrupt it (sqlite3_interrupt through the reader, which is
+// safe from a signal handler); the statement fails with "Interrupted" and the prompt comes back.
+extern "C" void on_query_sigint(int) {
+  if (g_shell != nullptr) {
+    g_shell->interrupt();
+  }
+}
+
+// Runs `fn` (a statement or dot command) with Ctrl-C interrupting it. Without
+// store::reader::interrupt() Ctrl-C keeps its default action (it ends the process).
+template <typename F> auto with_query_sigint(F &&fn) {
+  struct sigaction sa {};
+  sa.sa_handler = shell::can_interrupt() ? &on_query_sigint : SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
   auto r = fn();
   std::signal(SIGINT, on_sigint);
   return r;
@@ -133,7 +151,8 @@ int run_interactive(shell &sh, const interactive_options &opts) {
   FILE *ui = isatty(STDOUT_FILENO) != 0 ? stdout : stderr;
   rl_outstream = ui;
   rl_attempted_completion_function = &attempt_completion;
-  g_names = sh.schema_names();
+  g_names = sh.completion_names();
+  g_shell = &sh;
 
   history_file history(opts.history_file);
   history.load();
@@ -161,7 +180,7 @@ int run_interactive(shell &sh, const interactive_options &opts) {
     if (buf.empty() && is_dot_command(line)) {
       buf.clear();
       history.add(line);
-      if (with_default_sigint([&] { return sh.run_dot(line); }) == shell::status::quit) {
+      if (with_query_sigint([&] { return sh.run_dot(line); }) == shell::status::quit) {
         break;
       }
       continue;
@@ -169,12 +188,13 @@ int run_interactive(shell &sh, const interactive_options &opts) {
     if (buf.add_line(line)) {
       std::string stmt = buf.take();
       history.add(stmt);
-      (void)with_default_sigint([&] { return sh.run_sql(stmt); });
+      (void)with_query_sigint([&] { return sh.run_sql(stmt); });
     } else if (buf.empty()) {
       buf.clear(); // blank or comment only: nothing pending
     }
   }
   std::signal(SIGINT, SIG_DFL);
+  g_shell = nullptr;
   std::cout.flush();
   return exit_ok;
 }

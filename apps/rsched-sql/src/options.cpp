@@ -4,33 +4,133 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <utility>
+
 namespace rsched::sql_shell {
+
+namespace {
+
+constexpr std::array<std::pair<output_mode, std::string_view>, 7> mode_names = {{
+    {output_mode::table, "table"},
+    {output_mode::box, "box"},
+    {output_mode::markdown, "markdown"},
+    {output_mode::line, "line"},
+    {output_mode::csv, "csv"},
+    {output_mode::json, "json"},
+    {output_mode::jsonl, "jsonl"},
+}};
+
+} // namespace
+
+std::optional<output_mode> parse_mode(std::string_view name) {
+  for (const auto &[m, n] : mode_names) {
+    if (n == name) {
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string_view mode_name(output_mode m) {
+  for (const auto &[mm, n] : mode_names) {
+    if (mm == m) {
+      return n;
+    }
+  }
+  return "table";
+}
 
 result<options> parse_args(std::span<const std::string_view> args) {
   options o;
   std::optional<std::string> db;
   bool options_ended = false;
+  bool mode_set = false;
+  auto need_value = [&](std::size_t i, std::string_view what) -> result<std::string_view> {
+    if (i + 1 == args.size()) {
+      return make_error(fmt::format("option '{}' needs {}", args[i], what));
+    }
+    return args[i + 1];
+  };
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     const bool is_option = !options_ended && a.size() > 1 && a.front() == '-';
     if (!is_option) {
-      if (db) {
+      if (!db) {
+        if (a.empty()) {
+          return make_error("the database path is empty");
+        }
+        db = std::string(a);
+      } else if (!o.mark && a == "mark") {
+        o.mark = mark_args{};
+        // The text: the next positional argument (it may start with '-' after "--").
+        bool have_text = false;
+        for (std::size_t j = i + 1; j < args.size(); ++j) {
+          const std::string_view b = args[j];
+          if (!options_ended && b == "--") {
+            options_ended = true;
+            continue;
+          }
+          if (!options_ended && b.size() > 1 && b.front() == '-') {
+            if (b == "--at" || b == "--until" || b == "--tags") {
+              auto v = need_value(j, "a value");
+              if (!v) {
+                return v.err();
+              }
+              if (b == "--at") {
+                o.mark->at = std::string(*v);
+              } else if (b == "--until") {
+                o.mark->until = std::string(*v);
+              } else {
+                o.mark->tags = std::string(*v);
+              }
+              ++j;
+              continue;
+            }
+            return make_error(fmt::format("unknown option '{}' for mark", b));
+          }
+          if (have_text) {
+            return make_error(
+                fmt::format("too many arguments: '{}' (quote the text of the mark)", b));
+          }
+          o.mark->text = std::string(b);
+          have_text = true;
+        }
+        if (!have_text || o.mark->text.empty()) {
+          return make_error("mark needs a text: mark \"deploy v42\" [--at T] [--until T]");
+        }
+        if (!o.commands.empty() || o.output_file || mode_set || o.bail) {
+          return make_error("mark cannot be combined with -c, -o, --csv, --json or --bail");
+        }
+        break;
+      } else {
         return make_error(
             fmt::format("too many arguments: '{}' (only one database is allowed)", a));
       }
-      if (a.empty()) {
-        return make_error("the database path is empty");
-      }
-      db = std::string(a);
     } else if (a == "--") {
       options_ended = true;
     } else if (a == "-c") {
-      if (i + 1 == args.size()) {
-        return make_error("option '-c' needs an SQL argument");
+      auto v = need_value(i, "an SQL argument");
+      if (!v) {
+        return v.err();
       }
-      o.commands.emplace_back(args[++i]);
-    } else if (a == "--csv") {
-      o.mode = output_mode::csv;
+      o.commands.emplace_back(*v);
+      ++i;
+    } else if (a == "-o") {
+      auto v = need_value(i, "a file name");
+      if (!v) {
+        return v.err();
+      }
+      if (v->empty()) {
+        return make_error("option '-o' needs a file name");
+      }
+      o.output_file = std::string(*v);
+      ++i;
+    } else if (a == "--csv" || a == "--json" || a == "--jsonl") {
+      o.mode = *parse_mode(a.substr(2));
+      mode_set = true;
+    } else if (a == "--bail") {
+      o.bail = true;
     } else if (a == "-h" || a == "--help") {
       o.help = true;
     } else if (a == "--version") {
@@ -53,36 +153,59 @@ result<options> parse_args(int argc, const char *const *argv) {
 
 std::string usage_text() {
   return fmt::format(
-      R"(Usage: {0} [DB] [-c SQL]... [--csv]
+      R"(Usage: {0} [DB] [-c SQL]... [--csv|--json|--jsonl] [-o FILE] [--bail]
+       {0} DB mark TEXT [--at T] [--until T] [--tags a,b]
        {0} -h | --help | --version
-SQL shell over the history recorded by rschedd. The database is opened read-only.
+SQL shell over the history recorded by rschedd. The database is opened read-only; only
+annotations (mark, .mark, .import-incidents) are ever written, each in a short transaction.
 
   DB          the database (default {1})
   -c SQL      run SQL and exit; may be repeated, runs in order, stops at the first error.
               SQL starting with '.' is a dot command (e.g. -c .tables)
   --csv       print CSV instead of a table
+  --json      print one JSON array of objects per statement
+  --jsonl     print one JSON object per row and line
+  -o FILE     write results to FILE instead of standard output
+  --bail      stop a script read from standard input at its first error
   -h, --help  print this help and exit
   --version   print the version and exit
 
-Without -c, SQL is read from standard input when it is not a terminal (stops at the first
-error), otherwise an interactive shell starts (line editing, history in $RSCHED_SQL_HISTORY or
-~/.rsched_sql_history, Ctrl-D to leave, .help for its dot commands).
+  mark TEXT   add an annotation and print its id. --at T (default now), --until T (default: a
+              point in time), --tags a,b. Times as in t(): ISO 8601, 'YYYY-MM-DD HH:MM[:SS]'
+              (local zone), epoch seconds, now, today, 'yesterday 14:00', '2h ago'.
 
-Functions: hist_percentile(hist, p) aggregates histogram blobs into the p-th percentile (ns);
-ipc(instructions, cycles).
+Without -c, SQL is read from standard input when it is not a terminal, otherwise an interactive
+shell starts (line editing, history in $RSCHED_SQL_HISTORY or ~/.rsched_sql_history, Ctrl-C
+cancels a running query, Ctrl-D leaves, .help lists the dot commands). A script goes on after a
+failed statement and exits 1 at the end, unless --bail.
 
 Output:
   table  (default) aligned columns, numbers right-aligned, NULL shown as NULL, blobs as
          <blob N bytes>. Text is always escaped for the terminal: control bytes, backslash and
-         invalid UTF-8 appear as \xNN (backslash as \\).
+         invalid UTF-8 appear as \xNN (backslash as \\). box, markdown ('|' as \|) and line
+         (column = value) are the same for people. In these modes, columns named dur or
+         ending in _ns are durations shown with a unit (950 ns, 4.10 ms, 1.25 s: three
+         significant digits) and columns named ts, peak_ts, start_ns or end_ns holding UTC ns
+         (> 1e17) are times in the display zone with their offset (2026-11-20 14:03:05+01:00;
+         .tz switches the zone). On a terminal, at most 1000 rows of a result are shown,
+         followed by "... N more rows"; use -o/.output FILE or --csv for all of them.
   csv    RFC 4180: a header row, CRLF line ends, fields with a comma, double quote, CR or LF
          quoted (quotes doubled); NULL is an empty field and the empty string is "";
-         integers in decimal, reals with enough digits to round-trip, blobs as x'<lowercase hex>'.
-         Text is written byte for byte as stored, except when standard output is a terminal,
-         where it is escaped as in table mode.
+         integers in decimal (raw ns), reals with enough digits to round-trip, blobs as
+         x'<lowercase hex>'. Text is written byte for byte as stored, except when standard
+         output is a terminal, where it is escaped as in table mode.
+  json   RFC 8259, UTF-8: NULL is null, integers raw (ns), reals round-trip (non-finite as
+         null), blobs as a string of lowercase hex. Strings escape '"', '\', control
+         characters, DEL and C1 controls as \uXXXX; a byte that is not part of valid UTF-8 is
+         written as \udcXX (XX the byte: Python's surrogateescape), so
+         json.loads(s).encode('utf-8', 'surrogateescape') gives back the exact bytes. JSON
+         output never carries a raw control byte.
 
-Exit status: 0 success, 1 the database could not be opened or a statement failed,
-2 bad usage.
+Exit status: 0 success; 1 the database could not be opened or a statement failed; 2 bad
+usage; 3 no data: a statement whose SQL calls t(, ago(, around( or during( (written
+directly before the parenthesis) returned no rows; "{0}: no recorded data in that window" is
+printed on standard error, the remaining statements still run, and an error (1) takes
+precedence.
 )",
       program_name, store::default_db_path);
 }

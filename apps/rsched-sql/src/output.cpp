@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 namespace rsched::sql_shell {
 
@@ -99,6 +100,170 @@ std::string csv_header(const std::vector<std::string> &columns, bool escape_text
   return out;
 }
 
+void append_json_string(std::string &out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  auto u_escape = [&](unsigned hi, unsigned char c) {
+    out += "\\u";
+    out += hex[(hi >> 4) & 0xF];
+    out += hex[hi & 0xF];
+    out += hex[c >> 4];
+    out += hex[c & 0xF];
+  };
+  out += '"';
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          u_escape(0x00, c);
+        } else {
+          out += static_cast<char>(c);
+        }
+      }
+      ++i;
+      continue;
+    }
+    // Multi-byte UTF-8: the same validation as text::escape_for_terminal.
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1Fu;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0Fu;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07u;
+    }
+    bool valid = len != 0 && i + len <= s.size();
+    for (std::size_t k = 1; valid && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      valid = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    if (valid) {
+      static constexpr std::uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+      valid = cp >= min_cp[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (!valid) {
+      u_escape(0xDC, c); // surrogateescape
+      ++i;
+      continue;
+    }
+    if (cp >= 0x80 && cp <= 0x9F) {
+      u_escape(0x00, static_cast<unsigned char>(cp)); // C1 control
+    } else {
+      out.append(s.substr(i, len));
+    }
+    i += len;
+  }
+  out += '"';
+}
+
+void append_json_value(std::string &out, const store::value &v) {
+  std::visit(
+      [&](const auto &x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          out += "null";
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          out += fmt::format("{}", x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          out += std::isfinite(x) ? format_real(x) : std::string("null");
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          append_json_string(out, x);
+        } else {
+          static constexpr char hex[] = "0123456789abcdef";
+          out += '"';
+          for (const std::uint8_t b : x) {
+            out += hex[b >> 4];
+            out += hex[b & 0xF];
+          }
+          out += '"';
+        }
+      },
+      v);
+}
+
+std::string json_object(const std::vector<std::string> &columns,
+                        const std::vector<store::value> &row) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    if (i != 0) {
+      out += ',';
+    }
+    append_json_string(out, i < columns.size() ? std::string_view(columns[i]) : "");
+    out += ':';
+    append_json_value(out, row[i]);
+  }
+  out += '}';
+  return out;
+}
+
+column_kind classify_column(std::string_view name) {
+  std::string l(name);
+  for (auto &c : l) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  if (l == "ts" || l == "peak_ts" || l == "start_ns" || l == "end_ns") {
+    return column_kind::time;
+  }
+  if (l == "dur" || (l.size() > 3 && l.compare(l.size() - 3, 3, "_ns") == 0)) {
+    return column_kind::duration;
+  }
+  return column_kind::plain;
+}
+
+std::string format_duration_ns(double ns) {
+  if (!std::isfinite(ns)) {
+    return format_real(ns);
+  }
+  const char *sign = ns < 0 ? "-" : "";
+  double a = std::fabs(ns);
+  static constexpr const char *units[] = {"ns", "\xc2\xb5s", "ms", "s"};
+  std::size_t u = 0;
+  while (u < 3 && a >= 999.5) { // 999.5 ns rounds to 1.00 µs, not 1000 ns
+    a /= 1000.0;
+    ++u;
+  }
+  if (u == 0 && a == std::floor(a)) {
+    return fmt::format("{}{} ns", sign, static_cast<std::int64_t>(a));
+  }
+  int decimals = 0;
+  if (a < 9.995) {
+    decimals = 2;
+  } else if (a < 99.95) {
+    decimals = 1;
+  }
+  return fmt::format("{}{:.{}f} {}", sign, a, decimals, units[u]);
+}
+
 cell table_cell(const store::value &v) {
   return std::visit(
       [](const auto &x) -> cell {
@@ -118,6 +283,23 @@ cell table_cell(const store::value &v) {
       v);
 }
 
+cell human_cell(const store::value &v, column_kind kind, const timefmt::zone &z) {
+  if (kind == column_kind::time) {
+    if (const auto *i = std::get_if<std::int64_t>(&v);
+        i != nullptr && *i > 100'000'000'000'000'000) {
+      return {text::escape_for_terminal(timefmt::format_time(*i, z)), false};
+    }
+  } else if (kind == column_kind::duration) {
+    if (const auto *i = std::get_if<std::int64_t>(&v)) {
+      return {format_duration_ns(static_cast<double>(*i)), true};
+    }
+    if (const auto *d = std::get_if<double>(&v)) {
+      return {format_duration_ns(*d), true};
+    }
+  }
+  return table_cell(v);
+}
+
 namespace {
 
 void append_padded(std::string &line, std::string_view s, std::size_t width, bool right) {
@@ -132,19 +314,52 @@ void append_padded(std::string &line, std::string_view s, std::size_t width, boo
   }
 }
 
+void append_repeat(std::string &out, std::string_view piece, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    out += piece;
+  }
+}
+
+std::vector<std::string> escaped_names(const std::vector<std::string> &header) {
+  std::vector<std::string> names;
+  names.reserve(header.size());
+  for (const auto &h : header) {
+    names.push_back(text::escape_for_terminal(h));
+  }
+  return names;
+}
+
+// Flushes `buf` to `out` once it grows past 64 KiB (keeps memory flat on big results).
+void maybe_flush(std::ostream &out, std::string &buf) {
+  if (buf.size() > (std::size_t{1} << 16)) {
+    out << buf;
+    buf.clear();
+  }
+}
+
 } // namespace
 
 void render_table(std::ostream &out, const std::vector<std::string> &header,
-                  const std::vector<std::vector<cell>> &rows, bool show_header) {
+                  const std::vector<std::vector<cell>> &rows, bool show_header, table_style style) {
   if (!show_header && rows.empty()) {
     return;
   }
+  const bool box = style == table_style::box;
+  const std::string_view h = box ? "\xe2\x94\x80" : "-"; // ─
+  const std::string_view v = box ? "\xe2\x94\x82" : "|"; // │
+  struct corners {
+    std::string_view left, mid, right;
+  };
+  const corners top = box ? corners{"\xe2\x94\x8c", "\xe2\x94\xac", "\xe2\x94\x90"} // ┌ ┬ ┐
+                          : corners{"+", "+", "+"};
+  const corners sep = box ? corners{"\xe2\x94\x9c", "\xe2\x94\xbc", "\xe2\x94\xa4"} // ├ ┼ ┤
+                          : corners{"+", "+", "+"};
+  const corners bottom = box ? corners{"\xe2\x94\x94", "\xe2\x94\xb4", "\xe2\x94\x98"} // └ ┴ ┘
+                             : corners{"+", "+", "+"};
   const std::size_t ncol = header.size();
-  std::vector<std::string> names;
-  names.reserve(ncol);
+  const std::vector<std::string> names = escaped_names(header);
   std::vector<std::size_t> width(ncol, 0);
   for (std::size_t c = 0; c < ncol; ++c) {
-    names.push_back(text::escape_for_terminal(header[c]));
     if (show_header) {
       width[c] = text::display_width(names[c]);
     }
@@ -154,26 +369,32 @@ void render_table(std::ostream &out, const std::vector<std::string> &header,
       width[c] = std::max(width[c], text::display_width(r[c].text));
     }
   }
-  std::string rule = "+";
-  for (const std::size_t w : width) {
-    rule.append(w + 2, '-');
-    rule += '+';
-  }
-  rule += '\n';
+  auto rule = [&](const corners &k) {
+    std::string s(k.left);
+    for (std::size_t c = 0; c < ncol; ++c) {
+      append_repeat(s, h, width[c] + 2);
+      s += c + 1 < ncol ? k.mid : k.right;
+    }
+    s += '\n';
+    return s;
+  };
 
-  std::string buf = rule;
+  std::string buf = rule(top);
   if (show_header) {
-    buf += '|';
+    buf += v;
     for (std::size_t c = 0; c < ncol; ++c) {
       buf += ' ';
       append_padded(buf, names[c], width[c], false);
-      buf += " |";
+      buf += ' ';
+      buf += v;
     }
     buf += '\n';
-    buf += rule;
+    if (!rows.empty() || !box) {
+      buf += rows.empty() ? rule(bottom) : rule(sep);
+    }
   }
   for (const auto &r : rows) {
-    buf += '|';
+    buf += v;
     for (std::size_t c = 0; c < ncol; ++c) {
       buf += ' ';
       if (c < r.size()) {
@@ -181,54 +402,170 @@ void render_table(std::ostream &out, const std::vector<std::string> &header,
       } else {
         buf.append(width[c], ' ');
       }
+      buf += ' ';
+      buf += v;
+    }
+    buf += '\n';
+    maybe_flush(out, buf);
+  }
+  if (!rows.empty()) {
+    buf += rule(bottom); // with a header and no rows, the rule under the header closes the table
+  } else if (show_header && box) {
+    buf += rule(bottom);
+  }
+  out << buf;
+}
+
+namespace {
+
+std::string markdown_escape(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '|') {
+      out += '\\';
+    }
+    out += c;
+  }
+  return out;
+}
+
+} // namespace
+
+void render_markdown(std::ostream &out, const std::vector<std::string> &header,
+                     const std::vector<std::vector<cell>> &rows, bool show_header) {
+  const std::size_t ncol = header.size();
+  const std::vector<std::string> names = escaped_names(header);
+  std::string buf = "|";
+  for (std::size_t c = 0; c < ncol; ++c) {
+    buf += ' ';
+    buf += show_header ? markdown_escape(names[c]) : std::string();
+    buf += " |";
+  }
+  buf += "\n|";
+  for (std::size_t c = 0; c < ncol; ++c) {
+    const bool right = !rows.empty() && c < rows.front().size() && rows.front()[c].right;
+    buf += right ? "---:|" : "---|";
+  }
+  buf += '\n';
+  for (const auto &r : rows) {
+    buf += '|';
+    for (std::size_t c = 0; c < ncol; ++c) {
+      buf += ' ';
+      if (c < r.size()) {
+        buf += markdown_escape(r[c].text);
+      }
       buf += " |";
     }
     buf += '\n';
-    if (buf.size() > (std::size_t{1} << 16)) { // keep memory flat on big results
-      out << buf;
-      buf.clear();
-    }
+    maybe_flush(out, buf);
   }
-  if (!rows.empty() || !show_header) {
-    buf += rule; // with a header and no rows, the rule under the header closes the table
+  out << buf;
+}
+
+void render_line(std::ostream &out, const std::vector<std::string> &header,
+                 const std::vector<std::vector<cell>> &rows) {
+  const std::vector<std::string> names = escaped_names(header);
+  std::size_t w = 0;
+  for (const auto &n : names) {
+    w = std::max(w, text::display_width(n));
+  }
+  std::string buf;
+  bool first = true;
+  for (const auto &r : rows) {
+    if (!first) {
+      buf += '\n';
+    }
+    first = false;
+    for (std::size_t c = 0; c < names.size(); ++c) {
+      append_padded(buf, names[c], w, true);
+      buf += " = ";
+      if (c < r.size()) {
+        buf += r[c].text;
+      }
+      buf += '\n';
+    }
+    maybe_flush(out, buf);
   }
   out << buf;
 }
 
 void printer::begin(const std::vector<std::string> &columns) {
   finish();
-  if (cfg_.mode == output_mode::csv) {
-    if (cfg_.headers) {
-      out_ << csv_header(columns, cfg_.escape_csv_text);
-    }
-    return;
-  }
   pending_ = true;
+  row_count_ = 0;
   columns_ = columns;
   rows_.clear();
+  kinds_.clear();
+  for (const auto &c : columns) {
+    kinds_.push_back(cfg_.units ? classify_column(c) : column_kind::plain);
+  }
+  if (cfg_.mode == output_mode::csv && cfg_.headers) {
+    *out_ << csv_header(columns, cfg_.escape_csv_text);
+  }
 }
 
 void printer::row(const std::vector<store::value> &values) {
-  if (cfg_.mode == output_mode::csv) {
-    out_ << csv_record(values, cfg_.escape_csv_text);
+  ++row_count_;
+  switch (cfg_.mode) {
+  case output_mode::csv:
+    *out_ << csv_record(values, cfg_.escape_csv_text);
     return;
+  case output_mode::jsonl:
+    *out_ << json_object(columns_, values) << '\n';
+    return;
+  case output_mode::json:
+    *out_ << (row_count_ == 1 ? "[" : ",\n") << json_object(columns_, values);
+    return;
+  default:
+    break;
+  }
+  if (cfg_.max_rows != 0 && rows_.size() >= cfg_.max_rows) {
+    return; // counted, not shown
   }
   std::vector<cell> cells;
   cells.reserve(values.size());
-  for (const auto &v : values) {
-    cells.push_back(table_cell(v));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    cells.push_back(
+        human_cell(values[i], i < kinds_.size() ? kinds_[i] : column_kind::plain, cfg_.zone));
   }
   rows_.push_back(std::move(cells));
 }
 
 void printer::finish() {
   if (pending_) {
-    render_table(out_, columns_, rows_, cfg_.headers);
     pending_ = false;
+    if (row_count_ == 0) {
+      ++empty_results_;
+    }
+    switch (cfg_.mode) {
+    case output_mode::csv:
+    case output_mode::jsonl:
+      break;
+    case output_mode::json:
+      *out_ << (row_count_ == 0 ? "[]\n" : "]\n");
+      break;
+    case output_mode::table:
+    case output_mode::box:
+      render_table(*out_, columns_, rows_, cfg_.headers,
+                   cfg_.mode == output_mode::box ? table_style::box : table_style::ascii);
+      break;
+    case output_mode::markdown:
+      render_markdown(*out_, columns_, rows_, cfg_.headers);
+      break;
+    case output_mode::line:
+      render_line(*out_, columns_, rows_);
+      break;
+    }
+    if (is_human(cfg_.mode) && row_count_ > rows_.size()) {
+      *out_ << fmt::format("... {} more rows (use .output FILE or --csv for all)\n",
+                           row_count_ - rows_.size());
+    }
     columns_.clear();
+    kinds_.clear();
     rows_.clear();
+    row_count_ = 0;
   }
-  out_.flush();
+  out_->flush();
 }
 
 store::result_sink printer::sink() {

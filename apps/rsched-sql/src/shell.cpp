@@ -2,28 +2,171 @@
 
 #include "rsched/base/text.hpp"
 #include "rsched/sql_shell/input.hpp"
+#include "rsched/store/annotations.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace rsched::sql_shell {
 
 namespace {
 
-constexpr const char *help_text = R"(.exit                 leave (also .quit or Ctrl-D)
-.headers on|off       show or hide the header row
-.help                 show this message
-.mode table|csv       aligned table (text escaped) or RFC 4180 CSV
-.quit                 leave (also .exit or Ctrl-D)
-.schema [PATTERN]     CREATE statements of the objects whose name is LIKE PATTERN
-.tables               list the tables and views
-Statements end with ';' and may span lines. Views: sched_delay, cpu_sched_delay, runq_depth.
-Functions: hist_percentile(hist, p) (aggregate, ns), ipc(instructions, cycles).
+constexpr const char *help_text =
+    R"(.exit                    leave (also .quit or Ctrl-D)
+.headers on|off          show or hide the header row
+.help                    show this message
+.import-incidents FILE   add the annotations of a CSV (header: start,end,text,source,tags) or
+                         JSON (array of objects with those keys) timeline
+.mark TEXT [--at T] [--until T] [--tags a,b]
+                         add an annotation (T: '2026-11-20 14:03', '2h ago', now, ...)
+.mode MODE               table, box, markdown, line (for people: ns with units, times in
+                         the .tz zone), csv, json or jsonl (data: raw integers)
+.once FILE               write the results of the next statement to FILE
+.output [FILE]           write results to FILE from now on; without FILE back to stdout
+.quit                    leave (also .exit or Ctrl-D)
+.read FILE               run the statements and dot commands of FILE
+.schema [PATTERN]        CREATE statements of the objects whose name is LIKE PATTERN
+.tables                  list the tables and views
+.timer on|off            print the run time of each statement (on stderr)
+.tz [UTC|local|ZONE]     the zone times are shown and read in (IANA name: Europe/Berlin)
+Statements end with ';' and may span lines; Ctrl-C cancels a running query.
+Views: sched_delay, cpu_sched_delay, runq_depth. Functions: hist_percentile(hist, p),
+hist_merge, hist_count_above, hist_fraction_above, hist_mean, hist_max, ipc(instructions,
+cycles); times: t('...'), ago('2h'), around(T, '5m'), during(a, b) (see docs/SQL.md).
 )";
 
+constexpr std::string_view interrupted_message = "Interrupted";
+
+// store::reader gained set_zone() and interrupt() in a later change: use them when present.
+template <typename R> void apply_zone(R &db, const timefmt::zone &z) {
+  if constexpr (requires { db.set_zone(z); }) {
+    db.set_zone(z);
+  }
+}
+
+template <typename R> constexpr bool reader_interruptible() {
+  return requires(R & db) {
+    db.interrupt();
+  };
+}
+
+template <typename R> void interrupt_reader(R &db) noexcept {
+  if constexpr (reader_interruptible<R>()) {
+    db.interrupt();
+  }
+}
+
+bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         static_cast<unsigned char>(c) >= 0x80;
+}
+
+std::string lower_ascii(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  });
+  return s;
+}
+
 } // namespace
+
+bool names_time_window(std::string_view sql) {
+  std::size_t i = 0;
+  while (i < sql.size()) {
+    const char c = sql[i];
+    if (c == '\'' || c == '"' || c == '`' || c == '[') {
+      const char close = c == '[' ? ']' : c;
+      const auto end = sql.find(close, i + 1);
+      i = end == std::string_view::npos ? sql.size() : end + 1;
+    } else if (sql.substr(i, 2) == "--") {
+      const auto nl = sql.find('\n', i);
+      i = nl == std::string_view::npos ? sql.size() : nl + 1;
+    } else if (sql.substr(i, 2) == "/*") {
+      const auto end = sql.find("*/", i + 2);
+      i = end == std::string_view::npos ? sql.size() : end + 2;
+    } else if (ident_char(c)) {
+      const std::size_t start = i;
+      while (i < sql.size() && ident_char(sql[i])) {
+        ++i;
+      }
+      if (i < sql.size() && sql[i] == '(') {
+        const std::string w = lower_ascii(std::string(sql.substr(start, i - start)));
+        if (w == "t" || w == "ago" || w == "around" || w == "during") {
+          return true;
+        }
+      }
+    } else {
+      ++i;
+    }
+  }
+  return false;
+}
+
+result<mark_args> parse_mark_args(const std::vector<std::string> &args) {
+  mark_args m;
+  std::vector<std::string> words;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--at" || a == "--until" || a == "--tags") {
+      if (i + 1 == args.size()) {
+        return make_error(fmt::format("{} needs a value", a));
+      }
+      const std::string &val = args[++i];
+      if (a == "--at") {
+        m.at = val;
+      } else if (a == "--until") {
+        m.until = val;
+      } else {
+        m.tags = val;
+      }
+    } else if (a.size() > 2 && a.rfind("--", 0) == 0) {
+      return make_error(fmt::format("unknown option '{}' for .mark", a));
+    } else {
+      words.push_back(a);
+    }
+  }
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (i != 0) {
+      m.text += ' ';
+    }
+    m.text += words[i];
+  }
+  if (m.text.empty()) {
+    return make_error("usage: .mark TEXT [--at T] [--until T] [--tags a,b]");
+  }
+  return m;
+}
+
+result<std::int64_t> add_mark(const std::string &db_path, const mark_args &m,
+                              const timefmt::zone &z, std::int64_t now_ns) {
+  store::annotation a;
+  a.start_ns = now_ns;
+  if (m.at) {
+    auto t = timefmt::parse_time(*m.at, now_ns, z);
+    if (!t) {
+      return t.err();
+    }
+    a.start_ns = *t;
+  }
+  if (m.until) {
+    auto t = timefmt::parse_time(*m.until, now_ns, z);
+    if (!t) {
+      return t.err();
+    }
+    if (*t < a.start_ns) {
+      return make_error("--until is before --at");
+    }
+    a.end_ns = *t;
+  }
+  a.text = m.text;
+  a.tags = m.tags;
+  return store::add_annotation(db_path, a);
+}
 
 std::string locate(const std::string &msg, std::size_t first_line) {
   constexpr std::string_view prefix = "line ";
@@ -42,11 +185,15 @@ std::string locate(const std::string &msg, std::size_t first_line) {
 }
 
 shell::shell(store::reader &db, std::ostream &out, std::ostream &err, output_config cfg)
-    : db_(db), out_(out), err_(err), printer_(out, cfg) {}
+    : db_(db), out_(out), err_(err), printer_(out, cfg), terminal_escape_(cfg.escape_csv_text),
+      terminal_max_rows_(cfg.max_rows) {
+  apply_zone(db_, cfg.zone);
+}
 
 const std::vector<std::string> &shell::dot_commands() {
-  static const std::vector<std::string> names = {".exit", ".headers", ".help",  ".mode",
-                                                 ".quit", ".schema",  ".tables"};
+  static const std::vector<std::string> names = {
+      ".exit",   ".headers", ".help", ".import-incidents", ".mark",   ".mode",  ".once",
+      ".output", ".quit",    ".read", ".schema",           ".tables", ".timer", ".tz"};
   return names;
 }
 
@@ -56,12 +203,65 @@ void shell::report_error(std::string_view msg) {
   err_.flush();
 }
 
+void shell::interrupt() noexcept {
+  interrupted_ = 1;
+  interrupt_reader(db_);
+}
+
+bool shell::can_interrupt() {
+  return reader_interruptible<store::reader>();
+}
+
+void shell::route_output() {
+  auto &cfg = printer_.config();
+  std::ostream *dest = &out_;
+  if (once_file_) {
+    dest = once_file_.get();
+  } else if (output_file_) {
+    dest = output_file_.get();
+  }
+  printer_.set_stream(*dest);
+  const bool to_out = dest == &out_;
+  cfg.escape_csv_text = to_out && terminal_escape_;
+  cfg.max_rows = to_out ? terminal_max_rows_ : 0;
+}
+
 shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
+  route_output();
+  interrupted_ = 0;
+  printer_.reset_counts();
+  const auto t0 = std::chrono::steady_clock::now();
   auto r = db_.exec(sql, printer_.sink());
   printer_.finish();
+  const auto t1 = std::chrono::steady_clock::now();
+  const bool interrupted = interrupted_ != 0;
+  interrupted_ = 0;
+  if (once_file_) {
+    once_file_->flush();
+    const bool ok = static_cast<bool>(*once_file_);
+    once_file_.reset();
+    route_output();
+    if (!ok && r) {
+      report_error("error writing the .once file");
+      return status::failed;
+    }
+  }
+  if (timer_) {
+    err_ << fmt::format("Run Time: real {:.3f} s\n",
+                        std::chrono::duration<double>(t1 - t0).count());
+    err_.flush();
+  }
   if (!r) {
-    report_error(first_line > 0 ? locate(r.err().msg, first_line) : r.err().msg);
+    if (interrupted) {
+      report_error(interrupted_message);
+    } else {
+      report_error(first_line > 0 ? locate(r.err().msg, first_line) : r.err().msg);
+    }
     return status::failed;
+  }
+  if (printer_.empty_results() > 0 && names_time_window(sql)) {
+    no_data_ = true;
+    report_error("no recorded data in that window");
   }
   return status::ok;
 }
@@ -84,12 +284,96 @@ shell::status shell::query_lines(std::string_view sql, std::vector<std::string> 
   return status::ok;
 }
 
+shell::status shell::open_output(const std::string &file, std::unique_ptr<std::ofstream> &slot) {
+  auto f = std::make_unique<std::ofstream>(file, std::ios::binary | std::ios::trunc);
+  if (!*f) {
+    report_error(fmt::format("cannot open '{}' for writing", file));
+    return status::failed;
+  }
+  slot = std::move(f);
+  return status::ok;
+}
+
+shell::status shell::dot_mark(const std::vector<std::string> &args) {
+  auto m = parse_mark_args(args);
+  if (!m) {
+    report_error(m.err().msg);
+    return status::failed;
+  }
+  if (db_path_.empty()) {
+    report_error(".mark needs a database file");
+    return status::failed;
+  }
+  auto id = add_mark(db_path_, *m, printer_.config().zone, timefmt::realtime_now_ns());
+  if (!id) {
+    report_error(id.err().msg);
+    return status::failed;
+  }
+  err_ << fmt::format("annotation {} added\n", *id);
+  err_.flush();
+  return status::ok;
+}
+
+shell::status shell::dot_import(const std::vector<std::string> &args) {
+  if (args.size() != 1) {
+    report_error("usage: .import-incidents FILE");
+    return status::failed;
+  }
+  if (db_path_.empty()) {
+    report_error(".import-incidents needs a database file");
+    return status::failed;
+  }
+  std::ifstream in(args[0], std::ios::binary);
+  if (!in) {
+    report_error(fmt::format("cannot read '{}'", args[0]));
+    return status::failed;
+  }
+  std::ostringstream content;
+  content << in.rdbuf();
+  auto n = store::import_incidents(db_path_, content.str(), store::incident_format::automatic,
+                                   "import:" + args[0], timefmt::realtime_now_ns());
+  if (!n) {
+    report_error(n.err().msg);
+    return status::failed;
+  }
+  err_ << fmt::format("{} annotations imported\n", *n);
+  err_.flush();
+  return status::ok;
+}
+
+shell::status shell::dot_read(const std::vector<std::string> &args) {
+  if (args.size() != 1) {
+    report_error("usage: .read FILE");
+    return status::failed;
+  }
+  if (read_depth_ >= 16) {
+    report_error(".read nested too deeply");
+    return status::failed;
+  }
+  std::ifstream in(args[0], std::ios::binary);
+  if (!in) {
+    report_error(fmt::format("cannot read '{}'", args[0]));
+    return status::failed;
+  }
+  ++read_depth_;
+  const int rc = run_script(in);
+  --read_depth_;
+  return rc == exit_ok ? status::ok : status::failed;
+}
+
 shell::status shell::run_dot(std::string_view line) {
   const dot_command cmd = parse_dot_command(line);
   const auto &args = cmd.args;
   auto usage = [&](std::string_view u) {
     report_error(fmt::format("usage: {}", u));
     return status::failed;
+  };
+  auto on_off = [&](bool &flag, std::string_view u) {
+    if (args.size() != 1 || (args[0] != "on" && args[0] != "off")) {
+      return usage(u);
+    }
+    flag = args[0] == "on";
+    return status::ok;
   };
   if (cmd.name == ".quit" || cmd.name == ".exit") {
     return status::quit;
@@ -100,18 +384,61 @@ shell::status shell::run_dot(std::string_view line) {
     return status::ok;
   }
   if (cmd.name == ".mode") {
-    if (args.size() != 1 || (args[0] != "table" && args[0] != "csv")) {
-      return usage(".mode table|csv");
+    const auto m = args.size() == 1 ? parse_mode(args[0]) : std::nullopt;
+    if (!m) {
+      return usage(".mode table|box|markdown|line|csv|json|jsonl");
     }
-    printer_.config().mode = args[0] == "csv" ? output_mode::csv : output_mode::table;
+    printer_.config().mode = *m;
     return status::ok;
   }
   if (cmd.name == ".headers") {
-    if (args.size() != 1 || (args[0] != "on" && args[0] != "off")) {
-      return usage(".headers on|off");
+    return on_off(printer_.config().headers, ".headers on|off");
+  }
+  if (cmd.name == ".timer") {
+    return on_off(timer_, ".timer on|off");
+  }
+  if (cmd.name == ".output") {
+    if (args.size() > 1) {
+      return usage(".output [FILE]");
     }
-    printer_.config().headers = args[0] == "on";
+    if (args.empty() || args[0] == "stdout") {
+      output_file_.reset();
+      return status::ok;
+    }
+    return open_output(args[0], output_file_);
+  }
+  if (cmd.name == ".once") {
+    if (args.size() != 1) {
+      return usage(".once FILE");
+    }
+    return open_output(args[0], once_file_);
+  }
+  if (cmd.name == ".tz") {
+    if (args.empty()) {
+      out_ << printer_.config().zone.label() << '\n';
+      out_.flush();
+      return status::ok;
+    }
+    if (args.size() != 1) {
+      return usage(".tz [UTC|local|ZONE]");
+    }
+    auto z = timefmt::zone::parse(args[0]);
+    if (!z) {
+      report_error(z.err().msg);
+      return status::failed;
+    }
+    printer_.config().zone = *z;
+    apply_zone(db_, *z);
     return status::ok;
+  }
+  if (cmd.name == ".mark") {
+    return dot_mark(args);
+  }
+  if (cmd.name == ".import-incidents") {
+    return dot_import(args);
+  }
+  if (cmd.name == ".read") {
+    return dot_read(args);
   }
   if (cmd.name == ".tables") {
     if (!args.empty()) {
@@ -162,6 +489,7 @@ int shell::run_script(std::istream &in) {
   statement_buffer buf;
   std::string line;
   std::size_t line_no = 0;
+  bool failed = false;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') {
@@ -171,17 +499,23 @@ int shell::run_script(std::istream &in) {
       buf.clear();
       const auto st = run_dot(line);
       if (st == status::quit) {
-        return exit_ok;
+        return failed ? exit_failure : exit_ok;
       }
       if (st == status::failed) {
-        return exit_failure;
+        failed = true;
+        if (bail_) {
+          return exit_failure;
+        }
       }
       continue;
     }
     if (buf.add_line(line, line_no)) {
       const std::size_t first = buf.first_line();
       if (run_sql(buf.take(), first) != status::ok) {
-        return exit_failure;
+        failed = true;
+        if (bail_) {
+          return exit_failure;
+        }
       }
     } else if (buf.empty()) {
       buf.clear(); // only blanks and comments so far
@@ -190,10 +524,10 @@ int shell::run_script(std::istream &in) {
   if (!buf.empty()) {
     const std::size_t first = buf.first_line();
     if (run_sql(buf.take(), first) != status::ok) {
-      return exit_failure;
+      failed = true;
     }
   }
-  return exit_ok;
+  return failed ? exit_failure : exit_ok;
 }
 
 std::vector<std::string> shell::schema_names() {
@@ -215,26 +549,103 @@ std::vector<std::string> shell::schema_names() {
   return names;
 }
 
+std::vector<std::string> shell::completion_names() {
+  std::vector<std::string> names = schema_names();
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) {
+    if (!row.empty()) {
+      if (const auto *s = std::get_if<std::string>(&row.front())) {
+        names.push_back(*s);
+      }
+    }
+  };
+  // Both pragmas may be missing from an SQLite built without introspection: then only the
+  // static list in completions() is offered.
+  (void)db_.exec("SELECT name FROM pragma_function_list", sink);
+  (void)db_.exec("SELECT name FROM pragma_module_list", sink);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+bool completes_file_name(std::string_view before, bool statement_start) {
+  if (!statement_start || !is_dot_command(before)) {
+    return false;
+  }
+  const auto cmd = parse_dot_command(before);
+  return cmd.args.empty() && (cmd.name == ".output" || cmd.name == ".once" || cmd.name == ".read" ||
+                              cmd.name == ".import-incidents");
+}
+
 std::vector<std::string> completions(std::string_view before, std::string_view word,
                                      bool statement_start, const std::vector<std::string> &names) {
-  static const std::vector<std::string> keywords = {
-      "AND",  "AS",       "ASC",    "AVG",  "BETWEEN", "BY",    "CASE",     "COUNT",
-      "DESC", "DISTINCT", "ELSE",   "END",  "EXPLAIN", "FROM",  "GROUP",    "HAVING",
-      "IN",   "IS",       "JOIN",   "LEFT", "LIKE",    "LIMIT", "MAX",      "MIN",
-      "NOT",  "NULL",     "OFFSET", "ON",   "OR",      "ORDER", "SELECT",   "SUM",
-      "THEN", "UNION",    "USING",  "WHEN", "WHERE",   "WITH",  "datetime", "hist_percentile",
-      "ipc"};
+  static const std::vector<std::string> keywords = {"AND",
+                                                    "AS",
+                                                    "ASC",
+                                                    "AVG",
+                                                    "BETWEEN",
+                                                    "BY",
+                                                    "CASE",
+                                                    "COUNT",
+                                                    "DESC",
+                                                    "DISTINCT",
+                                                    "ELSE",
+                                                    "END",
+                                                    "EXPLAIN",
+                                                    "FROM",
+                                                    "GROUP",
+                                                    "HAVING",
+                                                    "IN",
+                                                    "IS",
+                                                    "JOIN",
+                                                    "LEFT",
+                                                    "LIKE",
+                                                    "LIMIT",
+                                                    "MAX",
+                                                    "MIN",
+                                                    "NOT",
+                                                    "NULL",
+                                                    "OFFSET",
+                                                    "ON",
+                                                    "OR",
+                                                    "ORDER",
+                                                    "SELECT",
+                                                    "SUM",
+                                                    "THEN",
+                                                    "UNION",
+                                                    "USING",
+                                                    "WHEN",
+                                                    "WHERE",
+                                                    "WITH",
+                                                    "datetime",
+                                                    "hist_percentile",
+                                                    "ipc",
+                                                    "hist_merge",
+                                                    "hist_percentile_error",
+                                                    "hist_error",
+                                                    "hist_count",
+                                                    "hist_count_above",
+                                                    "hist_fraction_above",
+                                                    "hist_mean",
+                                                    "hist_max",
+                                                    "hist_buckets",
+                                                    "rate",
+                                                    "t",
+                                                    "ago",
+                                                    "around",
+                                                    "during",
+                                                    "spikes",
+                                                    "compare",
+                                                    "coverage",
+                                                    "fmt_time",
+                                                    "dur"};
   std::vector<std::string> out;
-  auto lower = [](std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](char c) {
-      return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-    });
-    return s;
-  };
-  const std::string word_lc = lower(std::string(word));
+  const std::string word_lc = lower_ascii(std::string(word));
   // SQL names are case-insensitive: so is the match; the candidate keeps its spelling.
   auto offer = [&](const std::string &candidate) {
-    if (candidate.size() >= word.size() && lower(candidate.substr(0, word.size())) == word_lc) {
+    if (candidate.size() >= word.size() &&
+        lower_ascii(candidate.substr(0, word.size())) == word_lc) {
       out.push_back(candidate);
     }
   };
@@ -246,11 +657,15 @@ std::vector<std::string> completions(std::string_view before, std::string_view w
   } else if (dot_line) {
     const auto cmd = parse_dot_command(before);
     if (cmd.args.empty() && cmd.name == ".mode") {
-      offer("table");
-      offer("csv");
-    } else if (cmd.args.empty() && cmd.name == ".headers") {
+      for (const char *m : {"table", "box", "markdown", "line", "csv", "json", "jsonl"}) {
+        offer(m);
+      }
+    } else if (cmd.args.empty() && (cmd.name == ".headers" || cmd.name == ".timer")) {
       offer("on");
       offer("off");
+    } else if (cmd.args.empty() && cmd.name == ".tz") {
+      offer("UTC");
+      offer("local");
     } else if (cmd.args.empty() && cmd.name == ".schema") {
       for (const auto &n : names) {
         offer(n);
@@ -262,7 +677,7 @@ std::vector<std::string> completions(std::string_view before, std::string_view w
     }
     const bool lower_case = !word.empty() && word.front() >= 'a' && word.front() <= 'z';
     for (const auto &k : keywords) {
-      offer(lower_case ? lower(k) : k);
+      offer(lower_case ? lower_ascii(k) : k);
     }
   }
   std::sort(out.begin(), out.end());

@@ -248,6 +248,12 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
   return {};
 }
 
+void reader::interrupt() noexcept {
+  if (p_) {
+    sqlite3_interrupt(p_->db.getHandle());
+  }
+}
+
 void reader::set_zone(timefmt::zone z) {
   if (p_) {
     p_->ctx.zone = std::move(z);

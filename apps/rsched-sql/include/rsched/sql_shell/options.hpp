@@ -1,7 +1,8 @@
 #pragma once
 // Command line of rsched-sql: parsed into a plain struct, no I/O, so the tests can check it.
 //
-//   rsched-sql [DB] [-c SQL]... [--csv]
+//   rsched-sql [DB] [-c SQL]... [--csv|--json|--jsonl] [-o FILE] [--bail]
+//   rsched-sql DB mark TEXT [--at T] [--until T] [--tags a,b]
 //   rsched-sql -h | --help | --version
 #include "rsched/base/result.hpp"
 
@@ -20,16 +21,46 @@ inline constexpr std::string_view program_version = "0.1.0";
 inline constexpr int exit_ok = 0;      // everything ran
 inline constexpr int exit_failure = 1; // the database could not be opened or a statement failed
 inline constexpr int exit_usage = 2;   // bad command line
+// A statement that names a time window function (t(, ago(, around(, during() returned no rows
+// (non-interactive runs only; an SQL error takes precedence).
+inline constexpr int exit_no_data = 3;
 
 enum class output_mode {
-  table, // aligned table for people; text always escaped for the terminal
-  csv,   // RFC 4180 data; text byte-exact unless stdout is a terminal
+  table,    // aligned ASCII table for people; text always escaped for the terminal
+  box,      // the same with Unicode box-drawing lines
+  markdown, // a GitHub-flavoured Markdown table ('|' in cells escaped as '\|')
+  line,     // one "column = value" line per column, a blank line between rows
+  csv,      // RFC 4180 data; text byte-exact unless stdout is a terminal
+  json,     // one JSON array of objects per statement (RFC 8259)
+  jsonl,    // one JSON object per row and line
+};
+
+// True for the modes meant for people (units, local times, truncation on a terminal).
+constexpr bool is_human(output_mode m) {
+  return m == output_mode::table || m == output_mode::box || m == output_mode::markdown ||
+         m == output_mode::line;
+}
+
+// "table", "csv", ... to a mode; nullopt for an unknown name.
+std::optional<output_mode> parse_mode(std::string_view name);
+std::string_view mode_name(output_mode m);
+
+// `rsched-sql DB mark TEXT [--at T] [--until T] [--tags a,b]`: times as text, parsed later (they
+// need the clock and the zone).
+struct mark_args {
+  std::string text;
+  std::optional<std::string> at;    // default: now
+  std::optional<std::string> until; // default: a point in time
+  std::string tags;                 // comma-separated, "" none
 };
 
 struct options {
   std::string db_path;               // the DB argument, else store::default_db_path
   std::vector<std::string> commands; // every -c argument, in order
   output_mode mode = output_mode::table;
+  std::optional<std::string> output_file; // -o FILE
+  bool bail = false;                      // --bail: stop a script at its first error
+  std::optional<mark_args> mark;          // the mark subcommand
   bool help = false;
   bool version = false;
 };
@@ -39,7 +70,8 @@ struct options {
 // program name, quoting the argument as given (raw: the caller escapes it for the terminal); the
 // caller prints it and exits with exit_usage. Options and the DB may come in any
 // order; "--" ends the options (for a DB path starting with '-'). -c takes the next argument as is,
-// even when it starts with '-'.
+// even when it starts with '-'. A second positional argument "mark" starts the mark subcommand:
+// the next positional argument is its text and --at, --until and --tags its options.
 result<options> parse_args(std::span<const std::string_view> args);
 result<options> parse_args(int argc, const char *const *argv);
 

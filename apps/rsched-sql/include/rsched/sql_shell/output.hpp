@@ -1,13 +1,18 @@
 #pragma once
-// Formatting query results: RFC 4180 CSV and aligned tables, written to a std::ostream.
+// Formatting query results: tables for people (ASCII, box, Markdown, line), RFC 4180 CSV and
+// RFC 8259 JSON / JSON lines, written to a std::ostream.
 //
 // CSV is data: text is written byte for byte as stored (any bytes, not only UTF-8) unless the
-// caller asks for terminal escaping (stdout is a terminal). Tables are for people: every text
-// cell and column name goes through rsched::text::escape_for_terminal, whatever stdout is, so a
-// table never carries a raw control byte.
+// caller asks for terminal escaping (stdout is a terminal). JSON is data too and is always safe on
+// a terminal (every control character is a \u escape; see append_json_string). The human modes
+// escape every text cell and column name through rsched::text::escape_for_terminal, whatever
+// stdout is, so they never carry a raw control byte; they also show ns columns with units and
+// UTC ns timestamps as times in the display zone.
+#include "rsched/base/timefmt.hpp"
 #include "rsched/sql_shell/options.hpp"
 #include "rsched/store/reader.hpp"
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -35,6 +40,32 @@ void append_csv_field(std::string &out, const store::value &v, bool escape_text)
 std::string csv_record(const std::vector<store::value> &row, bool escape_text);
 std::string csv_header(const std::vector<std::string> &columns, bool escape_text);
 
+// Appends `s` as a JSON string (with the quotes). '"' and '\' are escaped, \b \f \n \r \t as
+// such, other C0 controls, DEL and the C1 controls (U+0080..U+009F) as \u00XX; valid UTF-8 passes
+// through. A byte that is not part of valid UTF-8 becomes \udcXX (XX the byte, a lone low
+// surrogate: Python's "surrogateescape"), so the exact bytes can be recovered and valid text is
+// never confused with them.
+void append_json_string(std::string &out, std::string_view s);
+
+// Appends one value as JSON: null, integer, real (non-finite: null), string, blob as a string of
+// lowercase hex.
+void append_json_value(std::string &out, const store::value &v);
+
+// One JSON object {"col":value,...} for a row (no line end).
+std::string json_object(const std::vector<std::string> &columns,
+                        const std::vector<store::value> &row);
+
+// How the human modes show a column, from its name (ASCII case-insensitive):
+//   time      ts, peak_ts, start_ns, end_ns: UTC ns, shown as a time when the value is > 1e17
+//   duration  dur, or a name ending in _ns: ns shown with a unit
+//   plain     everything else
+enum class column_kind { plain, duration, time };
+column_kind classify_column(std::string_view name);
+
+// ns with a unit and three significant digits: "950 ns", "1.50 µs", "4.10 ms", "12.3 s",
+// "250 s" (seconds are the largest unit).
+std::string format_duration_ns(double ns);
+
 // A table cell as displayed: escaped text, numbers right-aligned.
 struct cell {
   std::string text; // already safe for a terminal
@@ -44,46 +75,78 @@ struct cell {
 // Display form of a value in a table: NULL as "NULL", blobs as "<blob N bytes>", text escaped.
 cell table_cell(const store::value &v);
 
-// Draws an ASCII table (sqlite3's ".mode table" look). `header` (escaped by this function) is
-// drawn when `show_header`; all rows must have header.size() cells. Widths use
-// text::display_width.
+// table_cell with units: a number in a duration column per format_duration_ns, an integer > 1e17
+// in a time column per timefmt::format_time in `z`.
+cell human_cell(const store::value &v, column_kind kind, const timefmt::zone &z);
+
+enum class table_style { ascii, box };
+
+// Draws a table (sqlite3's ".mode table" look, or with box-drawing characters). `header`
+// (escaped by this function) is drawn when `show_header`; all rows must have header.size()
+// cells. Widths use text::display_width.
 //   +------+-----+
 //   | comm | n   |
 //   +------+-----+
 //   | a    |   1 |
 //   +------+-----+
 void render_table(std::ostream &out, const std::vector<std::string> &header,
-                  const std::vector<std::vector<cell>> &rows, bool show_header);
+                  const std::vector<std::vector<cell>> &rows, bool show_header,
+                  table_style style = table_style::ascii);
+
+// A Markdown table: "| a | b |", "|---|--:|" (numbers right-aligned), rows; '|' in a cell or
+// name is written as '\|'. Without a header an empty header row is written (Markdown needs one).
+void render_markdown(std::ostream &out, const std::vector<std::string> &header,
+                     const std::vector<std::vector<cell>> &rows, bool show_header);
+
+// sqlite3's line mode: per row one "name = value" line per column (names right-aligned), rows
+// separated by a blank line.
+void render_line(std::ostream &out, const std::vector<std::string> &header,
+                 const std::vector<std::vector<cell>> &rows);
 
 struct output_config {
   output_mode mode = output_mode::table;
-  bool headers = true;          // header row (table and CSV)
-  bool escape_csv_text = false; // set when stdout is a terminal
+  bool headers = true;                         // header row (table, markdown and CSV)
+  bool escape_csv_text = false;                // set when the output is a terminal
+  timefmt::zone zone = timefmt::zone::local(); // display zone of the human modes
+  bool units = true;                           // human modes: durations and times with units
+  std::size_t max_rows = 0; // human modes: rows shown per result, 0 = all (set on a terminal)
 };
 
-// Receives the results of statements and prints them. CSV rows are written as they arrive;
-// a table is buffered until its statement ends (a new statement's columns, or finish()).
+// Receives the results of statements and prints them. CSV and JSON lines rows are written as they
+// arrive; human modes are buffered until their statement ends (a new statement's columns, or
+// finish()); JSON arrays are opened at the first row and closed at the end of the statement.
 class printer {
 public:
-  printer(std::ostream &out, output_config cfg) : out_(out), cfg_(cfg) {}
+  printer(std::ostream &out, output_config cfg) : out_(&out), cfg_(std::move(cfg)) {}
 
   void begin(const std::vector<std::string> &columns);
   void row(const std::vector<store::value> &values);
-  // Prints a pending table. Call after every exec (successful or not).
+  // Prints a pending result. Call after every exec (successful or not).
   void finish();
 
   // A sink whose callbacks forward to begin()/row(); valid while this printer lives.
   store::result_sink sink();
 
+  // Where results go from now on (call between statements).
+  void set_stream(std::ostream &out) { out_ = &out; }
+  [[nodiscard]] std::ostream &stream() const { return *out_; }
+
   output_config &config() { return cfg_; }
   const output_config &config() const { return cfg_; }
 
+  // Results (statements with columns) that had no row, since the last reset.
+  [[nodiscard]] std::size_t empty_results() const { return empty_results_; }
+  void reset_counts() { empty_results_ = 0; }
+
 private:
-  std::ostream &out_;
+  std::ostream *out_;
   output_config cfg_;
-  bool pending_ = false;
+  bool pending_ = false; // a statement's columns were seen, not yet finished
+  std::size_t row_count_ = 0;
   std::vector<std::string> columns_;
+  std::vector<column_kind> kinds_;
   std::vector<std::vector<cell>> rows_;
+  std::size_t empty_results_ = 0;
 };
 
 } // namespace rsched::sql_shell

@@ -2,11 +2,18 @@
 // The part of rsched-sql between its input and the database: runs SQL and dot commands against a
 // store::reader, prints results through a printer and errors as one line each. No terminal, no
 // readline: the interactive loop (interactive.hpp) and the tests drive it.
+#include "rsched/base/result.hpp"
+#include "rsched/base/timefmt.hpp"
+#include "rsched/sql_shell/options.hpp"
 #include "rsched/sql_shell/output.hpp"
 #include "rsched/store/reader.hpp"
 
+#include <csignal>
 #include <cstddef>
+#include <cstdint>
+#include <fstream>
 #include <istream>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -23,11 +30,19 @@ public:
   };
 
   // `out` gets results, `err` error lines ("rsched-sql: ..."). Both must outlive the shell.
+  // `cfg` describes `out`: escape_csv_text and max_rows are meant for a terminal and are dropped
+  // while results go to a file (.output, .once).
   shell(store::reader &db, std::ostream &out, std::ostream &err, output_config cfg);
+
+  // The database file, for the commands that write annotations (.mark, .import-incidents).
+  void set_db_path(std::string path) { db_path_ = std::move(path); }
+  // --bail: run_script stops at the first failure.
+  void set_bail(bool on) { bail_ = on; }
 
   // Runs every statement of `sql` and prints the results. On error prints one line to `err`;
   // `first_line` > 0 is the script line `sql` starts at, and the message names script lines
-  // (see locate()).
+  // (see locate()). A result without rows from SQL that calls a time window function (see
+  // names_time_window) prints "rsched-sql: no recorded data in that window" and sets no_data().
   status run_sql(std::string_view sql, std::size_t first_line = 0);
 
   // Runs one dot command line (".tables", ".mode csv", ...).
@@ -36,29 +51,69 @@ public:
   // One -c argument: a dot command when it starts with '.', else SQL.
   status run_command(std::string_view text);
 
-  // Runs a script line by line (statements and dot commands) until EOF, .quit or the first
-  // failure. A last statement without ';' is run at EOF. Returns the exit status.
+  // Runs a script line by line (statements and dot commands) until EOF or .quit. A failed
+  // statement or dot command is reported and the script goes on, unless --bail (set_bail), which
+  // stops it. A last statement without ';' is run at EOF. Returns exit_failure when anything
+  // failed, else exit_ok (see no_data() for exit_no_data).
   int run_script(std::istream &in);
+
+  // Sends an interrupt to the running statement: safe to call from a signal handler. The
+  // statement fails with "Interrupted" (needs store::reader::interrupt(); without it this only
+  // sets the flag). True when the reader can be interrupted.
+  void interrupt() noexcept;
+  static bool can_interrupt();
 
   // Names for tab completion: tables, views and their columns (sorted, unique).
   std::vector<std::string> schema_names();
+  // schema_names() plus the SQL functions and table-valued functions the connection knows.
+  std::vector<std::string> completion_names();
 
   // Prints "rsched-sql: <msg>" (escaped for the terminal) on the error stream.
   void report_error(std::string_view msg);
 
   [[nodiscard]] const output_config &config() const { return printer_.config(); }
+  // True once a statement naming a time window returned no rows.
+  [[nodiscard]] bool no_data() const { return no_data_; }
 
   // The dot commands, for .help and completion.
   static const std::vector<std::string> &dot_commands();
 
 private:
   status query_lines(std::string_view sql, std::vector<std::string> &lines);
+  status open_output(const std::string &file, std::unique_ptr<std::ofstream> &slot);
+  void route_output(); // points the printer at the .once file, the .output file or `out_`
+  status dot_mark(const std::vector<std::string> &args);
+  status dot_import(const std::vector<std::string> &args);
+  status dot_read(const std::vector<std::string> &args);
 
   store::reader &db_;
   std::ostream &out_;
   std::ostream &err_;
   printer printer_;
+  bool terminal_escape_;                       // cfg.escape_csv_text given for `out_`
+  std::size_t terminal_max_rows_;              // cfg.max_rows given for `out_`
+  std::unique_ptr<std::ofstream> output_file_; // .output FILE (sticky)
+  std::unique_ptr<std::ofstream> once_file_;   // .once FILE (next statement)
+  std::string db_path_;
+  bool bail_ = false;
+  bool timer_ = false;
+  bool no_data_ = false;
+  int read_depth_ = 0;
+  volatile std::sig_atomic_t interrupted_ = 0;
 };
+
+// True when `sql` calls one of the time window functions t(, ago(, around(, during( (name
+// directly followed by '(', any case, outside string literals, quoted identifiers and comments).
+bool names_time_window(std::string_view sql);
+
+// Adds the annotation of a mark command (times parsed in `z`, relative to `now_ns`); returns its
+// id. Writes through store::add_annotation (a short read-write connection).
+result<std::int64_t> add_mark(const std::string &db_path, const mark_args &m,
+                              const timefmt::zone &z, std::int64_t now_ns);
+
+// Parses the arguments of ".mark TEXT [--at T] [--until T] [--tags a,b]" (the words of TEXT are
+// joined with spaces).
+result<mark_args> parse_mark_args(const std::vector<std::string> &args);
 
 // An error of store::reader::exec on SQL that starts at input line `first_line` (1-based), with
 // its position made relative to the whole input: a leading "line L" (the reader's line within the
@@ -67,10 +122,14 @@ std::string locate(const std::string &msg, std::size_t first_line);
 
 // Tab completion candidates for `word`, the word being completed; `before` is the current line up
 // to that word and `statement_start` tells whether the line starts a new statement. At the start
-// of a statement, a word starting with '.' completes to dot commands; after ".mode" and
-// ".headers" to their arguments; elsewhere to `names` (case-sensitive) and SQL keywords and rsched
-// functions (in the case of the word's first letter).
+// of a statement, a word starting with '.' completes to dot commands; after ".mode", ".headers",
+// ".timer" and ".tz" to their arguments; elsewhere to `names` (case-insensitive match) and SQL
+// keywords and rsched functions (in the case of the word's first letter).
 std::vector<std::string> completions(std::string_view before, std::string_view word,
                                      bool statement_start, const std::vector<std::string> &names);
+
+// True when the word being completed is the file argument of .output, .once, .read or
+// .import-incidents (the interactive shell then completes file names).
+bool completes_file_name(std::string_view before, bool statement_start);
 
 } // namespace rsched::sql_shell

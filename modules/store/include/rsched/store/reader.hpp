@@ -41,6 +41,9 @@ public:
   // The zone of t(), fmt_time() and the window functions for times written without an offset
   // (docs/SQL.md, "Time grammar"). Default: local.
   void set_zone(timefmt::zone z);
+  // Interrupts the statement running on this connection (sqlite3_interrupt): exec returns an
+  // error. Safe to call from a signal handler or another thread.
+  void interrupt() noexcept;
   [[nodiscard]] const timefmt::zone &zone() const;
   // Fixes what `now` means for the time functions (tests, reproducible examples); nullopt =
   // the real clock (default).

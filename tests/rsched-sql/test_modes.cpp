@@ -1,0 +1,184 @@
+// Output modes for people (box, markdown, line, units) and for data (JSON, JSON lines).
+#include "rsched/sql_shell/output.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+using namespace rsched::sql_shell;
+using rsched::store::value;
+namespace timefmt = rsched::timefmt;
+
+namespace {
+
+value text(std::string s) {
+  return value{std::move(s)};
+}
+
+std::string json(const value &v) {
+  std::string out;
+  append_json_value(out, v);
+  return out;
+}
+
+std::string run(output_mode mode, const std::vector<std::string> &cols,
+                const std::vector<std::vector<value>> &rows, bool headers = true,
+                std::size_t max_rows = 0) {
+  std::ostringstream out;
+  output_config cfg;
+  cfg.mode = mode;
+  cfg.headers = headers;
+  cfg.zone = timefmt::zone::utc();
+  cfg.max_rows = max_rows;
+  printer p(out, cfg);
+  p.begin(cols);
+  for (const auto &r : rows) {
+    p.row(r);
+  }
+  p.finish();
+  return out.str();
+}
+
+} // namespace
+
+TEST_CASE("rsched-sql JSON: strings follow RFC 8259 and stay terminal-safe", "[rsched-sql]") {
+  CHECK(json(text("plain")) == "\"plain\"");
+  CHECK(json(text("evil\"c,o\x1b[2Jm")) == "\"evil\\\"c,o\\u001b[2Jm\"");
+  CHECK(json(text("a\\b\n\r\t\b\f")) == "\"a\\\\b\\n\\r\\t\\b\\f\"");
+  CHECK(json(text(std::string("nul\0x", 5))) == "\"nul\\u0000x\"");
+  CHECK(json(text("del\x7f")) == "\"del\\u007f\"");
+  CHECK(json(text("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80")) ==
+        "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""); // valid UTF-8 passes through
+  CHECK(json(text("csi\xc2\x9b")) == "\"csi\\u009b\"");   // C1 control escaped
+  // Bytes that are not UTF-8: \udcXX (surrogateescape), never a raw byte.
+  CHECK(json(text("bad\xff\xfe")) == "\"bad\\udcff\\udcfe\"");
+  CHECK(json(text("trunc\xc3")) == "\"trunc\\udcc3\"");
+  CHECK(json(text("\xed\xa0\x80")) == "\"\\udced\\udca0\\udc80\""); // an encoded surrogate
+  CHECK(json(text("\xc0\xaf")) == "\"\\udcc0\\udcaf\"");            // overlong '/'
+}
+
+TEST_CASE("rsched-sql JSON: values", "[rsched-sql]") {
+  CHECK(json(value{}) == "null");
+  CHECK(json(value{std::int64_t{-9}}) == "-9");
+  CHECK(json(value{std::int64_t{1'700'000'000'000'000'000}}) == "1700000000000000000");
+  CHECK(json(value{0.5}) == "0.5");
+  CHECK(json(value{std::numeric_limits<double>::infinity()}) == "null");
+  CHECK(json(value{std::vector<std::uint8_t>{0x00, 0xab}}) == "\"00ab\"");
+  CHECK(json_object({"a", "b\""}, {value{std::int64_t{1}}, text("x")}) ==
+        "{\"a\":1,\"b\\\"\":\"x\"}");
+}
+
+TEST_CASE("rsched-sql JSON modes: arrays per statement, lines per row", "[rsched-sql]") {
+  const std::vector<std::vector<value>> rows = {{value{std::int64_t{1}}, text("a")},
+                                                {value{}, text("b\x1b")}};
+  CHECK(run(output_mode::json, {"n", "s"}, rows) ==
+        "[{\"n\":1,\"s\":\"a\"},\n{\"n\":null,\"s\":\"b\\u001b\"}]\n");
+  CHECK(run(output_mode::json, {"n"}, {}) == "[]\n");
+  CHECK(run(output_mode::jsonl, {"n", "s"}, rows) ==
+        "{\"n\":1,\"s\":\"a\"}\n{\"n\":null,\"s\":\"b\\u001b\"}\n");
+  // Raw ns in data modes, whatever the column name.
+  CHECK(run(output_mode::json, {"p99_ns", "ts"},
+            {{value{std::int64_t{4'100'000}}, value{std::int64_t{1'700'000'000'000'000'000}}}}) ==
+        "[{\"p99_ns\":4100000,\"ts\":1700000000000000000}]\n");
+}
+
+TEST_CASE("rsched-sql units: durations with three significant digits", "[rsched-sql]") {
+  CHECK(format_duration_ns(0) == "0 ns");
+  CHECK(format_duration_ns(950) == "950 ns");
+  CHECK(format_duration_ns(12.5) == "12.5 ns");
+  CHECK(format_duration_ns(999.4) == "999 ns");
+  CHECK(format_duration_ns(999.6) == "1.00 \xc2\xb5s");
+  CHECK(format_duration_ns(1'500) == "1.50 \xc2\xb5s");
+  CHECK(format_duration_ns(4'100'000) == "4.10 ms");
+  CHECK(format_duration_ns(45'670'000) == "45.7 ms");
+  CHECK(format_duration_ns(999'999'999) == "1.00 s");
+  CHECK(format_duration_ns(12'345'000'000) == "12.3 s");
+  CHECK(format_duration_ns(250e9) == "250 s");
+  CHECK(format_duration_ns(7200e9) == "7200 s");
+  CHECK(format_duration_ns(-2'000'000) == "-2.00 ms");
+}
+
+TEST_CASE("rsched-sql units: columns by name", "[rsched-sql]") {
+  CHECK(classify_column("ts") == column_kind::time);
+  CHECK(classify_column("PEAK_TS") == column_kind::time);
+  CHECK(classify_column("start_ns") == column_kind::time);
+  CHECK(classify_column("end_ns") == column_kind::time);
+  CHECK(classify_column("dur") == column_kind::duration);
+  CHECK(classify_column("p99_ns") == column_kind::duration);
+  CHECK(classify_column("dur_ns") == column_kind::duration);
+  CHECK(classify_column("_ns") == column_kind::plain);
+  CHECK(classify_column("count") == column_kind::plain);
+  CHECK(classify_column("tsx") == column_kind::plain);
+  const auto utc = timefmt::zone::utc();
+  CHECK(human_cell(value{std::int64_t{1'700'000'000'000'000'000}}, column_kind::time, utc).text ==
+        "2023-11-14 22:13:20+00:00");
+  CHECK(human_cell(value{std::int64_t{5}}, column_kind::time, utc).text == "5"); // not UTC ns
+  CHECK(human_cell(value{std::int64_t{4'100'000}}, column_kind::duration, utc).text == "4.10 ms");
+  CHECK(human_cell(value{2500.0}, column_kind::duration, utc).text == "2.50 \xc2\xb5s");
+  CHECK(human_cell(text("x"), column_kind::duration, utc).text == "x");
+  CHECK(human_cell(value{}, column_kind::time, utc).text == "NULL");
+}
+
+TEST_CASE("rsched-sql human modes: table with units and times", "[rsched-sql]") {
+  const std::string s = run(output_mode::table, {"ts", "p99_ns", "n"},
+                            {{value{std::int64_t{1'700'000'000'000'000'000}},
+                              value{std::int64_t{4'100'000}}, value{std::int64_t{3}}}});
+  CHECK(s == "+---------------------------+---------+---+\n"
+             "| ts                        | p99_ns  | n |\n"
+             "+---------------------------+---------+---+\n"
+             "| 2023-11-14 22:13:20+00:00 | 4.10 ms | 3 |\n"
+             "+---------------------------+---------+---+\n");
+}
+
+TEST_CASE("rsched-sql human modes: box", "[rsched-sql]") {
+  CHECK(run(output_mode::box, {"a", "b"}, {{value{std::int64_t{1}}, text("x")}}) ==
+        "\xe2\x94\x8c\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\xac\xe2\x94\x80\xe2\x94\x80\xe2"
+        "\x94\x80\xe2\x94\x90\n"
+        "\xe2\x94\x82 a \xe2\x94\x82 b \xe2\x94\x82\n"
+        "\xe2\x94\x9c\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\xbc\xe2\x94\x80\xe2\x94\x80\xe2"
+        "\x94\x80\xe2\x94\xa4\n"
+        "\xe2\x94\x82 1 \xe2\x94\x82 x \xe2\x94\x82\n"
+        "\xe2\x94\x94\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\xb4\xe2\x94\x80\xe2\x94\x80\xe2"
+        "\x94\x80\xe2\x94\x98\n");
+  CHECK(run(output_mode::box, {"a"}, {}).find("\xe2\x94\x94") != std::string::npos); // closed
+}
+
+TEST_CASE("rsched-sql human modes: markdown escapes pipes and control bytes", "[rsched-sql]") {
+  CHECK(run(output_mode::markdown, {"comm", "n|x"},
+            {{text("a|b\x1b[2J"), value{std::int64_t{2}}}}) == "| comm | n\\|x |\n"
+                                                               "|---|---:|\n"
+                                                               "| a\\|b\\x1b[2J | 2 |\n");
+}
+
+TEST_CASE("rsched-sql human modes: line", "[rsched-sql]") {
+  CHECK(run(output_mode::line, {"comm", "p99_ns"},
+            {{text("a\x1b"), value{std::int64_t{1'500}}}, {text("b"), value{}}}) ==
+        "  comm = a\\x1b\n"
+        "p99_ns = 1.50 \xc2\xb5s\n"
+        "\n"
+        "  comm = b\n"
+        "p99_ns = NULL\n");
+}
+
+TEST_CASE("rsched-sql human modes: long results are truncated when asked", "[rsched-sql]") {
+  std::vector<std::vector<value>> rows;
+  for (int i = 0; i < 5; ++i) {
+    rows.push_back({value{std::int64_t{i}}});
+  }
+  const std::string s = run(output_mode::table, {"n"}, rows, true, 2);
+  CHECK(s == "+---+\n| n |\n+---+\n| 0 |\n| 1 |\n+---+\n"
+             "... 3 more rows (use .output FILE or --csv for all)\n");
+  CHECK(run(output_mode::csv, {"n"}, rows, true, 2) == "n\r\n0\r\n1\r\n2\r\n3\r\n4\r\n");
+}
+
+TEST_CASE("rsched-sql printer: counts results without rows", "[rsched-sql]") {
+  std::ostringstream out;
+  printer p(out, output_config{});
+  p.begin({"a"});
+  p.begin({"b"});
+  p.row({value{std::int64_t{1}}});
+  p.finish();
+  CHECK(p.empty_results() == 1);
+  p.reset_counts();
+  CHECK(p.empty_results() == 0);
+}

@@ -1,0 +1,254 @@
+// The shell's newer tools: output redirection (.output, .once, -o), .timer, .read, .tz, .mark,
+// .import-incidents, --bail, the "no data in that window" exit status and the command line.
+#include "rsched/sql_shell/options.hpp"
+#include "rsched/sql_shell/shell.hpp"
+#include "rsched/store/reader.hpp"
+
+#include "helpers.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+using namespace rsched::sql_shell;
+using namespace rsched_sql_test;
+
+namespace {
+
+struct fixture {
+  temp_dir dir;
+  std::string path = make_db(dir);
+  rsched::store::reader db = open_reader(path);
+  std::ostringstream out;
+  std::ostringstream err;
+  shell sh{db, out, err, output_config{}};
+
+  fixture() { sh.set_db_path(path); }
+
+  static rsched::store::reader open_reader(const std::string &p) {
+    auto r = rsched::store::reader::open(p, true);
+    REQUIRE(r.ok());
+    return std::move(r).value();
+  }
+};
+
+rsched::result<options> parse(std::vector<std::string_view> args) {
+  return parse_args(std::span<const std::string_view>(args));
+}
+
+} // namespace
+
+TEST_CASE("rsched-sql options: output modes, -o, --bail", "[rsched-sql]") {
+  auto o = parse({"x.db", "--json", "-o", "out.json", "--bail"});
+  REQUIRE(o.ok());
+  CHECK(o->mode == output_mode::json);
+  CHECK(o->output_file == "out.json");
+  CHECK(o->bail);
+  CHECK(parse({"--jsonl"})->mode == output_mode::jsonl);
+  CHECK(parse({"--csv"})->mode == output_mode::csv);
+  CHECK(parse({"-o"}).err().msg == "option '-o' needs a file name");
+  CHECK_FALSE(parse({"-o", ""}).ok());
+  CHECK(parse_mode("markdown") == output_mode::markdown);
+  CHECK_FALSE(parse_mode("yaml").has_value());
+  CHECK(mode_name(output_mode::box) == "box");
+}
+
+TEST_CASE("rsched-sql options: the mark subcommand", "[rsched-sql]") {
+  auto o = parse({"x.db", "mark", "deploy v42", "--at", "2026-11-20 14:03", "--until", "14:10",
+                  "--tags", "deploy,web"});
+  REQUIRE(o.ok());
+  CHECK(o->db_path == "x.db");
+  REQUIRE(o->mark.has_value());
+  CHECK(o->mark->text == "deploy v42");
+  CHECK(o->mark->at == "2026-11-20 14:03");
+  CHECK(o->mark->until == "14:10");
+  CHECK(o->mark->tags == "deploy,web");
+  auto p = parse({"x.db", "mark", "--at", "now", "--", "-dash text"});
+  REQUIRE(p.ok());
+  CHECK(p->mark->text == "-dash text");
+  CHECK_FALSE(p->mark->until.has_value());
+  CHECK_FALSE(parse({"x.db", "mark"}).ok());                        // no text
+  CHECK_FALSE(parse({"x.db", "mark", "a", "b"}).ok());              // two texts
+  CHECK_FALSE(parse({"x.db", "mark", "a", "--bogus"}).ok());        // unknown option
+  CHECK_FALSE(parse({"x.db", "mark", "a", "--at"}).ok());           // --at without value
+  CHECK_FALSE(parse({"x.db", "-c", "SELECT 1", "mark", "a"}).ok()); // not with -c
+  CHECK(parse({"mark"})->db_path == "mark");                        // a database named mark
+}
+
+TEST_CASE("rsched-sql shell: .mark arguments", "[rsched-sql]") {
+  auto m = parse_mark_args({"deploy", "v42", "--at", "2h ago", "--tags", "a,b"});
+  REQUIRE(m.ok());
+  CHECK(m->text == "deploy v42");
+  CHECK(m->at == "2h ago");
+  CHECK(m->tags == "a,b");
+  CHECK_FALSE(parse_mark_args({}).ok());
+  CHECK_FALSE(parse_mark_args({"x", "--until"}).ok());
+  CHECK_FALSE(parse_mark_args({"x", "--frob", "y"}).ok());
+}
+
+TEST_CASE("rsched-sql shell: time window statements without rows", "[rsched-sql]") {
+  CHECK(names_time_window("SELECT * FROM x WHERE ts >= t('2026-11-20 14:00')"));
+  CHECK(names_time_window("select 1 where ts > AGO('2h')"));
+  CHECK(names_time_window("SELECT * FROM sched_delay WHERE ts IN around('14:03', '5m')"));
+  CHECK(names_time_window("SELECT * FROM during(1, 2)"));
+  CHECK_FALSE(names_time_window("SELECT * FROM x WHERE ts BETWEEN 1 AND 2"));
+  CHECK_FALSE(names_time_window("SELECT 't(' AS s, \"ago(\" -- around(\n /* between( */"));
+  CHECK_FALSE(names_time_window("SELECT count(*), sort(x), at(y)"));
+
+  fixture f;
+  CHECK(f.sh.run_sql("SELECT 1 WHERE 0") == shell::status::ok);
+  CHECK_FALSE(f.sh.no_data()); // no window: an empty result is just empty
+  CHECK(f.sh.run_sql("SELECT 1 AS x WHERE length('t(') = 0") == shell::status::ok);
+  CHECK_FALSE(f.sh.no_data());
+  CHECK(f.err.str().empty());
+  CHECK(f.sh.run_sql("SELECT start_ns FROM intervals WHERE start_ns > t('2099-01-01 00:00')") ==
+        shell::status::ok);
+  CHECK(f.sh.no_data());
+  CHECK(f.err.str() == "rsched-sql: no recorded data in that window\n");
+}
+
+TEST_CASE("rsched-sql shell: .once writes one statement's CSV to a file, then reverts",
+          "[rsched-sql]") {
+  fixture f;
+  const std::string file = f.dir.file("once.csv");
+  CHECK(f.sh.run_dot(".mode csv") == shell::status::ok);
+  CHECK(f.sh.run_dot(".once " + file) == shell::status::ok);
+  CHECK(f.sh.run_sql("SELECT comm FROM sched_delay WHERE tid = 42") == shell::status::ok);
+  CHECK(f.out.str().empty());
+  const auto recs = parse_csv(slurp(file));
+  REQUIRE(recs.size() == 2);
+  CHECK(recs[1][0] == evil_comm); // byte-exact in a file
+  CHECK(f.sh.run_sql("SELECT 2 AS b") == shell::status::ok);
+  CHECK(f.out.str() == "b\r\n2\r\n");
+  CHECK(parse_csv(slurp(file)).size() == 2); // the file is closed and unchanged
+  CHECK(f.sh.run_dot(".once") == shell::status::failed);
+  CHECK(f.sh.run_dot(".once " + f.dir.file("no/such/dir/x")) == shell::status::failed);
+}
+
+TEST_CASE("rsched-sql shell: .output is sticky until .output alone", "[rsched-sql]") {
+  fixture f;
+  const std::string file = f.dir.file("out.txt");
+  output_config terminal;
+  terminal.escape_csv_text = true; // as on a terminal
+  terminal.mode = output_mode::csv;
+  shell sh{f.db, f.out, f.err, terminal};
+  CHECK(sh.run_dot(".output " + file) == shell::status::ok);
+  CHECK(sh.run_sql("SELECT comm FROM sched_delay WHERE tid = 42") == shell::status::ok);
+  CHECK(sh.run_sql("SELECT 1 AS a") == shell::status::ok);
+  CHECK(f.out.str().empty());
+  CHECK(sh.run_dot(".output") == shell::status::ok);
+  CHECK(sh.run_sql("SELECT comm FROM sched_delay WHERE tid = 42") == shell::status::ok);
+  const std::string data = slurp(file);
+  CHECK(data.find(evil_comm.substr(5)) != std::string::npos); // raw in the file
+  CHECK(data.find("a\r\n1\r\n") != std::string::npos);
+  CHECK(f.out.str().find('\x1b') == std::string::npos); // escaped on the "terminal"
+  CHECK(f.out.str().find("\\x1b") != std::string::npos);
+}
+
+TEST_CASE("rsched-sql shell: .timer, .headers, .tz and .help", "[rsched-sql]") {
+  fixture f;
+  CHECK(f.sh.run_dot(".timer on") == shell::status::ok);
+  CHECK(f.sh.run_sql("SELECT 1") == shell::status::ok);
+  const std::string e = f.err.str();
+  CHECK(e.rfind("Run Time: real ", 0) == 0);
+  CHECK(e.find(" s\n") != std::string::npos);
+  CHECK(f.sh.run_dot(".timer off") == shell::status::ok);
+  f.err.str("");
+  CHECK(f.sh.run_sql("SELECT 1") == shell::status::ok);
+  CHECK(f.err.str().empty());
+  CHECK(f.sh.run_dot(".timer maybe") == shell::status::failed);
+
+  CHECK(f.sh.run_dot(".tz UTC") == shell::status::ok);
+  CHECK(f.sh.config().zone == rsched::timefmt::zone::utc());
+  f.out.str("");
+  CHECK(f.sh.run_sql("SELECT start_ns, dur_ns FROM intervals") == shell::status::ok);
+  CHECK(f.out.str().find("| 2023-11-14 22:13:20+00:00 | 10.0 s |") != std::string::npos);
+  f.out.str("");
+  CHECK(f.sh.run_dot(".tz") == shell::status::ok);
+  CHECK(f.out.str() == "UTC\n");
+  CHECK(f.sh.run_dot(".tz Mars/Olympus") == shell::status::failed);
+
+  f.out.str("");
+  CHECK(f.sh.run_dot(".help") == shell::status::ok);
+  for (const auto &c : shell::dot_commands()) {
+    CHECK(f.out.str().find(c) != std::string::npos);
+  }
+}
+
+TEST_CASE("rsched-sql shell: every mode through the shell", "[rsched-sql]") {
+  fixture f;
+  CHECK(f.sh.run_dot(".mode json") == shell::status::ok);
+  CHECK(f.sh.run_sql("SELECT comm FROM sched_delay WHERE tid = 42") == shell::status::ok);
+  CHECK(f.out.str() == "[{\"comm\":\"evil\\\"c,o\\u001b[2Jm\"}]\n");
+  f.out.str("");
+  CHECK(f.sh.run_dot(".mode jsonl") == shell::status::ok);
+  CHECK(f.sh.run_sql("SELECT 1 AS a UNION ALL SELECT 2") == shell::status::ok);
+  CHECK(f.out.str() == "{\"a\":1}\n{\"a\":2}\n");
+  f.out.str("");
+  CHECK(f.sh.run_dot(".mode markdown") == shell::status::ok);
+  CHECK(f.sh.run_sql("SELECT 'a|b' AS x") == shell::status::ok);
+  CHECK(f.out.str() == "| x |\n|---|\n| a\\|b |\n");
+  f.out.str("");
+  CHECK(f.sh.run_dot(".mode line") == shell::status::ok);
+  CHECK(f.sh.run_sql("SELECT 1 AS a") == shell::status::ok);
+  CHECK(f.out.str() == "a = 1\n");
+  CHECK(f.sh.run_dot(".mode box") == shell::status::ok);
+  CHECK(f.sh.config().mode == output_mode::box);
+}
+
+TEST_CASE("rsched-sql shell: .read runs a file", "[rsched-sql]") {
+  fixture f;
+  const std::string script = f.dir.file("s.sql");
+  std::ofstream(script) << ".mode csv\nSELECT 1 AS a;\nSELECT nope;\nSELECT 2 AS b;\n";
+  CHECK(f.sh.run_dot(".read " + script) == shell::status::failed); // one statement failed...
+  CHECK(f.out.str() == "a\r\n1\r\nb\r\n2\r\n");                    // ...the rest ran
+  CHECK(f.sh.run_dot(".read " + f.dir.file("missing.sql")) == shell::status::failed);
+  const std::string self = f.dir.file("self.sql");
+  std::ofstream(self) << ".read " << self << "\n";
+  CHECK(f.sh.run_dot(".read " + self) == shell::status::failed); // no endless recursion
+}
+
+TEST_CASE("rsched-sql shell: .mark and .import-incidents write annotations", "[rsched-sql]") {
+  fixture f;
+  CHECK(f.sh.run_dot(".tz UTC") == shell::status::ok);
+  CHECK(f.sh.run_dot(".mark deploy v42 --at \"2026-11-20 14:03\" --tags deploy") ==
+        shell::status::ok);
+  CHECK(f.err.str().find("annotation ") == 0);
+  const std::string csv = f.dir.file("incidents.csv");
+  std::ofstream(csv) << "start,end,text\n2026-11-20T14:00:00Z,2026-11-20T14:30:00Z,outage\n";
+  CHECK(f.sh.run_dot(".import-incidents " + csv) == shell::status::ok);
+  CHECK(f.err.str().find("1 annotations imported") != std::string::npos);
+  CHECK(f.sh.run_dot(".mode csv") == shell::status::ok);
+  f.out.str("");
+  CHECK(f.sh.run_sql("SELECT start_ns, text, tags FROM annotations ORDER BY start_ns") ==
+        shell::status::ok);
+  CHECK(f.out.str() == "start_ns,text,tags\r\n"
+                       "1795183200000000000,outage,\"\"\r\n"
+                       "1795183380000000000,deploy v42,deploy\r\n");
+  CHECK(f.sh.run_dot(".mark") == shell::status::failed);
+  CHECK(f.sh.run_dot(".mark x --at never") == shell::status::failed);
+  CHECK(f.sh.run_dot(".import-incidents " + f.dir.file("missing.csv")) == shell::status::failed);
+}
+
+TEST_CASE("rsched-sql completion: new dot commands, modes and functions", "[rsched-sql]") {
+  const std::vector<std::string> names;
+  CHECK(completions("", ".ti", true, names) == std::vector<std::string>{".timer"});
+  CHECK(completions("", ".o", true, names) == std::vector<std::string>{".once", ".output"});
+  CHECK(completions("", ".im", true, names) == std::vector<std::string>{".import-incidents"});
+  CHECK(completions(".mode ", "j", true, names) == std::vector<std::string>{"json", "jsonl"});
+  CHECK(completions(".timer ", "o", true, names) == std::vector<std::string>{"off", "on"});
+  CHECK(completions(".tz ", "U", true, names) == std::vector<std::string>{"UTC"});
+  CHECK(completions("SELECT * FROM ", "spi", false, names) == std::vector<std::string>{"spikes"});
+  CHECK(completions("SELECT ", "ag", false, names) == std::vector<std::string>{"ago"});
+  CHECK(completions("SELECT ", "hist_me", false, names) ==
+        std::vector<std::string>{"hist_mean", "hist_merge"});
+  CHECK(completes_file_name(".once ", true));
+  CHECK(completes_file_name(".read ", true));
+  CHECK_FALSE(completes_file_name(".mode ", true));
+  CHECK_FALSE(completes_file_name(".once ", false));
+  fixture f;
+  const auto all = f.sh.completion_names();
+  CHECK(std::find(all.begin(), all.end(), "sched_delay") != all.end());
+  CHECK(std::find(all.begin(), all.end(), "hist_percentile") != all.end());
+}
