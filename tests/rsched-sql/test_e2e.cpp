@@ -229,3 +229,25 @@ TEST_CASE("rsched-sql e2e: a time window without data exits 3", "[rsched-sql]") 
   CHECK(run_sql({db}, "SELECT 1 WHERE ts > ago('1h');\n").status == 1); // no column ts
   CHECK(run_sql({db}, "SELECT start_ns FROM intervals WHERE start_ns > ago('1h');\n").status == 3);
 }
+
+TEST_CASE("rsched-sql e2e: a window only partly recorded is reported with its coverage",
+          "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir); // one 10 s interval from 1.7e18 ns
+  // 40 s around the interval's middle: 10 s of 40 s recorded = 25 %
+  const auto r = run_sql({db, "-c",
+                          "SELECT count(*) FROM sched_delay WHERE ts IN "
+                          "around(1700000005000000000, '20s')",
+                          "--csv"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.find("25.0% covered") != std::string::npos);
+  CHECK(r.err.find("see gaps(") != std::string::npos);
+  // a fully covered window says nothing
+  const auto full = run_sql({db, "-c",
+                             "SELECT count(*) FROM sched_delay WHERE ts IN "
+                             "during(1700000001000000000, 1700000009000000000)",
+                             "--csv"});
+  REQUIRE(full.status == 0);
+  CHECK(full.err.empty());
+}

@@ -262,8 +262,40 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
   if (printer_.empty_results() > 0 && names_time_window(sql)) {
     no_data_ = true;
     report_error("no recorded data in that window");
+  } else if (auto w = db_.take_window()) {
+    note_coverage(w->first, w->second);
   }
   return status::ok;
+}
+
+// A window only partly covered by recorded intervals is reported on stderr (the result itself
+// is unchanged): "window ... is 62.0% covered (2 gaps; see gaps(a, b))".
+void shell::note_coverage(std::int64_t a, std::int64_t b) {
+  double pct = 100.0;
+  std::int64_t gaps = 0;
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) {
+    if (row.size() >= 2) {
+      if (const auto *p = std::get_if<double>(&row[0])) {
+        pct = *p;
+      } else if (const auto *i = std::get_if<std::int64_t>(&row[0])) {
+        pct = static_cast<double>(*i);
+      }
+      if (const auto *g = std::get_if<std::int64_t>(&row[1])) {
+        gaps = *g;
+      }
+    }
+  };
+  if (!db_.exec(fmt::format("SELECT coverage_pct, gaps FROM coverage({}, {})", a, b), sink) ||
+      pct >= 99.95) {
+    return;
+  }
+  err_ << fmt::format("rsched-sql: note: the window {} .. {} is {:.1f}% covered by recorded "
+                      "intervals ({} gap{}; see gaps({}, {}))\n",
+                      timefmt::format_time(a, db_.zone()), timefmt::format_time(b, db_.zone()),
+                      pct, gaps, gaps == 1 ? "" : "s", a, b);
+  err_.flush();
 }
 
 shell::status shell::query_lines(std::string_view sql, std::vector<std::string> &lines) {

@@ -248,6 +248,12 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
   return {};
 }
 
+std::optional<std::pair<std::int64_t, std::int64_t>> reader::take_window() {
+  auto w = p_->ctx.last_window;
+  p_->ctx.last_window.reset();
+  return w;
+}
+
 void reader::interrupt() noexcept {
   if (p_) {
     sqlite3_interrupt(p_->db.getHandle());

@@ -29,6 +29,9 @@ namespace rsched::store::detail {
 struct fn_context {
   timefmt::zone zone = timefmt::zone::local();
   std::optional<std::int64_t> fixed_now; // tests and reproducible examples
+  // The last window asked of during()/around() ([start, end) UTC ns), for the shell's coverage
+  // note; taken (and cleared) by reader::take_window.
+  mutable std::optional<std::pair<std::int64_t, std::int64_t>> last_window;
   [[nodiscard]] std::int64_t now() const {
     return fixed_now ? *fixed_now : timefmt::realtime_now_ns();
   }

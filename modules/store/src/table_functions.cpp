@@ -392,6 +392,7 @@ result<rows> during_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   if (!w) {
     return w.err();
   }
+  ctx.last_window = std::make_pair(w->first, w->second);
   return interval_ts(db, w->first, w->second);
 }
 
@@ -407,6 +408,7 @@ result<rows> around_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   if (*d < 0) {
     return make_error("around: the duration must not be negative");
   }
+  ctx.last_window = std::make_pair(*t - *d, *t + *d);
   return interval_ts(db, *t - *d, *t + *d);
 }
 

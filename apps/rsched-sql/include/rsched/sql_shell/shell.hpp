@@ -79,6 +79,8 @@ public:
   static const std::vector<std::string> &dot_commands();
 
 private:
+  // Reports on stderr when the window a statement asked for is only partly recorded.
+  void note_coverage(std::int64_t a, std::int64_t b);
   status query_lines(std::string_view sql, std::vector<std::string> &lines);
   status open_output(const std::string &file, std::unique_ptr<std::ofstream> &slot);
   void route_output(); // points the printer at the .once file, the .output file or `out_`

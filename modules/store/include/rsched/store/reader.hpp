@@ -44,6 +44,9 @@ public:
   // Interrupts the statement running on this connection (sqlite3_interrupt): exec returns an
   // error. Safe to call from a signal handler or another thread.
   void interrupt() noexcept;
+  // The last window a statement asked of during()/around() since the previous call, as
+  // [start, end) UTC ns, or nullopt. The shell uses it to report partial coverage.
+  std::optional<std::pair<std::int64_t, std::int64_t>> take_window();
   [[nodiscard]] const timefmt::zone &zone() const;
   // Fixes what `now` means for the time functions (tests, reproducible examples); nullopt =
   // the real clock (default).
