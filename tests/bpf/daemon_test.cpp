@@ -20,18 +20,7 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
-std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql) {
-  auto r = store::reader::open(db);
-  REQUIRE(r.ok());
-  std::vector<std::vector<store::value>> rows;
-  store::result_sink sink;
-  sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) { rows.push_back(row); };
-  auto ok = r->exec(sql, sink);
-  INFO((ok.ok() ? std::string() : ok.err().msg));
-  REQUIRE(ok.ok());
-  return rows;
-}
+using test::query;
 std::int64_t as_int(const store::value &v) {
   return std::get<std::int64_t>(v);
 }

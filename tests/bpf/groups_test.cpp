@@ -26,6 +26,7 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
+using test::query;
 
 std::uint64_t mono_ns() {
   timespec ts{};
@@ -42,20 +43,6 @@ void spin_for(std::uint64_t ns) {
   }
 }
 
-using rows_t = std::vector<std::vector<store::value>>;
-rows_t query(const std::string &db, const std::string &sql) {
-  auto r = store::reader::open(db);
-  REQUIRE(r.ok());
-  rows_t rows;
-  store::result_sink sink;
-  sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) { rows.push_back(row); };
-  auto ok = r->exec(sql, sink);
-  INFO(sql);
-  INFO((ok.ok() ? std::string() : ok.err().msg));
-  REQUIRE(ok.ok());
-  return rows;
-}
 std::int64_t as_int(const store::value &v) {
   return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : 0;
 }

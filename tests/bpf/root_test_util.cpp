@@ -46,6 +46,21 @@ sysctl_guard::~sysctl_guard() {
   out << old_;
 }
 
+std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql) {
+  auto r = store::reader::open(db);
+  INFO((r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+  std::vector<std::vector<store::value>> rows;
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) { rows.push_back(row); };
+  auto ok = r->exec(sql, sink);
+  INFO(sql);
+  INFO((ok.ok() ? std::string() : ok.err().msg));
+  REQUIRE(ok.ok());
+  return rows;
+}
+
 std::string rschedd_path() {
   return std::string(RSCHED_BINARY_DIR) + "/apps/rschedd/rschedd";
 }

@@ -1,5 +1,7 @@
 #pragma once
 // Helpers for the root tests: skip-or-fail without root, run rschedd, read /proc ground truth.
+#include "rsched/store/reader.hpp"
+
 #include <catch2/catch.hpp>
 #include <sys/types.h>
 
@@ -55,6 +57,10 @@ private:
   std::string err_;
   void drain(int timeout_ms);
 };
+
+// Runs `sql` on the database at `db` through rsched's reader (its SQL functions included);
+// fails the test on any error.
+std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql);
 
 std::string rschedd_path();
 std::string rsched_sql_path();

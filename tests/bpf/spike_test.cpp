@@ -18,25 +18,13 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
+using test::query;
 std::int64_t realtime_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql) {
-  auto r = store::reader::open(db);
-  REQUIRE(r.ok());
-  std::vector<std::vector<store::value>> rows;
-  store::result_sink sink;
-  sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) { rows.push_back(row); };
-  auto ok = r->exec(sql, sink);
-  INFO(sql);
-  INFO((ok.ok() ? std::string() : ok.err().msg));
-  REQUIRE(ok.ok());
-  return rows;
-}
 } // namespace
 
 TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them first",

@@ -147,28 +147,10 @@ void append_json_string(std::string &out, std::string_view s) {
       continue;
     }
     // Multi-byte UTF-8: the same validation as text::escape_for_terminal.
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1Fu;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0Fu;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07u;
-    }
-    bool valid = len != 0 && i + len <= s.size();
-    for (std::size_t k = 1; valid && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      valid = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3Fu);
-    }
-    if (valid) {
-      static constexpr std::uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-      valid = cp >= min_cp[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    }
+    const text::utf8_char u = text::decode_utf8(s, i);
+    const bool valid = u.len != 0;
+    const std::size_t len = u.len;
+    const std::uint32_t cp = u.cp;
     if (!valid) {
       u_escape(0xDC, c); // surrogateescape
       ++i;

@@ -17,6 +17,40 @@ inline std::string from_comm(const char *comm, std::size_t cap) {
   return std::string(comm, n);
 }
 
+struct utf8_char {
+  std::size_t len = 0; // bytes of the sequence at the position; 0 = not valid UTF-8 there
+  std::uint32_t cp = 0;
+};
+
+// Decodes the multi-byte UTF-8 sequence starting at s[i] (a lead byte >= 0x80): validates the
+// length, continuation bytes, overlong forms, surrogates and the Unicode range.
+inline utf8_char decode_utf8(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  std::size_t len = 0;
+  std::uint32_t cp = 0;
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    cp = c & 0x1Fu;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    cp = c & 0x0Fu;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    cp = c & 0x07u;
+  }
+  bool valid = len != 0 && i + len <= s.size();
+  for (std::size_t k = 1; valid && k < len; ++k) {
+    const auto cc = static_cast<unsigned char>(s[i + k]);
+    valid = (cc & 0xC0) == 0x80;
+    cp = (cp << 6) | (cc & 0x3Fu);
+  }
+  if (valid) {
+    static constexpr std::uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    valid = cp >= min_cp[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+  }
+  return valid ? utf8_char{len, cp} : utf8_char{};
+}
+
 // Makes a string safe to print on a terminal: control bytes (C0, DEL, C1 as raw bytes), backslash
 // and bytes that do not form valid UTF-8 are written as \xNN (backslash as \\); valid printable
 // UTF-8 passes through. The result can never move the cursor, change colours or set a title.
@@ -47,30 +81,10 @@ inline std::string escape_for_terminal(std::string_view s) {
       ++i;
       continue;
     }
-    // Multi-byte UTF-8: validate length, continuation bytes, overlongs, surrogates and range.
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1Fu;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0Fu;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07u;
-    }
-    bool valid = len != 0 && i + len <= s.size();
-    for (std::size_t k = 1; valid && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      valid = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3Fu);
-    }
-    if (valid) {
-      static constexpr std::uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-      valid = cp >= min_cp[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) &&
-              !(cp >= 0x80 && cp <= 0x9F); // C1 controls
-    }
+    // Multi-byte UTF-8: valid sequences pass, except C1 controls (they steer terminals too).
+    const utf8_char u = decode_utf8(s, i);
+    const bool valid = u.len != 0 && !(u.cp >= 0x80 && u.cp <= 0x9F);
+    const std::size_t len = u.len;
     if (!valid) {
       emit_hex(c);
       ++i;
