@@ -2,9 +2,10 @@
 // Adds up the per-tick deltas of one recording interval. Ticks are 1 s when the migration group
 // or generic perf events are on (their per-second rate histograms need one sample per second,
 // as upstream), else one tick is the whole interval. Pure: no kernel, no SQL.
-#include "model.hpp"
 #include "rsched/collect/delta.hpp"
 #include "rsched/store/records.hpp"
+
+#include "model.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -94,9 +95,10 @@ inline store::hist_value to_value(const collect::delay_counters &d) {
 }
 
 // The store's rows for one interval. `cgroup_path` maps a cgroup id to its path.
-inline store::interval_row
-to_row(const interval_acc &acc, const std::function<std::string(std::uint64_t)> &cgroup_path,
-       bool ipc, bool migration) {
+inline store::interval_row to_row(const interval_acc &acc,
+                                  const std::function<std::string(std::uint64_t)> &cgroup_path,
+                                  bool ipc, bool migration, bool cross_ccx = true,
+                                  bool cross_numa = true) {
   store::interval_row row;
   row.drops = acc.drops();
   for (const auto &[key, a] : acc.threads()) {
@@ -122,15 +124,22 @@ to_row(const interval_acc &acc, const std::function<std::string(std::uint64_t)> 
     r.cross_numa = c.migrations.cross_numa;
     if (migration) {
       r.migration_rate = {a.mig_rate.total(), c.migrations.count, a.mig_rate};
-      r.cross_ccx_rate = {a.ccx_rate.total(), c.migrations.cross_ccx, a.ccx_rate};
-      r.cross_numa_rate = {a.numa_rate.total(), c.migrations.cross_numa, a.numa_rate};
+      // Only where the topology can classify them (upstream shows these sections under the
+      // same conditions): on one die / one node they would be all-zero samples.
+      if (cross_ccx) {
+        r.cross_ccx_rate = {a.ccx_rate.total(), c.migrations.cross_ccx, a.ccx_rate};
+      }
+      if (cross_numa) {
+        r.cross_numa_rate = {a.numa_rate.total(), c.migrations.cross_numa, a.numa_rate};
+      }
     }
     if (ipc) {
       r.user_cycles = c.counters[RSCHED_CTR_USER_CYCLES];
       r.kernel_cycles = c.counters[RSCHED_CTR_KERNEL_CYCLES];
       r.user_instructions = c.counters[RSCHED_CTR_USER_INSTRUCTIONS];
       r.kernel_instructions = c.counters[RSCHED_CTR_KERNEL_INSTRUCTIONS];
-      r.has_ipc = r.user_cycles + r.kernel_cycles + r.user_instructions + r.kernel_instructions != 0;
+      r.has_ipc =
+          r.user_cycles + r.kernel_cycles + r.user_instructions + r.kernel_instructions != 0;
     }
     for (std::size_t e = 0; e < acc.events(); ++e) {
       const auto v = c.counters[RSCHED_CTR_GENERIC0 + e];

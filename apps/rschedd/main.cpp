@@ -410,7 +410,7 @@ int run(const rschedd::options &opt) {
     ++tick;
 
     cgroups.new_interval();
-    auto row = to_row(acc, cgroup_path, ipc, migration);
+    auto row = to_row(acc, cgroup_path, ipc, migration, ropt.num_dies > 1, ropt.num_numa_nodes > 1);
     row.start_ns = iv_real;
     row.dur_ns = now_mono - iv_mono;
     row.boot_id = boot;

@@ -22,8 +22,8 @@ struct thread_id {
 struct thread_stats {
   std::uint32_t tid = 0;
   std::uint32_t tgid = 0;
-  std::string comm;           // latest comm, exact bytes (escape before printing!)
-  std::string cgroup;         // cgroup v2 path relative to the mount, "" unknown
+  std::string comm;   // latest comm, exact bytes (escape before printing!)
+  std::string cgroup; // cgroup v2 path relative to the mount, "" unknown
   stats::histogram delay{stats::layout::latency, {}};       // latency group
   stats::histogram depth{stats::layout::depth, {}};         // latency group (runqueue depth)
   stats::histogram slice_vol{stats::layout::latency, {}};   // slice group
@@ -70,7 +70,7 @@ struct event_rates {
 };
 
 struct model {
-  std::map<thread_id, thread_stats> threads; // cumulative
+  std::map<thread_id, thread_stats> threads;  // cumulative
   std::map<std::uint32_t, cpu_stats> cpus;    // cumulative
   std::vector<ipc_row> ipc;                   // this interval
   double ipc_elapsed_s = 0;                   // length of the IPC interval

@@ -98,18 +98,18 @@ struct options {
   bool help = false;
   bool version = false;
   // upstream flags
-  std::vector<std::string> group_tokens; // -g, split on commas, in order
-  group_selection groups;                // parsed from group_tokens
-  std::vector<std::string> comm;         // -c REGEX (repeatable)
-  std::vector<std::string> global_comm;  // --global-comm REGEX
-  std::vector<std::string> cgroup;       // --cgroup REGEX
-  std::optional<std::uint32_t> pid;      // -p TID
-  std::uint64_t min_latency_us = 0;      // -l
+  std::vector<std::string> group_tokens;          // -g, split on commas, in order
+  group_selection groups;                         // parsed from group_tokens
+  std::vector<std::string> comm;                  // -c REGEX (repeatable)
+  std::vector<std::string> global_comm;           // --global-comm REGEX
+  std::vector<std::string> cgroup;                // --cgroup REGEX
+  std::optional<std::uint32_t> pid;               // -p TID
+  std::uint64_t min_latency_us = 0;               // -l
   display_mode display = display_mode::collapsed; // -C grouped, -d detailed (-d wins)
-  std::string topology_file;             // --topology FILE
-  bool gen_topology = false;             // --gen-topology
-  bool perf_list = false;                // --perf-list
-  bool stats = false;                    // --stats: per-interval read/write times on stderr
+  std::string topology_file;                      // --topology FILE
+  bool gen_topology = false;                      // --gen-topology
+  bool perf_list = false;                         // --perf-list
+  bool stats = false; // --stats: per-interval read/write times on stderr
 };
 
 inline constexpr const char *usage_text =
@@ -121,7 +121,8 @@ inline constexpr const char *usage_text =
     "\n"
     "  -g, --group GROUPS       metric groups, comma-separated, repeatable: latency (default),\n"
     "                           slice, sleep, waking, migration, schedstat, perf (= perf=ipc),\n"
-    "                           perf=EVENT, most (all but waking), all; a bare name is a perf event\n"
+    "                           perf=EVENT, most (all but waking), all; a bare name is a perf "
+    "event\n"
     "  -c, --comm REGEX         only threads whose comm matches (repeatable, OR'd)\n"
     "      --global-comm REGEX  threads whose comm matches, regardless of -c and --cgroup\n"
     "      --cgroup REGEX       only threads in a matching cgroup v2 (or below it)\n"
@@ -248,15 +249,12 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
         }
         start = comma + 1;
       }
-    } else if (flag == "-c" || flag == "--comm" || flag == "--global-comm" ||
-               flag == "--cgroup") {
+    } else if (flag == "-c" || flag == "--comm" || flag == "--global-comm" || flag == "--cgroup") {
       auto v = value();
       if (!v) {
         return v.err();
       }
-      auto &list = flag == "--global-comm" ? o.global_comm
-                   : flag == "--cgroup"    ? o.cgroup
-                                           : o.comm;
+      auto &list = flag == "--global-comm" ? o.global_comm : flag == "--cgroup" ? o.cgroup : o.comm;
       list.push_back(*v); // a comma inside a regex is not a separator (upstream)
     } else if (flag == "-p" || flag == "--pid") {
       auto v = value();
