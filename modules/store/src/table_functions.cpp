@@ -793,6 +793,7 @@ result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   };
   struct out_row {
     row r;
+    double excess;
     std::int64_t d;
   };
   std::vector<out_row> tmp;
@@ -804,12 +805,26 @@ result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     const std::int64_t d = bv - av;
     const value ratio =
         a99 && b99 && av > 0 ? value{static_cast<double>(bv) / static_cast<double>(av)} : value{};
-    tmp.push_back({{key, static_cast<std::int64_t>(s.a.total()), pct(s.a, 50), pct(s.a, 99),
-                    static_cast<std::int64_t>(s.b.total()), pct(s.b, 50), pct(s.b, 99), d, ratio},
-                   d});
+    // Excess: B's samples in buckets entirely above A's p99 (all of B when A had none), minus
+    // the 1 % expected above a p99 when nothing changed. It ranks by how much delay changed,
+    // so a key with one unlucky sample does not outrank one whose every sample got worse.
+    double above = 0;
+    for (std::size_t slot = 0; slot < stats::slot_count(s.b.kind); ++slot) {
+      if (s.b.slots[slot] != 0 &&
+          (!a99 || stats::bucket_bounds(s.b.kind, slot).lo > a99->bounds.hi)) {
+        above += static_cast<double>(s.b.slots[slot]);
+      }
+    }
+    const double excess = std::max(0.0, above - 0.01 * static_cast<double>(s.b.total()));
+    tmp.push_back(
+        {{key, static_cast<std::int64_t>(s.a.total()), pct(s.a, 50), pct(s.a, 99),
+          static_cast<std::int64_t>(s.b.total()), pct(s.b, 50), pct(s.b, 99), d, ratio, excess},
+         excess,
+         d});
   }
-  std::stable_sort(tmp.begin(), tmp.end(),
-                   [](const out_row &x, const out_row &y) { return x.d > y.d; });
+  std::stable_sort(tmp.begin(), tmp.end(), [](const out_row &x, const out_row &y) {
+    return x.excess != y.excess ? x.excess > y.excess : x.d > y.d;
+  });
   rows out;
   for (auto &t : tmp) {
     out.push_back(std::move(t.r));
@@ -839,7 +854,7 @@ std::vector<tvf> &definitions() {
        spikes_fn},
       {"compare",
        {"key", "a_count", "a_p50_ns", "a_p99_ns", "b_count", "b_p50_ns", "b_p99_ns", "d_p99_ns",
-        "ratio_p99"},
+        "ratio_p99", "excess"},
        {"a_start", "a_end", "b_start", "b_end", "by"},
        4,
        compare_fn},
