@@ -27,9 +27,15 @@ TEST_CASE("rschedd flags", "[rschedd]") {
 }
 
 TEST_CASE("rschedd bad usage is a one-line error", "[rschedd]") {
-  for (const auto &args : std::vector<std::vector<std::string>>{
-           {"-i"}, {"-i", "0"}, {"-i", "abc"}, {"-i", "-1"}, {"-r", "1.5"}, {"--bogus"},
-           {"--db", "/x", "--no-db"}, {"--bpf-mode", "kprobe"}, {"--db", ""}}) {
+  for (const auto &args : std::vector<std::vector<std::string>>{{"-i"},
+                                                                {"-i", "0"},
+                                                                {"-i", "abc"},
+                                                                {"-i", "-1"},
+                                                                {"-r", "1.5"},
+                                                                {"--bogus"},
+                                                                {"--db", "/x", "--no-db"},
+                                                                {"--bpf-mode", "kprobe"},
+                                                                {"--db", ""}}) {
     auto o = parse_options(args);
     INFO(args[0]);
     REQUIRE_FALSE(o.ok());
@@ -70,14 +76,13 @@ TEST_CASE("metric groups (-g): defaults, most, all, perf events and order rules"
   CHECK(dedup->ipc);
   CHECK_FALSE(parse_groups({"perf="}).ok());
   CHECK_FALSE(parse_groups({""}).ok());
-  CHECK_FALSE(
-      parse_groups({"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"}).ok()); // max 8
+  CHECK_FALSE(parse_groups({"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"}).ok()); // max 8
 }
 
 TEST_CASE("metric groups (-g) split on commas and repeat; filters and modes", "[rschedd]") {
   auto o = parse_options({"-g", "slice,sleep", "-g", "migration", "-c", "a,b", "-c", "x",
-                          "--global-comm", "g", "--cgroup", "system", "-p", "42", "-l", "100",
-                          "-C", "-d"});
+                          "--global-comm", "g", "--cgroup", "system", "-p", "42", "-l", "100", "-C",
+                          "-d"});
   REQUIRE(o.ok());
   CHECK(o->groups.groups == (RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_MIGRATION));
   CHECK(o->comm == std::vector<std::string>{"a,b", "x"}); // comma is not a separator in -c

@@ -293,8 +293,8 @@ void shell::note_coverage(std::int64_t a, std::int64_t b) {
   }
   err_ << fmt::format("rsched-sql: note: the window {} .. {} is {:.1f}% covered by recorded "
                       "intervals ({} gap{}; see gaps({}, {}))\n",
-                      timefmt::format_time(a, db_.zone()), timefmt::format_time(b, db_.zone()),
-                      pct, gaps, gaps == 1 ? "" : "s", a, b);
+                      timefmt::format_time(a, db_.zone()), timefmt::format_time(b, db_.zone()), pct,
+                      gaps, gaps == 1 ? "" : "s", a, b);
   err_.flush();
 }
 

@@ -1,8 +1,8 @@
 #include "rsched/collect/perf.hpp"
-#include "rsched/topology/cpulist.hpp"
 
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/text.hpp"
+#include "rsched/topology/cpulist.hpp"
 
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>

@@ -161,8 +161,7 @@ bool has_any(const thread_row &t) {
   return has_data(t.delay_count, t.delay_hist) || has_data(t.depth_count, t.depth_hist) ||
          has_data(t.slice_vol) || has_data(t.slice_invol) || has_data(t.sleep) ||
          has_data(t.waking) || has_data(t.migration_rate) || has_data(t.cross_ccx_rate) ||
-         has_data(t.cross_numa_rate) || has_migrations(t) || has_ipc_data(t) ||
-         has_events(t);
+         has_data(t.cross_numa_rate) || has_migrations(t) || has_ipc_data(t) || has_events(t);
 }
 
 // a += b for one histogram-valued metric. Layouts of values with data were checked before; an
@@ -239,9 +238,9 @@ result<void> validate(const interval_row &iv) {
       return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
     }
     const std::pair<const hist_value *, stats::layout> metrics[] = {
-        {&t.slice_vol, stats::layout::latency},    {&t.slice_invol, stats::layout::latency},
-        {&t.sleep, stats::layout::latency},        {&t.waking, stats::layout::latency},
-        {&t.migration_rate, stats::layout::count}, {&t.cross_ccx_rate, stats::layout::count},
+        {&t.slice_vol, stats::layout::latency},     {&t.slice_invol, stats::layout::latency},
+        {&t.sleep, stats::layout::latency},         {&t.waking, stats::layout::latency},
+        {&t.migration_rate, stats::layout::count},  {&t.cross_ccx_rate, stats::layout::count},
         {&t.cross_numa_rate, stats::layout::count},
     };
     for (const auto &[v, want] : metrics) {

@@ -54,7 +54,7 @@ enum rsched_group {
 	RSCHED_G_SLEEP = 1 << 2,     /* sleep durations (thread) + idle durations (CPU) */
 	RSCHED_G_WAKING = 1 << 3,    /* sched_waking -> switch-in */
 	RSCHED_G_MIGRATION = 1 << 4, /* sched_migrate_task counts */
-	RSCHED_G_PERF = 1 << 5,      /* perf counters read at every switch */
+	RSCHED_G_PERF = 1 << 5,	     /* perf counters read at every switch */
 };
 
 enum rsched_counter_slot {
@@ -67,12 +67,15 @@ enum rsched_counter_slot {
 
 /* Counters of work the BPF side could not do, cumulative per CPU (PERCPU_ARRAY "drops"). */
 enum rsched_drop_id {
-	RSCHED_DROP_TASK_STATE = 0,  /* per-task state could not be created (storage full / ENOMEM) */
-	RSCHED_DROP_GRAVEYARD = 1,   /* an exiting thread's final record did not fit the graveyard map */
-	RSCHED_DROP_STALE_TID = 2,   /* raw_tp mode: tid reused before the old entry was flushed */
-	RSCHED_DROP_NO_RQ = 3,       /* runqueue of the woken task not reachable */
-	RSCHED_DROP_TOO_LONG = 4,    /* a value above its metric's limit was discarded (not an error) */
-	RSCHED_DROP_PERF_READ = 5,   /* a perf counter could not be read at a switch */
+	RSCHED_DROP_TASK_STATE =
+		0, /* per-task state could not be created (storage full / ENOMEM) */
+	RSCHED_DROP_GRAVEYARD =
+		1, /* an exiting thread's final record did not fit the graveyard map */
+	RSCHED_DROP_STALE_TID = 2, /* raw_tp mode: tid reused before the old entry was flushed */
+	RSCHED_DROP_NO_RQ = 3,	   /* runqueue of the woken task not reachable */
+	RSCHED_DROP_TOO_LONG =
+		4, /* a value above its metric's limit was discarded (not an error) */
+	RSCHED_DROP_PERF_READ = 5, /* a perf counter could not be read at a switch */
 	RSCHED_DROP_COUNT = 8,
 };
 
@@ -82,7 +85,7 @@ enum {
 };
 
 struct rsched_delay_stats {
-	__u64 count;    /* samples */
+	__u64 count;	/* samples */
 	__u64 total_ns; /* exact sum of the samples */
 	__u64 slots[RSCHED_HIST_SLOTS];
 };
@@ -97,9 +100,10 @@ struct rsched_depth_stats {
  * (raw_tp mode). Counters only ever grow; user space takes deltas, so nothing is lost at an
  * interval boundary. */
 struct rsched_task_state {
-	__u64 enqueue_ns; /* when the thread became runnable (wakeup or preemption); 0 = not queued */
-	__u64 oncpu_ns;   /* when it was last switched in (slice) */
-	__u64 sleep_ns;   /* when it last went to sleep (sleep) */
+	__u64 enqueue_ns; /* when the thread became runnable (wakeup or preemption); 0 = not queued
+			   */
+	__u64 oncpu_ns;	  /* when it was last switched in (slice) */
+	__u64 sleep_ns;	  /* when it last went to sleep (sleep) */
 	__u64 waking_ns;  /* sched_waking time (waking) */
 	struct rsched_delay_stats delay;       /* scheduling delay */
 	struct rsched_depth_stats depth;       /* runqueue depth at wakeup */
@@ -107,17 +111,18 @@ struct rsched_task_state {
 	struct rsched_delay_stats slice_invol; /* time on CPU ending in a preemption */
 	struct rsched_delay_stats sleep;       /* switch-out (not runnable) -> wakeup */
 	struct rsched_delay_stats waking;      /* sched_waking -> switch-in */
-	__u64 migrations;                      /* sched_migrate_task events */
-	__u64 cross_ccx;                       /* ... between dies of one NUMA node */
-	__u64 cross_numa;                      /* ... between NUMA nodes */
+	__u64 migrations;		       /* sched_migrate_task events */
+	__u64 cross_ccx;		       /* ... between dies of one NUMA node */
+	__u64 cross_numa;		       /* ... between NUMA nodes */
 	__u64 dirty; /* set when a counter changes; the task iterator emits and clears it */
 	__u64 counters[RSCHED_COUNTER_SLOTS]; /* perf counter deltas charged to this thread */
 };
 
 struct rsched_task_ident {
-	__u32 tid;        /* task->pid */
-	__u32 tgid;       /* task->tgid (the "pid" of the process) */
-	__u64 start_time; /* task->start_time, ns since boot: (tid, start_time) is unique per boot */
+	__u32 tid;	  /* task->pid */
+	__u32 tgid;	  /* task->tgid (the "pid" of the process) */
+	__u64 start_time; /* task->start_time, ns since boot: (tid, start_time) is unique per boot
+			   */
 	__u64 cgroup_id;  /* cgroup v2 kernfs id (= inode number of the cgroup directory) */
 	char comm[RSCHED_COMM_LEN];
 	__u32 flags; /* RSCHED_TASK_* */
@@ -141,8 +146,8 @@ struct rsched_task_key {
 /* Per-CPU cumulative stats (PERCPU_ARRAY with one element; each CPU writes its own copy). */
 struct rsched_cpu_stats {
 	struct rsched_delay_stats delay; /* scheduling delay of threads switched in on this CPU */
-	struct rsched_delay_stats idle;  /* idle periods of this CPU */
-	__u64 idle_start_ns;             /* BPF-internal: when the CPU went idle, 0 = not idle */
+	struct rsched_delay_stats idle;	 /* idle periods of this CPU */
+	__u64 idle_start_ns;		 /* BPF-internal: when the CPU went idle, 0 = not idle */
 	__u64 pad;
 };
 

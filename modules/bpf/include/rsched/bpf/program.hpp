@@ -21,8 +21,8 @@ const char *to_string(attach_mode m);
 
 struct options {
   attach_mode mode = attach_mode::automatic;
-  std::uint32_t groups = 1;        // enum rsched_group bits (sched_abi.h); latency by default
-  std::uint32_t counter_mask = 0;  // counter slots user space will open (RSCHED_G_PERF)
+  std::uint32_t groups = 1;       // enum rsched_group bits (sched_abi.h); latency by default
+  std::uint32_t counter_mask = 0; // counter slots user space will open (RSCHED_G_PERF)
   // Migration classification (-1 = unknown), used when RSCHED_G_MIGRATION is set.
   std::array<std::int32_t, 1024> cpu_to_die{};
   std::array<std::int32_t, 1024> cpu_to_numa{};
@@ -30,7 +30,7 @@ struct options {
   std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
   std::uint64_t max_delay_ns = 10'000'000'000ULL;    // longer delays/slices discarded (10 s)
   std::uint64_t max_sleep_ns = 3'600'000'000'000ULL; // longer sleep/idle discarded (1 h)
-  bool verbose = false;                           // forward libbpf's messages to stderr
+  bool verbose = false;                              // forward libbpf's messages to stderr
   // Perf event fds to install before the programs attach (so no switch reads an empty slot).
   struct counter_fd {
     unsigned cpu;

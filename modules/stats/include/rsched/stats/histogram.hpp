@@ -44,7 +44,9 @@ constexpr std::size_t slot_count(layout l) {
   return 0;
 }
 
-constexpr bool valid_layout(std::uint8_t id) { return id >= 1 && id <= 4; }
+constexpr bool valid_layout(std::uint8_t id) {
+  return id >= 1 && id <= 4;
+}
 
 // Inclusive bounds of one bucket. `hi` is numeric_limits<uint64_t>::max() for the open-ended
 // top bucket.
@@ -73,8 +75,9 @@ constexpr bucket bucket_bounds(layout l, std::size_t slot) {
       return {slot, slot};
     }
     const auto n = slot - 58; // slot 64 = [2^6, 2^7 - 1]
-    return slot + 1 == slot_count(l) ? bucket{std::uint64_t{1} << n, inf}
-                                     : bucket{std::uint64_t{1} << n, (std::uint64_t{1} << (n + 1)) - 1};
+    return slot + 1 == slot_count(l)
+               ? bucket{std::uint64_t{1} << n, inf}
+               : bucket{std::uint64_t{1} << n, (std::uint64_t{1} << (n + 1)) - 1};
   }
   if (l == layout::log2) {
     if (slot == 0) {

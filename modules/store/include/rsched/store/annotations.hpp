@@ -11,11 +11,11 @@
 namespace rsched::store {
 
 struct annotation {
-  std::int64_t start_ns = 0;             // UTC ns
-  std::optional<std::int64_t> end_ns;    // UTC ns; nullopt = a point in time
-  std::string source = "rsched-sql";     // who wrote it ("rsched-sql", "import:<file>", ...)
-  std::string text;                      // free text, exact bytes
-  std::string tags;                      // comma-separated tags, "" none
+  std::int64_t start_ns = 0;          // UTC ns
+  std::optional<std::int64_t> end_ns; // UTC ns; nullopt = a point in time
+  std::string source = "rsched-sql";  // who wrote it ("rsched-sql", "import:<file>", ...)
+  std::string text;                   // free text, exact bytes
+  std::string tags;                   // comma-separated tags, "" none
 };
 
 // Adds one annotation to the database at `path` (which must exist and be an rsched database).

@@ -24,7 +24,7 @@ enum class metric : int {
   waking_delay = 6,      // ns from sched_waking to switch-in, latency layout
   migration_rate = 7,    // migrations per second, one sample per second with >= 1, count layout
   cpu_idle = 8,          // ns idle periods per CPU, latency layout
-  migration_rate_cross_ccx = 9,  // cross-die migrations per second, count layout
+  migration_rate_cross_ccx = 9,   // cross-die migrations per second, count layout
   migration_rate_cross_numa = 10, // cross-NUMA migrations per second, count layout
 };
 
@@ -50,11 +50,11 @@ struct thread_row {
   stats::histogram depth_hist{stats::layout::depth, {}};
 
   // Schema v2: the other metric groups. Zero counts are not written.
-  hist_value slice_vol;                                        // metric 3
-  hist_value slice_invol;                                      // metric 4
-  hist_value sleep;                                            // metric 5
-  hist_value waking;                                           // metric 6
-  hist_value migration_rate{0, 0, {stats::layout::count, {}}}; // metric 7
+  hist_value slice_vol;                                         // metric 3
+  hist_value slice_invol;                                       // metric 4
+  hist_value sleep;                                             // metric 5
+  hist_value waking;                                            // metric 6
+  hist_value migration_rate{0, 0, {stats::layout::count, {}}};  // metric 7
   hist_value cross_ccx_rate{0, 0, {stats::layout::count, {}}};  // metric 9, same seconds
   hist_value cross_numa_rate{0, 0, {stats::layout::count, {}}}; // metric 10, same seconds
   std::uint64_t migrations = 0; // migration group: count, cross-die, cross-NUMA
