@@ -65,6 +65,16 @@ int run(int argc, char **argv) {
     print_error(db.err().msg);
     return sq::exit_failure;
   }
+  // RSCHED_SQL_NOW pins what `now` means (any time t() accepts): reproducible scripts, and the
+  // golden outputs of docs/SQL.md.
+  if (const char *now = std::getenv("RSCHED_SQL_NOW"); now != nullptr && *now != '\0') {
+    auto t = rsched::timefmt::parse_time(now, rsched::timefmt::realtime_now_ns(), db->zone());
+    if (!t) {
+      print_error("RSCHED_SQL_NOW: " + t.err().msg);
+      return sq::exit_usage;
+    }
+    db->set_now(*t);
+  }
 
   std::ofstream file_out;
   if (opt.output_file) {

@@ -1,6 +1,7 @@
 // The SQL toolbox of rsched-sql (docs/SQL.md): hist_* functions, time functions, windows,
 // coverage and gaps, annotations, spikes and compare, diff-tested against a synthetic history
 // with known samples (sql_fixture.hpp).
+#include "rsched/base/text.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/percentile.hpp"
 #include "rsched/store/annotations.hpp"
@@ -10,6 +11,7 @@
 #include "store_test_util.hpp"
 
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace store_test;
@@ -408,5 +411,119 @@ TEST_CASE("every sql example in docs/SQL.md runs against the fixture", "[store]"
     run(r, b, &err);
     INFO(b);
     CHECK(err == "");
+  }
+}
+
+namespace {
+// Runs `sql` through the built rsched-sql binary as a user would: --csv, `now` pinned to the end
+// of the fixture's history, times in UTC. Returns stdout with CRLF turned into LF.
+std::string run_binary(const std::string &db, const std::string &sql, int &status) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string input = (dir / ("rsched-doc-" + std::to_string(getpid()) + ".sql")).string();
+  {
+    std::ofstream f(input, std::ios::binary);
+    f << sql;
+  }
+  const std::string now = std::to_string(history_end / 1'000'000'000) + "." +
+                          std::to_string(1'000'000'000 + history_end % 1'000'000'000).substr(1);
+  const std::string cmd = "TZ=UTC RSCHED_SQL_NOW=" + now + " " +
+                          RSCHED_BINARY_DIR "/apps/rsched-sql/rsched-sql '" + db + "' --csv < '" +
+                          input + "' 2>/dev/null";
+  FILE *p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
+    out.append(buf, n);
+  }
+  status = pclose(p);
+  std::filesystem::remove(input);
+  std::string lf;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!(out[i] == '\r' && i + 1 < out.size() && out[i + 1] == '\n')) {
+      lf += out[i];
+    }
+  }
+  return lf;
+}
+} // namespace
+
+// Diff test: each ```sql example of docs/SQL.md is followed by a ```csv block holding what
+// `rsched-sql DB --csv` prints for it over the fixture (lines passed through
+// escape_for_terminal; LF line ends). RSCHED_UPDATE_GOLDEN=1 rewrites the
+// csv blocks from the current output (review the diff before committing it).
+TEST_CASE("docs/SQL.md examples through rsched-sql match their expected CSV", "[store]") {
+  const auto doc = std::filesystem::path(__FILE__).parent_path() / ".." / ".." / "docs" / "SQL.md";
+  std::ifstream in(doc);
+  REQUIRE(in.good());
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) {
+    lines.push_back(l);
+  }
+  const bool update = std::getenv("RSCHED_UPDATE_GOLDEN") != nullptr;
+  std::vector<std::string> out_lines;
+  std::size_t examples = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    out_lines.push_back(lines[i]);
+    if (lines[i].rfind("```sql", 0) != 0) {
+      continue;
+    }
+    std::string sql;
+    std::size_t j = i + 1;
+    for (; j < lines.size() && lines[j].rfind("```", 0) != 0; ++j) {
+      sql += lines[j] + "\n";
+      out_lines.push_back(lines[j]);
+    }
+    REQUIRE(j < lines.size());
+    out_lines.push_back(lines[j]); // closing fence
+    i = j;
+    // an existing expected block: blank line, ```csv, ..., ```
+    std::string expected;
+    bool has_expected = false;
+    std::size_t k = i + 1;
+    if (k + 1 < lines.size() && lines[k].empty() && lines[k + 1] == "```csv") {
+      has_expected = true;
+      for (k += 2; k < lines.size() && lines[k] != "```"; ++k) {
+        expected += lines[k] + "\n";
+      }
+    }
+    int status = 0;
+    // Kept in the doc through the terminal escaping (injective: `\` becomes `\\`), so the
+    // hostile comm's control bytes never sit raw in a Markdown file; compared the same way.
+    std::string got;
+    {
+      const std::string raw = run_binary(fixture().path, sql, status);
+      std::istringstream rs(raw);
+      for (std::string l; std::getline(rs, l);) {
+        got += rsched::text::escape_for_terminal(l) + "\n";
+      }
+    }
+    INFO(sql);
+    CHECK(WIFEXITED(status));
+    CHECK((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3));
+    ++examples;
+    if (update) {
+      out_lines.push_back("");
+      out_lines.push_back("```csv");
+      std::istringstream gs(got);
+      for (std::string l; std::getline(gs, l);) {
+        out_lines.push_back(l);
+      }
+      out_lines.push_back("```");
+      if (has_expected) {
+        i = k; // skip the old expected block
+      }
+    } else {
+      CHECK(has_expected);
+      CHECK(got == expected);
+    }
+  }
+  CHECK(examples >= 20);
+  if (update) {
+    std::ofstream out(doc, std::ios::trunc);
+    for (const auto &l : out_lines) {
+      out << l << "\n";
+    }
   }
 }
