@@ -5,6 +5,7 @@
 #include "rsched/stats/histogram.hpp"
 #include "rsched/store/reader.hpp"
 #include "rsched/store/records.hpp"
+#include "rsched/store/writer.hpp"
 
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <sqlite3.h>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -100,6 +102,36 @@ inline std::int64_t scalar_int(rsched::store::reader &r, std::string_view sql) {
   REQUIRE(t.rows.size() == 1);
   REQUIRE(t.rows[0].size() == 1);
   return as_int(t.rows[0][0]);
+}
+
+inline rsched::store::writer open_writer(const std::string &path) {
+  auto w = rsched::store::writer::open(path);
+  INFO("error: " << (w.ok() ? std::string() : w.err().msg));
+  REQUIRE(w.ok());
+  return std::move(w).value();
+}
+
+inline rsched::store::reader open_reader(const std::string &path, bool read_only = true) {
+  auto r = rsched::store::reader::open(path, read_only);
+  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+inline void write_ok(rsched::store::writer &w, const rsched::store::interval_row &iv) {
+  auto r = w.write(iv);
+  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+}
+
+// Column names of a table or view, in order.
+inline std::vector<std::string> columns_of(rsched::store::reader &r, const std::string &name) {
+  auto t = run(r, "SELECT name FROM pragma_table_info('" + name + "') ORDER BY cid");
+  std::vector<std::string> names;
+  for (const auto &row : t.rows) {
+    names.push_back(as_text(row[0]));
+  }
+  return names;
 }
 
 inline rsched::stats::histogram latency_hist(const std::vector<std::uint64_t> &ns) {

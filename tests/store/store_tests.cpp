@@ -25,35 +25,6 @@ namespace {
 // A comm as hostile as the kernel allows: quotes, comma, an ESC sequence, invalid UTF-8, newline.
 const std::string hostile_comm = "a\"b,c\x1b[31m\xff\n";
 
-writer open_writer(const std::string &path) {
-  auto w = writer::open(path);
-  INFO("error: " << (w.ok() ? std::string() : w.err().msg));
-  REQUIRE(w.ok());
-  return std::move(w).value();
-}
-
-reader open_reader(const std::string &path, bool read_only = true) {
-  auto r = reader::open(path, read_only);
-  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
-  REQUIRE(r.ok());
-  return std::move(r).value();
-}
-
-void write_ok(writer &w, const rsched::store::interval_row &iv) {
-  auto r = w.write(iv);
-  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
-  REQUIRE(r.ok());
-}
-
-std::vector<std::string> columns_of(reader &r, const std::string &view) {
-  auto t = run(r, "SELECT name FROM pragma_table_info('" + view + "') ORDER BY cid");
-  std::vector<std::string> names;
-  for (const auto &row : t.rows) {
-    names.push_back(as_text(row[0]));
-  }
-  return names;
-}
-
 } // namespace
 
 TEST_CASE("writer creates schema version 2 in a new file", "[store]") {

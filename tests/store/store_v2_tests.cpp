@@ -108,35 +108,6 @@ CREATE VIEW runq_depth AS
 constexpr std::int64_t t0 = 1'700'000'000'000'000'000;
 constexpr std::int64_t step = 10'000'000'000;
 
-writer open_writer(const std::string &path) {
-  auto w = writer::open(path);
-  INFO("error: " << (w.ok() ? std::string() : w.err().msg));
-  REQUIRE(w.ok());
-  return std::move(w).value();
-}
-
-reader open_reader(const std::string &path, bool read_only = true) {
-  auto r = reader::open(path, read_only);
-  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
-  REQUIRE(r.ok());
-  return std::move(r).value();
-}
-
-void write_ok(writer &w, const rsched::store::interval_row &iv) {
-  auto r = w.write(iv);
-  INFO("error: " << (r.ok() ? std::string() : r.err().msg));
-  REQUIRE(r.ok());
-}
-
-std::vector<std::string> columns_of(reader &r, const std::string &name) {
-  auto t = run(r, "SELECT name FROM pragma_table_info('" + name + "') ORDER BY cid");
-  std::vector<std::string> names;
-  for (const auto &row : t.rows) {
-    names.push_back(as_text(row[0]));
-  }
-  return names;
-}
-
 histogram hist_of(layout l, const std::vector<std::uint64_t> &samples) {
   histogram h{l, {}};
   for (auto v : samples) {
