@@ -333,8 +333,10 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 	if (ON(RSCHED_G_LATENCY | RSCHED_G_SLEEP))
 		cs = bpf_map_lookup_elem(&cpu_stats, &zero);
 
+	__u32 prev_state = 0;
 	if (prev_tid != 0) {
 		__u32 state = task_run_state(prev, btf);
+		prev_state = state;
 		/* Still on the runqueue: preempted, or switched out while runnable (yield). This is
 		 * also the kernel's nvcsw/nivcsw split: involuntary unless it blocked. */
 		bool runnable = preempt || state == TASK_RUNNING;
@@ -368,7 +370,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 		charge_counters(prev_tid, st, next_tid);
 
 	/* Last use of prev's state: a dead thread's final record is complete now. */
-	if (st && (task_run_state(prev, btf) & TASK_DEAD))
+	if (st && (prev_state & TASK_DEAD))
 		task_dead(prev, st, btf);
 
 	if (next_tid == 0)
