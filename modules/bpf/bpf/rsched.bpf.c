@@ -28,11 +28,11 @@ char LICENSE[] SEC("license") = "GPL";
 #define TASK_DEAD 0x80
 
 /* Set by user space before load. */
-const volatile __u32 groups = RSCHED_G_LATENCY;                   /* enum rsched_group bits */
-const volatile __u64 max_delay_ns = 10ULL * 1000 * 1000 * 1000;   /* delays, slices: upstream 10 s */
+const volatile __u32 groups = RSCHED_G_LATENCY;			/* enum rsched_group bits */
+const volatile __u64 max_delay_ns = 10ULL * 1000 * 1000 * 1000; /* delays, slices: upstream 10 s */
 const volatile __u64 max_sleep_ns = 3600ULL * 1000 * 1000 * 1000; /* sleep, idle: upstream 1 h */
-const volatile __u32 counter_mask = 0;        /* bit i: counter slot i is open */
-const volatile __s32 cpu_to_die[RSCHED_MAX_CPUS];  /* migration classification, -1 unknown */
+const volatile __u32 counter_mask = 0;		  /* bit i: counter slot i is open */
+const volatile __s32 cpu_to_die[RSCHED_MAX_CPUS]; /* migration classification, -1 unknown */
 const volatile __s32 cpu_to_numa[RSCHED_MAX_CPUS];
 
 #define ON(g) ((groups & (g)) != 0)
@@ -92,7 +92,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rsched_task_record);
 } scratch SEC(".maps");
-
 
 /* cpu * RSCHED_COUNTER_SLOTS + slot -> perf event fd (filled by user space; sized before load) */
 struct {
@@ -173,7 +172,8 @@ static __always_inline __u64 delay_clock(struct task_struct *p, bool btf)
 	return bpf_ktime_get_ns();
 }
 
-static __always_inline void fill_ident(struct rsched_task_ident *id, struct task_struct *t, bool btf)
+static __always_inline void fill_ident(struct rsched_task_ident *id, struct task_struct *t,
+				       bool btf)
 {
 	id->tid = (__u32)READ(btf, t, pid);
 	id->tgid = (__u32)READ(btf, t, tgid);
@@ -195,7 +195,8 @@ static __always_inline void bury(struct rsched_task_record *rec)
 }
 
 /* Per-thread state of `t`, creating it when `create`. NULL when absent or not creatable. */
-static __always_inline struct rsched_task_state *state_of(struct task_struct *t, bool btf, bool create)
+static __always_inline struct rsched_task_state *state_of(struct task_struct *t, bool btf,
+							  bool create)
 {
 	struct rsched_task_state *st;
 	struct rsched_task_record *rec, *scr;
@@ -311,7 +312,8 @@ static __always_inline void charge_counters(__u32 prev_tid, struct rsched_task_s
 			count_drop(RSCHED_DROP_PERF_READ);
 			continue;
 		}
-		if (prev_st && prev_tid && ctx->running_tid == prev_tid && v.counter >= ctx->last[i]) {
+		if (prev_st && prev_tid && ctx->running_tid == prev_tid &&
+		    v.counter >= ctx->last[i]) {
 			prev_st->counters[i] += v.counter - ctx->last[i];
 			prev_st->dirty = 1;
 		}
@@ -320,8 +322,8 @@ static __always_inline void charge_counters(__u32 prev_tid, struct rsched_task_s
 	ctx->running_tid = next_tid;
 }
 
-static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
-				     bool btf)
+static __always_inline int on_switch(bool preempt, struct task_struct *prev,
+				     struct task_struct *next, bool btf)
 {
 	struct rsched_task_state *st = NULL;
 	struct rsched_cpu_stats *cs = NULL;
@@ -347,7 +349,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 				/* delay runs from preemption */
 				st->enqueue_ns = runnable ? delay_clock(prev, btf) : 0;
 			if (ON(RSCHED_G_WAKING) && runnable)
-				st->waking_ns = now; /* as upstream: a preempted thread waits again */
+				st->waking_ns =
+					now; /* as upstream: a preempted thread waits again */
 			if (ON(RSCHED_G_SLICE) && st->oncpu_ns) {
 				__u64 slice = now - st->oncpu_ns;
 				st->oncpu_ns = 0;
@@ -379,10 +382,13 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 	if (!st)
 		return 0;
 	if (!btf) {
-		/* raw_tp mode has no iterator to read the current comm and cgroup: keep the record's
-		 * copy fresh (exec and prctl rename a running task, so the next switch-in sees it). */
+		/* raw_tp mode has no iterator to read the current comm and cgroup: keep the
+		 * record's copy fresh (exec and prctl rename a running task, so the next switch-in
+		 * sees it). */
 		struct rsched_task_record *rec =
-			(struct rsched_task_record *)((char *)st - __builtin_offsetof(struct rsched_task_record, st));
+			(struct rsched_task_record *)((char *)st -
+						      __builtin_offsetof(struct rsched_task_record,
+									 st));
 		bpf_probe_read_kernel_str(rec->id.comm, sizeof(rec->id.comm), &next->comm);
 		rec->id.cgroup_id = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
 	}
@@ -514,40 +520,22 @@ int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct ta
 }
 
 SEC("tp_btf/sched_wakeup")
-int BPF_PROG(sched_wakeup_btf, struct task_struct *p)
-{
-	return on_wakeup(p, true);
-}
+int BPF_PROG(sched_wakeup_btf, struct task_struct *p) { return on_wakeup(p, true); }
 
 SEC("raw_tp/sched_wakeup")
-int BPF_PROG(sched_wakeup_raw, struct task_struct *p)
-{
-	return on_wakeup(p, false);
-}
+int BPF_PROG(sched_wakeup_raw, struct task_struct *p) { return on_wakeup(p, false); }
 
 SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(sched_wakeup_new_btf, struct task_struct *p)
-{
-	return on_wakeup(p, true);
-}
+int BPF_PROG(sched_wakeup_new_btf, struct task_struct *p) { return on_wakeup(p, true); }
 
 SEC("raw_tp/sched_wakeup_new")
-int BPF_PROG(sched_wakeup_new_raw, struct task_struct *p)
-{
-	return on_wakeup(p, false);
-}
+int BPF_PROG(sched_wakeup_new_raw, struct task_struct *p) { return on_wakeup(p, false); }
 
 SEC("tp_btf/sched_waking")
-int BPF_PROG(sched_waking_btf, struct task_struct *p)
-{
-	return on_waking(p, true);
-}
+int BPF_PROG(sched_waking_btf, struct task_struct *p) { return on_waking(p, true); }
 
 SEC("raw_tp/sched_waking")
-int BPF_PROG(sched_waking_raw, struct task_struct *p)
-{
-	return on_waking(p, false);
-}
+int BPF_PROG(sched_waking_raw, struct task_struct *p) { return on_waking(p, false); }
 
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(sched_migrate_task_btf, struct task_struct *p, int dest_cpu)
