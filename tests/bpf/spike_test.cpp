@@ -78,10 +78,12 @@ TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them
     }
   }
   CHECK(found);
+  // compare() takes every interval that overlaps a window: the baseline window ends 1.1 s
+  // before the burst so that the 1 s interval holding its start is not in both windows.
   const auto cmp =
-      query(db, "SELECT key FROM compare(" + std::to_string(burst_start - 3'000'000'000) + ", " +
-                    std::to_string(burst_start) + ", " + std::to_string(burst_start) + ", " +
-                    std::to_string(burst_end) + ") LIMIT 1");
+      query(db, "SELECT key FROM compare(" + std::to_string(burst_start - 3'500'000'000) + ", " +
+                    std::to_string(burst_start - 1'100'000'000) + ", " +
+                    std::to_string(burst_start) + ", " + std::to_string(burst_end) + ") LIMIT 1");
   REQUIRE(cmp.size() == 1);
   CHECK(std::get<std::string>(cmp[0][0]) == "rs-hog");
   std::filesystem::remove_all(dir);
