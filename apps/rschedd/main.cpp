@@ -45,6 +45,17 @@ std::int64_t clock_ns(clockid_t id) {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// rschedd's resident set size, bytes (/proc/self/statm: pages).
+std::optional<std::int64_t> self_rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  std::int64_t size = 0;
+  std::int64_t resident = 0;
+  if (!(in >> size >> resident)) {
+    return std::nullopt;
+  }
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
 std::string read_boot_id() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;
@@ -334,6 +345,7 @@ int run(const rschedd::options &opt) {
       return 1;
     }
     db.emplace(std::move(*w));
+    db->set_retention(opt.keep);
   }
   fmt::print(stderr, "{}", notes);
 
@@ -371,6 +383,11 @@ int run(const rschedd::options &opt) {
   std::map<std::pair<unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> counter_prev;
   std::string live_schedstat;
   std::int64_t read_ns = 0; // reading the maps and taking deltas, this interval
+  // Health of the daemon itself, recorded with each interval.
+  std::optional<std::int64_t> maint_ns; // maintain() after the previous interval
+  bool reported_maint_error = false;
+  std::int64_t cpu_prev = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  auto bpf_prev = prog->run_stats();
 
   while (!stop) {
     const std::int64_t deadline = std::min(mono0 + tick * tick_ns, end_mono);
@@ -443,7 +460,21 @@ int run(const rschedd::options &opt) {
     iv_real += now_mono - iv_mono;
     iv_mono = now_mono;
 
+    row.collect_ns = read_ns;
+    row.maint_ns = maint_ns;
+    const std::int64_t cpu_now = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    row.cpu_ns = cpu_now - cpu_prev;
+    cpu_prev = cpu_now;
+    row.rss_bytes = self_rss_bytes();
+    const auto bpf_now = prog->run_stats();
+    if (bpf_now && bpf_prev) {
+      row.bpf_run_ns = static_cast<std::int64_t>(bpf_now->run_time_ns - bpf_prev->run_time_ns);
+      row.bpf_run_cnt = static_cast<std::int64_t>(bpf_now->run_cnt - bpf_prev->run_cnt);
+    }
+    bpf_prev = bpf_now;
+
     const std::int64_t write_start = clock_ns(CLOCK_MONOTONIC);
+    std::int64_t write_end = write_start;
     if (db) {
       if (auto w = db->write(row); !w) {
         if (!reported_write_error) {
@@ -451,13 +482,32 @@ int run(const rschedd::options &opt) {
           reported_write_error = true;
         }
       } else {
+        if (reported_write_error) {
+          fmt::print(stderr, "rschedd: writing intervals again; the time in between is a gap\n");
+        }
         reported_write_error = false;
       }
+      write_end = clock_ns(CLOCK_MONOTONIC);
+      // Rollups and retention: bounded work per interval, errors reported once per episode
+      // (a full disk fails here too; the next call retries).
+      const std::int64_t m0 = clock_ns(CLOCK_MONOTONIC);
+      if (auto m = db->maintain(clock_ns(CLOCK_REALTIME)); !m) {
+        if (!reported_maint_error) {
+          fmt::print(stderr, "rschedd: {}\n", m.err().msg);
+          reported_maint_error = true;
+        }
+      } else {
+        reported_maint_error = false;
+      }
+      maint_ns = clock_ns(CLOCK_MONOTONIC) - m0;
     }
     if (opt.stats) {
-      fmt::print(stderr, "rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f}\n",
+      fmt::print(stderr,
+                 "rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
+                 "rss_kb={}\n",
                  row.threads.size(), static_cast<double>(read_ns) / 1e6,
-                 static_cast<double>(clock_ns(CLOCK_MONOTONIC) - write_start) / 1e6);
+                 static_cast<double>(write_end - write_start) / 1e6,
+                 static_cast<double>(maint_ns.value_or(0)) / 1e6, row.rss_bytes.value_or(0) / 1024);
     }
     read_ns = 0;
     if (tty) {

@@ -2,8 +2,10 @@
 // rschedd's command line, parsed into a plain struct (pure, unit-tested).
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/result.hpp"
+#include "rsched/base/timefmt.hpp"
 #include "rsched/bpf/program.hpp"
 #include "rsched/store/records.hpp"
+#include "rsched/store/writer.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -109,7 +111,8 @@ struct options {
   std::string topology_file;                      // --topology FILE
   bool gen_topology = false;                      // --gen-topology
   bool perf_list = false;                         // --perf-list
-  bool stats = false; // --stats: per-interval read/write times on stderr
+  bool stats = false;    // --stats: per-interval read/write times on stderr
+  store::retention keep; // --keep-raw, --keep-1m, --keep-1h, --max-size
 };
 
 inline constexpr const char *usage_text =
@@ -138,6 +141,11 @@ inline constexpr const char *usage_text =
     "      --db PATH            database (default /var/lib/rsched/rsched.db)\n"
     "      --no-db              live display only, record nothing\n"
     "      --bpf-mode MODE      auto (default), tp_btf or raw_tp\n"
+    "      --keep-raw DURATION  keep raw intervals this long (default 2d; 0 = forever)\n"
+    "      --keep-1m DURATION   keep 1-minute rollups this long (default 30d; 0 = forever)\n"
+    "      --keep-1h DURATION   keep 1-hour rollups this long (default 365d; 0 = forever)\n"
+    "      --max-size SIZE      cap the database at SIZE bytes (K/M/G/T suffixes; default 8G;\n"
+    "                           0 = no cap): the oldest rows go first, finest tier first\n"
     "      --graveyard-entries N  exited threads held between two reads (default 16384)\n"
     "      --stats              per interval: threads written, map read and database write times\n"
     "  -v, --verbose            show libbpf messages (verifier log on load failures)\n"
@@ -158,6 +166,59 @@ inline result<std::uint64_t> parse_u64(const std::string &flag, const std::strin
   return n;
 }
 } // namespace detail
+
+// "2d", "30d", "12h", "0" (forever): a duration of the time grammar (rsched-sql's dur()).
+inline result<std::int64_t> parse_keep(const std::string &flag, const std::string &v) {
+  if (v == "0") {
+    return std::int64_t{0};
+  }
+  auto d = timefmt::parse_duration(v);
+  if (!d || *d <= 0) {
+    return make_error(flag + " needs a duration such as 2d, 12h or 30m (0 = forever), got '" + v +
+                      "'");
+  }
+  return *d;
+}
+
+// "8G", "512M", "100000", "0" (no cap): bytes, binary suffixes K, M, G, T.
+inline result<std::uint64_t> parse_size(const std::string &flag, const std::string &v) {
+  std::string digits = v;
+  unsigned shift = 0;
+  if (!v.empty()) {
+    switch (v.back()) {
+    case 'K':
+    case 'k':
+      shift = 10;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      break;
+    case 'T':
+    case 't':
+      shift = 40;
+      break;
+    default:
+      break;
+    }
+    if (shift != 0) {
+      digits.pop_back();
+    }
+  }
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+      digits.size() > 12) {
+    return make_error(flag + " needs a size such as 8G, 500M or 0 (no cap), got '" + v + "'");
+  }
+  const std::uint64_t n = std::stoull(digits);
+  if (n > (std::uint64_t{1} << (60 - shift))) {
+    return make_error(flag + " is too large: '" + v + "'");
+  }
+  return n << shift;
+}
 
 inline result<options> parse_options(const std::vector<std::string> &args) {
   options o;
@@ -225,6 +286,28 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
       } else {
         return make_error("--bpf-mode must be auto, tp_btf or raw_tp, got '" + *v + "'");
       }
+    } else if (flag == "--keep-raw" || flag == "--keep-1m" || flag == "--keep-1h") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto d = parse_keep(flag, *v);
+      if (!d) {
+        return d.err();
+      }
+      (flag == "--keep-raw"  ? o.keep.keep_raw_ns
+       : flag == "--keep-1m" ? o.keep.keep_1m_ns
+                             : o.keep.keep_1h_ns) = *d;
+    } else if (flag == "--max-size") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = parse_size(flag, *v);
+      if (!n) {
+        return n.err();
+      }
+      o.keep.max_bytes = *n;
     } else if (flag == "--graveyard-entries") {
       auto v = value();
       if (!v) {

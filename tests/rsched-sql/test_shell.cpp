@@ -181,9 +181,9 @@ TEST_CASE("rsched-sql shell: completion candidates", "[rsched-sql]") {
   CHECK(completions(".mode ", "c", true, names) == std::vector<std::string>{"csv"});
   CHECK(completions(".headers ", "o", true, names) == std::vector<std::string>{"off", "on"});
   CHECK(completions("SELECT * FROM ", "sched_", true, names) ==
-        std::vector<std::string>{"sched_delay"});
+        std::vector<std::string>{"sched_delay", "sched_delay_1h", "sched_delay_1m"});
   CHECK(completions("SELECT * FROM ", "SCHED_D", true, names) ==
-        std::vector<std::string>{"sched_delay"});
+        std::vector<std::string>{"sched_delay", "sched_delay_1h", "sched_delay_1m"});
   CHECK(completions("", "sel", true, names) == std::vector<std::string>{"select"});
   CHECK(completions("", "SEL", true, names) == std::vector<std::string>{"SELECT"});
   CHECK(completions("SELECT ", "hist_p", false, names) ==

@@ -185,13 +185,14 @@ std::vector<row_t> v1_query(reader &r) {
 
 } // namespace
 
-TEST_CASE("v2 tables and views have exactly the documented columns", "[store]") {
+TEST_CASE("v2 and v3 tables and views have exactly the documented columns", "[store]") {
   auto r = open_reader(":memory:", false);
   using v = std::vector<std::string>;
   const v ident = {"ts", "dur", "tid", "pid", "comm", "cgroup"};
   auto with = [&](const v &extra) {
     v out = ident;
     out.insert(out.end(), extra.begin(), extra.end());
+    out.emplace_back("tier"); // schema 3: every data view ends with the tier of its rows
     return out;
   };
   CHECK(columns_of(r, "timeslice") ==
@@ -199,7 +200,7 @@ TEST_CASE("v2 tables and views have exactly the documented columns", "[store]") 
               "total_ns", "voluntary_ns", "involuntary_ns"}));
   CHECK(columns_of(r, "sleep") == with({"count", "total_ns", "hist"}));
   CHECK(columns_of(r, "waking_delay") == with({"count", "total_ns", "hist"}));
-  CHECK(columns_of(r, "cpu_idle") == v{"ts", "dur", "cpu", "count", "total_ns", "hist"});
+  CHECK(columns_of(r, "cpu_idle") == v{"ts", "dur", "cpu", "count", "total_ns", "hist", "tier"});
   CHECK(columns_of(r, "migration") == with({"count", "cross_ccx", "cross_numa"}));
   CHECK(columns_of(r, "migration_rate") ==
         with({"seconds", "total", "hist", "cross_ccx_hist", "cross_numa_hist"}));
@@ -207,10 +208,10 @@ TEST_CASE("v2 tables and views have exactly the documented columns", "[store]") 
         with({"user_cycles", "kernel_cycles", "user_instructions", "kernel_instructions"}));
   CHECK(columns_of(r, "perf_events") == with({"event", "value", "rate_hist"}));
   CHECK(columns_of(r, "perf_counter_time") ==
-        v{"ts", "dur", "cpu", "counter", "enabled_ns", "running_ns"});
-  CHECK(columns_of(r, "schedstat_cpu") == v{"ts", "dur", "cpu", "field", "delta"});
+        v{"ts", "dur", "cpu", "counter", "enabled_ns", "running_ns", "tier"});
+  CHECK(columns_of(r, "schedstat_cpu") == v{"ts", "dur", "cpu", "field", "delta", "tier"});
   CHECK(columns_of(r, "schedstat_domain") ==
-        v{"ts", "dur", "cpu", "domain", "name", "field", "delta"});
+        v{"ts", "dur", "cpu", "domain", "name", "field", "delta", "tier"});
 
   CHECK(columns_of(r, "thread_migration") ==
         v{"interval_id", "thread_id", "count", "cross_ccx", "cross_numa"});
@@ -811,14 +812,14 @@ TEST_CASE("a version 1 database is readable and upgraded in place by the writer"
   {
     auto w = open_writer(path);
     auto r = open_reader(path);
-    CHECK(scalar_int(r, "PRAGMA user_version") == 2);
+    CHECK(scalar_int(r, "PRAGMA user_version") == 3);
     CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
     auto meta = run(r, "SELECT key, value FROM meta");
     std::map<std::string, std::string> kv;
     for (const auto &row : meta.rows) {
       kv[as_text(row[0])] = as_text(row[1]);
     }
-    CHECK(kv["schema_version"] == "2");
+    CHECK(kv["schema_version"] == "3");
     CHECK(kv["created_ns"] == "1690000000000000000"); // creation facts kept
     CHECK(kv["hostname"] == "old-host");
     CHECK(kv["rsched_version"] == "0.1.0");
@@ -861,7 +862,7 @@ TEST_CASE("a version 1 database is readable and upgraded in place by the writer"
   // Opening again changes nothing more.
   { auto w = open_writer(path); }
   auto r = open_reader(path);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 2);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 3);
   CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 10);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 2);
 
@@ -894,7 +895,7 @@ TEST_CASE("a failed upgrade leaves the version 1 database as it was", "[store]")
   CHECK(v1_query(r).size() == 2);
 }
 
-TEST_CASE("a database newer than version 2 is refused and left byte-identical", "[store]") {
+TEST_CASE("a database newer than version 3 is refused and left byte-identical", "[store]") {
   temp_dir dir;
   for (const bool from_v1 : {true, false}) {
     INFO("from_v1 = " << from_v1);
@@ -905,15 +906,15 @@ TEST_CASE("a database newer than version 2 is refused and left byte-identical", 
       auto w = open_writer(path);
       write_ok(w, make_interval(t0, {make_thread(1, "x", {1'000})}));
     }
-    raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 3;");
+    raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 4;");
     const std::string before = read_file(path);
     auto w = writer::open(path);
     REQUIRE_FALSE(w.ok());
     CHECK_THAT(w.err().msg,
-               Catch::Contains("database schema version 3 is newer than this rsched supports (2)"));
+               Catch::Contains("database schema version 4 is newer than this rsched supports (3)"));
     auto r = reader::open(path);
     REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 3 is newer"));
+    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 4 is newer"));
     CHECK(read_file(path) == before);
   }
 }

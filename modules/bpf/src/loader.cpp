@@ -12,6 +12,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <unistd.h>
 
 namespace rsched::bpf {
@@ -237,6 +238,25 @@ int program::task_hash_fd() const {
 }
 std::vector<prog_info> program::attached() const {
   return p_->progs;
+}
+
+std::optional<program::run_totals> program::run_stats() const {
+  std::ifstream in("/proc/sys/kernel/bpf_stats_enabled");
+  int enabled = 0;
+  if (!(in >> enabled) || enabled == 0) {
+    return std::nullopt;
+  }
+  run_totals t;
+  for (const auto &p : p_->progs) {
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(p.fd, &info, &len) != 0) {
+      return std::nullopt;
+    }
+    t.run_time_ns += info.run_time_ns;
+    t.run_cnt += info.run_cnt;
+  }
+  return t;
 }
 
 result<void> program::set_counter_fd(unsigned cpu, unsigned slot, int fd) {

@@ -297,6 +297,183 @@ CREATE VIEW annotation_summary AS
   GROUP BY d.annotation_id, d.comm;
 )sql";
 
+// Schema v2 -> v3: rollup tiers (1 minute, 1 hour) in the same tables as the raw intervals,
+// daemon health per interval, and thread.last_ns for retention. Only additions: the views are
+// recreated with the same columns plus `tier` at the end (see view_specs).
+constexpr const char *upgrade_v2_to_v3 = R"sql(
+ALTER TABLE intervals ADD COLUMN tier INTEGER NOT NULL DEFAULT 0; -- 0 raw, 1 = 1 min, 2 = 1 h
+ALTER TABLE intervals ADD COLUMN collect_ns INTEGER;  -- map read + deltas, ns
+ALTER TABLE intervals ADD COLUMN write_ns INTEGER;    -- SQLite write of the interval, ns
+ALTER TABLE intervals ADD COLUMN maint_ns INTEGER;    -- rollups + retention before it, ns
+ALTER TABLE intervals ADD COLUMN cpu_ns INTEGER;      -- rschedd's CPU time (user + sys), ns
+ALTER TABLE intervals ADD COLUMN rss_bytes INTEGER;   -- rschedd's VmRSS at the end, bytes
+ALTER TABLE intervals ADD COLUMN bpf_run_ns INTEGER;  -- run_time_ns of its BPF programs, ns
+ALTER TABLE intervals ADD COLUMN bpf_run_cnt INTEGER; -- run_cnt of its BPF programs
+CREATE INDEX intervals_tier_start ON intervals(tier, start_ns);
+ALTER TABLE thread ADD COLUMN last_ns INTEGER NOT NULL DEFAULT 0; -- newest bucket with data
+-- One row per tier. built_ns: every bucket before it has been rolled up into this tier (0 for
+-- raw); cutoff_ns: every row of this tier that starts before it has been deleted (retention).
+CREATE TABLE tiers(
+  tier      INTEGER PRIMARY KEY,
+  name      TEXT NOT NULL UNIQUE,
+  width_ns  INTEGER NOT NULL,                    -- bucket width; 0 = raw (the daemon interval)
+  built_ns  INTEGER NOT NULL DEFAULT 0,
+  cutoff_ns INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO tiers(tier, name, width_ns) VALUES
+  (0, 'raw', 0), (1, '1m', 60000000000), (2, '1h', 3600000000000);
+)sql";
+
+// A public view: SELECT <select>, i.tier AS tier FROM <from> WHERE <tier filter> [AND <where>].
+// Each is created three times: `name` (every time from the finest tier still kept there),
+// `name_1m` (the 1-minute tier only) and `name_1h` (the 1-hour tier only).
+struct view_spec {
+  const char *name;
+  const char *select;
+  const char *from;
+  const char *where; // nullptr: none
+};
+
+constexpr const char *thread_cols = "i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS "
+                                    "pid, t.comm AS comm, t.cgroup AS cgroup";
+
+const view_spec view_specs[] = {
+    {"sched_delay", "{T}, h.count AS count, h.total AS total_ns, h.hist AS hist",
+     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 1 "
+     "JOIN thread AS t ON t.id = h.thread_id",
+     nullptr},
+    {"cpu_sched_delay",
+     "i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.count AS count, c.total AS total_ns, "
+     "c.hist AS hist",
+     "intervals AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id AND c.metric = 1", nullptr},
+    {"runq_depth", "{T}, h.count AS count, h.hist AS hist",
+     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 2 "
+     "JOIN thread AS t ON t.id = h.thread_id",
+     nullptr},
+    {"timeslice",
+     "{T}, coalesce(v.count, 0) AS voluntary_count, coalesce(n.count, 0) AS involuntary_count, "
+     "v.hist AS voluntary_hist, n.hist AS involuntary_hist, "
+     "coalesce(v.total, 0) + coalesce(n.total, 0) AS total_ns, coalesce(v.total, 0) AS "
+     "voluntary_ns, coalesce(n.total, 0) AS involuntary_ns",
+     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric IN (3, 4) "
+     "LEFT JOIN thread_hist AS v ON v.interval_id = h.interval_id AND v.metric = 3 AND "
+     "v.thread_id = h.thread_id "
+     "LEFT JOIN thread_hist AS n ON n.interval_id = h.interval_id AND n.metric = 4 AND "
+     "n.thread_id = h.thread_id "
+     "JOIN thread AS t ON t.id = h.thread_id",
+     "(h.metric = 3 OR v.thread_id IS NULL)"},
+    {"sleep", "{T}, h.count AS count, h.total AS total_ns, h.hist AS hist",
+     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 5 "
+     "JOIN thread AS t ON t.id = h.thread_id",
+     nullptr},
+    {"waking_delay", "{T}, h.count AS count, h.total AS total_ns, h.hist AS hist",
+     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 6 "
+     "JOIN thread AS t ON t.id = h.thread_id",
+     nullptr},
+    {"cpu_idle",
+     "i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.count AS count, c.total AS total_ns, "
+     "c.hist AS hist",
+     "intervals AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id AND c.metric = 8", nullptr},
+    {"migration", "{T}, m.count AS count, m.cross_ccx AS cross_ccx, m.cross_numa AS cross_numa",
+     "intervals AS i CROSS JOIN thread_migration AS m ON m.interval_id = i.id "
+     "JOIN thread AS t ON t.id = m.thread_id",
+     nullptr},
+    {"migration_rate",
+     "{T}, h.count AS seconds, h.total AS total, h.hist AS hist, c.hist AS cross_ccx_hist, "
+     "n.hist AS cross_numa_hist",
+     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 7 "
+     "JOIN thread AS t ON t.id = h.thread_id "
+     "LEFT JOIN thread_hist AS c ON c.interval_id = h.interval_id AND c.metric = 9 AND "
+     "c.thread_id = h.thread_id "
+     "LEFT JOIN thread_hist AS n ON n.interval_id = h.interval_id AND n.metric = 10 AND "
+     "n.thread_id = h.thread_id",
+     nullptr},
+    {"perf",
+     "{T}, p.user_cycles AS user_cycles, p.kernel_cycles AS kernel_cycles, "
+     "p.user_instructions AS user_instructions, p.kernel_instructions AS kernel_instructions",
+     "intervals AS i CROSS JOIN thread_perf AS p ON p.interval_id = i.id "
+     "JOIN thread AS t ON t.id = p.thread_id",
+     nullptr},
+    {"perf_events", "{T}, e.name AS event, p.value AS value, p.rate_hist AS rate_hist",
+     "intervals AS i CROSS JOIN thread_perf_event AS p ON p.interval_id = i.id "
+     "JOIN perf_event AS e ON e.id = p.event_id JOIN thread AS t ON t.id = p.thread_id",
+     nullptr},
+    {"perf_counter_time",
+     "i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.counter AS counter, c.enabled_ns AS "
+     "enabled_ns, c.running_ns AS running_ns",
+     "intervals AS i CROSS JOIN counter_time AS c ON c.interval_id = i.id", nullptr},
+    {"schedstat_cpu",
+     "i.start_ns AS ts, i.dur_ns AS dur, s.cpu AS cpu, f.name AS field, s.delta AS delta",
+     "intervals AS i CROSS JOIN schedstat_cpu_delta AS s ON s.interval_id = i.id "
+     "JOIN schedstat_field AS f ON f.id = s.field_id",
+     nullptr},
+    {"schedstat_domain",
+     "i.start_ns AS ts, i.dur_ns AS dur, d.cpu AS cpu, d.domain AS domain, d.name AS name, "
+     "f.name AS field, s.delta AS delta",
+     "intervals AS i CROSS JOIN schedstat_domain_delta AS s ON s.interval_id = i.id "
+     "JOIN schedstat_field AS f ON f.id = s.field_id "
+     "JOIN schedstat_domain_def AS d ON d.id = s.domain_id",
+     nullptr},
+};
+
+// Rows of tier 0 always; a rollup row only where every finer tier was deleted by retention
+// (its start is before the cutoff of every finer tier): each moment is counted once, from the
+// finest data kept.
+constexpr const char *finest_tier =
+    "(i.tier = 0 OR i.start_ns < (SELECT min(x.cutoff_ns) FROM tiers AS x WHERE x.tier < i.tier))";
+
+std::string v3_views() {
+  std::string sql;
+  for (const auto &v : view_specs) {
+    sql += fmt::format("DROP VIEW {};\n", v.name);
+  }
+  sql += "DROP VIEW annotation_delay;\nDROP VIEW annotation_summary;\n";
+  const std::pair<const char *, const char *> variants[] = {
+      {"", finest_tier}, {"_1m", "i.tier = 1"}, {"_1h", "i.tier = 2"}};
+  for (const auto &v : view_specs) {
+    std::string select = v.select;
+    if (auto pos = select.find("{T}"); pos != std::string::npos) {
+      select.replace(pos, 3, thread_cols);
+    }
+    for (const auto &[suffix, filter] : variants) {
+      sql += fmt::format(
+          "CREATE VIEW {}{} AS\n  SELECT {}, i.tier AS tier\n  FROM {}\n  WHERE {}{}{};\n", v.name,
+          suffix, select, v.from, filter, v.where ? " AND " : "", v.where ? v.where : "");
+    }
+  }
+  // The intervals the views above draw from: raw where kept, else the finest rollup.
+  sql += fmt::format("CREATE VIEW timeline AS\n  SELECT i.* FROM intervals AS i WHERE {};\n",
+                     finest_tier);
+  // Daemon health per raw interval.
+  sql += R"sql(CREATE VIEW health AS
+  SELECT start_ns AS ts, dur_ns AS dur, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes,
+         bpf_run_ns, bpf_run_cnt,
+         CASE WHEN bpf_run_cnt > 0 THEN bpf_run_ns / bpf_run_cnt END AS bpf_ns_per_event,
+         drops_task_state + drops_graveyard + drops_stale_tid + drops_no_rq + drops_perf_read
+           AS drops, discarded_too_long
+  FROM intervals WHERE tier = 0;
+CREATE VIEW annotation_delay AS
+  SELECT a.id AS annotation_id, a.text AS text, d.ts AS ts, d.dur AS dur, d.tid AS tid,
+         d.comm AS comm, d.cgroup AS cgroup, d.count AS count, d.total_ns AS total_ns,
+         d.hist AS hist, d.tier AS tier
+  FROM annotations AS a
+  JOIN sched_delay AS d
+    ON d.ts >= a.start_ns - 300000000000
+   AND d.ts <= coalesce(a.end_ns, a.start_ns) + 300000000000;
+CREATE VIEW annotation_summary AS
+  SELECT d.annotation_id AS annotation_id, min(a.text) AS text, min(a.start_ns) AS start_ns,
+         min(a.end_ns) AS end_ns, d.comm AS comm, sum(d.count) AS samples,
+         hist_percentile(d.hist, 99) AS p99_ns
+  FROM annotation_delay AS d JOIN annotations AS a ON a.id = d.annotation_id
+  GROUP BY d.annotation_id, d.comm;
+)sql";
+  return sql;
+}
+
+std::string v3_views_with_tables() {
+  return std::string(upgrade_v2_to_v3) + v3_views();
+}
+
 constexpr const char *layouts_description =
     "1=latency: ns, 75 slots by whole us: 0..49 [10s,10s+9] us, 50 [500,511] us, "
     "51..73 [2^(s-42),2^(s-41)-1] us, 74 >= 2^32 us; "
@@ -411,6 +588,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 1) {
     return db_state::version1;
   }
+  if (*ver == 2) {
+    return db_state::version2;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -446,7 +626,7 @@ result<void> in_transaction(sqlite3 *db, const std::string &path, const char *wh
     if (*state != from) {
       return fail("unexpected database state");
     }
-    if (auto r = body(); !r) {
+    if (auto r = body(*state); !r) {
       return fail(r.err().msg);
     }
   }
@@ -464,56 +644,77 @@ result<void> set_user_version(sqlite3 *db) {
 } // namespace
 
 result<void> create(sqlite3 *db, const std::string &path) {
-  return in_transaction(db, path, "creating schema", db_state::empty, [&]() -> result<void> {
-    // The header pragmas are transactional: they land with the tables or not at all.
-    const std::string app = fmt::format("PRAGMA application_id = {}", application_id);
-    for (const char *sql : {schema_v1, upgrade_v1_to_v2}) {
-      if (auto r = exec(db, sql); !r) {
-        return r;
-      }
-    }
-    if (auto r = insert_meta(db); !r) {
-      return r;
-    }
-    if (auto r = exec(db, app.c_str()); !r) {
-      return r;
-    }
-    return set_user_version(db);
-  });
-}
-
-result<void> upgrade(sqlite3 *db, const std::string &path) {
+  // Retention deletes old rows; incremental auto-vacuum lets the daemon give the freed pages
+  // back to the file system a few at a time. It must be chosen before the first table exists.
+  if (auto r = exec(db, "PRAGMA auto_vacuum = INCREMENTAL"); !r) {
+    return make_error(fmt::format("{}: creating schema: {}", path, r.err().msg));
+  }
   return in_transaction(
-      db, path, "upgrading schema from version 1", db_state::version1, [&]() -> result<void> {
-        if (auto r = exec(db, upgrade_v1_to_v2); !r) {
-          return r;
-        }
-        // Version 1 recorded the latency group only, always.
-        if (auto r = exec(db, "UPDATE intervals SET groups = 1"); !r) {
-          return r;
-        }
-        sqlite3_stmt *raw = nullptr;
-        if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)", -1,
-                               &raw, nullptr) != SQLITE_OK) {
-          return make_error(sqlite3_errmsg(db));
-        }
-        const stmt_ptr st(raw);
-        const std::vector<std::pair<std::string_view, std::string>> rows = {
-            {"schema_version", std::to_string(schema_version)},
-            {"hist_layouts", layouts_description},
-            {"upgraded_ns", realtime_ns()},
-            {"upgraded_by", RSCHED_VERSION},
-        };
-        for (const auto &[key, val] : rows) {
-          sqlite3_reset(st.get());
-          sqlite3_bind_text(st.get(), 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
-          sqlite3_bind_text(st.get(), 2, val.data(), static_cast<int>(val.size()), SQLITE_STATIC);
-          if (sqlite3_step(st.get()) != SQLITE_DONE) {
-            return make_error(sqlite3_errmsg(db));
+      db, path, "creating schema", db_state::empty, [&](db_state) -> result<void> {
+        // The header pragmas are transactional: they land with the tables or not at all.
+        const std::string app = fmt::format("PRAGMA application_id = {}", application_id);
+        for (const char *sql : {schema_v1, upgrade_v1_to_v2}) {
+          if (auto r = exec(db, sql); !r) {
+            return r;
           }
+        }
+        if (auto r = exec(db, v3_views_with_tables().c_str()); !r) {
+          return r;
+        }
+        if (auto r = insert_meta(db); !r) {
+          return r;
+        }
+        if (auto r = exec(db, app.c_str()); !r) {
+          return r;
         }
         return set_user_version(db);
       });
+}
+
+result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
+  const std::string what =
+      fmt::format("upgrading schema from version {}", from == db_state::version1 ? 1 : 2);
+  return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
+    if (state == db_state::version1) {
+      if (auto r = exec(db, upgrade_v1_to_v2); !r) {
+        return r;
+      }
+      // Version 1 recorded the latency group only, always.
+      if (auto r = exec(db, "UPDATE intervals SET groups = 1"); !r) {
+        return r;
+      }
+    }
+    if (auto r = exec(db, v3_views_with_tables().c_str()); !r) {
+      return r;
+    }
+    // Existing thread identities count as seen now: they are kept until every row of
+    // theirs is past retention (a year by default), without scanning their rows.
+    const std::string seen = "UPDATE thread SET last_ns = " + realtime_ns();
+    if (auto r = exec(db, seen.c_str()); !r) {
+      return r;
+    }
+    sqlite3_stmt *raw = nullptr;
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)", -1, &raw,
+                           nullptr) != SQLITE_OK) {
+      return make_error(sqlite3_errmsg(db));
+    }
+    const stmt_ptr st(raw);
+    const std::vector<std::pair<std::string_view, std::string>> rows = {
+        {"schema_version", std::to_string(schema_version)},
+        {"hist_layouts", layouts_description},
+        {"upgraded_ns", realtime_ns()},
+        {"upgraded_by", RSCHED_VERSION},
+    };
+    for (const auto &[key, val] : rows) {
+      sqlite3_reset(st.get());
+      sqlite3_bind_text(st.get(), 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
+      sqlite3_bind_text(st.get(), 2, val.data(), static_cast<int>(val.size()), SQLITE_STATIC);
+      if (sqlite3_step(st.get()) != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+    }
+    return set_user_version(db);
+  });
 }
 
 } // namespace rsched::store::detail

@@ -1,5 +1,5 @@
 #pragma once
-// Schema of the rsched database (docs/SCHEMA.md; version 2, upgraded in place from version 1) and
+// Schema of the rsched database (docs/SCHEMA.md; version 3, upgraded in place from versions 1 and 2) and
 // the checks both sides run on open.
 // Private to the store module: works on a raw sqlite3 connection and never throws.
 #include "rsched/base/result.hpp"
@@ -18,6 +18,7 @@ inline constexpr std::int32_t application_id = 0x72736368;
 enum class db_state {
   empty,    // no schema objects, application_id and user_version 0: a new database
   version1, // an rsched database of schema version 1: readable; the writer upgrades it
+  version2, // schema version 2 (no rollup tiers): readable; the writer upgrades it
   current,  // an rsched database of schema_version
 };
 
@@ -34,11 +35,11 @@ result<db_state> check(sqlite3 *db, const std::string &path);
 // creates nothing.
 result<void> create(sqlite3 *db, const std::string &path);
 
-// Upgrades a schema version 1 database to the current version in place, in one IMMEDIATE
+// Upgrades a schema version 1 or 2 database (`from`) to the current version in place, in one IMMEDIATE
 // transaction (new tables and views, new intervals columns, metric rows, meta, user_version).
 // v1 tables, views and rows are kept as they are. Re-checks inside the transaction: a database
 // another process upgraded meanwhile is left alone. On error nothing changes.
-result<void> upgrade(sqlite3 *db, const std::string &path);
+result<void> upgrade(sqlite3 *db, const std::string &path, db_state from);
 
 // Runs one statement that returns a single integer (a PRAGMA); finalizes it before returning.
 result<std::int64_t> query_int(sqlite3 *db, const char *sql);

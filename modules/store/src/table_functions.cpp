@@ -284,10 +284,29 @@ struct interval_info {
   [[nodiscard]] std::int64_t end() const { return start + dur; }
 };
 
+// The intervals the data views draw from: schema 3 has rollup rows in `intervals`, and the
+// `timeline` view keeps, for each moment, only the finest tier still kept there. A database of
+// schema 1 or 2 (opened read-only, not upgraded) has raw intervals only.
+std::string timeline(sqlite3 *db) {
+  sqlite3_stmt *raw = nullptr;
+  bool found = false;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = "
+                         "'timeline'",
+                         -1, &raw, nullptr) == SQLITE_OK) {
+    found = sqlite3_step(raw) == SQLITE_ROW;
+  }
+  sqlite3_finalize(raw);
+  return found ? "timeline" : "intervals";
+}
+
 // Intervals overlapping [a, b), by start time.
 result<std::vector<interval_info>> intervals_in(sqlite3 *db, std::int64_t a, std::int64_t b) {
-  auto st = prepare(db, "SELECT id, start_ns, dur_ns, boot_id, flags & 1 FROM intervals "
-                        "WHERE start_ns < ?2 AND start_ns + dur_ns > ?1 ORDER BY start_ns, id");
+  const std::string sql = fmt::format("SELECT id, start_ns, dur_ns, boot_id, flags & 1 FROM {} "
+                                      "WHERE start_ns < ?2 AND start_ns + dur_ns > ?1 "
+                                      "ORDER BY start_ns, id",
+                                      timeline(db));
+  auto st = prepare(db, sql);
   if (!st) {
     return st.err();
   }
@@ -313,7 +332,9 @@ result<std::pair<std::int64_t, std::int64_t>> window_args(sqlite3 *db, const fn_
   std::int64_t a = std::numeric_limits<std::int64_t>::min();
   std::int64_t b = std::numeric_limits<std::int64_t>::max();
   if (args[ia] == nullptr || args[ib] == nullptr) {
-    auto st = prepare(db, "SELECT min(start_ns), max(start_ns + dur_ns) FROM intervals");
+    const std::string sql =
+        fmt::format("SELECT min(start_ns), max(start_ns + dur_ns) FROM {}", timeline(db));
+    auto st = prepare(db, sql);
     if (!st) {
       return st.err();
     }
@@ -546,18 +567,20 @@ struct iv_data {
 // grouping column for thread metrics: "comm", "cgroup" (cpu metrics always group by CPU).
 result<std::vector<iv_data>> load(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
                                   const std::string &key) {
+  const std::string src = timeline(db);
   const std::string sql =
-      m.cpu ? "SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, c.hist "
-              "FROM intervals AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id "
-              "AND c.metric = ?3 WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 "
-              "ORDER BY i.start_ns, i.id"
+      m.cpu ? fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, "
+                          "c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id "
+                          "AND c.metric = ?3 WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 "
+                          "ORDER BY i.start_ns, i.id",
+                          src)
             : fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, t.{}, "
-                          "h.hist FROM intervals AS i CROSS JOIN thread_hist AS h "
+                          "h.hist FROM {} AS i CROSS JOIN thread_hist AS h "
                           "ON h.interval_id = i.id AND h.metric = ?3 "
                           "JOIN thread AS t ON t.id = h.thread_id "
                           "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 "
                           "ORDER BY i.start_ns, i.id",
-                          key);
+                          key, src);
   auto st = prepare(db, sql);
   if (!st) {
     return st.err();
@@ -649,7 +672,8 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   // Look back far enough for the baseline of the first intervals in the window.
   std::int64_t lookback = 0;
   if (multiple) {
-    auto st = prepare(db, "SELECT coalesce(max(dur_ns), 0) FROM intervals");
+    auto st = prepare(db, "SELECT coalesce(max(dur_ns), 0) FROM intervals" +
+                              std::string(timeline(db) == "timeline" ? " WHERE tier = 0" : ""));
     if (!st) {
       return st.err();
     }

@@ -2,7 +2,9 @@
 
 #include "rsched/stats/encoding.hpp"
 
+#include "maintenance.hpp"
 #include "schema.hpp"
+#include "sql_functions.hpp"
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
@@ -11,6 +13,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <compare>
 #include <cstring>
 #include <fcntl.h>
@@ -294,8 +297,16 @@ template <typename Map> void commit_cache(Map &cache, Map &fresh) {
 struct writer::impl {
   std::string path;
   SQLite::Database db;
+  // hist_merge for the rollups; the functions keep a pointer to it (stable: impl is on the heap).
+  detail::fn_context fns;
+  retention keep;
+  std::unique_ptr<detail::maintenance> maint;
+  // The previous interval and how long its write took: stored with the next write.
+  std::int64_t prev_interval = 0;
+  std::int64_t prev_write_ns = 0;
   // Prepared once, reused for every interval (reset before each use).
   SQLite::Statement ins_interval;
+  SQLite::Statement upd_write_ns;
   SQLite::Statement ins_thread;
   SQLite::Statement sel_thread;
   SQLite::Statement ins_thread_hist;
@@ -334,10 +345,13 @@ struct writer::impl {
       : path(std::move(p)), db(std::move(d)),
         ins_interval(db, "INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, "
                          "drops_task_state, drops_graveyard, drops_stale_tid, drops_no_rq, "
-                         "discarded_too_long, groups, drops_perf_read) "
-                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                         "discarded_too_long, groups, drops_perf_read, collect_ns, maint_ns, "
+                         "cpu_ns, rss_bytes, bpf_run_ns, bpf_run_cnt) "
+                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                         "?15, ?16, ?17)"),
+        upd_write_ns(db, "UPDATE intervals SET write_ns = ?2 WHERE id = ?1"),
         ins_thread(db, "INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, "
-                       "cgroup) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
+                       "cgroup, last_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
         sel_thread(db, "SELECT id FROM thread WHERE boot_id = ?1 AND tid = ?2 AND "
                        "start_time_ns = ?3 AND comm = ?4 AND cgroup = ?5"),
         ins_thread_hist(db, "INSERT INTO thread_hist(interval_id, metric, thread_id, count, "
@@ -369,10 +383,26 @@ struct writer::impl {
 
   // Leaves the connection as it was before write(): statements reset, transaction rolled back.
   void abort() noexcept {
-    for (auto *s : {&ins_interval, &ins_thread, &sel_thread, &ins_thread_hist, &ins_cpu_hist,
-                    &ins_migration, &ins_perf, &ins_event_def, &sel_event_def, &ins_thread_event,
-                    &ins_counter_time, &ins_field, &sel_field, &ins_domain, &sel_domain,
-                    &ins_schedstat_cpu, &ins_schedstat_domain, &begin, &commit}) {
+    for (auto *s : {&ins_interval,
+                    &upd_write_ns,
+                    &ins_thread,
+                    &sel_thread,
+                    &ins_thread_hist,
+                    &ins_cpu_hist,
+                    &ins_migration,
+                    &ins_perf,
+                    &ins_event_def,
+                    &sel_event_def,
+                    &ins_thread_event,
+                    &ins_counter_time,
+                    &ins_field,
+                    &sel_field,
+                    &ins_domain,
+                    &sel_domain,
+                    &ins_schedstat_cpu,
+                    &ins_schedstat_domain,
+                    &begin,
+                    &commit}) {
       s->tryReset();
     }
     if (sqlite3_get_autocommit(db.getHandle()) == 0) {
@@ -422,7 +452,7 @@ struct writer::impl {
 
   // thread.id of `t`, inserting the identity when it is new (or known from an earlier run of the
   // daemon, or evicted from the cache: then the SELECT finds it).
-  std::int64_t thread_id(const thread_key &key, std::uint32_t pid, pending &tx) {
+  std::int64_t thread_id(const thread_key &key, std::uint32_t pid, std::int64_t now, pending &tx) {
     return cached(threads, tx.threads, key, [&] {
       return insert_or_select(
           ins_thread, sel_thread,
@@ -433,6 +463,7 @@ struct writer::impl {
             s.bind(4, to_i64(key.start_time_ns));
             s.bindNoCopy(5, key.comm);
             s.bindNoCopy(6, key.cgroup);
+            s.bind(7, now);
           },
           [&](SQLite::Statement &s) {
             s.bindNoCopy(1, key.boot_id);
@@ -671,8 +702,23 @@ struct writer::impl {
     ins_interval.bind(9, to_i64(iv.drops[RSCHED_DROP_TOO_LONG]));
     ins_interval.bind(10, iv.groups);
     ins_interval.bind(11, to_i64(iv.drops[RSCHED_DROP_PERF_READ]));
+    const std::optional<std::int64_t> health[] = {iv.collect_ns, iv.maint_ns,   iv.cpu_ns,
+                                                  iv.rss_bytes,  iv.bpf_run_ns, iv.bpf_run_cnt};
+    for (int i = 0; i < 6; ++i) {
+      if (health[i]) {
+        ins_interval.bind(12 + i, *health[i]);
+      } else {
+        ins_interval.bind(12 + i);
+      }
+    }
     ins_interval.exec();
     const std::int64_t interval_id = db.getLastInsertRowid();
+    if (prev_interval != 0) {
+      upd_write_ns.reset();
+      upd_write_ns.bind(1, prev_interval);
+      upd_write_ns.bind(2, prev_write_ns);
+      upd_write_ns.exec();
+    }
 
     pending tx;
     std::vector<std::int64_t> event_ids;
@@ -690,7 +736,7 @@ struct writer::impl {
         continue;
       }
       const thread_key key{iv.boot_id, t.tid, t.start_time_ns, t.comm, t.cgroup};
-      const std::int64_t id = thread_id(key, t.pid, tx);
+      const std::int64_t id = thread_id(key, t.pid, iv.start_ns, tx);
       if (auto [it, added] = row_of.emplace(id, rows.size()); !added) {
         add_row(rows[it->second].second, t);
         continue;
@@ -706,6 +752,7 @@ struct writer::impl {
     write_schedstat(interval_id, iv, tx);
 
     run(commit);
+    prev_interval = interval_id;
 
     commit_cache(threads, tx.threads);
     commit_cache(events, tx.events);
@@ -757,12 +804,27 @@ result<writer> writer::open(const std::string &path) {
       if (auto r = detail::create(h, path); !r) {
         return r.err();
       }
-    } else if (*state == detail::db_state::version1) {
-      if (auto r = detail::upgrade(h, path); !r) {
+    } else if (*state != detail::db_state::current) {
+      if (auto r = detail::upgrade(h, path, *state); !r) {
         return r.err();
       }
     }
-    return writer(std::make_unique<impl>(path, std::move(db)));
+    // A database created before schema 3 has no incremental auto-vacuum: switching needs one
+    // full VACUUM (it rewrites the file once). Best effort: if it fails (no room for the copy,
+    // a reader in the way) the data is intact and the next start tries again; until then
+    // retention still frees pages for reuse inside the file.
+    if (!is_memory(path)) {
+      if (auto av = detail::query_int(h, "PRAGMA auto_vacuum"); av && *av == 0) {
+        (void)detail::exec(h, "PRAGMA auto_vacuum = INCREMENTAL");
+        (void)detail::exec(h, "VACUUM");
+      }
+    }
+    auto p = std::make_unique<impl>(path, std::move(db));
+    if (auto r = detail::register_functions(p->db.getHandle(), &p->fns); !r) {
+      return make_error(fmt::format("{}: {}", path, r.err().msg));
+    }
+    p->maint = std::make_unique<detail::maintenance>(p->db.getHandle());
+    return writer(std::move(p));
   } catch (const SQLite::Exception &e) {
     return make_error(fmt::format("{}: {}", path, e.what()));
   } catch (const std::exception &e) {
@@ -778,7 +840,11 @@ result<void> writer::write(const interval_row &iv) {
     return make_error(fmt::format("{}: writing interval: {}", p_->path, r.err().msg));
   }
   try {
+    const auto t0 = std::chrono::steady_clock::now();
     p_->write_tx(iv);
+    p_->prev_write_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     return {};
   } catch (const SQLite::Exception &e) {
     // errno of the failed system call (ENOSPC, EIO, ...) when SQLite recorded one; it does not
@@ -794,6 +860,33 @@ result<void> writer::write(const interval_row &iv) {
     p_->abort();
     return make_error(fmt::format("{}: writing interval: {}", p_->path, e.what()));
   }
+}
+
+result<maintenance_report> writer::maintain(std::int64_t now_ns) {
+  if (!p_) {
+    return make_error("store writer used after move");
+  }
+  auto r = p_->maint->run(now_ns, p_->keep);
+  if (!r) {
+    return make_error(fmt::format("{}: maintenance: {}", p_->path, r.err().msg), r.err().errnum);
+  }
+  if (r->threads_deleted > 0) {
+    p_->threads.clear(); // ids of deleted identities must not be reused from the cache
+  }
+  return r;
+}
+
+void writer::set_retention(const retention &r) {
+  if (p_) {
+    p_->keep = r;
+  }
+}
+
+result<std::pair<std::uint64_t, std::uint64_t>> writer::size() const {
+  if (!p_) {
+    return make_error("store writer used after move");
+  }
+  return p_->maint->size();
 }
 
 writer::writer(std::unique_ptr<impl> p) : p_(std::move(p)) {}

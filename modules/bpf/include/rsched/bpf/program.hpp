@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,14 @@ public:
   result<void> set_counter_fd(unsigned cpu, unsigned slot, int fd);
   // The attached programs (for bpf_stats self-monitoring and tests).
   [[nodiscard]] std::vector<prog_info> attached() const;
+  // Cumulative run time and run count of the attached programs, from the kernel's bpf_stats
+  // (kernel.bpf_stats_enabled = 1); nullopt while bpf_stats is off (the kernel then counts
+  // nothing) or when the kernel does not say.
+  struct run_totals {
+    std::uint64_t run_time_ns = 0;
+    std::uint64_t run_cnt = 0;
+  };
+  [[nodiscard]] std::optional<run_totals> run_stats() const;
 
   program(program &&) noexcept;
   program &operator=(program &&) noexcept;

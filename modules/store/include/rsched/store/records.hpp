@@ -5,13 +5,14 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 2;
+inline constexpr int schema_version = 3;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // Metric ids used in thread_hist.metric / cpu_hist.metric (table `metric` names them).
@@ -124,6 +125,15 @@ struct interval_row {
   std::vector<counter_time> counter_times; // per CPU and counter, as given
   std::vector<schedstat_cpu_delta> schedstat_cpu;       // zero deltas are not written
   std::vector<schedstat_domain_delta> schedstat_domain; // zero deltas are not written
+
+  // Schema v3: the daemon's own health in this interval (NULL in the database when unknown).
+  // The SQLite write time of an interval is measured by the writer and stored with the next one.
+  std::optional<std::int64_t> collect_ns;  // reading the maps and taking deltas
+  std::optional<std::int64_t> maint_ns;    // writer::maintain() after the previous interval
+  std::optional<std::int64_t> cpu_ns;      // rschedd's CPU time (user + system)
+  std::optional<std::int64_t> rss_bytes;   // rschedd's VmRSS at the end of the interval
+  std::optional<std::int64_t> bpf_run_ns;  // run_time_ns of its BPF programs (bpf_stats on)
+  std::optional<std::int64_t> bpf_run_cnt; // run_cnt of its BPF programs (bpf_stats on)
 };
 
 } // namespace rsched::store

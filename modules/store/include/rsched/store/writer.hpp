@@ -3,10 +3,33 @@
 #include "rsched/base/result.hpp"
 #include "rsched/store/records.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
 namespace rsched::store {
+
+// How long each tier is kept and how large the whole file may grow (docs/SCHEMA.md, "Tiers and
+// retention"). Defaults: raw intervals 2 days, 1-minute rollups 30 days, 1-hour rollups 1 year,
+// 8 GiB in all. A keep of 0 means forever; max_bytes 0 means no size limit.
+struct retention {
+  std::int64_t keep_raw_ns = 2LL * 86400 * 1'000'000'000;
+  std::int64_t keep_1m_ns = 30LL * 86400 * 1'000'000'000;
+  std::int64_t keep_1h_ns = 365LL * 86400 * 1'000'000'000;
+  std::uint64_t max_bytes = 8ULL << 30;
+};
+
+// What one maintain() call did.
+struct maintenance_report {
+  int buckets_built = 0;            // rollup buckets (1 min and 1 h) written
+  std::int64_t rows_deleted = 0;    // intervals rows deleted by retention (their data with them)
+  std::int64_t threads_deleted = 0; // thread identities no row refers to any more
+  std::int64_t pages_freed = 0;     // pages given back to the file system (incremental vacuum)
+  bool over_size = false;           // the file was above max_bytes at the start of the call
+  [[nodiscard]] bool idle() const {
+    return buckets_built == 0 && rows_deleted == 0 && pages_freed == 0;
+  }
+};
 
 class writer {
 public:
@@ -20,6 +43,19 @@ public:
   // Writes one interval (intervals row, thread, CPU, perf counter time and schedstat rows) in a
   // single transaction with prepared statements. On error nothing of the interval is written.
   result<void> write(const interval_row &iv);
+
+  // Background upkeep, called by the daemon after each write: rolls complete minutes of raw
+  // intervals into the 1-minute tier and complete hours of that into the 1-hour tier (merging
+  // histograms bucket by bucket, summing counts and totals), deletes what is older than the
+  // retention allows or does not fit in max_bytes (oldest first, finest tier first), and gives
+  // freed pages back to the file system. Each step is its own short transaction and the work of
+  // one call is bounded (a few buckets, a few minutes of raw rows, a few MiB of pages), so
+  // recording never stalls; a backlog (an upgraded database, a lowered limit) is worked off
+  // over the following calls. `now_ns` is the UTC wall clock.
+  result<maintenance_report> maintain(std::int64_t now_ns);
+  void set_retention(const retention &r);
+  // Bytes in use in the file (pages holding data) and the file's size in pages * page size.
+  [[nodiscard]] result<std::pair<std::uint64_t, std::uint64_t>> size() const;
 
   writer(writer &&) noexcept;
   writer &operator=(writer &&) noexcept;

@@ -1,0 +1,551 @@
+#include "maintenance.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <sqlite3.h>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rsched::store::detail {
+
+namespace {
+
+// A bound parameter or a result column: an integer or a text (GCC 12 warns falsely about
+// std::variant<int64_t, std::string> under -O2, hence the plain struct).
+struct arg {
+  bool text = false;
+  std::int64_t i = 0;
+  std::string t;
+  arg(std::int64_t v) : i(v) {} // NOLINT(google-explicit-constructor): used in brace lists
+  arg(std::string v) : text(true), t(std::move(v)) {} // NOLINT(google-explicit-constructor)
+};
+
+struct stmt_deleter {
+  void operator()(sqlite3_stmt *s) const { sqlite3_finalize(s); }
+};
+using stmt_ptr = std::unique_ptr<sqlite3_stmt, stmt_deleter>;
+
+// Floor of t to a multiple of w (w > 0), also for negative t.
+std::int64_t floor_to(std::int64_t t, std::int64_t w) {
+  std::int64_t q = t / w;
+  if (t % w != 0 && t < 0) {
+    --q;
+  }
+  return q * w;
+}
+
+// The tables whose rows belong to one interval (interval_id first in their primary key).
+constexpr const char *fact_tables[] = {
+    "thread_hist",       "cpu_hist",     "thread_migration",    "thread_perf",
+    "thread_perf_event", "counter_time", "schedstat_cpu_delta", "schedstat_domain_delta",
+};
+
+// intervals.groups of a rollup: the bitwise OR of its sources' groups (SQLite has no bit_or
+// aggregate; the groups use the low 16 bits).
+std::string groups_or() {
+  std::string s;
+  for (int bit = 0; bit < 16; ++bit) {
+    s += fmt::format("{}max(groups & {})", bit == 0 ? "" : " | ", 1 << bit);
+  }
+  return s;
+}
+
+// The source intervals of a rollup bucket: ?2 source tier, ?3 boot, ?4 bucket start, ?5 end.
+constexpr const char *src_ids = "SELECT id FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND "
+                                "start_ns >= ?4 AND start_ns < ?5";
+
+// Per fact table: how a bucket's rows are merged (?1 is the new interval id).
+std::vector<std::string> rollup_statements() {
+  const std::string in = fmt::format("interval_id IN ({})", src_ids);
+  return {
+      fmt::format("INSERT INTO thread_hist(interval_id, metric, thread_id, count, total, hist) "
+                  "SELECT ?1, metric, thread_id, sum(count), sum(total), hist_merge(hist) "
+                  "FROM thread_hist WHERE {} GROUP BY metric, thread_id",
+                  in),
+      fmt::format("INSERT INTO cpu_hist(interval_id, metric, cpu, count, total, hist) "
+                  "SELECT ?1, metric, cpu, sum(count), sum(total), hist_merge(hist) "
+                  "FROM cpu_hist WHERE {} GROUP BY metric, cpu",
+                  in),
+      fmt::format("INSERT INTO thread_migration(interval_id, thread_id, count, cross_ccx, "
+                  "cross_numa) SELECT ?1, thread_id, sum(count), sum(cross_ccx), "
+                  "sum(cross_numa) FROM thread_migration WHERE {} GROUP BY thread_id",
+                  in),
+      fmt::format("INSERT INTO thread_perf(interval_id, thread_id, user_cycles, kernel_cycles, "
+                  "user_instructions, kernel_instructions) SELECT ?1, thread_id, "
+                  "sum(user_cycles), sum(kernel_cycles), sum(user_instructions), "
+                  "sum(kernel_instructions) FROM thread_perf WHERE {} GROUP BY thread_id",
+                  in),
+      fmt::format("INSERT INTO thread_perf_event(interval_id, event_id, thread_id, value, "
+                  "rate_hist) SELECT ?1, event_id, thread_id, sum(value), hist_merge(rate_hist) "
+                  "FROM thread_perf_event WHERE {} GROUP BY event_id, thread_id",
+                  in),
+      fmt::format("INSERT INTO counter_time(interval_id, cpu, counter, enabled_ns, running_ns) "
+                  "SELECT ?1, cpu, counter, sum(enabled_ns), sum(running_ns) "
+                  "FROM counter_time WHERE {} GROUP BY cpu, counter",
+                  in),
+      fmt::format("INSERT INTO schedstat_cpu_delta(interval_id, field_id, cpu, delta) "
+                  "SELECT ?1, field_id, cpu, sum(delta) FROM schedstat_cpu_delta WHERE {} "
+                  "GROUP BY field_id, cpu HAVING sum(delta) <> 0",
+                  in),
+      fmt::format("INSERT INTO schedstat_domain_delta(interval_id, field_id, domain_id, delta) "
+                  "SELECT ?1, field_id, domain_id, sum(delta) FROM schedstat_domain_delta "
+                  "WHERE {} GROUP BY field_id, domain_id HAVING sum(delta) <> 0",
+                  in),
+  };
+}
+
+struct tier_state {
+  std::int64_t built = 0;
+  std::int64_t cutoff = 0;
+};
+
+} // namespace
+
+struct maintenance::impl {
+  sqlite3 *db;
+  maintenance_budget budget;
+  std::map<std::string, stmt_ptr> cache; // prepared statements by SQL text
+  std::vector<std::string> rollups = rollup_statements();
+
+  result<sqlite3_stmt *> prepare(const std::string &sql) {
+    if (auto it = cache.find(sql); it != cache.end()) {
+      sqlite3_reset(it->second.get());
+      sqlite3_clear_bindings(it->second.get());
+      return it->second.get();
+    }
+    sqlite3_stmt *raw = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &raw, nullptr) != SQLITE_OK) {
+      return make_error(sqlite3_errmsg(db));
+    }
+    return cache.emplace(sql, stmt_ptr(raw)).first->second.get();
+  }
+
+  // Runs `sql` with `args` bound to ?1.. and returns every row's first column (NULL = nullopt).
+  result<std::vector<std::optional<arg>>> query(const std::string &sql,
+                                                const std::vector<arg> &args = {}) {
+    auto st = prepare(sql);
+    if (!st) {
+      return st.err();
+    }
+    sqlite3_stmt *s = *st;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const int idx = static_cast<int>(i) + 1;
+      if (!args[i].text) {
+        sqlite3_bind_int64(s, idx, args[i].i);
+      } else {
+        const auto &t = args[i].t;
+        sqlite3_bind_text(s, idx, t.data(), static_cast<int>(t.size()), SQLITE_STATIC);
+      }
+    }
+    std::vector<std::optional<arg>> out;
+    for (;;) {
+      const int rc = sqlite3_step(s);
+      if (rc == SQLITE_DONE) {
+        break;
+      }
+      if (rc != SQLITE_ROW) {
+        std::string msg = sqlite3_errmsg(db);
+        sqlite3_reset(s);
+        return make_error(std::move(msg), sqlite3_system_errno(db));
+      }
+      if (sqlite3_column_count(s) == 0) {
+        continue;
+      }
+      switch (sqlite3_column_type(s, 0)) {
+      case SQLITE_NULL:
+        out.emplace_back(std::nullopt);
+        break;
+      case SQLITE_TEXT:
+        out.emplace_back(arg(std::string(reinterpret_cast<const char *>(sqlite3_column_text(s, 0)),
+                                         static_cast<std::size_t>(sqlite3_column_bytes(s, 0)))));
+        break;
+      default:
+        out.emplace_back(arg(std::int64_t{sqlite3_column_int64(s, 0)}));
+      }
+    }
+    sqlite3_reset(s);
+    return out;
+  }
+
+  result<void> run(const std::string &sql, const std::vector<arg> &args = {}) {
+    auto r = query(sql, args);
+    if (!r) {
+      return r.err();
+    }
+    return {};
+  }
+
+  // The first column of the first row as an integer; nullopt for no row or NULL.
+  result<std::optional<std::int64_t>> scalar(const std::string &sql,
+                                             const std::vector<arg> &args = {}) {
+    auto r = query(sql, args);
+    if (!r) {
+      return r.err();
+    }
+    if (r->empty() || !(*r)[0]) {
+      return std::optional<std::int64_t>{};
+    }
+    if (!(*r)[0]->text) {
+      return std::optional<std::int64_t>{(*r)[0]->i};
+    }
+    return std::optional<std::int64_t>{};
+  }
+
+  // Runs `body` in one IMMEDIATE transaction; rolls back on error.
+  template <typename Body> result<void> transaction(Body body) {
+    if (auto r = run("BEGIN IMMEDIATE"); !r) {
+      return r;
+    }
+    auto r = body();
+    if (r) {
+      r = run("COMMIT");
+    }
+    if (!r && sqlite3_get_autocommit(db) == 0) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    return r;
+  }
+
+  result<tier_state> tier(int k) {
+    auto b = scalar("SELECT built_ns FROM tiers WHERE tier = ?1", {std::int64_t{k}});
+    auto c = scalar("SELECT cutoff_ns FROM tiers WHERE tier = ?1", {std::int64_t{k}});
+    if (!b) {
+      return b.err();
+    }
+    if (!c) {
+      return c.err();
+    }
+    return tier_state{b->value_or(0), c->value_or(0)};
+  }
+
+  // Writes rollup bucket [b, b + w) of tier k from tier k - 1, one interval per boot, and
+  // advances tiers.built_ns, all in one transaction (a crash leaves the bucket wholly built or
+  // not at all; an unbuilt bucket is built again by the next call).
+  result<void> build_bucket(int k, std::int64_t b, std::int64_t w) {
+    const std::int64_t src = k - 1;
+    return transaction([&]() -> result<void> {
+      auto boots = query("SELECT DISTINCT boot_id FROM intervals WHERE tier = ?1 AND "
+                         "start_ns >= ?2 AND start_ns < ?3",
+                         {src, b, b + w});
+      if (!boots) {
+        return boots.err();
+      }
+      for (const auto &row : *boots) {
+        if (!row || !row->text) {
+          continue;
+        }
+        const std::string boot = row->t;
+        const std::string ins = fmt::format(
+            "INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, drops_task_state, "
+            "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
+            "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
+            "bpf_run_ns, bpf_run_cnt) "
+            "SELECT ?4, sum(dur_ns), ?3, 0, sum(drops_task_state), sum(drops_graveyard), "
+            "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
+            "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
+            "sum(cpu_ns), max(rss_bytes), sum(bpf_run_ns), sum(bpf_run_cnt) "
+            "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
+            "start_ns < ?5",
+            groups_or());
+        if (auto r = run(ins, {std::int64_t{k}, src, boot, b, b + w}); !r) {
+          return r;
+        }
+        const std::int64_t id = sqlite3_last_insert_rowid(db);
+        for (const auto &sql : rollups) {
+          if (auto r = run(sql, {id, src, boot, b, b + w}); !r) {
+            return r;
+          }
+        }
+        if (k == 1) {
+          // Newest bucket with data of every thread in it: thread identities are deleted only
+          // once no tier holds a row of theirs.
+          if (auto r = run("UPDATE thread SET last_ns = ?2 WHERE last_ns < ?2 AND id IN ("
+                           "SELECT thread_id FROM thread_hist WHERE interval_id = ?1 UNION "
+                           "SELECT thread_id FROM thread_migration WHERE interval_id = ?1 UNION "
+                           "SELECT thread_id FROM thread_perf WHERE interval_id = ?1 UNION "
+                           "SELECT thread_id FROM thread_perf_event WHERE interval_id = ?1)",
+                           {id, b});
+              !r) {
+            return r;
+          }
+        }
+      }
+      return run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
+                 {std::int64_t{k}, b + w});
+    });
+  }
+
+  // Builds up to budget.buckets complete buckets of tier k (width w). A bucket of tier 1 is
+  // complete once a raw interval starts after it; one of tier 2 once tier 1 is built past it.
+  result<int> build(int k, std::int64_t w) {
+    auto st = tier(k);
+    if (!st) {
+      return st.err();
+    }
+    std::int64_t limit = 0;
+    if (k == 1) {
+      auto newest = scalar("SELECT max(start_ns) FROM intervals WHERE tier = 0");
+      if (!newest) {
+        return newest.err();
+      }
+      if (!*newest) {
+        return 0;
+      }
+      limit = floor_to(**newest, w);
+    } else {
+      auto below = tier(k - 1);
+      if (!below) {
+        return below.err();
+      }
+      limit = floor_to(below->built, w);
+    }
+    std::int64_t built = st->built;
+    int n = 0;
+    while (n < budget.buckets) {
+      auto next = scalar("SELECT min(start_ns) FROM intervals WHERE tier = ?1 AND start_ns >= ?2",
+                         {std::int64_t{k - 1}, built});
+      if (!next) {
+        return next.err();
+      }
+      if (!*next) {
+        break;
+      }
+      const std::int64_t b = floor_to(**next, w);
+      if (b >= limit) {
+        break;
+      }
+      if (auto r = build_bucket(k, b, w); !r) {
+        return r.err();
+      }
+      built = b + w;
+      ++n;
+    }
+    return n;
+  }
+
+  // Deletes every row of tier k that starts before `to` (with its data) and raises the tier's
+  // cutoff to `to`, in one transaction: the views switch from the deleted rows to the rollup
+  // that covers them at the same commit. Returns the number of intervals deleted.
+  result<std::int64_t> delete_tier(int k, std::int64_t to) {
+    std::int64_t n = 0;
+    auto r = transaction([&]() -> result<void> {
+      for (const char *t : fact_tables) {
+        const std::string sql = fmt::format("DELETE FROM {} WHERE interval_id IN (SELECT id FROM "
+                                            "intervals WHERE tier = ?1 AND start_ns < ?2)",
+                                            t);
+        if (auto d = run(sql, {std::int64_t{k}, to}); !d) {
+          return d;
+        }
+      }
+      if (auto d =
+              run("DELETE FROM intervals WHERE tier = ?1 AND start_ns < ?2", {std::int64_t{k}, to});
+          !d) {
+        return d;
+      }
+      n = sqlite3_changes(db);
+      return run("UPDATE tiers SET cutoff_ns = ?2 WHERE tier = ?1 AND cutoff_ns < ?2",
+                 {std::int64_t{k}, to});
+    });
+    if (!r) {
+      return r.err();
+    }
+    return n;
+  }
+
+  // Thread identities none of whose rows can remain: their newest bucket (last_ns, kept up to
+  // date by the 1-minute rollups) is more than an hour older than the oldest interval left, and
+  // no raw interval that is not rolled up yet refers to them.
+  result<std::int64_t> collect_threads() {
+    auto oldest = scalar("SELECT min(start_ns) FROM intervals");
+    if (!oldest) {
+      return oldest.err();
+    }
+    auto st = tier(1);
+    if (!st) {
+      return st.err();
+    }
+    const std::int64_t horizon = oldest->value_or(INT64_MAX) - hour_ns;
+    const std::string tail = "SELECT id FROM intervals WHERE tier = 0 AND start_ns >= ?2";
+    const std::string sql =
+        fmt::format("DELETE FROM thread WHERE last_ns < ?1 AND id NOT IN ("
+                    "SELECT thread_id FROM thread_hist WHERE interval_id IN ({0}) UNION "
+                    "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
+                    "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
+                    "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0}))",
+                    tail);
+    std::int64_t n = 0;
+    auto r = transaction([&]() -> result<void> {
+      if (auto d = run(sql, {horizon, st->built - minute_ns}); !d) {
+        return d;
+      }
+      n = sqlite3_changes(db);
+      return {};
+    });
+    if (!r) {
+      return r.err();
+    }
+    return n;
+  }
+
+  struct span {
+    std::int64_t oldest = 0;
+    std::int64_t newest = 0;
+  };
+  result<std::optional<span>> extent(int k) {
+    auto lo = scalar("SELECT min(start_ns) FROM intervals WHERE tier = ?1", {std::int64_t{k}});
+    auto hi = scalar("SELECT max(start_ns) FROM intervals WHERE tier = ?1", {std::int64_t{k}});
+    if (!lo) {
+      return lo.err();
+    }
+    if (!hi) {
+      return hi.err();
+    }
+    if (!*lo || !*hi) {
+      return std::optional<span>{};
+    }
+    return std::optional<span>{span{**lo, **hi}};
+  }
+
+  // Tier k deletes whole buckets of the next tier (raw: minutes; 1 m: hours; 1 h: hours), never
+  // past what the next tier has rolled up, at most `batch` of it per call.
+  static constexpr std::int64_t step(int k) { return k == 0 ? minute_ns : hour_ns; }
+  [[nodiscard]] std::int64_t batch(int k) const {
+    return k == 0 ? budget.raw_span_ns : k == 1 ? budget.minute_span_ns : budget.hour_span_ns;
+  }
+
+  // Deletes the oldest batch of tier k, up to `target` (aligned down); 0 when nothing is due.
+  result<std::int64_t> trim(int k, std::int64_t target) {
+    target = floor_to(target, step(k));
+    if (k < 2) {
+      auto next = tier(k + 1);
+      if (!next) {
+        return next.err();
+      }
+      target = std::min(target, next->built);
+    }
+    auto ext = extent(k);
+    if (!ext) {
+      return ext.err();
+    }
+    if (!*ext || (*ext)->oldest >= target) {
+      return std::int64_t{0};
+    }
+    const std::int64_t to = std::min(target, floor_to((*ext)->oldest, step(k)) + batch(k));
+    return delete_tier(k, to);
+  }
+
+  result<std::pair<std::uint64_t, std::uint64_t>> size() {
+    auto pages = scalar("PRAGMA page_count");
+    auto free = scalar("PRAGMA freelist_count");
+    auto psize = scalar("PRAGMA page_size");
+    if (!pages || !free || !psize) {
+      return make_error(sqlite3_errmsg(db));
+    }
+    const auto ps = static_cast<std::uint64_t>(psize->value_or(4096));
+    const auto total = static_cast<std::uint64_t>(pages->value_or(0));
+    const auto unused = static_cast<std::uint64_t>(free->value_or(0));
+    return std::make_pair((total - std::min(total, unused)) * ps, total * ps);
+  }
+
+  // Over the size limit: the finest tier gives up its oldest batch first, down to a floor that
+  // keeps recent detail (raw: 1 hour, 1 m: 1 day), then the next; the 1-hour tier last.
+  result<std::int64_t> shrink() {
+    const std::int64_t floors[] = {hour_ns, 24 * hour_ns, 24 * hour_ns};
+    for (int k = 0; k < 3; ++k) {
+      auto ext = extent(k);
+      if (!ext) {
+        return ext.err();
+      }
+      if (!*ext || (*ext)->newest - (*ext)->oldest <= floors[k]) {
+        continue;
+      }
+      auto n = trim(k, (*ext)->newest - floors[k]);
+      if (!n) {
+        return n;
+      }
+      if (*n > 0) {
+        return n;
+      }
+    }
+    return std::int64_t{0};
+  }
+
+  result<maintenance_report> run_all(std::int64_t now, const retention &keep) {
+    maintenance_report rep;
+    for (const auto &[k, w] : {std::pair{1, minute_ns}, std::pair{2, hour_ns}}) {
+      auto n = build(k, w);
+      if (!n) {
+        return n.err();
+      }
+      rep.buckets_built += *n;
+    }
+    const std::int64_t keeps[] = {keep.keep_raw_ns, keep.keep_1m_ns, keep.keep_1h_ns};
+    bool deleted = false;
+    for (int k = 0; k < 3; ++k) {
+      if (keeps[k] <= 0) {
+        continue;
+      }
+      auto n = trim(k, now - keeps[k]);
+      if (!n) {
+        return n.err();
+      }
+      rep.rows_deleted += *n;
+      deleted = deleted || (k == 2 && *n > 0);
+    }
+    if (keep.max_bytes > 0) {
+      auto sz = size();
+      if (!sz) {
+        return sz.err();
+      }
+      if (sz->first > keep.max_bytes) {
+        rep.over_size = true;
+        auto n = shrink();
+        if (!n) {
+          return n.err();
+        }
+        rep.rows_deleted += *n;
+        deleted = deleted || *n > 0;
+      }
+    }
+    if (deleted) {
+      auto n = collect_threads();
+      if (!n) {
+        return n.err();
+      }
+      rep.threads_deleted = *n;
+    }
+    // Give freed pages back to the file system, a bounded number per call.
+    auto before = scalar("PRAGMA freelist_count");
+    if (!before) {
+      return before.err();
+    }
+    if (before->value_or(0) > 0) {
+      if (auto r = run(fmt::format("PRAGMA incremental_vacuum({})", budget.vacuum_pages)); !r) {
+        return r.err();
+      }
+      auto after = scalar("PRAGMA freelist_count");
+      if (!after) {
+        return after.err();
+      }
+      rep.pages_freed = before->value_or(0) - after->value_or(0);
+    }
+    return rep;
+  }
+};
+
+maintenance::maintenance(sqlite3 *db, maintenance_budget b)
+    : p_(std::make_unique<impl>(impl{db, b, {}, rollup_statements()})) {}
+maintenance::~maintenance() = default;
+
+result<maintenance_report> maintenance::run(std::int64_t now_ns, const retention &keep) {
+  return p_->run_all(now_ns, keep);
+}
+
+result<std::pair<std::uint64_t, std::uint64_t>> maintenance::size() const {
+  return p_->size();
+}
+
+} // namespace rsched::store::detail
