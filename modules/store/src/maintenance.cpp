@@ -109,6 +109,7 @@ struct maintenance::impl {
   maintenance_budget budget;
   std::map<std::string, stmt_ptr> cache; // prepared statements by SQL text
   std::vector<std::string> rollups = rollup_statements();
+  std::optional<std::int64_t> gc_horizon; // horizon of the last thread collection
 
   result<sqlite3_stmt *> prepare(const std::string &sql) {
     if (auto it = cache.find(sql); it != cache.end()) {
@@ -358,16 +359,21 @@ struct maintenance::impl {
   // Thread identities none of whose rows can remain: their newest bucket (last_ns, kept up to
   // date by the 1-minute rollups) is more than an hour older than the oldest interval left, and
   // no raw interval that is not rolled up yet refers to them.
+  // Runs when deletions have moved the oldest interval on by an hour since the last run (a full
+  // scan of the thread table, so not at every deletion).
   result<std::int64_t> collect_threads() {
     auto oldest = scalar("SELECT min(start_ns) FROM intervals");
     if (!oldest) {
       return oldest.err();
     }
+    const std::int64_t horizon = oldest->value_or(INT64_MAX - hour_ns) - hour_ns;
+    if (gc_horizon && horizon < *gc_horizon + hour_ns) {
+      return std::int64_t{0};
+    }
     auto st = tier(1);
     if (!st) {
       return st.err();
     }
-    const std::int64_t horizon = oldest->value_or(INT64_MAX) - hour_ns;
     const std::string tail = "SELECT id FROM intervals WHERE tier = 0 AND start_ns >= ?2";
     const std::string sql =
         fmt::format("DELETE FROM thread WHERE last_ns < ?1 AND id NOT IN ("
@@ -387,6 +393,7 @@ struct maintenance::impl {
     if (!r) {
       return r.err();
     }
+    gc_horizon = horizon;
     return n;
   }
 
@@ -493,7 +500,7 @@ struct maintenance::impl {
         return n.err();
       }
       rep.rows_deleted += *n;
-      deleted = deleted || (k == 2 && *n > 0);
+      deleted = deleted || *n > 0;
     }
     if (keep.max_bytes > 0) {
       auto sz = size();
@@ -537,7 +544,7 @@ struct maintenance::impl {
 };
 
 maintenance::maintenance(sqlite3 *db, maintenance_budget b)
-    : p_(std::make_unique<impl>(impl{db, b, {}, rollup_statements()})) {}
+    : p_(std::make_unique<impl>(impl{db, b, {}, rollup_statements(), std::nullopt})) {}
 maintenance::~maintenance() = default;
 
 result<maintenance_report> maintenance::run(std::int64_t now_ns, const retention &keep) {

@@ -1,0 +1,398 @@
+// Schema 3: rollup tiers (1 minute, 1 hour) that are exact merges of the raw intervals, views
+// that show each moment once from the finest tier kept, retention by age and by size, space
+// given back to the file system, thread identities collected, and the upgrade of a real
+// version 2 database (recorded by the previous rschedd).
+#include "rsched/store/reader.hpp"
+#include "rsched/store/writer.hpp"
+
+#include "store_test_util.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace store_test;
+using rsched::stats::layout;
+using rsched::store::hist_value;
+using rsched::store::reader;
+using rsched::store::retention;
+using rsched::store::writer;
+
+namespace {
+
+constexpr std::int64_t sec = 1'000'000'000;
+constexpr std::int64_t minute = 60 * sec;
+constexpr std::int64_t hour = 60 * minute;
+// An hour boundary (1'699'999'200 s = 472222 h), so bucket edges are easy to name.
+constexpr std::int64_t t0 = 1'699'999'200LL * sec;
+constexpr std::int64_t step = 10 * sec; // interval length of the synthetic history
+
+hist_value value_of(layout l, const std::vector<std::uint64_t> &samples) {
+  hist_value v;
+  v.hist = rsched::stats::histogram{l, {}};
+  for (auto s : samples) {
+    v.hist.add(s);
+    v.total += s;
+  }
+  v.count = samples.size();
+  return v;
+}
+
+// One synthetic interval at `start`: three threads with every per-thread metric, two CPUs,
+// perf event values, counter times and schedstat deltas, all drawn from `rng`.
+rsched::store::interval_row synthetic(std::int64_t start, std::mt19937_64 &rng) {
+  auto draw = [&](std::size_t n, unsigned max_shift) {
+    std::vector<std::uint64_t> v;
+    for (std::size_t i = 0; i < n; ++i) {
+      v.push_back((1000 + rng() % 1000) << (rng() % max_shift));
+    }
+    return v;
+  };
+  std::vector<rsched::store::thread_row> threads;
+  const char *comms[] = {"alpha", "beta", "gamma"};
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    auto t = make_thread(100 + i, comms[i], draw(1 + rng() % 20, 16),
+                         {rng() % 4, rng() % 4, rng() % 70});
+    t.slice_vol = value_of(layout::latency, draw(rng() % 5, 12));
+    t.slice_invol = value_of(layout::latency, draw(rng() % 3, 12));
+    t.sleep = value_of(layout::latency, draw(rng() % 4, 20));
+    t.migration_rate = value_of(layout::count, {rng() % 5, rng() % 300});
+    t.migrations = rng() % 7;
+    t.cross_ccx = t.migrations / 2;
+    t.events = {{0, 1 + rng() % 100000}};
+    t.event_rates = {{0, value_of(layout::log2, {rng() % 100000}).hist}};
+    threads.push_back(std::move(t));
+  }
+  std::vector<rsched::store::cpu_row> cpus(2);
+  for (std::uint32_t c = 0; c < 2; ++c) {
+    cpus[c].cpu = c;
+    const auto d = draw(1 + rng() % 30, 14);
+    cpus[c].delay_hist = latency_hist(d);
+    cpus[c].delay_count = d.size();
+    for (auto v : d) {
+      cpus[c].delay_total_ns += v;
+    }
+    cpus[c].idle = value_of(layout::latency, draw(rng() % 10, 20));
+  }
+  auto iv = make_interval(start, std::move(threads), std::move(cpus));
+  iv.dur_ns = step;
+  iv.groups = 1 | 2 | 4 | 16 | 32;
+  iv.drops[0] = rng() % 2;
+  iv.events = {{"cs", 1, 3}};
+  iv.counter_times = {{0, "cs", 5, 4}, {1, "cs", 7, 7}};
+  iv.schedstat_cpu = {{0, "sched_count", static_cast<std::int64_t>(rng() % 50)},
+                      {1, "ttwu_count", static_cast<std::int64_t>(1 + rng() % 50)}};
+  iv.collect_ns = 1000;
+  iv.rss_bytes = static_cast<std::int64_t>(1000 + rng() % 1000);
+  return iv;
+}
+
+retention forever() {
+  retention r;
+  r.keep_raw_ns = r.keep_1m_ns = r.keep_1h_ns = 0;
+  r.max_bytes = 0;
+  return r;
+}
+
+// Calls maintain() until a call has nothing left to do; returns the summed report.
+rsched::store::maintenance_report settle(writer &w, std::int64_t now) {
+  rsched::store::maintenance_report sum;
+  for (int i = 0; i < 100000; ++i) {
+    auto r = w.maintain(now);
+    INFO("maintain: " << (r.ok() ? std::string() : r.err().msg));
+    REQUIRE(r.ok());
+    sum.buckets_built += r->buckets_built;
+    sum.rows_deleted += r->rows_deleted;
+    sum.threads_deleted += r->threads_deleted;
+    sum.pages_freed += r->pages_freed;
+    sum.over_size = sum.over_size || r->over_size;
+    if (r->idle()) {
+      return sum;
+    }
+  }
+  FAIL("maintenance never settled");
+  return sum;
+}
+
+// `hours` hours (and 30 s more) of synthetic 10 s intervals from t0, maintained after each
+// write with `keep` as the daemon does; returns the end time.
+std::int64_t record(writer &w, int hours, const retention &keep, std::uint64_t seed = 42) {
+  std::mt19937_64 rng(seed);
+  w.set_retention(keep);
+  std::int64_t t = t0;
+  for (; t < t0 + hours * hour + 30 * sec; t += step) {
+    write_ok(w, synthetic(t, rng));
+    auto r = w.maintain(t + step);
+    REQUIRE(r.ok());
+  }
+  return t;
+}
+
+// Per comm over [a, b) of `view`: samples, exact total and the merged histogram (hex).
+std::vector<std::vector<std::string>> per_comm(reader &r, const std::string &view, std::int64_t a,
+                                               std::int64_t b, const std::string &extra = "") {
+  auto t = run(r, "SELECT comm, sum(count), sum(total_ns), hex(hist_merge(hist)) FROM " + view +
+                      " WHERE ts >= " + std::to_string(a) + " AND ts < " + std::to_string(b) +
+                      extra + " GROUP BY comm ORDER BY comm");
+  std::vector<std::vector<std::string>> out;
+  for (const auto &row : t.rows) {
+    out.push_back({as_text(row[0]), std::to_string(as_int(row[1])), std::to_string(as_int(row[2])),
+                   as_text(row[3])});
+  }
+  return out;
+}
+
+// Sums of every other metric over [a, b) of the views with suffix `sfx` ("" = finest).
+std::vector<std::int64_t> other_sums(reader &r, const std::string &sfx, std::int64_t a,
+                                     std::int64_t b) {
+  const std::string w = " WHERE ts >= " + std::to_string(a) + " AND ts < " + std::to_string(b);
+  std::vector<std::int64_t> out;
+  for (const std::string q :
+       {"SELECT sum(voluntary_count) + sum(involuntary_count) * 1000 FROM timeslice",
+        "SELECT sum(voluntary_ns) FROM timeslice", "SELECT sum(count) FROM sleep",
+        "SELECT sum(total_ns) FROM sleep", "SELECT sum(count + cross_ccx) FROM migration",
+        "SELECT sum(seconds) FROM migration_rate", "SELECT sum(value) FROM perf_events",
+        "SELECT hist_count(hist_merge(rate_hist)) FROM perf_events",
+        "SELECT sum(count) FROM cpu_sched_delay", "SELECT sum(total_ns) FROM cpu_idle",
+        "SELECT hist_pct(hist_merge(hist), 99) FROM cpu_idle",
+        "SELECT sum(running_ns) FROM perf_counter_time", "SELECT sum(delta) FROM schedstat_cpu",
+        "SELECT sum(count) FROM runq_depth",
+        "SELECT hist_pct(hist_merge(hist), 50) FROM runq_depth"}) {
+    // Insert the suffix after the view name (the last word of the query).
+    const auto sp = q.rfind(' ');
+    out.push_back(scalar_int(r, q.substr(0, sp + 1) + q.substr(sp + 1) + sfx + w));
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("rollups are exact: every tier gives the same counts, totals and histograms",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  const std::int64_t end = record(w, 2, forever());
+  settle(w, end);
+  auto r = open_reader(path);
+
+  // Every complete minute and hour was built; the one in progress was not.
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1") == 120);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 2") == 2);
+  CHECK(scalar_int(r, "SELECT built_ns FROM tiers WHERE tier = 1") == t0 + 2 * hour);
+  CHECK(scalar_int(r, "SELECT built_ns FROM tiers WHERE tier = 2") == t0 + 2 * hour);
+  // A rollup interval covers what its sources recorded.
+  CHECK(scalar_int(r, "SELECT min(dur_ns) FROM intervals WHERE tier = 1") == minute);
+  CHECK(scalar_int(r, "SELECT max(dur_ns) FROM intervals WHERE tier = 2") == hour);
+  CHECK(scalar_int(r, "SELECT sum(drops_task_state) FROM intervals WHERE tier = 0 AND start_ns < " +
+                          std::to_string(t0 + 2 * hour)) ==
+        scalar_int(r, "SELECT sum(drops_task_state) FROM intervals WHERE tier = 2"));
+  CHECK(scalar_int(r, "SELECT groups FROM intervals WHERE tier = 2 LIMIT 1") ==
+        (1 | 2 | 4 | 16 | 32));
+
+  // Nothing was deleted: the finest views show raw rows only, nothing twice.
+  CHECK(scalar_int(r, "SELECT count(DISTINCT tier) FROM sched_delay") == 1);
+  CHECK(scalar_int(r, "SELECT max(tier) FROM sched_delay") == 0);
+
+  const auto raw = per_comm(r, "sched_delay", t0, t0 + 2 * hour);
+  REQUIRE(raw.size() == 3);
+  CHECK(per_comm(r, "sched_delay_1m", t0, t0 + 2 * hour) == raw);
+  CHECK(per_comm(r, "sched_delay_1h", t0, t0 + 2 * hour) == raw);
+  // A window of whole minutes inside an hour: the 1-minute tier alone.
+  CHECK(per_comm(r, "sched_delay_1m", t0 + 14 * minute, t0 + 19 * minute) ==
+        per_comm(r, "sched_delay", t0 + 14 * minute, t0 + 19 * minute));
+  // p99 over an hour from the 1-hour tier is the p99 of the raw samples, not a mean of p99s.
+  CHECK(scalar_int(r, "SELECT hist_percentile(hist, 99) FROM sched_delay_1h WHERE comm = 'beta' "
+                      "AND ts = " +
+                          std::to_string(t0)) ==
+        scalar_int(r, "SELECT hist_percentile(hist, 99) FROM sched_delay WHERE comm = 'beta' AND "
+                      "ts >= " +
+                          std::to_string(t0) + " AND ts < " + std::to_string(t0 + hour)));
+
+  const auto sums = other_sums(r, "", t0, t0 + 2 * hour);
+  CHECK(other_sums(r, "_1m", t0, t0 + 2 * hour) == sums);
+  CHECK(other_sums(r, "_1h", t0, t0 + 2 * hour) == sums);
+
+  // Health sums and maxima roll up too.
+  CHECK(scalar_int(r, "SELECT sum(collect_ns) FROM intervals WHERE tier = 2") ==
+        scalar_int(r, "SELECT sum(collect_ns) FROM intervals WHERE tier = 0 AND start_ns < " +
+                          std::to_string(t0 + 2 * hour)));
+  CHECK(scalar_int(r, "SELECT max(rss_bytes) FROM intervals WHERE tier = 2") ==
+        scalar_int(r, "SELECT max(rss_bytes) FROM intervals WHERE tier = 0 AND start_ns < " +
+                          std::to_string(t0 + 2 * hour)));
+
+  // Maintenance is idempotent: once settled, calling again changes nothing.
+  const auto n = scalar_int(r, "SELECT count(*) FROM intervals");
+  auto again = w.maintain(end);
+  REQUIRE(again.ok());
+  CHECK(again->idle());
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == n);
+}
+
+TEST_CASE("retention by age: the views switch to the rollups, each moment counted once",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  const std::int64_t end = record(w, 3, forever());
+  settle(w, end);
+  auto r = open_reader(path);
+  const auto all = per_comm(r, "sched_delay", t0, end);
+  const auto sums = other_sums(r, "", t0, end);
+  const auto raw_rows = scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0");
+
+  // Raw kept 50 minutes: older raw intervals go, the 1-minute rollups take their place.
+  retention keep = forever();
+  keep.keep_raw_ns = 50 * minute;
+  w.set_retention(keep);
+  auto rep = settle(w, end);
+  CHECK(rep.rows_deleted > 0);
+  const std::int64_t cut0 = (end - 50 * minute) / minute * minute;
+  CHECK(scalar_int(r, "SELECT cutoff_ns FROM tiers WHERE tier = 0") == cut0);
+  CHECK(scalar_int(r, "SELECT min(start_ns) FROM intervals WHERE tier = 0") >= cut0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0") < raw_rows);
+  // The finest views: 1-minute rows before the cutoff, raw after it, the same totals as before.
+  CHECK(scalar_int(r, "SELECT max(ts) FROM sched_delay WHERE tier = 1") < cut0);
+  CHECK(scalar_int(r, "SELECT min(ts) FROM sched_delay WHERE tier = 0") >= cut0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE tier = 2") == 0);
+  CHECK(per_comm(r, "sched_delay", t0, end) == all);
+  CHECK(other_sums(r, "", t0, end) == sums);
+  // The timeline has no hole and no overlap: 100 % covered.
+  CHECK(scalar_int(r, "SELECT CAST(round(coverage_pct) AS INTEGER) FROM coverage(" +
+                          std::to_string(t0) + ", " + std::to_string(t0 + 3 * hour) + ")") == 100);
+
+  // 1-minute rollups kept 2 hours: the first hour comes from the 1-hour tier.
+  keep.keep_1m_ns = 2 * hour;
+  w.set_retention(keep);
+  settle(w, end);
+  CHECK(scalar_int(r, "SELECT cutoff_ns FROM tiers WHERE tier = 1") == t0 + hour);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE tier = 2") == 3);
+  CHECK(scalar_int(r, "SELECT count(DISTINCT tier) FROM sched_delay") == 3);
+  CHECK(per_comm(r, "sched_delay", t0, end) == all);
+  CHECK(other_sums(r, "", t0, end) == sums);
+
+  // 1-hour rollups kept 2 hours: the first hour is gone from every view.
+  keep.keep_1h_ns = 2 * hour;
+  w.set_retention(keep);
+  settle(w, end);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE ts < " + std::to_string(t0 + hour)) ==
+        0);
+  CHECK(per_comm(r, "sched_delay", t0 + hour, end) ==
+        per_comm(r, "sched_delay", t0, end)); // what is left starts at t0 + 1 h
+  CHECK(as_text(run(r, "PRAGMA integrity_check").rows.at(0).at(0)) == "ok");
+}
+
+TEST_CASE("retention by size: the oldest raw rows go first, space goes back to the file system",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  const std::int64_t end = record(w, 3, forever());
+  settle(w, end);
+  auto r = open_reader(path);
+  const auto all = per_comm(r, "sched_delay", t0, end);
+  raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE)");
+  const auto size_before = fs::file_size(path);
+  auto sz = w.size();
+  REQUIRE(sz.ok());
+  const auto used_before = sz->first;
+
+  retention keep = forever();
+  keep.max_bytes = used_before / 2;
+  w.set_retention(keep);
+  auto rep = settle(w, end);
+  CHECK(rep.over_size);
+  CHECK(rep.rows_deleted > 0);
+  CHECK(rep.pages_freed > 0);
+  // Raw rows went down to the hour that is always kept (whole minutes of it: at most 1 h 59 s);
+  // the rollups still hold everything.
+  CHECK(scalar_int(r, "SELECT max(start_ns) - min(start_ns) FROM intervals WHERE tier = 0") <
+        hour + minute);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1") > 0);
+  CHECK(per_comm(r, "sched_delay", t0, end) == all);
+  // The pages are really returned: no free pages left, and the file shrinks on checkpoint.
+  CHECK(scalar_int(r, "PRAGMA freelist_count") == 0);
+  raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE)");
+  CHECK(fs::file_size(path) < size_before);
+  sz = w.size();
+  REQUIRE(sz.ok());
+  CHECK(sz->first < used_before);
+}
+
+TEST_CASE("thread identities are deleted with their last rows, and come back when seen again",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  w.set_retention(forever());
+  // Thread "old" only in the first 10 minutes, "new" only 5 hours later.
+  for (std::int64_t t = t0; t < t0 + 10 * minute; t += step) {
+    write_ok(w, make_interval(t, {make_thread(7, "old", {5'000})}));
+    REQUIRE(w.maintain(t).ok());
+  }
+  const std::int64_t later = t0 + 5 * hour;
+  for (std::int64_t t = later; t < later + 2 * minute; t += step) {
+    write_ok(w, make_interval(t, {make_thread(8, "new", {5'000})}));
+    REQUIRE(w.maintain(t).ok());
+  }
+  settle(w, later + 2 * minute);
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread") == 2);
+
+  retention keep = forever();
+  keep.keep_raw_ns = 10 * minute;
+  keep.keep_1m_ns = 20 * minute;
+  keep.keep_1h_ns = 2 * hour;
+  w.set_retention(keep);
+  auto rep = settle(w, later + 2 * minute);
+  CHECK(rep.threads_deleted == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE comm = 'old'") == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE comm = 'new'") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE comm = 'new'") > 0);
+  // The same identity seen again gets a new row (the writer's cache forgot the deleted id).
+  write_ok(w, make_interval(later + 3 * minute, {make_thread(7, "old", {6'000})}));
+  CHECK(scalar_int(r, "SELECT sum(count) FROM sched_delay WHERE comm = 'old'") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_hist WHERE thread_id NOT IN "
+                      "(SELECT id FROM thread)") == 0);
+}
+
+TEST_CASE("a real version 2 database is upgraded in place and its history rolled up",
+          "[store][rollup]") {
+  // tests/store/data/v2.db: 3 s recorded by rschedd at schema 2 (commit 80046b7) with
+  // -g latency,slice,sleep,migration, checkpointed.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/v2.db"));
+  std::vector<std::vector<std::string>> before;
+  std::int64_t t_end = 0;
+  {
+    auto r = open_reader(path); // read-only: sees version 2 as it is
+    CHECK(scalar_int(r, "PRAGMA user_version") == 2);
+    CHECK(scalar_int(r, "PRAGMA auto_vacuum") == 0);
+    CHECK(columns_of(r, "sched_delay").size() == 9);
+    before = per_comm(r, "sched_delay", 0, INT64_MAX);
+    REQUIRE_FALSE(before.empty());
+    t_end = scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
+    // rsched-sql's window functions work on it without the timeline view.
+    CHECK(scalar_int(r, "SELECT CAST(round(coverage_pct) AS INTEGER) FROM coverage()") == 100);
+  }
+  auto w = open_writer(path);
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 3);
+  CHECK(scalar_int(r, "PRAGMA auto_vacuum") == 2); // incremental, after the one VACUUM
+  CHECK(columns_of(r, "sched_delay").size() == 10);
+  CHECK(per_comm(r, "sched_delay", 0, INT64_MAX) == before);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE last_ns = 0") == 0);
+  // New intervals two minutes later: the old minute is rolled up, exactly.
+  std::mt19937_64 rng(7);
+  const std::int64_t next = (t_end / minute + 2) * minute;
+  write_ok(w, synthetic(next, rng));
+  settle(w, next + step);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1") >= 1);
+  const std::int64_t m0 = scalar_int(r, "SELECT min(start_ns) FROM intervals WHERE tier = 1");
+  CHECK(per_comm(r, "sched_delay_1m", m0, next) == per_comm(r, "sched_delay", m0, next));
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}
