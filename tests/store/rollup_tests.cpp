@@ -193,6 +193,11 @@ TEST_CASE("rollups are exact: every tier gives the same counts, totals and histo
   CHECK(scalar_int(r, "SELECT groups FROM intervals WHERE tier = 2 LIMIT 1") ==
         (1 | 2 | 4 | 16 | 32));
 
+  // Rollup rows are per (comm, cgroup): thread and process ids are 0 there.
+  CHECK(scalar_int(r, "SELECT count(DISTINCT tid) FROM sched_delay_1m") == 1);
+  CHECK(scalar_int(r, "SELECT max(tid) + max(pid) FROM sched_delay_1h") == 0);
+  CHECK(scalar_int(r, "SELECT count(DISTINCT comm) FROM sched_delay_1h") == 3);
+
   // Nothing was deleted: the finest views show raw rows only, nothing twice.
   CHECK(scalar_int(r, "SELECT count(DISTINCT tier) FROM sched_delay") == 1);
   CHECK(scalar_int(r, "SELECT max(tier) FROM sched_delay") == 0);
@@ -340,7 +345,9 @@ TEST_CASE("thread identities are deleted with their last rows, and come back whe
   }
   settle(w, later + 2 * minute);
   auto r = open_reader(path);
-  CHECK(scalar_int(r, "SELECT count(*) FROM thread") == 2);
+  // Each thread's own identity (raw rows) and its (comm, cgroup) group identity (rollups).
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread") == 4);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE boot_id = '' AND tid = 0") == 2);
 
   retention keep = forever();
   keep.keep_raw_ns = 10 * minute;
@@ -348,9 +355,9 @@ TEST_CASE("thread identities are deleted with their last rows, and come back whe
   keep.keep_1h_ns = 2 * hour;
   w.set_retention(keep);
   auto rep = settle(w, later + 2 * minute);
-  CHECK(rep.threads_deleted == 1);
+  CHECK(rep.threads_deleted == 2); // both identities of "old"
   CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE comm = 'old'") == 0);
-  CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE comm = 'new'") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE comm = 'new'") == 2);
   CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE comm = 'new'") > 0);
   // The same identity seen again gets a new row (the writer's cache forgot the deleted id).
   write_ok(w, make_interval(later + 3 * minute, {make_thread(7, "old", {6'000})}));

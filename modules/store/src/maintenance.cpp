@@ -57,41 +57,67 @@ std::string groups_or() {
 constexpr const char *src_ids = "SELECT id FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND "
                                 "start_ns >= ?4 AND start_ns < ?5";
 
-// Per fact table: how a bucket's rows are merged (?1 is the new interval id).
+// Rollups keep one row per (comm, cgroup), not per thread: a month of history answers "p99 of
+// postgres" exactly without growing with every short-lived thread. Each (comm, cgroup) has one
+// identity in `thread` with boot_id '', tid, pid and start_time_ns 0, shared by every bucket.
+// `g` is that identity of the source row's thread `t`.
+constexpr const char *group_join =
+    "JOIN thread AS t ON t.id = x.thread_id JOIN thread AS g ON g.boot_id = '' AND g.tid = 0 "
+    "AND g.start_time_ns = 0 AND g.comm = t.comm AND g.cgroup = t.cgroup";
+
+// Per fact table: how a bucket's rows are merged (?1 is the new interval id). The first
+// statement creates the missing group identities.
 std::vector<std::string> rollup_statements() {
-  const std::string in = fmt::format("interval_id IN ({})", src_ids);
+  const std::string in = fmt::format("x.interval_id IN ({})", src_ids);
+  const std::string thread_tables =
+      "SELECT thread_id FROM thread_hist WHERE interval_id IN ({0}) UNION "
+      "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
+      "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
+      "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0})";
   return {
+      fmt::format("INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, cgroup, "
+                  "last_ns) SELECT '', 0, 0, 0, comm, cgroup, ?4 FROM thread WHERE id IN ({}) "
+                  "GROUP BY comm, cgroup",
+                  fmt::format(fmt::runtime(thread_tables), src_ids)),
+      // Newest bucket with data of every thread in it (thread identities are deleted once no
+      // row refers to them any more) and of every group identity.
+      fmt::format("UPDATE thread SET last_ns = ?4 WHERE last_ns < ?4 AND (id IN ({}) OR "
+                  "(boot_id = '' AND tid = 0 AND start_time_ns = 0 AND (comm, cgroup) IN "
+                  "(SELECT comm, cgroup FROM thread WHERE id IN ({}))))",
+                  fmt::format(fmt::runtime(thread_tables), src_ids),
+                  fmt::format(fmt::runtime(thread_tables), src_ids)),
       fmt::format("INSERT INTO thread_hist(interval_id, metric, thread_id, count, total, hist) "
-                  "SELECT ?1, metric, thread_id, sum(count), sum(total), hist_merge(hist) "
-                  "FROM thread_hist WHERE {} GROUP BY metric, thread_id",
-                  in),
+                  "SELECT ?1, x.metric, g.id, sum(x.count), sum(x.total), hist_merge(x.hist) "
+                  "FROM thread_hist AS x {} WHERE {} GROUP BY x.metric, g.id",
+                  group_join, in),
       fmt::format("INSERT INTO cpu_hist(interval_id, metric, cpu, count, total, hist) "
                   "SELECT ?1, metric, cpu, sum(count), sum(total), hist_merge(hist) "
-                  "FROM cpu_hist WHERE {} GROUP BY metric, cpu",
+                  "FROM cpu_hist AS x WHERE {} GROUP BY metric, cpu",
                   in),
       fmt::format("INSERT INTO thread_migration(interval_id, thread_id, count, cross_ccx, "
-                  "cross_numa) SELECT ?1, thread_id, sum(count), sum(cross_ccx), "
-                  "sum(cross_numa) FROM thread_migration WHERE {} GROUP BY thread_id",
-                  in),
+                  "cross_numa) SELECT ?1, g.id, sum(x.count), sum(x.cross_ccx), "
+                  "sum(x.cross_numa) FROM thread_migration AS x {} WHERE {} GROUP BY g.id",
+                  group_join, in),
       fmt::format("INSERT INTO thread_perf(interval_id, thread_id, user_cycles, kernel_cycles, "
-                  "user_instructions, kernel_instructions) SELECT ?1, thread_id, "
-                  "sum(user_cycles), sum(kernel_cycles), sum(user_instructions), "
-                  "sum(kernel_instructions) FROM thread_perf WHERE {} GROUP BY thread_id",
-                  in),
+                  "user_instructions, kernel_instructions) SELECT ?1, g.id, "
+                  "sum(x.user_cycles), sum(x.kernel_cycles), sum(x.user_instructions), "
+                  "sum(x.kernel_instructions) FROM thread_perf AS x {} WHERE {} GROUP BY g.id",
+                  group_join, in),
       fmt::format("INSERT INTO thread_perf_event(interval_id, event_id, thread_id, value, "
-                  "rate_hist) SELECT ?1, event_id, thread_id, sum(value), hist_merge(rate_hist) "
-                  "FROM thread_perf_event WHERE {} GROUP BY event_id, thread_id",
-                  in),
+                  "rate_hist) SELECT ?1, x.event_id, g.id, sum(x.value), "
+                  "hist_merge(x.rate_hist) FROM thread_perf_event AS x {} WHERE {} "
+                  "GROUP BY x.event_id, g.id",
+                  group_join, in),
       fmt::format("INSERT INTO counter_time(interval_id, cpu, counter, enabled_ns, running_ns) "
                   "SELECT ?1, cpu, counter, sum(enabled_ns), sum(running_ns) "
-                  "FROM counter_time WHERE {} GROUP BY cpu, counter",
+                  "FROM counter_time AS x WHERE {} GROUP BY cpu, counter",
                   in),
       fmt::format("INSERT INTO schedstat_cpu_delta(interval_id, field_id, cpu, delta) "
-                  "SELECT ?1, field_id, cpu, sum(delta) FROM schedstat_cpu_delta WHERE {} "
+                  "SELECT ?1, field_id, cpu, sum(delta) FROM schedstat_cpu_delta AS x WHERE {} "
                   "GROUP BY field_id, cpu HAVING sum(delta) <> 0",
                   in),
       fmt::format("INSERT INTO schedstat_domain_delta(interval_id, field_id, domain_id, delta) "
-                  "SELECT ?1, field_id, domain_id, sum(delta) FROM schedstat_domain_delta "
+                  "SELECT ?1, field_id, domain_id, sum(delta) FROM schedstat_domain_delta AS x "
                   "WHERE {} GROUP BY field_id, domain_id HAVING sum(delta) <> 0",
                   in),
   };
@@ -260,19 +286,6 @@ struct maintenance::impl {
             return r;
           }
         }
-        if (k == 1) {
-          // Newest bucket with data of every thread in it: thread identities are deleted only
-          // once no tier holds a row of theirs.
-          if (auto r = run("UPDATE thread SET last_ns = ?2 WHERE last_ns < ?2 AND id IN ("
-                           "SELECT thread_id FROM thread_hist WHERE interval_id = ?1 UNION "
-                           "SELECT thread_id FROM thread_migration WHERE interval_id = ?1 UNION "
-                           "SELECT thread_id FROM thread_perf WHERE interval_id = ?1 UNION "
-                           "SELECT thread_id FROM thread_perf_event WHERE interval_id = ?1)",
-                           {id, b});
-              !r) {
-            return r;
-          }
-        }
       }
       return run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
                  {std::int64_t{k}, b + w});
@@ -356,17 +369,24 @@ struct maintenance::impl {
     return n;
   }
 
-  // Thread identities none of whose rows can remain: their newest bucket (last_ns, kept up to
-  // date by the 1-minute rollups) is more than an hour older than the oldest interval left, and
-  // no raw interval that is not rolled up yet refers to them.
-  // Runs when deletions have moved the oldest interval on by an hour since the last run (a full
-  // scan of the thread table, so not at every deletion).
+  // Thread identities no row can refer to any more. A thread's own identity is used by raw rows
+  // only: it goes once its newest bucket (last_ns, kept up to date by the 1-minute rollups) is
+  // an hour older than the oldest raw interval and no raw interval that is not rolled up yet
+  // refers to it. A (comm, cgroup) group identity is used by the rollups: it goes once its
+  // newest bucket is an hour older than the oldest interval of any tier. Runs when deletions
+  // have moved the oldest raw interval on by an hour since the last run (it scans the thread
+  // table).
   result<std::int64_t> collect_threads() {
+    auto oldest_raw = scalar("SELECT min(start_ns) FROM intervals WHERE tier = 0");
     auto oldest = scalar("SELECT min(start_ns) FROM intervals");
+    if (!oldest_raw) {
+      return oldest_raw.err();
+    }
     if (!oldest) {
       return oldest.err();
     }
-    const std::int64_t horizon = oldest->value_or(INT64_MAX - hour_ns) - hour_ns;
+    const std::int64_t horizon = oldest_raw->value_or(INT64_MAX - hour_ns) - hour_ns;
+    const std::int64_t group_horizon = oldest->value_or(INT64_MAX - hour_ns) - hour_ns;
     if (gc_horizon && horizon < *gc_horizon + hour_ns) {
       return std::int64_t{0};
     }
@@ -375,8 +395,8 @@ struct maintenance::impl {
       return st.err();
     }
     const std::string tail = "SELECT id FROM intervals WHERE tier = 0 AND start_ns >= ?2";
-    const std::string sql =
-        fmt::format("DELETE FROM thread WHERE last_ns < ?1 AND id NOT IN ("
+    const std::string threads =
+        fmt::format("DELETE FROM thread WHERE boot_id <> '' AND last_ns < ?1 AND id NOT IN ("
                     "SELECT thread_id FROM thread_hist WHERE interval_id IN ({0}) UNION "
                     "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
                     "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
@@ -384,10 +404,16 @@ struct maintenance::impl {
                     tail);
     std::int64_t n = 0;
     auto r = transaction([&]() -> result<void> {
-      if (auto d = run(sql, {horizon, st->built - minute_ns}); !d) {
+      if (auto d = run(threads, {horizon, st->built - minute_ns}); !d) {
         return d;
       }
       n = sqlite3_changes(db);
+      if (auto d = run("DELETE FROM thread WHERE boot_id = '' AND tid = 0 AND last_ns < ?1",
+                       {group_horizon});
+          !d) {
+        return d;
+      }
+      n += sqlite3_changes(db);
       return {};
     });
     if (!r) {

@@ -1,0 +1,561 @@
+// rsched-history-bench: builds a long history at the default tiers and measures its size and
+// the speed of the questions users ask of it (docs/PERFORMANCE.md, "Storage and queries").
+//
+//   rsched-history-bench generate DB [--groups latency|latency,migration|most] [--threads N]
+//                                    [--hours H] [--raw-days D] [--1m-days D] [--1h-days D]
+//   rsched-history-bench query DB [--runs N]
+//
+// generate: H hours (default 24) of 1-second intervals with N (default 200) active threads each
+// second are written through rsched::store::writer and rolled up by writer::maintain(), exactly
+// as rschedd does (--groups: latency, the default, or most = latency, slice, sleep and
+// migration; waking and perf are left out). The
+// thread population: N*0.6 threads active every second, the rest of each second's N drawn from
+// a pool of 2.4*N occasional threads, and a new short-lived thread (1-5 s) every other second;
+// 60 comms. That recorded period is then copied back in time to fill the tiers (raw D days,
+// default 2; 1-minute rollups 30 days; 1-hour rollups 365 days), each copy with thread
+// identities of its own, and the tiers' cutoffs are set as retention would have left them.
+// It prints the bytes per day of each tier and the size of the whole file.
+//
+// query: runs the four reference questions N times (default 5) through rsched::store::reader
+// (the functions rsched-sql uses) and prints the first and the median time of each.
+#include "rsched/abi/sched_abi.h"
+#include "rsched/stats/histogram.hpp"
+#include "rsched/store/reader.hpp"
+#include "rsched/store/records.hpp"
+#include "rsched/store/writer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <sqlite3.h>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace rsched;
+using clk = std::chrono::steady_clock;
+
+constexpr std::int64_t sec = 1'000'000'000;
+constexpr std::int64_t minute = 60 * sec;
+constexpr std::int64_t hour = 60 * minute;
+constexpr std::int64_t day = 24 * hour;
+
+const char *const comms[] = {"postgres",
+                             "nginx",
+                             "java",
+                             "python3",
+                             "node",
+                             "redis-server",
+                             "mysqld",
+                             "sshd",
+                             "systemd",
+                             "containerd",
+                             "dockerd",
+                             "kubelet",
+                             "etcd",
+                             "haproxy",
+                             "memcached",
+                             "rsyslogd",
+                             "cron",
+                             "bash",
+                             "grpc-worker",
+                             "GC Thread#0",
+                             "C2 CompilerThre",
+                             "VM Periodic Tas",
+                             "pool-1-thread-1",
+                             "kworker/0:1",
+                             "kworker/1:2",
+                             "ksoftirqd/0",
+                             "ksoftirqd/1",
+                             "rcu_preempt",
+                             "migration/0",
+                             "migration/1",
+                             "jbd2/vda1-8",
+                             "kswapd0",
+                             "irq/24-virtio0",
+                             "watchdogd",
+                             "chronyd",
+                             "dbus-daemon",
+                             "polkitd",
+                             "snapd",
+                             "tuned",
+                             "irqbalance",
+                             "gunicorn",
+                             "uwsgi",
+                             "celery",
+                             "sidekiq",
+                             "puma",
+                             "envoy",
+                             "consul",
+                             "vault",
+                             "prometheus",
+                             "node_exporter",
+                             "grafana",
+                             "fluent-bit",
+                             "vector",
+                             "clickhouse",
+                             "kafka",
+                             "zookeeper",
+                             "elasticsearch",
+                             "mongod",
+                             "rabbitmq",
+                             "php-fpm"};
+constexpr std::size_t n_comms = sizeof(comms) / sizeof(comms[0]);
+
+struct thread_ident {
+  std::uint32_t tid;
+  std::uint32_t pid;
+  std::uint64_t start;
+  const char *comm;
+  bool hot;
+};
+
+// A lognormal duration in ns around `median`, clamped to [1 us, 10 s].
+std::uint64_t lognormal(std::mt19937_64 &rng, double median, double sigma) {
+  std::normal_distribution<double> n(0, sigma);
+  const double v = median * std::exp(n(rng));
+  return static_cast<std::uint64_t>(std::clamp(v, 1e3, 1e10));
+}
+
+void add_samples(store::hist_value &v, std::mt19937_64 &rng, int n, double median, double sigma) {
+  for (int i = 0; i < n; ++i) {
+    const auto x = lognormal(rng, median, sigma);
+    v.hist.add(x);
+    v.count += 1;
+    v.total += x;
+  }
+}
+
+// The metric groups recorded (enum rsched_group bits).
+std::uint32_t g_groups = RSCHED_G_LATENCY;
+
+// One second of one active thread, in the groups of g_groups (latency, slice, sleep,
+// migration).
+store::thread_row thread_second(const thread_ident &id, std::mt19937_64 &rng) {
+  store::thread_row t;
+  t.tid = id.tid;
+  t.pid = id.pid;
+  t.start_time_ns = id.start;
+  t.comm = id.comm;
+  t.cgroup = fmt::format("/system.slice/{}.service", id.comm);
+  std::geometric_distribution<int> wakeups(id.hot ? 0.12 : 0.4);
+  const int n = 1 + wakeups(rng);
+  store::hist_value delay;
+  add_samples(delay, rng, n, 6'000, 1.3);
+  t.delay_count = delay.count;
+  t.delay_total_ns = delay.total;
+  t.delay_hist = delay.hist;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t depth = rng() % 4 == 0 ? 1 + rng() % 3 : 0;
+    t.depth_hist.add(depth);
+    t.depth_count += 1;
+    t.depth_total += depth;
+  }
+  if ((g_groups & RSCHED_G_SLICE) != 0) {
+    add_samples(t.slice_vol, rng, n, 40'000, 1.2);
+    if (rng() % 10 < 3) {
+      add_samples(t.slice_invol, rng, 1 + static_cast<int>(rng() % 2), 3'000'000, 0.5);
+    }
+  }
+  if ((g_groups & RSCHED_G_SLEEP) != 0) {
+    add_samples(t.sleep, rng, n, 10'000'000, 1.5);
+  }
+  if ((g_groups & RSCHED_G_MIGRATION) != 0 && rng() % 10 == 0) {
+    t.migrations = 1 + rng() % 2;
+    t.migration_rate.hist.add(t.migrations);
+    t.migration_rate.count = 1;
+    t.migration_rate.total = t.migrations;
+  }
+  return t;
+}
+
+struct population {
+  std::vector<thread_ident> hot;
+  std::vector<thread_ident> occasional;
+  struct shortlived {
+    thread_ident id;
+    std::int64_t until;
+  };
+  std::vector<shortlived> live;
+  std::uint32_t next_tid = 100000;
+};
+
+population make_population(int n) {
+  population p;
+  const int hot = n * 6 / 10;
+  const int pool = n * 24 / 10;
+  for (int i = 0; i < hot + pool; ++i) {
+    const auto tid = static_cast<std::uint32_t>(1000 + i);
+    thread_ident id{tid, 1000 + static_cast<std::uint32_t>(i / 8) * 8,
+                    static_cast<std::uint64_t>(i) * 1'000'000,
+                    comms[static_cast<std::size_t>(i) % n_comms], i < hot};
+    (i < hot ? p.hot : p.occasional).push_back(id);
+  }
+  return p;
+}
+
+// The threads and CPUs of one 1-second interval starting at `t`.
+store::interval_row second(population &p, int n, std::int64_t t, std::mt19937_64 &rng) {
+  store::interval_row iv;
+  iv.start_ns = t;
+  iv.dur_ns = sec;
+  iv.boot_id = "6d1f3a52-2c4b-4f0e-9b7a-3e5d8c1f2a90";
+  iv.groups = g_groups;
+  // A new short-lived thread every other second, active for 1-5 s.
+  if (rng() % 2 == 0) {
+    const std::uint32_t tid = p.next_tid++;
+    p.live.push_back({{tid, tid, static_cast<std::uint64_t>(t), comms[rng() % n_comms], false},
+                      t + static_cast<std::int64_t>(1 + rng() % 5) * sec});
+  }
+  std::erase_if(p.live, [&](const auto &s) { return s.until <= t; });
+  for (const auto &id : p.hot) {
+    iv.threads.push_back(thread_second(id, rng));
+  }
+  const int rest = n - static_cast<int>(p.hot.size()) - static_cast<int>(p.live.size());
+  for (int i = 0; i < rest; ++i) {
+    iv.threads.push_back(thread_second(p.occasional[rng() % p.occasional.size()], rng));
+  }
+  for (const auto &s : p.live) {
+    iv.threads.push_back(thread_second(s.id, rng));
+  }
+  for (std::uint32_t c = 0; c < 2; ++c) {
+    store::cpu_row cpu;
+    cpu.cpu = c;
+    for (std::size_t i = c; i < iv.threads.size(); i += 2) {
+      const auto &th = iv.threads[i];
+      (void)stats::merge_into(cpu.delay_hist, th.delay_hist);
+      cpu.delay_count += th.delay_count;
+      cpu.delay_total_ns += th.delay_total_ns;
+    }
+    add_samples(cpu.idle, rng, 200, 500'000, 1.5);
+    iv.cpus.push_back(std::move(cpu));
+  }
+  return iv;
+}
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) {
+    return 0;
+  }
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(std::lround(p / 100 * static_cast<double>(v.size() - 1)))];
+}
+
+double ms_since(clk::time_point t) {
+  return std::chrono::duration<double, std::milli>(clk::now() - t).count();
+}
+
+// Direct SQL for the copies (the public API writes one interval at a time, by design).
+struct raw_db {
+  sqlite3 *db = nullptr;
+  explicit raw_db(const std::string &path) {
+    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+      throw std::runtime_error(sqlite3_errmsg(db));
+    }
+    sqlite3_busy_timeout(db, 60000);
+  }
+  ~raw_db() { sqlite3_close(db); }
+  raw_db(const raw_db &) = delete;
+  raw_db &operator=(const raw_db &) = delete;
+  void exec(const std::string &sql) const {
+    char *msg = nullptr;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
+      std::string m = msg != nullptr ? msg : "?";
+      sqlite3_free(msg);
+      throw std::runtime_error(m + " in: " + sql.substr(0, 200));
+    }
+  }
+  [[nodiscard]] std::int64_t scalar(const std::string &sql) const {
+    sqlite3_stmt *st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+      throw std::runtime_error(sqlite3_errmsg(db));
+    }
+    std::int64_t v = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+      v = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return v;
+  }
+  [[nodiscard]] std::int64_t used_bytes() const {
+    return (scalar("PRAGMA page_count") - scalar("PRAGMA freelist_count")) *
+           scalar("PRAGMA page_size");
+  }
+};
+
+// Copies the rows of `tier` that start in [from, from + span) to start `shift` ns earlier, with
+// thread identities of their own (boot id suffixed with `tag`).
+void copy_back(const raw_db &db, int tier, std::int64_t from, std::int64_t span, std::int64_t shift,
+               int tag) {
+  const std::int64_t id_off = db.scalar("SELECT coalesce(max(id), 0) FROM intervals") + 1;
+  const std::int64_t th_off = db.scalar("SELECT coalesce(max(id), 0) FROM thread") + 1;
+  const std::string src =
+      fmt::format("SELECT id FROM intervals WHERE tier = {} AND start_ns >= {} AND start_ns < {}",
+                  tier, from, from + span);
+  db.exec("BEGIN");
+  db.exec(fmt::format(
+      "INSERT INTO thread(id, boot_id, tid, pid, start_time_ns, comm, cgroup, last_ns) "
+      "SELECT id + {0}, boot_id || '-{1}', tid, pid, start_time_ns, comm, cgroup, last_ns - {2} "
+      "FROM thread WHERE id IN (SELECT DISTINCT thread_id FROM thread_hist WHERE interval_id IN "
+      "({3}))",
+      th_off, tag, shift, src));
+  db.exec(fmt::format(
+      "INSERT INTO intervals(id, start_ns, dur_ns, boot_id, flags, drops_task_state, "
+      "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
+      "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, bpf_run_ns, "
+      "bpf_run_cnt) SELECT id + {0}, start_ns - {1}, dur_ns, boot_id || '-{2}', flags, "
+      "drops_task_state, drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, "
+      "groups, drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
+      "bpf_run_ns, bpf_run_cnt FROM intervals WHERE id IN ({3}) ORDER BY id",
+      id_off, shift, tag, src));
+  db.exec(fmt::format("INSERT INTO thread_hist SELECT interval_id + {0}, metric, thread_id + {1}, "
+                      "count, total, hist FROM thread_hist WHERE interval_id IN ({2}) "
+                      "ORDER BY interval_id, metric, thread_id",
+                      id_off, th_off, src));
+  db.exec(fmt::format("INSERT INTO cpu_hist SELECT interval_id + {0}, metric, cpu, count, total, "
+                      "hist FROM cpu_hist WHERE interval_id IN ({1})",
+                      id_off, src));
+  db.exec(fmt::format("INSERT INTO thread_migration SELECT interval_id + {0}, thread_id + {1}, "
+                      "count, cross_ccx, cross_numa FROM thread_migration WHERE interval_id IN "
+                      "({2})",
+                      id_off, th_off, src));
+  db.exec("COMMIT");
+}
+
+int generate(const std::string &path, int n, int hours, int raw_days, int m_days, int h_days) {
+  if (std::filesystem::exists(path)) {
+    fmt::print(stderr, "rsched-history-bench: {} exists; give a new path\n", path);
+    return 2;
+  }
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  const std::int64_t end = now / hour * hour;
+  const std::int64_t begin = end - hours * hour;
+  auto w = store::writer::open(path);
+  if (!w) {
+    fmt::print(stderr, "rsched-history-bench: {}\n", w.err().msg);
+    return 1;
+  }
+  store::retention forever;
+  forever.keep_raw_ns = forever.keep_1m_ns = forever.keep_1h_ns = 0;
+  forever.max_bytes = 0;
+  w->set_retention(forever);
+
+  std::mt19937_64 rng(20261123);
+  population pop = make_population(n);
+  std::vector<double> write_ms;
+  std::vector<double> maint_ms;
+  std::uint64_t threads_written = 0;
+  const auto t_start = clk::now();
+  for (std::int64_t t = begin; t < end + 10 * sec; t += sec) {
+    auto iv = second(pop, n, t, rng);
+    threads_written += iv.threads.size();
+    auto t0 = clk::now();
+    if (auto r = w->write(iv); !r) {
+      fmt::print(stderr, "rsched-history-bench: {}\n", r.err().msg);
+      return 1;
+    }
+    write_ms.push_back(ms_since(t0));
+    t0 = clk::now();
+    if (auto r = w->maintain(t + sec); !r) {
+      fmt::print(stderr, "rsched-history-bench: {}\n", r.err().msg);
+      return 1;
+    }
+    maint_ms.push_back(ms_since(t0));
+  }
+  const double gen_s = ms_since(t_start) / 1000;
+  const std::size_t intervals = write_ms.size();
+  fmt::print("recorded {} h of 1 s intervals, {} active threads/s ({:.0f} thread rows/interval) "
+             "in {:.0f} s\n",
+             hours, n, static_cast<double>(threads_written) / static_cast<double>(intervals),
+             gen_s);
+  fmt::print("  write per interval:       p50 {:.2f} ms  p99 {:.2f} ms  max {:.2f} ms\n",
+             pct(write_ms, 50), pct(write_ms, 99), pct(write_ms, 100));
+  fmt::print("  maintain per interval:    p50 {:.2f} ms  p99 {:.2f} ms  max {:.2f} ms\n",
+             pct(maint_ms, 50), pct(maint_ms, 99), pct(maint_ms, 100));
+
+  raw_db db(path);
+  db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  // Bytes per day of each tier, from the recorded period (extrapolated to 24 h).
+  const double per_day = 24.0 / hours;
+  const std::int64_t total = db.used_bytes();
+  // Copy one day of each tier into a scratch file to weigh it on its own.
+  std::int64_t tier_bytes[3] = {0, 0, 0};
+  for (int k = 0; k < 3; ++k) {
+    const std::string scratch = path + ".tier";
+    std::filesystem::remove(scratch);
+    db.exec(fmt::format("ATTACH '{}' AS s", scratch));
+    db.exec("CREATE TABLE s.intervals AS SELECT * FROM intervals WHERE tier = " +
+            std::to_string(k));
+    db.exec("CREATE TABLE s.thread_hist(interval_id INTEGER NOT NULL, metric INTEGER NOT NULL, "
+            "thread_id INTEGER NOT NULL, count INTEGER NOT NULL, total INTEGER NOT NULL, hist "
+            "BLOB NOT NULL, PRIMARY KEY(interval_id, metric, thread_id)) WITHOUT ROWID");
+    db.exec("INSERT INTO s.thread_hist SELECT * FROM thread_hist WHERE interval_id IN (SELECT "
+            "id FROM s.intervals) ORDER BY 1, 2, 3");
+    db.exec("CREATE TABLE s.cpu_hist AS SELECT * FROM cpu_hist WHERE interval_id IN (SELECT id "
+            "FROM s.intervals)");
+    db.exec("CREATE TABLE s.thread_migration AS SELECT * FROM thread_migration WHERE "
+            "interval_id IN (SELECT id FROM s.intervals)");
+    db.exec("DETACH s");
+    tier_bytes[k] = static_cast<std::int64_t>(std::filesystem::file_size(scratch));
+    std::filesystem::remove(scratch);
+  }
+  (void)total;
+  // Thread identities (table and its unique index), from SQLite's dbstat.
+  const std::int64_t threads_bytes =
+      db.scalar("SELECT sum(pgsize) FROM dbstat WHERE name IN ('thread', "
+                "'sqlite_autoindex_thread_1')");
+  fmt::print("  bytes per day: raw {:.1f} MB, 1-minute {:.1f} MB, 1-hour {:.2f} MB "
+             "(thread identities: {:.1f} MB per day)\n",
+             static_cast<double>(tier_bytes[0]) * per_day / 1e6,
+             static_cast<double>(tier_bytes[1]) * per_day / 1e6,
+             static_cast<double>(tier_bytes[2]) * per_day / 1e6,
+             static_cast<double>(threads_bytes) * per_day / 1e6);
+  fmt::print("  bytes per active thread-second (raw tier): {:.1f}\n",
+             static_cast<double>(tier_bytes[0]) / static_cast<double>(threads_written));
+
+  // Fill the tiers back in time from the recorded period.
+  const std::int64_t span = hours * hour;
+  const auto t_copy = clk::now();
+  int tag = 0;
+  auto fill = [&](int tier, int days) {
+    for (std::int64_t shift = span; shift < days * day; shift += span) {
+      copy_back(db, tier, begin, span, shift, ++tag);
+    }
+  };
+  fill(0, raw_days);
+  fill(1, m_days);
+  fill(2, h_days);
+  db.exec(fmt::format("UPDATE tiers SET cutoff_ns = {} WHERE tier = 0", end - raw_days * day));
+  db.exec(fmt::format("UPDATE tiers SET cutoff_ns = {} WHERE tier = 1", end - m_days * day));
+  db.exec(fmt::format("UPDATE tiers SET cutoff_ns = {} WHERE tier = 2", end - h_days * day));
+  db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  db.exec("ANALYZE");
+  fmt::print("filled raw {} d, 1-minute {} d, 1-hour {} d by copying in {:.0f} s\n", raw_days,
+             m_days, h_days, ms_since(t_copy) / 1000);
+  fmt::print("  file: {:.2f} GB ({} intervals rows, {} thread identities)\n",
+             static_cast<double>(std::filesystem::file_size(path)) / 1e9,
+             db.scalar("SELECT count(*) FROM intervals"), db.scalar("SELECT count(*) FROM thread"));
+  fmt::print("  end of history: {} (UTC ns; the query mode's 'now')\n", end);
+  return 0;
+}
+
+int query(const std::string &path, int runs) {
+  auto r = store::reader::open(path);
+  if (!r) {
+    fmt::print(stderr, "rsched-history-bench: {}\n", r.err().msg);
+    return 1;
+  }
+  std::int64_t end = 0;
+  store::result_sink sink;
+  sink.on_row = [&](const std::vector<store::value> &row) {
+    if (const auto *v = std::get_if<std::int64_t>(&row[0])) {
+      end = *v;
+    }
+  };
+  if (auto e = r->exec("SELECT max(start_ns + dur_ns) FROM intervals WHERE tier = 0", sink); !e) {
+    fmt::print(stderr, "rsched-history-bench: {}\n", e.err().msg);
+    return 1;
+  }
+  end = end / minute * minute;
+  struct q {
+    const char *name;
+    std::string sql;
+  };
+  const std::vector<q> qs = {
+      {"p99 per comm, a 5-minute window (raw 1 s rows)",
+       fmt::format("SELECT comm, hist_percentile(hist, 99) FROM sched_delay WHERE ts >= {} AND "
+                   "ts < {} GROUP BY comm",
+                   end - 3 * hour - 5 * minute, end - 3 * hour)},
+      {"p99 per comm, the last hour (1-minute tier)",
+       fmt::format("SELECT comm, hist_percentile(hist, 99) FROM sched_delay_1m WHERE ts >= {} "
+                   "GROUP BY comm",
+                   end - hour)},
+      {"p99 per comm, a whole day (1-hour tier)",
+       fmt::format("SELECT comm, hist_percentile(hist, 99) FROM sched_delay_1h WHERE ts >= {} AND "
+                   "ts < {} GROUP BY comm",
+                   end - 5 * day, end - 4 * day)},
+      {"worst 10 minutes of the month (p99 of all CPUs, 1-minute tier)",
+       fmt::format("SELECT ts / 600000000000 AS w, hist_percentile(hist, 99) AS p99 FROM "
+                   "cpu_sched_delay_1m WHERE ts >= {} GROUP BY w ORDER BY p99 DESC LIMIT 1",
+                   end - 30 * day)},
+      {"p99 per comm, a 5-minute window 20 days ago (finest tier kept: 1 minute)",
+       fmt::format("SELECT comm, hist_percentile(hist, 99) FROM sched_delay WHERE ts >= {} AND "
+                   "ts < {} GROUP BY comm",
+                   end - 20 * day - 5 * minute, end - 20 * day)},
+  };
+  for (const auto &x : qs) {
+    std::vector<double> t;
+    std::size_t rows = 0;
+    for (int i = 0; i < runs; ++i) {
+      store::result_sink s;
+      std::size_t n = 0;
+      s.on_row = [&](const std::vector<store::value> &) { ++n; };
+      const auto t0 = clk::now();
+      if (auto e = r->exec(x.sql, s); !e) {
+        fmt::print(stderr, "rsched-history-bench: {}: {}\n", x.name, e.err().msg);
+        return 1;
+      }
+      t.push_back(ms_since(t0));
+      rows = n;
+    }
+    fmt::print("{:<75} first {:7.1f} ms  median {:7.1f} ms  ({} rows)\n", x.name, t.front(),
+               pct(t, 50), rows);
+  }
+  return 0;
+}
+
+int arg_int(const std::vector<std::string> &a, const std::string &flag, int dflt) {
+  for (std::size_t i = 0; i + 1 < a.size(); ++i) {
+    if (a[i] == flag) {
+      return std::stoi(a[i + 1]);
+    }
+  }
+  return dflt;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const std::vector<std::string> a(argv + 1, argv + argc);
+  try {
+    for (std::size_t i = 0; i + 1 < a.size(); ++i) {
+      if (a[i] == "--groups") {
+        g_groups = a[i + 1] == "latency"             ? RSCHED_G_LATENCY
+                   : a[i + 1] == "latency,migration" ? RSCHED_G_LATENCY | RSCHED_G_MIGRATION
+                   : a[i + 1] == "most"
+                       ? RSCHED_G_LATENCY | RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_MIGRATION
+                       : 0;
+        if (g_groups == 0) {
+          fmt::print(stderr, "rsched-history-bench: --groups is latency, latency,migration or "
+                             "most\n");
+          return 2;
+        }
+      }
+    }
+    if (a.size() >= 2 && a[0] == "generate") {
+      return generate(a[1], arg_int(a, "--threads", 200), arg_int(a, "--hours", 24),
+                      arg_int(a, "--raw-days", 2), arg_int(a, "--1m-days", 30),
+                      arg_int(a, "--1h-days", 365));
+    }
+    if (a.size() >= 2 && a[0] == "query") {
+      return query(a[1], arg_int(a, "--runs", 5));
+    }
+  } catch (const std::exception &e) {
+    fmt::print(stderr, "rsched-history-bench: {}\n", e.what());
+    return 1;
+  }
+  fmt::print(stderr,
+             "usage: rsched-history-bench generate DB [--groups G] [--threads N] [--hours H] "
+             "[--raw-days D] [--1m-days D] [--1h-days D]\n"
+             "       rsched-history-bench query DB [--runs N]\n");
+  return 2;
+}
