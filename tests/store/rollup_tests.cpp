@@ -403,3 +403,46 @@ TEST_CASE("a real version 2 database is upgraded in place and its history rolled
   CHECK(per_comm(r, "sched_delay_1m", m0, next) == per_comm(r, "sched_delay", m0, next));
   CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
 }
+
+TEST_CASE("a reader holding a snapshot does not block the writer; the WAL shrinks after it",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  w.set_retention(forever());
+  std::mt19937_64 rng(3);
+  // Threads with wide histograms: ~40 KB of rows per interval.
+  auto interval = [&](std::int64_t t) {
+    std::vector<rsched::store::thread_row> threads;
+    for (std::uint32_t i = 0; i < 200; ++i) {
+      std::vector<std::uint64_t> d;
+      for (int k = 0; k < 40; ++k) {
+        d.push_back(1000 + rng() % 100'000'000);
+      }
+      threads.push_back(make_thread(1000 + i, "w" + std::to_string(i % 20), d));
+    }
+    return make_interval(t, std::move(threads));
+  };
+  const std::string wal = path + "-wal";
+  // A read transaction held open, as a long query would.
+  sqlite3 *rdb = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &rdb, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(rdb, "BEGIN; SELECT count(*) FROM intervals;", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  std::int64_t t = t0;
+  for (int i = 0; i < 600; ++i, t += step) {
+    write_ok(w, interval(t)); // never busy: WAL readers do not block the writer
+    REQUIRE(w.maintain(t).ok());
+  }
+  const auto held = fs::file_size(wal);
+  CHECK(held > 16u << 20); // the checkpoint cannot pass the reader's snapshot
+  sqlite3_exec(rdb, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(rdb);
+  // Once the reader is gone, the next checkpoint completes and the WAL restarts, truncated to
+  // the journal size limit (16 MiB).
+  for (int i = 0; i < 200; ++i, t += step) {
+    write_ok(w, interval(t));
+  }
+  CHECK(fs::file_size(wal) <= 16u << 20);
+  CHECK(fs::file_size(wal) < held);
+}

@@ -36,8 +36,10 @@ constexpr int busy_timeout_ms = 5000;
 // The thread-id cache only saves a SELECT per thread and interval; a daemon that sees millions of
 // short-lived threads must not grow without bound, so the cache is dropped past this size.
 constexpr std::size_t thread_cache_limit = 65536;
-// Keep at most this much of the WAL file after a checkpoint (SQLite truncates it down to this).
-constexpr const char *journal_size_limit = "PRAGMA journal_size_limit = 67108864";
+// Keep at most this much of the WAL file after a checkpoint (SQLite truncates it down to this
+// when the next write starts the WAL over). Between checkpoints the WAL holds ~1000 pages
+// (4 MiB); it grows past that only while a reader holds one snapshot for a long time.
+constexpr const char *journal_size_limit = "PRAGMA journal_size_limit = 16777216";
 
 bool is_memory(const std::string &path) {
   return path == ":memory:";
