@@ -919,7 +919,7 @@ TEST_CASE("a database newer than version 3 is refused and left byte-identical", 
   }
 }
 
-TEST_CASE("every SQL example of docs/SCHEMA.md runs on a v2 database", "[store]") {
+TEST_CASE("every SQL example of docs/SCHEMA.md runs on a v3 database", "[store]") {
   // RSCHED_TEST_DATA_DIR is <source>/tests/store/data (which need not exist): go up lexically.
   const auto root = fs::path(RSCHED_TEST_DATA_DIR).parent_path().parent_path().parent_path();
   const std::string doc = read_file((root / "docs" / "SCHEMA.md").string());
@@ -960,7 +960,14 @@ TEST_CASE("every SQL example of docs/SCHEMA.md runs on a v2 database", "[store]"
     iv.counter_times = {{0, "user_cycles", 10, 5}};
     iv.schedstat_cpu = {{0, "run_delay_ns", 1'000'000}};
     iv.schedstat_domain = {{0, 0, "SMT", "lb_count_idle", 2}};
+    // Three hours earlier too, and the daemon's background work: 1-minute and 1-hour rollups.
+    auto old = iv;
+    old.start_ns = now - 3 * 3'600'000'000'000;
+    write_ok(w, old);
     write_ok(w, iv);
+    for (int i = 0; i < 10; ++i) {
+      REQUIRE(w.maintain(now).ok());
+    }
   }
   auto r = open_reader(path);
   for (const auto &sql : examples) {

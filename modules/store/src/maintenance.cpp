@@ -324,13 +324,19 @@ struct maintenance::impl {
       if (!next) {
         return next.err();
       }
-      if (!*next) {
+      if (!*next || floor_to(**next, w) >= limit) {
+        // Nothing left to build before the limit (a gap up to it): the tier is complete to
+        // there, and the next tier may build the buckets that end before it.
+        if (built < limit) {
+          if (auto r = run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
+                           {std::int64_t{k}, limit});
+              !r) {
+            return r.err();
+          }
+        }
         break;
       }
       const std::int64_t b = floor_to(**next, w);
-      if (b >= limit) {
-        break;
-      }
       if (auto r = build_bucket(k, b, w); !r) {
         return r.err();
       }
