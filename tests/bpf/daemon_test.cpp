@@ -178,3 +178,49 @@ TEST_CASE("all groups on this VM: every section with data, one line per unavaila
   CHECK(text.find("stopped after") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a restart continues the same history, the downtime is a gap, health is recorded",
+          "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  const std::string dir = test::temp_dir();
+  const std::string db = dir + "/rsched.db";
+  test::sysctl_guard stats("/proc/sys/kernel/bpf_stats_enabled", "1");
+  for (int run = 0; run < 2; ++run) {
+    test::daemon d({"--db", db, "-i", "1"});
+    REQUIRE(d.wait_attached());
+    std::this_thread::sleep_for(2500ms);
+    INFO(d.stderr_text());
+    REQUIRE(d.stop(SIGTERM) == 0);
+    if (run == 0) {
+      std::this_thread::sleep_for(3s); // down for 3 s
+    }
+  }
+  // Both runs in one history: raw intervals of the two runs, contiguous within each.
+  CHECK(as_int(query(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]) >= 5);
+  CHECK(as_int(query(db, "SELECT count(*) FROM intervals WHERE tier = 0 AND flags & 1")[0][0]) ==
+        2);
+  // The downtime is the one gap of at least 2 s, and coverage says so.
+  const auto gaps =
+      query(db, "SELECT count(*), max(duration_ns) FROM gaps() WHERE duration_ns >= 2000000000");
+  CHECK(as_int(gaps[0][0]) == 1);
+  CHECK(as_int(gaps[0][1]) >= 3'000'000'000);
+  CHECK(as_int(query(db, "SELECT CAST(coverage_pct AS INTEGER) FROM coverage()")[0][0]) < 100);
+  // Health of every raw interval: collect time, CPU time, RSS; BPF run time with bpf_stats on;
+  // the write time of each interval but the last of each run (measured after its commit).
+  const auto h = query(db, "SELECT count(*), count(collect_ns), count(cpu_ns), min(rss_bytes), "
+                           "count(write_ns), sum(bpf_run_cnt), sum(bpf_run_ns), sum(drops) "
+                           "FROM health");
+  const auto n = as_int(h[0][0]);
+  CHECK(as_int(h[0][1]) == n);
+  CHECK(as_int(h[0][2]) == n);
+  CHECK(as_int(h[0][3]) > 1'000'000);
+  CHECK(as_int(h[0][4]) == n - 2);
+  CHECK(as_int(h[0][5]) > 0);
+  CHECK(as_int(h[0][6]) > 0);
+  // Drops are recorded (a task-storage creation can fail for a task exiting at attach time:
+  // counted, not hidden).
+  CHECK(as_int(h[0][7]) >= 0);
+  std::filesystem::remove_all(dir);
+}
