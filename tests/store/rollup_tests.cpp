@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace store_test;
@@ -29,17 +30,6 @@ constexpr std::int64_t hour = 60 * minute;
 // An hour boundary (1'699'999'200 s = 472222 h), so bucket edges are easy to name.
 constexpr std::int64_t t0 = 1'699'999'200LL * sec;
 constexpr std::int64_t step = 10 * sec; // interval length of the synthetic history
-
-hist_value value_of(layout l, const std::vector<std::uint64_t> &samples) {
-  hist_value v;
-  v.hist = rsched::stats::histogram{l, {}};
-  for (auto s : samples) {
-    v.hist.add(s);
-    v.total += s;
-  }
-  v.count = samples.size();
-  return v;
-}
 
 // One synthetic interval at `start`: three threads with every per-thread metric, two CPUs,
 // perf event values, counter times and schedstat deltas, all drawn from `rng`.
@@ -168,16 +158,23 @@ std::vector<std::int64_t> other_sums(reader &r, const std::string &sfx, std::int
   return out;
 }
 
+// `hours` of synthetic history in a fresh file, rolled up, nothing deleted yet.
+struct history {
+  temp_dir dir;
+  std::string path = dir.file("rsched.db");
+  writer w = open_writer(path);
+  std::int64_t end;
+  reader r;
+  explicit history(int hours)
+      : end(record(w, hours, forever())), r((settle(w, end), open_reader(path))) {}
+};
+
 } // namespace
 
 TEST_CASE("rollups are exact: every tier gives the same counts, totals and histograms",
           "[store][rollup]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
-  const std::int64_t end = record(w, 2, forever());
-  settle(w, end);
-  auto r = open_reader(path);
+  history h(2);
+  auto [w, r, end] = std::tie(h.w, h.r, h.end); // references into h
 
   // Every complete minute and hour was built; the one in progress was not.
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1") == 120);
@@ -239,12 +236,8 @@ TEST_CASE("rollups are exact: every tier gives the same counts, totals and histo
 
 TEST_CASE("retention by age: the views switch to the rollups, each moment counted once",
           "[store][rollup]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
-  const std::int64_t end = record(w, 3, forever());
-  settle(w, end);
-  auto r = open_reader(path);
+  history h(3);
+  auto [w, r, end] = std::tie(h.w, h.r, h.end); // references into h
   const auto all = per_comm(r, "sched_delay", t0, end);
   const auto sums = other_sums(r, "", t0, end);
   const auto raw_rows = scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0");
@@ -292,12 +285,9 @@ TEST_CASE("retention by age: the views switch to the rollups, each moment counte
 
 TEST_CASE("retention by size: the oldest raw rows go first, space goes back to the file system",
           "[store][rollup]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
-  const std::int64_t end = record(w, 3, forever());
-  settle(w, end);
-  auto r = open_reader(path);
+  history h(3);
+  auto [w, r, end] = std::tie(h.w, h.r, h.end); // references into h
+  const auto &path = h.path;
   const auto all = per_comm(r, "sched_delay", t0, end);
   raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE)");
   const auto size_before = fs::file_size(path);

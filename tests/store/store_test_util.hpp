@@ -142,6 +142,27 @@ inline rsched::stats::histogram latency_hist(const std::vector<std::uint64_t> &n
   return h;
 }
 
+// A histogram of `layout` holding `samples`, and the same with its count and exact total.
+inline rsched::stats::histogram hist_of(rsched::stats::layout l,
+                                        const std::vector<std::uint64_t> &samples) {
+  rsched::stats::histogram h{l, {}};
+  for (auto v : samples) {
+    h.add(v);
+  }
+  return h;
+}
+
+inline rsched::store::hist_value value_of(rsched::stats::layout l,
+                                          const std::vector<std::uint64_t> &samples) {
+  rsched::store::hist_value v;
+  v.hist = hist_of(l, samples);
+  v.count = samples.size();
+  for (auto s : samples) {
+    v.total += s;
+  }
+  return v;
+}
+
 inline rsched::stats::histogram depth_hist(const std::vector<std::uint64_t> &depths) {
   rsched::stats::histogram h{rsched::stats::layout::depth, {}};
   for (auto v : depths) {

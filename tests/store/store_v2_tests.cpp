@@ -108,24 +108,6 @@ CREATE VIEW runq_depth AS
 constexpr std::int64_t t0 = 1'700'000'000'000'000'000;
 constexpr std::int64_t step = 10'000'000'000;
 
-histogram hist_of(layout l, const std::vector<std::uint64_t> &samples) {
-  histogram h{l, {}};
-  for (auto v : samples) {
-    h.add(v);
-  }
-  return h;
-}
-
-hist_value value_of(layout l, const std::vector<std::uint64_t> &samples) {
-  hist_value v;
-  v.hist = hist_of(l, samples);
-  v.count = samples.size();
-  for (auto s : samples) {
-    v.total += s;
-  }
-  return v;
-}
-
 histogram decoded(const value &v) {
   auto h = rsched::stats::decode(as_blob(v));
   REQUIRE(h.ok());

@@ -508,21 +508,14 @@ std::string realtime_ns() {
   return std::to_string(std::int64_t{ts.tv_sec} * 1'000'000'000 + std::int64_t{ts.tv_nsec});
 }
 
-result<void> insert_meta(sqlite3 *db) {
+// Writes `rows` into meta with `sql` (an INSERT taking key, value).
+result<void> put_meta(sqlite3 *db, const char *sql,
+                      const std::vector<std::pair<std::string_view, std::string>> &rows) {
   sqlite3_stmt *raw = nullptr;
-  if (sqlite3_prepare_v2(db, "INSERT INTO meta(key, value) VALUES(?1, ?2)", -1, &raw, nullptr) !=
-      SQLITE_OK) {
+  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK) {
     return make_error(sqlite3_errmsg(db));
   }
   const stmt_ptr st(raw);
-  const std::vector<std::pair<std::string_view, std::string>> rows = {
-      {"schema_version", std::to_string(schema_version)},
-      {"created_ns", realtime_ns()},
-      {"hostname", hostname()},
-      {"kernel_release", kernel_release()},
-      {"rsched_version", RSCHED_VERSION},
-      {"hist_layouts", layouts_description},
-  };
   for (const auto &[key, val] : rows) {
     sqlite3_reset(st.get());
     sqlite3_bind_text(st.get(), 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
@@ -532,6 +525,18 @@ result<void> insert_meta(sqlite3 *db) {
     }
   }
   return {};
+}
+
+result<void> insert_meta(sqlite3 *db) {
+  return put_meta(db, "INSERT INTO meta(key, value) VALUES(?1, ?2)",
+                  {
+                      {"schema_version", std::to_string(schema_version)},
+                      {"created_ns", realtime_ns()},
+                      {"hostname", hostname()},
+                      {"kernel_release", kernel_release()},
+                      {"rsched_version", RSCHED_VERSION},
+                      {"hist_layouts", layouts_description},
+                  });
 }
 
 } // namespace
@@ -693,25 +698,15 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     if (auto r = exec(db, seen.c_str()); !r) {
       return r;
     }
-    sqlite3_stmt *raw = nullptr;
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)", -1, &raw,
-                           nullptr) != SQLITE_OK) {
-      return make_error(sqlite3_errmsg(db));
-    }
-    const stmt_ptr st(raw);
-    const std::vector<std::pair<std::string_view, std::string>> rows = {
-        {"schema_version", std::to_string(schema_version)},
-        {"hist_layouts", layouts_description},
-        {"upgraded_ns", realtime_ns()},
-        {"upgraded_by", RSCHED_VERSION},
-    };
-    for (const auto &[key, val] : rows) {
-      sqlite3_reset(st.get());
-      sqlite3_bind_text(st.get(), 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
-      sqlite3_bind_text(st.get(), 2, val.data(), static_cast<int>(val.size()), SQLITE_STATIC);
-      if (sqlite3_step(st.get()) != SQLITE_DONE) {
-        return make_error(sqlite3_errmsg(db));
-      }
+    if (auto r = put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
+                          {
+                              {"schema_version", std::to_string(schema_version)},
+                              {"hist_layouts", layouts_description},
+                              {"upgraded_ns", realtime_ns()},
+                              {"upgraded_by", RSCHED_VERSION},
+                          });
+        !r) {
+      return r;
     }
     return set_user_version(db);
   });
