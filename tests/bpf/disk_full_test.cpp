@@ -1,0 +1,235 @@
+// The disk fills up under a running rschedd: the failed writes are reported once, the daemon keeps
+// running, recording resumes by itself when space returns, and the lost time shows as a gap.
+#include "rsched/store/reader.hpp"
+
+#include "root_test_util.hpp"
+
+#include <sys/mount.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <fcntl.h>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace rsched;
+using namespace std::chrono_literals;
+
+namespace {
+using test::query;
+
+std::int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::int64_t int_of(const store::value &v) {
+  return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : -1;
+}
+
+std::int64_t count_intervals(const std::string &db) {
+  return int_of(query(db, "SELECT count(*) FROM intervals")[0][0]);
+}
+
+// A fresh temporary directory with a small tmpfs mounted at its "mnt"; on every exit path the
+// tmpfs is unmounted (lazily, so that a daemon still holding files does not block it) and the
+// directory removed.
+class tmpfs_dir {
+public:
+  explicit tmpfs_dir(const std::string &size) : dir_(test::temp_dir()), mnt_(dir_ + "/mnt") {
+    std::filesystem::create_directories(mnt_);
+    const std::string opts = "size=" + size + ",mode=0755";
+    mounted_ = mount("tmpfs", mnt_.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+  }
+  ~tmpfs_dir() {
+    if (mounted_) {
+      umount2(mnt_.c_str(), MNT_DETACH);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  tmpfs_dir(const tmpfs_dir &) = delete;
+  tmpfs_dir &operator=(const tmpfs_dir &) = delete;
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] const std::string &mnt() const { return mnt_; }
+
+private:
+  std::string dir_;
+  std::string mnt_;
+  bool mounted_ = false;
+};
+
+// Threads that sleep and wake all the time, so that every interval has rows to write.
+class sleepers {
+public:
+  explicit sleepers(int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        while (!stop_.load()) {
+          std::this_thread::sleep_for(1ms);
+        }
+      });
+    }
+  }
+  ~sleepers() {
+    stop_ = true;
+    for (auto &t : threads_) {
+      t.join();
+    }
+  }
+  sleepers(const sleepers &) = delete;
+  sleepers &operator=(const sleepers &) = delete;
+
+private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// Writes `path` until the file system is full; returns the bytes written (-1 on another error).
+std::int64_t fill(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return -1;
+  }
+  const std::vector<char> chunk(64 * 1024, 'x');
+  std::int64_t total = 0;
+  for (;;) {
+    const ssize_t n = ::write(fd, chunk.data(), chunk.size());
+    if (n > 0) {
+      total += n;
+      continue;
+    }
+    const int e = errno;
+    ::close(fd);
+    return n < 0 && e == ENOSPC ? total : -1;
+  }
+}
+
+// Polls until the database holds more than `n` intervals; false after `timeout`.
+bool wait_for_intervals(const std::string &db, std::int64_t n, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (count_intervals(db) > n) {
+      return true;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+} // namespace
+
+TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps running, "
+          "recording resumes by itself and the lost time is a gap",
+          "[root][bpf][faults]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  // Room for the database as it grows meanwhile: its WAL alone reaches 4 MiB before the first
+  // checkpoint (1000 pages), and an interval of a busy machine takes hundreds of KiB.
+  tmpfs_dir fs("64m");
+  REQUIRE(fs.mounted());
+  const std::string db = fs.mnt() + "/rsched.db";
+  const std::string filler = fs.mnt() + "/filler";
+  sleepers work(4);
+
+  std::int64_t full_from = 0;
+  std::int64_t full_until = 0;
+  std::int64_t written_while_full = -1;
+  {
+    test::daemon d({"--db", db, "-i", "1", "-g", "latency,slice,sleep"});
+    // Ends the daemon and fails with its stderr (INFO would capture it too early).
+    const auto require = [&](bool ok, const char *what) {
+      if (!ok) {
+        d.stop(SIGINT);
+        FAIL(what << "\nrschedd's stderr:\n" << d.stderr_text());
+      }
+    };
+    require(d.wait_attached(), "rschedd did not attach");
+    require(wait_for_intervals(db, 1, 10s), "no intervals before the disk filled up");
+
+    const std::int64_t filled = fill(filler);
+    full_from = realtime_ns();
+    require(filled > 0, "could not fill the tmpfs");
+    INFO("filler: " << filled << " bytes");
+    const std::int64_t n_full = count_intervals(db);
+    // Several intervals that cannot be written.
+    std::this_thread::sleep_for(5s);
+    written_while_full = count_intervals(db) - n_full;
+
+    std::filesystem::remove(filler);
+    full_until = realtime_ns();
+    const std::int64_t n_freed = count_intervals(db);
+    // Recording resumes by itself: a new interval within a few seconds, then more.
+    require(wait_for_intervals(db, n_freed, 10s), "recording did not resume");
+    require(wait_for_intervals(db, n_freed + 1, 10s), "recording did not go on");
+
+    const int status = d.stop(SIGINT);
+    const std::string &err = d.stderr_text();
+    INFO("rschedd's stderr:\n" << err);
+    REQUIRE(status == 0); // it stayed up, and an interrupt still ends it cleanly
+    // One clear line per outage (a write that happened to fit in the meantime may end an outage
+    // early: then the next failure is a new one and reported again).
+    const std::string what = "rschedd: writing interval failed: ";
+    const auto pos = err.find(what);
+    REQUIRE(pos != std::string::npos);
+    const std::string line = err.substr(pos, err.find('\n', pos) - pos);
+    INFO("the message: " << line);
+    CHECK(line.find("database or disk is full") != std::string::npos);
+    CHECK(line.find(db) != std::string::npos);
+    std::size_t reports = 0;
+    for (auto p = err.find(what); p != std::string::npos; p = err.find(what, p + 1)) {
+      ++reports;
+    }
+    CHECK(reports >= 1);
+    CHECK(reports <= 3);
+    CHECK(err.find("stopped after") != std::string::npos);
+  }
+  INFO("intervals committed while the disk was full: " << written_while_full);
+
+  const auto check = query(db, "PRAGMA integrity_check");
+  REQUIRE(check.size() == 1);
+  CHECK(std::get<std::string>(check[0][0]) == "ok");
+
+  // The largest hole between consecutive intervals is the time the disk was full.
+  const auto hole = query(db, "SELECT a.start_ns + a.dur_ns, b.start_ns, "
+                              "b.start_ns - (a.start_ns + a.dur_ns) AS hole, b.flags "
+                              "FROM intervals a JOIN intervals b ON b.id = a.id + 1 "
+                              "ORDER BY hole DESC LIMIT 1");
+  REQUIRE(hole.size() == 1);
+  const std::int64_t hole_start = int_of(hole[0][0]);
+  const std::int64_t hole_end = int_of(hole[0][1]);
+  const std::int64_t hole_ns = int_of(hole[0][2]);
+  INFO("hole " << hole_start << " .. " << hole_end << " (" << hole_ns / 1'000'000
+               << " ms); disk full " << full_from << " .. " << full_until << " ("
+               << (full_until - full_from) / 1'000'000 << " ms)");
+  CHECK(hole_ns >= 1'000'000'000);
+  CHECK(hole_ns <= full_until - full_from + 5'000'000'000);
+  // The hole lies around the time the disk was full: it starts with the first interval whose
+  // write found the disk full (one that ended shortly before the filler completed, or earlier
+  // when the daemon runs late), and ends with the interval that was running when space returned
+  // (its write succeeds).
+  CHECK(hole_start <= full_from + 1'000'000'000);
+  CHECK(hole_start >= full_from - 5'000'000'000);
+  CHECK(hole_end <= full_until + 1'000'000'000);
+  CHECK(int_of(hole[0][3]) == 0); // the interval after the hole is an ordinary one
+  // Nothing overlaps.
+  const auto overlaps = query(db, "SELECT count(*) FROM intervals a JOIN intervals b ON b.id = "
+                                  "a.id + 1 WHERE b.start_ns < a.start_ns + a.dur_ns - 1000000");
+  CHECK(int_of(overlaps[0][0]) == 0);
+
+  // gaps() reports exactly that hole, as time not recorded.
+  const auto gaps = query(db, "SELECT start_ns, end_ns, duration_ns, reason FROM gaps() "
+                              "ORDER BY duration_ns DESC");
+  REQUIRE_FALSE(gaps.empty());
+  CHECK(int_of(gaps[0][0]) == hole_start);
+  CHECK(int_of(gaps[0][1]) == hole_end);
+  CHECK(int_of(gaps[0][2]) == hole_ns);
+  CHECK(std::get<std::string>(gaps[0][3]) == "not recording");
+}
