@@ -395,6 +395,12 @@ int run(const rschedd::options &opt) {
     for (;;) {
       const std::int64_t now = clock_ns(CLOCK_MONOTONIC);
       if (now >= deadline) {
+        // Behind schedule (a slow read or write, an overloaded or stopped process): a signal
+        // that arrived meanwhile still ends the run at this tick, not after the missed ones.
+        const timespec zero{};
+        if (sigtimedwait(&sigs, nullptr, &zero) > 0) {
+          stop = true;
+        }
         break;
       }
       const std::int64_t left = deadline - now;
