@@ -205,7 +205,7 @@ std::pair<std::int64_t, double> max_stats(const std::string &err) {
 }
 
 std::int64_t count_intervals(const std::string &db) {
-  return int_of(query(db, "SELECT count(*) FROM intervals")[0][0]);
+  return int_of(query(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);
 }
 
 // Polls until the database holds more than `n` intervals; false after `timeout`.
@@ -236,13 +236,14 @@ recorded read_back(const std::string &db, const std::string &comm, long creator)
   CHECK(std::get<std::string>(check[0][0]) == "ok");
   recorded r;
   const auto iv = query(db, "SELECT count(*), total(drops_graveyard), max(drops_graveyard), "
-                            "total(drops_task_state) FROM intervals");
+                            "total(drops_task_state) FROM intervals WHERE tier = 0");
   r.intervals = int_of(iv[0][0]);
   r.drops_graveyard = static_cast<std::int64_t>(std::get<double>(iv[0][1]));
   r.max_drops_graveyard = int_of(iv[0][2]);
   r.drops_task_state = static_cast<std::int64_t>(std::get<double>(iv[0][3]));
   const std::string mine =
-      "comm = '" + comm + "' AND tid <> " + std::to_string(creator); // no quotes in `comm`
+      "comm = '" + comm + "' AND tid <> " + std::to_string(creator) +
+      " AND boot_id <> ''"; // no quotes in `comm`; not the (comm, cgroup) identity of rollups
   r.threads = int_of(query(db, "SELECT count(*) FROM thread WHERE " + mine)[0][0]);
   const auto per = query(db, "SELECT coalesce(max(n), 0) FROM (SELECT count(DISTINCT "
                              "h.thread_id) AS n FROM thread_hist h JOIN thread ON thread.id = "
@@ -321,7 +322,8 @@ burst_result exit_burst(std::optional<std::uint32_t> graveyard_entries) {
   out.rec = read_back(db, "ovf-exit", creator);
   // Interval 2 runs from the read that ended interval 1 to the next one.
   const auto iv = query(db, "SELECT start_ns, start_ns + dur_ns, drops_graveyard, "
-                            "drops_task_state FROM intervals WHERE id = 2");
+                            "drops_task_state FROM intervals WHERE tier = 0 ORDER BY id "
+                            "LIMIT 1 OFFSET 1");
   REQUIRE(iv.size() == 1);
   out.between_two_reads = int_of(iv[0][0]) <= burst_from && burst_until <= int_of(iv[0][1]);
   out.burst_drops = int_of(iv[0][2]);
@@ -422,8 +424,8 @@ TEST_CASE("Tens of thousands of live threads: all are read and written, the daem
       bool whole = false;
       while (!whole && ms_since(t1) < 45'000) {
         std::this_thread::sleep_for(200ms);
-        whole = int_of(query(db, "SELECT count(*) FROM intervals WHERE start_ns >= " + since +
-                                     " AND dur_ns >= 1000000000")[0][0]) > 0;
+        whole = int_of(query(db, "SELECT count(*) FROM intervals WHERE tier = 0 AND start_ns >= " +
+                                     since + " AND dur_ns >= 1000000000")[0][0]) > 0;
       }
       alive_ms = ms_since(t1);
       require(whole, "no whole interval recorded while the threads lived");
