@@ -235,7 +235,7 @@ store::interval_row second(population &p, int n, std::int64_t t, std::mt19937_64
       cpu.delay_total_ns += th.delay_total_ns;
     }
     add_samples(cpu.idle, rng, 200, 500'000, 1.5);
-    iv.cpus.push_back(std::move(cpu));
+    iv.cpus.push_back(cpu);
   }
   return iv;
 }
