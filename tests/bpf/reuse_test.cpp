@@ -1,5 +1,6 @@
-// PID reuse within one interval does not merge two threads' data: rows are keyed by
-// (tid, task start time), and each thread's recorded count matches its own kernel accounting.
+// PID reuse within one interval or across intervals does not merge two threads' data: rows are
+// keyed by (tid, task start time), and each thread's recorded count matches its own kernel
+// accounting, even with the same name.
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
@@ -43,49 +44,62 @@ std::pair<pid_t, std::uint64_t> run_child(const char *name, int n) {
 }
 } // namespace
 
-TEST_CASE("pid reuse within one interval keeps two threads apart", "[root][bpf][reuse]") {
+TEST_CASE("pid reuse within one interval and across intervals keeps two threads apart",
+          "[root][bpf][reuse]") {
   if (!test::bpf_available()) {
     return;
   }
-  test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-  const std::string dir = test::temp_dir();
-  const std::string db = dir + "/rsched.db";
-  test::daemon d({"--db", db, "-i", "5"}); // one long interval holds both threads
-  INFO(d.stderr_text());
-  REQUIRE(d.wait_attached());
-  const auto [pid_a, slices_a] = run_child("reuse-a", 100);
-  // Ask the kernel for the same pid again (ns_last_pid = pid - 1); retry if another fork wins.
-  pid_t pid_b = 0;
-  std::uint64_t slices_b = 0;
-  for (int attempt = 0; attempt < 20 && pid_b != pid_a; ++attempt) {
-    {
-      std::ofstream last("/proc/sys/kernel/ns_last_pid");
-      last << (pid_a - 1);
+  // Both children have the same name: only the task start time tells them apart.
+  for (const bool across : {false, true}) {
+    INFO((across ? "across intervals" : "within one interval"));
+    test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
+    const std::string dir = test::temp_dir();
+    const std::string db = dir + "/rsched.db";
+    // Within: one long interval holds both threads. Across: 1 s intervals and a pause between.
+    test::daemon d({"--db", db, "-i", across ? "1" : "5"});
+    INFO(d.stderr_text());
+    REQUIRE(d.wait_attached());
+    const auto [pid_a, slices_a] = run_child("reuse", 100);
+    if (across) {
+      std::this_thread::sleep_for(2500ms);
     }
-    std::tie(pid_b, slices_b) = run_child("reuse-b", 60);
-  }
-  REQUIRE(pid_b == pid_a);
-  std::this_thread::sleep_for(1s);
-  REQUIRE(d.stop(SIGINT) == 0);
+    // Ask the kernel for the same pid again (ns_last_pid = pid - 1); retry if another fork
+    // wins.
+    pid_t pid_b = 0;
+    std::uint64_t slices_b = 0;
+    for (int attempt = 0; attempt < 20 && pid_b != pid_a; ++attempt) {
+      {
+        std::ofstream last("/proc/sys/kernel/ns_last_pid");
+        last << (pid_a - 1);
+      }
+      std::tie(pid_b, slices_b) = run_child("reuse", 60);
+    }
+    REQUIRE(pid_b == pid_a);
+    std::this_thread::sleep_for(1500ms);
+    REQUIRE(d.stop(SIGINT) == 0);
 
-  auto r = store::reader::open(db);
-  REQUIRE(r.ok());
-  std::vector<std::pair<std::string, std::int64_t>> rows;
-  store::result_sink sink;
-  sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) {
-    rows.emplace_back(std::get<std::string>(row[0]), std::get<std::int64_t>(row[1]));
-  };
-  REQUIRE(r->exec("SELECT comm, sum(count) FROM sched_delay WHERE tid = " + std::to_string(pid_a) +
-                      " AND comm LIKE 'reuse-%' GROUP BY comm ORDER BY comm",
-                  sink)
-              .ok());
-  INFO("kernel timeslices: a " << slices_a << ", b " << slices_b);
-  REQUIRE(rows.size() == 2);
-  CHECK(rows[0].first == "reuse-a");
-  CHECK(rows[1].first == "reuse-b");
-  // each thread's own count, not a merge (a few samples of slack for the fork/exec edges)
-  CHECK(std::abs(rows[0].second - static_cast<std::int64_t>(slices_a)) <= 3);
-  CHECK(std::abs(rows[1].second - static_cast<std::int64_t>(slices_b)) <= 3);
-  std::filesystem::remove_all(dir);
+    auto r = store::reader::open(db);
+    REQUIRE(r.ok());
+    std::vector<std::pair<std::int64_t, std::int64_t>> rows; // (start time, samples)
+    store::result_sink sink;
+    sink.on_columns = [](const std::vector<std::string> &) {};
+    sink.on_row = [&](const std::vector<store::value> &row) {
+      rows.emplace_back(std::get<std::int64_t>(row[0]), std::get<std::int64_t>(row[1]));
+    };
+    // Per thread identity (raw rows: the rollups' group identity has tid 0).
+    REQUIRE(r->exec("SELECT t.start_time_ns, sum(h.count) "
+                    "FROM thread_hist AS h JOIN thread AS t ON t.id = h.thread_id "
+                    "WHERE h.metric = 1 AND t.tid = " +
+                        std::to_string(pid_a) +
+                        " AND t.comm = 'reuse' GROUP BY t.id ORDER BY t.start_time_ns",
+                    sink)
+                .ok());
+    INFO("kernel timeslices: a " << slices_a << ", b " << slices_b);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0].first < rows[1].first);
+    // each thread's own count, not a merge (a few samples of slack for the fork/exec edges)
+    CHECK(std::abs(rows[0].second - static_cast<std::int64_t>(slices_a)) <= 3);
+    CHECK(std::abs(rows[1].second - static_cast<std::int64_t>(slices_b)) <= 3);
+    std::filesystem::remove_all(dir);
+  }
 }
