@@ -330,6 +330,7 @@ int run(const rschedd::options &opt) {
   bo.mode = opt.mode;
   bo.groups = groups;
   bo.graveyard_entries = opt.graveyard_entries;
+  bo.task_hash_entries = opt.task_hash_entries;
   bo.verbose = opt.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
   auto prog = bpf::program::load(bo);
   if (!prog) {

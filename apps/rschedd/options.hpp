@@ -96,6 +96,7 @@ struct options {
   bool no_db = false;
   bpf::attach_mode mode = bpf::attach_mode::automatic;
   std::uint32_t graveyard_entries = 16384;
+  std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
   bool verbose = false;
   bool help = false;
   bool version = false;
@@ -147,6 +148,8 @@ inline constexpr const char *usage_text =
     "      --max-size SIZE      cap the database at SIZE bytes (K/M/G/T suffixes; default 8G;\n"
     "                           0 = no cap): the oldest rows go first, finest tier first\n"
     "      --graveyard-entries N  exited threads held between two reads (default 16384)\n"
+    "      --task-hash-entries N  raw_tp mode: live threads tracked (default 16384); threads\n"
+    "                           beyond it are counted in drops_task_state\n"
     "      --stats              per interval: threads written, map read and database write times\n"
     "  -v, --verbose            show libbpf messages (verifier log on load failures)\n"
     "  -h, --help               this text\n"
@@ -308,7 +311,7 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
         return n.err();
       }
       o.keep.max_bytes = *n;
-    } else if (flag == "--graveyard-entries") {
+    } else if (flag == "--graveyard-entries" || flag == "--task-hash-entries") {
       auto v = value();
       if (!v) {
         return v.err();
@@ -317,7 +320,8 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
       if (!n) {
         return n.err();
       }
-      o.graveyard_entries = static_cast<std::uint32_t>(*n);
+      (flag == "--graveyard-entries" ? o.graveyard_entries : o.task_hash_entries) =
+          static_cast<std::uint32_t>(*n);
     } else if (flag == "-g" || flag == "--group") {
       auto v = value();
       if (!v) {

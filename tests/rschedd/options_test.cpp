@@ -95,3 +95,41 @@ TEST_CASE("metric groups (-g) split on commas and repeat; filters and modes", "[
   REQUIRE(c.ok());
   CHECK(c->display == rsched::rschedd::display_mode::grouped);
 }
+
+TEST_CASE("rschedd retention and map size options", "[rschedd]") {
+  auto d = parse_options({});
+  REQUIRE(d.ok());
+  CHECK(d->keep.keep_raw_ns == 2LL * 86400 * 1'000'000'000);
+  CHECK(d->keep.keep_1m_ns == 30LL * 86400 * 1'000'000'000);
+  CHECK(d->keep.keep_1h_ns == 365LL * 86400 * 1'000'000'000);
+  CHECK(d->keep.max_bytes == 8ULL << 30);
+  CHECK(d->task_hash_entries == 16384);
+  auto o = parse_options({"--keep-raw", "12h", "--keep-1m=7d", "--keep-1h", "0", "--max-size",
+                          "500M", "--task-hash-entries", "65536", "--graveyard-entries=1024"});
+  REQUIRE(o.ok());
+  CHECK(o->keep.keep_raw_ns == 12LL * 3600 * 1'000'000'000);
+  CHECK(o->keep.keep_1m_ns == 7LL * 86400 * 1'000'000'000);
+  CHECK(o->keep.keep_1h_ns == 0); // forever
+  CHECK(o->keep.max_bytes == 500ULL << 20);
+  CHECK(o->task_hash_entries == 65536);
+  CHECK(o->graveyard_entries == 1024);
+  for (const auto &[size, bytes] : std::vector<std::pair<std::string, std::uint64_t>>{
+           {"0", 0}, {"4096", 4096}, {"2k", 2048}, {"8G", 8ULL << 30}, {"1T", 1ULL << 40}}) {
+    auto s = parse_options({"--max-size", size});
+    REQUIRE(s.ok());
+    CHECK(s->keep.max_bytes == bytes);
+  }
+  for (const auto &args : std::vector<std::vector<std::string>>{{"--keep-raw", "soon"},
+                                                                {"--keep-raw", "-1d"},
+                                                                {"--keep-1m"},
+                                                                {"--max-size", "8X"},
+                                                                {"--max-size", "G"},
+                                                                {"--max-size", "99999999999999G"},
+                                                                {"--task-hash-entries", "3"}}) {
+    auto e = parse_options(args);
+    INFO(args[0]);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.err().msg.find('\n') == std::string::npos);
+    CHECK(e.err().msg.find(args[0]) != std::string::npos);
+  }
+}
