@@ -164,7 +164,7 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
   }
 }
 
-TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms; CPU idle is seen",
+TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms, CPU idle is seen",
           "[root][bpf][groups]") {
   if (!test::bpf_available()) {
     return;

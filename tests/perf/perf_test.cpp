@@ -215,7 +215,7 @@ TEST_CASE("sysfs events of the core PMU", "[perf]") {
   }
 }
 
-TEST_CASE("upstream's /sys/devices/cpu path works too; the type falls back to 4", "[perf]") {
+TEST_CASE("upstream's /sys/devices/cpu path works too, the type falls back to 4", "[perf]") {
   temp_tree t;
   t.write("devices/cpu/events/foo", "event=0x76,umask=0x3");
   auto foo = resolve_event("foo", t.root());

@@ -17,7 +17,7 @@ TEST_CASE("rsched-sql: statement buffer accumulates lines until sqlite3_complete
   CHECK(b.text().empty());
 }
 
-TEST_CASE("rsched-sql: statement buffer - ';' inside a literal or comment does not end it",
+TEST_CASE("rsched-sql: statement buffer - a semicolon inside a literal or comment does not end it",
           "[rsched-sql]") {
   statement_buffer b;
   CHECK_FALSE(b.add_line("SELECT 'a;"));

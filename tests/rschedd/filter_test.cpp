@@ -41,7 +41,7 @@ TEST_CASE("filter: -p wins over everything, global-comm included", "[rschedd]") 
   CHECK(f.include(5, "anything", "/"));
 }
 
-TEST_CASE("filter: global-comm beats -c and --cgroup; -c AND --cgroup otherwise", "[rschedd]") {
+TEST_CASE("filter: global-comm beats -c and --cgroup, -c AND --cgroup otherwise", "[rschedd]") {
   filter_options o;
   o.comm = {"^nginx"};
   o.cgroup = {"docker"};
@@ -124,7 +124,7 @@ TEST_CASE("filter: cgroup paths match by any component (descendants included)", 
   CHECK_FALSE(s.include(1, "x", "")); // unknown cgroup never matches
 }
 
-TEST_CASE("filter: cgroup 'root' means only the root; a pattern matching 'root' means all",
+TEST_CASE("filter: cgroup 'root' means only the root, a pattern matching 'root' means all",
           "[rschedd]") {
   filter_options o;
   o.cgroup = {"root"};

@@ -79,7 +79,7 @@ TEST_CASE("metric groups (-g): defaults, most, all, perf events and order rules"
   CHECK_FALSE(parse_groups({"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"}).ok()); // max 8
 }
 
-TEST_CASE("metric groups (-g) split on commas and repeat; filters and modes", "[rschedd]") {
+TEST_CASE("metric groups (-g) split on commas and repeat, filters and modes", "[rschedd]") {
   auto o = parse_options({"-g", "slice,sleep", "-g", "migration", "-c", "a,b", "-c", "x",
                           "--global-comm", "g", "--cgroup", "system", "-p", "42", "-l", "100", "-C",
                           "-d"});

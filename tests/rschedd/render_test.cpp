@@ -456,7 +456,7 @@ TEST_CASE("render: 'No processes match the specified filters.'", "[rschedd]") {
   CHECK(render(m, o, f).find("No processes match") == std::string::npos);
 }
 
-TEST_CASE("render: filtering happens before collapsing; -l hides threads everywhere", "[rschedd]") {
+TEST_CASE("render: filtering happens before collapsing, -l hides threads everywhere", "[rschedd]") {
   model m;
   add(m, th(1, "x", 50, 10, "/a"));
   add(m, th(2, "x", 50, 10, "/b"));

@@ -394,7 +394,7 @@ TEST_CASE("a real version 2 database is upgraded in place and its history rolled
   CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
 }
 
-TEST_CASE("a reader holding a snapshot does not block the writer; the WAL shrinks after it",
+TEST_CASE("a reader holding a snapshot does not block the writer, the WAL shrinks after it",
           "[store][rollup]") {
   temp_dir dir;
   const auto path = dir.file("rsched.db");
