@@ -51,6 +51,8 @@ def main():
     args = ap.parse_args()
     tracers = {
         "rschedd (default groups)": [args.rschedd, "--no-db", "-i", "1"],
+        "rschedd -g latency,migration (service)": [args.rschedd, "--no-db", "-i", "1", "-g",
+                                                   "latency,migration"],
         "rschedd -g most": [args.rschedd, "--no-db", "-i", "1", "-g", "most"],
         "runqlat": [args.runqlat, "1", "1000"],
     }
