@@ -188,6 +188,15 @@ class Tracer:
                     pass
         return self.proc.returncode, size
 
+    def perf_summary(self):
+        """perf's own report of the recording: (samples written, % of samples lost) or None."""
+        if self.kind != "perf":
+            return None
+        err = self._read(self.err_path)
+        m = re.search(r"Captured and wrote [\d.]+ MB .*\((\d+) samples\)", err)
+        lost = re.findall(r"lost ([\d.]+)%", err)
+        return (int(m.group(1)) if m else None, max(map(float, lost)) if lost else 0.0)
+
 
 # ---------------------------------------------------------------- checks
 
@@ -293,6 +302,7 @@ def main():
     results = {w: {c: [] for c in configs} for w in wl_names}
     runs = []
     tracer_bytes = {c: [] for c in configs}
+    perf_lost = {w: [] for w in wl_names}
     current = None
     try:
         for rnd in range(args.reps):
@@ -318,6 +328,7 @@ def main():
                                              f"(status {current.proc.returncode}):\n"
                                              + current._read(current.err_path))
                         status, size = current.stop() if current else (None, 0)
+                        psum = current.perf_summary() if current else None
                         if current and kind == "rschedd" and status != 0:
                             raise BenchError(f"{name} exited with {status} after SIGINT:\n"
                                              + current._read(current.err_path))
@@ -330,13 +341,19 @@ def main():
                     results[w][name].append(ops)
                     if argv:
                         tracer_bytes[name].append(size)
+                    if psum:
+                        perf_lost[w].append(psum[1])
                     runs.append({"round": rnd, "workload": w, "config": name, "ops_per_s": ops,
+                                 "perf_samples_written": psum[0] if psum else None,
+                                 "perf_lost_pct": psum[1] if psum else None,
                                  "workload_wall_s": round(wall, 3), "loadavg1_before": la,
                                  "cpu_psi_some_avg10_before": psi, "foreign_bpf_progs": foreign,
                                  "cpu_busy_pct_1s_before": round(busy, 1), "waited_s": round(waited, 1),
                                  "quiet": quiet,
                                  "tracer_files_bytes": size})
                     extra = f"  files {size / 1e6:.1f} MB" if argv and size else ""
+                    if psum:
+                        extra += f" ({psum[0]} samples, lost {psum[1]:.1f} %)"
                     fb = "" if foreign in (None, 0) else f"  foreign-bpf-progs {foreign}"
                     print(f"round {rnd} {w:6s} {name:26s} {fmt_int(ops):>10s} {wls[w][2]}  "
                           f"({wall:.1f} s)  busy-before {busy:.0f}%  loadavg1 {la:.2f}"
@@ -393,6 +410,12 @@ def main():
     if tracer_bytes.get("perf sched record"):
         print(f"perf sched record perf.data per run: median "
               f"{statistics.median(tracer_bytes['perf sched record']) / 1e6:.0f} MB (deleted)")
+        for w in wl_names:
+            if perf_lost[w]:
+                print(f"perf sched record, {w}: samples lost per perf's own report: median "
+                      f"{statistics.median(perf_lost[w]):.1f} % [min {min(perf_lost[w]):.1f}, max "
+                      f"{max(perf_lost[w]):.1f}] (a recording that drops samples also costs the "
+                      "workload less)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": cmdline, "runs": runs}, f, indent=1)
