@@ -24,18 +24,8 @@ using namespace std::chrono_literals;
 namespace {
 using test::query;
 
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 std::int64_t int_of(const store::value &v) {
   return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : -1;
-}
-
-std::int64_t count_intervals(const std::string &db) {
-  return int_of(query(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);
 }
 
 // A fresh temporary directory with a small tmpfs mounted at its "mnt"; on every exit path the
@@ -112,17 +102,6 @@ std::int64_t fill(const std::string &path) {
   }
 }
 
-// Polls until the database holds more than `n` intervals; false after `timeout`.
-bool wait_for_intervals(const std::string &db, std::int64_t n, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (count_intervals(db) > n) {
-      return true;
-    }
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
-}
 } // namespace
 
 TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps running, "
@@ -152,23 +131,23 @@ TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps 
       }
     };
     require(d.wait_attached(), "rschedd did not attach");
-    require(wait_for_intervals(db, 1, 10s), "no intervals before the disk filled up");
+    require(test::wait_for_intervals(db, 1, 10s), "no intervals before the disk filled up");
 
     const std::int64_t filled = fill(filler);
-    full_from = realtime_ns();
+    full_from = test::realtime_ns();
     require(filled > 0, "could not fill the tmpfs");
     INFO("filler: " << filled << " bytes");
-    const std::int64_t n_full = count_intervals(db);
+    const std::int64_t n_full = test::raw_intervals(db);
     // Several intervals that cannot be written.
     std::this_thread::sleep_for(5s);
-    written_while_full = count_intervals(db) - n_full;
+    written_while_full = test::raw_intervals(db) - n_full;
 
     std::filesystem::remove(filler);
-    full_until = realtime_ns();
-    const std::int64_t n_freed = count_intervals(db);
+    full_until = test::realtime_ns();
+    const std::int64_t n_freed = test::raw_intervals(db);
     // Recording resumes by itself: a new interval within a few seconds, then more.
-    require(wait_for_intervals(db, n_freed, 10s), "recording did not resume");
-    require(wait_for_intervals(db, n_freed + 1, 10s), "recording did not go on");
+    require(test::wait_for_intervals(db, n_freed, 10s), "recording did not resume");
+    require(test::wait_for_intervals(db, n_freed + 1, 10s), "recording did not go on");
 
     const int status = d.stop(SIGINT);
     const std::string &err = d.stderr_text();

@@ -203,22 +203,6 @@ std::pair<std::int64_t, double> max_stats(const std::string &err) {
   return {threads, write_ms};
 }
 
-std::int64_t count_intervals(const std::string &db) {
-  return int_of(query(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);
-}
-
-// Polls until the database holds more than `n` intervals; false after `timeout`.
-bool wait_for_intervals(const std::string &db, std::int64_t n, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (count_intervals(db) > n) {
-      return true;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
-
 struct recorded {
   std::int64_t intervals = 0;
   std::int64_t drops_graveyard = 0;
@@ -254,12 +238,6 @@ recorded read_back(const std::string &db, const std::string &comm, long creator)
 
 constexpr int burst_interval_s = 5;
 
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 struct burst_result {
   int created = 0;
   double spawn_ms = 0;
@@ -292,11 +270,11 @@ burst_result exit_burst(std::optional<std::uint32_t> graveyard_entries) {
     };
     require(d.wait_attached(), "rschedd did not attach");
     // The first interval was just written: the maps were read a moment ago.
-    require(wait_for_intervals(db, 0, 30s), "no first interval");
+    require(test::wait_for_intervals(db, 0, 30s), "no first interval");
     {
       comm_guard name("ovf-exit");
       thread_set threads;
-      burst_from = realtime_ns();
+      burst_from = test::realtime_ns();
       const auto t0 = std::chrono::steady_clock::now();
       while (out.created < n_threads) {
         const int batch = std::min(100, n_threads - out.created);
@@ -309,10 +287,10 @@ burst_result exit_burst(std::optional<std::uint32_t> graveyard_entries) {
         threads.join();
       }
       out.spawn_ms = ms_since(t0);
-      burst_until = realtime_ns();
+      burst_until = test::realtime_ns();
     }
     // The read after the burst drains the graveyard.
-    require(wait_for_intervals(db, 1, 30s), "no interval after the burst");
+    require(test::wait_for_intervals(db, 1, 30s), "no interval after the burst");
     const int status = d.stop(SIGINT);
     INFO("rschedd's stderr:\n" << d.stderr_text());
     REQUIRE(status == 0);
@@ -418,7 +396,7 @@ TEST_CASE("Tens of thousands of live threads: all are read and written, the daem
       // All alive and waking twice a second until rschedd recorded a whole interval of at least
       // a second that started after the release (a loaded machine may delay its reads).
       threads.release();
-      const std::string since = std::to_string(realtime_ns());
+      const std::string since = std::to_string(test::realtime_ns());
       const auto t1 = std::chrono::steady_clock::now();
       bool whole = false;
       while (!whole && ms_since(t1) < 45'000) {

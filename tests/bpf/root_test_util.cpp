@@ -4,11 +4,13 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <ctime>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <poll.h>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 namespace rsched::test {
@@ -155,6 +157,27 @@ int daemon::stop(int sig) {
   drain(100);
   pid_ = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+std::int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::int64_t raw_intervals(const std::string &db) {
+  return std::get<std::int64_t>(query(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);
+}
+
+bool wait_for_intervals(const std::string &db, std::int64_t n, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (raw_intervals(db) > n) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 } // namespace rsched::test

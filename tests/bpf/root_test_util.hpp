@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -61,6 +62,13 @@ private:
 // Runs `sql` on the database at `db` through rsched's reader (its SQL functions included);
 // fails the test on any error.
 std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql);
+
+// CLOCK_REALTIME now, ns (the clock of intervals.start_ns).
+std::int64_t realtime_ns();
+// Raw intervals (tier 0) recorded in the database at `db`.
+std::int64_t raw_intervals(const std::string &db);
+// Polls until the database holds more than `n` raw intervals; false after `timeout`.
+bool wait_for_intervals(const std::string &db, std::int64_t n, std::chrono::milliseconds timeout);
 
 std::string rschedd_path();
 std::string rsched_sql_path();

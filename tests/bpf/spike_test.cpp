@@ -19,11 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 using test::query;
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 } // namespace
 
@@ -38,7 +33,7 @@ TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them
   INFO(d.stderr_text());
   REQUIRE(d.wait_attached());
   std::this_thread::sleep_for(3s); // quiet baseline
-  const std::int64_t burst_start = realtime_ns();
+  const std::int64_t burst_start = test::realtime_ns();
   std::vector<pid_t> hogs;
   for (int i = 0; i < 6; ++i) { // 6 busy loops on 2 CPUs: each waits for the others' slices
     const pid_t p = fork();
@@ -57,7 +52,7 @@ TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them
     kill(p, SIGKILL);
     waitpid(p, nullptr, 0);
   }
-  const std::int64_t burst_end = realtime_ns();
+  const std::int64_t burst_end = test::realtime_ns();
   std::this_thread::sleep_for(3s); // quiet again
   REQUIRE(d.stop(SIGINT) == 0);
 
