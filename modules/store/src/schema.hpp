@@ -1,7 +1,7 @@
 #pragma once
-// Schema of the rsched database (docs/SCHEMA.md; version 3, upgraded in place from versions 1 and 2) and
-// the checks both sides run on open.
-// Private to the store module: works on a raw sqlite3 connection and never throws.
+// Schema of the rsched database (docs/SCHEMA.md; version 3, upgraded in place from versions 1 and
+// 2) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
+// connection and never throws.
 #include "rsched/base/result.hpp"
 
 #include <cstdint>
@@ -35,10 +35,10 @@ result<db_state> check(sqlite3 *db, const std::string &path);
 // creates nothing.
 result<void> create(sqlite3 *db, const std::string &path);
 
-// Upgrades a schema version 1 or 2 database (`from`) to the current version in place, in one IMMEDIATE
-// transaction (new tables and views, new intervals columns, metric rows, meta, user_version).
-// v1 tables, views and rows are kept as they are. Re-checks inside the transaction: a database
-// another process upgraded meanwhile is left alone. On error nothing changes.
+// Upgrades a schema version 1 or 2 database (`from`) to the current version in place, in one
+// IMMEDIATE transaction (new tables and views, new intervals columns, metric rows, meta,
+// user_version). v1 tables, views and rows are kept as they are. Re-checks inside the transaction:
+// a database another process upgraded meanwhile is left alone. On error nothing changes.
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from);
 
 // Runs one statement that returns a single integer (a PRAGMA); finalizes it before returning.
