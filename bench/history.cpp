@@ -284,10 +284,6 @@ struct raw_db {
     sqlite3_finalize(st);
     return v;
   }
-  [[nodiscard]] std::int64_t used_bytes() const {
-    return (scalar("PRAGMA page_count") - scalar("PRAGMA freelist_count")) *
-           scalar("PRAGMA page_size");
-  }
 };
 
 // Copies the rows of `tier` that start in [from, from + span) to start `shift` ns earlier, with
@@ -386,7 +382,6 @@ int generate(const std::string &path, int n, int hours, int raw_days, int m_days
   db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   // Bytes per day of each tier, from the recorded period (extrapolated to 24 h).
   const double per_day = 24.0 / hours;
-  const std::int64_t total = db.used_bytes();
   // Copy one day of each tier into a scratch file to weigh it on its own.
   std::int64_t tier_bytes[3] = {0, 0, 0};
   for (int k = 0; k < 3; ++k) {
@@ -408,7 +403,6 @@ int generate(const std::string &path, int n, int hours, int raw_days, int m_days
     tier_bytes[k] = static_cast<std::int64_t>(std::filesystem::file_size(scratch));
     std::filesystem::remove(scratch);
   }
-  (void)total;
   // Thread identities (table and its unique index), from SQLite's dbstat.
   const std::int64_t threads_bytes =
       db.scalar("SELECT sum(pgsize) FROM dbstat WHERE name IN ('thread', "

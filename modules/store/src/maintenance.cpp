@@ -123,14 +123,10 @@ std::vector<std::string> rollup_statements() {
   };
 }
 
-struct tier_state {
-  std::int64_t built = 0;
-  std::int64_t cutoff = 0;
-};
-
 } // namespace
 
 struct maintenance::impl {
+  impl(sqlite3 *d, maintenance_budget b) : db(d), budget(b) {}
   sqlite3 *db;
   maintenance_budget budget;
   std::map<std::string, stmt_ptr> cache; // prepared statements by SQL text
@@ -236,16 +232,13 @@ struct maintenance::impl {
     return r;
   }
 
-  result<tier_state> tier(int k) {
+  // tiers.built_ns of tier k: every bucket before it has been rolled up.
+  result<std::int64_t> built_ns(int k) {
     auto b = scalar("SELECT built_ns FROM tiers WHERE tier = ?1", {std::int64_t{k}});
-    auto c = scalar("SELECT cutoff_ns FROM tiers WHERE tier = ?1", {std::int64_t{k}});
     if (!b) {
       return b.err();
     }
-    if (!c) {
-      return c.err();
-    }
-    return tier_state{b->value_or(0), c->value_or(0)};
+    return b->value_or(0);
   }
 
   // Writes rollup bucket [b, b + w) of tier k from tier k - 1, one interval per boot, and
@@ -295,7 +288,7 @@ struct maintenance::impl {
   // Builds up to budget.buckets complete buckets of tier k (width w). A bucket of tier 1 is
   // complete once a raw interval starts after it; one of tier 2 once tier 1 is built past it.
   result<int> build(int k, std::int64_t w) {
-    auto st = tier(k);
+    auto st = built_ns(k);
     if (!st) {
       return st.err();
     }
@@ -310,13 +303,13 @@ struct maintenance::impl {
       }
       limit = floor_to(**newest, w);
     } else {
-      auto below = tier(k - 1);
+      auto below = built_ns(k - 1);
       if (!below) {
         return below.err();
       }
-      limit = floor_to(below->built, w);
+      limit = floor_to(*below, w);
     }
-    std::int64_t built = st->built;
+    std::int64_t built = *st;
     int n = 0;
     while (n < budget.buckets) {
       auto next = scalar("SELECT min(start_ns) FROM intervals WHERE tier = ?1 AND start_ns >= ?2",
@@ -396,7 +389,7 @@ struct maintenance::impl {
     if (gc_horizon && horizon < *gc_horizon + hour_ns) {
       return std::int64_t{0};
     }
-    auto st = tier(1);
+    auto st = built_ns(1);
     if (!st) {
       return st.err();
     }
@@ -410,7 +403,7 @@ struct maintenance::impl {
                     tail);
     std::int64_t n = 0;
     auto r = transaction([&]() -> result<void> {
-      if (auto d = run(threads, {horizon, st->built - minute_ns}); !d) {
+      if (auto d = run(threads, {horizon, *st - minute_ns}); !d) {
         return d;
       }
       n = sqlite3_changes(db);
@@ -459,11 +452,11 @@ struct maintenance::impl {
   result<std::int64_t> trim(int k, std::int64_t target) {
     target = floor_to(target, step(k));
     if (k < 2) {
-      auto next = tier(k + 1);
+      auto next = built_ns(k + 1);
       if (!next) {
         return next.err();
       }
-      target = std::min(target, next->built);
+      target = std::min(target, *next);
     }
     auto ext = extent(k);
     if (!ext) {
@@ -575,8 +568,7 @@ struct maintenance::impl {
   }
 };
 
-maintenance::maintenance(sqlite3 *db, maintenance_budget b)
-    : p_(std::make_unique<impl>(impl{db, b, {}, rollup_statements(), std::nullopt})) {}
+maintenance::maintenance(sqlite3 *db, maintenance_budget b) : p_(std::make_unique<impl>(db, b)) {}
 maintenance::~maintenance() = default;
 
 result<maintenance_report> maintenance::run(std::int64_t now_ns, const retention &keep) {
