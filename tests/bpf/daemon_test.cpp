@@ -219,6 +219,14 @@ TEST_CASE("a restart continues the same history, the downtime is a gap, health i
   CHECK(as_int(h[0][4]) == n - 2);
   CHECK(as_int(h[0][5]) > 0);
   CHECK(as_int(h[0][6]) > 0);
+  // The kernel's run count of our programs covers at least one event per recorded sample: each
+  // delay sample is a switch-in and each depth sample a wakeup that a program handled.
+  const auto samples =
+      as_int(query(db, "SELECT (SELECT coalesce(sum(count), 0) FROM sched_delay WHERE tier = 0) + "
+                       "(SELECT coalesce(sum(count), 0) FROM runq_depth WHERE tier = 0)")[0][0]);
+  INFO("samples " << samples << ", bpf_run_cnt " << as_int(h[0][5]));
+  CHECK(samples > 0);
+  CHECK(as_int(h[0][5]) >= samples);
   // Drops are recorded (a task-storage creation can fail for a task exiting at attach time:
   // counted, not hidden).
   CHECK(as_int(h[0][7]) >= 0);
