@@ -388,7 +388,12 @@ int run(const rschedd::options &opt) {
   std::optional<std::int64_t> maint_ns; // maintain() after the previous interval
   bool reported_maint_error = false;
   std::int64_t cpu_prev = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  // The programs were loaded by this process, so their run counts start at zero: the first
+  // interval's samples (everything since attach) are matched by everything the programs ran.
   auto bpf_prev = prog->run_stats();
+  if (bpf_prev) {
+    *bpf_prev = {};
+  }
 
   while (!stop) {
     const std::int64_t deadline = std::min(mono0 + tick * tick_ns, end_mono);
