@@ -101,9 +101,10 @@ inline store::interval_row to_row(const interval_acc &acc,
                                   bool cross_numa = true) {
   store::interval_row row;
   row.drops = acc.drops();
+  row.threads.reserve(acc.threads().size());
   for (const auto &[key, a] : acc.threads()) {
     const auto &c = a.s.c;
-    store::thread_row r;
+    store::thread_row &r = row.threads.emplace_back();
     r.tid = key.tid;
     r.pid = a.s.tgid;
     r.start_time_ns = key.start_time;
@@ -150,7 +151,6 @@ inline store::interval_row to_row(const interval_acc &acc,
         }
       }
     }
-    row.threads.push_back(std::move(r));
   }
   for (const auto &[cpu, c] : acc.cpus()) {
     store::cpu_row r;

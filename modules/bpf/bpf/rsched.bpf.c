@@ -553,6 +553,30 @@ int BPF_PROG(sched_migrate_task_raw, struct task_struct *p, int dest_cpu)
  * counters changed since the last read. */
 bool iter_all = false;
 
+/* Writes one compact iterator record (sched_abi.h, rsched_iter_record_size): the ident and the
+ * parts of the state that this run's groups fill. The writes of one task are all or nothing:
+ * when the buffer overflows, the kernel drops the task's partial record and shows it again. */
+static __always_inline int emit_task(struct seq_file *seq, struct rsched_task_ident *id,
+				     struct rsched_task_state *st)
+{
+	if (bpf_seq_write(seq, id, sizeof(*id)))
+		return -1;
+	if (ON(RSCHED_G_LATENCY) && bpf_seq_write(seq, &st->delay, RSCHED_ITER_LATENCY_BYTES))
+		return -1;
+	if (ON(RSCHED_G_SLICE) && bpf_seq_write(seq, &st->slice_vol, RSCHED_ITER_SLICE_BYTES))
+		return -1;
+	if (ON(RSCHED_G_SLEEP) && bpf_seq_write(seq, &st->sleep, RSCHED_ITER_SLEEP_BYTES))
+		return -1;
+	if (ON(RSCHED_G_WAKING) && bpf_seq_write(seq, &st->waking, RSCHED_ITER_WAKING_BYTES))
+		return -1;
+	if (ON(RSCHED_G_MIGRATION) &&
+	    bpf_seq_write(seq, &st->migrations, RSCHED_ITER_MIGRATION_BYTES))
+		return -1;
+	if (ON(RSCHED_G_PERF) && bpf_seq_write(seq, st->counters, RSCHED_ITER_PERF_BYTES))
+		return -1;
+	return 0;
+}
+
 /* Emits ident + cumulative state of every live thread that has state (tp_btf mode). Threads that
  * are exiting (exit_state set) are skipped: their final record arrives through the graveyard. */
 SEC("iter/task")
@@ -573,7 +597,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	 * kernel shows this task again on the next read(), and it must still be dirty then. A
 	 * change racing with the clear is carried by the cumulative counters: it is read with the
 	 * thread's next change, a full read or its final record. */
-	if (bpf_seq_write(seq, &id, sizeof(id)) == 0 && bpf_seq_write(seq, st, sizeof(*st)) == 0)
+	if (emit_task(seq, &id, st) == 0)
 		st->dirty = 0;
 	return 0;
 }

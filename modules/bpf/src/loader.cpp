@@ -86,6 +86,7 @@ bool kernel_supports_tp_btf() {
 struct program::impl {
   std::unique_ptr<rsched_bpf, skel_deleter> skel;
   attach_mode mode = attach_mode::tp_btf;
+  std::uint32_t groups = 0;
   std::vector<bpf_link *> links;
   bpf_link *iter_link = nullptr;
   std::vector<prog_info> progs;
@@ -115,6 +116,7 @@ result<program> program::load(const options &opt) {
   }
   auto p = std::make_unique<impl>();
   p->mode = opt.mode;
+  p->groups = opt.groups;
   if (p->mode == attach_mode::automatic) {
     p->mode = kernel_supports_tp_btf() ? attach_mode::tp_btf : attach_mode::raw_tp;
   }
@@ -223,6 +225,9 @@ result<program> program::load(const options &opt) {
 
 attach_mode program::mode() const {
   return p_->mode;
+}
+std::uint32_t program::groups() const {
+  return p_->groups;
 }
 int program::graveyard_fd() const {
   return bpf_map__fd(p_->skel->maps.graveyard);

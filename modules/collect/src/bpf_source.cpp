@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unistd.h>
@@ -43,15 +44,21 @@ template <typename K, typename V> result<void> read_batch(int fd, bool drain, st
   }
 }
 
-result<void> read_iter(const bpf::program &prog, std::vector<thread_sample> &out) {
+// Reads the task iterator's records into `buf` (kept by the caller, so its capacity is reused
+// from read to read) and converts them in place into `out`.
+result<void> read_iter(const bpf::program &prog, std::vector<char> &buf,
+                       std::vector<thread_sample> &out) {
   auto fd = prog.open_task_iter();
   if (!fd) {
     return fd.err();
   }
-  std::vector<char> buf;
-  std::vector<char> chunk(1 << 16);
+  constexpr std::size_t chunk = std::size_t{1} << 16;
+  std::size_t used = 0;
   for (;;) {
-    const ssize_t n = ::read(*fd, chunk.data(), chunk.size());
+    if (buf.size() < used + chunk) {
+      buf.resize(std::max(buf.size() * 2, used + chunk));
+    }
+    const ssize_t n = ::read(*fd, buf.data() + used, chunk);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) {
         continue;
@@ -63,21 +70,10 @@ result<void> read_iter(const bpf::program &prog, std::vector<thread_sample> &out
     if (n == 0) {
       break;
     }
-    buf.insert(buf.end(), chunk.begin(), chunk.begin() + n);
+    used += static_cast<std::size_t>(n);
   }
   ::close(*fd);
-  constexpr std::size_t rec = sizeof(rsched_task_ident) + sizeof(rsched_task_state);
-  static_assert(rec == sizeof(rsched_task_record));
-  if (buf.size() % rec != 0) {
-    return make_error("task iterator returned a partial record");
-  }
-  out.reserve(out.size() + buf.size() / rec);
-  for (std::size_t off = 0; off < buf.size(); off += rec) {
-    rsched_task_record r;
-    std::memcpy(&r, buf.data() + off, rec);
-    out.push_back(from_abi(r));
-  }
-  return {};
+  return parse_iter_records(std::span<const char>(buf.data(), used), prog.groups(), out);
 }
 
 } // namespace
@@ -90,7 +86,7 @@ result<snapshot> bpf_source::read() {
     snap.full = full_every_ <= 1 || reads_ % full_every_ == 0;
     ++reads_;
     prog_.set_full_read(snap.full);
-    if (auto r = read_iter(prog_, snap.live); !r) {
+    if (auto r = read_iter(prog_, iter_buf_, snap.live); !r) {
       return r.err();
     }
   } else {
@@ -98,16 +94,18 @@ result<snapshot> bpf_source::read() {
     if (auto r = read_batch<__u32>(prog_.task_hash_fd(), false, recs); !r) {
       return r.err();
     }
+    snap.live.reserve(recs.size());
     for (const auto &rec : recs) {
-      snap.live.push_back(from_abi(rec));
+      from_abi(rec, snap.live.emplace_back());
     }
   }
   std::vector<rsched_task_record> dead;
   if (auto r = read_batch<rsched_task_key>(prog_.graveyard_fd(), true, dead); !r) {
     return r.err();
   }
+  snap.dead.reserve(dead.size());
   for (const auto &rec : dead) {
-    snap.dead.push_back(from_abi(rec));
+    from_abi(rec, snap.dead.emplace_back());
   }
 
   const int ncpus = libbpf_num_possible_cpus();

@@ -1,6 +1,8 @@
 #include "rsched/collect/delta.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <set>
 
 namespace rsched::collect {
@@ -11,28 +13,36 @@ std::uint64_t sub(std::uint64_t cur, std::uint64_t prev) {
 }
 } // namespace
 
-delay_counters from_abi(const rsched_delay_stats &s) {
-  delay_counters d;
+namespace {
+void fill(delay_counters &d, const rsched_delay_stats &s) {
   d.count = s.count;
   d.total_ns = s.total_ns;
-  for (std::size_t i = 0; i < RSCHED_HIST_SLOTS; ++i) {
-    d.hist.slots[i] = s.slots[i];
-  }
+  d.hist.kind = stats::layout::latency;
+  std::copy(std::begin(s.slots), std::end(s.slots), d.hist.slots.begin());
+  std::fill(d.hist.slots.begin() + RSCHED_HIST_SLOTS, d.hist.slots.end(), 0);
+}
+void fill(depth_counters &d, const rsched_depth_stats &s) {
+  d.count = s.count;
+  d.total = s.total;
+  d.hist.kind = stats::layout::depth;
+  std::copy(std::begin(s.slots), std::end(s.slots), d.hist.slots.begin());
+  std::fill(d.hist.slots.begin() + RSCHED_DEPTH_SLOTS, d.hist.slots.end(), 0);
+}
+} // namespace
+
+delay_counters from_abi(const rsched_delay_stats &s) {
+  delay_counters d;
+  fill(d, s);
   return d;
 }
 
 depth_counters from_abi(const rsched_depth_stats &s) {
   depth_counters d;
-  d.count = s.count;
-  d.total = s.total;
-  for (std::size_t i = 0; i < RSCHED_DEPTH_SLOTS; ++i) {
-    d.hist.slots[i] = s.slots[i];
-  }
+  fill(d, s);
   return d;
 }
 
-thread_sample from_abi(const rsched_task_record &r) {
-  thread_sample t;
+void from_abi(const rsched_task_record &r, thread_sample &t) {
   t.key = {r.id.tid, r.id.start_time};
   t.tgid = r.id.tgid;
   t.cgroup_id = r.id.cgroup_id;
@@ -42,16 +52,21 @@ thread_sample from_abi(const rsched_task_record &r) {
   }
   t.comm.assign(r.id.comm, n);
   t.dead = (r.id.flags & RSCHED_TASK_DEAD) != 0;
-  t.c.delay = from_abi(r.st.delay);
-  t.c.depth = from_abi(r.st.depth);
-  t.c.slice_vol = from_abi(r.st.slice_vol);
-  t.c.slice_invol = from_abi(r.st.slice_invol);
-  t.c.sleep = from_abi(r.st.sleep);
-  t.c.waking = from_abi(r.st.waking);
+  fill(t.c.delay, r.st.delay);
+  fill(t.c.depth, r.st.depth);
+  fill(t.c.slice_vol, r.st.slice_vol);
+  fill(t.c.slice_invol, r.st.slice_invol);
+  fill(t.c.sleep, r.st.sleep);
+  fill(t.c.waking, r.st.waking);
   t.c.migrations = {r.st.migrations, r.st.cross_ccx, r.st.cross_numa};
   for (std::size_t i = 0; i < t.c.counters.size(); ++i) {
     t.c.counters[i] = r.st.counters[i];
   }
+}
+
+thread_sample from_abi(const rsched_task_record &r) {
+  thread_sample t;
+  from_abi(r, t);
   return t;
 }
 
@@ -62,6 +77,11 @@ delay_counters delta(const delay_counters &cur, const delay_counters &prev) {
 
 thread_counters delta(const thread_counters &cur, const thread_counters &prev) {
   thread_counters d;
+  delta_into(d, cur, prev);
+  return d;
+}
+
+void delta_into(thread_counters &d, const thread_counters &cur, const thread_counters &prev) {
   d.delay = delta(cur.delay, prev.delay);
   d.depth.count = sub(cur.depth.count, prev.depth.count);
   d.depth.total = sub(cur.depth.total, prev.depth.total);
@@ -76,7 +96,6 @@ thread_counters delta(const thread_counters &cur, const thread_counters &prev) {
   for (std::size_t i = 0; i < d.counters.size(); ++i) {
     d.counters[i] = sub(cur.counters[i], prev.counters[i]);
   }
-  return d;
 }
 
 void accumulate(delay_counters &into, const delay_counters &d) {
@@ -104,49 +123,59 @@ void accumulate(thread_counters &into, const thread_counters &d) {
 
 interval_delta delta_tracker::advance(const snapshot &snap) {
   interval_delta out;
+  out.threads.reserve(snap.live.size() + snap.dead.size());
+  ++generation_;
+  // The delta of `t` against `base` (zero for a new thread) becomes the next output row, kept
+  // only when it holds new samples.
+  const auto emit = [&out](const thread_sample &t, const thread_counters &base) {
+    thread_sample &d = out.threads.emplace_back();
+    d.key = t.key;
+    d.tgid = t.tgid;
+    d.cgroup_id = t.cgroup_id;
+    d.comm = t.comm;
+    d.dead = t.dead;
+    delta_into(d.c, t.c, base);
+    if (d.c.empty()) {
+      out.threads.pop_back();
+    }
+  };
   static const thread_counters zero{};
-  std::set<thread_key> buried;
 
   // Final records first: a thread can appear dead and (briefly) still be listed as live.
+  std::set<thread_key> buried;
   for (const auto &t : snap.dead) {
     auto it = prev_threads_.find(t.key);
-    thread_sample d = t;
-    d.c = delta(t.c, it == prev_threads_.end() ? zero : it->second.c);
+    emit(t, it == prev_threads_.end() ? zero : it->second.c);
     if (it != prev_threads_.end()) {
       prev_threads_.erase(it);
     }
     buried.insert(t.key);
-    if (!d.c.empty()) {
-      out.threads.push_back(std::move(d));
-    }
   }
 
-  std::map<thread_key, baseline> next;
+  // Baselines are updated in place: no per-read copy of the whole table.
   for (const auto &t : snap.live) {
-    if (buried.contains(t.key)) {
+    if (!buried.empty() && buried.contains(t.key)) {
       continue;
     }
-    auto it = prev_threads_.find(t.key);
-    thread_sample d = t;
-    d.c = delta(t.c, it == prev_threads_.end() ? zero : it->second.c);
-    if (it != prev_threads_.end()) {
-      prev_threads_.erase(it);
-    }
-    next[t.key] = baseline{t.c, 0};
-    if (!d.c.empty()) {
-      out.threads.push_back(std::move(d));
-    }
+    auto [it, fresh] = prev_threads_.try_emplace(t.key); // a new baseline is all zero
+    baseline &b = it->second;
+    emit(t, b.c);
+    b.c = t.c;
+    b.missing_reads = 0;
+    b.seen = generation_;
   }
   // Threads not listed: after a partial read they simply had no new samples; after a full read
   // they are exiting right now (final record not buried yet): keep the baseline for a while.
-  for (auto &[key, b] : prev_threads_) {
-    if (!snap.full) {
-      next[key] = b;
-    } else if (b.missing_reads + 1 < grace_reads_) {
-      next[key] = baseline{b.c, b.missing_reads + 1};
+  if (snap.full) {
+    for (auto it = prev_threads_.begin(); it != prev_threads_.end();) {
+      baseline &b = it->second;
+      if (b.seen != generation_ && ++b.missing_reads >= grace_reads_) {
+        it = prev_threads_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
-  prev_threads_ = std::move(next);
 
   for (const auto &c : snap.cpus) {
     auto &prev = prev_cpus_[c.cpu];

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <compare>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <filesystem>
 #include <limits>
@@ -731,8 +732,12 @@ struct writer::impl {
 
     // Resolve thread ids; rows of one identity that appear twice in the input are summed (the
     // primary keys allow one row per thread and metric in an interval).
-    std::vector<std::pair<std::int64_t, thread_row>> rows;
+    // Rows point into the input; only a duplicate gets a summed copy (rows are ~6 KB each).
+    std::vector<std::pair<std::int64_t, const thread_row *>> rows;
+    rows.reserve(iv.threads.size());
+    std::deque<thread_row> summed;
     std::unordered_map<std::int64_t, std::size_t> row_of;
+    row_of.reserve(iv.threads.size());
     for (const auto &t : iv.threads) {
       if (!has_any(t)) {
         continue;
@@ -740,13 +745,17 @@ struct writer::impl {
       const thread_key key{iv.boot_id, t.tid, t.start_time_ns, t.comm, t.cgroup};
       const std::int64_t id = thread_id(key, t.pid, iv.start_ns, tx);
       if (auto [it, added] = row_of.emplace(id, rows.size()); !added) {
-        add_row(rows[it->second].second, t);
+        auto &row = rows[it->second].second;
+        if (summed.empty() || row != &summed.back()) {
+          row = &summed.emplace_back(*row); // deque: earlier copies stay where they are
+        }
+        add_row(summed.back(), t);
         continue;
       }
-      rows.emplace_back(id, t);
+      rows.emplace_back(id, &t);
     }
     for (const auto &[id, t] : rows) {
-      write_thread(interval_id, id, t, event_ids);
+      write_thread(interval_id, id, *t, event_ids);
     }
 
     write_cpus(interval_id, iv);

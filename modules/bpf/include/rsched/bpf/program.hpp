@@ -51,7 +51,8 @@ public:
   // Loads and attaches. Errors are one line naming what is missing (root/CAP_BPF, BTF, ...).
   static result<program> load(const options &opt);
 
-  [[nodiscard]] attach_mode mode() const; // the resolved mode (never automatic)
+  [[nodiscard]] attach_mode mode() const;     // the resolved mode (never automatic)
+  [[nodiscard]] std::uint32_t groups() const; // enum rsched_group bits the programs run with
   [[nodiscard]] int graveyard_fd() const;
   [[nodiscard]] int cpu_stats_fd() const;
   [[nodiscard]] int drops_fd() const;

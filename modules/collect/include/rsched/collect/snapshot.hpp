@@ -2,10 +2,12 @@
 // Plain snapshot structs: what the kernel side holds at one read (cumulative counters), and the
 // per-interval deltas derived from two reads. No libbpf types here: tests build them by hand.
 #include "rsched/abi/sched_abi.h"
+#include "rsched/base/result.hpp"
 #include "rsched/stats/histogram.hpp"
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,5 +102,12 @@ struct interval_delta {
 delay_counters from_abi(const rsched_delay_stats &s);
 depth_counters from_abi(const rsched_depth_stats &s);
 thread_sample from_abi(const rsched_task_record &r);
+void from_abi(const rsched_task_record &r, thread_sample &out); // fills `out` in place
+
+// Appends the samples of the task iterator's compact records (layout: sched_abi.h,
+// rsched_iter_record_size) of a run with `groups` (enum rsched_group bits) to `out`. Bytes that
+// are not whole records are an error and append nothing.
+result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t groups,
+                                std::vector<thread_sample> &out);
 
 } // namespace rsched::collect

@@ -4,6 +4,8 @@
 #include "rsched/base/result.hpp"
 #include "rsched/collect/snapshot.hpp"
 
+#include <vector>
+
 namespace rsched::bpf {
 class program;
 }
@@ -34,6 +36,7 @@ private:
   bpf::program &prog_;
   unsigned full_every_;
   unsigned reads_ = 0;
+  std::vector<char> iter_buf_; // the task iterator's bytes, reused from read to read
 };
 
 } // namespace rsched::collect
