@@ -327,7 +327,9 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 {
 	struct rsched_task_state *st = NULL;
 	struct rsched_cpu_stats *cs = NULL;
-	__u64 now = bpf_ktime_get_ns();
+	/* Only slices, sleep, idle and waking delay use the monotonic clock (scheduling delay uses
+	 * the runqueue clock): with the default groups the helper call is dead code. */
+	__u64 now = ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_WAKING) ? bpf_ktime_get_ns() : 0;
 	__u32 zero = 0;
 	__u32 prev_tid = (__u32)READ(btf, prev, pid);
 	__u32 next_tid = (__u32)READ(btf, next, pid);
@@ -426,7 +428,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	st = state_of(p, btf, true);
 	if (!st)
 		return 0;
-	now = bpf_ktime_get_ns();
+	now = ON(RSCHED_G_SLEEP) ? bpf_ktime_get_ns() : 0; /* only sleep uses it here */
 	if (ON(RSCHED_G_SLEEP) && st->sleep_ns) {
 		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns);
 		st->dirty = 1;
