@@ -186,7 +186,25 @@ TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms, CPU idle is
   const auto rows = query(db, "SELECT sum(count), hist_percentile(hist, 1), "
                               "hist_percentile(hist, 100) FROM sleep WHERE tid = " +
                                   std::to_string(pid));
-  CHECK(as_int(rows[0][0]) >= 25);
+  {
+    std::string per_interval; // which interval lost a sample, if one did
+    for (const auto &r : query(db, "SELECT ts, count, hist_percentile(hist, 1) FROM sleep "
+                                   "WHERE tid = " +
+                                       std::to_string(pid))) {
+      per_interval += std::to_string(as_int(r[0])) + ":" + std::to_string(as_int(r[1])) + ":" +
+                      std::to_string(as_int(r[2])) + " ";
+    }
+    // Each sleep is a voluntary switch, and so is the exit. A timer that fires while the child
+    // is preempted between arming it and blocking (a loaded machine) ends that "sleep" before
+    // it began: the kernel then counts one voluntary switch fewer, and so must we.
+    const auto voluntary = kernel.begin()->second.voluntary;
+    INFO("per interval (ts:count:min): " << per_interval << "; drops "
+                                         << as_int(query(db, "SELECT sum(drops) FROM health")[0][0])
+                                         << "; kernel voluntary switches " << voluntary);
+    CHECK(as_int(rows[0][0]) >=
+          std::min<std::int64_t>(25, static_cast<std::int64_t>(voluntary) - 1));
+    CHECK(as_int(rows[0][0]) >= 20);
+  }
   const auto bucket20 = stats::bucket_bounds(stats::layout::latency,
                                              stats::slot_of(stats::layout::latency, 20'000'000));
   INFO("20 ms bucket [" << bucket20.lo << ", " << bucket20.hi << "]");

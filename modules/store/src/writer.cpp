@@ -856,6 +856,19 @@ result<void> writer::write(const interval_row &iv) {
     p_->prev_write_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count();
+    if (iv.final_interval) {
+      // No next transaction will carry this one's write time: store it now, on its own. Best
+      // effort: the interval itself is committed, and a missing write time is only NULL.
+      try {
+        p_->upd_write_ns.reset();
+        p_->upd_write_ns.bind(1, p_->prev_interval);
+        p_->upd_write_ns.bind(2, p_->prev_write_ns);
+        p_->upd_write_ns.exec();
+      } catch (const SQLite::Exception &) {
+        (void)p_->upd_write_ns.tryReset();
+      }
+      p_->prev_interval = 0;
+    }
     return {};
   } catch (const SQLite::Exception &e) {
     // errno of the failed system call (ENOSPC, EIO, ...) when SQLite recorded one; it does not
