@@ -149,7 +149,8 @@ struct rsched_task_record {
  * groups a record is 1192 bytes instead of 3816. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
-	RSCHED_ITER_LATENCY_BYTES = sizeof(struct rsched_delay_stats) + sizeof(struct rsched_depth_stats),
+	RSCHED_ITER_LATENCY_BYTES =
+		sizeof(struct rsched_delay_stats) + sizeof(struct rsched_depth_stats),
 	RSCHED_ITER_SLICE_BYTES = 2 * sizeof(struct rsched_delay_stats),
 	RSCHED_ITER_SLEEP_BYTES = sizeof(struct rsched_delay_stats),
 	RSCHED_ITER_WAKING_BYTES = sizeof(struct rsched_delay_stats),
@@ -220,13 +221,16 @@ RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "reco
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 32, "state layout");
 /* The iterator's parts are contiguous runs of the state. */
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, slice_vol) ==
-			  __builtin_offsetof(struct rsched_task_state, delay) + RSCHED_ITER_LATENCY_BYTES,
+			  __builtin_offsetof(struct rsched_task_state, delay) +
+				  RSCHED_ITER_LATENCY_BYTES,
 		  "delay + depth are contiguous");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, sleep) ==
-			  __builtin_offsetof(struct rsched_task_state, slice_vol) + RSCHED_ITER_SLICE_BYTES,
+			  __builtin_offsetof(struct rsched_task_state, slice_vol) +
+				  RSCHED_ITER_SLICE_BYTES,
 		  "slices are contiguous");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, cross_numa) ==
-			  __builtin_offsetof(struct rsched_task_state, migrations) + 2 * sizeof(__u64),
+			  __builtin_offsetof(struct rsched_task_state, migrations) +
+				  2 * sizeof(__u64),
 		  "migration counts are contiguous");
 
 /* floor(log2(v)) for v > 0, branch-free (libbpf-tools bits.bpf.h). */
