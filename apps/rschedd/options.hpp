@@ -112,7 +112,7 @@ struct options {
   std::string topology_file;                      // --topology FILE
   bool gen_topology = false;                      // --gen-topology
   bool perf_list = false;                         // --perf-list
-  bool stats = false;    // --stats: per-interval read/write times on stderr
+  bool stats = false;    // --stats: per-interval read/drain/write/maintenance times on stderr
   store::retention keep; // --keep-raw, --keep-1m, --keep-1h, --max-size
 };
 
@@ -150,7 +150,8 @@ inline constexpr const char *usage_text =
     "      --graveyard-entries N  exited threads held between two reads (default 16384)\n"
     "      --task-hash-entries N  raw_tp mode: live threads tracked (default 16384); threads\n"
     "                           beyond it are counted in drops_task_state\n"
-    "      --stats              per interval: threads written, map read and database write times\n"
+    "      --stats              per interval on stderr: threads written, map read (+ deltas),\n"
+    "                           database write and maintenance times, RSS, map drain alone\n"
     "  -v, --verbose            show libbpf messages (verifier log on load failures)\n"
     "  -h, --help               this text\n"
     "  -V, --version            print the version\n";

@@ -18,8 +18,6 @@
 namespace rsched::collect {
 
 thread_counters delta(const thread_counters &cur, const thread_counters &prev);
-// d = cur - prev, written in place (no 3.6 KB temporary per thread).
-void delta_into(thread_counters &d, const thread_counters &cur, const thread_counters &prev);
 delay_counters delta(const delay_counters &cur, const delay_counters &prev);
 
 // into += d (used to add up several 1-second ticks into one interval).
