@@ -2,7 +2,9 @@
 # rschedd's own cost per interval with N active threads: map drain (reading the kernel side
 # alone), drain + delta, and SQLite write time (p50/p99 over the run), bytes written, and
 # rschedd's CPU time and RSS.
-# Usage (root): [WORKLOAD=c|py] [RSCHEDD=path] bench/interval_cost.sh [THREADS] [SECONDS] [GROUPS]
+# Usage (root): [WORKLOAD=c|py] [RSCHEDD=path] [RSCHEDD_ARGS="..."] bench/interval_cost.sh
+#               [THREADS] [SECONDS] [GROUPS]
+#   RSCHEDD_ARGS: extra rschedd flags, e.g. "--live-read iterator" for the iterator's reads.
 #   WORKLOAD=c (default): bench/threads.c, N threads waking every 100 ms (little CPU of its own);
 #   WORKLOAD=py: bench/threads.py, the same in Python (its GIL saturates both vCPUs at 1000, so
 #   the times then include waiting for a CPU).
@@ -21,8 +23,9 @@ fi
 wl=$!
 sleep 2
 /usr/bin/time -f "cpu_user_s=%U cpu_sys_s=%S max_rss_kb=%M" \
-  "$rschedd" --db "$dir/b.db" -i 1 -g "$groups" -r "$secs" --stats 2> "$dir/err"
+  "$rschedd" --db "$dir/b.db" -i 1 -g "$groups" -r "$secs" --stats ${RSCHEDD_ARGS:-} 2> "$dir/err"
 kill "$wl" 2>/dev/null || true; wait "$wl" 2>/dev/null || true
+grep -m1 "programs attached" "$dir/err" || true
 python3 - "$dir/err" "$n" "$secs" "$groups" "$workload" <<'PY'
 import re, statistics, sys
 txt = open(sys.argv[1]).read()

@@ -32,7 +32,7 @@ function(rsched_add_bpf_skeleton target)
   add_custom_command(
     OUTPUT ${_skel}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${_dir}
-    COMMAND ${RSCHED_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_${RSCHED_BPF_ARCH} -Wall -Werror
+    COMMAND ${RSCHED_CLANG} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_${RSCHED_BPF_ARCH} -Wall -Werror
             ${_incflags} -c ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SOURCE} -o ${_obj}
     COMMAND ${RSCHED_BPFTOOL} gen object ${_stripped} ${_obj}
     COMMAND ${RSCHED_BPFTOOL} gen skeleton ${_stripped} name ${_stem}_bpf > ${_skel}

@@ -332,6 +332,8 @@ int run(const rschedd::options &opt) {
   bo.groups = groups;
   bo.graveyard_entries = opt.graveyard_entries;
   bo.task_hash_entries = opt.task_hash_entries;
+  bo.read = opt.read;
+  bo.dirty_list_entries = opt.dirty_list_entries;
   bo.verbose = opt.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
   auto prog = bpf::program::load(bo);
   if (!prog) {
@@ -352,8 +354,11 @@ int run(const rschedd::options &opt) {
   fmt::print(stderr, "{}", notes);
 
   const bool tty = isatty(STDOUT_FILENO) == 1;
-  fmt::print(stderr, "rschedd: {} BPF programs attached ({} mode); {} every {} s{}\n",
+  fmt::print(stderr, "rschedd: {} BPF programs attached ({} mode{}); {} every {} s{}\n",
              prog->attached().size(), bpf::to_string(prog->mode()),
+             prog->mode() == bpf::attach_mode::tp_btf
+                 ? fmt::format(", {} reads", bpf::to_string(prog->read_mode()))
+                 : std::string(),
              opt.no_db ? std::string("live display only") : "recording to " + opt.db_path,
              opt.interval_s,
              opt.run_time_s ? fmt::format(" for {} s", *opt.run_time_s) : std::string());
@@ -386,6 +391,7 @@ int run(const rschedd::options &opt) {
   std::string live_schedstat;
   std::int64_t read_ns = 0;  // reading the maps and taking deltas, this interval
   std::int64_t drain_ns = 0; // of which reading the maps (the iterator, graveyard, per-CPU)
+  unsigned full_reads = 0;   // reads of every thread (periodic, or a dirty-list overflow)
   // Health of the daemon itself, recorded with each interval.
   std::optional<std::int64_t> maint_ns; // maintain() after the previous interval
   bool reported_maint_error = false;
@@ -433,6 +439,7 @@ int run(const rschedd::options &opt) {
       status = 1;
       break;
     }
+    full_reads += snap->full ? 1U : 0U;
     acc.add_tick(tracker.advance(*snap), per_second);
     read_ns += clock_ns(CLOCK_MONOTONIC) - read_start;
     if (!stop && tick % ticks_per_interval != 0) {
@@ -519,14 +526,15 @@ int run(const rschedd::options &opt) {
     if (opt.stats) {
       fmt::print(stderr,
                  "rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
-                 "rss_kb={} drain_ms={:.3f}\n",
+                 "rss_kb={} drain_ms={:.3f} full_reads={}\n",
                  row.threads.size(), static_cast<double>(read_ns) / 1e6,
                  static_cast<double>(write_end - write_start) / 1e6,
                  static_cast<double>(maint_ns.value_or(0)) / 1e6, row.rss_bytes.value_or(0) / 1024,
-                 static_cast<double>(drain_ns) / 1e6);
+                 static_cast<double>(drain_ns) / 1e6, full_reads);
     }
     read_ns = 0;
     drain_ns = 0;
+    full_reads = 0;
     if (tty) {
       // The live view (upstream's display; only on a terminal, so a service keeps no state).
       fold_into(live, acc, cgroup_path, ipc, event_names);

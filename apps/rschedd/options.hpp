@@ -97,6 +97,8 @@ struct options {
   bpf::attach_mode mode = bpf::attach_mode::automatic;
   std::uint32_t graveyard_entries = 16384;
   std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
+  bpf::live_read read = bpf::live_read::automatic;
+  std::uint32_t dirty_list_entries = 65536; // threads that change within one interval, listed
   bool verbose = false;
   bool help = false;
   bool version = false;
@@ -142,6 +144,9 @@ inline constexpr const char *usage_text =
     "      --db PATH            database (default /var/lib/rsched/rsched.db)\n"
     "      --no-db              live display only, record nothing\n"
     "      --bpf-mode MODE      auto (default), tp_btf or raw_tp\n"
+    "      --live-read HOW      tp_btf mode: auto (default), dirty-list or iterator: read only\n"
+    "                           the threads that changed from a list the tracepoints fill, or\n"
+    "                           visit every thread of the system each interval\n"
     "      --keep-raw DURATION  keep raw intervals this long (default 2d; 0 = forever)\n"
     "      --keep-1m DURATION   keep 1-minute rollups this long (default 30d; 0 = forever)\n"
     "      --keep-1h DURATION   keep 1-hour rollups this long (default 365d; 0 = forever)\n"
@@ -150,8 +155,11 @@ inline constexpr const char *usage_text =
     "      --graveyard-entries N  exited threads held between two reads (default 16384)\n"
     "      --task-hash-entries N  raw_tp mode: live threads tracked (default 16384); threads\n"
     "                           beyond it are counted in drops_task_state\n"
+    "      --dirty-list-entries N  threads that may change within one interval before that\n"
+    "                           interval is read with the iterator instead (default 65536)\n"
     "      --stats              per interval on stderr: threads written, map read (+ deltas),\n"
-    "                           database write and maintenance times, RSS, map drain alone\n"
+    "                           database write and maintenance times, RSS, map drain alone,\n"
+    "                           reads of every thread\n"
     "  -v, --verbose            show libbpf messages (verifier log on load failures)\n"
     "  -h, --help               this text\n"
     "  -V, --version            print the version\n";
@@ -290,6 +298,20 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
       } else {
         return make_error("--bpf-mode must be auto, tp_btf or raw_tp, got '" + *v + "'");
       }
+    } else if (flag == "--live-read") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (*v == "auto") {
+        o.read = bpf::live_read::automatic;
+      } else if (*v == "dirty-list") {
+        o.read = bpf::live_read::dirty_list;
+      } else if (*v == "iterator") {
+        o.read = bpf::live_read::iterator;
+      } else {
+        return make_error("--live-read must be auto, dirty-list or iterator, got '" + *v + "'");
+      }
     } else if (flag == "--keep-raw" || flag == "--keep-1m" || flag == "--keep-1h") {
       auto v = value();
       if (!v) {
@@ -312,7 +334,8 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
         return n.err();
       }
       o.keep.max_bytes = *n;
-    } else if (flag == "--graveyard-entries" || flag == "--task-hash-entries") {
+    } else if (flag == "--graveyard-entries" || flag == "--task-hash-entries" ||
+               flag == "--dirty-list-entries") {
       auto v = value();
       if (!v) {
         return v.err();
@@ -321,8 +344,9 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
       if (!n) {
         return n.err();
       }
-      (flag == "--graveyard-entries" ? o.graveyard_entries : o.task_hash_entries) =
-          static_cast<std::uint32_t>(*n);
+      (flag == "--graveyard-entries"   ? o.graveyard_entries
+       : flag == "--task-hash-entries" ? o.task_hash_entries
+                                       : o.dirty_list_entries) = static_cast<std::uint32_t>(*n);
     } else if (flag == "-g" || flag == "--group") {
       auto v = value();
       if (!v) {

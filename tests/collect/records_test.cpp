@@ -12,9 +12,35 @@ using namespace rsched::collect;
 
 namespace {
 
+constexpr std::uint64_t all_used = ~0ULL;
+
+// Histograms of a state and their first `used` bit, in record order.
+struct hist_ref {
+  std::uint64_t *words; // count, total, slots
+  std::size_t slots;
+  unsigned base;
+  std::uint32_t group;
+};
+
+std::vector<hist_ref> hists(rsched_task_state &st) {
+  const auto w = [](auto &h) { return reinterpret_cast<std::uint64_t *>(&h); };
+  return {{w(st.delay), RSCHED_HIST_SLOTS, RSCHED_USED_DELAY, RSCHED_G_LATENCY},
+          {w(st.depth), RSCHED_DEPTH_SLOTS, RSCHED_USED_DEPTH, RSCHED_G_LATENCY},
+          {w(st.slice_vol), RSCHED_HIST_SLOTS, RSCHED_USED_SLICE_VOL, RSCHED_G_SLICE},
+          {w(st.slice_invol), RSCHED_HIST_SLOTS, RSCHED_USED_SLICE_INVOL, RSCHED_G_SLICE},
+          {w(st.sleep), RSCHED_HIST_SLOTS, RSCHED_USED_SLEEP, RSCHED_G_SLEEP},
+          {w(st.waking), RSCHED_HIST_SLOTS, RSCHED_USED_WAKING, RSCHED_G_WAKING}};
+}
+
+bool slot_used(const hist_ref &h, std::size_t slot, std::uint64_t used) {
+  return (used >> (h.base + slot / RSCHED_USED_SPAN) & 1U) != 0;
+}
+
 // A whole record with every field set to something distinct; the parts outside `groups` zero
-// (the kernel never fills them in such a run).
-rsched_task_record make_record(std::uint32_t tid, std::uint32_t groups, const char *comm) {
+// (the kernel never fills them in such a run), and so are the histogram slots whose `used` bit
+// is clear (the kernel sets the bit with the first count).
+rsched_task_record make_record(std::uint32_t tid, std::uint32_t groups, const char *comm,
+                               std::uint64_t used = all_used) {
   rsched_task_record r{};
   r.id.tid = tid;
   r.id.tgid = tid + 1;
@@ -60,18 +86,40 @@ rsched_task_record make_record(std::uint32_t tid, std::uint32_t groups, const ch
       c = ++v;
     }
   }
+  r.st.used = used;
+  for (const auto &h : hists(r.st)) {
+    for (std::size_t i = 0; i < h.slots; ++i) {
+      if (!slot_used(h, i, used)) {
+        h.words[2 + i] = 0;
+      }
+    }
+  }
   // BPF-internal fields are never part of a compact record.
   r.st.enqueue_ns = r.st.oncpu_ns = r.st.sleep_ns = r.st.waking_ns = 99;
+  r.st.dirty = r.st.drained = 7;
   return r;
 }
 
-// What dump_tasks writes for `r` in a run with `groups`.
-void append_compact(std::vector<char> &out, const rsched_task_record &r, std::uint32_t groups) {
+// What dump_tasks writes for `r` in a run with `groups`; with `garble`, the slot groups whose
+// `used` bit is clear hold garbage, as in the dirty-list drain's records (it skips them).
+void append_compact(std::vector<char> &out, const rsched_task_record &whole, std::uint32_t groups,
+                    bool garble = false) {
+  rsched_task_record r = whole;
+  if (garble) {
+    for (const auto &h : hists(r.st)) {
+      for (std::size_t i = 0; i < h.slots; ++i) {
+        if (!slot_used(h, i, r.st.used)) {
+          h.words[2 + i] = 0xABABABABABABABABULL + i;
+        }
+      }
+    }
+  }
   const auto put = [&out](const void *p, std::size_t n) {
     const auto *c = static_cast<const char *>(p);
     out.insert(out.end(), c, c + n);
   };
   put(&r.id, sizeof(r.id));
+  put(&r.st.used, sizeof(r.st.used));
   if ((groups & RSCHED_G_LATENCY) != 0) {
     put(&r.st.delay, RSCHED_ITER_LATENCY_BYTES);
   }
@@ -120,10 +168,33 @@ TEST_CASE("compact iterator records parse like whole records, for every group se
   }
 }
 
+TEST_CASE("slot groups without their used bit are taken as zero whatever the record holds",
+          "[collect][abi]") {
+  const std::uint32_t all = RSCHED_G_LATENCY | RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_WAKING |
+                            RSCHED_G_MIGRATION | RSCHED_G_PERF;
+  // None used, the first group of each histogram, alternate groups, all but the last group.
+  for (const std::uint64_t used :
+       {0ULL,
+        (1ULL << RSCHED_USED_DELAY) | (1ULL << RSCHED_USED_DEPTH) |
+            (1ULL << RSCHED_USED_SLICE_VOL) | (1ULL << RSCHED_USED_SLEEP),
+        0x5555555555555555ULL, ~(1ULL << (RSCHED_USED_DEPTH - 1))}) {
+    for (const std::uint32_t groups : {std::uint32_t{RSCHED_G_LATENCY}, all}) {
+      INFO("used " << used << " groups " << groups);
+      const auto rec = make_record(20, groups, "sparse", used);
+      std::vector<char> bytes;
+      append_compact(bytes, rec, groups, true);
+      std::vector<thread_sample> got;
+      REQUIRE(parse_iter_records(bytes, groups, got));
+      REQUIRE(got.size() == 1);
+      CHECK(same(got[0], from_abi(rec)));
+    }
+  }
+}
+
 TEST_CASE("the default groups' compact record is a third of a whole one", "[collect][abi]") {
-  CHECK(rsched_iter_record_size(RSCHED_G_LATENCY) == 1192);
-  CHECK(rsched_iter_record_size(RSCHED_G_LATENCY | RSCHED_G_MIGRATION) == 1216);
-  CHECK(sizeof(rsched_task_record) == 3816);
+  CHECK(rsched_iter_record_size(RSCHED_G_LATENCY) == 1200);
+  CHECK(rsched_iter_record_size(RSCHED_G_LATENCY | RSCHED_G_MIGRATION) == 1224);
+  CHECK(sizeof(rsched_task_record) == 3824);
 }
 
 TEST_CASE("bytes that are not whole compact records are an error and append nothing",

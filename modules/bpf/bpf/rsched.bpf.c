@@ -7,7 +7,11 @@
  *    mode (one cheap lookup per event, freed with the task), a tid-keyed hash in raw_tp mode.
  *    User space never resets anything; it takes deltas between reads, so no increment is lost at
  *    an interval boundary.
- *  - Live threads are read with a task iterator (tp_btf mode) or a batch hash read (raw_tp).
+ *  - Live threads are read from a dirty list (tp_btf mode): the first change of a thread in a
+ *    read epoch appends its tid to the epoch's list, and a syscall program run by user space
+ *    flips the epoch and emits the listed threads' records into an mmapped array. The task
+ *    iterator reads every thread (the periodic full read, a list overflow, kernels without the
+ *    kfuncs the drain needs); raw_tp mode reads its hash with batch lookups.
  *  - When a thread makes its final context switch (prev->__state == TASK_DEAD) its final record
  *    is copied into the "graveyard" hash, from which user space reads and deletes it: a thread
  *    that exits mid-interval keeps its last partial interval.
@@ -34,6 +38,9 @@ const volatile __u64 max_sleep_ns = 3600ULL * 1000 * 1000 * 1000; /* sleep, idle
 const volatile __u32 counter_mask = 0;		  /* bit i: counter slot i is open */
 const volatile __s32 cpu_to_die[RSCHED_MAX_CPUS]; /* migration classification, -1 unknown */
 const volatile __s32 cpu_to_numa[RSCHED_MAX_CPUS];
+const volatile bool dirty_list = false; /* tp_btf: live threads are read from the dirty list */
+const volatile __u32 dirty_cap = 1;	/* entries of one epoch's list (dirty_tids holds two) */
+const volatile __u32 drain_batch = 1;	/* records per drain run (drain_out entries) */
 
 #define ON(g) ((groups & (g)) != 0)
 
@@ -92,6 +99,30 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rsched_task_record);
 } scratch SEC(".maps");
+
+/* epoch % 2 * dirty_cap + i -> tid of the i-th thread that changed in that epoch (sized before
+ * load) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u32);
+} dirty_tids SEC(".maps");
+
+/* i -> the i-th compact record of one drain run; user space mmaps it (value size and entries set
+ * before load) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct rsched_task_ident));
+	__uint(max_entries, 1);
+} drain_out SEC(".maps");
+
+/* The current read epoch (starts at 1: a new thread's `dirty` is 0) and the length each epoch's
+ * list reached (may pass dirty_cap: the excess was not listed). */
+__u32 dirty_epoch = 1;
+__u32 dirty_n[2];
 
 /* cpu * RSCHED_COUNTER_SLOTS + slot -> perf event fd (filled by user space; sized before load) */
 struct {
@@ -178,9 +209,21 @@ static __always_inline void fill_ident(struct rsched_task_ident *id, struct task
 	id->tid = (__u32)READ(btf, t, pid);
 	id->tgid = (__u32)READ(btf, t, tgid);
 	id->start_time = READ(btf, t, start_time);
+	if (btf) {
+		/* Direct loads (the JIT guards them against faults): each probe-read helper call
+		 * costs ~90 ns on a paravirtualised VM. The kernel pads comm with zeros
+		 * (strscpy_pad), so its 16 bytes are copied as they are. */
+		id->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
+		__builtin_memcpy(id->comm, t->comm, sizeof(id->comm));
+		return;
+	}
 	id->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 	bpf_probe_read_kernel_str(id->comm, sizeof(id->comm), &t->comm);
 }
+
+/* Final records put into the graveyard so far: user space reads the graveyard only when this
+ * moved (walking an empty 16k-bucket hash costs ~0.1 ms). Counted after the insert. */
+__u64 buried;
 
 /* Copies a final record into the graveyard. `rec` holds ident + state. */
 static __always_inline void bury(struct rsched_task_record *rec)
@@ -192,6 +235,8 @@ static __always_inline void bury(struct rsched_task_record *rec)
 	rec->id.flags |= RSCHED_TASK_DEAD;
 	if (bpf_map_update_elem(&graveyard, &key, rec, BPF_NOEXIST))
 		count_drop(RSCHED_DROP_GRAVEYARD);
+	else
+		__sync_fetch_and_add(&buried, 1);
 }
 
 /* Per-thread state of `t`, creating it when `create`. NULL when absent or not creatable. */
@@ -271,30 +316,60 @@ static __always_inline void task_dead(struct task_struct *t, struct rsched_task_
  * emitted for the verifier. */
 #define OPAQUE(v) asm volatile("" : "+r"(v))
 
-static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta)
+/* Counts `delta` in `s`. For a thread's histogram, `used` is its state's used mask and `base`
+ * the histogram's first bit (enum rsched_used_bit); per-CPU histograms pass NULL. */
+static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta, __u64 *used,
+				      __u32 base)
 {
 	__u32 slot = rsched_hist_slot(delta);
 	s->count++;
 	s->total_ns += delta;
 	OPAQUE(slot);
-	if (slot < RSCHED_HIST_SLOTS)
+	if (slot < RSCHED_HIST_SLOTS) {
 		s->slots[slot]++;
+		if (used)
+			*used |= rsched_used_bit(base, slot);
+	}
 }
 
 /* Adds `delta` when it is within `limit`, else counts a discard. */
-static __always_inline void add_bounded(struct rsched_delay_stats *s, __u64 delta, __u64 limit)
+static __always_inline void add_bounded(struct rsched_delay_stats *s, __u64 delta, __u64 limit,
+					__u64 *used, __u32 base)
 {
 	if (delta > limit) {
 		count_drop(RSCHED_DROP_TOO_LONG);
 		return;
 	}
-	add_delay(s, delta);
+	add_delay(s, delta, used, base);
+}
+
+/* A counter of thread `tid` changed. With the dirty list, its first change in the current epoch
+ * appends it to the epoch's list (one atomic add per thread and interval); otherwise the
+ * iterator's flag is set. */
+static __always_inline void mark_dirty(struct rsched_task_state *st, __u32 tid, bool btf)
+{
+	if (!btf || !dirty_list) {
+		st->dirty = 1;
+		return;
+	}
+	__u32 e = dirty_epoch;
+	if (st->dirty == e)
+		return;
+	st->dirty = e;
+	__u32 l = e & 1;
+	__u32 i = __sync_fetch_and_add(&dirty_n[l], 1);
+	if (i >= dirty_cap)
+		return; /* overflow: user space sees the length and reads every thread instead */
+	__u32 k = l * dirty_cap + i;
+	__u32 *slot = bpf_map_lookup_elem(&dirty_tids, &k);
+	if (slot)
+		*slot = tid;
 }
 
 /* Reads the open perf counters of this CPU and charges what they advanced since the last switch
  * to the thread that ran in between (prev). */
 static __always_inline void charge_counters(__u32 prev_tid, struct rsched_task_state *prev_st,
-					    __u32 next_tid)
+					    __u32 next_tid, bool btf)
 {
 	struct bpf_perf_event_value v;
 	struct rsched_perf_ctx *ctx;
@@ -315,7 +390,7 @@ static __always_inline void charge_counters(__u32 prev_tid, struct rsched_task_s
 		if (prev_st && prev_tid && ctx->running_tid == prev_tid &&
 		    v.counter >= ctx->last[i]) {
 			prev_st->counters[i] += v.counter - ctx->last[i];
-			prev_st->dirty = 1;
+			mark_dirty(prev_st, prev_tid, btf);
 		}
 		ctx->last[i] = v.counter;
 	}
@@ -356,23 +431,27 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			if (ON(RSCHED_G_SLICE) && st->oncpu_ns) {
 				__u64 slice = now - st->oncpu_ns;
 				st->oncpu_ns = 0;
-				add_bounded(runnable ? &st->slice_invol : &st->slice_vol, slice,
-					    max_delay_ns);
-				st->dirty = 1;
+				if (runnable)
+					add_bounded(&st->slice_invol, slice, max_delay_ns,
+						    &st->used, RSCHED_USED_SLICE_INVOL);
+				else
+					add_bounded(&st->slice_vol, slice, max_delay_ns, &st->used,
+						    RSCHED_USED_SLICE_VOL);
+				mark_dirty(st, prev_tid, btf);
 			}
 			if (ON(RSCHED_G_SLEEP))
 				st->sleep_ns = runnable ? 0 : now;
 		}
 	} else if (ON(RSCHED_G_SLEEP) && cs && next_tid != 0 && cs->idle_start_ns) {
 		/* the idle task leaves the CPU: an idle period ends */
-		add_bounded(&cs->idle, now - cs->idle_start_ns, max_sleep_ns);
+		add_bounded(&cs->idle, now - cs->idle_start_ns, max_sleep_ns, NULL, 0);
 		cs->idle_start_ns = 0;
 	}
 	if (ON(RSCHED_G_SLEEP) && cs && next_tid == 0 && prev_tid != 0)
 		cs->idle_start_ns = now;
 
 	if (ON(RSCHED_G_PERF))
-		charge_counters(prev_tid, st, next_tid);
+		charge_counters(prev_tid, st, next_tid, btf);
 
 	/* Last use of prev's state: a dead thread's final record is complete now. */
 	if (st && (prev_state & TASK_DEAD))
@@ -397,8 +476,9 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	if (ON(RSCHED_G_SLICE))
 		st->oncpu_ns = now;
 	if (ON(RSCHED_G_WAKING) && st->waking_ns) {
-		add_bounded(&st->waking, now - st->waking_ns, max_delay_ns);
-		st->dirty = 1;
+		add_bounded(&st->waking, now - st->waking_ns, max_delay_ns, &st->used,
+			    RSCHED_USED_WAKING);
+		mark_dirty(st, next_tid, btf);
 		st->waking_ns = 0;
 	}
 	if (ON(RSCHED_G_LATENCY) && st->enqueue_ns) {
@@ -409,10 +489,10 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			count_drop(RSCHED_DROP_TOO_LONG);
 			return 0;
 		}
-		add_delay(&st->delay, delta);
-		st->dirty = 1;
+		add_delay(&st->delay, delta, &st->used, RSCHED_USED_DELAY);
+		mark_dirty(st, next_tid, btf);
 		if (cs)
-			add_delay(&cs->delay, delta);
+			add_delay(&cs->delay, delta, NULL, 0);
 	}
 	return 0;
 }
@@ -422,16 +502,18 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	struct rsched_task_state *st;
 	struct rq *rq;
 	__u64 now;
+	__u32 tid = (__u32)READ(btf, p, pid);
 
-	if (READ(btf, p, pid) == 0)
+	if (tid == 0)
 		return 0;
 	st = state_of(p, btf, true);
 	if (!st)
 		return 0;
 	now = ON(RSCHED_G_SLEEP) ? bpf_ktime_get_ns() : 0; /* only sleep uses it here */
 	if (ON(RSCHED_G_SLEEP) && st->sleep_ns) {
-		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns);
-		st->dirty = 1;
+		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns, &st->used,
+			    RSCHED_USED_SLEEP);
+		mark_dirty(st, tid, btf);
 		st->sleep_ns = 0;
 	}
 	if (!ON(RSCHED_G_LATENCY))
@@ -446,13 +528,15 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	}
 	/* nr_running after activation: the woken task counts itself, as upstream */
 	__u64 depth = btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running);
-	st->dirty = 1;
+	mark_dirty(st, tid, btf);
 	st->depth.count++;
 	st->depth.total += depth;
 	__u32 slot = rsched_depth_slot(depth);
 	OPAQUE(slot);
-	if (slot < RSCHED_DEPTH_SLOTS)
+	if (slot < RSCHED_DEPTH_SLOTS) {
 		st->depth.slots[slot]++;
+		st->used |= rsched_used_bit(RSCHED_USED_DEPTH, slot);
+	}
 	return 0;
 }
 
@@ -478,8 +562,9 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 {
 	struct rsched_task_state *st;
 	__s32 src;
+	__u32 tid = (__u32)READ(btf, p, pid);
 
-	if (!ON(RSCHED_G_MIGRATION) || READ(btf, p, pid) == 0)
+	if (!ON(RSCHED_G_MIGRATION) || tid == 0)
 		return 0;
 	/* the tracepoint fires before the task's CPU field changes: it is the source. The kernel
 	 * counts se.nr_migrations only when the CPU really changes; so do we (upstream counts
@@ -491,7 +576,7 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	if (!st)
 		return 0;
 	st->migrations++;
-	st->dirty = 1;
+	mark_dirty(st, tid, btf);
 	if (src < 0 || src >= RSCHED_MAX_CPUS || dest_cpu < 0 || dest_cpu >= RSCHED_MAX_CPUS)
 		return 0;
 	/* RSCHED_MAX_CPUS is a power of two: the masks keep the verifier's bounds */
@@ -561,7 +646,7 @@ bool iter_all = false;
 static __always_inline int emit_task(struct seq_file *seq, struct rsched_task_ident *id,
 				     struct rsched_task_state *st)
 {
-	if (bpf_seq_write(seq, id, sizeof(*id)))
+	if (bpf_seq_write(seq, id, sizeof(*id)) || bpf_seq_write(seq, &st->used, sizeof(st->used)))
 		return -1;
 	if (ON(RSCHED_G_LATENCY) && bpf_seq_write(seq, &st->delay, RSCHED_ITER_LATENCY_BYTES))
 		return -1;
@@ -598,8 +683,165 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	/* Clear the flag only once the record is in the buffer: when the buffer is full the
 	 * kernel shows this task again on the next read(), and it must still be dirty then. A
 	 * change racing with the clear is carried by the cumulative counters: it is read with the
-	 * thread's next change, a full read or its final record. */
-	if (emit_task(seq, &id, st) == 0)
+	 * thread's next change, a full read or its final record. With the dirty list, `dirty` is
+	 * the list's epoch mark and stays. */
+	if (emit_task(seq, &id, st) == 0 && !dirty_list)
 		st->dirty = 0;
 	return 0;
+}
+
+/* The dirty-list drain: two syscall programs that user space runs with BPF_PROG_TEST_RUN. */
+
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+
+/* The list being drained, its usable length and its epoch (set by dirty_flip). */
+__u32 drain_sel;
+__u32 drain_len;
+__u32 drain_epoch;
+
+/* Ends the current epoch: changes from now on go to the other list, and this epoch's list is
+ * handed to dirty_drain. Returns the length the list reached (more than dirty_cap: overflow). */
+SEC("syscall")
+int dirty_flip(void *ctx)
+{
+	__u32 e = dirty_epoch;
+	__u32 l = e & 1;
+
+	dirty_epoch = e + 1;
+	/* A change that read the old epoch just before the flip may still append after this
+	 * exchange: its entry is read with the list's next use, and the thread is listed again by
+	 * its next change in the new epoch (its counters are cumulative, so nothing is lost). */
+	__u32 n = __sync_lock_test_and_set(&dirty_n[l], 0);
+	drain_sel = l;
+	drain_epoch = e;
+	drain_len = n < dirty_cap ? n : dirty_cap;
+	return (int)n;
+}
+
+struct drain_ctx {
+	__u32 base;    /* first list index of this run */
+	__u32 emitted; /* records written to drain_out */
+};
+
+/* Copies a histogram (count, total, then `nslots` slots) from the state to a record, skipping the
+ * slot groups whose `used` bit is clear: their slots are zero, and not reading them is what makes
+ * the drain cheap (a thread's 1.1 KB of latency histograms is mostly cache misses otherwise). */
+static __always_inline void copy_hist(__u64 *dst, const __u64 *src, __u32 nslots, __u64 used,
+				      __u32 base)
+{
+	dst[0] = src[0];
+	dst[1] = src[1];
+#pragma unroll
+	for (__u32 g = 0; g < (nslots + RSCHED_USED_SPAN - 1) / RSCHED_USED_SPAN; g++) {
+		if (!(used & (1ULL << (base + g))))
+			continue;
+#pragma unroll
+		for (__u32 i = g * RSCHED_USED_SPAN; i < (g + 1) * RSCHED_USED_SPAN && i < nslots;
+		     i++)
+			dst[2 + i] = src[2 + i];
+	}
+}
+
+/* Writes the compact record of `t` (sched_abi.h) into a drain_out value. Offsets are constants
+ * for the verifier: `groups` is frozen rodata. */
+static __always_inline void write_record(char *out, struct task_struct *t,
+					 struct rsched_task_state *st)
+{
+	struct rsched_task_ident *id = (struct rsched_task_ident *)out;
+	__u64 used = st->used;
+	__u32 off = sizeof(*id) + sizeof(used);
+
+	fill_ident(id, t, true);
+	id->flags = 0;
+	id->pad = 0;
+	*(__u64 *)(out + sizeof(*id)) = used;
+	if (ON(RSCHED_G_LATENCY)) {
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->delay, RSCHED_HIST_SLOTS, used,
+			  RSCHED_USED_DELAY);
+		off += sizeof(st->delay);
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->depth, RSCHED_DEPTH_SLOTS, used,
+			  RSCHED_USED_DEPTH);
+		off += sizeof(st->depth);
+	}
+	if (ON(RSCHED_G_SLICE)) {
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->slice_vol, RSCHED_HIST_SLOTS,
+			  used, RSCHED_USED_SLICE_VOL);
+		off += sizeof(st->slice_vol);
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->slice_invol, RSCHED_HIST_SLOTS,
+			  used, RSCHED_USED_SLICE_INVOL);
+		off += sizeof(st->slice_invol);
+	}
+	if (ON(RSCHED_G_SLEEP)) {
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->sleep, RSCHED_HIST_SLOTS, used,
+			  RSCHED_USED_SLEEP);
+		off += sizeof(st->sleep);
+	}
+	if (ON(RSCHED_G_WAKING)) {
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->waking, RSCHED_HIST_SLOTS, used,
+			  RSCHED_USED_WAKING);
+		off += sizeof(st->waking);
+	}
+	if (ON(RSCHED_G_MIGRATION)) {
+		__u64 *m = (__u64 *)(out + off);
+		m[0] = st->migrations;
+		m[1] = st->cross_ccx;
+		m[2] = st->cross_numa;
+		off += RSCHED_ITER_MIGRATION_BYTES;
+	}
+	if (ON(RSCHED_G_PERF)) {
+		__u64 *c = (__u64 *)(out + off);
+#pragma unroll
+		for (int i = 0; i < RSCHED_COUNTER_SLOTS; i++)
+			c[i] = st->counters[i];
+	}
+}
+
+static long drain_one(__u32 i, struct drain_ctx *c)
+{
+	__u32 k = drain_sel * dirty_cap + c->base + i;
+	__u32 *slot = bpf_map_lookup_elem(&dirty_tids, &k);
+	struct rsched_task_state *st = NULL;
+	struct task_struct *t;
+
+	if (!slot)
+		return 1;
+	__u32 tid = *slot;
+	*slot = 0; /* an entry appended late (see dirty_flip) is never mistaken for this one */
+	if (tid == 0)
+		return 0;
+	t = bpf_task_from_pid((s32)tid);
+	if (!t)
+		return 0; /* exited: its final record is in the graveyard */
+	/* Exiting threads are left to the graveyard, as in the iterator. A tid listed twice (a
+	 * race between two CPUs, or a reused tid) is emitted once: `drained` marks it. */
+	if (!t->exit_state)
+		st = bpf_task_storage_get(&task_state, t, 0, 0);
+	if (st && st->drained != drain_epoch) {
+		__u32 o = c->emitted;
+		char *out = bpf_map_lookup_elem(&drain_out, &o);
+		if (out) {
+			st->drained = drain_epoch;
+			write_record(out, t, st);
+			c->emitted = o + 1;
+		}
+	}
+	bpf_task_release(t);
+	return 0;
+}
+
+/* Emits the records of list entries [pos, pos + drain_batch) of the flipped epoch into
+ * drain_out[0 .. return value). */
+SEC("syscall")
+int dirty_drain(struct rsched_drain_args *args)
+{
+	struct drain_ctx c = {.base = args->pos, .emitted = 0};
+	__u32 n = 0;
+
+	if (c.base < drain_len)
+		n = drain_len - c.base;
+	if (n > drain_batch)
+		n = drain_batch;
+	bpf_loop(n, drain_one, &c, 0);
+	return (int)c.emitted;
 }

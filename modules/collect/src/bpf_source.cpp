@@ -85,9 +85,31 @@ result<snapshot> bpf_source::read() {
   if (prog_.mode() == bpf::attach_mode::tp_btf) {
     snap.full = full_every_ <= 1 || reads_ % full_every_ == 0;
     ++reads_;
-    prog_.set_full_read(snap.full);
-    if (auto r = read_iter(prog_, iter_buf_, snap.live); !r) {
-      return r.err();
+    bool iterate = true;
+    if (prog_.read_mode() == bpf::live_read::dirty_list) {
+      // Every read ends an epoch, a full one too: the lists are reused every other epoch.
+      auto changed = prog_.flip_dirty_list();
+      if (!changed) {
+        return changed.err();
+      }
+      // More changed threads than the list holds: only a read of every thread is complete.
+      snap.full = snap.full || *changed > prog_.dirty_list_capacity();
+      iterate = snap.full;
+      for (std::uint32_t pos = 0; !snap.full && pos < *changed; pos += prog_.drain_batch()) {
+        auto bytes = prog_.drain_dirty_list(pos);
+        if (!bytes) {
+          return bytes.err();
+        }
+        if (auto r = parse_iter_records(*bytes, prog_.groups(), snap.live); !r) {
+          return r.err();
+        }
+      }
+    }
+    if (iterate) {
+      prog_.set_full_read(snap.full);
+      if (auto r = read_iter(prog_, iter_buf_, snap.live); !r) {
+        return r.err();
+      }
     }
   } else {
     std::vector<rsched_task_record> recs;
@@ -100,8 +122,12 @@ result<snapshot> bpf_source::read() {
     }
   }
   std::vector<rsched_task_record> dead;
-  if (auto r = read_batch<rsched_task_key>(prog_.graveyard_fd(), true, dead); !r) {
-    return r.err();
+  // Read after the live threads, so a record counted here was inserted before this read.
+  if (const std::uint64_t buried = prog_.buried(); buried != buried_seen_) {
+    buried_seen_ = buried;
+    if (auto r = read_batch<rsched_task_key>(prog_.graveyard_fd(), true, dead); !r) {
+      return r.err();
+    }
   }
   snap.dead.reserve(dead.size());
   for (const auto &rec : dead) {

@@ -1,5 +1,6 @@
 #include "rsched/collect/snapshot.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace rsched::collect {
@@ -11,8 +12,12 @@ const char *take(const char *at, void *dst, std::size_t n) {
   return at + n;
 }
 
-// count, total, then `slots` slot values: straight into the sample's histogram.
-template <typename Counters> const char *take_hist(const char *at, Counters &c, std::size_t slots) {
+// count, total, then `slots` slot values: straight into the sample's histogram, group by group.
+// Groups whose `used` bit is clear are zero in the kernel and undefined in the record: they are
+// left as they are in the sample (zero).
+template <typename Counters>
+const char *take_hist(const char *at, Counters &c, std::size_t slots, std::uint64_t used,
+                      unsigned base) {
   std::uint64_t head[2];
   at = take(at, head, sizeof(head));
   c.count = head[0];
@@ -21,7 +26,15 @@ template <typename Counters> const char *take_hist(const char *at, Counters &c, 
   } else {
     c.total = head[1];
   }
-  return take(at, c.hist.slots.data(), slots * sizeof(std::uint64_t));
+  constexpr std::size_t span = RSCHED_USED_SPAN;
+  for (std::size_t g = 0; g * span < slots; ++g) {
+    if ((used >> (base + g) & 1U) != 0) {
+      const std::size_t n = std::min(span, slots - g * span);
+      std::memcpy(c.hist.slots.data() + g * span, at + g * span * sizeof(std::uint64_t),
+                  n * sizeof(std::uint64_t));
+    }
+  }
+  return at + slots * sizeof(std::uint64_t);
 }
 
 } // namespace
@@ -32,11 +45,15 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
   if (bytes.size() % rec != 0) {
     return make_error("task iterator returned a partial record");
   }
-  out.reserve(out.size() + bytes.size() / rec);
+  if (out.capacity() < out.size() + bytes.size() / rec) {
+    out.reserve(std::max(out.size() + bytes.size() / rec, 2 * out.capacity())); // batches
+  }
   // The parts a record leaves out stay zero in the new sample, as they are in the kernel.
   for (std::size_t off = 0; off < bytes.size(); off += rec) {
     rsched_task_ident id;
+    std::uint64_t used = 0;
     const char *at = take(bytes.data() + off, &id, sizeof(id));
+    at = take(at, &used, sizeof(used));
     thread_sample &t = out.emplace_back();
     t.key = {id.tid, id.start_time};
     t.tgid = id.tgid;
@@ -44,18 +61,18 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
     t.comm.assign(id.comm, strnlen(id.comm, sizeof(id.comm)));
     t.dead = (id.flags & RSCHED_TASK_DEAD) != 0;
     if ((groups & RSCHED_G_LATENCY) != 0) {
-      at = take_hist(at, t.c.delay, RSCHED_HIST_SLOTS);
-      at = take_hist(at, t.c.depth, RSCHED_DEPTH_SLOTS);
+      at = take_hist(at, t.c.delay, RSCHED_HIST_SLOTS, used, RSCHED_USED_DELAY);
+      at = take_hist(at, t.c.depth, RSCHED_DEPTH_SLOTS, used, RSCHED_USED_DEPTH);
     }
     if ((groups & RSCHED_G_SLICE) != 0) {
-      at = take_hist(at, t.c.slice_vol, RSCHED_HIST_SLOTS);
-      at = take_hist(at, t.c.slice_invol, RSCHED_HIST_SLOTS);
+      at = take_hist(at, t.c.slice_vol, RSCHED_HIST_SLOTS, used, RSCHED_USED_SLICE_VOL);
+      at = take_hist(at, t.c.slice_invol, RSCHED_HIST_SLOTS, used, RSCHED_USED_SLICE_INVOL);
     }
     if ((groups & RSCHED_G_SLEEP) != 0) {
-      at = take_hist(at, t.c.sleep, RSCHED_HIST_SLOTS);
+      at = take_hist(at, t.c.sleep, RSCHED_HIST_SLOTS, used, RSCHED_USED_SLEEP);
     }
     if ((groups & RSCHED_G_WAKING) != 0) {
-      at = take_hist(at, t.c.waking, RSCHED_HIST_SLOTS);
+      at = take_hist(at, t.c.waking, RSCHED_HIST_SLOTS, used, RSCHED_USED_WAKING);
     }
     if ((groups & RSCHED_G_MIGRATION) != 0) {
       at = take(at, &t.c.migrations.count, sizeof(std::uint64_t));

@@ -96,6 +96,20 @@ struct rsched_depth_stats {
 	__u64 slots[RSCHED_DEPTH_SLOTS];
 };
 
+/* Which of a thread's histogram slots were ever counted in, by groups of RSCHED_USED_SPAN slots:
+ * bit (base + slot / RSCHED_USED_SPAN) of rsched_task_state.used. Bits are only ever set, so a
+ * group whose bit is clear is all zeros, and a read can skip it: the dirty-list drain copies only
+ * the used groups (most threads touch a few slots of each histogram). */
+enum rsched_used_bit {
+	RSCHED_USED_SPAN = 8,
+	RSCHED_USED_DELAY = 0,	      /* 10 groups (75 slots) */
+	RSCHED_USED_DEPTH = 10,	      /* 8 groups (64 slots) */
+	RSCHED_USED_SLICE_VOL = 18,   /* 10 groups */
+	RSCHED_USED_SLICE_INVOL = 28, /* 10 groups */
+	RSCHED_USED_SLEEP = 38,	      /* 10 groups */
+	RSCHED_USED_WAKING = 48,      /* 10 groups */
+};
+
 /* Per-thread cumulative state. Lives in task-local storage (tp_btf mode) or in a tid-keyed hash
  * (raw_tp mode). Counters only ever grow; user space takes deltas, so nothing is lost at an
  * interval boundary. */
@@ -105,6 +119,7 @@ struct rsched_task_state {
 	__u64 oncpu_ns;	  /* when it was last switched in (slice) */
 	__u64 sleep_ns;	  /* when it last went to sleep (sleep) */
 	__u64 waking_ns;  /* sched_waking time (waking) */
+	__u64 used;	  /* histogram slot groups ever counted in (enum rsched_used_bit) */
 	struct rsched_delay_stats delay;       /* scheduling delay */
 	struct rsched_depth_stats depth;       /* runqueue depth at wakeup */
 	struct rsched_delay_stats slice_vol;   /* time on CPU ending in a voluntary switch */
@@ -114,7 +129,12 @@ struct rsched_task_state {
 	__u64 migrations;		       /* sched_migrate_task events */
 	__u64 cross_ccx;		       /* ... between dies of one NUMA node */
 	__u64 cross_numa;		       /* ... between NUMA nodes */
-	__u64 dirty; /* set when a counter changes; the task iterator emits and clears it */
+	/* Read bookkeeping (BPF-internal). Dirty-list reads: `dirty` is the read epoch in which
+	 * the thread was put on the dirty list, `drained` the epoch whose drain last emitted it.
+	 * Iterator-only reads: `dirty` is 1 when a counter changed since the iterator emitted it.
+	 */
+	__u32 dirty;
+	__u32 drained;
 	__u64 counters[RSCHED_COUNTER_SLOTS]; /* perf counter deltas charged to this thread */
 };
 
@@ -136,17 +156,21 @@ struct rsched_task_record {
 	struct rsched_task_state st;
 };
 
-/* The task iterator's record (tp_btf mode) is compact: ident, then only the parts of
- * rsched_task_state that the run's groups fill, in this order, each as laid out in the state:
+/* The records of the task iterator and of the dirty-list drain (tp_btf mode) are compact: the
+ * ident, then only the parts of rsched_task_state that the run's groups fill, in this order, each
+ * as laid out in the state:
  *   struct rsched_task_ident                    always
+ *   used                                        always
  *   delay, depth                                RSCHED_G_LATENCY
  *   slice_vol, slice_invol                      RSCHED_G_SLICE
  *   sleep                                       RSCHED_G_SLEEP
  *   waking                                      RSCHED_G_WAKING
  *   migrations, cross_ccx, cross_numa           RSCHED_G_MIGRATION
  *   counters                                    RSCHED_G_PERF
- * The parts left out are zero for the whole run (their groups' code is dead). With the default
- * groups a record is 1192 bytes instead of 3816. The graveyard and the raw_tp map keep whole
+ * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
+ * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
+ * drain does not write them); readers must take only the used groups. With the default groups a
+ * record is 1200 bytes instead of 3824. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
 	RSCHED_ITER_LATENCY_BYTES =
@@ -160,7 +184,7 @@ enum {
 
 static inline __u32 rsched_iter_record_size(__u32 groups)
 {
-	__u32 n = sizeof(struct rsched_task_ident);
+	__u32 n = sizeof(struct rsched_task_ident) + sizeof(__u64);
 	if (groups & RSCHED_G_LATENCY)
 		n += RSCHED_ITER_LATENCY_BYTES;
 	if (groups & RSCHED_G_SLICE)
@@ -175,6 +199,13 @@ static inline __u32 rsched_iter_record_size(__u32 groups)
 		n += RSCHED_ITER_PERF_BYTES;
 	return n;
 }
+
+/* Context of the dirty-list drain program (BPF_PROG_TEST_RUN of a syscall program): emit the
+ * records of list entries [pos, pos + batch) into the drain output map. */
+struct rsched_drain_args {
+	__u32 pos;
+	__u32 pad;
+};
 
 /* Key of the graveyard map (final records of exited threads). */
 struct rsched_task_key {
@@ -211,14 +242,24 @@ struct rsched_drop_stats {
 #endif
 RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOTS, "delay stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3768, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3776, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3816, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3824, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1248, "cpu stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "record layout");
-RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 32, "state layout");
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 40, "state layout");
+/* Used-bit groups: ceil(75 / 8) = 10 per latency histogram, 64 / 8 = 8 for depth; 58 bits. */
+RSCHED_ABI_ASSERT((int)RSCHED_USED_DEPTH - (int)RSCHED_USED_DELAY ==
+			  ((int)RSCHED_HIST_SLOTS + (int)RSCHED_USED_SPAN - 1) /
+				  (int)RSCHED_USED_SPAN,
+		  "delay groups");
+RSCHED_ABI_ASSERT((int)RSCHED_USED_SLICE_VOL - (int)RSCHED_USED_DEPTH ==
+			  (int)RSCHED_DEPTH_SLOTS / (int)RSCHED_USED_SPAN,
+		  "depth groups");
+RSCHED_ABI_ASSERT((int)RSCHED_USED_WAKING + 10 <= 64, "used bits fit");
 /* The iterator's parts are contiguous runs of the state. */
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, slice_vol) ==
 			  __builtin_offsetof(struct rsched_task_state, delay) +
@@ -274,6 +315,12 @@ static inline __u32 rsched_hist_slot(__u64 ns)
 		return RSCHED_HIST_LINEAR_SLOTS;
 	slot = rsched_log2_u64(us) + RSCHED_HIST_LOG2_BASE_SLOT;
 	return slot < RSCHED_HIST_SLOTS - 1 ? slot : RSCHED_HIST_SLOTS - 1;
+}
+
+/* The `used` bit of `slot` in a histogram whose groups start at bit `base`. */
+static inline __u64 rsched_used_bit(__u32 base, __u32 slot)
+{
+	return 1ULL << (base + slot / RSCHED_USED_SPAN);
 }
 
 /* Slot of a runqueue depth in the depth histogram. */

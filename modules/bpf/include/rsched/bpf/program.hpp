@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,15 @@ enum class attach_mode {
 
 const char *to_string(attach_mode m);
 
+// How live threads are read in tp_btf mode (raw_tp mode always reads its hash).
+enum class live_read {
+  automatic,  // the dirty list where the kernel can run its drain, else the task iterator
+  dirty_list, // only the threads that changed, from a list the tracepoint programs append to
+  iterator,   // the task iterator, which visits every thread of the system
+};
+
+const char *to_string(live_read r);
+
 struct options {
   attach_mode mode = attach_mode::automatic;
   std::uint32_t groups = 1;       // enum rsched_group bits (sched_abi.h); latency by default
@@ -29,6 +39,9 @@ struct options {
   std::array<std::int32_t, 1024> cpu_to_numa{};
   std::uint32_t graveyard_entries = 16384; // final records of exited threads between two reads
   std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
+  live_read read = live_read::automatic;
+  // Threads that can change within one read epoch before a read falls back to the iterator.
+  std::uint32_t dirty_list_entries = 65536;
   std::uint64_t max_delay_ns = 10'000'000'000ULL;    // longer delays/slices discarded (10 s)
   std::uint64_t max_sleep_ns = 3'600'000'000'000ULL; // longer sleep/idle discarded (1 h)
   bool verbose = false;                              // forward libbpf's messages to stderr
@@ -52,8 +65,12 @@ public:
   static result<program> load(const options &opt);
 
   [[nodiscard]] attach_mode mode() const;     // the resolved mode (never automatic)
+  [[nodiscard]] live_read read_mode() const;  // resolved: dirty_list or iterator (tp_btf mode)
   [[nodiscard]] std::uint32_t groups() const; // enum rsched_group bits the programs run with
   [[nodiscard]] int graveyard_fd() const;
+  // Final records the programs have put into the graveyard so far (it is empty while this has
+  // not moved since its last drain).
+  [[nodiscard]] std::uint64_t buried() const;
   [[nodiscard]] int cpu_stats_fd() const;
   [[nodiscard]] int drops_fd() const;
   [[nodiscard]] int task_hash_fd() const; // raw_tp mode
@@ -62,6 +79,15 @@ public:
   void set_full_read(bool all);
   // A fresh read fd over the task iterator (tp_btf mode); the caller reads and closes it.
   [[nodiscard]] result<int> open_task_iter() const;
+  // Dirty-list reads (read_mode() == dirty_list). flip_dirty_list() ends the read epoch and says
+  // how many threads changed in it; above dirty_list_capacity() the list is incomplete and the
+  // caller must read every thread with the iterator. drain_dirty_list(pos) emits the compact
+  // records (sched_abi.h) of list entries [pos, pos + drain_batch()); the bytes stay valid
+  // until the next call.
+  result<std::uint32_t> flip_dirty_list();
+  result<std::span<const char>> drain_dirty_list(std::uint32_t pos);
+  [[nodiscard]] std::uint32_t dirty_list_capacity() const;
+  [[nodiscard]] std::uint32_t drain_batch() const;
   // Installs a perf event fd for counter `slot` on `cpu` (RSCHED_G_PERF).
   result<void> set_counter_fd(unsigned cpu, unsigned slot, int fd);
   // The attached programs (for bpf_stats self-monitoring and tests).
@@ -82,6 +108,8 @@ public:
 private:
   struct impl;
   explicit program(std::unique_ptr<impl> p);
+  // One attempt at open -> configure -> load -> attach; `list` selects dirty-list reads.
+  static result<std::unique_ptr<impl>> load_with(const options &opt, attach_mode mode, bool list);
   std::unique_ptr<impl> p_;
 };
 

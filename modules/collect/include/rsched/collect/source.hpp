@@ -24,8 +24,10 @@ public:
 // Reads the maps of a loaded rsched BPF program: the task iterator (tp_btf) or the task hash
 // (raw_tp), the graveyard (drained with lookup_and_delete_batch: its entries are final, so
 // deleting them races with nothing), the per-CPU stats and drop counters.
-// In tp_btf mode only threads whose counters changed are read, with a full read every
-// `full_every` reads (and the first) so that the baselines of vanished threads get pruned.
+// In tp_btf mode only threads whose counters changed are read (from the dirty list, or by the
+// task iterator's filter), with a full read of every thread by the iterator every `full_every`
+// reads (and the first) so that the baselines of vanished threads get pruned, and whenever more
+// threads changed than the dirty list holds.
 class bpf_source final : public source {
 public:
   explicit bpf_source(bpf::program &prog, unsigned full_every = 60)
@@ -36,7 +38,8 @@ private:
   bpf::program &prog_;
   unsigned full_every_;
   unsigned reads_ = 0;
-  std::vector<char> iter_buf_; // the task iterator's bytes, reused from read to read
+  std::uint64_t buried_seen_ = 0; // the programs' burial count at the last graveyard drain
+  std::vector<char> iter_buf_;    // the task iterator's bytes, reused from read to read
 };
 
 } // namespace rsched::collect

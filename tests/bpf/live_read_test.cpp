@@ -1,0 +1,168 @@
+// A live thread's changes are read every interval, whichever way live threads are read: from the
+// dirty list, by the task iterator, and with a dirty list too small for the interval (every read
+// then falls back to the iterator). The thread's per-interval counts must add up to the kernel's
+// own timeslice count, and it must have a row in every interval it was alive, not only at the
+// periodic full read or at its exit.
+#include "rsched/store/reader.hpp"
+
+#include "root_test_util.hpp"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace rsched;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// Sleeps `period_ns` in a loop for `run_ns`: one wakeup, hence one scheduling delay, per period.
+[[noreturn]] void sleeper(const char *name, std::uint64_t period_ns, std::uint64_t run_ns) {
+  prctl(PR_SET_NAME, name);
+  const std::uint64_t end = mono_ns() + run_ns;
+  while (mono_ns() < end) {
+    timespec ts{0, static_cast<long>(period_ns)};
+    nanosleep(&ts, nullptr);
+  }
+  _exit(0);
+}
+
+std::uint64_t kernel_timeslices(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  std::uint64_t exec = 0;
+  std::uint64_t delay = 0;
+  std::uint64_t slices = 0;
+  in >> exec >> delay >> slices;
+  return slices;
+}
+
+std::vector<std::int64_t> counts_per_interval(const std::string &db, pid_t tid) {
+  auto r = store::reader::open(db);
+  REQUIRE(r.ok());
+  std::vector<std::int64_t> out;
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) {
+    out.push_back(std::get<std::int64_t>(row[0]));
+  };
+  auto ok = r->exec(
+      "SELECT count FROM sched_delay WHERE tid = " + std::to_string(tid) + " ORDER BY ts", sink);
+  INFO((ok.ok() ? std::string() : ok.err().msg));
+  REQUIRE(ok.ok());
+  return out;
+}
+
+void run_live_read(const std::vector<std::string> &read_args, const std::string &banner,
+                   bool expect_full_reads) {
+  if (!test::bpf_available()) {
+    return;
+  }
+  const std::string dir = test::temp_dir();
+  const std::string db = dir + "/rsched.db";
+  std::vector<std::string> args{"--db", db, "-i", "1", "--stats"};
+  args.insert(args.end(), read_args.begin(), read_args.end());
+  test::daemon d(args);
+  REQUIRE(d.wait_attached());
+
+  // Background: 40 threads that change every 20 ms (more than a 16-entry list holds).
+  std::vector<pid_t> noise;
+  for (int i = 0; i < 40; ++i) {
+    const pid_t p = fork();
+    REQUIRE(p >= 0);
+    if (p == 0) {
+      sleeper("rs-live-noise", 20'000'000, 5'500'000'000ULL);
+    }
+    noise.push_back(p);
+  }
+  // The thread under test: a wakeup every 10 ms for 4.5 s.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    sleeper("rs-live", 10'000'000, 4'500'000'000ULL);
+  }
+  siginfo_t si{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(child), &si, WEXITED | WNOWAIT) == 0);
+  std::this_thread::sleep_for(20ms); // let the zombie finish its last switch
+  const std::uint64_t kernel = kernel_timeslices(child);
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+  for (pid_t p : noise) {
+    REQUIRE(waitpid(p, nullptr, 0) == p);
+  }
+  std::this_thread::sleep_for(1500ms);
+  REQUIRE(d.stop(SIGINT) == 0);
+  const std::string err = d.stderr_text();
+  INFO(err);
+  CHECK(err.find(banner) != std::string::npos);
+
+  // Full reads: the first read of a run, then every 60th; with an overflowing list, every read.
+  std::size_t lines = 0;
+  std::size_t with_full = 0;
+  for (std::size_t at = err.find("rschedd-stats:"); at != std::string::npos;
+       at = err.find("rschedd-stats:", at + 1)) {
+    const std::size_t f = err.find("full_reads=", at);
+    REQUIRE(f != std::string::npos);
+    ++lines;
+    with_full += std::stoul(err.substr(f + 11)) > 0 ? 1U : 0U;
+  }
+  REQUIRE(lines >= 5);
+  if (expect_full_reads) {
+    CHECK(with_full >= 5); // each interval while the 40 background threads run (5.5 s)
+  } else {
+    CHECK(with_full <= 1);
+  }
+
+  const auto counts = counts_per_interval(db, child);
+  std::int64_t sum = 0;
+  std::string per;
+  for (auto c : counts) {
+    sum += c;
+    per += std::to_string(c) + " ";
+  }
+  INFO("kernel timeslices " << kernel << ", recorded per interval: " << per);
+  // Alive for 4.5 s at 1 s intervals: at least 4 intervals hold its samples, and every interval
+  // but its first and last saw ~100 wakeups (at least 50 here, on a loaded machine).
+  REQUIRE(counts.size() >= 4);
+  for (std::size_t i = 1; i + 1 < counts.size(); ++i) {
+    CHECK(counts[i] >= 50);
+  }
+  REQUIRE(kernel > 200);
+  const double err_ratio = std::fabs(static_cast<double>(sum) - static_cast<double>(kernel)) /
+                           static_cast<double>(kernel);
+  CHECK(err_ratio <= 0.05);
+  std::filesystem::remove_all(dir);
+}
+
+} // namespace
+
+TEST_CASE("Dirty-list reads see a live thread every interval, matching the kernel's timeslices",
+          "[root][bpf]") {
+  run_live_read({"--live-read", "dirty-list"}, "(tp_btf mode, dirty-list reads)", false);
+}
+
+TEST_CASE("Iterator reads see a live thread every interval, matching the kernel's timeslices",
+          "[root][bpf]") {
+  run_live_read({"--live-read", "iterator"}, "(tp_btf mode, iterator reads)", false);
+}
+
+TEST_CASE("A dirty list too small for the interval falls back to reading every thread",
+          "[root][bpf]") {
+  run_live_read({"--live-read", "dirty-list", "--dirty-list-entries", "16"},
+                "(tp_btf mode, dirty-list reads)", true);
+}
