@@ -343,10 +343,12 @@ static __always_inline void add_bounded(struct rsched_delay_stats *s, __u64 delt
 	add_delay(s, delta, used, base);
 }
 
-/* A counter of thread `tid` changed. With the dirty list, its first change in the current epoch
- * appends it to the epoch's list (one atomic add per thread and interval); otherwise the
- * iterator's flag is set. */
-static __always_inline void mark_dirty(struct rsched_task_state *st, __u32 tid, bool btf)
+/* A counter of thread `t` changed. With the dirty list, its first change in the current epoch
+ * takes a copy of its cgroup and comm (the task's lines are in cache now, at a scheduler event)
+ * and appends its tid to the epoch's list (one atomic add per thread and interval); otherwise
+ * the iterator's flag is set. */
+static __always_inline void mark_dirty(struct rsched_task_state *st, struct task_struct *t,
+				       bool btf)
 {
 	if (!btf || !dirty_list) {
 		st->dirty = 1;
@@ -356,6 +358,9 @@ static __always_inline void mark_dirty(struct rsched_task_state *st, __u32 tid, 
 	if (st->dirty == e)
 		return;
 	st->dirty = e;
+	st->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
+	__builtin_memcpy(st->comm, t->comm, sizeof(st->comm));
+	__u32 tid = (__u32)t->pid;
 	__u32 l = e & 1;
 	__u32 i = __sync_fetch_and_add(&dirty_n[l], 1);
 	if (i >= dirty_cap)
@@ -368,8 +373,9 @@ static __always_inline void mark_dirty(struct rsched_task_state *st, __u32 tid, 
 
 /* Reads the open perf counters of this CPU and charges what they advanced since the last switch
  * to the thread that ran in between (prev). */
-static __always_inline void charge_counters(__u32 prev_tid, struct rsched_task_state *prev_st,
-					    __u32 next_tid, bool btf)
+static __always_inline void charge_counters(struct task_struct *prev, __u32 prev_tid,
+					    struct rsched_task_state *prev_st, __u32 next_tid,
+					    bool btf)
 {
 	struct bpf_perf_event_value v;
 	struct rsched_perf_ctx *ctx;
@@ -390,7 +396,7 @@ static __always_inline void charge_counters(__u32 prev_tid, struct rsched_task_s
 		if (prev_st && prev_tid && ctx->running_tid == prev_tid &&
 		    v.counter >= ctx->last[i]) {
 			prev_st->counters[i] += v.counter - ctx->last[i];
-			mark_dirty(prev_st, prev_tid, btf);
+			mark_dirty(prev_st, prev, btf);
 		}
 		ctx->last[i] = v.counter;
 	}
@@ -437,7 +443,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				else
 					add_bounded(&st->slice_vol, slice, max_delay_ns, &st->used,
 						    RSCHED_USED_SLICE_VOL);
-				mark_dirty(st, prev_tid, btf);
+				mark_dirty(st, prev, btf);
 			}
 			if (ON(RSCHED_G_SLEEP))
 				st->sleep_ns = runnable ? 0 : now;
@@ -451,7 +457,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		cs->idle_start_ns = now;
 
 	if (ON(RSCHED_G_PERF))
-		charge_counters(prev_tid, st, next_tid, btf);
+		charge_counters(prev, prev_tid, st, next_tid, btf);
 
 	/* Last use of prev's state: a dead thread's final record is complete now. */
 	if (st && (prev_state & TASK_DEAD))
@@ -478,7 +484,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	if (ON(RSCHED_G_WAKING) && st->waking_ns) {
 		add_bounded(&st->waking, now - st->waking_ns, max_delay_ns, &st->used,
 			    RSCHED_USED_WAKING);
-		mark_dirty(st, next_tid, btf);
+		mark_dirty(st, next, btf);
 		st->waking_ns = 0;
 	}
 	if (ON(RSCHED_G_LATENCY) && st->enqueue_ns) {
@@ -490,7 +496,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			return 0;
 		}
 		add_delay(&st->delay, delta, &st->used, RSCHED_USED_DELAY);
-		mark_dirty(st, next_tid, btf);
+		mark_dirty(st, next, btf);
 		if (cs)
 			add_delay(&cs->delay, delta, NULL, 0);
 	}
@@ -513,7 +519,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	if (ON(RSCHED_G_SLEEP) && st->sleep_ns) {
 		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns, &st->used,
 			    RSCHED_USED_SLEEP);
-		mark_dirty(st, tid, btf);
+		mark_dirty(st, p, btf);
 		st->sleep_ns = 0;
 	}
 	if (!ON(RSCHED_G_LATENCY))
@@ -528,7 +534,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	}
 	/* nr_running after activation: the woken task counts itself, as upstream */
 	__u64 depth = btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running);
-	mark_dirty(st, tid, btf);
+	mark_dirty(st, p, btf);
 	st->depth.count++;
 	st->depth.total += depth;
 	__u32 slot = rsched_depth_slot(depth);
@@ -576,7 +582,7 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	if (!st)
 		return 0;
 	st->migrations++;
-	mark_dirty(st, tid, btf);
+	mark_dirty(st, p, btf);
 	if (src < 0 || src >= RSCHED_MAX_CPUS || dest_cpu < 0 || dest_cpu >= RSCHED_MAX_CPUS)
 		return 0;
 	/* RSCHED_MAX_CPUS is a power of two: the masks keep the verifier's bounds */
@@ -752,7 +758,11 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 	__u64 used = st->used;
 	__u32 off = sizeof(*id) + sizeof(used);
 
-	fill_ident(id, t, true);
+	id->tid = (__u32)t->pid;
+	id->tgid = (__u32)t->tgid;
+	id->start_time = t->start_time;
+	id->cgroup_id = st->cgroup_id; /* as of the thread's first change in the epoch */
+	__builtin_memcpy(id->comm, st->comm, sizeof(id->comm));
 	id->flags = 0;
 	id->pad = 0;
 	*(__u64 *)(out + sizeof(*id)) = used;

@@ -120,6 +120,11 @@ struct rsched_task_state {
 	__u64 sleep_ns;	  /* when it last went to sleep (sleep) */
 	__u64 waking_ns;  /* sched_waking time (waking) */
 	__u64 used;	  /* histogram slot groups ever counted in (enum rsched_used_bit) */
+	/* The thread's cgroup and comm as of its first change in the current read epoch
+	 * (dirty-list reads take them from here: reading them through the task at drain time is
+	 * four dependent cache misses per thread). */
+	__u64 cgroup_id;
+	char comm[RSCHED_COMM_LEN];
 	struct rsched_delay_stats delay;       /* scheduling delay */
 	struct rsched_depth_stats depth;       /* runqueue depth at wakeup */
 	struct rsched_delay_stats slice_vol;   /* time on CPU ending in a voluntary switch */
@@ -170,7 +175,7 @@ struct rsched_task_record {
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
  * drain does not write them); readers must take only the used groups. With the default groups a
- * record is 1200 bytes instead of 3824. The graveyard and the raw_tp map keep whole
+ * record is 1200 bytes instead of 3848. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
 	RSCHED_ITER_LATENCY_BYTES =
@@ -242,15 +247,15 @@ struct rsched_drop_stats {
 #endif
 RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOTS, "delay stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3776, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3800, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3824, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3848, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1248, "cpu stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "record layout");
-RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 40, "state layout");
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 64, "state layout");
 /* Used-bit groups: ceil(75 / 8) = 10 per latency histogram, 64 / 8 = 8 for depth; 58 bits. */
 RSCHED_ABI_ASSERT((int)RSCHED_USED_DEPTH - (int)RSCHED_USED_DELAY ==
 			  ((int)RSCHED_HIST_SLOTS + (int)RSCHED_USED_SPAN - 1) /
