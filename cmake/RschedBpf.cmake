@@ -3,12 +3,22 @@
 # Compiles a BPF C file with clang, strips it with `bpftool gen object` (drops DWARF, keeps BTF)
 # and generates the libbpf skeleton header <stem>.skel.h at build time. The result is an INTERFACE
 # target whose include directory holds the skeleton; it links libbpf.
-find_program(RSCHED_CLANG NAMES clang clang-14 REQUIRED)
+# clang >= 15: the dirty list's task references need BTF type tags (`__kptr`), which clang 14
+# does not emit. With an older clang the build still works and rschedd falls back to the task
+# iterator at run time.
+find_program(RSCHED_CLANG NAMES clang-15 clang-16 clang-17 clang clang-14 REQUIRED)
 find_program(RSCHED_BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
 execute_process(COMMAND ${RSCHED_BPFTOOL} version OUTPUT_VARIABLE _bpftool_version
                 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
 string(REGEX MATCH "v[0-9.]+" _bpftool_v "${_bpftool_version}")
 message(STATUS "BPF toolchain: ${RSCHED_CLANG}, ${RSCHED_BPFTOOL} ${_bpftool_v}")
+execute_process(COMMAND ${RSCHED_CLANG} --version OUTPUT_VARIABLE _clang_version ERROR_QUIET)
+string(REGEX MATCH "version ([0-9]+)" _clang_v "${_clang_version}")
+if(CMAKE_MATCH_1 AND CMAKE_MATCH_1 LESS 15)
+  message(WARNING "${RSCHED_CLANG} is clang ${CMAKE_MATCH_1}: it emits no BTF type tags, so "
+                  "rschedd will read live threads with the task iterator instead of the dirty "
+                  "list (install clang-15)")
+endif()
 
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|amd64")
   set(RSCHED_BPF_ARCH x86)

@@ -5,6 +5,6 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
   ca-certificates cmake make g++ pkg-config \
-  clang llvm libbpf-dev bpftool \
+  clang clang-15 llvm libbpf-dev bpftool \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev \
   stress-ng tmux procps

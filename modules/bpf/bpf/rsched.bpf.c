@@ -8,8 +8,8 @@
  *    User space never resets anything; it takes deltas between reads, so no increment is lost at
  *    an interval boundary.
  *  - Live threads are read from a dirty list (tp_btf mode): the first change of a thread in a
- *    read epoch appends its tid to the epoch's list, and a syscall program run by user space
- *    flips the epoch and emits the listed threads' records into an mmapped array. The task
+ *    read epoch appends a task reference to the epoch's list, and a syscall program run by user
+ * space flips the epoch and emits the listed threads' records into an mmapped array. The task
  *    iterator reads every thread (the periodic full read, a list overflow, kernels without the
  *    kfuncs the drain needs); raw_tp mode reads its hash with batch lookups.
  *  - When a thread makes its final context switch (prev->__state == TASK_DEAD) its final record
@@ -100,13 +100,17 @@ struct {
 	__type(value, struct rsched_task_record);
 } scratch SEC(".maps");
 
-/* epoch % 2 * dirty_cap + i -> tid of the i-th thread that changed in that epoch (sized before
- * load) */
+/* A dirty-list entry: a reference to the thread, so that the drain needs no pid lookup. */
+struct dirty_entry {
+	struct task_struct __kptr *task;
+};
+
+/* epoch % 2 * dirty_cap + i -> the i-th thread that changed in that epoch (sized before load) */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct dirty_entry);
 } dirty_tids SEC(".maps");
 
 /* i -> the i-th compact record of one drain run; user space mmaps it (value size and entries set
@@ -343,9 +347,13 @@ static __always_inline void add_bounded(struct rsched_delay_stats *s, __u64 delt
 	add_delay(s, delta, used, base);
 }
 
+extern struct task_struct *bpf_task_acquire(struct task_struct *p) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+
 /* A counter of thread `t` changed. With the dirty list, its first change in the current epoch
  * takes a copy of its cgroup and comm (the task's lines are in cache now, at a scheduler event)
- * and appends its tid to the epoch's list (one atomic add per thread and interval); otherwise
+ * and appends a reference to it to the epoch's list (an atomic add and a task reference per
+ * thread and interval: the drain then needs no pid lookup, ~0.3 ms per 1,000 threads); otherwise
  * the iterator's flag is set. */
 static __always_inline void mark_dirty(struct rsched_task_state *st, struct task_struct *t,
 				       bool btf)
@@ -360,15 +368,21 @@ static __always_inline void mark_dirty(struct rsched_task_state *st, struct task
 	st->dirty = e;
 	st->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
 	__builtin_memcpy(st->comm, t->comm, sizeof(st->comm));
-	__u32 tid = (__u32)t->pid;
 	__u32 l = e & 1;
 	__u32 i = __sync_fetch_and_add(&dirty_n[l], 1);
 	if (i >= dirty_cap)
 		return; /* overflow: user space sees the length and reads every thread instead */
 	__u32 k = l * dirty_cap + i;
-	__u32 *slot = bpf_map_lookup_elem(&dirty_tids, &k);
-	if (slot)
-		*slot = tid;
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tids, &k);
+	if (!ent)
+		return;
+	struct task_struct *ref = bpf_task_acquire(t);
+	if (!ref)
+		return;
+	/* A late entry from an earlier flip may still sit here (see dirty_flip): release it. */
+	ref = bpf_kptr_xchg(&ent->task, ref);
+	if (ref)
+		bpf_task_release(ref);
 }
 
 /* Reads the open perf counters of this CPU and charges what they advanced since the last switch
@@ -698,9 +712,6 @@ int dump_tasks(struct bpf_iter__task *ctx)
 
 /* The dirty-list drain: two syscall programs that user space runs with BPF_PROG_TEST_RUN. */
 
-extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
-extern void bpf_task_release(struct task_struct *p) __ksym;
-
 /* The list being drained, its usable length and its epoch (set by dirty_flip). */
 __u32 drain_sel;
 __u32 drain_len;
@@ -810,20 +821,17 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 static long drain_one(__u32 i, struct drain_ctx *c)
 {
 	__u32 k = drain_sel * dirty_cap + c->base + i;
-	__u32 *slot = bpf_map_lookup_elem(&dirty_tids, &k);
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tids, &k);
 	struct rsched_task_state *st = NULL;
 	struct task_struct *t;
 
-	if (!slot)
+	if (!ent)
 		return 1;
-	__u32 tid = *slot;
-	*slot = 0; /* an entry appended late (see dirty_flip) is never mistaken for this one */
-	if (tid == 0)
-		return 0;
-	t = bpf_task_from_pid((s32)tid);
+	/* Take the reference out: the entry is empty for the list's next use. */
+	t = bpf_kptr_xchg(&ent->task, NULL);
 	if (!t)
-		return 0; /* exited: its final record is in the graveyard */
-	/* Exiting threads are left to the graveyard, as in the iterator. A tid listed twice (a
+		return 0; /* not written yet (a late append, see dirty_flip) */
+	/* Exiting threads are left to the graveyard, as in the iterator. A thread listed twice (a
 	 * race between two CPUs, or a reused tid) is emitted once: `drained` marks it. */
 	if (!t->exit_state)
 		st = bpf_task_storage_get(&task_state, t, 0, 0);

@@ -156,8 +156,9 @@ result<program> program::load(const options &opt) {
   const bool list = mode == attach_mode::tp_btf && opt.read != live_read::iterator;
   auto p = load_with(opt, mode, list);
   if (!p && list && opt.read == live_read::automatic) {
-    // The drain needs syscall programs that call bpf_task_from_pid (Linux 6.x): without them,
-    // the task iterator reads every thread.
+    // The list holds task references (referenced kptrs: Linux 6.x, and BTF type tags, which
+    // clang < 15 does not emit) and the drain is a syscall program: without them, the task
+    // iterator reads every thread.
     if (opt.verbose) {
       std::fprintf(stderr, "rsched: dirty-list reads unavailable (%s); using the task iterator\n",
                    p.err().msg.c_str());
@@ -301,8 +302,8 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
     static_assert(sizeof(rsched_task_ident) % 8 == 0 && RSCHED_ITER_LATENCY_BYTES % 8 == 0);
     const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     p->drain_out_len = (p->record_size * p->drain_batch + page - 1) / page * page;
-    void *m =
-        mmap(nullptr, p->drain_out_len, PROT_READ, MAP_SHARED, bpf_map__fd(s->maps.drain_out), 0);
+    void *m = mmap(nullptr, p->drain_out_len, PROT_READ, MAP_SHARED | MAP_POPULATE,
+                   bpf_map__fd(s->maps.drain_out), 0);
     if (m == MAP_FAILED) {
       const int e = errno;
       return make_error("mapping the drain output failed: " + errno_text(e), e);
