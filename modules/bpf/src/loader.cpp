@@ -165,6 +165,12 @@ result<program> program::load(const options &opt) {
     }
     p = load_with(opt, mode, false);
   }
+  if (!p && list && opt.read == live_read::dirty_list) {
+    return make_error("dirty-list reads could not be loaded (" + p.err().msg +
+                          "); they need referenced kptrs (Linux 6.x) and rsched's BPF built with "
+                          "clang >= 15; --live-read iterator works without",
+                      p.err().errnum);
+  }
   if (!p) {
     return p.err();
   }
