@@ -24,6 +24,15 @@ TEST_CASE("rschedd flags", "[rschedd]") {
   REQUIRE(n.ok());
   CHECK(n->no_db);
   CHECK(n->interval_s == 2);
+  CHECK(n->read == rsched::bpf::live_read::automatic);
+  CHECK(n->dirty_list_entries == 65536);
+  auto r = parse_options({"--live-read", "iterator", "--dirty-list-entries", "4096"});
+  REQUIRE(r.ok());
+  CHECK(r->read == rsched::bpf::live_read::iterator);
+  CHECK(r->dirty_list_entries == 4096);
+  auto l = parse_options({"--live-read=dirty-list"});
+  REQUIRE(l.ok());
+  CHECK(l->read == rsched::bpf::live_read::dirty_list);
 }
 
 TEST_CASE("rschedd bad usage is a one-line error", "[rschedd]") {
@@ -35,6 +44,9 @@ TEST_CASE("rschedd bad usage is a one-line error", "[rschedd]") {
                                                                 {"--bogus"},
                                                                 {"--db", "/x", "--no-db"},
                                                                 {"--bpf-mode", "kprobe"},
+                                                                {"--live-read", "list"},
+                                                                {"--dirty-list-entries", "8"},
+                                                                {"--dirty-list-entries", "x"},
                                                                 {"--db", ""}}) {
     auto o = parse_options(args);
     INFO(args[0]);
