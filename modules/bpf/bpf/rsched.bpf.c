@@ -8,10 +8,10 @@
  *    User space never resets anything; it takes deltas between reads, so no increment is lost at
  *    an interval boundary.
  *  - Live threads are read from a dirty list (tp_btf mode): the first change of a thread in a
- *    read epoch appends a task reference to the epoch's list, and a syscall program run by user
- * space flips the epoch and emits the listed threads' records into an mmapped array. The task
- *    iterator reads every thread (the periodic full read, a list overflow, kernels without the
- *    kfuncs the drain needs); raw_tp mode reads its hash with batch lookups.
+ *    read epoch appends a task reference to the epoch's list; syscall programs run by user
+ *    space flip the epoch and emit the listed threads' records into an mmapped array. The task
+ *    iterator reads every thread (the periodic full read, a list overflow, a kernel or clang
+ *    without referenced kptrs); raw_tp mode reads its hash with batch lookups.
  *  - When a thread makes its final context switch (prev->__state == TASK_DEAD) its final record
  *    is copied into the "graveyard" hash, from which user space reads and deletes it: a thread
  *    that exits mid-interval keeps its last partial interval.
@@ -848,8 +848,24 @@ static long drain_one(__u32 i, struct drain_ctx *c)
 	return 0;
 }
 
-/* Emits the records of list entries [pos, pos + drain_batch) of the flipped epoch into
- * drain_out[0 .. return value). */
+/* Only releases a list entry's task reference (the iterator reads every thread this time). */
+static long release_one(__u32 i, struct drain_ctx *c)
+{
+	__u32 k = drain_sel * dirty_cap + c->base + i;
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tids, &k);
+	struct task_struct *t;
+
+	if (!ent)
+		return 1;
+	t = bpf_kptr_xchg(&ent->task, NULL);
+	if (t)
+		bpf_task_release(t);
+	return 0;
+}
+
+/* Takes list entries [pos, pos + drain_batch) of the flipped epoch out; with `emit`, writes their
+ * records into drain_out[0 .. return value). Every flipped entry must pass through here once:
+ * it holds a task reference. */
 SEC("syscall")
 int dirty_drain(struct rsched_drain_args *args)
 {
@@ -860,6 +876,11 @@ int dirty_drain(struct rsched_drain_args *args)
 		n = drain_len - c.base;
 	if (n > drain_batch)
 		n = drain_batch;
-	bpf_loop(n, drain_one, &c, 0);
+	/* Two callbacks rather than a flag in one: the record writer's branches on `used` are
+	 * already near the verifier's limit on pending branches. */
+	if (args->emit)
+		bpf_loop(n, drain_one, &c, 0);
+	else
+		bpf_loop(n, release_one, &c, 0);
 	return (int)c.emitted;
 }

@@ -344,11 +344,11 @@ result<std::uint32_t> program::flip_dirty_list() {
   return run.retval;
 }
 
-result<std::span<const char>> program::drain_dirty_list(std::uint32_t pos) {
+result<std::span<const char>> program::drain_dirty_list(std::uint32_t pos, bool emit) {
   if (p_->read != live_read::dirty_list) {
     return make_error("the programs were loaded without the dirty list");
   }
-  rsched_drain_args args{pos, 0};
+  rsched_drain_args args{pos, emit ? 1U : 0U};
   LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
   if (bpf_prog_test_run_opts(bpf_program__fd(p_->skel->progs.dirty_drain), &run) != 0) {
     const int e = errno;

@@ -95,8 +95,11 @@ result<snapshot> bpf_source::read() {
       // More changed threads than the list holds: only a read of every thread is complete.
       snap.full = snap.full || *changed > prog_.dirty_list_capacity();
       iterate = snap.full;
-      for (std::uint32_t pos = 0; !snap.full && pos < *changed; pos += prog_.drain_batch()) {
-        auto bytes = prog_.drain_dirty_list(pos);
+      // Drained either way: each entry holds a task reference, released here (a full read
+      // emits nothing from the list).
+      const std::uint32_t listed = std::min(*changed, prog_.dirty_list_capacity());
+      for (std::uint32_t pos = 0; pos < listed; pos += prog_.drain_batch()) {
+        auto bytes = prog_.drain_dirty_list(pos, !snap.full);
         if (!bytes) {
           return bytes.err();
         }

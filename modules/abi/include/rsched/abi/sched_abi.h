@@ -205,11 +205,12 @@ static inline __u32 rsched_iter_record_size(__u32 groups)
 	return n;
 }
 
-/* Context of the dirty-list drain program (BPF_PROG_TEST_RUN of a syscall program): emit the
- * records of list entries [pos, pos + batch) into the drain output map. */
+/* Context of the dirty-list drain program (BPF_PROG_TEST_RUN of a syscall program): take list
+ * entries [pos, pos + batch) out and, when `emit`, write their records into the drain output map
+ * (a read of every thread by the iterator only releases the entries' task references). */
 struct rsched_drain_args {
 	__u32 pos;
-	__u32 pad;
+	__u32 emit;
 };
 
 /* Key of the graveyard map (final records of exited threads). */

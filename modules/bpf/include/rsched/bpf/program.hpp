@@ -83,9 +83,11 @@ public:
   // how many threads changed in it; above dirty_list_capacity() the list is incomplete and the
   // caller must read every thread with the iterator. drain_dirty_list(pos) emits the compact
   // records (sched_abi.h) of list entries [pos, pos + drain_batch()); the bytes stay valid
-  // until the next call.
+  // until the next call. Every flipped entry (the first min(changed, capacity)) must be drained
+  // once, with emit = false when the iterator reads every thread instead: an entry holds a
+  // reference to its task.
   result<std::uint32_t> flip_dirty_list();
-  result<std::span<const char>> drain_dirty_list(std::uint32_t pos);
+  result<std::span<const char>> drain_dirty_list(std::uint32_t pos, bool emit = true);
   [[nodiscard]] std::uint32_t dirty_list_capacity() const;
   [[nodiscard]] std::uint32_t drain_batch() const;
   // Installs a perf event fd for counter `slot` on `cpu` (RSCHED_G_PERF).
