@@ -16,6 +16,7 @@
 #
 # Usage (root): bench/daemon_cost.sh [THREADS] [SECONDS] [GROUPS] [PERIOD]
 #   defaults 1000 60 latency,slice,sleep,migration 0.1; env SAMPLE_S (10), RSCHEDD (binary),
+#   RSCHEDD_ARGS (extra rschedd flags, e.g. "--live-read iterator"),
 #   WORKLOAD (c or py, see below),
 #   KEEP_CSV=FILE (write the per-window samples there), WAIT_QUIET=S (first wait up to S s for the
 #   host to be idle, without foreign tracing BPF programs: bench/quiet.py).
@@ -94,7 +95,8 @@ n, secs, sample, wl = int(n), int(secs), float(sample), int(wl)
 tck = os.sysconf("SC_CLK_TCK")
 db = os.path.join(d, "b.db")
 err_path = os.path.join(d, "err")
-cmd = [rschedd, "--db", db, "-i", "1", "-g", groups, "-r", str(secs), "--stats"]
+cmd = [rschedd, "--db", db, "-i", "1", "-g", groups, "-r", str(secs), "--stats"] + \
+    os.environ.get("RSCHEDD_ARGS", "").split()
 print("# rschedd: " + " ".join(cmd).replace(d, "TMP"))
 
 def stat_cpu(pid):
