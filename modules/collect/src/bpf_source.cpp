@@ -76,31 +76,6 @@ result<void> read_iter(const bpf::program &prog, std::vector<char> &buf,
   return parse_iter_records(std::span<const char>(buf.data(), used), prog.groups(), out);
 }
 
-// The dirty list holds threads in the order of their first change; the delta tracker and the
-// writer then touch a 3.6 KB baseline per thread. Parsed in tid order (the iterator's, in which
-// the first full read created the baselines), those accesses walk memory forward.
-result<void> parse_in_tid_order(std::span<const char> bytes, std::uint32_t groups,
-                                std::vector<std::pair<std::uint32_t, std::size_t>> &order,
-                                std::vector<thread_sample> &out) {
-  const std::size_t rec = rsched_iter_record_size(groups);
-  if (bytes.size() % rec != 0) {
-    return make_error("task iterator returned a partial record");
-  }
-  order.clear();
-  for (std::size_t off = 0; off < bytes.size(); off += rec) {
-    std::uint32_t tid = 0;
-    std::memcpy(&tid, bytes.data() + off, sizeof(tid)); // rsched_task_ident.tid comes first
-    order.emplace_back(tid, off);
-  }
-  std::sort(order.begin(), order.end());
-  for (const auto &[tid, off] : order) {
-    if (auto r = parse_iter_records(bytes.subspan(off, rec), groups, out); !r) {
-      return r;
-    }
-  }
-  return {};
-}
-
 } // namespace
 
 result<snapshot> bpf_source::read() {
@@ -133,7 +108,7 @@ result<snapshot> bpf_source::read() {
         if (!bytes) {
           return bytes.err();
         }
-        if (auto r = parse_in_tid_order(*bytes, prog_.groups(), order_, snap.live); !r) {
+        if (auto r = parse_iter_records(*bytes, prog_.groups(), snap.live); !r) {
           return r.err();
         }
       }

@@ -4,9 +4,7 @@
 #include "rsched/base/result.hpp"
 #include "rsched/collect/snapshot.hpp"
 
-#include <cstddef>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 namespace rsched::bpf {
@@ -43,7 +41,6 @@ private:
   unsigned reads_ = 0;
   std::uint64_t buried_seen_ = 0; // the programs' burial count at the last graveyard drain
   std::vector<char> iter_buf_;    // the task iterator's bytes, reused from read to read
-  std::vector<std::pair<std::uint32_t, std::size_t>> order_; // (tid, offset) in a drain batch
 };
 
 } // namespace rsched::collect
