@@ -39,7 +39,7 @@ const volatile __u32 counter_mask = 0;		  /* bit i: counter slot i is open */
 const volatile __s32 cpu_to_die[RSCHED_MAX_CPUS]; /* migration classification, -1 unknown */
 const volatile __s32 cpu_to_numa[RSCHED_MAX_CPUS];
 const volatile bool dirty_list = false; /* tp_btf: live threads are read from the dirty list */
-const volatile __u32 dirty_cap = 1;	/* entries of one epoch's list (dirty_tids holds two) */
+const volatile __u32 dirty_cap = 1;	/* entries of one epoch's list (dirty_tasks holds two) */
 const volatile __u32 drain_batch = 1;	/* records per drain run (drain_out entries) */
 
 #define ON(g) ((groups & (g)) != 0)
@@ -111,7 +111,7 @@ struct {
 	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct dirty_entry);
-} dirty_tids SEC(".maps");
+} dirty_tasks SEC(".maps");
 
 /* i -> the i-th compact record of one drain run; user space mmaps it (value size and entries set
  * before load) */
@@ -373,7 +373,7 @@ static __always_inline void mark_dirty(struct rsched_task_state *st, struct task
 	if (i >= dirty_cap)
 		return; /* overflow: user space sees the length and reads every thread instead */
 	__u32 k = l * dirty_cap + i;
-	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tids, &k);
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tasks, &k);
 	if (!ent)
 		return;
 	struct task_struct *ref = bpf_task_acquire(t);
@@ -821,7 +821,7 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 static long drain_one(__u32 i, struct drain_ctx *c)
 {
 	__u32 k = drain_sel * dirty_cap + c->base + i;
-	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tids, &k);
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tasks, &k);
 	struct rsched_task_state *st = NULL;
 	struct task_struct *t;
 
@@ -852,7 +852,7 @@ static long drain_one(__u32 i, struct drain_ctx *c)
 static long release_one(__u32 i, struct drain_ctx *c)
 {
 	__u32 k = drain_sel * dirty_cap + c->base + i;
-	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tids, &k);
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tasks, &k);
 	struct task_struct *t;
 
 	if (!ent)

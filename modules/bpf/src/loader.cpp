@@ -234,7 +234,7 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   s->rodata->dirty_list = list;
   s->rodata->dirty_cap = p->dirty_cap;
   s->rodata->drain_batch = p->drain_batch;
-  if (int err = bpf_map__set_max_entries(s->maps.dirty_tids, 2 * p->dirty_cap); err != 0) {
+  if (int err = bpf_map__set_max_entries(s->maps.dirty_tasks, 2 * p->dirty_cap); err != 0) {
     return make_error("bad dirty list size: " + errno_text(err), -err);
   }
   if (int err = bpf_map__set_value_size(s->maps.drain_out, static_cast<__u32>(p->record_size));
