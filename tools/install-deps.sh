@@ -6,5 +6,5 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
   ca-certificates cmake make g++ pkg-config \
   clang clang-15 llvm libbpf-dev bpftool \
-  libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev \
+  libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
   stress-ng tmux procps

@@ -10,15 +10,13 @@
 // sections use include() only (upstream's CpuMetrics ignores -l). Per-CPU scheduling-delay rows
 // with p50 < -l are hidden (cpu_delay_visible).
 //
-// Regular expressions: upstream uses Rust's `regex` crate; we use std::regex (ECMAScript grammar)
-// with an unanchored search (std::regex_search, like Rust's is_match). Differences:
-//  - only a LEADING `(?i)` is understood (case-insensitive, ASCII case folding); other inline flags
-//    (`(?m)`, `(?s)`, `(?x)`, `(?i)` in the middle, `(?-i)`) are syntax errors;
-//  - no `(?P<name>...)` groups, no `\p{...}` Unicode classes, no `[[:word:]]`-style Rust classes
-//    beyond POSIX ones ECMAScript accepts;
-//  - ECMAScript accepts back-references and lookahead, which Rust rejects;
-//  - matching is on bytes: `.` matches one byte, not one Unicode scalar value (comm names are
-//    almost always ASCII).
+// Regular expressions: upstream uses Rust's `regex` crate; we use RE2, whose syntax is nearly
+// Rust's (`(?i)` and the other inline flags, `(?P<name>...)`, `\p{...}` classes; no
+// back-references or lookaround), with an unanchored search (RE2::PartialMatch, like Rust's
+// is_match). RE2 matches in time linear in the text, so no pattern can pin rschedd on a long
+// comm or cgroup path (std::regex backtracked: `(a*)*b` took tens of seconds), and it refuses
+// patterns nested deeper than 1,000 levels or larger than its memory budget with an error
+// instead of overflowing the stack. Text is matched as UTF-8 (`.` is one code point).
 //
 // Cgroups (a deliberate departure, rsched-upstream.md §15): upstream resolves --cgroup once at
 // start to a set of cgroup inode ids under /sys/fs/cgroup. We match each thread's cgroup v2 PATH
@@ -39,8 +37,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
-#include <regex>
+#include <re2/re2.h>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -87,7 +86,7 @@ public:
       }
       cgroup_pattern cp;
       cp.exact_root = p == "root";
-      cp.matches_all = !cp.exact_root && std::regex_search("root", *r);
+      cp.matches_all = !cp.exact_root && RE2::PartialMatch("root", **r);
       cp.re = std::move(*r);
       f.cgroup_.push_back(std::move(cp));
     }
@@ -167,8 +166,10 @@ public:
   }
 
 private:
+  using regex = std::shared_ptr<const RE2>; // immutable, shared by copies of the filter
+
   struct cgroup_pattern {
-    std::regex re;
+    regex re;
     bool exact_root = false;  // the literal pattern "root"
     bool matches_all = false; // the regex matches the text "root"
   };
@@ -177,35 +178,33 @@ private:
     return stats::percentile_or_zero(h, 50) / 1000;
   }
 
-  static result<std::regex> compile(const char *flag, const std::string &pattern) {
-    std::string_view body = pattern;
-    auto flags = std::regex::ECMAScript;
-    static constexpr std::string_view icase = "(?i)";
-    if (body.substr(0, icase.size()) == icase) {
-      body.remove_prefix(icase.size());
-      flags |= std::regex::icase;
+  static result<regex> compile(const char *flag, const std::string &pattern) {
+    RE2::Options opts;
+    opts.set_log_errors(false); // the error is returned, in one line, not logged to stderr
+    auto re = std::make_shared<const RE2>(pattern, opts);
+    if (!re->ok()) {
+      return make_error(fmt_error(flag, pattern, re->error().c_str()));
     }
-    try {
-      return std::regex(body.begin(), body.end(), flags);
-    } catch (const std::regex_error &e) {
-      return make_error(fmt_error(flag, pattern, e.what()));
-    }
+    return re;
   }
 
   static std::string fmt_error(const char *flag, const std::string &pattern, const char *what) {
+    // A pattern of thousands of characters is shown by its start: the message stays readable.
+    constexpr std::size_t shown = 80;
+    const std::string head = pattern.size() > shown ? pattern.substr(0, shown) + "..." : pattern;
     std::string msg = std::string("invalid regular expression for ") + flag + " '" +
-                      text::escape_for_terminal(pattern) + "': ";
+                      text::escape_for_terminal(head) + "': ";
     for (const char *p = what; *p != '\0'; ++p) {
       msg += (*p == '\n' || *p == '\r') ? ' ' : *p; // one line
     }
     return msg;
   }
 
-  static bool search(const std::regex &re, std::string_view s) {
-    return std::regex_search(s.begin(), s.end(), re);
+  static bool search(const regex &re, std::string_view s) {
+    return RE2::PartialMatch(re2::StringPiece(s.data(), s.size()), *re);
   }
 
-  static bool any_match(const std::vector<std::regex> &res, std::string_view s) {
+  static bool any_match(const std::vector<regex> &res, std::string_view s) {
     for (const auto &re : res) {
       if (search(re, s)) {
         return true;
@@ -215,8 +214,8 @@ private:
   }
 
   filter_options opt_;
-  std::vector<std::regex> comm_;
-  std::vector<std::regex> global_;
+  std::vector<regex> comm_;
+  std::vector<regex> global_;
   std::vector<cgroup_pattern> cgroup_;
 };
 
