@@ -242,130 +242,140 @@ struct maintenance::impl {
   }
 
   // Writes rollup bucket [b, b + w) of tier k from tier k - 1, one interval per boot, and
-  // advances tiers.built_ns, all in one transaction (a crash leaves the bucket wholly built or
-  // not at all; an unbuilt bucket is built again by the next call).
+  // advances tiers.built_ns. Runs inside build_step's transaction (a crash leaves the bucket
+  // wholly built or not at all; an unbuilt bucket is built again by the next call).
   result<void> build_bucket(int k, std::int64_t b, std::int64_t w) {
     const std::int64_t src = k - 1;
-    return transaction([&]() -> result<void> {
-      auto boots = query("SELECT DISTINCT boot_id FROM intervals WHERE tier = ?1 AND "
-                         "start_ns >= ?2 AND start_ns < ?3",
-                         {src, b, b + w});
-      if (!boots) {
-        return boots.err();
+    auto boots = query("SELECT DISTINCT boot_id FROM intervals WHERE tier = ?1 AND "
+                       "start_ns >= ?2 AND start_ns < ?3",
+                       {src, b, b + w});
+    if (!boots) {
+      return boots.err();
+    }
+    for (const auto &row : *boots) {
+      if (!row || !row->text) {
+        continue;
       }
-      for (const auto &row : *boots) {
-        if (!row || !row->text) {
-          continue;
-        }
-        const std::string boot = row->t;
-        const std::string ins = fmt::format(
-            "INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, drops_task_state, "
-            "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
-            "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
-            "bpf_run_ns, bpf_run_cnt) "
-            "SELECT ?4, sum(dur_ns), ?3, 0, sum(drops_task_state), sum(drops_graveyard), "
-            "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
-            "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
-            "sum(cpu_ns), max(rss_bytes), sum(bpf_run_ns), sum(bpf_run_cnt) "
-            "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
-            "start_ns < ?5",
-            groups_or());
-        if (auto r = run(ins, {std::int64_t{k}, src, boot, b, b + w}); !r) {
+      const std::string boot = row->t;
+      const std::string ins =
+          fmt::format("INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, drops_task_state, "
+                      "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
+                      "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
+                      "bpf_run_ns, bpf_run_cnt) "
+                      "SELECT ?4, sum(dur_ns), ?3, 0, sum(drops_task_state), sum(drops_graveyard), "
+                      "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
+                      "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
+                      "sum(cpu_ns), max(rss_bytes), sum(bpf_run_ns), sum(bpf_run_cnt) "
+                      "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
+                      "start_ns < ?5",
+                      groups_or());
+      if (auto r = run(ins, {std::int64_t{k}, src, boot, b, b + w}); !r) {
+        return r;
+      }
+      const std::int64_t id = sqlite3_last_insert_rowid(db);
+      for (const auto &sql : rollups) {
+        if (auto r = run(sql, {id, src, boot, b, b + w}); !r) {
           return r;
         }
-        const std::int64_t id = sqlite3_last_insert_rowid(db);
-        for (const auto &sql : rollups) {
-          if (auto r = run(sql, {id, src, boot, b, b + w}); !r) {
-            return r;
-          }
-        }
       }
-      return run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
-                 {std::int64_t{k}, b + w});
-    });
+    }
+    return run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
+               {std::int64_t{k}, b + w});
   }
 
-  // Builds up to budget.buckets complete buckets of tier k (width w). A bucket of tier 1 is
-  // complete once a raw interval starts after it; one of tier 2 once tier 1 is built past it.
-  result<int> build(int k, std::int64_t w) {
-    auto st = built_ns(k);
-    if (!st) {
-      return st.err();
-    }
-    std::int64_t limit = 0;
-    if (k == 1) {
-      auto newest = scalar("SELECT max(start_ns) FROM intervals WHERE tier = 0");
-      if (!newest) {
-        return newest.err();
+  // One step of tier k's rollup (bucket width w), in one IMMEDIATE transaction that reads the
+  // tier's state itself: everything that decides what is written (tiers.built_ns, the limit,
+  // the next source row) is read under the write lock, so a second writer on the same file (one
+  // that bypassed the writer lock) can never build a bucket twice. Builds the next complete
+  // bucket (true), or, when none is left, raises built_ns over a gap up to the limit (false).
+  // A bucket of tier 1 is complete once a raw interval starts after it; one of tier 2 once
+  // tier 1 is built past it.
+  result<bool> build_step(int k, std::int64_t w) {
+    bool built = false;
+    auto r = transaction([&]() -> result<void> {
+      auto st = built_ns(k);
+      if (!st) {
+        return st.err();
       }
-      if (!*newest) {
-        return 0;
+      std::int64_t limit = 0;
+      if (k == 1) {
+        auto newest = scalar("SELECT max(start_ns) FROM intervals WHERE tier = 0");
+        if (!newest) {
+          return newest.err();
+        }
+        if (!*newest) {
+          return {};
+        }
+        limit = floor_to(**newest, w);
+      } else {
+        auto below = built_ns(k - 1);
+        if (!below) {
+          return below.err();
+        }
+        limit = floor_to(*below, w);
       }
-      limit = floor_to(**newest, w);
-    } else {
-      auto below = built_ns(k - 1);
-      if (!below) {
-        return below.err();
-      }
-      limit = floor_to(*below, w);
-    }
-    std::int64_t built = *st;
-    int n = 0;
-    while (n < budget.buckets) {
       auto next = scalar("SELECT min(start_ns) FROM intervals WHERE tier = ?1 AND start_ns >= ?2",
-                         {std::int64_t{k - 1}, built});
+                         {std::int64_t{k - 1}, *st});
       if (!next) {
         return next.err();
       }
       if (!*next || floor_to(**next, w) >= limit) {
         // Nothing left to build before the limit (a gap up to it): the tier is complete to
         // there, and the next tier may build the buckets that end before it.
-        if (built < limit) {
-          if (auto r = run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
-                           {std::int64_t{k}, limit});
-              !r) {
-            return r.err();
-          }
+        if (*st < limit) {
+          return run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
+                     {std::int64_t{k}, limit});
         }
+        return {};
+      }
+      if (auto b = build_bucket(k, floor_to(**next, w), w); !b) {
+        return b;
+      }
+      built = true;
+      return {};
+    });
+    if (!r) {
+      return r.err();
+    }
+    return built;
+  }
+
+  // Builds up to budget.buckets complete buckets of tier k (width w).
+  result<int> build(int k, std::int64_t w) {
+    int n = 0;
+    while (n < budget.buckets) {
+      auto one = build_step(k, w);
+      if (!one) {
+        return one.err();
+      }
+      if (!*one) {
         break;
       }
-      const std::int64_t b = floor_to(**next, w);
-      if (auto r = build_bucket(k, b, w); !r) {
-        return r.err();
-      }
-      built = b + w;
       ++n;
     }
     return n;
   }
 
   // Deletes every row of tier k that starts before `to` (with its data) and raises the tier's
-  // cutoff to `to`, in one transaction: the views switch from the deleted rows to the rollup
-  // that covers them at the same commit. Returns the number of intervals deleted.
-  result<std::int64_t> delete_tier(int k, std::int64_t to) {
-    std::int64_t n = 0;
-    auto r = transaction([&]() -> result<void> {
-      for (const char *t : fact_tables) {
-        const std::string sql = fmt::format("DELETE FROM {} WHERE interval_id IN (SELECT id FROM "
-                                            "intervals WHERE tier = ?1 AND start_ns < ?2)",
-                                            t);
-        if (auto d = run(sql, {std::int64_t{k}, to}); !d) {
-          return d;
-        }
-      }
-      if (auto d =
-              run("DELETE FROM intervals WHERE tier = ?1 AND start_ns < ?2", {std::int64_t{k}, to});
-          !d) {
+  // cutoff to `to`. Runs inside trim's transaction: the views switch from the deleted rows to
+  // the rollup that covers them at the same commit. Adds the number of intervals deleted to n.
+  result<void> delete_tier(int k, std::int64_t to, std::int64_t &n) {
+    for (const char *t : fact_tables) {
+      const std::string sql = fmt::format("DELETE FROM {} WHERE interval_id IN (SELECT id FROM "
+                                          "intervals WHERE tier = ?1 AND start_ns < ?2)",
+                                          t);
+      if (auto d = run(sql, {std::int64_t{k}, to}); !d) {
         return d;
       }
-      n = sqlite3_changes(db);
-      return run("UPDATE tiers SET cutoff_ns = ?2 WHERE tier = ?1 AND cutoff_ns < ?2",
-                 {std::int64_t{k}, to});
-    });
-    if (!r) {
-      return r.err();
     }
-    return n;
+    if (auto d =
+            run("DELETE FROM intervals WHERE tier = ?1 AND start_ns < ?2", {std::int64_t{k}, to});
+        !d) {
+      return d;
+    }
+    n += sqlite3_changes(db);
+    return run("UPDATE tiers SET cutoff_ns = ?2 WHERE tier = ?1 AND cutoff_ns < ?2",
+               {std::int64_t{k}, to});
   }
 
   // Thread identities no row can refer to any more. A thread's own identity is used by raw rows
@@ -376,33 +386,36 @@ struct maintenance::impl {
   // have moved the oldest raw interval on by an hour since the last run (it scans the thread
   // table).
   result<std::int64_t> collect_threads() {
-    auto oldest_raw = scalar("SELECT min(start_ns) FROM intervals WHERE tier = 0");
-    auto oldest = scalar("SELECT min(start_ns) FROM intervals");
-    if (!oldest_raw) {
-      return oldest_raw.err();
-    }
-    if (!oldest) {
-      return oldest.err();
-    }
-    const std::int64_t horizon = oldest_raw->value_or(INT64_MAX - hour_ns) - hour_ns;
-    const std::int64_t group_horizon = oldest->value_or(INT64_MAX - hour_ns) - hour_ns;
-    if (gc_horizon && horizon < *gc_horizon + hour_ns) {
-      return std::int64_t{0};
-    }
-    auto st = built_ns(1);
-    if (!st) {
-      return st.err();
-    }
-    const std::string tail = "SELECT id FROM intervals WHERE tier = 0 AND start_ns >= ?2";
-    const std::string threads =
-        fmt::format("DELETE FROM thread WHERE boot_id <> '' AND last_ns < ?1 AND id NOT IN ("
-                    "SELECT thread_id FROM thread_hist WHERE interval_id IN ({0}) UNION "
-                    "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
-                    "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
-                    "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0}))",
-                    tail);
     std::int64_t n = 0;
+    std::optional<std::int64_t> ran; // the horizon of this run, when it ran
     auto r = transaction([&]() -> result<void> {
+      // Read under the write lock, with the deletions: a stale oldest row or built_ns could
+      // only keep more, but nothing that decides what is deleted is read outside.
+      auto oldest_raw = scalar("SELECT min(start_ns) FROM intervals WHERE tier = 0");
+      if (!oldest_raw) {
+        return oldest_raw.err();
+      }
+      auto oldest = scalar("SELECT min(start_ns) FROM intervals");
+      if (!oldest) {
+        return oldest.err();
+      }
+      const std::int64_t horizon = oldest_raw->value_or(INT64_MAX - hour_ns) - hour_ns;
+      const std::int64_t group_horizon = oldest->value_or(INT64_MAX - hour_ns) - hour_ns;
+      if (gc_horizon && horizon < *gc_horizon + hour_ns) {
+        return {};
+      }
+      auto st = built_ns(1);
+      if (!st) {
+        return st.err();
+      }
+      const std::string tail = "SELECT id FROM intervals WHERE tier = 0 AND start_ns >= ?2";
+      const std::string threads =
+          fmt::format("DELETE FROM thread WHERE boot_id <> '' AND last_ns < ?1 AND id NOT IN ("
+                      "SELECT thread_id FROM thread_hist WHERE interval_id IN ({0}) UNION "
+                      "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
+                      "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
+                      "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0}))",
+                      tail);
       if (auto d = run(threads, {horizon, *st - minute_ns}); !d) {
         return d;
       }
@@ -413,12 +426,15 @@ struct maintenance::impl {
         return d;
       }
       n += sqlite3_changes(db);
+      ran = horizon;
       return {};
     });
     if (!r) {
       return r.err();
     }
-    gc_horizon = horizon;
+    if (ran) {
+      gc_horizon = ran;
+    }
     return n;
   }
 
@@ -448,25 +464,43 @@ struct maintenance::impl {
     return k == 0 ? budget.raw_span_ns : k == 1 ? budget.minute_span_ns : budget.hour_span_ns;
   }
 
-  // Deletes the oldest batch of tier k, up to `target` (aligned down); 0 when nothing is due.
-  result<std::int64_t> trim(int k, std::int64_t target) {
-    target = floor_to(target, step(k));
-    if (k < 2) {
-      auto next = built_ns(k + 1);
-      if (!next) {
-        return next.err();
+  // Deletes the oldest batch of tier k, up to the target `target_of(extent of tier k)` returns
+  // (aligned down; nullopt when nothing is due), never past what tier k + 1 has rolled up.
+  // Returns the number of intervals deleted. The extent, the next tier's built_ns and the
+  // deletion are one IMMEDIATE transaction, so that nothing read outside it decides what is
+  // deleted (a second writer on the file cannot make it delete rows not rolled up yet).
+  template <typename Target> result<std::int64_t> trim(int k, Target target_of) {
+    std::int64_t n = 0;
+    auto r = transaction([&]() -> result<void> {
+      auto ext = extent(k);
+      if (!ext) {
+        return ext.err();
       }
-      target = std::min(target, *next);
+      if (!*ext) {
+        return {};
+      }
+      const std::optional<std::int64_t> want = target_of(**ext);
+      if (!want) {
+        return {};
+      }
+      std::int64_t target = floor_to(*want, step(k));
+      if (k < 2) {
+        auto next = built_ns(k + 1);
+        if (!next) {
+          return next.err();
+        }
+        target = std::min(target, *next);
+      }
+      if ((*ext)->oldest >= target) {
+        return {};
+      }
+      const std::int64_t to = std::min(target, floor_to((*ext)->oldest, step(k)) + batch(k));
+      return delete_tier(k, to, n);
+    });
+    if (!r) {
+      return r.err();
     }
-    auto ext = extent(k);
-    if (!ext) {
-      return ext.err();
-    }
-    if (!*ext || (*ext)->oldest >= target) {
-      return std::int64_t{0};
-    }
-    const std::int64_t to = std::min(target, floor_to((*ext)->oldest, step(k)) + batch(k));
-    return delete_tier(k, to);
+    return n;
   }
 
   result<std::pair<std::uint64_t, std::uint64_t>> size() {
@@ -487,14 +521,12 @@ struct maintenance::impl {
   result<std::int64_t> shrink() {
     const std::int64_t floors[] = {hour_ns, 24 * hour_ns, 24 * hour_ns};
     for (int k = 0; k < 3; ++k) {
-      auto ext = extent(k);
-      if (!ext) {
-        return ext.err();
-      }
-      if (!*ext || (*ext)->newest - (*ext)->oldest <= floors[k]) {
-        continue;
-      }
-      auto n = trim(k, (*ext)->newest - floors[k]);
+      auto n = trim(k, [&](const span &e) -> std::optional<std::int64_t> {
+        if (e.newest - e.oldest <= floors[k]) {
+          return std::nullopt;
+        }
+        return e.newest - floors[k];
+      });
       if (!n) {
         return n;
       }
@@ -520,7 +552,8 @@ struct maintenance::impl {
       if (keeps[k] <= 0) {
         continue;
       }
-      auto n = trim(k, now - keeps[k]);
+      const std::int64_t target = now - keeps[k];
+      auto n = trim(k, [&](const span &) { return std::optional<std::int64_t>{target}; });
       if (!n) {
         return n.err();
       }
