@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 using namespace rsched::timefmt;
@@ -151,4 +152,47 @@ TEST_CASE("zone::parse", "[base]") {
     REQUIRE_FALSE(r.ok());
     CHECK(r.err().msg.find("unknown time zone") != std::string::npos);
   }
+}
+
+TEST_CASE("times and durations outside 64-bit ns are errors, not wrapped values", "[base]") {
+  const zone utc = zone::utc();
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  // The exact ends of the range are times.
+  CHECK(t_ok("2262-04-11T23:47:16.854775807Z", utc) == max);
+  CHECK(t_ok("1677-09-21T00:12:43.145224192Z", utc) == min);
+  CHECK(t_ok("2262-04-11 23:47:16", utc) == 9223372036 * s);
+  CHECK(t_ok("1677-09-21 00:12:44", utc) == -9223372036 * s);
+  // One ns, one second or a whole calendar beyond them is not.
+  for (const char *bad :
+       {"9999-12-31", "1600-01-01", "0000-01-01", "2262-04-11T23:47:16.854775808Z",
+        "2262-04-11 23:47:17Z", "1677-09-21T00:12:43.145224191Z", "1677-09-21 00:12:43Z",
+        "999999999999", "9223372037", "9999-12-31T00:00:00+01:00"}) {
+    for (const zone &z : {utc, named("Europe/Berlin")}) {
+      INFO(bad << " in " << z.label());
+      auto r = parse_time(bad, now, z);
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.err().msg.find(std::string("'") + bad + "'") != std::string::npos);
+      CHECK(r.err().msg.find("out of range") != std::string::npos);
+      CHECK(r.err().msg.find('\n') == std::string::npos);
+    }
+  }
+  // Relative times near the ends: checked subtraction from `now`.
+  CHECK_FALSE(parse_time("1h ago", min + 1, utc).ok());
+  auto edge = parse_time("1h ago", min + 3600 * s, utc);
+  REQUIRE(edge.ok());
+  CHECK(*edge == min);
+  CHECK(t_ok("106751d ago", utc) == now - std::int64_t{106751} * 86400 * s); // 1734: in range
+  // Durations: at most 2^63 - 1 ns (106751 days and a bit); more is "too large".
+  CHECK(parse_duration("106751d").ok());
+  for (const char *bad : {"106752d", "1000000d", "1000000000w", "99999999999999999999999999s",
+                          "9223372036854775808ns"}) {
+    INFO(bad);
+    auto r = parse_duration(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().msg.find("too large") != std::string::npos);
+  }
+  auto longest = parse_duration("9223372036854775807ns");
+  REQUIRE(longest.ok());
+  CHECK(*longest == max);
 }

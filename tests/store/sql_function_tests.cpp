@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -237,4 +238,35 @@ TEST_CASE("complete detects the end of a statement", "[store]") {
   CHECK_FALSE(reader::complete("SELECT ';"));
   CHECK_FALSE(reader::complete("CREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1;"));
   CHECK(reader::complete("SELECT 1; -- done\n"));
+}
+
+TEST_CASE("time functions refuse times and windows outside 64-bit ns", "[store]") {
+  auto r = memory_reader();
+  r.set_zone(rsched::timefmt::zone::utc());
+  r.set_now(1'700'000'000'000'000'000);
+  for (const char *sql : {
+           "SELECT t('9999-12-31')",
+           "SELECT t('1600-01-01')",
+           "SELECT t('2262-04-11 23:47:17')",
+           "SELECT ago(-9223372036854775807)",
+           "SELECT ago('1000000d')",
+           "SELECT * FROM intervals WHERE start_ns IN around(9223372036854775000, '1h')",
+           "SELECT * FROM intervals WHERE start_ns IN around(t('2026-01-01'), '106000d')",
+           "SELECT * FROM intervals WHERE start_ns IN around('9999-12-31', '1h')",
+           "SELECT * FROM intervals WHERE start_ns IN during(-9223372036854775807, "
+           "9223372036854775807)",
+       }) {
+    const auto err = run_error(r, sql);
+    CHECK(err.find('\n') == std::string::npos);
+    CHECK((err.find("out of range") != std::string::npos ||
+           err.find("too large") != std::string::npos ||
+           err.find("longer than") != std::string::npos));
+  }
+  // The ends of the range are fine.
+  CHECK(scalar_int(r, "SELECT t('2262-04-11 23:47:16.854775807Z')") ==
+        std::numeric_limits<std::int64_t>::max());
+  CHECK(scalar_int(r, "SELECT t('1677-09-21 00:12:43.145224192Z')") ==
+        std::numeric_limits<std::int64_t>::min());
+  CHECK(scalar_int(r, "SELECT ago('100000d')") ==
+        1'700'000'000'000'000'000 - 8'640'000'000'000'000'000);
 }

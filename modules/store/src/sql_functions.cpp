@@ -430,7 +430,12 @@ void ago_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
     result_error(ctx, r.err().msg);
     return;
   }
-  sqlite3_result_int64(ctx, ctx_of(ctx).now() - *r);
+  const auto t = timefmt::detail::checked_sub(ctx_of(ctx).now(), *r);
+  if (!t) {
+    result_error(ctx, std::string("ago: ") + timefmt::out_of_range);
+    return;
+  }
+  sqlite3_result_int64(ctx, *t);
 }
 
 void dur_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {

@@ -365,6 +365,9 @@ result<std::pair<std::int64_t, std::int64_t>> window_args(sqlite3 *db, const fn_
   if (b < a) {
     return make_error(std::string(fn) + ": the window ends before it starts");
   }
+  if (!timefmt::detail::checked_sub(b, a)) { // its length must fit in 64 bits too
+    return make_error(std::string(fn) + ": the window is longer than 64-bit ns hold (292 years)");
+  }
   return std::pair{a, b};
 }
 
@@ -429,8 +432,13 @@ result<rows> around_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   if (*d < 0) {
     return make_error("around: the duration must not be negative");
   }
-  ctx.last_window = std::make_pair(*t - *d, *t + *d);
-  return interval_ts(db, *t - *d, *t + *d);
+  const auto a = timefmt::detail::checked_sub(*t, *d);
+  const auto b = timefmt::detail::checked_add(*t, *d);
+  if (!a || !b || !timefmt::detail::checked_sub(*b, *a)) {
+    return make_error(std::string("around: the window is ") + timefmt::out_of_range);
+  }
+  ctx.last_window = std::make_pair(*a, *b);
+  return interval_ts(db, *a, *b);
 }
 
 // ---- gaps / coverage -----------------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +53,11 @@ struct zone {
 };
 
 inline constexpr std::int64_t ns_per_s = 1'000'000'000;
+
+// Why a time is refused when it does not fit in 64-bit ns since the epoch.
+inline constexpr const char *out_of_range =
+    "out of range (times are 64-bit ns since 1970: 1677-09-21 00:12:43 .. 2262-04-11 23:47:16 "
+    "UTC)";
 
 namespace detail {
 
@@ -107,6 +113,37 @@ constexpr civil civil_from_days(std::int64_t z) {
 
 constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return a / b - ((a % b != 0 && ((a < 0) != (b < 0))) ? 1 : 0);
+}
+
+// UTC ns of `secs` seconds plus `frac` ns (0 <= frac < 1 s) since the epoch, or nullopt when
+// that is outside what a signed 64-bit count of ns holds (1677-09-21T00:12:43.145224192Z ..
+// 2262-04-11T23:47:16.854775807Z).
+inline std::optional<std::int64_t> checked_ns(std::int64_t secs, std::int64_t frac) {
+  if (secs < 0 && frac > 0) { // keep the product in range where the sum still is
+    secs += 1;
+    frac -= ns_per_s;
+  }
+  std::int64_t ns = 0;
+  if (__builtin_mul_overflow(secs, ns_per_s, &ns) || __builtin_add_overflow(ns, frac, &ns)) {
+    return std::nullopt;
+  }
+  return ns;
+}
+
+// a + b and a - b, nullopt on overflow.
+inline std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    return std::nullopt;
+  }
+  return r;
+}
+inline std::optional<std::int64_t> checked_sub(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) {
+    return std::nullopt;
+  }
+  return r;
 }
 
 inline std::mutex &tz_mutex() {
@@ -365,10 +402,12 @@ inline result<std::int64_t> parse_duration(std::string_view in) {
   if (!any) {
     return fail("empty");
   }
-  if (total > 9.2e18L) {
-    return fail("too large");
+  // Rounded to ns; 2^63 ns (about 292 years) and more does not fit in 64 bits.
+  const long double rounded = std::floor(total + 0.5L);
+  if (!(rounded < 0x1p63L)) {
+    return fail("too large (at most 106751 days)");
   }
-  return static_cast<std::int64_t>(total + 0.5L);
+  return static_cast<std::int64_t>(rounded);
 }
 
 // A time in UTC ns. `now_ns` anchors now/today/yesterday/relative forms; `z` is the zone of
@@ -392,7 +431,11 @@ inline result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns,
     if (!d) {
       return fail(d.err().msg);
     }
-    return now_ns - *d;
+    const auto t = checked_sub(now_ns, *d);
+    if (!t) {
+      return fail(out_of_range);
+    }
+    return *t;
   }
   const std::int64_t now_s = floor_div(now_ns, ns_per_s);
   // today / yesterday [HH:MM[:SS]], bare HH:MM[:SS].
@@ -412,7 +455,11 @@ inline result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns,
     if (!t) {
       return fail(t.err().msg);
     }
-    return *t * ns_per_s + frac;
+    const auto ns = checked_ns(*t, frac);
+    if (!ns) {
+      return fail(out_of_range);
+    }
+    return *ns;
   };
   if (l.rfind("today", 0) == 0) {
     return day_time(0, std::string_view(l).substr(5));
@@ -431,7 +478,11 @@ inline result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns,
       std::int64_t frac = 0;
       if (fraction(l, q, frac) && q == l.size() && l.find(':') == std::string::npos) {
         const std::int64_t secs = std::strtoll(l.substr(0, p).c_str(), nullptr, 10);
-        return secs * ns_per_s + frac;
+        const auto ns = checked_ns(secs, frac);
+        if (!ns) {
+          return fail(out_of_range);
+        }
+        return *ns;
       }
     }
   }
@@ -508,7 +559,11 @@ inline result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns,
     }
     secs = *t;
   }
-  return secs * ns_per_s + frac;
+  const auto ns = checked_ns(secs, frac);
+  if (!ns) {
+    return fail(out_of_range);
+  }
+  return *ns;
 }
 
 // "YYYY-MM-DD HH:MM:SS[.mmm]+HH:MM" in `z` (milliseconds truncated, shown when not zero).
