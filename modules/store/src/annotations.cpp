@@ -32,6 +32,29 @@ struct stmt_deleter {
 };
 using stmt_ptr = std::unique_ptr<sqlite3_stmt, stmt_deleter>;
 
+// The authorizer of the read-write connection: it only ever runs the statements of this file
+// (user SQL never reaches it), and those may only read and add rows to main.annotations.
+int annotations_only(void * /*user*/, int action, const char *a1, const char *a2, const char *a3,
+                     const char * /*a4*/) {
+  auto is = [](const char *s, const char *want) {
+    return s != nullptr && sqlite3_stricmp(s, want) == 0;
+  };
+  switch (action) {
+  case SQLITE_SELECT:
+  case SQLITE_READ:
+  case SQLITE_FUNCTION:
+  case SQLITE_TRANSACTION:
+    return SQLITE_OK;
+  case SQLITE_PRAGMA: // detail::check reads the header: application_id, user_version
+    return a2 == nullptr && (is(a1, "application_id") || is(a1, "user_version")) ? SQLITE_OK
+                                                                                 : SQLITE_DENY;
+  case SQLITE_INSERT:
+    return is(a1, "annotations") && is(a3, "main") ? SQLITE_OK : SQLITE_DENY;
+  default:
+    return SQLITE_DENY;
+  }
+}
+
 // Opens `path` read-write (never creating it) and checks it is a current rsched database.
 result<db_ptr> open_rw(const std::string &path) {
   struct stat st {};
@@ -49,6 +72,10 @@ result<db_ptr> open_rw(const std::string &path) {
   }
   sqlite3_busy_timeout(db.get(), busy_timeout_ms);
   sqlite3_extended_result_codes(db.get(), 1);
+  if (sqlite3_db_config(db.get(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr) != SQLITE_OK ||
+      sqlite3_set_authorizer(db.get(), annotations_only, nullptr) != SQLITE_OK) {
+    return make_error(fmt::format("{}: {}", path, sqlite3_errmsg(db.get())));
+  }
   auto state = detail::check(db.get(), path);
   if (!state) {
     return state.err();

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 #include <sqlite3.h>
+#include <string_view>
 #include <utility>
 
 namespace rsched::store {
@@ -114,11 +115,230 @@ error with_wal_hint(error e, const std::string &path, bool read_only) {
   return e;
 }
 
+// ---- The read-only guard (an SQLite authorizer) ----
+//
+// SQLITE_OPEN_READONLY keeps this connection from writing the database file, but not from
+// writing other files: VACUUM INTO creates (or fills an empty) file with a copy of the database
+// (world-readable under root's umask, while the database is 0640), and ATTACH opens another
+// database. The authorizer runs while SQLite compiles each statement (and the statements SQLite
+// runs itself, such as VACUUM's ATTACH of its target) and refuses everything that writes, except
+// TEMP objects: they live in the connection's own temporary database (memory or an unnamed,
+// already unlinked temporary file), which nothing else can see.
+
+// Read-only PRAGMAs a query may run without an argument (the pragma_* table functions run
+// them too). Everything else (assignments, checkpoints, optimize, incremental_vacuum, ...) is
+// refused.
+constexpr std::string_view query_pragmas[] = {
+    "application_id",   "auto_vacuum",        "automatic_index",
+    "busy_timeout",     "cache_size",         "cache_spill",
+    "cell_size_check",  "collation_list",     "compile_options",
+    "data_version",     "database_list",      "defer_foreign_keys",
+    "encoding",         "foreign_key_check",  "foreign_keys",
+    "freelist_count",   "fullfsync",          "function_list",
+    "integrity_check",  "journal_mode",       "journal_size_limit",
+    "locking_mode",     "max_page_count",     "mmap_size",
+    "module_list",      "page_count",         "page_size",
+    "pragma_list",      "query_only",         "quick_check",
+    "read_uncommitted", "recursive_triggers", "reverse_unordered_selects",
+    "schema_version",   "secure_delete",      "synchronous",
+    "table_list",       "temp_store",         "threads",
+    "trusted_schema",   "user_version",       "wal_autocheckpoint",
+    "writable_schema",
+};
+// PRAGMAs whose argument only names what to read (a table, an index, a row limit).
+constexpr std::string_view lookup_pragmas[] = {
+    "foreign_key_check", "foreign_key_list", "index_info", "index_list", "index_xinfo",
+    "integrity_check",   "quick_check",      "table_info", "table_list", "table_xinfo",
+};
+
+bool same_name(const char *a, std::string_view b) {
+  return a != nullptr && std::strlen(a) == b.size() &&
+         sqlite3_strnicmp(a, b.data(), static_cast<int>(b.size())) == 0;
+}
+
+template <std::size_t N> bool one_of(const char *name, const std::string_view (&list)[N]) {
+  for (const auto &n : list) {
+    if (same_name(name, n)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool is_temp(const char *db_name) {
+  return same_name(db_name, "temp");
+}
+
+const char *or_empty(const char *s) {
+  return s != nullptr ? s : "";
+}
+
+} // namespace
+
+namespace detail {
+
+// State of the guard: the verb of the statement being compiled (for the message) and, once the
+// authorizer refused something, why.
+struct guard_state {
+  std::string verb;
+  std::string denied;
+};
+
+} // namespace detail
+
+namespace {
+
+int guard_deny(detail::guard_state &g, std::string why) {
+  if (g.denied.empty()) {
+    g.denied = std::move(why);
+  }
+  return SQLITE_DENY;
+}
+
+// SQLite authorizer callback (sqlite3_set_authorizer): a1..a4 as documented for each action.
+int guard_authorize(void *user, int action, const char *a1, const char *a2, const char *a3,
+                    const char * /*a4*/) {
+  auto &g = *static_cast<detail::guard_state *>(user);
+  const std::string object = or_empty(a1);
+  switch (action) {
+  case SQLITE_SELECT:
+  case SQLITE_READ:
+  case SQLITE_RECURSIVE:
+  case SQLITE_TRANSACTION:
+  case SQLITE_SAVEPOINT:
+    return SQLITE_OK;
+  case SQLITE_FUNCTION:
+    // a2 is the function's name. load_extension is off anyway (never enabled on this
+    // connection); refused here too so that no build of SQLite turns it on.
+    if (same_name(a2, "load_extension")) {
+      return guard_deny(g, "load_extension loads code");
+    }
+    return SQLITE_OK;
+  case SQLITE_CREATE_TEMP_INDEX:
+  case SQLITE_CREATE_TEMP_TABLE:
+  case SQLITE_CREATE_TEMP_TRIGGER:
+  case SQLITE_CREATE_TEMP_VIEW:
+  case SQLITE_DROP_TEMP_INDEX:
+  case SQLITE_DROP_TEMP_TABLE:
+  case SQLITE_DROP_TEMP_TRIGGER:
+  case SQLITE_DROP_TEMP_VIEW:
+    return SQLITE_OK;
+  case SQLITE_INSERT:
+  case SQLITE_UPDATE:
+  case SQLITE_DELETE: {
+    if (is_temp(a3)) {
+      return SQLITE_OK;
+    }
+    const bool schema_table = same_name(a1, "sqlite_master") || same_name(a1, "sqlite_schema");
+    // SQLite updates the schema table of "main" while it declares a virtual table (the
+    // pragma_* and rsched's table functions). Nothing else can: user statements may not modify
+    // it without writable_schema, which is refused (and SQLITE_DBCONFIG_DEFENSIVE is on).
+    if (action == SQLITE_UPDATE && schema_table) {
+      return SQLITE_OK;
+    }
+    if (schema_table) { // CREATE, DROP, ... of a table, view, index or trigger
+      return guard_deny(g, fmt::format("{} changes the schema; TEMP tables and views are allowed",
+                                       g.verb.empty() ? "the statement" : g.verb));
+    }
+    const char *what = action == SQLITE_INSERT   ? "INSERT INTO"
+                       : action == SQLITE_UPDATE ? "UPDATE"
+                                                 : "DELETE FROM";
+    return guard_deny(g, fmt::format("{} {}: the database is opened readonly; annotations are "
+                                     "added with mark, .mark or .import-incidents",
+                                     what, object));
+  }
+  case SQLITE_ALTER_TABLE: // a1 = database, a2 = table
+    if (is_temp(a1)) {
+      return SQLITE_OK;
+    }
+    return guard_deny(g, fmt::format("ALTER TABLE {} writes", or_empty(a2)));
+  case SQLITE_CREATE_VTABLE: // a1 = table, a2 = module, a3 = database
+  case SQLITE_DROP_VTABLE:
+    if (is_temp(a3)) {
+      return SQLITE_OK;
+    }
+    return guard_deny(
+        g, fmt::format("{} {} writes the schema",
+                       action == SQLITE_CREATE_VTABLE ? "CREATE VIRTUAL TABLE" : "DROP TABLE",
+                       object));
+  case SQLITE_PRAGMA: { // a1 = name, a2 = argument or NULL, a3 = database or NULL
+    if (a2 == nullptr ? one_of(a1, query_pragmas) : one_of(a1, lookup_pragmas)) {
+      return SQLITE_OK;
+    }
+    return guard_deny(g, a2 == nullptr
+                             ? fmt::format("PRAGMA {} is not a read-only query", object)
+                             : fmt::format("PRAGMA {} = {} changes a setting", object, a2));
+  }
+  case SQLITE_ATTACH: // a1 = file name; SQLite's own VACUUM attaches its target this way
+    if (g.verb.rfind("VACUUM", 0) == 0) {
+      return guard_deny(g, a1 != nullptr && *a1 != '\0' ? "VACUUM INTO writes a copy"
+                                                        : "VACUUM rewrites the database");
+    }
+    return guard_deny(g, "ATTACH opens another database file");
+  case SQLITE_DETACH:
+    return guard_deny(g, "DETACH: nothing can be attached");
+  case SQLITE_ANALYZE:
+    return guard_deny(g, "ANALYZE writes statistics into the database");
+  case SQLITE_REINDEX: // a1 = index, a3 = database (CREATE INDEX on a TEMP table fills it so)
+    if (is_temp(a3)) {
+      return SQLITE_OK;
+    }
+    return guard_deny(g, "REINDEX rewrites indexes");
+  case SQLITE_CREATE_INDEX:
+  case SQLITE_CREATE_TABLE:
+  case SQLITE_CREATE_TRIGGER:
+  case SQLITE_CREATE_VIEW:
+    return guard_deny(
+        g, fmt::format("CREATE {} writes the schema (CREATE TEMP objects are allowed)", object));
+  case SQLITE_DROP_INDEX:
+  case SQLITE_DROP_TABLE:
+  case SQLITE_DROP_TRIGGER:
+  case SQLITE_DROP_VIEW:
+    return guard_deny(g, fmt::format("DROP {} writes the schema", object));
+  default:
+    return guard_deny(g, fmt::format("statement kind {} is not known to be read-only", action));
+  }
+}
+
+// The one-line error of a refused statement.
+std::string not_allowed(const detail::guard_state &g) {
+  return fmt::format("not allowed: rsched-sql only reads the database ({})", g.denied);
+}
+
+// The keyword at `p` (upper case; empty when `p` is not at a keyword); `p` moves past it and
+// the blanks and comments after it.
+std::string next_word(const char *&p, const char *end) {
+  std::string w;
+  while (p < end && ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_')) {
+    w += static_cast<char>(*p >= 'a' ? *p - 'a' + 'A' : *p);
+    ++p;
+  }
+  p = skip_blank(p, end);
+  return w;
+}
+
+// "VACUUM INTO" when the statement at `p` is one ("VACUUM [schema] INTO ..."), else its first
+// keyword (upper case), for the guard's messages.
+std::string statement_verb(const char *p, const char *end) {
+  std::string verb = next_word(p, end);
+  if (verb == "VACUUM") {
+    std::string w = next_word(p, end);
+    if (w != "INTO" && !w.empty()) {
+      w = next_word(p, end);
+    }
+    if (w == "INTO") {
+      verb += " INTO";
+    }
+  }
+  return verb;
+}
+
 } // namespace
 
 struct reader::impl {
-  // Declared first: destroyed after the connection, whose functions point to it.
+  // Declared first: destroyed after the connection, whose functions and authorizer point to them.
   detail::fn_context ctx;
+  std::unique_ptr<detail::guard_state> guard; // null: writable connection (tests, :memory:)
   SQLite::Database db;
   explicit impl(SQLite::Database &&d) : db(std::move(d)) {}
 };
@@ -164,6 +384,18 @@ result<reader> reader::open(const std::string &path, bool read_only) {
     if (auto r = detail::register_functions(p->db.getHandle(), &p->ctx); !r) {
       return make_error(fmt::format("{}: {}", path, r.err().msg));
     }
+    if (read_only) {
+      // No statement run through this connection writes anything (see guard_authorize);
+      // DEFENSIVE also keeps the schema table and shadow tables out of reach, and extensions
+      // stay off.
+      p->guard = std::make_unique<detail::guard_state>();
+      if (sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr) != SQLITE_OK ||
+          sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr) != SQLITE_OK ||
+          sqlite3_set_authorizer(h, guard_authorize, p->guard.get()) != SQLITE_OK) {
+        return make_error(
+            fmt::format("{}: cannot make the connection read-only: {}", path, sqlite3_errmsg(h)));
+      }
+    }
     return reader(std::move(p));
   } catch (const SQLite::Exception &e) {
     return with_wal_hint(make_error(fmt::format("{}: {}", path, e.what())), path,
@@ -194,7 +426,22 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
       }
       sqlite3_stmt *raw = nullptr;
       const char *tail = nullptr;
+      detail::guard_state *const g = p_->guard.get();
+      if (g != nullptr) {
+        g->verb = statement_verb(cur, end);
+        g->denied.clear();
+        // VACUUM is refused before SQLite compiles it: the authorizer only sees it when it runs,
+        // through the ATTACH of its target (refused there too).
+        if (g->verb == "VACUUM INTO" || g->verb == "VACUUM") {
+          g->denied =
+              g->verb == "VACUUM" ? "VACUUM rewrites the database" : "VACUUM INTO writes a copy";
+          return make_error(not_allowed(*g));
+        }
+      }
       if (sqlite3_prepare_v2(db, cur, static_cast<int>(remaining), &raw, &tail) != SQLITE_OK) {
+        if (g != nullptr && !g->denied.empty()) {
+          return make_error(not_allowed(*g));
+        }
         const std::string msg = sqlite3_errmsg(db);
 #if SQLITE_VERSION_NUMBER >= 3038000
         // Byte offset of the offending token in the text given to prepare, or -1.
@@ -229,6 +476,9 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
           break;
         }
         if (rc != SQLITE_ROW) {
+          if (g != nullptr && !g->denied.empty()) {
+            return make_error(not_allowed(*g));
+          }
           return make_error(
               fmt::format("{}: {}", position(sql, offset(start), false), sqlite3_errmsg(db)));
         }
