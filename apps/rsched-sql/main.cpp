@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <pwd.h>
 #include <string>
 #include <string_view>
@@ -136,5 +137,13 @@ int run(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
-  return run(argc, argv);
+  // Inputs are bounded (input.hpp), so this is a last resort: one line, never an abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc &) {
+    print_error("out of memory");
+  } catch (const std::exception &e) {
+    print_error(e.what());
+  }
+  return sq::exit_failure;
 }

@@ -4,6 +4,7 @@
 #include "rsched/store/writer.hpp"
 
 #include <catch2/catch.hpp>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -192,6 +193,45 @@ inline std::vector<std::vector<std::string>> parse_csv(const std::string &s) {
   }
   REQUIRE_FALSE(record_open);
   return records;
+}
+
+// run_sql for inputs that used to exhaust memory: the child gets at most `max_mem` bytes of
+// address space and `seconds` of real time (SIGALRM: status -1), so that a regression fails the
+// test instead of the machine.
+inline run_result run_sql_bounded(const std::vector<std::string> &args,
+                                  const std::string &stdin_path, unsigned seconds = 60,
+                                  rlim_t max_mem = rlim_t{1} << 30) {
+  temp_dir io;
+  const std::string out = io.file("stdout"), err = io.file("stderr");
+  std::vector<std::string> storage{binary};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char *> argv;
+  for (auto &a : storage) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int in = open(stdin_path.c_str(), O_RDONLY);
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (in < 0 || o < 0 || e < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) {
+      _exit(127);
+    }
+    const rlimit lim{max_mem, max_mem};
+    setrlimit(RLIMIT_AS, &lim);
+    alarm(seconds); // kept across execv
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  int ws = 0;
+  REQUIRE(waitpid(pid, &ws, 0) == pid);
+  run_result r;
+  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
 }
 
 } // namespace rsched_sql_test

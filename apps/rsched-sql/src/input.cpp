@@ -12,7 +12,48 @@ bool blank_char(char c) {
 
 } // namespace
 
-statement_buffer::statement_buffer() : complete_(&store::reader::complete) {}
+line_read read_line(std::istream &in, std::string &line, std::size_t max) {
+  line.clear();
+  std::streambuf *sb = in.rdbuf();
+  if (sb == nullptr || !in.good()) {
+    return line_read::end;
+  }
+  using traits = std::istream::traits_type;
+  for (;;) {
+    const auto c = sb->sbumpc();
+    if (traits::eq_int_type(c, traits::eof())) {
+      in.setstate(std::ios::eofbit);
+      return line.empty() ? line_read::end : line_read::line;
+    }
+    if (traits::to_char_type(c) == '\n') {
+      return line_read::line;
+    }
+    if (line.size() >= max) {
+      return line_read::too_long;
+    }
+    line.push_back(traits::to_char_type(c));
+  }
+}
+
+namespace {
+
+// False when adding `line` cannot have made the SQL complete, so that a long statement is not
+// rescanned whole for every line: complete SQL ends with ';' followed only by blanks and
+// comments, so the line (its last non-blank part) must end with ';' or "*/", or hold a "--"
+// comment.
+bool may_complete(std::string_view line) {
+  while (!line.empty() && blank_char(line.back())) {
+    line.remove_suffix(1);
+  }
+  if (line.empty()) {
+    return false;
+  }
+  return line.back() == ';' || line.ends_with("*/") || line.find("--") != std::string_view::npos;
+}
+
+} // namespace
+
+statement_buffer::statement_buffer() : complete_(&store::reader::complete), sql_rules_(true) {}
 
 bool statement_buffer::add_line(std::string_view line, std::size_t line_no) {
   if (!has_lines_) {
@@ -22,6 +63,9 @@ bool statement_buffer::add_line(std::string_view line, std::size_t line_no) {
     text_ += '\n';
   }
   text_ += line;
+  if (sql_rules_ && !may_complete(line)) {
+    return false;
+  }
   return !empty() && complete_(text_);
 }
 

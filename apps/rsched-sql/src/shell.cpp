@@ -7,10 +7,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
-#include <sstream>
 #include <string>
+#include <unistd.h>
 
 namespace rsched::sql_shell {
 
@@ -71,6 +75,40 @@ std::string lower_ascii(std::string s) {
     return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
   });
   return s;
+}
+
+// The whole content of `path`, at most max_input_bytes: regular files, pipes, /dev/stdin and
+// the like alike (an endless one such as /dev/zero fails once the limit is passed).
+result<std::string> read_bounded(const std::string &path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int e = errno;
+    return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(e)), e);
+  }
+  std::string data;
+  std::array<char, 65536> chunk{};
+  for (;;) {
+    const ssize_t n = read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      const int e = errno;
+      close(fd);
+      return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(e)), e);
+    }
+    if (n == 0) {
+      break;
+    }
+    if (data.size() + static_cast<std::size_t>(n) > max_input_bytes) {
+      close(fd);
+      return make_error(fmt::format("'{}' is larger than {} MiB, the most .import-incidents reads",
+                                    path, max_input_bytes >> 20));
+    }
+    data.append(chunk.data(), static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return data;
 }
 
 } // namespace
@@ -149,14 +187,14 @@ result<std::int64_t> add_mark(const std::string &db_path, const mark_args &m,
   if (m.at) {
     auto t = timefmt::parse_time(*m.at, now_ns, z);
     if (!t) {
-      return t.err();
+      return make_error("--at: " + t.err().msg);
     }
     a.start_ns = *t;
   }
   if (m.until) {
     auto t = timefmt::parse_time(*m.until, now_ns, z);
     if (!t) {
-      return t.err();
+      return make_error("--until: " + t.err().msg);
     }
     if (*t < a.start_ns) {
       return make_error("--until is before --at");
@@ -355,14 +393,12 @@ shell::status shell::dot_import(const std::vector<std::string> &args) {
     report_error(".import-incidents needs a database file");
     return status::failed;
   }
-  std::ifstream in(args[0], std::ios::binary);
-  if (!in) {
-    report_error(fmt::format("cannot read '{}'", args[0]));
+  auto content = read_bounded(args[0]);
+  if (!content) {
+    report_error(content.err().msg);
     return status::failed;
   }
-  std::ostringstream content;
-  content << in.rdbuf();
-  auto n = store::import_incidents(db_path_, content.str(), store::incident_format::automatic,
+  auto n = store::import_incidents(db_path_, *content, store::incident_format::automatic,
                                    "import:" + args[0], timefmt::realtime_now_ns());
   if (!n) {
     report_error(n.err().msg);
@@ -388,7 +424,7 @@ shell::status shell::dot_read(const std::vector<std::string> &args) {
     return status::failed;
   }
   ++read_depth_;
-  const int rc = run_script(in);
+  const int rc = run_script(in, args[0]);
   --read_depth_;
   return rc == exit_ok ? status::ok : status::failed;
 }
@@ -517,13 +553,22 @@ shell::status shell::run_command(std::string_view text) {
   return is_dot_command(text) ? run_dot(text) : run_sql(text);
 }
 
-int shell::run_script(std::istream &in) {
+int shell::run_script(std::istream &in, std::string_view source) {
   statement_buffer buf;
   std::string line;
   std::size_t line_no = 0;
   bool failed = false;
-  while (std::getline(in, line)) {
+  for (;;) {
+    const line_read got = read_line(in, line);
+    if (got == line_read::end) {
+      break;
+    }
     ++line_no;
+    if (got == line_read::too_long) {
+      report_error(fmt::format("{}: line {} is longer than {} MiB (stopped reading)", source,
+                               line_no, max_input_bytes >> 20));
+      return exit_failure;
+    }
     if (!line.empty() && line.back() == '\r') {
       line.pop_back();
     }
@@ -551,6 +596,11 @@ int shell::run_script(std::istream &in) {
       }
     } else if (buf.empty()) {
       buf.clear(); // only blanks and comments so far
+    } else if (buf.text().size() > max_input_bytes) {
+      report_error(fmt::format("{}: the statement starting at line {} is longer than {} MiB "
+                               "(stopped reading)",
+                               source, buf.first_line(), max_input_bytes >> 20));
+      return exit_failure;
     }
   }
   if (!buf.empty()) {

@@ -3,6 +3,7 @@
 // whole statements, and recognising and splitting dot commands.
 #include <cstddef>
 #include <functional>
+#include <istream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,6 +37,7 @@ public:
 
 private:
   completeness complete_;
+  bool sql_rules_ = false; // complete_ is SQLite's: a line can only complete SQL in some ways
   std::string text_;
   bool has_lines_ = false;
   std::size_t first_line_ = 0;
@@ -59,6 +61,19 @@ struct dot_command {
 
 // Splits a dot command line. An unterminated quote runs to the end of the line.
 dot_command parse_dot_command(std::string_view line);
+
+// The most rsched-sql reads as one input line, one statement or one incident file (64 MiB): an
+// endless input (/dev/zero, a runaway pipe) is an error, not an allocation failure.
+inline constexpr std::size_t max_input_bytes = std::size_t{64} << 20;
+
+enum class line_read {
+  line,     // `line` holds the next line (without its '\n')
+  end,      // end of input, nothing read
+  too_long, // more than `max` bytes without a line end (the rest of that line is not read)
+};
+
+// Reads one line of at most `max` bytes (a last line without '\n' counts).
+line_read read_line(std::istream &in, std::string &line, std::size_t max = max_input_bytes);
 
 // `s` as an SQL string literal: 'it''s'.
 std::string sql_quote(std::string_view s);

@@ -54,8 +54,9 @@ public:
   // Runs a script line by line (statements and dot commands) until EOF or .quit. A failed
   // statement or dot command is reported and the script goes on, unless --bail (set_bail), which
   // stops it. A last statement without ';' is run at EOF. Returns exit_failure when anything
-  // failed, else exit_ok (see no_data() for exit_no_data).
-  int run_script(std::istream &in);
+  // failed, else exit_ok (see no_data() for exit_no_data). A line or statement longer than
+  // max_input_bytes (input.hpp) stops the script with an error naming `source` and the line.
+  int run_script(std::istream &in, std::string_view source = "standard input");
 
   // Sends an interrupt to the running statement: safe to call from a signal handler. The
   // statement fails with "Interrupted" (needs store::reader::interrupt(); without it this only
