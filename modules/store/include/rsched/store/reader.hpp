@@ -32,6 +32,10 @@ public:
   // (an in-memory or test database). Missing file, non-SQLite file or a foreign/newer schema:
   // a one-line error. A schema version 1 database is opened as it is (the reader never
   // upgrades): only the version 1 tables and views exist in it.
+  // A read-only reader also refuses, through an SQLite authorizer, every statement that would
+  // write the database or another file (VACUUM [INTO], ATTACH, DML/DDL outside TEMP, PRAGMA
+  // assignments, load_extension, ...): exec fails with "not allowed: rsched-sql only reads the
+  // database (why)". TEMP tables, views, indexes and triggers are allowed (docs/SQL.md).
   static result<reader> open(const std::string &path, bool read_only = true);
 
   // Runs every statement in `sql` in order. Stops at the first error and returns it; the error
