@@ -31,6 +31,13 @@ struct maintenance_report {
   }
 };
 
+// How writer::open opens the database.
+struct open_options {
+  // Take the writer lock (one writer per database). Only tests turn it off, to show that the
+  // rollups and retention stay exact with a second writer that bypassed the lock.
+  bool lock = true;
+};
+
 class writer {
 public:
   // Opens (creating file, parent directory and schema when missing) the database at `path`.
@@ -38,7 +45,22 @@ public:
   // schema version 1 is upgraded in place to the current version (one transaction; the v1 data
   // stays). A file that is not an rsched database, or one of a newer schema version, is refused
   // and left untouched.
+  //
+  // One writer per database: open takes an exclusive lock on the file (an open file description
+  // lock on a byte far past any data, held until the writer is destroyed or the process dies,
+  // kill -9 included) before it creates or upgrades anything, and records its pid in meta
+  // (`writer_pid`). While another writer holds the file (another process, or another writer of
+  // this process, through any path or link to the same file) open fails with
+  //   database PATH is already being recorded by pid N (one writer per database; use --db to
+  //   record elsewhere)
+  // (one line). A file that cannot be written (read-only file system, no permission) fails with
+  // `database PATH is not writable: <reason>`, one whose pages are damaged (PRAGMA quick_check,
+  // within a time budget on a large file) with `database PATH is corrupt: <first problem>`.
+  // The writer lock is released when the writer is destroyed: destroy it only after any other
+  // SQLite connection of this process to the same file is closed, or those lose their POSIX
+  // locks (closing any descriptor of a file drops the process's POSIX locks on it).
   static result<writer> open(const std::string &path);
+  static result<writer> open(const std::string &path, const open_options &opt);
 
   // Writes one interval (intervals row, thread, CPU, perf counter time and schedstat rows) in a
   // single transaction with prepared statements. On error nothing of the interval is written.
