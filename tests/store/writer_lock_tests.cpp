@@ -137,6 +137,16 @@ TEST_CASE("the writer lock of a killed process is released", "[store][lock]") {
     }
   }
   ::close(ready[1]);
+  // Whatever fails below, the child does not outlive the test.
+  struct reaper {
+    pid_t pid;
+    ~reaper() {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } guard{child};
   char c = 0;
   REQUIRE(read(ready[0], &c, 1) == 1);
   ::close(ready[0]);
@@ -146,6 +156,7 @@ TEST_CASE("the writer lock of a killed process is released", "[store][lock]") {
   kill(child, SIGKILL);
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
+  guard.pid = 0;
   REQUIRE(WIFSIGNALED(status));
   CHECK(held == refused_by(path, child));
 

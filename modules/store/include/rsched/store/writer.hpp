@@ -56,9 +56,10 @@ public:
   // (one line). A file that cannot be written (read-only file system, no permission) fails with
   // `database PATH is not writable: <reason>`, one whose pages are damaged (PRAGMA quick_check,
   // within a time budget on a large file) with `database PATH is corrupt: <first problem>`.
-  // The writer lock is released when the writer is destroyed: destroy it only after any other
-  // SQLite connection of this process to the same file is closed, or those lose their POSIX
-  // locks (closing any descriptor of a file drops the process's POSIX locks on it).
+  // The writer lock is released when the writer is destroyed (after its connection closes).
+  // Caveat: closing the lock's descriptor (at that point, or when an open in this process is
+  // refused) drops the POSIX locks SQLite holds on the file for OTHER connections of this
+  // process, as closing any descriptor of a file does; rschedd has no other connection.
   static result<writer> open(const std::string &path);
   static result<writer> open(const std::string &path, const open_options &opt);
 
