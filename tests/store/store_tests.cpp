@@ -89,6 +89,37 @@ TEST_CASE("writer creates schema version 3 in a new file", "[store]") {
   CHECK(scalar_int(r, "SELECT count(*) FROM meta WHERE key = 'created_ns'") == 1);
 }
 
+// A schema-3 database made before health had `stalled` gets the view recreated when the writer
+// next opens it (a view only: no data change, no version bump); a stalled interval shows there.
+TEST_CASE("the writer brings an older health view up to date; stalled intervals show in it",
+          "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  { auto w = open_writer(path); }
+  {
+    sqlite3 *db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "DROP VIEW health; CREATE VIEW health AS SELECT start_ns AS ts, dur_ns "
+                         "AS dur FROM intervals WHERE tier = 0;",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  {
+    auto w = open_writer(path);
+    rsched::store::interval_row iv;
+    iv.start_ns = 1'700'000'000'000'000'000;
+    iv.dur_ns = 4'000'000'000;
+    iv.boot_id = "b";
+    iv.stalled = true;
+    REQUIRE(w.write(iv).ok());
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE stalled = 1") == 1);
+  CHECK(scalar_int(r, "SELECT flags FROM intervals") == 2);
+  CHECK(scalar_int(r, "SELECT count(*) FROM gaps() WHERE reason = 'recorder stalled'") == 1);
+}
+
 TEST_CASE("public views have exactly the documented columns", "[store]") {
   temp_dir dir;
   const auto path = dir.file("rsched.db");
@@ -114,7 +145,7 @@ TEST_CASE("public views have exactly the documented columns", "[store]") {
   CHECK(columns_of(r, "timeline") == columns_of(r, "intervals"));
   CHECK(columns_of(r, "health") == v{"ts", "dur", "collect_ns", "write_ns", "maint_ns", "cpu_ns",
                                      "rss_bytes", "bpf_run_ns", "bpf_run_cnt", "bpf_ns_per_event",
-                                     "drops", "discarded_too_long"});
+                                     "drops", "discarded_too_long", "stalled"});
   CHECK(columns_of(r, "tiers") == v{"tier", "name", "width_ns", "built_ns", "cutoff_ns"});
   CHECK(columns_of(r, "thread") ==
         v{"id", "boot_id", "tid", "pid", "start_time_ns", "comm", "cgroup", "last_ns"});

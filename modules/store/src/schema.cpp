@@ -422,6 +422,18 @@ const view_spec view_specs[] = {
 constexpr const char *finest_tier =
     "(i.tier = 0 OR i.start_ns < (SELECT min(x.cutoff_ns) FROM tiers AS x WHERE x.tier < i.tier))";
 
+// Daemon health per raw interval. `stalled` (intervals.flags bit 1): the recorder fell behind
+// and coalesced the ticks it missed into this interval. Recreated by refresh_views on databases
+// made before that column existed (a view only: no data changes, no schema version).
+constexpr const char *health_view = R"sql(CREATE VIEW health AS
+  SELECT start_ns AS ts, dur_ns AS dur, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes,
+         bpf_run_ns, bpf_run_cnt,
+         CASE WHEN bpf_run_cnt > 0 THEN bpf_run_ns / bpf_run_cnt END AS bpf_ns_per_event,
+         drops_task_state + drops_graveyard + drops_stale_tid + drops_no_rq + drops_perf_read
+           AS drops, discarded_too_long, (flags >> 1) & 1 AS stalled
+  FROM intervals WHERE tier = 0;
+)sql";
+
 std::string v3_views() {
   std::string sql;
   for (const auto &v : view_specs) {
@@ -445,14 +457,8 @@ std::string v3_views() {
   sql += fmt::format("CREATE VIEW timeline AS\n  SELECT i.* FROM intervals AS i WHERE {};\n",
                      finest_tier);
   // Daemon health per raw interval.
-  sql += R"sql(CREATE VIEW health AS
-  SELECT start_ns AS ts, dur_ns AS dur, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes,
-         bpf_run_ns, bpf_run_cnt,
-         CASE WHEN bpf_run_cnt > 0 THEN bpf_run_ns / bpf_run_cnt END AS bpf_ns_per_event,
-         drops_task_state + drops_graveyard + drops_stale_tid + drops_no_rq + drops_perf_read
-           AS drops, discarded_too_long
-  FROM intervals WHERE tier = 0;
-CREATE VIEW annotation_delay AS
+  sql += health_view;
+  sql += R"sql(CREATE VIEW annotation_delay AS
   SELECT a.id AS annotation_id, a.text AS text, d.ts AS ts, d.dur AS dur, d.tid AS tid,
          d.comm AS comm, d.cgroup AS cgroup, d.count AS count, d.total_ns AS total_ns,
          d.hist AS hist, d.tier AS tier
@@ -674,6 +680,24 @@ result<void> create(sqlite3 *db, const std::string &path) {
         }
         return set_user_version(db);
       });
+}
+
+result<void> refresh_views(sqlite3 *db, const std::string &path) {
+  auto has = query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND "
+                           "name = 'health' AND sql LIKE '%stalled%'");
+  if (!has) {
+    return has.err();
+  }
+  if (*has != 0) {
+    return {};
+  }
+  const std::string sql =
+      std::string("BEGIN IMMEDIATE;\nDROP VIEW IF EXISTS health;\n") + health_view + "COMMIT;\n";
+  if (auto r = exec(db, sql.c_str()); !r) {
+    (void)exec(db, "ROLLBACK");
+    return make_error(fmt::format("{}: updating the health view: {}", path, r.err().msg));
+  }
+  return {};
 }
 
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {

@@ -281,6 +281,7 @@ struct interval_info {
   std::int64_t dur = 0;
   std::string boot;
   bool final_iv = false;
+  bool stalled = false; // the recorder fell behind: one long interval (intervals.flags bit 1)
   [[nodiscard]] std::int64_t end() const { return start + dur; }
 };
 
@@ -302,10 +303,11 @@ std::string timeline(sqlite3 *db) {
 
 // Intervals overlapping [a, b), by start time.
 result<std::vector<interval_info>> intervals_in(sqlite3 *db, std::int64_t a, std::int64_t b) {
-  const std::string sql = fmt::format("SELECT id, start_ns, dur_ns, boot_id, flags & 1 FROM {} "
-                                      "WHERE start_ns < ?2 AND start_ns + dur_ns > ?1 "
-                                      "ORDER BY start_ns, id",
-                                      timeline(db));
+  const std::string sql =
+      fmt::format("SELECT id, start_ns, dur_ns, boot_id, flags & 1, flags & 2 FROM {} "
+                  "WHERE start_ns < ?2 AND start_ns + dur_ns > ?1 "
+                  "ORDER BY start_ns, id",
+                  timeline(db));
   auto st = prepare(db, sql);
   if (!st) {
     return st.err();
@@ -317,7 +319,8 @@ result<std::vector<interval_info>> intervals_in(sqlite3 *db, std::int64_t a, std
   while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
     out.push_back({sqlite3_column_int64(st->get(), 0), sqlite3_column_int64(st->get(), 1),
                    sqlite3_column_int64(st->get(), 2), col_text(st->get(), 3),
-                   sqlite3_column_int64(st->get(), 4) != 0});
+                   sqlite3_column_int64(st->get(), 4) != 0,
+                   sqlite3_column_int64(st->get(), 5) != 0});
   }
   if (rc != SQLITE_DONE) {
     return make_error(sqlite3_errmsg(db));
@@ -480,6 +483,13 @@ result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
   if (first.start - a > first.dur / 2) {
     out.push_back({a, first.start, "before the first interval"});
   }
+  // A stalled interval holds whole data (covered) but no time resolution: the recorder was stopped
+  // or starved and its missed ticks were coalesced into it. Listed so that the stall is seen.
+  for (const auto &iv : *ivs) {
+    if (iv.stalled) {
+      out.push_back({std::max(iv.start, a), std::min(iv.end(), b), "recorder stalled"});
+    }
+  }
   for (std::size_t i = 1; i < ivs->size(); ++i) {
     const auto &p = (*ivs)[i - 1];
     const auto &n = (*ivs)[i];
@@ -500,6 +510,8 @@ result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
   if (b - last.end() > last.dur / 2) {
     out.push_back({last.end(), b, "after the last interval"});
   }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const gap &x, const gap &y) { return x.start < y.start; });
   return out;
 }
 

@@ -891,7 +891,7 @@ struct writer::impl {
     ins_interval.bind(1, iv.start_ns);
     ins_interval.bind(2, iv.dur_ns);
     ins_interval.bindNoCopy(3, iv.boot_id);
-    ins_interval.bind(4, iv.final_interval ? 1 : 0);
+    ins_interval.bind(4, (iv.final_interval ? 1 : 0) | (iv.stalled ? 2 : 0));
     ins_interval.bind(5, to_i64(iv.drops[RSCHED_DROP_TASK_STATE]));
     ins_interval.bind(6, to_i64(iv.drops[RSCHED_DROP_GRAVEYARD]));
     ins_interval.bind(7, to_i64(iv.drops[RSCHED_DROP_STALE_TID]));
@@ -1035,6 +1035,9 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
       if (auto r = detail::upgrade(h, path, *state); !r) {
         return r.err();
       }
+    }
+    if (auto r = detail::refresh_views(h, path); !r) {
+      return r.err();
     }
     if (auto r = record_writer(h, path); !r) {
       return r.err();

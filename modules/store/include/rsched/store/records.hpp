@@ -115,6 +115,9 @@ struct interval_row {
   std::int64_t dur_ns = 0;     // length (CLOCK_MONOTONIC) ns
   std::string boot_id;         // /proc/sys/kernel/random/boot_id
   bool final_interval = false; // the last (possibly partial) interval of a run
+  // The recorder fell behind: this interval lasted much longer than asked (a stopped or starved
+  // process; the ticks it missed were coalesced into it). Its data is whole, its timing coarse.
+  bool stalled = false;
   std::array<std::uint64_t, RSCHED_DROP_COUNT> drops{}; // delta of the BPF drop counters
   std::vector<thread_row> threads;                      // only threads with data in the interval
   std::vector<cpu_row> cpus;                            // only CPUs with data in the interval
