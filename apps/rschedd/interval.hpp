@@ -7,6 +7,8 @@
 
 #include "model.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -164,56 +166,70 @@ inline store::interval_row to_row(const interval_acc &acc,
   return row;
 }
 
-// Folds one interval into the live model (cumulative histograms; per-interval IPC and events).
-inline void fold_into(model &m, const interval_acc &acc,
-                      const std::function<std::string(std::uint64_t)> &cgroup_path, bool ipc,
-                      const std::vector<std::string> &event_names) {
+// Folds one recorded interval into the live model (cumulative histograms; per-interval IPC and
+// events). The display works from the rows as written, so it needs nothing of the recorder's
+// state (the cgroup resolver, the accumulator) and can run on its own thread. `seq` numbers the
+// intervals (for bound_threads).
+inline void fold_row(model &m, const store::interval_row &row, bool ipc,
+                     const std::vector<std::string> &event_names, std::uint64_t seq) {
   m.ipc.clear();
   m.events.clear();
   for (const auto &name : event_names) {
     m.events.push_back({name, {}});
   }
-  for (const auto &[key, a] : acc.threads()) {
-    const auto &c = a.s.c;
-    thread_stats &t = m.threads[{key.tid, key.start_time}];
-    t.tid = key.tid;
-    t.tgid = a.s.tgid;
-    t.comm = a.s.comm;
-    t.cgroup = cgroup_path(a.s.cgroup_id);
-    (void)stats::merge_into(t.delay, c.delay.hist);
-    (void)stats::merge_into(t.depth, c.depth.hist);
-    (void)stats::merge_into(t.slice_vol, c.slice_vol.hist);
-    (void)stats::merge_into(t.slice_invol, c.slice_invol.hist);
-    (void)stats::merge_into(t.sleep, c.sleep.hist);
-    (void)stats::merge_into(t.waking, c.waking.hist);
-    (void)stats::merge_into(t.mig_rate, a.mig_rate);
-    (void)stats::merge_into(t.ccx_rate, a.ccx_rate);
-    (void)stats::merge_into(t.numa_rate, a.numa_rate);
-    if (ipc) {
-      ipc_row r{key.tid,
-                a.s.tgid,
-                a.s.comm,
-                t.cgroup,
-                c.counters[RSCHED_CTR_USER_CYCLES],
-                c.counters[RSCHED_CTR_KERNEL_CYCLES],
-                c.counters[RSCHED_CTR_USER_INSTRUCTIONS],
-                c.counters[RSCHED_CTR_KERNEL_INSTRUCTIONS]};
-      if (r.user_cycles + r.kernel_cycles + r.user_instructions + r.kernel_instructions != 0) {
-        m.ipc.push_back(std::move(r));
-      }
+  for (const auto &r : row.threads) {
+    thread_stats &t = m.threads[{r.tid, r.start_time_ns}];
+    t.tid = r.tid;
+    t.tgid = r.pid;
+    t.comm = r.comm;
+    t.cgroup = r.cgroup;
+    t.last_seen = seq;
+    (void)stats::merge_into(t.delay, r.delay_hist);
+    (void)stats::merge_into(t.depth, r.depth_hist);
+    (void)stats::merge_into(t.slice_vol, r.slice_vol.hist);
+    (void)stats::merge_into(t.slice_invol, r.slice_invol.hist);
+    (void)stats::merge_into(t.sleep, r.sleep.hist);
+    (void)stats::merge_into(t.waking, r.waking.hist);
+    (void)stats::merge_into(t.mig_rate, r.migration_rate.hist);
+    (void)stats::merge_into(t.ccx_rate, r.cross_ccx_rate.hist);
+    (void)stats::merge_into(t.numa_rate, r.cross_numa_rate.hist);
+    if (ipc && r.has_ipc) {
+      m.ipc.push_back({r.tid, r.pid, r.comm, r.cgroup, r.user_cycles, r.kernel_cycles,
+                       r.user_instructions, r.kernel_instructions});
     }
-    for (std::size_t e = 0; e < event_names.size() && e < a.event_rates.size(); ++e) {
-      if (!a.event_rates[e].empty()) {
-        m.events[e].threads.push_back({key.tid, a.s.tgid, a.s.comm, t.cgroup, a.event_rates[e]});
+    for (const auto &[e, h] : r.event_rates) {
+      if (e < m.events.size() && !h.empty()) {
+        m.events[e].threads.push_back({r.tid, r.pid, r.comm, r.cgroup, h});
       }
     }
   }
-  for (const auto &[cpu, c] : acc.cpus()) {
-    cpu_stats &s = m.cpus[cpu];
-    s.cpu = cpu;
-    (void)stats::merge_into(s.delay, c.delay.hist);
+  for (const auto &c : row.cpus) {
+    cpu_stats &s = m.cpus[c.cpu];
+    s.cpu = c.cpu;
+    (void)stats::merge_into(s.delay, c.delay_hist);
     (void)stats::merge_into(s.idle, c.idle.hist);
   }
+}
+
+// Keeps the cumulative tables to at most `max_threads` threads whatever the thread churn: past
+// it, the threads seen longest ago (exited ones first, in practice) leave the tables, down to
+// 90 % of the bound so that this runs rarely. Counted in m.evicted_threads (shown).
+inline void bound_threads(model &m, std::size_t max_threads) {
+  if (m.threads.size() <= max_threads) {
+    return;
+  }
+  const std::size_t keep = max_threads - max_threads / 10;
+  std::vector<std::pair<std::uint64_t, thread_id>> age;
+  age.reserve(m.threads.size());
+  for (const auto &[id, t] : m.threads) {
+    age.emplace_back(t.last_seen, id);
+  }
+  const auto cut = age.begin() + static_cast<std::ptrdiff_t>(age.size() - keep);
+  std::nth_element(age.begin(), cut, age.end());
+  for (auto it = age.begin(); it != cut; ++it) {
+    m.threads.erase(it->second);
+  }
+  m.evicted_threads += static_cast<std::uint64_t>(cut - age.begin());
 }
 
 } // namespace rsched::rschedd

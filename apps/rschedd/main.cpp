@@ -16,6 +16,7 @@
 
 #include "filter.hpp"
 #include "interval.hpp"
+#include "live.hpp"
 #include "options.hpp"
 #include "render.hpp"
 
@@ -25,20 +26,47 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <malloc.h>
 #include <map>
+#include <memory>
 #include <optional>
+#include <sched.h>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace {
 
 using namespace rsched;
 using namespace rsched::rschedd;
+
+// A note on stderr that can never stop the recorder: stderr may be a closed pipe
+// (`rschedd 2>&1 | head -1`) or a full one; fmt::print would throw on the failed write.
+template <typename... T> void note(fmt::format_string<T...> f, T &&...args) {
+  std::string s;
+  try {
+    s = fmt::format(f, std::forward<T>(args)...);
+  } catch (...) {
+    return;
+  }
+  std::string_view left = s;
+  while (!left.empty()) {
+    const ssize_t n = ::write(STDERR_FILENO, left.data(), left.size());
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      return; // best effort
+    }
+    left.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
 
 std::int64_t clock_ns(clockid_t id) {
   timespec ts{};
@@ -209,11 +237,19 @@ std::string banner(const rschedd::options &opt) {
 int run(const rschedd::options &opt) {
   // Signals are taken synchronously (sigtimedwait) so that an interrupt ends the current
   // interval cleanly: it is recorded, the database is closed, the exit status is 0.
+  // SIGHUP stops the run unless it is ignored (nohup): a blocked signal is queued even when
+  // ignored, so it must then stay out of the set. SIGPIPE is ignored: a closed pipe on stderr or
+  // stdout (`rschedd 2>&1 | head -1`) must not kill the recorder before the final interval is
+  // written; the write fails with EPIPE instead, and notes are best effort.
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGHUP);
+  struct sigaction hup {};
+  if (sigaction(SIGHUP, nullptr, &hup) != 0 || hup.sa_handler != SIG_IGN) {
+    sigaddset(&sigs, SIGHUP);
+  }
+  std::signal(SIGPIPE, SIG_IGN);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   std::uint32_t groups = opt.groups.groups;
@@ -233,14 +269,15 @@ int run(const rschedd::options &opt) {
     for (const auto &name : opt.groups.events) {
       auto e = collect::resolve_event(name);
       if (!e) {
-        fmt::print(stderr, "rschedd: {}\n", e.err().msg);
-        return 1;
+        // An unknown group or event name is bad usage, as any other bad flag.
+        note("rschedd: {}\n", e.err().msg);
+        return 2;
       }
       generic.push_back(*e);
     }
     auto cpus = collect::online_cpus();
     if (!cpus) {
-      fmt::print(stderr, "rschedd: {}\n", cpus.err().msg);
+      note("rschedd: {}\n", cpus.err().msg);
       return 1;
     }
     if (ipc) {
@@ -298,13 +335,13 @@ int run(const rschedd::options &opt) {
   fo.latency_on = (groups & RSCHED_G_LATENCY) != 0;
   auto filt = filter::make(fo);
   if (!filt) {
-    fmt::print(stderr, "rschedd: {}\n", filt.err().msg);
+    note("rschedd: {}\n", filt.err().msg);
     return 2;
   }
   if ((groups & RSCHED_G_MIGRATION) != 0) {
     auto topo = load_topology(opt);
     if (!topo) {
-      fmt::print(stderr, "rschedd: {}\n", topo.err().msg);
+      note("rschedd: {}\n", topo.err().msg);
       return 1;
     }
     notes += fmt::format("CPU topology: {} dies/CCX, {} NUMA nodes\n", topo->num_dies(),
@@ -337,7 +374,7 @@ int run(const rschedd::options &opt) {
   bo.verbose = opt.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
   auto prog = bpf::program::load(bo);
   if (!prog) {
-    fmt::print(stderr, "rschedd: {}\n", prog.err().msg);
+    note("rschedd: {}\n", prog.err().msg);
     return 1;
   }
 
@@ -345,28 +382,26 @@ int run(const rschedd::options &opt) {
   if (!opt.no_db) {
     auto w = store::writer::open(opt.db_path);
     if (!w) {
-      fmt::print(stderr, "rschedd: {}\n", w.err().msg);
+      note("rschedd: {}\n", w.err().msg);
       return 1;
     }
     db.emplace(std::move(*w));
     db->set_retention(opt.keep);
   }
-  fmt::print(stderr, "{}", notes);
+  note("{}", notes);
 
   const bool tty = isatty(STDOUT_FILENO) == 1;
-  fmt::print(stderr, "rschedd: {} BPF programs attached ({} mode{}); {} every {} s{}\n",
-             prog->attached().size(), bpf::to_string(prog->mode()),
-             prog->mode() == bpf::attach_mode::tp_btf
-                 ? fmt::format(", {} reads", bpf::to_string(prog->read_mode()))
-                 : std::string(),
-             opt.no_db ? std::string("live display only") : "recording to " + opt.db_path,
-             opt.interval_s,
-             opt.run_time_s ? fmt::format(" for {} s", *opt.run_time_s) : std::string());
+  note("rschedd: {} BPF programs attached ({} mode{}); {} every {} s{}\n", prog->attached().size(),
+       bpf::to_string(prog->mode()),
+       prog->mode() == bpf::attach_mode::tp_btf
+           ? fmt::format(", {} reads", bpf::to_string(prog->read_mode()))
+           : std::string(),
+       opt.no_db ? std::string("live display only") : "recording to " + opt.db_path, opt.interval_s,
+       opt.run_time_s ? fmt::format(" for {} s", *opt.run_time_s) : std::string());
 
   collect::bpf_source src(*prog);
   collect::delta_tracker tracker;
   collect::cgroup_resolver cgroups;
-  model live;
   const std::string boot = read_boot_id();
   const auto cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
 
@@ -382,9 +417,14 @@ int run(const rschedd::options &opt) {
                      : INT64_MAX;
   std::int64_t iv_mono = mono0;
   std::int64_t iv_real = clock_ns(CLOCK_REALTIME);
-  std::int64_t tick = 1;
+  std::int64_t tick = 1;      // the deadline the next read is for
+  std::int64_t last_tick = 0; // the deadline the previous read was for
+  std::int64_t missed_ticks = 0;
   bool stop = false;
   bool reported_write_error = false;
+  bool reported_stall = false;
+  std::uint64_t intervals_written = 0;
+  std::uint64_t write_failures = 0;
   int status = 0;
   interval_acc acc(event_names.size());
   std::map<std::pair<unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> counter_prev;
@@ -401,6 +441,38 @@ int run(const rschedd::options &opt) {
   auto bpf_prev = prog->run_stats();
   if (bpf_prev) {
     *bpf_prev = {};
+  }
+
+  // The live view runs on its own thread and never holds up recording (live.hpp).
+  std::unique_ptr<live_display> display;
+  if (tty) {
+    if (auto out = terminal_out::open_stdout()) {
+      live_config lc;
+      lc.view = opt.view ? (*opt.view == "tables" ? view_kind::tables : view_kind::compact)
+                : opt.display != display_mode::collapsed ? view_kind::tables
+                                                         : view_kind::compact;
+      ropt.groups = groups;
+      ropt.ipc = ipc;
+      lc.ropt = ropt;
+      lc.filt = *filt;
+      lc.ipc = ipc;
+      lc.event_names = event_names;
+      lc.window_ns = std::max<std::int64_t>(5'000'000'000, interval_ns);
+      display = std::make_unique<live_display>(std::move(lc), std::move(*out));
+    }
+  }
+  // The recorder's own priority: its work per tick is small and bounded, and with SCHED_FIFO
+  // it keeps its cadence when the CPUs are saturated (measured: intervals of up to 2.5 s under
+  // a switch storm on 2 CPUs at SCHED_OTHER, within 5 ms at SCHED_FIFO 1; docs/PERFORMANCE.md).
+  // Set after the display thread exists: that one runs at nice 10, SCHED_OTHER.
+  if (opt.rt_priority > 0) {
+    sched_param sp{};
+    sp.sched_priority = static_cast<int>(opt.rt_priority);
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0) {
+      note("rschedd: cannot run the recorder at SCHED_FIFO {} ({}); it keeps normal "
+           "scheduling and may fall behind when the CPUs are saturated\n",
+           opt.rt_priority, std::strerror(errno));
+    }
   }
 
   while (!stop) {
@@ -429,24 +501,33 @@ int run(const rschedd::options &opt) {
     if (deadline >= end_mono) {
       stop = true;
     }
+    // Behind by whole ticks (SIGSTOP, a starved or slow recorder): this read covers every tick
+    // missed; they are coalesced into the current interval instead of being replayed as a run
+    // of sub-millisecond intervals, and the interval is marked stalled.
+    if (const std::int64_t due = (clock_ns(CLOCK_MONOTONIC) - mono0) / tick_ns; due > tick) {
+      missed_ticks += due - tick;
+      tick = due;
+    }
 
     const std::int64_t read_start = clock_ns(CLOCK_MONOTONIC);
     auto snap = src.read();
     const std::int64_t now_mono = clock_ns(CLOCK_MONOTONIC);
     drain_ns += now_mono - read_start;
     if (!snap) {
-      fmt::print(stderr, "rschedd: {}\n", snap.err().msg);
+      note("rschedd: {}\n", snap.err().msg);
       status = 1;
       break;
     }
     full_reads += snap->full ? 1U : 0U;
     acc.add_tick(tracker.advance(*snap), per_second);
     read_ns += clock_ns(CLOCK_MONOTONIC) - read_start;
-    if (!stop && tick % ticks_per_interval != 0) {
-      ++tick;
-      continue; // the interval is not over yet
-    }
+    // The interval ends when this read passed one of its boundaries.
+    const bool interval_end = stop || tick / ticks_per_interval > last_tick / ticks_per_interval;
+    last_tick = tick;
     ++tick;
+    if (!interval_end) {
+      continue;
+    }
 
     cgroups.new_interval();
     auto row = to_row(acc, cgroup_path, ipc, migration, ropt.num_dies > 1, ropt.num_numa_nodes > 1);
@@ -455,6 +536,18 @@ int run(const rschedd::options &opt) {
     row.boot_id = boot;
     row.groups = groups;
     row.final_interval = stop;
+    row.stalled = row.dur_ns > interval_ns + interval_ns / 2;
+    if (row.stalled != reported_stall) {
+      if (row.stalled) {
+        note("rschedd: the recorder fell behind: an interval of {:.1f} s (asked {} s), "
+             "{} missed ticks coalesced; marked stalled (health, gaps())\n",
+             static_cast<double>(row.dur_ns) / 1e9, opt.interval_s, missed_ticks);
+      } else {
+        note("rschedd: the recorder is on schedule again\n");
+      }
+      reported_stall = row.stalled;
+    }
+    missed_ticks = 0;
     for (const auto &set : counter_sets) {
       auto times = set.read_times();
       if (!times) {
@@ -499,15 +592,17 @@ int run(const rschedd::options &opt) {
     std::int64_t write_end = write_start;
     if (db) {
       if (auto w = db->write(row); !w) {
+        ++write_failures;
         if (!reported_write_error) {
-          fmt::print(stderr, "rschedd: writing interval failed: {}\n", w.err().msg);
+          note("rschedd: writing interval failed: {}\n", w.err().msg);
           reported_write_error = true;
         }
       } else {
         if (reported_write_error) {
-          fmt::print(stderr, "rschedd: writing intervals again; the time in between is a gap\n");
+          note("rschedd: writing intervals again; the time in between is a gap\n");
         }
         reported_write_error = false;
+        ++intervals_written;
       }
       write_end = clock_ns(CLOCK_MONOTONIC);
       // Rollups and retention: bounded work per interval, errors reported once per episode
@@ -515,7 +610,7 @@ int run(const rschedd::options &opt) {
       const std::int64_t m0 = clock_ns(CLOCK_MONOTONIC);
       if (auto m = db->maintain(clock_ns(CLOCK_REALTIME)); !m) {
         if (!reported_maint_error) {
-          fmt::print(stderr, "rschedd: {}\n", m.err().msg);
+          note("rschedd: {}\n", m.err().msg);
           reported_maint_error = true;
         }
       } else {
@@ -524,35 +619,40 @@ int run(const rschedd::options &opt) {
       maint_ns = clock_ns(CLOCK_MONOTONIC) - m0;
     }
     if (opt.stats) {
-      fmt::print(stderr,
-                 "rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
-                 "rss_kb={} drain_ms={:.3f} full_reads={}\n",
-                 row.threads.size(), static_cast<double>(read_ns) / 1e6,
-                 static_cast<double>(write_end - write_start) / 1e6,
-                 static_cast<double>(maint_ns.value_or(0)) / 1e6, row.rss_bytes.value_or(0) / 1024,
-                 static_cast<double>(drain_ns) / 1e6, full_reads);
+      note("rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
+           "rss_kb={} drain_ms={:.3f} full_reads={}\n",
+           row.threads.size(), static_cast<double>(read_ns) / 1e6,
+           static_cast<double>(write_end - write_start) / 1e6,
+           static_cast<double>(maint_ns.value_or(0)) / 1e6, row.rss_bytes.value_or(0) / 1024,
+           static_cast<double>(drain_ns) / 1e6, full_reads);
     }
     read_ns = 0;
     drain_ns = 0;
     full_reads = 0;
-    if (tty) {
-      // The live view (upstream's display; only on a terminal, so a service keeps no state).
-      fold_into(live, acc, cgroup_path, ipc, event_names);
-      live.ipc_elapsed_s = static_cast<double>(row.dur_ns) / 1e9;
+    if (display && !stop) {
+      live_frame f;
+      f.header.end_ns = row.start_ns + row.dur_ns;
+      f.header.dur_ns = row.dur_ns;
+      f.header.recording =
+          opt.no_db ? std::string("not recording (--no-db)") : "recording to " + opt.db_path;
+      f.header.intervals_written = intervals_written;
+      f.header.write_failures = write_failures;
+      f.header.stalled = row.stalled;
       if (!live_schedstat.empty()) {
-        live.schedstat_table = live_schedstat;
+        f.schedstat_table = live_schedstat;
       }
-      ropt.groups = groups;
-      ropt.ipc = ipc;
-      if (!stop) {
-        fmt::print("\x1b[2J\x1b[1;1H{}", render(live, ropt, *filt));
-        std::fflush(stdout);
-      }
+      f.row = std::move(row);
+      display->offer(std::move(f));
     }
     acc.clear();
   }
-  fmt::print(stderr, "rschedd: stopped after {:.1f} s\n",
-             static_cast<double>(clock_ns(CLOCK_MONOTONIC) - mono0) / 1e9);
+  display.reset(); // within ~100 ms, whatever the terminal is doing
+  if (db && intervals_written == 0) {
+    note("rschedd: nothing could be written to {}\n", text::escape_for_terminal(opt.db_path));
+    status = 1;
+  }
+  note("rschedd: stopped after {:.1f} s\n",
+       static_cast<double>(clock_ns(CLOCK_MONOTONIC) - mono0) / 1e9);
   return status;
 }
 
@@ -562,7 +662,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto opt = rsched::rschedd::parse_options(args);
   if (!opt) {
-    fmt::print(stderr, "rschedd: {}\n", opt.err().msg);
+    note("rschedd: {}\n", opt.err().msg);
     return 2;
   }
   if (opt->help) {
@@ -580,7 +680,7 @@ int main(int argc, char **argv) {
   if (opt->gen_topology) { // no BPF, no root
     auto topo = rsched::topology::load("/sys");
     if (!topo) {
-      fmt::print(stderr, "rschedd: {}\n", topo.err().msg);
+      note("rschedd: {}\n", topo.err().msg);
       return 1;
     }
     fmt::print("{}\n", rsched::topology::to_json(*topo));
@@ -595,7 +695,7 @@ int main(int argc, char **argv) {
   try {
     return run(*opt);
   } catch (const std::exception &e) {
-    fmt::print(stderr, "rschedd: {}\n", e.what());
+    note("rschedd: {}\n", e.what());
     return 1;
   }
 }

@@ -35,6 +35,7 @@ struct thread_stats {
   stats::histogram mig_rate{stats::layout::count, {}};
   stats::histogram ccx_rate{stats::layout::count, {}};
   stats::histogram numa_rate{stats::layout::count, {}};
+  std::uint64_t last_seen = 0; // the newest interval (fold_row's sequence number) with data
 };
 
 struct cpu_stats {
@@ -70,7 +71,8 @@ struct event_rates {
 };
 
 struct model {
-  std::map<thread_id, thread_stats> threads;  // cumulative
+  std::map<thread_id, thread_stats> threads;  // cumulative, bounded (bound_threads)
+  std::uint64_t evicted_threads = 0;          // left the tables to keep them bounded
   std::map<std::uint32_t, cpu_stats> cpus;    // cumulative
   std::vector<ipc_row> ipc;                   // this interval
   double ipc_elapsed_s = 0;                   // length of the IPC interval

@@ -2,6 +2,7 @@
 // rschedd's command line, parsed into a plain struct (pure, unit-tested).
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/result.hpp"
+#include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
 #include "rsched/bpf/program.hpp"
 #include "rsched/store/records.hpp"
@@ -114,8 +115,11 @@ struct options {
   std::string topology_file;                      // --topology FILE
   bool gen_topology = false;                      // --gen-topology
   bool perf_list = false;                         // --perf-list
-  bool stats = false;    // --stats: per-interval read/drain/write/maintenance times on stderr
-  store::retention keep; // --keep-raw, --keep-1m, --keep-1h, --max-size
+  bool stats = false; // --stats: per-interval read/drain/write/maintenance times on stderr
+  // --view: the live view on a terminal; unset = compact, or tables with -C / -d.
+  std::optional<std::string> view;
+  std::uint32_t rt_priority = 1; // --rt-priority: the recorder's SCHED_FIFO priority, 0 = none
+  store::retention keep;         // --keep-raw, --keep-1m, --keep-1h, --max-size
 };
 
 inline constexpr const char *usage_text =
@@ -123,7 +127,8 @@ inline constexpr const char *usage_text =
     "\n"
     "Records per-thread and per-CPU scheduling delay and runqueue depth every interval into a\n"
     "SQLite database (query it with rsched-sql); with a terminal on stdout it also shows the\n"
-    "live Scheduling Delays table.\n"
+    "live view (a compact screen of the last 5 s, worst first; --view tables for upstream\n"
+    "rsched's cumulative tables).\n"
     "\n"
     "  -g, --group GROUPS       metric groups, comma-separated, repeatable: latency (default),\n"
     "                           slice, sleep, waking, migration, schedstat, perf (= perf=ipc),\n"
@@ -136,6 +141,9 @@ inline constexpr const char *usage_text =
     "  -l, --min-latency US     hide threads whose p50 scheduling delay is below US\n"
     "  -C, --no-collapse        one row per thread, grouped\n"
     "  -d, --detailed           one row per thread and per CPU, ungrouped\n"
+    "      --view VIEW          live view on a terminal: compact (default: the last 5 s, worst\n"
+    "                           first, fits the screen) or tables (upstream's, cumulative; the\n"
+    "                           default with -C or -d)\n"
     "      --topology FILE      die/NUMA map as JSON instead of sysfs (migration group)\n"
     "      --gen-topology       print this machine's topology as JSON and exit\n"
     "      --perf-list          list perf event names and exit\n"
@@ -160,6 +168,8 @@ inline constexpr const char *usage_text =
     "      --stats              per interval on stderr: threads written, map read (+ deltas),\n"
     "                           database write and maintenance times, RSS, map drain alone,\n"
     "                           reads of every thread\n"
+    "      --rt-priority N      the recorder thread's SCHED_FIFO priority (default 1; 0 = normal\n"
+    "                           scheduling): keeps the interval cadence under CPU saturation\n"
     "  -v, --verbose            show libbpf messages (verifier log on load failures)\n"
     "  -h, --help               this text\n"
     "  -V, --version            print the version\n";
@@ -388,6 +398,26 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
         return n.err();
       }
       o.min_latency_us = *n;
+    } else if (flag == "--view") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (*v != "compact" && *v != "tables") {
+        return make_error("--view must be compact or tables, got '" +
+                          text::escape_for_terminal(*v) + "'");
+      }
+      o.view = *v;
+    } else if (flag == "--rt-priority") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 0, 99);
+      if (!n) {
+        return n.err();
+      }
+      o.rt_priority = static_cast<std::uint32_t>(*n);
     } else if (flag == "-C" || flag == "--no-collapse") {
       if (o.display != display_mode::detailed) {
         o.display = display_mode::grouped;

@@ -789,6 +789,11 @@ inline std::string render(const model &m, const render_options &o, const filter 
        has(o, RSCHED_G_WAKING) || has(o, RSCHED_G_MIGRATION))) {
     out += "No processes match the specified filters.\n\n";
   }
+  if (m.evicted_threads > 0) {
+    out += fmt::format("({} threads not seen for the longest time have left these cumulative "
+                       "tables, which are bounded)\n\n",
+                       m.evicted_threads);
+  }
   if (has(o, RSCHED_G_LATENCY)) {
     metric_section(out, entries, o, "Scheduling Delays", "(microseconds)", &thread_stats::delay);
   }

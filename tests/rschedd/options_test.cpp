@@ -145,3 +145,24 @@ TEST_CASE("rschedd retention and map size options", "[rschedd]") {
     CHECK(e.err().msg.find(args[0]) != std::string::npos);
   }
 }
+
+TEST_CASE("rschedd --view and --rt-priority", "[rschedd]") {
+  auto d = parse_options({});
+  REQUIRE(d.ok());
+  CHECK_FALSE(d->view.has_value()); // compact, or tables with -C / -d
+  CHECK(d->rt_priority == 1);
+  auto t = parse_options({"--view", "tables", "--rt-priority", "0"});
+  REQUIRE(t.ok());
+  CHECK(t->view == std::string("tables"));
+  CHECK(t->rt_priority == 0);
+  auto c = parse_options({"--view=compact", "--rt-priority=99"});
+  REQUIRE(c.ok());
+  CHECK(c->view == std::string("compact"));
+  CHECK(c->rt_priority == 99);
+  for (const auto &args : std::vector<std::vector<std::string>>{
+           {"--view", "big"}, {"--view"}, {"--rt-priority", "100"}, {"--rt-priority", "-1"}}) {
+    auto o = parse_options(args);
+    REQUIRE_FALSE(o.ok());
+    CHECK(o.err().msg.find('\n') == std::string::npos);
+  }
+}

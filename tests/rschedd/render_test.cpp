@@ -1,8 +1,10 @@
+#include "interval.hpp"
 #include "render.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
 using namespace rsched;
@@ -628,4 +630,72 @@ TEST_CASE("render: band boundaries belong to the upper band", "[rschedd]") {
                              hist_header_collapsed(), "edge", 1, 5, 10)) != std::string::npos);
   CHECK(out.find("Short (100μs-1ms): CPUs (1) 0\n") != std::string::npos);
   CHECK(out.find("\nLow (1-100M cycles/sec) (1 entries):\n") != std::string::npos);
+}
+
+// ---- the live model fed from recorded rows (the display thread's input) ----------------------
+
+namespace {
+store::thread_row trow(std::uint32_t tid, const char *comm, std::uint64_t us, std::uint64_t n) {
+  store::thread_row r;
+  r.tid = tid;
+  r.pid = tid;
+  r.start_time_ns = 1000 + tid;
+  r.comm = comm;
+  r.cgroup = "/";
+  r.delay_count = n;
+  r.delay_total_ns = n * us * 1000;
+  r.delay_hist.add(us * 1000, n);
+  return r;
+}
+} // namespace
+
+TEST_CASE("fold_row: intervals accumulate per thread and per CPU; IPC is per interval",
+          "[rschedd]") {
+  model m;
+  store::interval_row a;
+  a.threads.push_back(trow(1, "one", 10, 5));
+  a.threads.back().has_ipc = true;
+  a.threads.back().user_cycles = 100;
+  a.threads.back().user_instructions = 200;
+  store::cpu_row c;
+  c.cpu = 3;
+  c.delay_hist.add(5000, 2);
+  a.cpus.push_back(c);
+  fold_row(m, a, true, {}, 1);
+  store::interval_row b;
+  b.threads.push_back(trow(1, "renamed", 20, 3));
+  b.cpus.push_back(c);
+  fold_row(m, b, true, {}, 2);
+  REQUIRE(m.threads.size() == 1);
+  const auto &t = m.threads.begin()->second;
+  CHECK(t.delay.total() == 8);
+  CHECK(t.comm == "renamed"); // the newest name
+  CHECK(t.last_seen == 2);
+  CHECK(m.cpus.at(3).delay.total() == 4);
+  CHECK(m.ipc.empty()); // the second interval had no counters
+}
+
+// With a terminal and heavy thread churn the cumulative model grew to 631 MiB: it kept every
+// thread ever seen. It is bounded now, the longest unseen threads leaving first.
+TEST_CASE("bound_threads keeps the cumulative tables bounded under thread churn", "[rschedd]") {
+  model m;
+  std::uint64_t seq = 0;
+  for (std::uint32_t round = 0; round < 50; ++round) {
+    store::interval_row r;
+    for (std::uint32_t i = 0; i < 2000; ++i) {
+      r.threads.push_back(trow(round * 2000 + i, "churn", 10, 1)); // new threads every interval
+    }
+    fold_row(m, r, false, {}, ++seq);
+    bound_threads(m, 16384);
+    REQUIRE(m.threads.size() <= 16384);
+  }
+  CHECK(m.evicted_threads == 100000 - m.threads.size());
+  // The survivors are the most recent ones.
+  std::uint64_t oldest = seq;
+  for (const auto &[id, t] : m.threads) {
+    oldest = std::min(oldest, t.last_seen);
+  }
+  CHECK(oldest > 50 - 16384 / 2000 - 1);
+  const std::string out = render(m, render_options{}, no_filter());
+  CHECK(out.find("threads not seen for the longest time") != std::string::npos);
 }
