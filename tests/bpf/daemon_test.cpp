@@ -149,8 +149,8 @@ TEST_CASE("all groups on this VM: every section with data, one line per unavaila
   const std::string dir = test::temp_dir();
   const std::string out = dir + "/out.txt";
   const std::string cmd =
-      "script -qec '" + test::rschedd_path() + " --no-db -g all -r 3' /dev/null > " + out +
-      " 2>&1 & " +
+      "script -qec '" + test::rschedd_path() + " --no-db -g all -r 3 --view tables' /dev/null > " +
+      out + " 2>&1 & " +
       "sleep 0.5; stress-ng --switch 2 --taskset 0,1 --timeout 2 >/dev/null 2>&1; "
       "taskset -c 0 true; wait";
   int status = 0;

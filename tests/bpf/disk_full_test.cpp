@@ -28,34 +28,6 @@ std::int64_t int_of(const store::value &v) {
   return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : -1;
 }
 
-// A fresh temporary directory with a small tmpfs mounted at its "mnt"; on every exit path the
-// tmpfs is unmounted (lazily, so that a daemon still holding files does not block it) and the
-// directory removed.
-class tmpfs_dir {
-public:
-  explicit tmpfs_dir(const std::string &size) : dir_(test::temp_dir()), mnt_(dir_ + "/mnt") {
-    std::filesystem::create_directories(mnt_);
-    const std::string opts = "size=" + size + ",mode=0755";
-    mounted_ = mount("tmpfs", mnt_.c_str(), "tmpfs", 0, opts.c_str()) == 0;
-  }
-  ~tmpfs_dir() {
-    if (mounted_) {
-      umount2(mnt_.c_str(), MNT_DETACH);
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  tmpfs_dir(const tmpfs_dir &) = delete;
-  tmpfs_dir &operator=(const tmpfs_dir &) = delete;
-  [[nodiscard]] bool mounted() const { return mounted_; }
-  [[nodiscard]] const std::string &mnt() const { return mnt_; }
-
-private:
-  std::string dir_;
-  std::string mnt_;
-  bool mounted_ = false;
-};
-
 // Threads that sleep and wake all the time, so that every interval has rows to write.
 class sleepers {
 public:
@@ -82,26 +54,6 @@ private:
   std::vector<std::thread> threads_;
 };
 
-// Writes `path` until the file system is full; returns the bytes written (-1 on another error).
-std::int64_t fill(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return -1;
-  }
-  const std::vector<char> chunk(64 * 1024, 'x');
-  std::int64_t total = 0;
-  for (;;) {
-    const ssize_t n = ::write(fd, chunk.data(), chunk.size());
-    if (n > 0) {
-      total += n;
-      continue;
-    }
-    const int e = errno;
-    ::close(fd);
-    return n < 0 && e == ENOSPC ? total : -1;
-  }
-}
-
 } // namespace
 
 TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps running, "
@@ -112,7 +64,7 @@ TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps 
   }
   // Room for the database as it grows meanwhile: its WAL alone reaches 4 MiB before the first
   // checkpoint (1000 pages), and an interval of a busy machine takes hundreds of KiB.
-  tmpfs_dir fs("64m");
+  test::tmpfs_dir fs("64m");
   REQUIRE(fs.mounted());
   const std::string db = fs.mnt() + "/rsched.db";
   const std::string filler = fs.mnt() + "/filler";
@@ -133,7 +85,7 @@ TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps 
     require(d.wait_attached(), "rschedd did not attach");
     require(test::wait_for_intervals(db, 1, 10s), "no intervals before the disk filled up");
 
-    const std::int64_t filled = fill(filler);
+    const std::int64_t filled = test::fill(filler);
     full_from = test::realtime_ns();
     require(filled > 0, "could not fill the tmpfs");
     INFO("filler: " << filled << " bytes");

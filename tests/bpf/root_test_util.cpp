@@ -1,7 +1,9 @@
 #include "root_test_util.hpp"
 
+#include <sys/mount.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
@@ -78,15 +80,23 @@ std::string temp_dir() {
   return tmpl;
 }
 
-daemon::daemon(const std::vector<std::string> &args) {
+daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
   int fds[2];
   REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
   pid_ = fork();
   REQUIRE(pid_ >= 0);
   if (pid_ == 0) {
     dup2(fds[1], STDERR_FILENO);
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, STDOUT_FILENO);
+    if (so.stdout_fd >= 0) {
+      setsid(); // a terminal on stdout becomes the controlling one, as in a real session
+      dup2(so.stdout_fd, STDOUT_FILENO);
+    } else {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, STDOUT_FILENO);
+    }
+    if (so.ignore_sighup) {
+      signal(SIGHUP, SIG_IGN); // survives exec, as nohup relies on
+    }
     std::vector<char *> argv;
     std::string path = rschedd_path();
     argv.push_back(path.data());
@@ -141,6 +151,28 @@ bool daemon::wait_attached(int timeout_ms) {
   return false;
 }
 
+std::optional<int> daemon::wait_exit(int timeout_ms) {
+  if (pid_ <= 0) {
+    return exit_status_;
+  }
+  // A clock, not a count of drains: at EOF on its stderr a drain returns at once.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    drain(20);
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      drain(100);
+      pid_ = -1;
+      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      return exit_status_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 int daemon::stop(int sig) {
   if (pid_ <= 0) {
     return exit_status_; // already reaped by wait_attached
@@ -157,6 +189,43 @@ int daemon::stop(int sig) {
   drain(100);
   pid_ = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+tmpfs_dir::tmpfs_dir(const std::string &size) : dir_(temp_dir()), mnt_(dir_ + "/mnt") {
+  std::filesystem::create_directories(mnt_);
+  const std::string opts = "size=" + size + ",mode=0755";
+  mounted_ = mount("tmpfs", mnt_.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+}
+
+tmpfs_dir::~tmpfs_dir() {
+  if (mounted_) {
+    umount2(mnt_.c_str(), MNT_DETACH);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+bool tmpfs_dir::remount_read_only() {
+  return mounted_ && mount("tmpfs", mnt_.c_str(), "tmpfs", MS_REMOUNT | MS_RDONLY, nullptr) == 0;
+}
+
+std::int64_t fill(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return -1;
+  }
+  const std::vector<char> chunk(64 * 1024, 'x');
+  std::int64_t total = 0;
+  for (;;) {
+    const ssize_t n = ::write(fd, chunk.data(), chunk.size());
+    if (n > 0) {
+      total += n;
+      continue;
+    }
+    const int e = errno;
+    ::close(fd);
+    return n < 0 && e == ENOSPC ? total : -1;
+  }
 }
 
 std::int64_t realtime_ns() {

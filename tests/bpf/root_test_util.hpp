@@ -38,10 +38,20 @@ private:
   std::string old_;
 };
 
+// How a daemon child is started.
+struct spawn_options {
+  int stdout_fd = -1;         // its stdout (a pty slave, a pipe); -1: /dev/null
+  bool ignore_sighup = false; // start with SIGHUP ignored, as under nohup
+};
+
 // A running rschedd child process.
 class daemon {
 public:
-  explicit daemon(const std::vector<std::string> &args);
+  explicit daemon(const std::vector<std::string> &args, const spawn_options &so = {});
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  // Waits up to `timeout_ms` for it to exit by itself: its exit status (or -signal), or
+  // nullopt when it is still running.
+  std::optional<int> wait_exit(int timeout_ms);
   ~daemon();
   daemon(const daemon &) = delete;
   daemon &operator=(const daemon &) = delete;
@@ -69,6 +79,29 @@ std::int64_t realtime_ns();
 std::int64_t raw_intervals(const std::string &db);
 // Polls until the database holds more than `n` raw intervals; false after `timeout`.
 bool wait_for_intervals(const std::string &db, std::int64_t n, std::chrono::milliseconds timeout);
+
+// A fresh temporary directory with a small tmpfs mounted at its "mnt"; on every exit path the
+// tmpfs is unmounted (lazily, so that a daemon still holding files does not block it) and the
+// directory removed.
+class tmpfs_dir {
+public:
+  explicit tmpfs_dir(const std::string &size);
+  ~tmpfs_dir();
+  tmpfs_dir(const tmpfs_dir &) = delete;
+  tmpfs_dir &operator=(const tmpfs_dir &) = delete;
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] const std::string &mnt() const { return mnt_; }
+  // Remounts it read-only (true on success).
+  bool remount_read_only();
+
+private:
+  std::string dir_;
+  std::string mnt_;
+  bool mounted_ = false;
+};
+
+// Writes `path` until the file system is full; returns the bytes written (-1 on another error).
+std::int64_t fill(const std::string &path);
 
 std::string rschedd_path();
 std::string rsched_sql_path();
