@@ -1,5 +1,7 @@
 #include "root_test_util.hpp"
 
+#include "root_guard.hpp"
+
 #include <sys/mount.h>
 #include <sys/wait.h>
 
@@ -18,15 +20,7 @@
 namespace rsched::test {
 
 bool bpf_available() {
-  if (geteuid() == 0) {
-    return true;
-  }
-  const char *req = std::getenv("RSCHED_REQUIRE_BPF");
-  if (req != nullptr && std::string(req) == "1") {
-    FAIL("RSCHED_REQUIRE_BPF=1 but not running as root: a skipped BPF test is a failure");
-  }
-  WARN("not root: BPF test skipped (set RSCHED_REQUIRE_BPF=1 to make this a failure)");
-  return false;
+  return root_available("BPF test");
 }
 
 std::optional<schedstat> self_schedstat() {

@@ -5,6 +5,8 @@
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
 
+#include "root_guard.hpp"
+
 #include <catch2/catch.hpp>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -27,20 +29,6 @@ using namespace rsched::collect;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Local copy of tests/bpf's bpf_available(): without root, fail under RSCHED_REQUIRE_BPF=1, else
-// warn and let the caller return (Catch2 v2 has no SKIP).
-bool root_available() {
-  if (geteuid() == 0) {
-    return true;
-  }
-  const char *req = std::getenv("RSCHED_REQUIRE_BPF");
-  if (req != nullptr && std::string(req) == "1") {
-    FAIL("RSCHED_REQUIRE_BPF=1 but not running as root: a skipped root test is a failure");
-  }
-  WARN("not root: perf/BPF test skipped (set RSCHED_REQUIRE_BPF=1 to make this a failure)");
-  return false;
-}
 
 bool have_core_pmu() {
   for (const char *name : {"cpu", "cpu_core", "cpu_atom"}) {
@@ -105,7 +93,7 @@ std::optional<std::uint64_t> charged(const snapshot &snap, pid_t tid, unsigned s
 } // namespace
 
 TEST_CASE("software counters open on every online CPU and advance", "[root][perf]") {
-  if (!root_available()) {
+  if (!rsched::test::root_available("perf/BPF test")) {
     return;
   }
   auto cpus = online_cpus();
@@ -152,7 +140,7 @@ TEST_CASE("software counters open on every online CPU and advance", "[root][perf
 }
 
 TEST_CASE("hardware counters fail with one line where there is no hardware PMU", "[root][perf]") {
-  if (!root_available()) {
+  if (!rsched::test::root_available("perf/BPF test")) {
     return;
   }
   auto cpus = online_cpus();
@@ -181,7 +169,7 @@ TEST_CASE("hardware counters fail with one line where there is no hardware PMU",
 }
 
 TEST_CASE("without privileges the error says what is needed, in one line", "[root][perf]") {
-  if (!root_available()) {
+  if (!rsched::test::root_available("perf/BPF test")) {
     return;
   }
   int fds[2];
@@ -226,7 +214,7 @@ TEST_CASE("without privileges the error says what is needed, in one line", "[roo
 
 TEST_CASE("a software counter read by the BPF program is charged to the thread that ran",
           "[root][perf]") {
-  if (!root_available()) {
+  if (!rsched::test::root_available("perf/BPF test")) {
     return;
   }
   auto cpus = online_cpus();

@@ -6,6 +6,7 @@
 #include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
+#include "root_guard.hpp"
 #include "store_test_util.hpp"
 
 #include <catch2/catch.hpp>
@@ -74,20 +75,6 @@ void settle(writer &w, std::int64_t now) {
     }
   }
   FAIL("maintenance never settled");
-}
-
-// Same as in the root tests of tests/perf: without root, fail under RSCHED_REQUIRE_BPF=1, else
-// warn and let the caller return (Catch2 v2 has no SKIP).
-bool root_available() {
-  if (geteuid() == 0) {
-    return true;
-  }
-  const char *req = std::getenv("RSCHED_REQUIRE_BPF");
-  if (req != nullptr && std::string(req) == "1") {
-    FAIL("RSCHED_REQUIRE_BPF=1 but not running as root: a skipped root test is a failure");
-  }
-  WARN("not root: store root test skipped (set RSCHED_REQUIRE_BPF=1 to make this a failure)");
-  return false;
 }
 
 } // namespace
@@ -268,7 +255,7 @@ TEST_CASE("a database with a damaged page is refused at open", "[store][lock]") 
 
 // Root: a read-only file system (as root, chmod does not stop a write; a read-only mount does).
 TEST_CASE("a database on a read-only file system is refused at open", "[store][root]") {
-  if (!root_available()) {
+  if (!rsched::test::root_available("store root test")) {
     return;
   }
   temp_dir dir;
