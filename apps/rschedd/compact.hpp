@@ -23,6 +23,7 @@
 #include <ctime>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,20 +33,19 @@ namespace rsched::rschedd {
 
 // What the recorder says about itself, shown on the first line.
 struct compact_header {
-  std::int64_t end_ns = 0;             // UTC wall-clock ns at the end of the newest interval
-  std::int64_t dur_ns = 0;             // length of the newest interval
-  std::string recording;               // "recording to PATH" / "not recording (--no-db)"
-  std::uint64_t intervals_written = 0; // since start
-  std::uint64_t write_failures = 0;    // intervals that could not be written
-  std::uint64_t display_skipped = 0;   // intervals the display fell behind on
-  bool stalled = false;                // the newest interval was much longer than asked
+  std::int64_t end_ns = 0; // UTC wall-clock ns at the end of the newest interval
+  std::int64_t dur_ns = 0; // length of the newest interval
+  std::string recording;   // "recording to PATH" / "not recording (--no-db)"
+  std::optional<std::uint64_t> intervals_written; // since start; nullopt: not recording
+  std::uint64_t write_failures = 0;               // intervals that could not be written
+  std::uint64_t display_skipped = 0;              // intervals the display fell behind on
+  bool stalled = false;                           // the newest interval was much longer than asked
 };
 
 // One comm's data in one interval (or merged over the window).
 struct comm_summary {
   std::string comm;
   std::uint32_t threads = 0; // threads with data (per interval; the window shows the most)
-  std::uint64_t delay_total_ns = 0;
   stats::histogram delay{stats::layout::latency, {}};
   stats::histogram depth{stats::layout::depth, {}};
   std::uint64_t preemptions = 0; // involuntary switches
@@ -55,7 +55,6 @@ struct comm_summary {
 
   void merge(const comm_summary &o) {
     threads = std::max(threads, o.threads);
-    delay_total_ns += o.delay_total_ns;
     (void)stats::merge_into(delay, o.delay);
     (void)stats::merge_into(depth, o.depth);
     preemptions += o.preemptions;
@@ -100,7 +99,6 @@ public:
       comm_summary &c = by_comm[t.comm];
       c.comm = t.comm;
       ++c.threads;
-      c.delay_total_ns += t.delay_total_ns;
       (void)stats::merge_into(c.delay, t.delay_hist);
       (void)stats::merge_into(c.depth, t.depth_hist);
       c.preemptions += t.slice_invol.count;
@@ -249,9 +247,11 @@ inline std::string render_compact(const compact_window &w, const compact_header 
   for (const auto &iv : ivs) {
     span_ns += iv.dur_ns;
   }
-  head +=
-      fmt::format("  last {:.1f} s  {}  {} intervals written", static_cast<double>(span_ns) / 1e9,
-                  text::escape_for_terminal(h.recording), h.intervals_written);
+  head += fmt::format("  last {:.1f} s  {}", static_cast<double>(span_ns) / 1e9,
+                      text::escape_for_terminal(h.recording));
+  if (h.intervals_written) {
+    head += fmt::format("  {} intervals written", *h.intervals_written);
+  }
   if (h.stalled) {
     head += fmt::format("  !! recorder fell behind: last interval {:.1f} s",
                         static_cast<double>(h.dur_ns) / 1e9);

@@ -171,12 +171,6 @@ public:
     cv_.notify_one();
   }
 
-  // Frames the display dropped (it was behind) and whether the terminal went away.
-  [[nodiscard]] std::uint64_t skipped() const {
-    const std::lock_guard<std::mutex> g(mu_);
-    return skipped_;
-  }
-
 private:
   void run() {
     // Lowest useful priority: the recorder (SCHED_FIFO when allowed) and the workload come
@@ -238,7 +232,7 @@ private:
   terminal_out out_;
   model model_;           // tables view
   compact_window window_; // compact view
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::deque<live_frame> queue_;
   std::uint64_t skipped_ = 0;

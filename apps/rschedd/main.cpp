@@ -635,7 +635,9 @@ int run(const rschedd::options &opt) {
       f.header.dur_ns = row.dur_ns;
       f.header.recording =
           opt.no_db ? std::string("not recording (--no-db)") : "recording to " + opt.db_path;
-      f.header.intervals_written = intervals_written;
+      if (db) {
+        f.header.intervals_written = intervals_written;
+      }
       f.header.write_failures = write_failures;
       f.header.stalled = row.stalled;
       if (!live_schedstat.empty()) {

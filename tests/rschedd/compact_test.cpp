@@ -160,6 +160,7 @@ TEST_CASE("compact view: the header says when the recorder or the display fell b
   h.end_ns = sec;
   h.dur_ns = 4 * sec;
   h.recording = "recording to /tmp/x.db";
+  h.intervals_written = 41;
   h.stalled = true;
   h.write_failures = 3;
   h.display_skipped = 2;
@@ -168,6 +169,11 @@ TEST_CASE("compact view: the header says when the recorder or the display fell b
   CHECK(out.find("recorder fell behind") != std::string::npos);
   CHECK(out.find("3 intervals not written") != std::string::npos);
   CHECK(out.find("display skipped 2") != std::string::npos);
+  CHECK(out.find("41 intervals written") != std::string::npos);
+  compact_header live_only;
+  live_only.recording = "not recording (--no-db)";
+  CHECK(render_compact(w, live_only, render_options{}, {}, 24, 200).find("intervals written") ==
+        std::string::npos);
   compact_window empty;
   CHECK(render_compact(empty, {}, render_options{}, {}, 24, 80).find("waiting") !=
         std::string::npos);
