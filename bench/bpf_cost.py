@@ -5,7 +5,8 @@ For each repetition and each tracer (interleaved), start the tracer, find its pr
 `bpftool prog show` ids, run the workload, and divide the change of run_time_ns by the change of
 run_cnt. Prints per-tracer medians and the ratio to runqlat.
 
-Usage (root): bench/bpf_cost.py [--reps N] [--rschedd PATH] [--workload "CMD"] [--groups G]
+Usage (root): bench/bpf_cost.py [--reps N] [--rschedd PATH] [--workload "CMD"]
+                                [--baseline PATH]   # another rschedd binary (an A/B), default groups
 """
 import argparse, json, os, random, signal, statistics, subprocess, sys, time
 
@@ -48,6 +49,7 @@ def main():
     ap.add_argument("--rschedd", default=os.path.join(os.path.dirname(__file__), "..", "build", "apps", "rschedd", "rschedd"))
     ap.add_argument("--workload", default="stress-ng --switch 2 --timeout 5")
     ap.add_argument("--runqlat", default="/usr/sbin/runqlat")
+    ap.add_argument("--baseline", help="another rschedd binary, run with the default groups")
     args = ap.parse_args()
     tracers = {
         "rschedd (default groups)": [args.rschedd, "--no-db", "-i", "1"],
@@ -56,6 +58,8 @@ def main():
         "rschedd -g most": [args.rschedd, "--no-db", "-i", "1", "-g", "most"],
         "runqlat": [args.runqlat, "1", "1000"],
     }
+    if args.baseline:
+        tracers["baseline rschedd (default groups)"] = [args.baseline, "--no-db", "-i", "1"]
     old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
     open("/proc/sys/kernel/bpf_stats_enabled", "w").write("1")
     results = {k: [] for k in tracers}
