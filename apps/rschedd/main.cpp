@@ -371,6 +371,7 @@ int run(const rschedd::options &opt) {
   bo.task_hash_entries = opt.task_hash_entries;
   bo.read = opt.read;
   bo.dirty_list_entries = opt.dirty_list_entries;
+  bo.delay_rq_clock = opt.delay_rq_clock;
   bo.verbose = opt.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
   auto prog = bpf::program::load(bo);
   if (!prog) {
@@ -535,6 +536,9 @@ int run(const rschedd::options &opt) {
     row.dur_ns = now_mono - iv_mono;
     row.boot_id = boot;
     row.groups = groups;
+    if ((groups & RSCHED_G_LATENCY) != 0) {
+      row.delay_clock = opt.delay_rq_clock ? "runqueue" : "monotonic";
+    }
     row.final_interval = stop;
     row.stalled = row.dur_ns > interval_ns + interval_ns / 2;
     if (row.stalled != reported_stall) {

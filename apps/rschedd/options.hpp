@@ -100,6 +100,7 @@ struct options {
   std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
   bpf::live_read read = bpf::live_read::automatic;
   std::uint32_t dirty_list_entries = 65536; // threads that change within one interval, listed
+  bool delay_rq_clock = false;              // --delay-clock runqueue
   bool verbose = false;
   bool help = false;
   bool version = false;
@@ -155,6 +156,10 @@ inline constexpr const char *usage_text =
     "      --live-read HOW      tp_btf mode: auto (default), dirty-list or iterator: read only\n"
     "                           the threads that changed from a list the tracepoints fill, or\n"
     "                           visit every thread of the system each interval\n"
+    "      --delay-clock CLOCK  scheduling delay from the monotonic clock (default: wakeup to\n"
+    "                           switch-in as the task lived it, leaving idle included, as\n"
+    "                           runqlat and perf sched) or the runqueue clock (runqueue: the\n"
+    "                           kernel's run_delay in /proc/<pid>/schedstat)\n"
     "      --keep-raw DURATION  keep raw intervals this long (default 2d; 0 = forever)\n"
     "      --keep-1m DURATION   keep 1-minute rollups this long (default 30d; 0 = forever)\n"
     "      --keep-1h DURATION   keep 1-hour rollups this long (default 365d; 0 = forever)\n"
@@ -307,6 +312,18 @@ inline result<options> parse_options(const std::vector<std::string> &args) {
         o.mode = bpf::attach_mode::raw_tp;
       } else {
         return make_error("--bpf-mode must be auto, tp_btf or raw_tp, got '" + *v + "'");
+      }
+    } else if (flag == "--delay-clock") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (*v == "monotonic") {
+        o.delay_rq_clock = false;
+      } else if (*v == "runqueue") {
+        o.delay_rq_clock = true;
+      } else {
+        return make_error("--delay-clock must be monotonic or runqueue, got '" + *v + "'");
       }
     } else if (flag == "--live-read") {
       auto v = value();

@@ -30,13 +30,19 @@ TEST_CASE("automatic mode attaches tp_btf programs only, once per tracepoint", "
   REQUIRE(p.ok());
   CHECK(p->mode() == bpf::attach_mode::tp_btf);
   const auto progs = p->attached();
-  REQUIRE(progs.size() == 3);
+  // the latency group's three, and the three that close a thread's attribution (rename, exec,
+  // cgroup move; this kernel has the task iterator, so a process move reaches every thread)
+  REQUIRE(progs.size() == 6);
   std::set<std::string> names;
   for (const auto &pi : progs) {
     CHECK(ends_with(pi.name, "_btf"));
     names.insert(pi.name.substr(0, pi.name.size() - 4));
   }
-  CHECK(names == std::set<std::string>{"sched_switch", "sched_wakeup", "sched_wakeup_new"});
+  CHECK(names == std::set<std::string>{"sched_switch", "sched_wakeup", "sched_wakeup_new",
+                                       "task_rename", "sched_process_exec",
+                                       "cgroup_attach_task"});
+  CHECK(p->moves_whole_process());
+  CHECK_FALSE(p->delay_rq_clock());
 }
 
 TEST_CASE("raw_tp mode attaches raw_tp programs only", "[root][bpf]") {
@@ -49,10 +55,11 @@ TEST_CASE("raw_tp mode attaches raw_tp programs only", "[root][bpf]") {
   INFO((p.ok() ? std::string() : p.err().msg));
   REQUIRE(p.ok());
   const auto progs = p->attached();
-  REQUIRE(progs.size() == 3);
+  REQUIRE(progs.size() == 6);
   for (const auto &pi : progs) {
     CHECK(ends_with(pi.name, "_raw"));
   }
+  CHECK_FALSE(p->moves_whole_process());
 }
 
 TEST_CASE("without privileges rschedd says what is missing in one line and exits 1",

@@ -18,9 +18,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sched.h>
+#include <spawn.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
+
+extern char **environ;
 
 using namespace rsched;
 using namespace std::chrono_literals;
@@ -227,4 +232,131 @@ TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms, CPU idle is
   }
   CHECK(periods > 0);
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+// voluntary/nonvoluntary switches of the calling thread so far.
+std::pair<std::uint64_t, std::uint64_t> self_switches() {
+  std::ifstream in("/proc/thread-self/status");
+  std::string line;
+  std::uint64_t v = 0, nv = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+      v = std::stoull(line.substr(24));
+    } else if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) {
+      nv = std::stoull(line.substr(27));
+    }
+  }
+  return {v, nv};
+}
+} // namespace
+
+// Issue 11, point 3: a new thread's or process's first slice is counted like every other one.
+// New threads (pthreads), forked children, vfork children (posix_spawn) that exec: per thread,
+// voluntary and involuntary slices against the kernel's counts.
+//
+// What cannot be counted: on this VM the kernel sometimes emits no sched_switch at all for a
+// switch out of the idle task or out of a thread of PID 1 (the VM agent). The kernel's own ftrace
+// shows the gap (a CPU's next event comes from a task no sched_switch switched to), and an
+// independent BPF probe on the same tracepoints misses exactly the same switch-ins. Under CPU load
+// about 1 % of short-lived processes lose one switch-in that way: the slice that starts there has
+// no start, so it (and its delay sample) cannot be measured, while the kernel's nvcsw/nivcsw
+// count it at the switch-out. So a zombie may be short by one, never more, and never over.
+TEST_CASE("Every switch of new threads and processes is counted, the first one included",
+          "[root][bpf][groups]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  for (const std::string mode : {"tp_btf", "raw_tp"}) {
+    const std::string dir = test::temp_dir();
+    const std::string db = dir + "/rsched.db";
+    test::daemon d({"--db", db, "-i", "1", "-g", "latency,slice", "--bpf-mode", mode});
+    INFO(d.stderr_text());
+    REQUIRE(d.wait_attached());
+    // Threads: each reads its own counts last thing; the switches after that read (the mutex,
+    // its exit, a preemption) are at most 3 more.
+    struct seen {
+      std::uint64_t vol = 0, invol = 0;
+      bool exact = true; // read from a zombie: nothing happens after it
+    };
+    std::map<pid_t, seen> kernel;
+    std::mutex mu;
+    for (int round = 0; round < 10; ++round) {
+      std::vector<std::thread> threads;
+      for (int i = 0; i < 6; ++i) {
+        threads.emplace_back([&, i] {
+          for (int k = 0; k < 3 + i; ++k) {
+            spin_for(30'000);
+            usleep(150);
+          }
+          const auto [v, nv] = self_switches();
+          std::lock_guard<std::mutex> g(mu);
+          kernel[static_cast<pid_t>(gettid())] = {v, nv, false};
+        });
+      }
+      for (auto &t : threads) {
+        t.join();
+      }
+    }
+    // Processes: forked children that sleep a few times, and vfork children that exec sleep(1).
+    for (int i = 0; i < 20; ++i) {
+      pid_t pid = -1;
+      if (i % 2 == 0) {
+        pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+          for (int k = 0; k < 4; ++k) {
+            usleep(200);
+          }
+          _exit(0);
+        }
+      } else {
+        char arg0[] = "sleep", arg1[] = "0.001";
+        char *argv[] = {arg0, arg1, nullptr};
+        REQUIRE(posix_spawn(&pid, "/bin/sleep", nullptr, nullptr, argv, environ) == 0);
+      }
+      siginfo_t si{};
+      REQUIRE(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) == 0);
+      std::this_thread::sleep_for(10ms); // the zombie's last switch is done
+      auto st = proc_fields(pid, "status");
+      kernel[pid] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"], true};
+      REQUIRE(waitpid(pid, nullptr, 0) == pid);
+    }
+    std::this_thread::sleep_for(1200ms);
+    REQUIRE(d.stop(SIGINT) == 0);
+
+    std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> ours;
+    for (const auto &r : query(db, "SELECT tid, sum(voluntary_count), sum(involuntary_count) "
+                                   "FROM timeslice GROUP BY tid")) {
+      ours[static_cast<pid_t>(as_int(r[0]))] = {static_cast<std::uint64_t>(as_int(r[1])),
+                                                static_cast<std::uint64_t>(as_int(r[2]))};
+    }
+    int exact = 0, zombies_exact = 0, zombies = 0;
+    for (const auto &[tid, k] : kernel) {
+      const auto [vol, invol] = ours[tid];
+      INFO("mode " << mode << " tid " << tid << ": voluntary kernel " << k.vol << " recorded "
+                   << vol << "; involuntary kernel " << k.invol << " recorded " << invol
+                   << (k.exact ? " (zombie)" : " (read by the thread)"));
+      if (k.exact) {
+        CHECK(vol <= k.vol);
+        CHECK(invol <= k.invol);
+        CHECK(vol + invol + 1 >= k.vol + k.invol);
+      } else {
+        CHECK(vol + invol >= k.vol + k.invol);
+        CHECK(vol >= k.vol);
+        CHECK(invol >= k.invol);
+        CHECK(vol + invol <= k.vol + k.invol + 3);
+      }
+      exact += (vol == k.vol && invol == k.invol) ? 1 : 0;
+      zombies_exact += (k.exact && vol == k.vol && invol == k.invol) ? 1 : 0;
+      zombies += k.exact ? 1 : 0;
+    }
+    INFO(zombies_exact << " of " << zombies << " processes with exactly the kernel's counts");
+    CHECK(zombies_exact * 10 >= zombies * 9);
+    std::printf("new threads[%s]: %zu threads and processes, %d with exactly the kernel's "
+                "counts at the read; drops %lld\n",
+                mode.c_str(), kernel.size(), exact,
+                static_cast<long long>(as_int(query(db, "SELECT sum(drops) FROM health")[0][0])));
+    std::filesystem::remove_all(dir);
+  }
 }

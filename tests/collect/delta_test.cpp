@@ -172,3 +172,158 @@ TEST_CASE("a thread absent from partial reads keeps its baseline indefinitely", 
   (void)tr.advance(full);
   CHECK(tr.tracked_threads() == 0);
 }
+
+namespace {
+// A segment record: the counters at the close of attribution `seg` under (comm, cgroup).
+thread_sample segment(std::uint32_t tid, std::uint64_t start, std::uint32_t seg,
+                      std::uint64_t count, std::uint64_t total, const std::string &comm,
+                      std::uint64_t cgroup = 0) {
+  thread_sample t = thread(tid, start, count, total, comm);
+  t.segment = true;
+  t.seg = seg;
+  t.cgroup_id = cgroup;
+  return t;
+}
+thread_sample live(std::uint32_t tid, std::uint64_t start, std::uint32_t seg, std::uint64_t count,
+                   std::uint64_t total, const std::string &comm, std::uint64_t cgroup = 0) {
+  thread_sample t = thread(tid, start, count, total, comm);
+  t.seg = seg;
+  t.cgroup_id = cgroup;
+  return t;
+}
+const thread_sample *find(const interval_delta &d, std::uint32_t tid, const std::string &comm,
+                          std::uint64_t cgroup = 0) {
+  for (const auto &t : d.threads) {
+    if (t.key.tid == tid && t.comm == comm && t.cgroup_id == cgroup) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+} // namespace
+
+TEST_CASE("a rename splits a thread's delta: before under the old name, after under the new",
+          "[collect][segments]") {
+  delta_tracker tr;
+  snapshot s1;
+  s1.live = {live(10, 1, 0, 5, 500, "bash")};
+  (void)tr.advance(s1);
+  snapshot s2; // renamed at 7 samples, 9 now
+  s2.live = {live(10, 1, 1, 9, 900, "worker")};
+  s2.segments = {segment(10, 1, 1, 7, 700, "bash")};
+  auto d = tr.advance(s2);
+  REQUIRE(d.threads.size() == 2);
+  REQUIRE(find(d, 10, "bash") != nullptr);
+  REQUIRE(find(d, 10, "worker") != nullptr);
+  CHECK(find(d, 10, "bash")->c.delay.count == 2);
+  CHECK(find(d, 10, "bash")->c.delay.total_ns == 200);
+  CHECK(find(d, 10, "worker")->c.delay.count == 2);
+  // the next read diffs against the live record, not the segment
+  snapshot s3;
+  s3.live = {live(10, 1, 1, 10, 1000, "worker")};
+  auto d3 = tr.advance(s3);
+  REQUIRE(d3.threads.size() == 1);
+  CHECK(d3.threads[0].comm == "worker");
+  CHECK(d3.threads[0].c.delay.count == 1);
+}
+
+TEST_CASE("a new thread that execs at once: its first samples stay under the parent's name",
+          "[collect][segments]") {
+  delta_tracker tr;
+  snapshot s; // never read before: the first segment is diffed against zero
+  s.segments = {segment(20, 2, 1, 1, 40, "sh")};
+  s.live = {live(20, 2, 1, 30, 3000, "make")};
+  auto d = tr.advance(s);
+  REQUIRE(find(d, 20, "sh") != nullptr);
+  CHECK(find(d, 20, "sh")->c.delay.count == 1);
+  REQUIRE(find(d, 20, "make") != nullptr);
+  CHECK(find(d, 20, "make")->c.delay.count == 29);
+}
+
+TEST_CASE("a segment written after the live read waits for the record that counts it",
+          "[collect][segments]") {
+  delta_tracker tr;
+  snapshot s1;
+  s1.live = {live(10, 1, 0, 5, 500, "a")};
+  // renamed just after its record was read: segment 1 (at 6 samples) arrives with this read
+  s1.segments = {segment(10, 1, 1, 6, 600, "a")};
+  auto d1 = tr.advance(s1);
+  REQUIRE(d1.threads.size() == 1);
+  CHECK(d1.threads[0].comm == "a");
+  CHECK(d1.threads[0].c.delay.count == 5);
+  snapshot s2;
+  s2.live = {live(10, 1, 1, 9, 900, "b")};
+  auto d2 = tr.advance(s2);
+  REQUIRE(find(d2, 10, "a") != nullptr);
+  CHECK(find(d2, 10, "a")->c.delay.count == 1);
+  REQUIRE(find(d2, 10, "b") != nullptr);
+  CHECK(find(d2, 10, "b")->c.delay.count == 3);
+}
+
+TEST_CASE("renames A -> B -> A within one read give one row per name; totals are unchanged",
+          "[collect][segments]") {
+  delta_tracker tr;
+  snapshot s1;
+  s1.live = {live(10, 1, 0, 2, 200, "A")};
+  (void)tr.advance(s1);
+  snapshot s2; // segments out of order in the buffer: applied by number
+  s2.segments = {segment(10, 1, 2, 7, 700, "B"), segment(10, 1, 1, 4, 400, "A")};
+  s2.live = {live(10, 1, 2, 12, 1200, "A")};
+  auto d = tr.advance(s2);
+  REQUIRE(d.threads.size() == 2);
+  CHECK(find(d, 10, "A")->c.delay.count == 2 + 5); // 2..4 and 7..12
+  CHECK(find(d, 10, "B")->c.delay.count == 3);     // 4..7
+}
+
+TEST_CASE("a cgroup move splits by cgroup; a final record applies its segments",
+          "[collect][segments]") {
+  delta_tracker tr;
+  snapshot s1;
+  s1.live = {live(30, 3, 0, 1, 100, "svc", 100)};
+  (void)tr.advance(s1);
+  snapshot s2; // moved to cgroup 200 at 4 samples, then exited at 6
+  s2.segments = {segment(30, 3, 1, 4, 400, "svc", 100)};
+  auto fin = live(30, 3, 1, 6, 600, "svc", 200);
+  fin.dead = true;
+  s2.dead = {fin};
+  auto d = tr.advance(s2);
+  REQUIRE(d.threads.size() == 2);
+  CHECK(find(d, 30, "svc", 100)->c.delay.count == 3);
+  CHECK_FALSE(find(d, 30, "svc", 100)->dead);
+  CHECK(find(d, 30, "svc", 200)->c.delay.count == 2);
+  CHECK(find(d, 30, "svc", 200)->dead);
+  CHECK(tr.tracked_threads() == 0);
+}
+
+TEST_CASE("a lost segment (buffer full) files the samples under the new name, none lost",
+          "[collect][segments]") {
+  delta_tracker tr;
+  snapshot s1;
+  s1.live = {live(10, 1, 0, 5, 500, "a")};
+  (void)tr.advance(s1);
+  snapshot s2; // segment 1 was dropped by the kernel side: the record says 1 closed
+  s2.live = {live(10, 1, 1, 9, 900, "b")};
+  auto d = tr.advance(s2);
+  REQUIRE(d.threads.size() == 1);
+  CHECK(d.threads[0].comm == "b");
+  CHECK(d.threads[0].c.delay.count == 4);
+}
+
+TEST_CASE("segments of a thread no read lists any more are counted before they are forgotten",
+          "[collect][segments]") {
+  delta_tracker tr(2);
+  snapshot s1;
+  s1.live = {live(10, 1, 0, 5, 500, "a")};
+  (void)tr.advance(s1);
+  snapshot s2; // renamed, then its final record was lost (graveyard full)
+  s2.full = true;
+  s2.segments = {segment(10, 1, 1, 8, 800, "a")};
+  auto d2 = tr.advance(s2);
+  CHECK(d2.threads.empty());
+  snapshot s3;
+  s3.full = true;
+  auto d3 = tr.advance(s3);
+  REQUIRE(d3.threads.size() == 1);
+  CHECK(d3.threads[0].comm == "a");
+  CHECK(d3.threads[0].c.delay.count == 3);
+}

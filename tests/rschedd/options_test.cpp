@@ -7,6 +7,13 @@ using rsched::rschedd::parse_options;
 TEST_CASE("rschedd defaults", "[rschedd]") {
   auto o = parse_options({});
   REQUIRE(o.ok());
+  CHECK_FALSE(o->delay_rq_clock); // the monotonic clock
+  auto rq = parse_options({"--delay-clock", "runqueue"});
+  REQUIRE(rq.ok());
+  CHECK(rq->delay_rq_clock);
+  auto mono = parse_options({"--delay-clock=runqueue", "--delay-clock", "monotonic"});
+  REQUIRE(mono.ok());
+  CHECK_FALSE(mono->delay_rq_clock);
   CHECK(o->interval_s == 1);
   CHECK_FALSE(o->run_time_s.has_value());
   CHECK(o->db_path == "/var/lib/rsched/rsched.db");
@@ -45,6 +52,8 @@ TEST_CASE("rschedd bad usage is a one-line error", "[rschedd]") {
                                                                 {"--db", "/x", "--no-db"},
                                                                 {"--bpf-mode", "kprobe"},
                                                                 {"--live-read", "list"},
+                                                                {"--delay-clock", "rq"},
+                                                                {"--delay-clock"},
                                                                 {"--dirty-list-entries", "8"},
                                                                 {"--dirty-list-entries", "x"},
                                                                 {"--db", ""}}) {

@@ -378,7 +378,7 @@ TEST_CASE("a real version 2 database is upgraded in place and its history rolled
   }
   auto w = open_writer(path);
   auto r = open_reader(path);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 3);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "PRAGMA auto_vacuum") == 2); // incremental, after the one VACUUM
   CHECK(columns_of(r, "sched_delay").size() == 10);
   CHECK(per_comm(r, "sched_delay", 0, INT64_MAX) == before);
@@ -435,4 +435,90 @@ TEST_CASE("a reader holding a snapshot does not block the writer, the WAL shrink
   }
   CHECK(fs::file_size(wal) <= 16u << 20);
   CHECK(fs::file_size(wal) < held);
+}
+
+// Schema 4: the delay clock of every interval and the segment drops.
+TEST_CASE("the delay clock and segment drops are recorded per interval, shown in health and "
+          "rolled up ('mixed' when a bucket's intervals used two clocks)",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  // Minute 0: monotonic only; minute 1: monotonic then runqueue; minute 2: latency not recorded.
+  for (int i = 0; i < 18; ++i) {
+    auto iv = make_interval(t0 + i * step, {make_thread(1, "a", {1'000})});
+    iv.groups = 1;
+    if (i < 6) {
+      iv.delay_clock = "monotonic";
+    } else if (i < 12) {
+      iv.delay_clock = i < 9 ? "monotonic" : "runqueue";
+    } else {
+      iv.delay_clock.clear();
+      iv.groups = 2;
+    }
+    iv.drops[RSCHED_DROP_SEGMENT] = static_cast<std::uint64_t>(i);
+    write_ok(w, iv);
+  }
+  write_ok(w, make_interval(t0 + 5 * minute, {make_thread(1, "a", {1'000})}));
+  settle(w, t0 + 5 * minute + step);
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE delay_clock = 'monotonic'") == 9);
+  CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE delay_clock = 'runqueue'") == 3);
+  CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE delay_clock IS NULL") == 7);
+  CHECK(scalar_int(r, "SELECT drops_segment FROM health WHERE ts = " +
+                          std::to_string(t0 + 4 * step)) == 4);
+  // health.drops counts them with the other drops
+  CHECK(scalar_int(r, "SELECT drops FROM health WHERE ts = " + std::to_string(t0 + 4 * step)) == 4);
+  const auto clock_of = [&](std::int64_t m) {
+    return as_text(run(r, "SELECT delay_clock FROM intervals WHERE tier = 1 AND start_ns = " +
+                              std::to_string(t0 + m * minute))
+                       .rows.at(0)
+                       .at(0));
+  };
+  CHECK(clock_of(0) == "monotonic");
+  CHECK(clock_of(1) == "mixed");
+  CHECK(run(r, "SELECT delay_clock IS NULL FROM intervals WHERE tier = 1 AND start_ns = " +
+                   std::to_string(t0 + 2 * minute))
+            .rows.at(0)
+            .at(0) == rsched::store::value{std::int64_t{1}});
+  CHECK(scalar_int(r, "SELECT drops_segment FROM intervals WHERE tier = 1 AND start_ns = " +
+                          std::to_string(t0 + minute)) == 6 + 7 + 8 + 9 + 10 + 11);
+}
+
+TEST_CASE("a real version 3 database is upgraded in place to version 4", "[store][rollup]") {
+  // tests/store/data/v3.db: 3 s recorded by rschedd at schema 3 (commit 97f2bea, runqueue
+  // delay clock) with -g latency,slice,sleep,migration.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/v3.db"));
+  std::vector<std::vector<std::string>> before;
+  std::int64_t n = 0;
+  {
+    auto r = open_reader(path); // read-only: sees version 3 as it is
+    CHECK(scalar_int(r, "PRAGMA user_version") == 3);
+    CHECK(columns_of(r, "health").size() == 13);
+    before = per_comm(r, "sched_delay", 0, INT64_MAX);
+    REQUIRE_FALSE(before.empty());
+    n = scalar_int(r, "SELECT count(*) FROM intervals");
+  }
+  auto w = open_writer(path);
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 4);
+  CHECK(per_comm(r, "sched_delay", 0, INT64_MAX) == before);
+  // Old intervals say nothing of their clock, and lost no segments.
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE delay_clock IS NULL") == n);
+  CHECK(scalar_int(r, "SELECT sum(drops_segment) FROM intervals") == 0);
+  CHECK(columns_of(r, "health").size() == 15);
+  CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE delay_clock IS NULL") == n);
+  // New intervals record their clock next to the old ones.
+  const std::int64_t next = scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
+  auto iv = make_interval(next, {make_thread(1, "new", {1'000})});
+  iv.groups = 1;
+  iv.delay_clock = "monotonic";
+  write_ok(w, iv);
+  CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE delay_clock = 'monotonic'") == 1);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+  // A second open finds the current version: nothing to do.
+  auto w2 = writer::open(path);
+  CHECK_FALSE(w2.ok()); // one writer per database; the first still holds it
 }

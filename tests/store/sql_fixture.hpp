@@ -107,6 +107,8 @@ inline void build(history &h) {
     }
     auto iv = store_test::make_interval(ts, std::move(threads), {c0, c1});
     iv.final_interval = ts + interval == gap_start; // rschedd stopped before the gap
+    // ... and was restarted after it without --delay-clock runqueue
+    iv.delay_clock = ts < gap_start ? "runqueue" : "monotonic";
     REQUIRE(w->write(iv).ok());
   }
   rsched::store::annotation a;

@@ -27,13 +27,13 @@ const std::string hostile_comm = "a\"b,c\x1b[31m\xff\n";
 
 } // namespace
 
-TEST_CASE("writer creates schema version 3 in a new file", "[store]") {
+TEST_CASE("writer creates the current schema version in a new file", "[store]") {
   temp_dir dir;
   const auto path = dir.file("rsched.db");
   { auto w = open_writer(path); }
 
   auto r = open_reader(path);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 3);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
   auto jm = run(r, "PRAGMA journal_mode");
   REQUIRE(jm.rows.size() == 1);
@@ -44,7 +44,7 @@ TEST_CASE("writer creates schema version 3 in a new file", "[store]") {
   for (const auto &row : meta.rows) {
     kv[as_text(row[0])] = as_text(row[1]);
   }
-  CHECK(kv["schema_version"] == "3");
+  CHECK(kv["schema_version"] == std::to_string(rsched::store::schema_version));
   CHECK(kv.count("upgraded_ns") == 0); // created at version 2, not upgraded
   CHECK(kv["rsched_version"] == "0.1.0");
   CHECK(kv.count("created_ns") == 1);
@@ -141,11 +141,13 @@ TEST_CASE("public views have exactly the documented columns", "[store]") {
           "flags",       "drops_task_state",   "drops_graveyard", "drops_stale_tid",
           "drops_no_rq", "discarded_too_long", "groups",          "drops_perf_read",
           "tier",        "collect_ns",         "write_ns",        "maint_ns",
-          "cpu_ns",      "rss_bytes",          "bpf_run_ns",      "bpf_run_cnt"});
+          "cpu_ns",      "rss_bytes",          "bpf_run_ns",      "bpf_run_cnt",
+          "delay_clock", "drops_segment"});
   CHECK(columns_of(r, "timeline") == columns_of(r, "intervals"));
   CHECK(columns_of(r, "health") == v{"ts", "dur", "collect_ns", "write_ns", "maint_ns", "cpu_ns",
                                      "rss_bytes", "bpf_run_ns", "bpf_run_cnt", "bpf_ns_per_event",
-                                     "drops", "discarded_too_long", "stalled"});
+                                     "drops", "discarded_too_long", "stalled", "delay_clock",
+                                     "drops_segment"});
   CHECK(columns_of(r, "tiers") == v{"tier", "name", "width_ns", "built_ns", "cutoff_ns"});
   CHECK(columns_of(r, "thread") ==
         v{"id", "boot_id", "tid", "pid", "start_time_ns", "comm", "cgroup", "last_ns"});
@@ -182,7 +184,7 @@ TEST_CASE("time-range queries on the views use the start_ns index", "[store]") {
 
 TEST_CASE("in-memory reader gets the schema", "[store]") {
   auto r = open_reader(":memory:", false);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 3);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
   CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 46);
   CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay") == 0);
@@ -388,15 +390,15 @@ TEST_CASE("files that are not rsched databases are refused and left untouched", 
   SECTION("a newer schema version") {
     const auto path = dir.file("rsched.db");
     { auto w = open_writer(path); }
-    raw_exec(path, "PRAGMA user_version = 4;");
+    raw_exec(path, "PRAGMA user_version = 5;");
     const std::string before = read_file(path);
     auto w = writer::open(path);
     REQUIRE_FALSE(w.ok());
     CHECK_THAT(w.err().msg,
-               Catch::Contains("database schema version 4 is newer than this rsched supports (3)"));
+               Catch::Contains("database schema version 5 is newer than this rsched supports (4)"));
     auto r = reader::open(path);
     REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 4 is newer"));
+    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 5 is newer"));
     CHECK(read_file(path) == before);
   }
 
@@ -445,7 +447,7 @@ TEST_CASE("read-only reader cannot write", "[store]") {
   CHECK_THAT(err, Catch::Contains("readonly"));
   run_error(r, "DELETE FROM intervals");
   run_error(r, "PRAGMA user_version = 7");
-  CHECK(scalar_int(r, "PRAGMA user_version") == 3);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
 
   // The same statement works on a writable connection, so the failure above is the mode.

@@ -794,14 +794,14 @@ TEST_CASE("a version 1 database is readable and upgraded in place by the writer"
   {
     auto w = open_writer(path);
     auto r = open_reader(path);
-    CHECK(scalar_int(r, "PRAGMA user_version") == 3);
+    CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
     CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
     auto meta = run(r, "SELECT key, value FROM meta");
     std::map<std::string, std::string> kv;
     for (const auto &row : meta.rows) {
       kv[as_text(row[0])] = as_text(row[1]);
     }
-    CHECK(kv["schema_version"] == "3");
+    CHECK(kv["schema_version"] == std::to_string(rsched::store::schema_version));
     CHECK(kv["created_ns"] == "1690000000000000000"); // creation facts kept
     CHECK(kv["hostname"] == "old-host");
     CHECK(kv["rsched_version"] == "0.1.0");
@@ -844,7 +844,7 @@ TEST_CASE("a version 1 database is readable and upgraded in place by the writer"
   // Opening again changes nothing more.
   { auto w = open_writer(path); }
   auto r = open_reader(path);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 3);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 10);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 2);
 
@@ -877,7 +877,8 @@ TEST_CASE("a failed upgrade leaves the version 1 database as it was", "[store]")
   CHECK(v1_query(r).size() == 2);
 }
 
-TEST_CASE("a database newer than version 3 is refused and left byte-identical", "[store]") {
+TEST_CASE("a database newer than the current version is refused and left byte-identical",
+          "[store]") {
   temp_dir dir;
   for (const bool from_v1 : {true, false}) {
     INFO("from_v1 = " << from_v1);
@@ -888,15 +889,15 @@ TEST_CASE("a database newer than version 3 is refused and left byte-identical", 
       auto w = open_writer(path);
       write_ok(w, make_interval(t0, {make_thread(1, "x", {1'000})}));
     }
-    raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 4;");
+    raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 5;");
     const std::string before = read_file(path);
     auto w = writer::open(path);
     REQUIRE_FALSE(w.ok());
     CHECK_THAT(w.err().msg,
-               Catch::Contains("database schema version 4 is newer than this rsched supports (3)"));
+               Catch::Contains("database schema version 5 is newer than this rsched supports (4)"));
     auto r = reader::open(path);
     REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 4 is newer"));
+    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 5 is newer"));
     CHECK(read_file(path) == before);
   }
 }

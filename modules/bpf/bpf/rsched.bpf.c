@@ -41,6 +41,11 @@ const volatile __s32 cpu_to_numa[RSCHED_MAX_CPUS];
 const volatile bool dirty_list = false; /* tp_btf: live threads are read from the dirty list */
 const volatile __u32 dirty_cap = 1;	/* entries of one epoch's list (dirty_tasks holds two) */
 const volatile __u32 drain_batch = 1;	/* records per drain run (drain_out entries) */
+/* Scheduling delay from the runqueue clock (the clock of the kernel's sched_info run_delay)
+ * instead of the monotonic clock (the default: what the task lived, leaving idle included). */
+const volatile bool delay_rq_clock = false;
+/* Bytes of one segment record: the compact record (tp_btf) or a whole rsched_task_record. */
+const volatile __u32 segment_record_size = sizeof(struct rsched_task_record);
 
 #define ON(g) ((groups & (g)) != 0)
 
@@ -128,6 +133,13 @@ struct {
 __u32 dirty_epoch = 1;
 __u32 dirty_n[2];
 
+/* Segment records (sched_abi.h, RSCHED_TASK_SEGMENT): a thread's counters at the moment its
+ * comm or cgroup changed, under the attribution that ended there (sized by user space). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096 * 1024);
+} segments SEC(".maps");
+
 /* cpu * RSCHED_COUNTER_SLOTS + slot -> perf event fd (filled by user space; sized before load) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
@@ -192,11 +204,13 @@ static __always_inline struct rq *task_rq_of(struct task_struct *p, bool btf)
 	return btf ? p->se.cfs_rq->rq : BPF_CORE_READ(p, se.cfs_rq, rq);
 }
 
-/* Timestamps of the scheduling delay come from the runqueue clock (rq->clock, the clock the
- * kernel's own sched_info run_delay uses, updated under the rq lock just before these
- * tracepoints), so the recorded delay is measured exactly as /proc/<pid>/schedstat's. Without
- * a reachable rq, the BPF clock. */
-static __always_inline __u64 delay_clock(struct task_struct *p, bool btf)
+/* The runqueue clock (rq->clock, the clock the kernel's own sched_info run_delay uses, updated
+ * under the rq lock just before these tracepoints): with --delay-clock runqueue the recorded delay
+ * is measured exactly as /proc/<pid>/schedstat's. It is not advanced on the switch that follows
+ * a wakeup preemption, so it misses the time a CPU takes to leave idle; the default is therefore
+ * the monotonic clock, as upstream, runqlat, perf sched and Perfetto. Without a reachable rq, the
+ * monotonic clock. */
+static __always_inline __u64 rq_clock_of(struct task_struct *p, bool btf)
 {
 	struct rq *rq = task_rq_of(p, btf);
 	if (rq) {
@@ -207,22 +221,44 @@ static __always_inline __u64 delay_clock(struct task_struct *p, bool btf)
 	return bpf_ktime_get_ns();
 }
 
-static __always_inline void fill_ident(struct rsched_task_ident *id, struct task_struct *t,
-				       bool btf)
+/* The cgroup v2 id of `t`. tp_btf: direct loads (the JIT guards them against faults; each
+ * probe-read helper call costs ~90 ns on a paravirtualised VM). */
+static __always_inline __u64 cgroup_of(struct task_struct *t, bool btf)
+{
+	return btf ? t->cgroups->dfl_cgrp->kn->id : BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+/* The comm of `t` into `out` (16 bytes). The kernel pads comm with zeros (strscpy_pad), so in
+ * tp_btf mode its 16 bytes are copied as they are. */
+static __always_inline void comm_of(char *out, struct task_struct *t, bool btf)
+{
+	if (btf)
+		__builtin_memcpy(out, t->comm, RSCHED_COMM_LEN);
+	else
+		bpf_probe_read_kernel_str(out, RSCHED_COMM_LEN, &t->comm);
+}
+
+/* The identity of `t` (tid, tgid, start time). */
+static __always_inline void fill_key(struct rsched_task_ident *id, struct task_struct *t, bool btf)
 {
 	id->tid = (__u32)READ(btf, t, pid);
 	id->tgid = (__u32)READ(btf, t, tgid);
 	id->start_time = READ(btf, t, start_time);
-	if (btf) {
-		/* Direct loads (the JIT guards them against faults): each probe-read helper call
-		 * costs ~90 ns on a paravirtualised VM. The kernel pads comm with zeros
-		 * (strscpy_pad), so its 16 bytes are copied as they are. */
-		id->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
-		__builtin_memcpy(id->comm, t->comm, sizeof(id->comm));
-		return;
-	}
-	id->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
-	bpf_probe_read_kernel_str(id->comm, sizeof(id->comm), &t->comm);
+}
+
+/* The attribution in force (comm, cgroup) and the number of attributions closed before it. */
+static __always_inline void fill_attr(struct rsched_task_ident *id, struct rsched_task_state *st)
+{
+	id->cgroup_id = st->cgroup_id;
+	__builtin_memcpy(id->comm, st->comm, sizeof(id->comm));
+	id->seg = st->seg;
+}
+
+/* Takes the attribution of a new state from its task. */
+static __always_inline void init_attr(struct rsched_task_state *st, struct task_struct *t, bool btf)
+{
+	st->cgroup_id = cgroup_of(t, btf);
+	comm_of(st->comm, t, btf);
 }
 
 /* Final records put into the graveyard so far: user space reads the graveyard only when this
@@ -255,8 +291,13 @@ static __always_inline struct rsched_task_state *state_of(struct task_struct *t,
 	if (btf) {
 		st = bpf_task_storage_get(&task_state, t, 0,
 					  create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-		if (!st && create)
-			count_drop(RSCHED_DROP_TASK_STATE);
+		if (!st) {
+			if (create)
+				count_drop(RSCHED_DROP_TASK_STATE);
+			return NULL;
+		}
+		if (!st->cgroup_id) /* new: the attribution is the task's now */
+			init_attr(st, t, true);
 		return st;
 	}
 
@@ -284,7 +325,9 @@ static __always_inline struct rsched_task_state *state_of(struct task_struct *t,
 	rec = bpf_map_lookup_elem(&task_hash, &tid);
 	if (!rec)
 		return NULL;
-	fill_ident(&rec->id, t, false);
+	fill_key(&rec->id, t, false);
+	init_attr(&rec->st, t, false);
+	fill_attr(&rec->id, &rec->st);
 	return &rec->st;
 }
 
@@ -299,8 +342,8 @@ static __always_inline void task_dead(struct task_struct *t, struct rsched_task_
 		if (!scr)
 			return;
 		scr->id.flags = 0;
-		scr->id.pad = 0;
-		fill_ident(&scr->id, t, true);
+		fill_key(&scr->id, t, true);
+		fill_attr(&scr->id, st);
 		bpf_probe_read_kernel(&scr->st, sizeof(scr->st), st);
 		bury(scr);
 		return;
@@ -309,10 +352,7 @@ static __always_inline void task_dead(struct task_struct *t, struct rsched_task_
 	struct rsched_task_record *rec = bpf_map_lookup_elem(&task_hash, &tid);
 	if (!rec)
 		return;
-	/* comm and cgroup may have changed since the entry was created */
-	rec->id.cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
-	bpf_probe_read_kernel_str(rec->id.comm, sizeof(rec->id.comm), &t->comm);
-	bury(rec);
+	bury(rec); /* its ident holds the attribution in force (kept by close_attr) */
 	bpf_map_delete_elem(&task_hash, &tid);
 }
 
@@ -351,10 +391,9 @@ extern struct task_struct *bpf_task_acquire(struct task_struct *p) __ksym;
 extern void bpf_task_release(struct task_struct *p) __ksym;
 
 /* A counter of thread `t` changed. With the dirty list, its first change in the current epoch
- * takes a copy of its cgroup and comm (the task's lines are in cache now, at a scheduler event)
- * and appends a reference to it to the epoch's list (an atomic add and a task reference per
- * thread and interval: the drain then needs no pid lookup, ~0.3 ms per 1,000 threads); otherwise
- * the iterator's flag is set. */
+ * appends a reference to it to the epoch's list (an atomic add and a task reference per thread
+ * and interval: the drain then needs no pid lookup, ~0.3 ms per 1,000 threads); otherwise the
+ * iterator's flag is set. */
 static __always_inline void mark_dirty(struct rsched_task_state *st, struct task_struct *t,
 				       bool btf)
 {
@@ -366,8 +405,6 @@ static __always_inline void mark_dirty(struct rsched_task_state *st, struct task
 	if (st->dirty == e)
 		return;
 	st->dirty = e;
-	st->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
-	__builtin_memcpy(st->comm, t->comm, sizeof(st->comm));
 	__u32 l = e & 1;
 	__u32 i = __sync_fetch_and_add(&dirty_n[l], 1);
 	if (i >= dirty_cap)
@@ -417,14 +454,19 @@ static __always_inline void charge_counters(struct task_struct *prev, __u32 prev
 	ctx->running_tid = next_tid;
 }
 
+/* The monotonic clock of this event, read on first use. */
+#define NOW() (now ? now : (now = bpf_ktime_get_ns()))
+/* A scheduling-delay timestamp of task p: the monotonic clock, or the runqueue clock. */
+#define DELAY_TS(p) (delay_rq_clock ? rq_clock_of((p), btf) : NOW())
+
 static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool btf)
 {
 	struct rsched_task_state *st = NULL;
 	struct rsched_cpu_stats *cs = NULL;
-	/* Only slices, sleep, idle and waking delay use the monotonic clock (scheduling delay uses
-	 * the runqueue clock): with the default groups the helper call is dead code. */
-	__u64 now = ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_WAKING) ? bpf_ktime_get_ns() : 0;
+	/* The monotonic clock, read at most once and only when a metric needs it (~35 ns a read
+	 * on a paravirtualised VM): see NOW(). */
+	__u64 now = 0;
 	__u32 zero = 0;
 	__u32 prev_tid = (__u32)READ(btf, prev, pid);
 	__u32 next_tid = (__u32)READ(btf, next, pid);
@@ -444,12 +486,12 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		if (st) {
 			if (ON(RSCHED_G_LATENCY))
 				/* delay runs from preemption */
-				st->enqueue_ns = runnable ? delay_clock(prev, btf) : 0;
+				st->enqueue_ns = runnable ? DELAY_TS(prev) : 0;
 			if (ON(RSCHED_G_WAKING) && runnable)
 				st->waking_ns =
-					now; /* as upstream: a preempted thread waits again */
+					NOW(); /* as upstream: a preempted thread waits again */
 			if (ON(RSCHED_G_SLICE) && st->oncpu_ns) {
-				__u64 slice = now - st->oncpu_ns;
+				__u64 slice = NOW() - st->oncpu_ns;
 				st->oncpu_ns = 0;
 				if (runnable)
 					add_bounded(&st->slice_invol, slice, max_delay_ns,
@@ -460,15 +502,15 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				mark_dirty(st, prev, btf);
 			}
 			if (ON(RSCHED_G_SLEEP))
-				st->sleep_ns = runnable ? 0 : now;
+				st->sleep_ns = runnable ? 0 : NOW();
 		}
 	} else if (ON(RSCHED_G_SLEEP) && cs && next_tid != 0 && cs->idle_start_ns) {
 		/* the idle task leaves the CPU: an idle period ends */
-		add_bounded(&cs->idle, now - cs->idle_start_ns, max_sleep_ns, NULL, 0);
+		add_bounded(&cs->idle, NOW() - cs->idle_start_ns, max_sleep_ns, NULL, 0);
 		cs->idle_start_ns = 0;
 	}
 	if (ON(RSCHED_G_SLEEP) && cs && next_tid == 0 && prev_tid != 0)
-		cs->idle_start_ns = now;
+		cs->idle_start_ns = NOW();
 
 	if (ON(RSCHED_G_PERF))
 		charge_counters(prev, prev_tid, st, next_tid, btf);
@@ -482,27 +524,16 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	st = state_of(next, btf, true);
 	if (!st)
 		return 0;
-	if (!btf) {
-		/* raw_tp mode has no iterator to read the current comm and cgroup: keep the
-		 * record's copy fresh (exec and prctl rename a running task, so the next switch-in
-		 * sees it). */
-		struct rsched_task_record *rec =
-			(struct rsched_task_record *)((char *)st -
-						      __builtin_offsetof(struct rsched_task_record,
-									 st));
-		bpf_probe_read_kernel_str(rec->id.comm, sizeof(rec->id.comm), &next->comm);
-		rec->id.cgroup_id = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
-	}
 	if (ON(RSCHED_G_SLICE))
-		st->oncpu_ns = now;
+		st->oncpu_ns = NOW();
 	if (ON(RSCHED_G_WAKING) && st->waking_ns) {
-		add_bounded(&st->waking, now - st->waking_ns, max_delay_ns, &st->used,
+		add_bounded(&st->waking, NOW() - st->waking_ns, max_delay_ns, &st->used,
 			    RSCHED_USED_WAKING);
 		mark_dirty(st, next, btf);
 		st->waking_ns = 0;
 	}
 	if (ON(RSCHED_G_LATENCY) && st->enqueue_ns) {
-		__u64 arrive = delay_clock(next, btf);
+		__u64 arrive = DELAY_TS(next);
 		__u64 delta = arrive > st->enqueue_ns ? arrive - st->enqueue_ns : 0;
 		st->enqueue_ns = 0;
 		if (delta > max_delay_ns) {
@@ -541,7 +572,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	/* Keep an earlier timestamp: a thread preempted on its way to sleep is already queued. */
 	rq = task_rq_of(p, btf);
 	if (!st->enqueue_ns)
-		st->enqueue_ns = delay_clock(p, btf);
+		st->enqueue_ns = delay_rq_clock ? rq_clock_of(p, btf) : (now ?: bpf_ktime_get_ns());
 	if (!rq) {
 		count_drop(RSCHED_DROP_NO_RQ);
 		return 0;
@@ -699,7 +730,8 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	st = bpf_task_storage_get(&task_state, t, 0, 0);
 	if (!st || (!st->dirty && !iter_all))
 		return 0;
-	fill_ident(&id, t, true);
+	fill_key(&id, t, true);
+	fill_attr(&id, st);
 	/* Clear the flag only once the record is in the buffer: when the buffer is full the
 	 * kernel shows this task again on the next read(), and it must still be dirty then. A
 	 * change racing with the clear is carried by the cumulative counters: it is read with the
@@ -772,10 +804,8 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 	id->tid = (__u32)t->pid;
 	id->tgid = (__u32)t->tgid;
 	id->start_time = t->start_time;
-	id->cgroup_id = st->cgroup_id; /* as of the thread's first change in the epoch */
-	__builtin_memcpy(id->comm, st->comm, sizeof(id->comm));
+	fill_attr(id, st);
 	id->flags = 0;
-	id->pad = 0;
 	*(__u64 *)(out + sizeof(*id)) = used;
 	if (ON(RSCHED_G_LATENCY)) {
 		copy_hist((__u64 *)(out + off), (const __u64 *)&st->delay, RSCHED_HIST_SLOTS, used,
@@ -883,4 +913,159 @@ int dirty_drain(struct rsched_drain_args *args)
 	else
 		bpf_loop(n, release_one, &c, 0);
 	return (int)c.emitted;
+}
+
+/* Whether two 16-byte comms are equal (both 8-byte aligned). */
+static __always_inline bool comm_eq(const char *a, const char *b)
+{
+	return ((const __u64 *)a)[0] == ((const __u64 *)b)[0] &&
+	       ((const __u64 *)a)[1] == ((const __u64 *)b)[1];
+}
+
+/* The thread's comm or cgroup changes to (comm, cgroup): the attribution in force ends here.
+ * A segment record carries the counters as they are now under the old comm and cgroup, so that
+ * user space files the samples before the change under them and those after under the new ones.
+ * Without room in the buffer the change still takes effect (counted as a drop): the samples
+ * since the last read then go under the new attribution, and no count is lost either way. */
+static __always_inline void close_attr(struct task_struct *t, struct rsched_task_state *st,
+				       const char *comm, __u64 cgroup, bool btf)
+{
+	struct rsched_task_record *scr;
+	__u32 zero = 0;
+	long err = -1;
+
+	if (!st->cgroup_id || (st->cgroup_id == cgroup && comm_eq(st->comm, comm)))
+		return;
+	scr = bpf_map_lookup_elem(&scratch, &zero);
+	if (scr) {
+		if (btf) {
+			write_record((char *)scr, t, st);
+		} else {
+			fill_key(&scr->id, t, false);
+			fill_attr(&scr->id, st);
+			bpf_probe_read_kernel(&scr->st, sizeof(scr->st), st);
+		}
+		scr->id.flags = RSCHED_TASK_SEGMENT;
+		scr->id.seg = st->seg + 1;
+		err = bpf_ringbuf_output(&segments, scr, segment_record_size, 0);
+	}
+	if (err)
+		count_drop(RSCHED_DROP_SEGMENT);
+	st->seg++;
+	st->cgroup_id = cgroup;
+	__builtin_memcpy(st->comm, comm, RSCHED_COMM_LEN);
+	if (!btf) {
+		/* raw_tp mode: user space reads the hash record's ident */
+		struct rsched_task_record *rec =
+			(struct rsched_task_record *)((char *)st -
+						      __builtin_offsetof(struct rsched_task_record,
+									 st));
+		fill_attr(&rec->id, st);
+	}
+	mark_dirty(st, t, btf);
+}
+
+/* task_rename fires before the new name is copied in: `comm` is the new one. exec renames
+ * through it too. */
+static __always_inline int on_rename(struct task_struct *t, const char *comm, bool btf)
+{
+	__u64 name[2] = {};
+	struct rsched_task_state *st = state_of(t, btf, false);
+
+	if (!st)
+		return 0; /* no samples yet: the state takes the new name when it is created */
+	bpf_probe_read_kernel_str(name, sizeof(name), comm);
+	close_attr(t, st, (const char *)name, st->cgroup_id, btf);
+	return 0;
+}
+
+/* After an exec: whatever the thread is called and wherever it is now (exec renames through
+ * task_rename, so this usually finds nothing to do). */
+static __always_inline int on_exec(struct task_struct *t, bool btf)
+{
+	__u64 name[2] = {};
+	struct rsched_task_state *st = state_of(t, btf, false);
+
+	if (!st)
+		return 0;
+	comm_of((char *)name, t, btf);
+	close_attr(t, st, (const char *)name, cgroup_of(t, btf), btf);
+	return 0;
+}
+
+/* `t` was moved to another cgroup (cgroup_attach_task fires after the move). */
+static __always_inline void on_moved(struct task_struct *t, bool btf)
+{
+	struct rsched_task_state *st = state_of(t, btf, false);
+
+	if (st)
+		close_attr(t, st, st->comm, cgroup_of(t, btf), btf);
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(task_rename_btf, struct task_struct *t, const char *comm)
+{
+	return on_rename(t, comm, true);
+}
+
+SEC("raw_tp/task_rename")
+int BPF_PROG(task_rename_raw, struct task_struct *t, const char *comm)
+{
+	return on_rename(t, comm, false);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec_btf, struct task_struct *t, pid_t old_pid, struct linux_binprm *b)
+{
+	return on_exec(t, true);
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(sched_process_exec_raw, struct task_struct *t, pid_t old_pid, struct linux_binprm *b)
+{
+	return on_exec(t, false);
+}
+
+extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task,
+			     unsigned int flags) __weak __ksym;
+extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __weak __ksym;
+extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __weak __ksym;
+#define RSCHED_TASK_ITER_PROC_THREADS 2 /* enum bpf_iter_task_type (kernel/bpf/task_iter.c) */
+
+/* A process (threadgroup) or one thread moved: with the open-coded task iterator (Linux 6.7)
+ * every thread of the process is visited. Loaded only where the kernel has the iterator. */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(cgroup_attach_task_btf, struct cgroup *dst, const char *path, struct task_struct *t,
+	     bool threadgroup)
+{
+	struct bpf_iter_task it;
+	struct task_struct *pos;
+
+	if (!threadgroup) {
+		on_moved(t, true);
+		return 0;
+	}
+	bpf_iter_task_new(&it, t, RSCHED_TASK_ITER_PROC_THREADS);
+	while ((pos = bpf_iter_task_next(&it)))
+		on_moved(pos, true);
+	bpf_iter_task_destroy(&it);
+	return 0;
+}
+
+/* Without the iterator (tp_btf before Linux 6.7, raw_tp): the thread named by the tracepoint
+ * only (a process's leader). */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(cgroup_attach_leader_btf, struct cgroup *dst, const char *path, struct task_struct *t,
+	     bool threadgroup)
+{
+	on_moved(t, true);
+	return 0;
+}
+
+SEC("raw_tp/cgroup_attach_task")
+int BPF_PROG(cgroup_attach_task_raw, struct cgroup *dst, const char *path, struct task_struct *t,
+	     bool threadgroup)
+{
+	on_moved(t, false);
+	return 0;
 }

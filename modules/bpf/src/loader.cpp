@@ -74,6 +74,19 @@ const char *to_string(attach_mode m) {
   return "?";
 }
 
+namespace {
+// Whether vmlinux BTF names a kernel function (kfuncs are BTF FUNCs).
+bool kernel_has_func(const char *name) {
+  btf *vmlinux = btf__load_vmlinux_btf();
+  if (libbpf_get_error(vmlinux) != 0 || vmlinux == nullptr) {
+    return false;
+  }
+  const bool has = btf__find_by_name_kind(vmlinux, name, BTF_KIND_FUNC) > 0;
+  btf__free(vmlinux);
+  return has;
+}
+} // namespace
+
 bool kernel_supports_tp_btf() {
   btf *vmlinux = btf__load_vmlinux_btf();
   if (libbpf_get_error(vmlinux) != 0 || vmlinux == nullptr) {
@@ -111,11 +124,20 @@ struct program::impl {
   std::size_t record_size = 0;
   void *drain_out = nullptr;
   std::size_t drain_out_len = 0;
+  ring_buffer *segments = nullptr;
+  std::size_t segment_size = 0;
+  std::vector<char> *segment_out = nullptr; // during read_segments
+  std::size_t segment_count = 0;
+  bool whole_process_moves = false;
+  bool rq_clock = false;
 
   impl() = default;
   impl(const impl &) = delete;
   impl &operator=(const impl &) = delete;
   ~impl() {
+    if (segments != nullptr) {
+      ring_buffer__free(segments);
+    }
     if (drain_out != nullptr) {
       munmap(drain_out, drain_out_len);
     }
@@ -192,6 +214,8 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   s->rodata->groups = opt.groups;
   s->rodata->max_delay_ns = opt.max_delay_ns;
   s->rodata->max_sleep_ns = opt.max_sleep_ns;
+  s->rodata->delay_rq_clock = opt.delay_rq_clock;
+  p->rq_clock = opt.delay_rq_clock;
   s->rodata->counter_mask = (opt.groups & RSCHED_G_PERF) != 0 ? opt.counter_mask : 0;
   for (std::size_t i = 0; i < opt.cpu_to_die.size(); ++i) {
     s->rodata->cpu_to_die[i] = opt.cpu_to_die[i];
@@ -209,8 +233,14 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
     bpf_program *raw_prog;
     bool wanted;
   };
+  // A rename (exec included), an exec and a cgroup move close a thread's attribution. Moving a
+  // whole process reaches its other threads through the open-coded task iterator (Linux 6.7);
+  // without it only the thread the kernel names (a process's leader) is seen.
+  p->whole_process_moves = btf && kernel_has_func("bpf_iter_task_new");
   const variant_pair pairs[] = {
       {s->progs.sched_switch_btf, s->progs.sched_switch_raw, true},
+      {s->progs.task_rename_btf, s->progs.task_rename_raw, true},
+      {s->progs.sched_process_exec_btf, s->progs.sched_process_exec_raw, true},
       {s->progs.sched_wakeup_btf, s->progs.sched_wakeup_raw, wakeups},
       {s->progs.sched_wakeup_new_btf, s->progs.sched_wakeup_new_raw, wakeups},
       {s->progs.sched_waking_btf, s->progs.sched_waking_raw, waking},
@@ -224,11 +254,22 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
       to_attach.push_back(btf ? pr.btf_prog : pr.raw_prog);
     }
   }
+  bpf_program__set_autoload(s->progs.cgroup_attach_task_btf, p->whole_process_moves);
+  bpf_program__set_autoload(s->progs.cgroup_attach_leader_btf, btf && !p->whole_process_moves);
+  bpf_program__set_autoload(s->progs.cgroup_attach_task_raw, !btf);
+  to_attach.push_back(!btf                     ? s->progs.cgroup_attach_task_raw
+                      : p->whole_process_moves ? s->progs.cgroup_attach_task_btf
+                                               : s->progs.cgroup_attach_leader_btf);
   bpf_program__set_autoload(s->progs.dump_tasks, btf);
   bpf_program__set_autoload(s->progs.dirty_flip, list);
   bpf_program__set_autoload(s->progs.dirty_drain, list);
   // Without the list its maps stay at one entry (the programs still name them).
   p->record_size = rsched_iter_record_size(opt.groups);
+  p->segment_size = btf ? p->record_size : sizeof(rsched_task_record);
+  s->rodata->segment_record_size = static_cast<__u32>(p->segment_size);
+  if (int err = bpf_map__set_max_entries(s->maps.segments, opt.segment_buffer_bytes); err != 0) {
+    return make_error("bad segment buffer size: " + errno_text(err), -err);
+  }
   p->dirty_cap = list ? std::max<std::uint32_t>(opt.dirty_list_entries, 1) : 1;
   p->drain_batch = list ? drain_batch_records : 1;
   s->rodata->dirty_list = list;
@@ -302,6 +343,22 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
       return make_error("attaching the task iterator failed: " + errno_text(e), e);
     }
   }
+  p->segments = ring_buffer__new(
+      bpf_map__fd(s->maps.segments),
+      [](void *ctx, void *data, std::size_t size) -> int {
+        auto *self = static_cast<impl *>(ctx);
+        if (self->segment_out != nullptr && size == self->segment_size) {
+          const auto *b = static_cast<const char *>(data);
+          self->segment_out->insert(self->segment_out->end(), b, b + size);
+          ++self->segment_count;
+        }
+        return 0;
+      },
+      p.get(), nullptr);
+  if (p->segments == nullptr) {
+    const int e = errno;
+    return make_error("opening the segment buffer failed: " + errno_text(e), e);
+  }
   if (list) {
     // Array values are laid out 8-byte aligned; every compact record size is a multiple of 8,
     // so the map's memory is the records back to back.
@@ -356,6 +413,25 @@ result<std::span<const char>> program::drain_dirty_list(std::uint32_t pos, bool 
   }
   const std::size_t n = std::min<std::size_t>(run.retval, p_->drain_batch);
   return std::span<const char>(static_cast<const char *>(p_->drain_out), n * p_->record_size);
+}
+result<std::size_t> program::read_segments(std::vector<char> &out) {
+  p_->segment_out = &out;
+  p_->segment_count = 0;
+  const int rc = ring_buffer__consume(p_->segments);
+  p_->segment_out = nullptr;
+  if (rc < 0) {
+    return make_error("reading the segment buffer failed: " + errno_text(rc), -rc);
+  }
+  return p_->segment_count;
+}
+std::size_t program::segment_record_size() const {
+  return p_->segment_size;
+}
+bool program::moves_whole_process() const {
+  return p_->whole_process_moves;
+}
+bool program::delay_rq_clock() const {
+  return p_->rq_clock;
 }
 std::uint32_t program::groups() const {
   return p_->groups;

@@ -141,6 +141,27 @@ result<snapshot> bpf_source::read() {
   for (const auto &rec : dead) {
     from_abi(rec, snap.dead.emplace_back());
   }
+  // Segments last: every segment that a live or final record above counts was written before
+  // that record was read, so it is in the buffer now.
+  seg_buf_.clear();
+  auto nseg = prog_.read_segments(seg_buf_);
+  if (!nseg) {
+    return nseg.err();
+  }
+  if (*nseg > 0) {
+    if (prog_.mode() == bpf::attach_mode::tp_btf) {
+      if (auto r = parse_iter_records(seg_buf_, prog_.groups(), snap.segments); !r) {
+        return r.err();
+      }
+    } else {
+      snap.segments.reserve(*nseg);
+      for (std::size_t i = 0; i < *nseg; ++i) {
+        rsched_task_record rec;
+        std::memcpy(&rec, seg_buf_.data() + i * sizeof(rec), sizeof(rec));
+        from_abi(rec, snap.segments.emplace_back());
+      }
+    }
+  }
 
   const int ncpus = libbpf_num_possible_cpus();
   if (ncpus <= 0) {

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <map>
 #include <set>
+#include <string>
+#include <tuple>
 
 namespace rsched::collect {
 
@@ -50,6 +53,8 @@ void from_abi(const rsched_task_record &r, thread_sample &t) {
   }
   t.comm.assign(r.id.comm, n);
   t.dead = (r.id.flags & RSCHED_TASK_DEAD) != 0;
+  t.segment = (r.id.flags & RSCHED_TASK_SEGMENT) != 0;
+  t.seg = r.id.seg;
   fill(t.c.delay, r.st.delay);
   fill(t.c.depth, r.st.depth);
   fill(t.c.slice_vol, r.st.slice_vol);
@@ -122,9 +127,30 @@ void accumulate(thread_counters &into, const thread_counters &d) {
   }
 }
 
+namespace {
+// Merges the rows of one thread and attribution (a rename A -> B -> A within one read). Rare:
+// only reads that applied a segment come here.
+void merge_rows(std::vector<thread_sample> &rows) {
+  std::map<std::tuple<thread_key, std::uint64_t, std::string>, std::size_t> first;
+  std::vector<thread_sample> kept;
+  kept.reserve(rows.size());
+  for (auto &r : rows) {
+    auto [it, fresh] = first.try_emplace({r.key, r.cgroup_id, r.comm}, kept.size());
+    if (fresh) {
+      kept.push_back(std::move(r));
+    } else {
+      thread_sample &k = kept[it->second];
+      accumulate(k.c, r.c);
+      k.dead = k.dead || r.dead;
+    }
+  }
+  rows = std::move(kept);
+}
+} // namespace
+
 interval_delta delta_tracker::advance(const snapshot &snap) {
   interval_delta out;
-  out.threads.reserve(snap.live.size() + snap.dead.size());
+  out.threads.reserve(snap.live.size() + snap.dead.size() + snap.segments.size());
   ++generation_;
   // The delta of `t` against `base` (zero for a new thread) becomes the next output row, kept
   // only when it holds new samples.
@@ -142,14 +168,44 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
   };
   static const thread_counters zero{};
 
+  for (const auto &s : snap.segments) {
+    waiting_[s.key].segs.push_back(s);
+  }
+  bool split = false; // some delta was split by a segment: rows may need merging
+  // Emits the row(s) of record `t` against `base`: first the segments it counts (seg <= t.seg),
+  // each against the one before, then the record against the last of them.
+  const auto emit_split = [&](const thread_sample &t, const thread_counters &base) {
+    auto w = waiting_.empty() ? waiting_.end() : waiting_.find(t.key);
+    if (w == waiting_.end()) {
+      emit(t, base);
+      return;
+    }
+    auto &segs = w->second.segs;
+    std::stable_sort(segs.begin(), segs.end(),
+                     [](const thread_sample &a, const thread_sample &b) { return a.seg < b.seg; });
+    const thread_counters *from = &base;
+    std::size_t used = 0;
+    for (; used < segs.size() && segs[used].seg <= t.seg; ++used) {
+      emit(segs[used], *from);
+      from = &segs[used].c;
+      split = true;
+    }
+    emit(t, *from);
+    segs.erase(segs.begin(), segs.begin() + static_cast<std::ptrdiff_t>(used));
+    if (segs.empty()) {
+      waiting_.erase(w);
+    }
+  };
+
   // Final records first: a thread can appear dead and (briefly) still be listed as live.
   std::set<thread_key> buried;
   for (const auto &t : snap.dead) {
     auto it = prev_threads_.find(t.key);
-    emit(t, it == prev_threads_.end() ? zero : it->second.c);
+    emit_split(t, it == prev_threads_.end() ? zero : it->second.c);
     if (it != prev_threads_.end()) {
       prev_threads_.erase(it);
     }
+    waiting_.erase(t.key); // nothing after a final record
     buried.insert(t.key);
   }
 
@@ -160,7 +216,7 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
     }
     auto [it, fresh] = prev_threads_.try_emplace(t.key); // a new baseline is all zero
     baseline &b = it->second;
-    emit(t, b.c);
+    emit_split(t, b.c);
     b.c = t.c;
     b.missing_reads = 0;
     b.seen = generation_;
@@ -168,6 +224,25 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
   // Threads not listed: after a partial read they simply had no new samples; after a full read
   // they are exiting right now (final record not buried yet): keep the baseline for a while.
   if (snap.full) {
+    // Segments whose thread no read lists any more (its final record was lost): their samples
+    // are real, so they are counted under their own attribution before being forgotten.
+    for (auto w = waiting_.begin(); w != waiting_.end();) {
+      if (++w->second.missing_reads < grace_reads_) {
+        ++w;
+        continue;
+      }
+      auto b = prev_threads_.find(w->first);
+      const thread_counters *from = b == prev_threads_.end() ? &zero : &b->second.c;
+      for (auto &s : w->second.segs) {
+        emit(s, *from);
+        from = &s.c;
+        split = true;
+      }
+      if (b != prev_threads_.end()) {
+        b->second.c = *from;
+      }
+      w = waiting_.erase(w);
+    }
     for (auto it = prev_threads_.begin(); it != prev_threads_.end();) {
       baseline &b = it->second;
       if (b.seen != generation_ && ++b.missing_reads >= grace_reads_) {
@@ -176,6 +251,10 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
         ++it;
       }
     }
+  }
+
+  if (split) {
+    merge_rows(out.threads);
   }
 
   for (const auto &c : snap.cpus) {

@@ -60,6 +60,8 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
     t.cgroup_id = id.cgroup_id;
     t.comm.assign(id.comm, strnlen(id.comm, sizeof(id.comm)));
     t.dead = (id.flags & RSCHED_TASK_DEAD) != 0;
+    t.segment = (id.flags & RSCHED_TASK_SEGMENT) != 0;
+    t.seg = id.seg;
     if ((groups & RSCHED_G_LATENCY) != 0) {
       at = take_hist(at, t.c.delay, RSCHED_HIST_SLOTS, used, RSCHED_USED_DELAY);
       at = take_hist(at, t.c.depth, RSCHED_DEPTH_SLOTS, used, RSCHED_USED_DEPTH);

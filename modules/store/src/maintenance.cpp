@@ -261,11 +261,14 @@ struct maintenance::impl {
           fmt::format("INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, drops_task_state, "
                       "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
                       "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
-                      "bpf_run_ns, bpf_run_cnt) "
+                      "bpf_run_ns, bpf_run_cnt, delay_clock, drops_segment) "
                       "SELECT ?4, sum(dur_ns), ?3, 0, sum(drops_task_state), sum(drops_graveyard), "
                       "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
                       "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
-                      "sum(cpu_ns), max(rss_bytes), sum(bpf_run_ns), sum(bpf_run_cnt) "
+                      "sum(cpu_ns), max(rss_bytes), sum(bpf_run_ns), sum(bpf_run_cnt), "
+                      // one clock, or 'mixed' when the bucket's intervals used two
+                      "CASE WHEN count(DISTINCT coalesce(delay_clock, '')) > 1 THEN 'mixed' "
+                      "ELSE max(delay_clock) END, sum(drops_segment) "
                       "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
                       "start_ns < ?5",
                       groups_or());

@@ -422,15 +422,31 @@ const view_spec view_specs[] = {
 constexpr const char *finest_tier =
     "(i.tier = 0 OR i.start_ns < (SELECT min(x.cutoff_ns) FROM tiers AS x WHERE x.tier < i.tier))";
 
-// Daemon health per raw interval. `stalled` (intervals.flags bit 1): the recorder fell behind
-// and coalesced the ticks it missed into this interval. Recreated by refresh_views on databases
-// made before that column existed (a view only: no data changes, no schema version).
-constexpr const char *health_view = R"sql(CREATE VIEW health AS
+// Daemon health per raw interval, as schema v3 created it. `stalled` (intervals.flags bit 1): the
+// recorder fell behind and coalesced the ticks it missed into this interval.
+constexpr const char *health_view_v3 = R"sql(CREATE VIEW health AS
   SELECT start_ns AS ts, dur_ns AS dur, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes,
          bpf_run_ns, bpf_run_cnt,
          CASE WHEN bpf_run_cnt > 0 THEN bpf_run_ns / bpf_run_cnt END AS bpf_ns_per_event,
          drops_task_state + drops_graveyard + drops_stale_tid + drops_no_rq + drops_perf_read
            AS drops, discarded_too_long, (flags >> 1) & 1 AS stalled
+  FROM intervals WHERE tier = 0;
+)sql";
+
+// Schema v3 -> v4: the clock of the scheduling delay per interval (the default became the
+// monotonic clock), and the segment drops (an attribution that closed without room to record
+// it); `health` shows both.
+constexpr const char *upgrade_v3_to_v4 = R"sql(
+ALTER TABLE intervals ADD COLUMN delay_clock TEXT; -- 'monotonic', 'runqueue', 'mixed' (rollup); NULL: not recorded
+ALTER TABLE intervals ADD COLUMN drops_segment INTEGER NOT NULL DEFAULT 0;
+DROP VIEW health;
+CREATE VIEW health AS
+  SELECT start_ns AS ts, dur_ns AS dur, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes,
+         bpf_run_ns, bpf_run_cnt,
+         CASE WHEN bpf_run_cnt > 0 THEN bpf_run_ns / bpf_run_cnt END AS bpf_ns_per_event,
+         drops_task_state + drops_graveyard + drops_stale_tid + drops_no_rq + drops_perf_read +
+           drops_segment AS drops, discarded_too_long, (flags >> 1) & 1 AS stalled,
+         delay_clock, drops_segment
   FROM intervals WHERE tier = 0;
 )sql";
 
@@ -456,8 +472,8 @@ std::string v3_views() {
   // The intervals the views above draw from: raw where kept, else the finest rollup.
   sql += fmt::format("CREATE VIEW timeline AS\n  SELECT i.* FROM intervals AS i WHERE {};\n",
                      finest_tier);
-  // Daemon health per raw interval.
-  sql += health_view;
+  // Daemon health per raw interval (replaced by schema v4's).
+  sql += health_view_v3;
   sql += R"sql(CREATE VIEW annotation_delay AS
   SELECT a.id AS annotation_id, a.text AS text, d.ts AS ts, d.dur AS dur, d.tid AS tid,
          d.comm AS comm, d.cgroup AS cgroup, d.count AS count, d.total_ns AS total_ns,
@@ -602,6 +618,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 2) {
     return db_state::version2;
   }
+  if (*ver == 3) {
+    return db_state::version3;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -672,6 +691,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = exec(db, v3_views_with_tables().c_str()); !r) {
           return r;
         }
+        if (auto r = exec(db, upgrade_v3_to_v4); !r) {
+          return r;
+        }
         if (auto r = insert_meta(db); !r) {
           return r;
         }
@@ -683,6 +705,14 @@ result<void> create(sqlite3 *db, const std::string &path) {
 }
 
 result<void> refresh_views(sqlite3 *db, const std::string &path) {
+  // Schema v3 databases made before `stalled` existed (v4 recreates the view anyway).
+  auto ver = query_int(db, "PRAGMA user_version");
+  if (!ver) {
+    return ver.err();
+  }
+  if (*ver != 3) {
+    return {};
+  }
   auto has = query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND "
                            "name = 'health' AND sql LIKE '%stalled%'");
   if (!has) {
@@ -692,7 +722,7 @@ result<void> refresh_views(sqlite3 *db, const std::string &path) {
     return {};
   }
   const std::string sql =
-      std::string("BEGIN IMMEDIATE;\nDROP VIEW IF EXISTS health;\n") + health_view + "COMMIT;\n";
+      std::string("BEGIN IMMEDIATE;\nDROP VIEW IF EXISTS health;\n") + health_view_v3 + "COMMIT;\n";
   if (auto r = exec(db, sql.c_str()); !r) {
     (void)exec(db, "ROLLBACK");
     return make_error(fmt::format("{}: updating the health view: {}", path, r.err().msg));
@@ -701,8 +731,8 @@ result<void> refresh_views(sqlite3 *db, const std::string &path) {
 }
 
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
-  const std::string what =
-      fmt::format("upgrading schema from version {}", from == db_state::version1 ? 1 : 2);
+  const int from_version = from == db_state::version1 ? 1 : from == db_state::version2 ? 2 : 3;
+  const std::string what = fmt::format("upgrading schema from version {}", from_version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
     if (state == db_state::version1) {
       if (auto r = exec(db, upgrade_v1_to_v2); !r) {
@@ -713,13 +743,20 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
         return r;
       }
     }
-    if (auto r = exec(db, v3_views_with_tables().c_str()); !r) {
-      return r;
+    if (state == db_state::version1 || state == db_state::version2) {
+      if (auto r = exec(db, v3_views_with_tables().c_str()); !r) {
+        return r;
+      }
+      // Existing thread identities count as seen now: they are kept until every row of
+      // theirs is past retention (a year by default), without scanning their rows.
+      const std::string seen = "UPDATE thread SET last_ns = " + realtime_ns();
+      if (auto r = exec(db, seen.c_str()); !r) {
+        return r;
+      }
     }
-    // Existing thread identities count as seen now: they are kept until every row of
-    // theirs is past retention (a year by default), without scanning their rows.
-    const std::string seen = "UPDATE thread SET last_ns = " + realtime_ns();
-    if (auto r = exec(db, seen.c_str()); !r) {
+    // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
+    // runqueue clock then).
+    if (auto r = exec(db, upgrade_v3_to_v4); !r) {
       return r;
     }
     if (auto r = put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",

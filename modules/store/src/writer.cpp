@@ -543,9 +543,10 @@ struct writer::impl {
         ins_interval(db, "INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, "
                          "drops_task_state, drops_graveyard, drops_stale_tid, drops_no_rq, "
                          "discarded_too_long, groups, drops_perf_read, collect_ns, maint_ns, "
-                         "cpu_ns, rss_bytes, bpf_run_ns, bpf_run_cnt) "
+                         "cpu_ns, rss_bytes, bpf_run_ns, bpf_run_cnt, delay_clock, "
+                         "drops_segment) "
                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                         "?15, ?16, ?17)"),
+                         "?15, ?16, ?17, ?18, ?19)"),
         upd_write_ns(db, "UPDATE intervals SET write_ns = ?2 WHERE id = ?1"),
         ins_thread(db, "INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, "
                        "cgroup, last_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
@@ -908,6 +909,12 @@ struct writer::impl {
         ins_interval.bind(12 + i);
       }
     }
+    if (iv.delay_clock.empty()) {
+      ins_interval.bind(18);
+    } else {
+      ins_interval.bindNoCopy(18, iv.delay_clock);
+    }
+    ins_interval.bind(19, to_i64(iv.drops[RSCHED_DROP_SEGMENT]));
     ins_interval.exec();
     const std::int64_t interval_id = db.getLastInsertRowid();
     if (prev_interval != 0) {

@@ -76,12 +76,15 @@ enum rsched_drop_id {
 	RSCHED_DROP_TOO_LONG =
 		4, /* a value above its metric's limit was discarded (not an error) */
 	RSCHED_DROP_PERF_READ = 5, /* a perf counter could not be read at a switch */
+	RSCHED_DROP_SEGMENT = 6,   /* a closed attribution (rename, exec, cgroup move) did not
+				      fit the segment buffer: its samples go under the new one */
 	RSCHED_DROP_COUNT = 8,
 };
 
 /* Task flags in rsched_task_ident.flags */
 enum {
-	RSCHED_TASK_DEAD = 1, /* record is the final one of an exited thread */
+	RSCHED_TASK_DEAD = 1,	 /* record is the final one of an exited thread */
+	RSCHED_TASK_SEGMENT = 2, /* record closes an attribution (rsched_task_ident.seg) */
 };
 
 struct rsched_delay_stats {
@@ -120,9 +123,10 @@ struct rsched_task_state {
 	__u64 sleep_ns;	  /* when it last went to sleep (sleep) */
 	__u64 waking_ns;  /* sched_waking time (waking) */
 	__u64 used;	  /* histogram slot groups ever counted in (enum rsched_used_bit) */
-	/* The thread's cgroup and comm as of its first change in the current read epoch
-	 * (dirty-list reads take them from here: reading them through the task at drain time is
-	 * four dependent cache misses per thread). */
+	/* The attribution in force: the cgroup and comm the thread's samples are counted under.
+	 * Taken from the task when the state is created, replaced when a rename (task_rename, exec
+	 * included) or a cgroup move closes the attribution (a segment record carries the old one
+	 * and the counters at that moment). cgroup_id 0: not taken yet. */
 	__u64 cgroup_id;
 	char comm[RSCHED_COMM_LEN];
 	struct rsched_delay_stats delay;       /* scheduling delay */
@@ -140,6 +144,8 @@ struct rsched_task_state {
 	 */
 	__u32 dirty;
 	__u32 drained;
+	__u32 seg; /* attributions closed so far (segment records emitted or dropped) */
+	__u32 pad;
 	__u64 counters[RSCHED_COUNTER_SLOTS]; /* perf counter deltas charged to this thread */
 };
 
@@ -151,7 +157,10 @@ struct rsched_task_ident {
 	__u64 cgroup_id;  /* cgroup v2 kernfs id (= inode number of the cgroup directory) */
 	char comm[RSCHED_COMM_LEN];
 	__u32 flags; /* RSCHED_TASK_* */
-	__u32 pad;
+	/* Live and final records: the attributions closed before it (rsched_task_state.seg). A
+	 * segment record: its own number (1, 2, ...): the counters as they were when attribution
+	 * `seg` (comm, cgroup_id of this record) was closed. */
+	__u32 seg;
 };
 
 /* What user space reads per thread: the task iterator emits ident then state back to back, the
@@ -175,7 +184,7 @@ struct rsched_task_record {
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
  * drain does not write them); readers must take only the used groups. With the default groups a
- * record is 1200 bytes instead of 3848. The graveyard and the raw_tp map keep whole
+ * record is 1200 bytes instead of 3856. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
 	RSCHED_ITER_LATENCY_BYTES =
@@ -248,9 +257,9 @@ struct rsched_drop_stats {
 #endif
 RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOTS, "delay stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3800, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3848, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1248, "cpu stats");

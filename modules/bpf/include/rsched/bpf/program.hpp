@@ -45,6 +45,12 @@ struct options {
   std::uint64_t max_delay_ns = 10'000'000'000ULL;    // longer delays/slices discarded (10 s)
   std::uint64_t max_sleep_ns = 3'600'000'000'000ULL; // longer sleep/idle discarded (1 h)
   bool verbose = false;                              // forward libbpf's messages to stderr
+  // Scheduling delay from the runqueue clock (the kernel's run_delay) instead of the monotonic
+  // clock (the default: leaving idle included, as runqlat and perf sched measure it).
+  bool delay_rq_clock = false;
+  // Bytes of the buffer of segment records (a thread's counters at a rename, exec or cgroup
+  // move) between two reads; a power of two of at least one page.
+  std::uint32_t segment_buffer_bytes = 4U << 20U;
   // Perf event fds to install before the programs attach (so no switch reads an empty slot).
   struct counter_fd {
     unsigned cpu;
@@ -90,6 +96,16 @@ public:
   result<std::span<const char>> drain_dirty_list(std::uint32_t pos, bool emit = true);
   [[nodiscard]] std::uint32_t dirty_list_capacity() const;
   [[nodiscard]] std::uint32_t drain_batch() const;
+  // Segment records written since the last call (RSCHED_TASK_SEGMENT, oldest first): each is a
+  // compact record (sched_abi.h) in tp_btf mode, a whole rsched_task_record in raw_tp mode;
+  // appended to `out` back to back. Returns how many.
+  result<std::size_t> read_segments(std::vector<char> &out);
+  // The size of one segment record in bytes.
+  [[nodiscard]] std::size_t segment_record_size() const;
+  // Whether a move of a whole process to another cgroup reaches all its threads (tp_btf with
+  // the kernel's open-coded task iterator) or only the thread the kernel names.
+  [[nodiscard]] bool moves_whole_process() const;
+  [[nodiscard]] bool delay_rq_clock() const;
   // Installs a perf event fd for counter `slot` on `cpu` (RSCHED_G_PERF).
   result<void> set_counter_fd(unsigned cpu, unsigned slot, int fd);
   // The attached programs (for bpf_stats self-monitoring and tests).

@@ -7,7 +7,11 @@
 //  - a thread missing from a partial read had no new samples and keeps its baseline; one
 //    missing from a full read (exiting, its final record not yet buried) keeps it for up to
 //    `grace_reads` full reads, so its final record is not counted twice;
-//  - a counter that went down (cannot happen unless state was recreated) restarts from 0.
+//  - a counter that went down (cannot happen unless state was recreated) restarts from 0;
+//  - segment records split a thread's delta by attribution: the part up to segment k goes under
+//    segment k's comm and cgroup, the rest under the next one's; a segment is applied with the
+//    first live or final record that counts it (its `seg` >= k) and waits until then. The rows
+//    of one thread and attribution within a read are merged (a rename A -> B -> A).
 #include "rsched/collect/snapshot.hpp"
 
 #include <cstdint>
@@ -39,6 +43,11 @@ private:
     unsigned missing_reads = 0; // consecutive full reads that did not list the thread
     std::uint64_t seen = 0;     // generation of the last read that listed it
   };
+  // Segment records that no live or final record has counted yet.
+  struct waiting {
+    std::vector<thread_sample> segs; // by `seg`
+    unsigned missing_reads = 0;      // full reads since they arrived
+  };
   struct key_hash {
     std::size_t operator()(const thread_key &k) const noexcept {
       return std::hash<std::uint64_t>{}(k.start_time * 0x9E3779B97F4A7C15ULL ^ k.tid);
@@ -46,6 +55,7 @@ private:
   };
   unsigned grace_reads_;
   std::unordered_map<thread_key, baseline, key_hash> prev_threads_;
+  std::unordered_map<thread_key, waiting, key_hash> waiting_;
   std::uint64_t generation_ = 0;
   std::map<std::uint32_t, cpu_sample> prev_cpus_;
   drop_counters prev_drops_{};

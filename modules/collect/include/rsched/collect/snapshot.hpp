@@ -63,12 +63,18 @@ struct thread_key {
   friend auto operator<=>(const thread_key &, const thread_key &) = default;
 };
 
+// A thread's counters under one attribution (comm, cgroup). A rename (exec included) or a move
+// to another cgroup closes the attribution in force: the kernel side then emits a segment record
+// with the counters at that moment under the old comm and cgroup, numbered `seg` = 1, 2, ...;
+// a live or final record carries in `seg` how many attributions were closed before it.
 struct thread_sample {
   thread_key key;
   std::uint32_t tgid = 0;
   std::uint64_t cgroup_id = 0;
-  std::string comm;  // exact kernel bytes
-  bool dead = false; // final record of an exited thread
+  std::string comm;     // exact kernel bytes
+  bool dead = false;    // final record of an exited thread
+  bool segment = false; // the counters at the close of attribution number `seg`
+  std::uint32_t seg = 0;
   thread_counters c;
 };
 
@@ -87,14 +93,19 @@ struct snapshot {
   bool full = true;
   std::vector<thread_sample> live; // threads alive at the read (see `full`)
   std::vector<thread_sample> dead; // final records of threads that exited since the last read
-  std::vector<cpu_sample> cpus;    // every possible CPU
+  // Segment records written since the last read, oldest first (read after `live` and `dead`,
+  // so every segment a live or final record counts in its `seg` is here or was earlier).
+  std::vector<thread_sample> segments;
+  std::vector<cpu_sample> cpus; // every possible CPU
   drop_counters drops{};
 };
 
 // What happened between two reads.
 struct interval_delta {
-  std::vector<thread_sample> threads; // only threads with new samples
-  std::vector<cpu_sample> cpus;       // only CPUs with new samples
+  // Only threads with new samples, one row per thread and attribution (comm, cgroup) in force
+  // while they happened: a thread renamed or moved in the interval has a row for each.
+  std::vector<thread_sample> threads;
+  std::vector<cpu_sample> cpus; // only CPUs with new samples
   drop_counters drops{};
 };
 

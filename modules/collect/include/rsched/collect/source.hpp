@@ -41,6 +41,7 @@ private:
   unsigned reads_ = 0;
   std::uint64_t buried_seen_ = 0; // the programs' burial count at the last graveyard drain
   std::vector<char> iter_buf_;    // the task iterator's bytes, reused from read to read
+  std::vector<char> seg_buf_;     // segment records' bytes, reused from read to read
 };
 
 } // namespace rsched::collect

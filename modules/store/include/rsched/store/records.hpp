@@ -12,7 +12,7 @@
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 3;
+inline constexpr int schema_version = 4;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // Metric ids used in thread_hist.metric / cpu_hist.metric (table `metric` names them).
@@ -137,6 +137,10 @@ struct interval_row {
   std::optional<std::int64_t> rss_bytes;   // rschedd's VmRSS at the end of the interval
   std::optional<std::int64_t> bpf_run_ns;  // run_time_ns of its BPF programs (bpf_stats on)
   std::optional<std::int64_t> bpf_run_cnt; // run_cnt of its BPF programs (bpf_stats on)
+
+  // Schema v4: the clock of the scheduling delay ("monotonic" or "runqueue"; empty: the latency
+  // group was not recorded, NULL in the database).
+  std::string delay_clock;
 };
 
 } // namespace rsched::store

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * An independent measurement of scheduling delay for the root tests, written the way runqlat
+ * (libbpf-tools) measures it and sharing no code with rsched: the monotonic clock at sched_wakeup
+ * / sched_wakeup_new, or at a switch-out that leaves the task runnable, to its next switch-in.
+ * Only the children of the processes user space lists in `watched` (by tgid) are measured, from
+ * their creation on; per thread it sums the delays and counts them.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct totals {
+	__u64 count;
+	__u64 total_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} watched SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct totals);
+} delay SEC(".maps");
+
+static __always_inline void enqueued(struct task_struct *p, __u64 now)
+{
+	__u32 parent = p->real_parent->tgid;
+	__u32 tid = p->pid;
+
+	if (!bpf_map_lookup_elem(&watched, &parent))
+		return;
+	bpf_map_update_elem(&start, &tid, &now, BPF_ANY);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(wakeup, struct task_struct *p)
+{
+	enqueued(p, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(wakeup_new, struct task_struct *p)
+{
+	enqueued(p, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = next->pid;
+	__u64 *ts;
+	struct totals *t, zero = {};
+
+	if (preempt || prev->__state == 0)
+		enqueued(prev, now);
+	ts = bpf_map_lookup_elem(&start, &tid);
+	if (!ts)
+		return 0;
+	if (now > *ts) {
+		t = bpf_map_lookup_elem(&delay, &tid);
+		if (!t) {
+			bpf_map_update_elem(&delay, &tid, &zero, BPF_NOEXIST);
+			t = bpf_map_lookup_elem(&delay, &tid);
+		}
+		if (t) {
+			__sync_fetch_and_add(&t->count, 1);
+			__sync_fetch_and_add(&t->total_ns, now - *ts);
+		}
+	}
+	bpf_map_delete_elem(&start, &tid);
+	return 0;
+}
