@@ -930,37 +930,37 @@ static __always_inline bool comm_eq(const char *a, const char *b)
 static __always_inline void close_attr(struct task_struct *t, struct rsched_task_state *st,
 				       const char *comm, __u64 cgroup, bool btf)
 {
-	struct rsched_task_record *scr;
-	__u32 zero = 0;
-	long err = -1;
+	struct rsched_task_record *rec;
 
 	if (!st->cgroup_id || (st->cgroup_id == cgroup && comm_eq(st->comm, comm)))
 		return;
-	scr = bpf_map_lookup_elem(&scratch, &zero);
-	if (scr) {
+	/* Built in the ring buffer itself: these programs can be preempted, and a per-CPU scratch
+	 * record could be overwritten meanwhile by a sched_switch on this CPU. */
+	rec = bpf_ringbuf_reserve(&segments, segment_record_size, 0);
+	if (rec) {
 		if (btf) {
-			write_record((char *)scr, t, st);
+			write_record((char *)rec, t, st);
 		} else {
-			fill_key(&scr->id, t, false);
-			fill_attr(&scr->id, st);
-			bpf_probe_read_kernel(&scr->st, sizeof(scr->st), st);
+			fill_key(&rec->id, t, false);
+			fill_attr(&rec->id, st);
+			bpf_probe_read_kernel(&rec->st, sizeof(rec->st), st);
 		}
-		scr->id.flags = RSCHED_TASK_SEGMENT;
-		scr->id.seg = st->seg + 1;
-		err = bpf_ringbuf_output(&segments, scr, segment_record_size, 0);
-	}
-	if (err)
+		rec->id.flags = RSCHED_TASK_SEGMENT;
+		rec->id.seg = st->seg + 1;
+		bpf_ringbuf_submit(rec, 0);
+	} else {
 		count_drop(RSCHED_DROP_SEGMENT);
+	}
 	st->seg++;
 	st->cgroup_id = cgroup;
 	__builtin_memcpy(st->comm, comm, RSCHED_COMM_LEN);
 	if (!btf) {
 		/* raw_tp mode: user space reads the hash record's ident */
-		struct rsched_task_record *rec =
+		struct rsched_task_record *hrec =
 			(struct rsched_task_record *)((char *)st -
 						      __builtin_offsetof(struct rsched_task_record,
 									 st));
-		fill_attr(&rec->id, st);
+		fill_attr(&hrec->id, st);
 	}
 	mark_dirty(st, t, btf);
 }
