@@ -131,6 +131,13 @@ std::string describe(const std::vector<row> &rows) {
 // the few events between the change and the moment the kernel tells rschedd about it.
 constexpr std::uint64_t slack = 2;
 
+// Switch-ins a thread may still have after it read its own pcount for the last time (the
+// report through a pipe, its exit; a few preemptions on a loaded machine). A segment counted
+// twice would be hundreds.
+std::uint64_t after_last_read(std::uint64_t kernel) {
+  return slack + 1 + kernel / 50;
+}
+
 // How many of a thread's timeslices (pcount) may be missing from its recorded samples. A few
 // arrivals follow no wakeup or preemption that any tracer sees: the independent monotonic probe
 // misses exactly the same ones (up to 5 of ~1,500 in the clock test). In raw_tp mode (the
@@ -298,7 +305,7 @@ void run_rename(const std::string &mode) {
     CHECK(before + slack >= r.before);
     CHECK(before <= r.before + slack);
     CHECK(total + missing_allowed(mode, r.after) >= r.after);
-    CHECK(total <= r.after + slack + 1); // + the thread's exit
+    CHECK(total <= r.after + after_last_read(r.after)); // the report, the exit
   }
   std::filesystem::remove_all(dir);
 }
@@ -461,10 +468,10 @@ void run_cgroup_move(const std::string &mode) {
         _exit(1);
       }
       work(200, 50, 200);
-      r.after = pcount_self();
       for (auto &t : threads) {
         t.join();
       }
+      r.after = pcount_self(); // after the joins: only the report and the exit follow
       send(rep[1], r);
       _exit(0);
     }
@@ -500,7 +507,7 @@ void run_cgroup_move(const std::string &mode) {
     CHECK(before <= r.before + slack);
     CHECK(after > 150);
     CHECK(before + after + missing_allowed(mode, r.after) >= r.after);
-    CHECK(before + after <= r.after + slack + 1);
+    CHECK(before + after <= r.after + after_last_read(r.after)); // the report, the exit
   }
   std::filesystem::remove_all(dir);
 }
