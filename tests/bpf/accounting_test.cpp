@@ -151,7 +151,9 @@ void run_accounting(const std::string &mode) {
                 static_cast<unsigned long long>(k.timeslices),
                 static_cast<unsigned long long>(o.count), count_err * 100);
     CHECK(delay_err <= 0.05);
-    CHECK(count_err <= 0.01);
+    // raw_tp (the fallback mode) misses a few more of the switch-ins the kernel counts (7 of
+    // 506 in one CI run; tests/bpf/attribution_test.cpp, missing_allowed)
+    CHECK(count_err <= (mode == "raw_tp" ? 0.03 : 0.01));
   }
   const auto clocks = test::query(db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
   REQUIRE(clocks.size() == 1);

@@ -139,13 +139,14 @@ std::uint64_t after_last_read(std::uint64_t kernel) {
 }
 
 // How many of a thread's timeslices (pcount) may be missing from its recorded samples. A few
-// arrivals follow no wakeup or preemption that any tracer sees: the independent monotonic probe
-// misses exactly the same ones (up to 5 of ~1,500 in the clock test). In raw_tp mode (the
-// fallback for kernels without tp_btf or task storage) about one run in ten also loses a burst of
-// up to ~16 of a short-lived process's ~210, not understood yet; the attribution checks stay
-// exact there.
+// switch-ins never reach the sched_switch tracepoint on this VM (groups_test.cpp: the kernel's
+// own ftrace lacks them too): the independent monotonic probe misses exactly the same ones (up to
+// 5 of ~1,500 in the clock test, up to 6 of ~320 for a thread of a loaded CI run, 3 % + 2). In
+// raw_tp mode (the fallback for kernels without tp_btf or task storage) about one run in ten also
+// loses a burst of up to ~16 of a short-lived process's ~210, not understood yet; the attribution
+// checks stay exact there.
 std::uint64_t missing_allowed(const std::string &mode, std::uint64_t kernel) {
-  return mode == "raw_tp" ? kernel / 10 : kernel / 100 + 1;
+  return mode == "raw_tp" ? kernel / 10 : kernel / 33 + 2;
 }
 
 // ---- the clock --------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * rsched BPF programs: per-thread and per-CPU scheduling delay and runqueue depth at wakeup.
+ * rsched BPF programs: per-thread and per-CPU scheduling delay (monotonic clock by default) and
+ * runqueue depth at wakeup, and the other metric groups.
  *
  * Design (docs/ARCHITECTURE.md):
  *  - All per-thread state is cumulative and lives with the task: task-local storage in tp_btf
@@ -15,6 +16,9 @@
  *  - When a thread makes its final context switch (prev->__state == TASK_DEAD) its final record
  *    is copied into the "graveyard" hash, from which user space reads and deletes it: a thread
  *    that exits mid-interval keeps its last partial interval.
+ *  - A thread's samples are counted under its attribution (comm, cgroup) in force: a rename,
+ *    an exec or a cgroup move closes it with a segment record (its counters at that moment) in
+ *    the "segments" ring buffer, and user space splits the thread's delta there.
  *  - Exactly one variant per tracepoint is loaded (user space turns off autoload of the other).
  *  - Whatever cannot be recorded is counted in the per-CPU "drops" array.
  */
