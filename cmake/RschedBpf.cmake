@@ -35,6 +35,10 @@ function(rsched_add_bpf_skeleton target)
   set(_obj ${_dir}/${_stem}.bpf.o)
   set(_stripped ${_dir}/${_stem}.stripped.bpf.o)
   set(_skel ${_dir}/${_stem}.skel.h)
+  set(_werror)
+  if(RSCHED_WERROR)
+    set(_werror -Werror)
+  endif()
   set(_incflags)
   foreach(_inc ${ARG_INCLUDES})
     list(APPEND _incflags -I${_inc})
@@ -42,7 +46,7 @@ function(rsched_add_bpf_skeleton target)
   add_custom_command(
     OUTPUT ${_skel}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${_dir}
-    COMMAND ${RSCHED_CLANG} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_${RSCHED_BPF_ARCH} -Wall -Werror
+    COMMAND ${RSCHED_CLANG} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_${RSCHED_BPF_ARCH} -Wall ${_werror}
             ${_incflags} -c ${CMAKE_CURRENT_SOURCE_DIR}/${ARG_SOURCE} -o ${_obj}
     COMMAND ${RSCHED_BPFTOOL} gen object ${_stripped} ${_obj}
     COMMAND ${RSCHED_BPFTOOL} gen skeleton ${_stripped} name ${_stem}_bpf > ${_skel}
