@@ -260,7 +260,7 @@ TEST_CASE("a segment written after the live read waits for the record that count
   CHECK(find(d2, 10, "b")->c.delay.count == 3);
 }
 
-TEST_CASE("renames A -> B -> A within one read give one row per name; totals are unchanged",
+TEST_CASE("renames A -> B -> A within one read give one row per name, totals are unchanged",
           "[collect][segments]") {
   delta_tracker tr;
   snapshot s1;
@@ -275,7 +275,7 @@ TEST_CASE("renames A -> B -> A within one read give one row per name; totals are
   CHECK(find(d, 10, "B")->c.delay.count == 3);     // 4..7
 }
 
-TEST_CASE("a cgroup move splits by cgroup; a final record applies its segments",
+TEST_CASE("a cgroup move splits by cgroup, a final record applies its segments",
           "[collect][segments]") {
   delta_tracker tr;
   snapshot s1;

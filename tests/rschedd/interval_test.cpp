@@ -21,7 +21,7 @@ collect::thread_sample sample(std::uint32_t tid, const std::string &comm, std::u
 }
 } // namespace
 
-TEST_CASE("A renamed thread has a row per name; ticks of one name add up", "[rschedd]") {
+TEST_CASE("A renamed thread has a row per name, ticks of one name add up", "[rschedd]") {
   interval_acc acc;
   collect::interval_delta t1;
   t1.threads = {sample(5, "bash", 1, 2), sample(5, "make", 1, 3)};

@@ -649,7 +649,7 @@ store::thread_row trow(std::uint32_t tid, const char *comm, std::uint64_t us, st
 }
 } // namespace
 
-TEST_CASE("fold_row: intervals accumulate per thread and per CPU; IPC is per interval",
+TEST_CASE("fold_row: intervals accumulate per thread and per CPU, IPC is per interval",
           "[rschedd]") {
   model m;
   store::interval_row a;

@@ -1,7 +1,8 @@
 // Schema 3: rollup tiers (1 minute, 1 hour) that are exact merges of the raw intervals, views
 // that show each moment once from the finest tier kept, retention by age and by size, space
 // given back to the file system, thread identities collected, and the upgrade of a real
-// version 2 database (recorded by the previous rschedd).
+// version 2 database (recorded by the previous rschedd). Schema 4: the delay clock and the
+// segment drops of each interval, their rollups, and the upgrade of a real version 3 database.
 #include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
@@ -521,4 +522,168 @@ TEST_CASE("a real version 3 database is upgraded in place to version 4", "[store
   // A second open finds the current version: nothing to do.
   auto w2 = writer::open(path);
   CHECK_FALSE(w2.ok()); // one writer per database; the first still holds it
+}
+
+TEST_CASE("real version 2 and 3 databases upgraded in place have the schema of a new database",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto fresh = dir.file("fresh.db");
+  { auto w = open_writer(fresh); }
+  auto rf = open_reader(fresh);
+  const auto want = schema_of(rf);
+  for (const char *name : {"v2.db", "v3.db"}) {
+    INFO(name);
+    const auto path = dir.file(name);
+    write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/" + name));
+    std::string upgraded_ns;
+    {
+      auto w = open_writer(path);
+      auto r = open_reader(path);
+      CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+      CHECK(scalar_int(r, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = "
+                          "'schema_version'") == rsched::store::schema_version);
+      // Object by object and text by text: the ALTER TABLEs of each step give the same
+      // intervals table as a new file, and health is the version 4 view.
+      CHECK(schema_of(r) == want);
+      CHECK(columns_of(r, "health") == columns_of(rf, "health"));
+      CHECK(columns_of(r, "intervals") == columns_of(rf, "intervals"));
+      CHECK(columns_of(r, "timeline") == columns_of(rf, "intervals"));
+      upgraded_ns =
+          as_text(run(r, "SELECT value FROM meta WHERE key = 'upgraded_ns'").rows.at(0).at(0));
+    }
+    // Opening it again (the first writer closed) finds the current version: nothing to do.
+    { auto w = open_writer(path); }
+    auto r = open_reader(path);
+    CHECK(as_text(run(r, "SELECT value FROM meta WHERE key = 'upgraded_ns'").rows.at(0).at(0)) ==
+          upgraded_ns);
+    CHECK(schema_of(r) == want);
+  }
+}
+
+TEST_CASE("health.drops sums every drop counter including drops_segment, and the clock is "
+          "stored as written",
+          "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  {
+    auto w = open_writer(path);
+    const char *clocks[] = {"monotonic", "runqueue", ""};
+    for (int i = 0; i < 3; ++i) {
+      auto iv = make_interval(t0 + i * step, {make_thread(1, "a", {1'000})});
+      iv.groups = i < 2 ? 1 : 2;
+      iv.delay_clock = clocks[i];
+      // One bit per counter: task_state 1, graveyard 2, stale_tid 4, no_rq 8, too_long 16,
+      // perf_read 32, segment 64 (times i + 1).
+      for (std::size_t d = 0; d <= RSCHED_DROP_SEGMENT; ++d) {
+        iv.drops[d] = static_cast<std::uint64_t>(i + 1) << d;
+      }
+      write_ok(w, iv);
+    }
+  }
+  auto r = open_reader(path);
+  const auto t = run(r, "SELECT delay_clock, drops_segment, drops_perf_read, "
+                        "discarded_too_long FROM intervals WHERE tier = 0 ORDER BY start_ns");
+  REQUIRE(t.rows.size() == 3);
+  CHECK(as_text(t.rows[0][0]) == "monotonic");
+  CHECK(as_text(t.rows[1][0]) == "runqueue");
+  CHECK(is_null(t.rows[2][0])); // empty: the latency group was not recorded
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto k = static_cast<std::int64_t>(i + 1);
+    CHECK(as_int(t.rows[i][1]) == 64 * k);
+    CHECK(as_int(t.rows[i][2]) == 32 * k);
+    CHECK(as_int(t.rows[i][3]) == 16 * k);
+  }
+  const auto h = run(r, "SELECT drops, discarded_too_long, delay_clock, drops_segment, "
+                        "typeof(delay_clock) FROM health ORDER BY ts");
+  REQUIRE(h.rows.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO("interval " << i);
+    const auto k = static_cast<std::int64_t>(i + 1);
+    // 1 + 2 + 4 + 8 + 32 + 64: every drop, not the samples discarded on purpose (16)
+    CHECK(as_int(h.rows[i][0]) == 111 * k);
+    CHECK(as_int(h.rows[i][1]) == 16 * k);
+    CHECK(as_int(h.rows[i][3]) == 64 * k);
+  }
+  CHECK(as_text(h.rows[0][2]) == "monotonic");
+  CHECK(as_text(h.rows[1][2]) == "runqueue");
+  CHECK(as_text(h.rows[2][4]) == "null");
+}
+
+TEST_CASE("the 1-hour rollup keeps the one clock of its minutes or says 'mixed', and sums "
+          "drops_segment through both tiers",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  w.set_retention(forever());
+  // Hour 0: monotonic throughout; hour 1: monotonic except one runqueue interval in minute 30.
+  const std::int64_t runqueue_at = t0 + hour + 30 * minute + 2 * step;
+  std::int64_t n = 0;
+  for (std::int64_t t = t0; t < t0 + 2 * hour; t += step, ++n) {
+    auto iv = make_interval(t, {make_thread(1, "a", {1'000})});
+    iv.dur_ns = step;
+    iv.groups = 1;
+    iv.delay_clock = t == runqueue_at ? "runqueue" : "monotonic";
+    iv.drops[RSCHED_DROP_SEGMENT] = 1;
+    write_ok(w, iv);
+  }
+  write_ok(w, make_interval(t0 + 2 * hour + 5 * minute, {make_thread(1, "a", {1'000})}));
+  settle(w, t0 + 2 * hour + 5 * minute + step);
+  auto r = open_reader(path);
+  const auto clock_of = [&](int tier, std::int64_t start) {
+    return as_text(run(r, "SELECT delay_clock FROM intervals WHERE tier = " + std::to_string(tier) +
+                              " AND start_ns = " + std::to_string(start))
+                       .rows.at(0)
+                       .at(0));
+  };
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1 AND start_ns < " +
+                          std::to_string(t0 + 2 * hour)) == 120);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1 AND delay_clock = 'mixed'") ==
+        1);
+  CHECK(clock_of(1, t0 + hour + 30 * minute) == "mixed");
+  CHECK(clock_of(1, t0 + hour + 31 * minute) == "monotonic");
+  CHECK(clock_of(2, t0) == "monotonic");
+  CHECK(clock_of(2, t0 + hour) == "mixed"); // a 'mixed' minute makes a 'mixed' hour
+  CHECK(scalar_int(r, "SELECT drops_segment FROM intervals WHERE tier = 1 AND start_ns = " +
+                          std::to_string(t0 + 7 * minute)) == 6);
+  CHECK(scalar_int(r, "SELECT drops_segment FROM intervals WHERE tier = 2 AND start_ns = " +
+                          std::to_string(t0 + hour)) == 360);
+  CHECK(scalar_int(r, "SELECT sum(drops_segment) FROM intervals WHERE tier = 2") == n);
+  CHECK(scalar_int(r, "SELECT sum(drops_segment) FROM intervals WHERE tier = 1") == n);
+}
+
+// The rollup's rule (docs/SCHEMA.md): 'mixed' only when the sources used two clocks. An
+// interval that did not record the latency group (NULL, groups without bit 0) used no clock and
+// does not make its bucket 'mixed'; an interval written before version 4 that did record it
+// (NULL, groups bit 0: its clock is unknown) does.
+TEST_CASE("a rollup ignores intervals that recorded no latency when it names the clock",
+          "[store][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  for (int i = 0; i < 6; ++i) {
+    // Minute 0: three monotonic intervals, then three of `-g slice` (no latency, no clock).
+    auto iv = make_interval(t0 + i * step, {make_thread(1, "a", {1'000})});
+    iv.groups = i < 3 ? 1 : 2;
+    iv.delay_clock = i < 3 ? "monotonic" : "";
+    write_ok(w, iv);
+    // Minute 1: three latency intervals of unknown clock (as upgraded from version 3), then
+    // three monotonic ones.
+    auto old = make_interval(t0 + minute + i * step, {make_thread(1, "a", {1'000})});
+    old.groups = 1;
+    old.delay_clock = i < 3 ? "" : "monotonic";
+    write_ok(w, old);
+  }
+  write_ok(w, make_interval(t0 + 5 * minute, {make_thread(1, "a", {1'000})}));
+  settle(w, t0 + 5 * minute + step);
+  auto r = open_reader(path);
+  const auto clock_of = [&](std::int64_t start) {
+    return as_text(run(r, "SELECT coalesce(delay_clock, 'NULL') FROM intervals WHERE tier = 1 "
+                          "AND start_ns = " +
+                              std::to_string(start))
+                       .rows.at(0)
+                       .at(0));
+  };
+  CHECK(clock_of(t0) == "monotonic");
+  CHECK(clock_of(t0 + minute) == "mixed");
 }

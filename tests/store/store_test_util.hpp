@@ -134,6 +134,17 @@ inline std::vector<std::string> columns_of(rsched::store::reader &r, const std::
   return names;
 }
 
+// Everything of the schema: (type, name, tbl_name, sql), in a canonical order.
+inline std::vector<std::vector<std::string>> schema_of(rsched::store::reader &r) {
+  auto t = run(r, "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master "
+                  "ORDER BY type, name");
+  std::vector<std::vector<std::string>> out;
+  for (const auto &row : t.rows) {
+    out.push_back({as_text(row[0]), as_text(row[1]), as_text(row[2]), as_text(row[3])});
+  }
+  return out;
+}
+
 inline rsched::stats::histogram latency_hist(const std::vector<std::uint64_t> &ns) {
   rsched::stats::histogram h{rsched::stats::layout::latency, {}};
   for (auto v : ns) {

@@ -266,8 +266,10 @@ struct maintenance::impl {
                       "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
                       "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
                       "sum(cpu_ns), max(rss_bytes), sum(bpf_run_ns), sum(bpf_run_cnt), "
-                      // one clock, or 'mixed' when the bucket's intervals used two
-                      "CASE WHEN count(DISTINCT coalesce(delay_clock, '')) > 1 THEN 'mixed' "
+                      // one clock, or 'mixed' when the bucket's intervals that recorded
+                      // latency used two (an old interval's unknown clock counts as one)
+                      "CASE WHEN count(DISTINCT CASE WHEN groups & 1 THEN "
+                      "coalesce(delay_clock, '') END) > 1 THEN 'mixed' "
                       "ELSE max(delay_clock) END, sum(drops_segment) "
                       "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
                       "start_ns < ?5",
