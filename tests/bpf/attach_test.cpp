@@ -39,8 +39,7 @@ TEST_CASE("automatic mode attaches tp_btf programs only, once per tracepoint", "
     names.insert(pi.name.substr(0, pi.name.size() - 4));
   }
   CHECK(names == std::set<std::string>{"sched_switch", "sched_wakeup", "sched_wakeup_new",
-                                       "task_rename", "sched_process_exec",
-                                       "cgroup_attach_task"});
+                                       "task_rename", "sched_process_exec", "cgroup_attach_task"});
   CHECK(p->moves_whole_process());
   CHECK_FALSE(p->delay_rq_clock());
 }

@@ -34,12 +34,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+using test::mono_ns;
 
 // Spins for `spin_us`, sleeps for `sleep_us`, `n` times: woken often, mostly on idle CPUs.
 void work(int n, std::uint64_t spin_us, long sleep_us) {

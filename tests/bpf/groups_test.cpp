@@ -161,9 +161,10 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
           static_cast<unsigned long long>(migs));
       INFO("mode " << mode << " pid " << pid);
       REQUIRE(k.migrations >= 20); // the workload really migrated
-      // raw_tp (the fallback mode) now and then misses a few switch-ins that the kernel counts
-      // (tests/bpf/attribution_test.cpp, missing_allowed): 3 % there, 1 % in tp_btf.
-      const double rel = mode == "raw_tp" ? 0.03 : 0.01;
+      // A few switch-ins never reach the sched_switch tracepoint on this VM (the kernel's own
+      // ftrace lacks them too; see the test below): up to 3 of 200 after a switch storm, in
+      // either mode. The slices that start there cannot be measured.
+      const double rel = 0.03;
       CHECK(within(vol, k.voluntary, rel, 1));
       CHECK(within(invol, k.involuntary, rel, 1));
       CHECK(within(migs, k.migrations, 0.01, 1));

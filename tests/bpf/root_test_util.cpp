@@ -23,6 +23,13 @@ bool bpf_available() {
   return root_available("BPF test");
 }
 
+std::uint64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 std::optional<schedstat> self_schedstat() {
   std::ifstream in("/proc/thread-self/schedstat");
   schedstat s;

@@ -73,6 +73,8 @@ private:
 // fails the test on any error.
 std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql);
 
+// CLOCK_MONOTONIC now, ns.
+std::uint64_t mono_ns();
 // CLOCK_REALTIME now, ns (the clock of intervals.start_ns).
 std::int64_t realtime_ns();
 // Raw intervals (tier 0) recorded in the database at `db`.

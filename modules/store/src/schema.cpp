@@ -704,32 +704,6 @@ result<void> create(sqlite3 *db, const std::string &path) {
       });
 }
 
-result<void> refresh_views(sqlite3 *db, const std::string &path) {
-  // Schema v3 databases made before `stalled` existed (v4 recreates the view anyway).
-  auto ver = query_int(db, "PRAGMA user_version");
-  if (!ver) {
-    return ver.err();
-  }
-  if (*ver != 3) {
-    return {};
-  }
-  auto has = query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND "
-                           "name = 'health' AND sql LIKE '%stalled%'");
-  if (!has) {
-    return has.err();
-  }
-  if (*has != 0) {
-    return {};
-  }
-  const std::string sql =
-      std::string("BEGIN IMMEDIATE;\nDROP VIEW IF EXISTS health;\n") + health_view_v3 + "COMMIT;\n";
-  if (auto r = exec(db, sql.c_str()); !r) {
-    (void)exec(db, "ROLLBACK");
-    return make_error(fmt::format("{}: updating the health view: {}", path, r.err().msg));
-  }
-  return {};
-}
-
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
   const int from_version = from == db_state::version1 ? 1 : from == db_state::version2 ? 2 : 3;
   const std::string what = fmt::format("upgrading schema from version {}", from_version);

@@ -42,10 +42,6 @@ result<void> create(sqlite3 *db, const std::string &path);
 // a database another process upgraded meanwhile is left alone. On error nothing changes.
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from);
 
-// Recreates derived views whose definition changed within the current schema version (today:
-// `health` gained `stalled`). Idempotent; no data changes.
-result<void> refresh_views(sqlite3 *db, const std::string &path);
-
 // Runs one statement that returns a single integer (a PRAGMA); finalizes it before returning.
 result<std::int64_t> query_int(sqlite3 *db, const char *sql);
 

@@ -1043,9 +1043,6 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
         return r.err();
       }
     }
-    if (auto r = detail::refresh_views(h, path); !r) {
-      return r.err();
-    }
     if (auto r = record_writer(h, path); !r) {
       return r.err();
     }
