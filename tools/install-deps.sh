@@ -7,4 +7,5 @@ apt-get install -y -q --no-install-recommends \
   ca-certificates cmake make g++ pkg-config \
   clang clang-15 llvm libbpf-dev bpftool \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
+  nlohmann-json3-dev libhowardhinnant-date-dev libcli11-dev \
   stress-ng tmux procps
