@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+using metric = rsched::metrics::id;
+
 namespace {
 
 using namespace rsched;
@@ -149,29 +151,29 @@ store::thread_row thread_second(const thread_ident &id, std::mt19937_64 &rng) {
   const int n = 1 + wakeups(rng);
   store::hist_value delay;
   add_samples(delay, rng, n, 6'000, 1.3);
-  t.delay_count = delay.count;
-  t.delay_total_ns = delay.total;
-  t.delay_hist = delay.hist;
+  t.m[metric::sched_delay].count = delay.count;
+  t.m[metric::sched_delay].total = delay.total;
+  t.m[metric::sched_delay].hist = delay.hist;
   for (int i = 0; i < n; ++i) {
     const std::uint64_t depth = rng() % 4 == 0 ? 1 + rng() % 3 : 0;
-    t.depth_hist.add(depth);
-    t.depth_count += 1;
-    t.depth_total += depth;
+    t.m[metric::runq_depth].hist.add(depth);
+    t.m[metric::runq_depth].count += 1;
+    t.m[metric::runq_depth].total += depth;
   }
   if ((g_groups & RSCHED_G_SLICE) != 0) {
-    add_samples(t.slice_vol, rng, n, 40'000, 1.2);
+    add_samples(t.m[metric::slice_voluntary], rng, n, 40'000, 1.2);
     if (rng() % 10 < 3) {
-      add_samples(t.slice_invol, rng, 1 + static_cast<int>(rng() % 2), 3'000'000, 0.5);
+      add_samples(t.m[metric::slice_involuntary], rng, 1 + static_cast<int>(rng() % 2), 3'000'000, 0.5);
     }
   }
   if ((g_groups & RSCHED_G_SLEEP) != 0) {
-    add_samples(t.sleep, rng, n, 10'000'000, 1.5);
+    add_samples(t.m[metric::sleep], rng, n, 10'000'000, 1.5);
   }
   if ((g_groups & RSCHED_G_MIGRATION) != 0 && rng() % 10 == 0) {
     t.migrations = 1 + rng() % 2;
-    t.migration_rate.hist.add(t.migrations);
-    t.migration_rate.count = 1;
-    t.migration_rate.total = t.migrations;
+    t.m[metric::migration_rate].hist.add(t.migrations);
+    t.m[metric::migration_rate].count = 1;
+    t.m[metric::migration_rate].total = t.migrations;
   }
   return t;
 }
@@ -230,11 +232,12 @@ store::interval_row second(population &p, int n, std::int64_t t, std::mt19937_64
     cpu.cpu = c;
     for (std::size_t i = c; i < iv.threads.size(); i += 2) {
       const auto &th = iv.threads[i];
-      (void)stats::merge_into(cpu.delay_hist, th.delay_hist);
-      cpu.delay_count += th.delay_count;
-      cpu.delay_total_ns += th.delay_total_ns;
+      auto &d = cpu.m[metric::cpu_sched_delay];
+      (void)stats::merge_into(d.hist, th.m[metric::sched_delay].hist);
+      d.count += th.m[metric::sched_delay].count;
+      d.total += th.m[metric::sched_delay].total;
     }
-    add_samples(cpu.idle, rng, 200, 500'000, 1.5);
+    add_samples(cpu.m[metric::cpu_idle], rng, 200, 500'000, 1.5);
     iv.cpus.push_back(cpu);
   }
   return iv;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 using namespace rsched::collect;
+using rsched::metrics::id;
 
 namespace {
 thread_sample thread(std::uint32_t tid, std::uint64_t start, std::uint64_t count,
@@ -12,9 +13,9 @@ thread_sample thread(std::uint32_t tid, std::uint64_t start, std::uint64_t count
   t.key = {tid, start};
   t.tgid = tid;
   t.comm = comm;
-  t.c.delay.count = count;
-  t.c.delay.total_ns = total;
-  t.c.delay.hist.add(total / (count ? count : 1), count);
+  t.c.m[id::sched_delay].count = count;
+  t.c.m[id::sched_delay].total = total;
+  t.c.m[id::sched_delay].hist.add(total / (count ? count : 1), count);
   return t;
 }
 const thread_sample *find(const interval_delta &d, std::uint32_t tid, std::uint64_t start) {
@@ -33,13 +34,13 @@ TEST_CASE("first read diffs against zero, later reads against the previous one",
   s1.live = {thread(10, 1, 5, 500)};
   auto d1 = tr.advance(s1);
   REQUIRE(d1.threads.size() == 1);
-  CHECK(d1.threads[0].c.delay.count == 5);
+  CHECK(d1.threads[0].c.m[id::sched_delay].count == 5);
   snapshot s2;
   s2.live = {thread(10, 1, 8, 800)};
   auto d2 = tr.advance(s2);
   REQUIRE(d2.threads.size() == 1);
-  CHECK(d2.threads[0].c.delay.count == 3);
-  CHECK(d2.threads[0].c.delay.total_ns == 300);
+  CHECK(d2.threads[0].c.m[id::sched_delay].count == 3);
+  CHECK(d2.threads[0].c.m[id::sched_delay].total == 300);
   // unchanged thread: no row
   auto d3 = tr.advance(s2);
   CHECK(d3.threads.empty());
@@ -57,7 +58,7 @@ TEST_CASE("a thread that exits keeps its last partial interval, counted once", "
   auto d2 = tr.advance(s2);
   REQUIRE(d2.threads.size() == 1);
   CHECK(d2.threads[0].dead);
-  CHECK(d2.threads[0].c.delay.count == 4);
+  CHECK(d2.threads[0].c.m[id::sched_delay].count == 4);
   CHECK(tr.tracked_threads() == 0);
   // a thread born and dead within one interval
   snapshot s3;
@@ -66,7 +67,7 @@ TEST_CASE("a thread that exits keeps its last partial interval, counted once", "
   s3.dead = {brief};
   auto d3 = tr.advance(s3);
   REQUIRE(d3.threads.size() == 1);
-  CHECK(d3.threads[0].c.delay.count == 3);
+  CHECK(d3.threads[0].c.m[id::sched_delay].count == 3);
 }
 
 TEST_CASE("a zombie listed both live and dead is counted once", "[collect]") {
@@ -81,7 +82,7 @@ TEST_CASE("a zombie listed both live and dead is counted once", "[collect]") {
   s2.live = {thread(10, 1, 7, 700)};
   auto d2 = tr.advance(s2);
   REQUIRE(d2.threads.size() == 1);
-  CHECK(d2.threads[0].c.delay.count == 2);
+  CHECK(d2.threads[0].c.m[id::sched_delay].count == 2);
 }
 
 TEST_CASE("a thread missing from one read keeps its baseline until buried", "[collect]") {
@@ -97,7 +98,7 @@ TEST_CASE("a thread missing from one read keeps its baseline until buried", "[co
   s3.dead = {dead};
   auto d3 = tr.advance(s3);
   REQUIRE(d3.threads.size() == 1);
-  CHECK(d3.threads[0].c.delay.count == 1); // not 6: the baseline survived
+  CHECK(d3.threads[0].c.m[id::sched_delay].count == 1); // not 6: the baseline survived
   // after the grace period the baseline is forgotten
   delta_tracker tr2(2);
   (void)tr2.advance(s1);
@@ -118,7 +119,7 @@ TEST_CASE("tid reuse is a different thread", "[collect]") {
   s2.live = {thread(10, 99, 2, 20, "new")};
   auto d2 = tr.advance(s2);
   REQUIRE(find(d2, 10, 99) != nullptr);
-  CHECK(find(d2, 10, 99)->c.delay.count == 2);
+  CHECK(find(d2, 10, 99)->c.m[id::sched_delay].count == 2);
   CHECK(find(d2, 10, 99)->comm == "new");
   CHECK(find(d2, 10, 1) == nullptr); // old thread had nothing new
 }
@@ -128,24 +129,24 @@ TEST_CASE("per-CPU and drop counters are diffed", "[collect]") {
   snapshot s1;
   cpu_sample c0;
   c0.cpu = 0;
-  c0.delay.count = 10;
-  c0.delay.total_ns = 100;
-  c0.delay.hist.add(10, 10);
+  c0.m[id::cpu_sched_delay].count = 10;
+  c0.m[id::cpu_sched_delay].total = 100;
+  c0.m[id::cpu_sched_delay].hist.add(10, 10);
   s1.cpus = {c0};
   s1.drops[0] = 3;
   auto d1 = tr.advance(s1);
   REQUIRE(d1.cpus.size() == 1);
   CHECK(d1.drops[0] == 3);
-  c0.delay.count = 15;
-  c0.delay.total_ns = 150;
-  c0.delay.hist.slots[0] = 15;
+  c0.m[id::cpu_sched_delay].count = 15;
+  c0.m[id::cpu_sched_delay].total = 150;
+  c0.m[id::cpu_sched_delay].hist.slots[0] = 15;
   snapshot s2;
   s2.cpus = {c0};
   s2.drops[0] = 4;
   auto d2 = tr.advance(s2);
   REQUIRE(d2.cpus.size() == 1);
-  CHECK(d2.cpus[0].delay.count == 5);
-  CHECK(d2.cpus[0].delay.hist.total() == 5);
+  CHECK(d2.cpus[0].m[id::cpu_sched_delay].count == 5);
+  CHECK(d2.cpus[0].m[id::cpu_sched_delay].hist.total() == 5);
   CHECK(d2.drops[0] == 1);
 }
 
@@ -165,7 +166,7 @@ TEST_CASE("a thread absent from partial reads keeps its baseline indefinitely", 
   s2.live = {thread(10, 1, 7, 700)};
   auto d = tr.advance(s2);
   REQUIRE(d.threads.size() == 1);
-  CHECK(d.threads[0].c.delay.count == 2); // diffed against the old baseline, not zero
+  CHECK(d.threads[0].c.m[id::sched_delay].count == 2); // diffed against the old baseline, not zero
   // a full read without it starts the exit grace period
   snapshot full;
   (void)tr.advance(full);
@@ -215,16 +216,16 @@ TEST_CASE("a rename splits a thread's delta: before under the old name, after un
   REQUIRE(d.threads.size() == 2);
   REQUIRE(find(d, 10, "bash") != nullptr);
   REQUIRE(find(d, 10, "worker") != nullptr);
-  CHECK(find(d, 10, "bash")->c.delay.count == 2);
-  CHECK(find(d, 10, "bash")->c.delay.total_ns == 200);
-  CHECK(find(d, 10, "worker")->c.delay.count == 2);
+  CHECK(find(d, 10, "bash")->c.m[id::sched_delay].count == 2);
+  CHECK(find(d, 10, "bash")->c.m[id::sched_delay].total == 200);
+  CHECK(find(d, 10, "worker")->c.m[id::sched_delay].count == 2);
   // the next read diffs against the live record, not the segment
   snapshot s3;
   s3.live = {live(10, 1, 1, 10, 1000, "worker")};
   auto d3 = tr.advance(s3);
   REQUIRE(d3.threads.size() == 1);
   CHECK(d3.threads[0].comm == "worker");
-  CHECK(d3.threads[0].c.delay.count == 1);
+  CHECK(d3.threads[0].c.m[id::sched_delay].count == 1);
 }
 
 TEST_CASE("a new thread that execs at once: its first samples stay under the parent's name",
@@ -235,9 +236,9 @@ TEST_CASE("a new thread that execs at once: its first samples stay under the par
   s.live = {live(20, 2, 1, 30, 3000, "make")};
   auto d = tr.advance(s);
   REQUIRE(find(d, 20, "sh") != nullptr);
-  CHECK(find(d, 20, "sh")->c.delay.count == 1);
+  CHECK(find(d, 20, "sh")->c.m[id::sched_delay].count == 1);
   REQUIRE(find(d, 20, "make") != nullptr);
-  CHECK(find(d, 20, "make")->c.delay.count == 29);
+  CHECK(find(d, 20, "make")->c.m[id::sched_delay].count == 29);
 }
 
 TEST_CASE("a segment written after the live read waits for the record that counts it",
@@ -250,14 +251,14 @@ TEST_CASE("a segment written after the live read waits for the record that count
   auto d1 = tr.advance(s1);
   REQUIRE(d1.threads.size() == 1);
   CHECK(d1.threads[0].comm == "a");
-  CHECK(d1.threads[0].c.delay.count == 5);
+  CHECK(d1.threads[0].c.m[id::sched_delay].count == 5);
   snapshot s2;
   s2.live = {live(10, 1, 1, 9, 900, "b")};
   auto d2 = tr.advance(s2);
   REQUIRE(find(d2, 10, "a") != nullptr);
-  CHECK(find(d2, 10, "a")->c.delay.count == 1);
+  CHECK(find(d2, 10, "a")->c.m[id::sched_delay].count == 1);
   REQUIRE(find(d2, 10, "b") != nullptr);
-  CHECK(find(d2, 10, "b")->c.delay.count == 3);
+  CHECK(find(d2, 10, "b")->c.m[id::sched_delay].count == 3);
 }
 
 TEST_CASE("renames A -> B -> A within one read give one row per name, totals are unchanged",
@@ -271,8 +272,8 @@ TEST_CASE("renames A -> B -> A within one read give one row per name, totals are
   s2.live = {live(10, 1, 2, 12, 1200, "A")};
   auto d = tr.advance(s2);
   REQUIRE(d.threads.size() == 2);
-  CHECK(find(d, 10, "A")->c.delay.count == 2 + 5); // 2..4 and 7..12
-  CHECK(find(d, 10, "B")->c.delay.count == 3);     // 4..7
+  CHECK(find(d, 10, "A")->c.m[id::sched_delay].count == 2 + 5); // 2..4 and 7..12
+  CHECK(find(d, 10, "B")->c.m[id::sched_delay].count == 3);     // 4..7
 }
 
 TEST_CASE("a cgroup move splits by cgroup, a final record applies its segments",
@@ -288,9 +289,9 @@ TEST_CASE("a cgroup move splits by cgroup, a final record applies its segments",
   s2.dead = {fin};
   auto d = tr.advance(s2);
   REQUIRE(d.threads.size() == 2);
-  CHECK(find(d, 30, "svc", 100)->c.delay.count == 3);
+  CHECK(find(d, 30, "svc", 100)->c.m[id::sched_delay].count == 3);
   CHECK_FALSE(find(d, 30, "svc", 100)->dead);
-  CHECK(find(d, 30, "svc", 200)->c.delay.count == 2);
+  CHECK(find(d, 30, "svc", 200)->c.m[id::sched_delay].count == 2);
   CHECK(find(d, 30, "svc", 200)->dead);
   CHECK(tr.tracked_threads() == 0);
 }
@@ -306,7 +307,7 @@ TEST_CASE("a lost segment (buffer full) files the samples under the new name, no
   auto d = tr.advance(s2);
   REQUIRE(d.threads.size() == 1);
   CHECK(d.threads[0].comm == "b");
-  CHECK(d.threads[0].c.delay.count == 4);
+  CHECK(d.threads[0].c.m[id::sched_delay].count == 4);
 }
 
 TEST_CASE("segments of a thread no read lists any more are counted before they are forgotten",
@@ -325,5 +326,5 @@ TEST_CASE("segments of a thread no read lists any more are counted before they a
   auto d3 = tr.advance(s3);
   REQUIRE(d3.threads.size() == 1);
   CHECK(d3.threads[0].comm == "a");
-  CHECK(d3.threads[0].c.delay.count == 3);
+  CHECK(d3.threads[0].c.m[id::sched_delay].count == 3);
 }

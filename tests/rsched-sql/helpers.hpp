@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <vector>
 
+using metric = rsched::metrics::id;
+
 extern char **environ;
 
 namespace rsched_sql_test {
@@ -64,26 +66,26 @@ inline std::string make_db(const temp_dir &dir) {
   t.comm = evil_comm;
   t.cgroup = "/system.slice/x.service";
   for (int i = 0; i < 99; ++i) {
-    t.delay_hist.add(3'000); // 3 us
+    t.m[metric::sched_delay].hist.add(3'000); // 3 us
   }
-  t.delay_hist.add(40'000'000); // 40 ms
-  t.delay_count = 100;
-  t.delay_total_ns = 99 * 3'000 + 40'000'000;
+  t.m[metric::sched_delay].hist.add(40'000'000); // 40 ms
+  t.m[metric::sched_delay].count = 100;
+  t.m[metric::sched_delay].total = 99 * 3'000 + 40'000'000;
   iv.threads.push_back(t);
   store::thread_row p;
   p.tid = 7;
   p.pid = 7;
   p.start_time_ns = 5;
   p.comm = "plain";
-  p.delay_hist.add(1'000);
-  p.delay_count = 1;
-  p.delay_total_ns = 1'000;
+  p.m[metric::sched_delay].hist.add(1'000);
+  p.m[metric::sched_delay].count = 1;
+  p.m[metric::sched_delay].total = 1'000;
   iv.threads.push_back(p);
   store::cpu_row c;
   c.cpu = 0;
-  c.delay_hist.add(2'000);
-  c.delay_count = 1;
-  c.delay_total_ns = 2'000;
+  c.m[metric::cpu_sched_delay].hist.add(2'000);
+  c.m[metric::cpu_sched_delay].count = 1;
+  c.m[metric::cpu_sched_delay].total = 2'000;
   iv.cpus.push_back(c);
   REQUIRE(w->write(iv).ok());
   return path;

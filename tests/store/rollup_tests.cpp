@@ -16,6 +16,8 @@
 #include <tuple>
 #include <vector>
 
+using metric = rsched::metrics::id;
+
 using namespace store_test;
 using rsched::stats::layout;
 using rsched::store::hist_value;
@@ -47,10 +49,10 @@ rsched::store::interval_row synthetic(std::int64_t start, std::mt19937_64 &rng) 
   for (std::uint32_t i = 0; i < 3; ++i) {
     auto t = make_thread(100 + i, comms[i], draw(1 + rng() % 20, 16),
                          {rng() % 4, rng() % 4, rng() % 70});
-    t.slice_vol = value_of(layout::latency, draw(rng() % 5, 12));
-    t.slice_invol = value_of(layout::latency, draw(rng() % 3, 12));
-    t.sleep = value_of(layout::latency, draw(rng() % 4, 20));
-    t.migration_rate = value_of(layout::count, {rng() % 5, rng() % 300});
+    t.m[metric::slice_voluntary] = value_of(layout::latency, draw(rng() % 5, 12));
+    t.m[metric::slice_involuntary] = value_of(layout::latency, draw(rng() % 3, 12));
+    t.m[metric::sleep] = value_of(layout::latency, draw(rng() % 4, 20));
+    t.m[metric::migration_rate] = value_of(layout::count, {rng() % 5, rng() % 300});
     t.migrations = rng() % 7;
     t.cross_ccx = t.migrations / 2;
     t.events = {{0, 1 + rng() % 100000}};
@@ -61,12 +63,12 @@ rsched::store::interval_row synthetic(std::int64_t start, std::mt19937_64 &rng) 
   for (std::uint32_t c = 0; c < 2; ++c) {
     cpus[c].cpu = c;
     const auto d = draw(1 + rng() % 30, 14);
-    cpus[c].delay_hist = latency_hist(d);
-    cpus[c].delay_count = d.size();
+    cpus[c].m[metric::cpu_sched_delay].hist = latency_hist(d);
+    cpus[c].m[metric::cpu_sched_delay].count = d.size();
     for (auto v : d) {
-      cpus[c].delay_total_ns += v;
+      cpus[c].m[metric::cpu_sched_delay].total += v;
     }
-    cpus[c].idle = value_of(layout::latency, draw(rng() % 10, 20));
+    cpus[c].m[metric::cpu_idle] = value_of(layout::latency, draw(rng() % 10, 20));
   }
   auto iv = make_interval(start, std::move(threads), std::move(cpus));
   iv.dur_ns = step;

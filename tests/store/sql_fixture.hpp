@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+using metric = rsched::metrics::id;
+
 namespace sql_fixture {
 
 constexpr std::int64_t sec = 1'000'000'000;
@@ -99,9 +101,9 @@ inline void build(history &h) {
       threads.push_back(store_test::make_thread(x.tid, x.comm, x.ns, {1, 2}, x.cgroup));
       auto &c = x.cpu == 0 ? c0 : c1;
       for (auto v : x.ns) {
-        c.delay_hist.add(v);
-        c.delay_total_ns += v;
-        ++c.delay_count;
+        c.m[metric::cpu_sched_delay].hist.add(v);
+        c.m[metric::cpu_sched_delay].total += v;
+        ++c.m[metric::cpu_sched_delay].count;
       }
       h.samples.push_back({ts, x.comm, x.cpu, x.ns});
     }

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+using metric = rsched::metrics::id;
+
 using namespace store_test;
 using rsched::store::reader;
 using rsched::store::writer;
@@ -67,9 +69,9 @@ TEST_CASE("hist_percentile over stored rows equals the percentile of the merged 
       auto ta = make_thread(1, "alpha", random_delays(rng, 50 + 10 * static_cast<std::size_t>(i)),
                             {0, 1, 2, static_cast<std::uint64_t>(i), 90});
       auto tb = make_thread(2, "beta", random_delays(rng, 7));
-      REQUIRE(rsched::stats::merge_into(merged_a, ta.delay_hist).ok());
-      REQUIRE(rsched::stats::merge_into(merged_b, tb.delay_hist).ok());
-      REQUIRE(rsched::stats::merge_into(merged_depth, ta.depth_hist).ok());
+      REQUIRE(rsched::stats::merge_into(merged_a, ta.m[metric::sched_delay].hist).ok());
+      REQUIRE(rsched::stats::merge_into(merged_b, tb.m[metric::sched_delay].hist).ok());
+      REQUIRE(rsched::stats::merge_into(merged_depth, ta.m[metric::runq_depth].hist).ok());
       REQUIRE(w->write(make_interval(1'000 + i, {ta, tb})).ok());
     }
   }

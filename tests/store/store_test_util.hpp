@@ -21,6 +21,8 @@
 #include <variant>
 #include <vector>
 
+using metric = rsched::metrics::id;
+
 namespace store_test {
 
 namespace fs = std::filesystem;
@@ -192,15 +194,15 @@ inline rsched::store::thread_row make_thread(std::uint32_t tid, std::string comm
   t.start_time_ns = 1000 + tid;
   t.comm = std::move(comm);
   t.cgroup = std::move(cgroup);
-  t.delay_hist = latency_hist(delays_ns);
-  t.delay_count = delays_ns.size();
+  t.m[metric::sched_delay].hist = latency_hist(delays_ns);
+  t.m[metric::sched_delay].count = delays_ns.size();
   for (auto v : delays_ns) {
-    t.delay_total_ns += v;
+    t.m[metric::sched_delay].total += v;
   }
-  t.depth_hist = depth_hist(depths);
-  t.depth_count = depths.size();
+  t.m[metric::runq_depth].hist = depth_hist(depths);
+  t.m[metric::runq_depth].count = depths.size();
   for (auto v : depths) {
-    t.depth_total += v;
+    t.m[metric::runq_depth].total += v;
   }
   return t;
 }

@@ -6,6 +6,8 @@
 
 #include "store_test_util.hpp"
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -15,6 +17,8 @@
 #include <sqlite3.h>
 #include <string>
 #include <vector>
+
+using metric = rsched::metrics::id;
 
 using namespace store_test;
 using rsched::store::reader;
@@ -79,9 +83,13 @@ TEST_CASE("writer creates the current schema version in a new file", "[store]") 
     CHECK(as_text(metrics.rows[i][2]) == want[i].unit);
     CHECK(as_int(metrics.rows[i][3]) == want[i].layout);
   }
-  // The enum of records.hpp and the metric table agree.
-  CHECK(static_cast<int>(rsched::store::metric::migration_rate) == 7);
-  CHECK(static_cast<int>(rsched::store::metric::cpu_idle) == 8);
+  // The registry and the metric table agree.
+  for (const auto &d : rsched::metrics::registry) {
+    INFO(d.name);
+    CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM metric WHERE id = {} AND name = '{}' AND "
+                                    "unit = '{}' AND layout = {}",
+                                    d.db_id, d.name, d.unit, static_cast<int>(d.layout))) == 1);
+  }
 
   // Reopening an existing database keeps it.
   { auto w = open_writer(path); }
@@ -215,9 +223,9 @@ TEST_CASE("intervals round trip through writer and reader", "[store]") {
   auto idle = make_thread(103, "idle", {}); // nothing at all: skipped
   rsched::store::cpu_row c0;
   c0.cpu = 3;
-  c0.delay_hist = latency_hist(d1);
-  c0.delay_count = d1.size();
-  c0.delay_total_ns = 42;
+  c0.m[metric::cpu_sched_delay].hist = latency_hist(d1);
+  c0.m[metric::cpu_sched_delay].count = d1.size();
+  c0.m[metric::cpu_sched_delay].total = 42;
   rsched::store::cpu_row c_empty;
   c_empty.cpu = 4;
   auto iv = make_interval(1'700'000'000'000'000'000, {t1, t2, idle}, {c0, c_empty});
@@ -249,17 +257,17 @@ TEST_CASE("intervals round trip through writer and reader", "[store]") {
   CHECK(as_text(a[4]) == hostile_comm); // byte-exact
   CHECK(as_text(a[5]) == "/system.slice/x.service");
   CHECK(as_int(a[6]) == 5);
-  CHECK(as_int(a[7]) == static_cast<std::int64_t>(t1.delay_total_ns));
+  CHECK(as_int(a[7]) == static_cast<std::int64_t>(t1.m[metric::sched_delay].total));
   auto h1 = rsched::stats::decode(as_blob(a[8]));
   REQUIRE(h1.ok());
-  CHECK(*h1 == t1.delay_hist);
+  CHECK(*h1 == t1.m[metric::sched_delay].hist);
   const auto &b = sd.rows[1];
   CHECK(as_text(b[4]) == "worker");
   CHECK(as_text(b[5]) == ""); // unknown cgroup is ''
   CHECK(as_int(b[6]) == 2);
   auto h2 = rsched::stats::decode(as_blob(b[8]));
   REQUIRE(h2.ok());
-  CHECK(*h2 == t2.delay_hist);
+  CHECK(*h2 == t2.m[metric::sched_delay].hist);
 
   auto rq = run(r, "SELECT tid, comm, count, hist FROM runq_depth");
   REQUIRE(rq.rows.size() == 1);
@@ -268,7 +276,7 @@ TEST_CASE("intervals round trip through writer and reader", "[store]") {
   CHECK(as_int(rq.rows[0][2]) == 5);
   auto hd = rsched::stats::decode(as_blob(rq.rows[0][3]));
   REQUIRE(hd.ok());
-  CHECK(*hd == t1.depth_hist);
+  CHECK(*hd == t1.m[metric::runq_depth].hist);
   CHECK(hd->kind == rsched::stats::layout::depth);
   CHECK(scalar_int(r, "SELECT total FROM thread_hist WHERE metric = 2") == 74);
 
@@ -279,7 +287,7 @@ TEST_CASE("intervals round trip through writer and reader", "[store]") {
   CHECK(as_int(cpu.rows[0][4]) == 42);
   auto hc = rsched::stats::decode(as_blob(cpu.rows[0][5]));
   REQUIRE(hc.ok());
-  CHECK(*hc == c0.delay_hist);
+  CHECK(*hc == c0.m[metric::cpu_sched_delay].hist);
 
   // The hostile comm can be matched exactly with a bound literal too.
   CHECK(scalar_int(r, "SELECT count(*) FROM thread WHERE comm = CAST(X'6122622C631B5B33316DFF0A' "
@@ -324,7 +332,7 @@ TEST_CASE("writer rejects histograms of the wrong layout", "[store]") {
   temp_dir dir;
   auto w = open_writer(dir.file("rsched.db"));
   auto t = make_thread(1, "x", {1000});
-  t.delay_hist.kind = rsched::stats::layout::depth;
+  t.m[metric::sched_delay].hist.kind = rsched::stats::layout::depth;
   auto res = w.write(make_interval(1, {t}));
   REQUIRE_FALSE(res.ok());
   CHECK_THAT(res.err().msg, Catch::Contains("wrong layout"));

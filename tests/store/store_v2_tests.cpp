@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+using metric = rsched::metrics::id;
+
 using namespace store_test;
 using rsched::stats::histogram;
 using rsched::stats::layout;
@@ -240,11 +242,11 @@ TEST_CASE("all v2 data round trips through writer and views", "[store]") {
   auto w = open_writer(path);
 
   auto a = bare_thread(201, "both");
-  a.slice_vol = value_of(layout::latency, {100'000, 250'000});
-  a.slice_invol = value_of(layout::latency, {4'000'000});
-  a.sleep = value_of(layout::latency, {1'000'000, 2'000'000, 30'000'000});
-  a.waking = value_of(layout::latency, {3'000, 4'000});
-  a.migration_rate = value_of(layout::count, {1, 3, 200});
+  a.m[metric::slice_voluntary] = value_of(layout::latency, {100'000, 250'000});
+  a.m[metric::slice_involuntary] = value_of(layout::latency, {4'000'000});
+  a.m[metric::sleep] = value_of(layout::latency, {1'000'000, 2'000'000, 30'000'000});
+  a.m[metric::waking_delay] = value_of(layout::latency, {3'000, 4'000});
+  a.m[metric::migration_rate] = value_of(layout::count, {1, 3, 200});
   a.migrations = 204;
   a.cross_ccx = 20;
   a.cross_numa = 2;
@@ -265,12 +267,12 @@ TEST_CASE("all v2 data round trips through writer and views", "[store]") {
 
   rsched::store::cpu_row cpu1;
   cpu1.cpu = 1;
-  cpu1.idle = value_of(layout::latency, {50'000, 60'000, 9'000'000});
+  cpu1.m[metric::cpu_idle] = value_of(layout::latency, {50'000, 60'000, 9'000'000});
   rsched::store::cpu_row cpu2; // sched delay only
   cpu2.cpu = 2;
-  cpu2.delay_hist = latency_hist({5'000});
-  cpu2.delay_count = 1;
-  cpu2.delay_total_ns = 5'000;
+  cpu2.m[metric::cpu_sched_delay].hist = latency_hist({5'000});
+  cpu2.m[metric::cpu_sched_delay].count = 1;
+  cpu2.m[metric::cpu_sched_delay].total = 5'000;
 
   auto iv = make_interval(t0, {a, b, c}, {cpu1, cpu2});
   iv.groups = RSCHED_G_LATENCY | RSCHED_G_SLICE | RSCHED_G_PERF;
@@ -305,14 +307,14 @@ TEST_CASE("all v2 data round trips through writer and views", "[store]") {
   CHECK(as_text(t[5]) == "");
   CHECK(as_int(t[6]) == 2);
   CHECK(as_int(t[7]) == 1);
-  CHECK(decoded(t[8]) == a.slice_vol.hist);
-  CHECK(decoded(t[9]) == a.slice_invol.hist);
+  CHECK(decoded(t[8]) == a.m[metric::slice_voluntary].hist);
+  CHECK(decoded(t[9]) == a.m[metric::slice_involuntary].hist);
   CHECK(as_int(t[10]) == 4'350'000);
   CHECK(as_int(t[11]) == 350'000);
   CHECK(as_int(t[12]) == 4'000'000);
 
   for (const auto &[view, want] : std::vector<std::pair<std::string, const hist_value *>>{
-           {"sleep", &a.sleep}, {"waking_delay", &a.waking}}) {
+           {"sleep", &a.m[metric::sleep]}, {"waking_delay", &a.m[metric::waking_delay]}}) {
     INFO(view);
     auto s = run(r, "SELECT ts, dur, tid, pid, comm, cgroup, count, total_ns, hist FROM " + view);
     REQUIRE(s.rows.size() == 1);
@@ -329,7 +331,7 @@ TEST_CASE("all v2 data round trips through writer and views", "[store]") {
   CHECK(as_int(idle.rows[0][2]) == 1);
   CHECK(as_int(idle.rows[0][3]) == 3);
   CHECK(as_int(idle.rows[0][4]) == 9'110'000);
-  CHECK(decoded(idle.rows[0][5]) == cpu1.idle.hist);
+  CHECK(decoded(idle.rows[0][5]) == cpu1.m[metric::cpu_idle].hist);
   // CPU 1 has idle only, CPU 2 delay only: each view sees its own.
   CHECK(scalar_int(r, "SELECT count(*) FROM cpu_sched_delay") == 1);
   CHECK(scalar_int(r, "SELECT cpu FROM cpu_sched_delay") == 2);
@@ -346,7 +348,7 @@ TEST_CASE("all v2 data round trips through writer and views", "[store]") {
   CHECK(as_int(rate.rows[0][1]) == 3);
   CHECK(as_int(rate.rows[0][2]) == 204);
   auto rh = decoded(rate.rows[0][3]);
-  CHECK(rh == a.migration_rate.hist);
+  CHECK(rh == a.m[metric::migration_rate].hist);
   CHECK(rh.kind == layout::count);
 
   auto perf = run(r, "SELECT tid, user_cycles, kernel_cycles, user_instructions, "
@@ -429,12 +431,12 @@ TEST_CASE("timeslice has one row per thread with voluntary or involuntary slices
   const auto path = dir.file("rsched.db");
   auto w = open_writer(path);
   auto vol = bare_thread(1, "vol-only");
-  vol.slice_vol = value_of(layout::latency, {10'000, 20'000, 30'000});
+  vol.m[metric::slice_voluntary] = value_of(layout::latency, {10'000, 20'000, 30'000});
   auto invol = bare_thread(2, "invol-only");
-  invol.slice_invol = value_of(layout::latency, {5'000'000});
+  invol.m[metric::slice_involuntary] = value_of(layout::latency, {5'000'000});
   auto both = bare_thread(3, "both");
-  both.slice_vol = value_of(layout::latency, {1'000});
-  both.slice_invol = value_of(layout::latency, {2'000, 3'000'000});
+  both.m[metric::slice_voluntary] = value_of(layout::latency, {1'000});
+  both.m[metric::slice_involuntary] = value_of(layout::latency, {2'000, 3'000'000});
   auto none = make_thread(4, "delay-only", {1'000});
   write_ok(w, make_interval(t0, {vol, invol, both, none}));
   write_ok(w, make_interval(t0 + step, {invol}));
@@ -448,7 +450,7 @@ TEST_CASE("timeslice has one row per thread with voluntary or involuntary slices
   CHECK(as_text(rows[0][1]) == "vol-only");
   CHECK(as_int(rows[0][2]) == 3);
   CHECK(as_int(rows[0][3]) == 0);
-  CHECK(decoded(rows[0][4]) == vol.slice_vol.hist);
+  CHECK(decoded(rows[0][4]) == vol.m[metric::slice_voluntary].hist);
   CHECK(is_null(rows[0][5]));
   CHECK(as_int(rows[0][6]) == 60'000);
   CHECK(as_int(rows[0][7]) == 60'000);
@@ -458,7 +460,7 @@ TEST_CASE("timeslice has one row per thread with voluntary or involuntary slices
   CHECK(as_int(rows[1][2]) == 0);
   CHECK(as_int(rows[1][3]) == 1);
   CHECK(is_null(rows[1][4]));
-  CHECK(decoded(rows[1][5]) == invol.slice_invol.hist);
+  CHECK(decoded(rows[1][5]) == invol.m[metric::slice_involuntary].hist);
   CHECK(as_int(rows[1][6]) == 5'000'000);
   CHECK(as_int(rows[1][7]) == 0);
   CHECK(as_int(rows[1][8]) == 5'000'000);
@@ -492,11 +494,11 @@ TEST_CASE("migration_rate percentiles come from hist_percentile over the count l
   const std::vector<std::uint64_t> s2 = {8, 13, 21, 34, 55};
   const std::vector<std::uint64_t> s3 = {1'000, 70'000}; // log2 and open-ended buckets
   auto a = bare_thread(1, "mover");
-  a.migration_rate = value_of(layout::count, s1);
+  a.m[metric::migration_rate] = value_of(layout::count, s1);
   auto b = bare_thread(2, "mover");
-  b.migration_rate = value_of(layout::count, s2);
+  b.m[metric::migration_rate] = value_of(layout::count, s2);
   auto c = bare_thread(3, "jumpy");
-  c.migration_rate = value_of(layout::count, s3);
+  c.m[metric::migration_rate] = value_of(layout::count, s3);
   write_ok(w, make_interval(t0, {a, c}));
   write_ok(w, make_interval(t0 + step, {b}));
 
@@ -650,13 +652,13 @@ TEST_CASE("duplicate thread rows merge every v2 metric", "[store]") {
   const auto path = dir.file("rsched.db");
   auto w = open_writer(path);
   auto a = bare_thread(5, "dup");
-  a.sleep = value_of(layout::latency, {1'000});
+  a.m[metric::sleep] = value_of(layout::latency, {1'000});
   a.migrations = 1;
   a.has_ipc = true;
   a.user_cycles = 10;
   auto b = bare_thread(5, "dup");
-  b.sleep = value_of(layout::latency, {2'000'000});
-  b.waking = value_of(layout::latency, {7'000});
+  b.m[metric::sleep] = value_of(layout::latency, {2'000'000});
+  b.m[metric::waking_delay] = value_of(layout::latency, {7'000});
   b.migrations = 2;
   b.cross_numa = 1;
   b.has_ipc = true;
@@ -664,7 +666,7 @@ TEST_CASE("duplicate thread rows merge every v2 metric", "[store]") {
   b.kernel_instructions = 3;
   auto c = bare_thread(5, "dup");
   c.user_cycles = 1'000; // has_ipc false: ignored
-  c.migration_rate = value_of(layout::count, {2});
+  c.m[metric::migration_rate] = value_of(layout::count, {2});
   write_ok(w, make_interval(t0, {a, b, c}));
   auto r = open_reader(path);
   auto s = run(r, "SELECT count, total_ns, hist FROM sleep").rows;
@@ -695,10 +697,10 @@ TEST_CASE("writer rejects bad v2 input without writing anything", "[store]") {
     CHECK_THAT(res.err().msg, Catch::Contains(msg));
   };
   auto t = bare_thread(1, "x");
-  t.migration_rate = value_of(layout::latency, {1}); // must be the count layout
+  t.m[metric::migration_rate] = value_of(layout::latency, {1}); // must be the count layout
   expect_error(make_interval(t0, {t}), "wrong layout");
   t = bare_thread(1, "x");
-  t.slice_vol = value_of(layout::count, {1});
+  t.m[metric::slice_voluntary] = value_of(layout::count, {1});
   expect_error(make_interval(t0, {t}), "wrong layout");
   t = bare_thread(1, "x");
   t.events = {{2, 1}};
@@ -715,7 +717,7 @@ TEST_CASE("writer rejects bad v2 input without writing anything", "[store]") {
   iv.threads = {t};
   expect_error(iv, "empty name");
   rsched::store::cpu_row c;
-  c.idle = value_of(layout::depth, {1});
+  c.m[metric::cpu_idle] = value_of(layout::depth, {1});
   expect_error(make_interval(t0, {}, {c}), "wrong layout");
   iv = make_interval(t0, {});
   iv.schedstat_cpu = {{0, "", 1}};
@@ -723,7 +725,7 @@ TEST_CASE("writer rejects bad v2 input without writing anything", "[store]") {
 
   // An empty metric may keep any layout: it is not written.
   t = make_thread(1, "x", {1'000});
-  t.sleep.hist.kind = layout::depth;
+  t.m[metric::sleep].hist.kind = layout::depth;
   write_ok(w, make_interval(t0, {t}));
   auto r = open_reader(path);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
@@ -822,7 +824,7 @@ TEST_CASE("a version 1 database is readable and upgraded in place by the writer"
     t.pid = 10;
     t.start_time_ns = 500;
     t.cgroup = "/a";
-    t.sleep = value_of(layout::latency, {5'000});
+    t.m[metric::sleep] = value_of(layout::latency, {5'000});
     auto iv = make_interval(t0, {t});
     iv.boot_id = "boot-a";
     write_ok(w, iv);
@@ -838,6 +840,34 @@ TEST_CASE("a version 1 database is readable and upgraded in place by the writer"
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 2);
 
   // The upgraded schema is the schema of a new database, object by object and text by text.
+  temp_dir dir2;
+  const auto fresh = dir2.file("fresh.db");
+  { auto w = open_writer(fresh); }
+  auto rf = open_reader(fresh);
+  CHECK(schema_of(r) == schema_of(rf));
+}
+
+TEST_CASE("a registry metric the database lacks gets its metric row and views on open, with "
+          "no schema version",
+          "[store]") {
+  // A database written before a metric joined the registry: here the waking delay's row and
+  // views are taken away, which is what a current database looks like to the next rsched that
+  // adds a metric. Opening the writer gives them back, text for text as a new database has them.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  { auto w = open_writer(path); }
+  raw_exec(path, "DELETE FROM metric WHERE id = 6; DROP VIEW waking_delay; "
+                 "DROP VIEW waking_delay_1m; DROP VIEW waking_delay_1h;");
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "SELECT count(*) FROM metric") == 9);
+    CHECK_FALSE(has_object(r, "view", "waking_delay_1h"));
+  }
+  { auto w = open_writer(path); }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+  CHECK(scalar_int(r, "SELECT count(*) FROM metric WHERE id = 6 AND name = 'waking_delay' AND "
+                      "unit = 'ns' AND layout = 1") == 1);
   temp_dir dir2;
   const auto fresh = dir2.file("fresh.db");
   { auto w = open_writer(fresh); }
@@ -913,9 +943,9 @@ TEST_CASE("every SQL example of docs/SCHEMA.md runs on a database of the current
     auto w = open_writer(path);
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr)) * 1'000'000'000;
     auto t = make_thread(1, "app", {20'000, 30'000}, {1, 2});
-    t.slice_vol = value_of(layout::latency, {100'000});
-    t.slice_invol = value_of(layout::latency, {4'000'000});
-    t.migration_rate = value_of(layout::count, {2, 3});
+    t.m[metric::slice_voluntary] = value_of(layout::latency, {100'000});
+    t.m[metric::slice_involuntary] = value_of(layout::latency, {4'000'000});
+    t.m[metric::migration_rate] = value_of(layout::count, {2, 3});
     t.migrations = 5;
     t.has_ipc = true;
     t.user_cycles = 100;
@@ -924,9 +954,9 @@ TEST_CASE("every SQL example of docs/SCHEMA.md runs on a database of the current
     t.event_rates = {{0, hist_of(layout::log2, {10})}};
     rsched::store::cpu_row c;
     c.cpu = 0;
-    c.idle = value_of(layout::latency, {1'000'000});
-    c.delay_hist = latency_hist({20'000});
-    c.delay_count = 1;
+    c.m[metric::cpu_idle] = value_of(layout::latency, {1'000'000});
+    c.m[metric::cpu_sched_delay].hist = latency_hist({20'000});
+    c.m[metric::cpu_sched_delay].count = 1;
     auto iv = make_interval(now - 60'000'000'000, {t}, {c});
     iv.events = {{"l2-miss", 8, 1}};
     iv.drops[RSCHED_DROP_PERF_READ] = 1;

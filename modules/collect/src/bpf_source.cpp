@@ -176,8 +176,9 @@ result<snapshot> bpf_source::read() {
     return make_error("reading per-CPU stats failed: " + errtext(e), e);
   }
   for (std::size_t i = 0; i < n; ++i) {
-    snap.cpus.push_back(
-        {static_cast<std::uint32_t>(i), from_abi(cpus[i].delay), from_abi(cpus[i].idle)});
+    cpu_sample &c = snap.cpus.emplace_back();
+    c.cpu = static_cast<std::uint32_t>(i);
+    from_abi(cpus[i], c.m);
   }
   std::vector<rsched_drop_stats> drops(n);
   if (bpf_map_lookup_elem(prog_.drops_fd(), &zero, drops.data()) != 0) {

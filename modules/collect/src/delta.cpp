@@ -15,32 +15,33 @@ std::uint64_t sub(std::uint64_t cur, std::uint64_t prev) {
   return cur >= prev ? cur - prev : cur;
 }
 
-void fill(delay_counters &d, const rsched_delay_stats &s) {
-  d.count = s.count;
-  d.total_ns = s.total_ns;
-  d.hist.kind = stats::layout::latency;
-  std::copy(std::begin(s.slots), std::end(s.slots), d.hist.slots.begin());
-  std::fill(d.hist.slots.begin() + RSCHED_HIST_SLOTS, d.hist.slots.end(), 0);
+// One kernel metric's value from its stats struct at `at` (count, total, then the layout's
+// slots; the ABI's rsched_delay_stats and rsched_depth_stats both have this shape).
+void fill(metrics::value &v, const char *at, stats::layout l) {
+  const std::size_t slots = stats::slot_count(l);
+  std::uint64_t head[2];
+  std::memcpy(head, at, sizeof(head));
+  v.count = head[0];
+  v.total = head[1];
+  v.hist.kind = l;
+  std::memcpy(v.hist.slots.data(), at + sizeof(head), slots * sizeof(std::uint64_t));
+  std::fill(v.hist.slots.begin() + static_cast<std::ptrdiff_t>(slots), v.hist.slots.end(), 0);
 }
-void fill(depth_counters &d, const rsched_depth_stats &s) {
-  d.count = s.count;
-  d.total = s.total;
-  d.hist.kind = stats::layout::depth;
-  std::copy(std::begin(s.slots), std::end(s.slots), d.hist.slots.begin());
-  std::fill(d.hist.slots.begin() + RSCHED_DEPTH_SLOTS, d.hist.slots.end(), 0);
+
+template <metrics::scope S, typename State>
+void fill_kernel(metrics::set<S> &out, const State &st) {
+  const auto *base = reinterpret_cast<const char *>(&st);
+  constexpr auto defs = metrics::entries<S>();
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    if (defs[i].from == metrics::origin::kernel) {
+      fill(out.at(i), base + defs[i].offset, defs[i].layout);
+    }
+  }
 }
 } // namespace
 
-delay_counters from_abi(const rsched_delay_stats &s) {
-  delay_counters d;
-  fill(d, s);
-  return d;
-}
-
-depth_counters from_abi(const rsched_depth_stats &s) {
-  depth_counters d;
-  fill(d, s);
-  return d;
+void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out) {
+  fill_kernel(out, s);
 }
 
 void from_abi(const rsched_task_record &r, thread_sample &t) {
@@ -55,12 +56,7 @@ void from_abi(const rsched_task_record &r, thread_sample &t) {
   t.dead = (r.id.flags & RSCHED_TASK_DEAD) != 0;
   t.segment = (r.id.flags & RSCHED_TASK_SEGMENT) != 0;
   t.seg = r.id.seg;
-  fill(t.c.delay, r.st.delay);
-  fill(t.c.depth, r.st.depth);
-  fill(t.c.slice_vol, r.st.slice_vol);
-  fill(t.c.slice_invol, r.st.slice_invol);
-  fill(t.c.sleep, r.st.sleep);
-  fill(t.c.waking, r.st.waking);
+  fill_kernel(t.c.m, r.st);
   t.c.migrations = {r.st.migrations, r.st.cross_ccx, r.st.cross_numa};
   for (std::size_t i = 0; i < t.c.counters.size(); ++i) {
     t.c.counters[i] = r.st.counters[i];
@@ -73,22 +69,20 @@ thread_sample from_abi(const rsched_task_record &r) {
   return t;
 }
 
-delay_counters delta(const delay_counters &cur, const delay_counters &prev) {
-  return {sub(cur.count, prev.count), sub(cur.total_ns, prev.total_ns),
-          stats::delta(cur.hist, prev.hist)};
+namespace {
+void delta_into(metrics::value &d, const metrics::value &cur, const metrics::value &prev) {
+  d.count = sub(cur.count, prev.count);
+  d.total = sub(cur.total, prev.total);
+  d.hist = stats::delta(cur.hist, prev.hist);
 }
+} // namespace
 
 namespace {
 // d = cur - prev, written in place (no 3.6 KB temporary per thread).
 void delta_into(thread_counters &d, const thread_counters &cur, const thread_counters &prev) {
-  d.delay = delta(cur.delay, prev.delay);
-  d.depth.count = sub(cur.depth.count, prev.depth.count);
-  d.depth.total = sub(cur.depth.total, prev.depth.total);
-  d.depth.hist = stats::delta(cur.depth.hist, prev.depth.hist);
-  d.slice_vol = delta(cur.slice_vol, prev.slice_vol);
-  d.slice_invol = delta(cur.slice_invol, prev.slice_invol);
-  d.sleep = delta(cur.sleep, prev.sleep);
-  d.waking = delta(cur.waking, prev.waking);
+  for (std::size_t i = 0; i < metrics::thread_set::n; ++i) {
+    delta_into(d.m.at(i), cur.m.at(i), prev.m.at(i));
+  }
   d.migrations = {sub(cur.migrations.count, prev.migrations.count),
                   sub(cur.migrations.cross_ccx, prev.migrations.cross_ccx),
                   sub(cur.migrations.cross_numa, prev.migrations.cross_numa)};
@@ -104,21 +98,8 @@ thread_counters delta(const thread_counters &cur, const thread_counters &prev) {
   return d;
 }
 
-void accumulate(delay_counters &into, const delay_counters &d) {
-  into.count += d.count;
-  into.total_ns += d.total_ns;
-  (void)stats::merge_into(into.hist, d.hist); // same layout by construction
-}
-
 void accumulate(thread_counters &into, const thread_counters &d) {
-  accumulate(into.delay, d.delay);
-  into.depth.count += d.depth.count;
-  into.depth.total += d.depth.total;
-  (void)stats::merge_into(into.depth.hist, d.depth.hist);
-  accumulate(into.slice_vol, d.slice_vol);
-  accumulate(into.slice_invol, d.slice_invol);
-  accumulate(into.sleep, d.sleep);
-  accumulate(into.waking, d.waking);
+  metrics::accumulate(into.m, d.m);
   into.migrations.count += d.migrations.count;
   into.migrations.cross_ccx += d.migrations.cross_ccx;
   into.migrations.cross_numa += d.migrations.cross_numa;
@@ -259,9 +240,12 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
 
   for (const auto &c : snap.cpus) {
     auto &prev = prev_cpus_[c.cpu];
-    cpu_sample d{c.cpu, delta(c.delay, prev.delay), delta(c.idle, prev.idle)};
+    cpu_sample d{c.cpu, {}};
+    for (std::size_t i = 0; i < metrics::cpu_set::n; ++i) {
+      delta_into(d.m.at(i), c.m.at(i), prev.m.at(i));
+    }
     prev = c;
-    if (d.delay.count != 0 || d.idle.count != 0) {
+    if (!d.m.empty()) {
       out.cpus.push_back(std::move(d));
     }
   }

@@ -12,25 +12,21 @@ const char *take(const char *at, void *dst, std::size_t n) {
   return at + n;
 }
 
-// count, total, then `slots` slot values: straight into the sample's histogram, group by group.
-// Groups whose `used` bit is clear are zero in the kernel and undefined in the record: they are
-// left as they are in the sample (zero).
-template <typename Counters>
-const char *take_hist(const char *at, Counters &c, std::size_t slots, std::uint64_t used,
+// count, total, then the layout's slot values: straight into the sample's value, group by
+// group. Groups whose `used` bit is clear are zero in the kernel and undefined in the record:
+// they are left as they are in the sample (zero).
+const char *take_hist(const char *at, metrics::value &v, stats::layout l, std::uint64_t used,
                       unsigned base) {
+  const std::size_t slots = stats::slot_count(l);
   std::uint64_t head[2];
   at = take(at, head, sizeof(head));
-  c.count = head[0];
-  if constexpr (requires { c.total_ns; }) {
-    c.total_ns = head[1];
-  } else {
-    c.total = head[1];
-  }
+  v.count = head[0];
+  v.total = head[1];
   constexpr std::size_t span = RSCHED_USED_SPAN;
   for (std::size_t g = 0; g * span < slots; ++g) {
     if ((used >> (base + g) & 1U) != 0) {
       const std::size_t n = std::min(span, slots - g * span);
-      std::memcpy(c.hist.slots.data() + g * span, at + g * span * sizeof(std::uint64_t),
+      std::memcpy(v.hist.slots.data() + g * span, at + g * span * sizeof(std::uint64_t),
                   n * sizeof(std::uint64_t));
     }
   }
@@ -62,19 +58,13 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
     t.dead = (id.flags & RSCHED_TASK_DEAD) != 0;
     t.segment = (id.flags & RSCHED_TASK_SEGMENT) != 0;
     t.seg = id.seg;
-    if ((groups & RSCHED_G_LATENCY) != 0) {
-      at = take_hist(at, t.c.delay, RSCHED_HIST_SLOTS, used, RSCHED_USED_DELAY);
-      at = take_hist(at, t.c.depth, RSCHED_DEPTH_SLOTS, used, RSCHED_USED_DEPTH);
-    }
-    if ((groups & RSCHED_G_SLICE) != 0) {
-      at = take_hist(at, t.c.slice_vol, RSCHED_HIST_SLOTS, used, RSCHED_USED_SLICE_VOL);
-      at = take_hist(at, t.c.slice_invol, RSCHED_HIST_SLOTS, used, RSCHED_USED_SLICE_INVOL);
-    }
-    if ((groups & RSCHED_G_SLEEP) != 0) {
-      at = take_hist(at, t.c.sleep, RSCHED_HIST_SLOTS, used, RSCHED_USED_SLEEP);
-    }
-    if ((groups & RSCHED_G_WAKING) != 0) {
-      at = take_hist(at, t.c.waking, RSCHED_HIST_SLOTS, used, RSCHED_USED_WAKING);
+    // The kernel histograms of the run's groups, in rsched_task_state order (registry order).
+    constexpr auto defs = metrics::entries<metrics::scope::thread>();
+    for (std::size_t i = 0; i < defs.size(); ++i) {
+      const auto &d = defs[i];
+      if (d.from == metrics::origin::kernel && (groups & d.group) != 0) {
+        at = take_hist(at, t.c.m.at(i), d.layout, used, static_cast<unsigned>(d.used_base));
+      }
     }
     if ((groups & RSCHED_G_MIGRATION) != 0) {
       at = take(at, &t.c.migrations.count, sizeof(std::uint64_t));

@@ -1,10 +1,12 @@
 #include "schema.hpp"
 
+#include "rsched/metrics/registry.hpp"
 #include "rsched/store/records.hpp"
 
 #include <fmt/format.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <array>
 #include <ctime>
 #include <memory>
@@ -328,93 +330,121 @@ INSERT INTO tiers(tier, name, width_ns) VALUES
 // Each is created three times: `name` (every time from the finest tier still kept there),
 // `name_1m` (the 1-minute tier only) and `name_1h` (the 1-hour tier only).
 struct view_spec {
-  const char *name;
-  const char *select;
-  const char *from;
-  const char *where; // nullptr: none
+  std::string name;
+  std::string select;
+  std::string from;
+  std::string where; // "": none
 };
 
 constexpr const char *thread_cols = "i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS "
                                     "pid, t.comm AS comm, t.cgroup AS cgroup";
 
-const view_spec view_specs[] = {
-    {"sched_delay", "{T}, h.count AS count, h.total AS total_ns, h.hist AS hist",
-     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 1 "
-     "JOIN thread AS t ON t.id = h.thread_id",
-     nullptr},
-    {"cpu_sched_delay",
-     "i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.count AS count, c.total AS total_ns, "
-     "c.hist AS hist",
-     "intervals AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id AND c.metric = 1", nullptr},
-    {"runq_depth", "{T}, h.count AS count, h.hist AS hist",
-     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 2 "
-     "JOIN thread AS t ON t.id = h.thread_id",
-     nullptr},
-    {"timeslice",
-     "{T}, coalesce(v.count, 0) AS voluntary_count, coalesce(n.count, 0) AS involuntary_count, "
-     "v.hist AS voluntary_hist, n.hist AS involuntary_hist, "
-     "coalesce(v.total, 0) + coalesce(n.total, 0) AS total_ns, coalesce(v.total, 0) AS "
-     "voluntary_ns, coalesce(n.total, 0) AS involuntary_ns",
-     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric IN (3, 4) "
-     "LEFT JOIN thread_hist AS v ON v.interval_id = h.interval_id AND v.metric = 3 AND "
-     "v.thread_id = h.thread_id "
-     "LEFT JOIN thread_hist AS n ON n.interval_id = h.interval_id AND n.metric = 4 AND "
-     "n.thread_id = h.thread_id "
-     "JOIN thread AS t ON t.id = h.thread_id",
-     "(h.metric = 3 OR v.thread_id IS NULL)"},
-    {"sleep", "{T}, h.count AS count, h.total AS total_ns, h.hist AS hist",
-     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 5 "
-     "JOIN thread AS t ON t.id = h.thread_id",
-     nullptr},
-    {"waking_delay", "{T}, h.count AS count, h.total AS total_ns, h.hist AS hist",
-     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 6 "
-     "JOIN thread AS t ON t.id = h.thread_id",
-     nullptr},
-    {"cpu_idle",
-     "i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.count AS count, c.total AS total_ns, "
-     "c.hist AS hist",
-     "intervals AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id AND c.metric = 8", nullptr},
-    {"migration", "{T}, m.count AS count, m.cross_ccx AS cross_ccx, m.cross_numa AS cross_numa",
-     "intervals AS i CROSS JOIN thread_migration AS m ON m.interval_id = i.id "
-     "JOIN thread AS t ON t.id = m.thread_id",
-     nullptr},
-    {"migration_rate",
-     "{T}, h.count AS seconds, h.total AS total, h.hist AS hist, c.hist AS cross_ccx_hist, "
-     "n.hist AS cross_numa_hist",
-     "intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND h.metric = 7 "
-     "JOIN thread AS t ON t.id = h.thread_id "
-     "LEFT JOIN thread_hist AS c ON c.interval_id = h.interval_id AND c.metric = 9 AND "
-     "c.thread_id = h.thread_id "
-     "LEFT JOIN thread_hist AS n ON n.interval_id = h.interval_id AND n.metric = 10 AND "
-     "n.thread_id = h.thread_id",
-     nullptr},
-    {"perf",
-     "{T}, p.user_cycles AS user_cycles, p.kernel_cycles AS kernel_cycles, "
-     "p.user_instructions AS user_instructions, p.kernel_instructions AS kernel_instructions",
-     "intervals AS i CROSS JOIN thread_perf AS p ON p.interval_id = i.id "
-     "JOIN thread AS t ON t.id = p.thread_id",
-     nullptr},
-    {"perf_events", "{T}, e.name AS event, p.value AS value, p.rate_hist AS rate_hist",
-     "intervals AS i CROSS JOIN thread_perf_event AS p ON p.interval_id = i.id "
-     "JOIN perf_event AS e ON e.id = p.event_id JOIN thread AS t ON t.id = p.thread_id",
-     nullptr},
-    {"perf_counter_time",
-     "i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.counter AS counter, c.enabled_ns AS "
-     "enabled_ns, c.running_ns AS running_ns",
-     "intervals AS i CROSS JOIN counter_time AS c ON c.interval_id = i.id", nullptr},
-    {"schedstat_cpu",
-     "i.start_ns AS ts, i.dur_ns AS dur, s.cpu AS cpu, f.name AS field, s.delta AS delta",
-     "intervals AS i CROSS JOIN schedstat_cpu_delta AS s ON s.interval_id = i.id "
-     "JOIN schedstat_field AS f ON f.id = s.field_id",
-     nullptr},
-    {"schedstat_domain",
-     "i.start_ns AS ts, i.dur_ns AS dur, d.cpu AS cpu, d.domain AS domain, d.name AS name, "
-     "f.name AS field, s.delta AS delta",
-     "intervals AS i CROSS JOIN schedstat_domain_delta AS s ON s.interval_id = i.id "
-     "JOIN schedstat_field AS f ON f.id = s.field_id "
-     "JOIN schedstat_domain_def AS d ON d.id = s.domain_id",
-     nullptr},
-};
+// The view of a metric alone (registry: `view`): one row per thread or CPU and interval.
+view_spec metric_view(const metrics::def &d) {
+  const std::string total = d.total_column.empty()
+                                ? std::string()
+                                : fmt::format(" {}.total AS {},", d.where == metrics::scope::cpu
+                                                                      ? "c"
+                                                                      : "h",
+                                              d.total_column);
+  if (d.where == metrics::scope::cpu) {
+    return {std::string(d.view),
+            fmt::format("i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.count AS count,{} "
+                        "c.hist AS hist",
+                        total),
+            fmt::format("intervals AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id AND "
+                        "c.metric = {}",
+                        d.db_id),
+            ""};
+  }
+  return {std::string(d.view), fmt::format("{{T}}, h.count AS count,{} h.hist AS hist", total),
+          fmt::format("intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND "
+                      "h.metric = {} JOIN thread AS t ON t.id = h.thread_id",
+                      d.db_id),
+          ""};
+}
+
+int db_id(metrics::id m) {
+  return metrics::of(m).db_id;
+}
+
+// The metrics that schema versions 1 and 2 created (and whose views the v3 step rebuilds). A
+// registry metric with a higher id gets its `metric` row and view from add_new_metrics().
+constexpr int last_schema_metric = 10;
+
+// The public views of schema v3 (and v4): every metric view of the metrics known then, and the
+// views that combine several metrics or other tables.
+std::vector<view_spec> view_specs() {
+  using metrics::id;
+  std::vector<view_spec> v;
+  for (const auto &d : metrics::registry) {
+    if (!d.view.empty() && d.db_id <= last_schema_metric) {
+      v.push_back(metric_view(d));
+    }
+  }
+  v.push_back(
+      {"timeslice",
+       "{T}, coalesce(v.count, 0) AS voluntary_count, coalesce(n.count, 0) AS involuntary_count, "
+       "v.hist AS voluntary_hist, n.hist AS involuntary_hist, "
+       "coalesce(v.total, 0) + coalesce(n.total, 0) AS total_ns, coalesce(v.total, 0) AS "
+       "voluntary_ns, coalesce(n.total, 0) AS involuntary_ns",
+       fmt::format("intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND "
+                   "h.metric IN ({0}, {1}) "
+                   "LEFT JOIN thread_hist AS v ON v.interval_id = h.interval_id AND v.metric = {0} "
+                   "AND v.thread_id = h.thread_id "
+                   "LEFT JOIN thread_hist AS n ON n.interval_id = h.interval_id AND n.metric = {1} "
+                   "AND n.thread_id = h.thread_id "
+                   "JOIN thread AS t ON t.id = h.thread_id",
+                   db_id(id::slice_voluntary), db_id(id::slice_involuntary)),
+       fmt::format("(h.metric = {} OR v.thread_id IS NULL)", db_id(id::slice_voluntary))});
+  v.push_back({"migration",
+               "{T}, m.count AS count, m.cross_ccx AS cross_ccx, m.cross_numa AS cross_numa",
+               "intervals AS i CROSS JOIN thread_migration AS m ON m.interval_id = i.id "
+               "JOIN thread AS t ON t.id = m.thread_id",
+               ""});
+  v.push_back(
+      {"migration_rate",
+       "{T}, h.count AS seconds, h.total AS total, h.hist AS hist, c.hist AS cross_ccx_hist, "
+       "n.hist AS cross_numa_hist",
+       fmt::format("intervals AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND "
+                   "h.metric = {} JOIN thread AS t ON t.id = h.thread_id "
+                   "LEFT JOIN thread_hist AS c ON c.interval_id = h.interval_id AND c.metric = {} "
+                   "AND c.thread_id = h.thread_id "
+                   "LEFT JOIN thread_hist AS n ON n.interval_id = h.interval_id AND n.metric = {} "
+                   "AND n.thread_id = h.thread_id",
+                   db_id(id::migration_rate), db_id(id::migration_rate_cross_ccx),
+                   db_id(id::migration_rate_cross_numa)),
+       ""});
+  v.push_back({"perf",
+               "{T}, p.user_cycles AS user_cycles, p.kernel_cycles AS kernel_cycles, "
+               "p.user_instructions AS user_instructions, p.kernel_instructions AS "
+               "kernel_instructions",
+               "intervals AS i CROSS JOIN thread_perf AS p ON p.interval_id = i.id "
+               "JOIN thread AS t ON t.id = p.thread_id",
+               ""});
+  v.push_back({"perf_events", "{T}, e.name AS event, p.value AS value, p.rate_hist AS rate_hist",
+               "intervals AS i CROSS JOIN thread_perf_event AS p ON p.interval_id = i.id "
+               "JOIN perf_event AS e ON e.id = p.event_id JOIN thread AS t ON t.id = p.thread_id",
+               ""});
+  v.push_back(
+      {"perf_counter_time",
+       "i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.counter AS counter, c.enabled_ns AS "
+       "enabled_ns, c.running_ns AS running_ns",
+       "intervals AS i CROSS JOIN counter_time AS c ON c.interval_id = i.id", ""});
+  v.push_back({"schedstat_cpu",
+               "i.start_ns AS ts, i.dur_ns AS dur, s.cpu AS cpu, f.name AS field, s.delta AS delta",
+               "intervals AS i CROSS JOIN schedstat_cpu_delta AS s ON s.interval_id = i.id "
+               "JOIN schedstat_field AS f ON f.id = s.field_id",
+               ""});
+  v.push_back({"schedstat_domain",
+               "i.start_ns AS ts, i.dur_ns AS dur, d.cpu AS cpu, d.domain AS domain, d.name AS "
+               "name, f.name AS field, s.delta AS delta",
+               "intervals AS i CROSS JOIN schedstat_domain_delta AS s ON s.interval_id = i.id "
+               "JOIN schedstat_field AS f ON f.id = s.field_id "
+               "JOIN schedstat_domain_def AS d ON d.id = s.domain_id",
+               ""});
+  return v;
+}
 
 // Rows of tier 0 always; a rollup row only where every finer tier was deleted by retention
 // (its start is before the cutoff of every finer tier): each moment is counted once, from the
@@ -450,24 +480,32 @@ CREATE VIEW health AS
   FROM intervals WHERE tier = 0;
 )sql";
 
+// CREATE VIEW statements of `v` for every tier.
+std::string create_views(const view_spec &v) {
+  const std::pair<const char *, const char *> variants[] = {
+      {"", finest_tier}, {"_1m", "i.tier = 1"}, {"_1h", "i.tier = 2"}};
+  std::string select = v.select;
+  if (auto pos = select.find("{T}"); pos != std::string::npos) {
+    select.replace(pos, 3, thread_cols);
+  }
+  std::string sql;
+  for (const auto &[suffix, filter] : variants) {
+    sql += fmt::format("CREATE VIEW {}{} AS\n  SELECT {}, i.tier AS tier\n  FROM {}\n  WHERE {}{}{};\n",
+                       v.name, suffix, select, v.from, filter, v.where.empty() ? "" : " AND ",
+                       v.where);
+  }
+  return sql;
+}
+
 std::string v3_views() {
   std::string sql;
-  for (const auto &v : view_specs) {
+  const auto specs = view_specs();
+  for (const auto &v : specs) {
     sql += fmt::format("DROP VIEW {};\n", v.name);
   }
   sql += "DROP VIEW annotation_delay;\nDROP VIEW annotation_summary;\n";
-  const std::pair<const char *, const char *> variants[] = {
-      {"", finest_tier}, {"_1m", "i.tier = 1"}, {"_1h", "i.tier = 2"}};
-  for (const auto &v : view_specs) {
-    std::string select = v.select;
-    if (auto pos = select.find("{T}"); pos != std::string::npos) {
-      select.replace(pos, 3, thread_cols);
-    }
-    for (const auto &[suffix, filter] : variants) {
-      sql += fmt::format(
-          "CREATE VIEW {}{} AS\n  SELECT {}, i.tier AS tier\n  FROM {}\n  WHERE {}{}{};\n", v.name,
-          suffix, select, v.from, filter, v.where ? " AND " : "", v.where ? v.where : "");
-    }
+  for (const auto &v : specs) {
+    sql += create_views(v);
   }
   // The intervals the views above draw from: raw where kept, else the finest rollup.
   sql += fmt::format("CREATE VIEW timeline AS\n  SELECT i.* FROM intervals AS i WHERE {};\n",
@@ -630,6 +668,8 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
 
 namespace {
 
+result<void> insert_new_metrics(sqlite3 *db); // below
+
 // Runs `body` in one IMMEDIATE transaction after checking the state again inside it (another
 // process may have done the work since the caller's check): `body` only runs in state `from`;
 // in state current nothing is done. Errors roll everything back and start with `path: what:`.
@@ -694,6 +734,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = exec(db, upgrade_v3_to_v4); !r) {
           return r;
         }
+        if (auto r = insert_new_metrics(db); !r) {
+          return r;
+        }
         if (auto r = insert_meta(db); !r) {
           return r;
         }
@@ -745,6 +788,71 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     return set_user_version(db);
   });
+}
+
+} // namespace rsched::store::detail
+
+namespace rsched::store::detail {
+
+namespace {
+// The metric rows and views of registry metrics the database lacks (inside a transaction).
+result<void> insert_new_metrics(sqlite3 *db) {
+  for (const auto &d : metrics::registry) {
+    const std::string exists = fmt::format("SELECT count(*) FROM metric WHERE id = {}", d.db_id);
+    auto n = query_int(db, exists.c_str());
+    if (!n) {
+      return n.err();
+    }
+    if (*n != 0) {
+      continue; // known (a CPU metric may share its id with a thread metric)
+    }
+    std::string sql = fmt::format(
+        "INSERT INTO metric(id, name, unit, layout) VALUES({}, '{}', '{}', {});\n", d.db_id,
+        d.name, d.unit, static_cast<int>(d.layout));
+    if (!d.view.empty()) {
+      sql += create_views(metric_view(d));
+    }
+    if (auto r = exec(db, sql.c_str()); !r) {
+      return r;
+    }
+  }
+  return {};
+}
+} // namespace
+
+result<void> add_new_metrics(sqlite3 *db, const std::string &path) {
+  std::string known = "SELECT count(DISTINCT id) FROM metric WHERE id IN (";
+  std::vector<int> wanted;
+  for (const auto &d : metrics::registry) {
+    if (std::find(wanted.begin(), wanted.end(), d.db_id) == wanted.end()) {
+      known += fmt::format("{}{}", wanted.empty() ? "" : ", ", d.db_id);
+      wanted.push_back(d.db_id);
+    }
+  }
+  known += ")";
+  auto have = query_int(db, known.c_str());
+  if (!have) {
+    return make_error(fmt::format("{}: {}", path, have.err().msg));
+  }
+  if (static_cast<std::size_t>(*have) == wanted.size()) {
+    return {};
+  }
+  auto fail = [&](const std::string &msg) {
+    if (sqlite3_get_autocommit(db) == 0) {
+      (void)exec(db, "ROLLBACK");
+    }
+    return make_error(fmt::format("{}: adding new metrics: {}", path, msg));
+  };
+  if (auto r = exec(db, "BEGIN IMMEDIATE"); !r) {
+    return fail(r.err().msg);
+  }
+  if (auto r = insert_new_metrics(db); !r) {
+    return fail(r.err().msg);
+  }
+  if (auto r = exec(db, "COMMIT"); !r) {
+    return fail(r.err().msg);
+  }
+  return {};
 }
 
 } // namespace rsched::store::detail

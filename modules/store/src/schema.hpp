@@ -42,6 +42,11 @@ result<void> create(sqlite3 *db, const std::string &path);
 // a database another process upgraded meanwhile is left alone. On error nothing changes.
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from);
 
+// Gives every metric of the registry (rsched/metrics/registry.hpp) that the database does not
+// know yet its `metric` row and its views (all tiers), in one IMMEDIATE transaction; no-op when
+// all are known. A new metric needs no schema version: old readers ignore its rows.
+result<void> add_new_metrics(sqlite3 *db, const std::string &path);
+
 // Runs one statement that returns a single integer (a PRAGMA); finalizes it before returning.
 result<std::int64_t> query_int(sqlite3 *db, const char *sql);
 

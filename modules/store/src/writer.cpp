@@ -356,10 +356,7 @@ bool has_events(const thread_row &t) {
 
 // Whether the thread has anything to write (threads without data get no thread row either).
 bool has_any(const thread_row &t) {
-  return has_data(t.delay_count, t.delay_hist) || has_data(t.depth_count, t.depth_hist) ||
-         has_data(t.slice_vol) || has_data(t.slice_invol) || has_data(t.sleep) ||
-         has_data(t.waking) || has_data(t.migration_rate) || has_data(t.cross_ccx_rate) ||
-         has_data(t.cross_numa_rate) || has_migrations(t) || has_ipc_data(t) || has_events(t);
+  return !t.m.empty() || has_migrations(t) || has_ipc_data(t) || has_events(t);
 }
 
 // a += b for one histogram-valued metric. Layouts of values with data were checked before; an
@@ -377,21 +374,27 @@ void add_value(hist_value &a, const hist_value &b) {
   (void)stats::merge_into(a.hist, b.hist);
 }
 
+template <metrics::scope S> void add_values(metrics::set<S> &a, const metrics::set<S> &b) {
+  for (std::size_t i = 0; i < metrics::set<S>::n; ++i) {
+    add_value(a.at(i), b.at(i));
+  }
+}
+
+// A metric with data must use its registry layout (it is merged and decoded as such); an empty
+// one may have any (it is not written).
+template <metrics::scope S> bool layouts_ok(const metrics::set<S> &v) {
+  constexpr auto defs = metrics::entries<S>();
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    if (has_data(v.at(i)) && v.at(i).hist.kind != defs[i].layout) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Sums two rows of the same thread or CPU (a duplicate in the input) into the first.
 void add_row(thread_row &a, const thread_row &b) {
-  a.delay_count = sat_add(a.delay_count, b.delay_count);
-  a.delay_total_ns = sat_add(a.delay_total_ns, b.delay_total_ns);
-  (void)stats::merge_into(a.delay_hist, b.delay_hist); // layouts checked before
-  a.depth_count = sat_add(a.depth_count, b.depth_count);
-  a.depth_total = sat_add(a.depth_total, b.depth_total);
-  (void)stats::merge_into(a.depth_hist, b.depth_hist);
-  add_value(a.slice_vol, b.slice_vol);
-  add_value(a.slice_invol, b.slice_invol);
-  add_value(a.sleep, b.sleep);
-  add_value(a.waking, b.waking);
-  add_value(a.migration_rate, b.migration_rate);
-  add_value(a.cross_ccx_rate, b.cross_ccx_rate);
-  add_value(a.cross_numa_rate, b.cross_numa_rate);
+  add_values(a.m, b.m);
   a.migrations = sat_add(a.migrations, b.migrations);
   a.cross_ccx = sat_add(a.cross_ccx, b.cross_ccx);
   a.cross_numa = sat_add(a.cross_numa, b.cross_numa);
@@ -411,18 +414,7 @@ void add_row(thread_row &a, const thread_row &b) {
 }
 
 void add_row(cpu_row &a, const cpu_row &b) {
-  a.delay_count = sat_add(a.delay_count, b.delay_count);
-  a.delay_total_ns = sat_add(a.delay_total_ns, b.delay_total_ns);
-  (void)stats::merge_into(a.delay_hist, b.delay_hist);
-  add_value(a.idle, b.idle);
-}
-
-// A metric with data must use its layout; an empty one may have any (it is not written).
-result<void> check_layout(const hist_value &v, stats::layout want, const char *what) {
-  if (has_data(v) && v.hist.kind != want) {
-    return make_error(fmt::format("{}: histogram of the wrong layout", what));
-  }
-  return {};
+  add_values(a.m, b.m);
 }
 
 result<void> validate(const interval_row &iv) {
@@ -432,19 +424,8 @@ result<void> validate(const interval_row &iv) {
     }
   }
   for (const auto &t : iv.threads) {
-    if (t.delay_hist.kind != stats::layout::latency || t.depth_hist.kind != stats::layout::depth) {
+    if (!layouts_ok(t.m)) {
       return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
-    }
-    const std::pair<const hist_value *, stats::layout> metrics[] = {
-        {&t.slice_vol, stats::layout::latency},     {&t.slice_invol, stats::layout::latency},
-        {&t.sleep, stats::layout::latency},         {&t.waking, stats::layout::latency},
-        {&t.migration_rate, stats::layout::count},  {&t.cross_ccx_rate, stats::layout::count},
-        {&t.cross_numa_rate, stats::layout::count},
-    };
-    for (const auto &[v, want] : metrics) {
-      if (auto r = check_layout(*v, want, "thread"); !r) {
-        return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
-      }
     }
     for (const auto &[idx, v] : t.events) {
       if (idx >= iv.events.size()) {
@@ -461,8 +442,7 @@ result<void> validate(const interval_row &iv) {
     }
   }
   for (const auto &c : iv.cpus) {
-    if (c.delay_hist.kind != stats::layout::latency ||
-        !check_layout(c.idle, stats::layout::latency, "cpu")) {
+    if (!layouts_ok(c.m)) {
       return make_error(fmt::format("cpu {}: histogram of the wrong layout", c.cpu));
     }
   }
@@ -706,24 +686,25 @@ struct writer::impl {
     });
   }
 
-  void insert_hist(SQLite::Statement &s, std::int64_t interval_id, metric m, std::int64_t key,
-                   std::uint64_t count, std::uint64_t total, const stats::histogram &h) {
-    const std::vector<std::uint8_t> blob = stats::encode(h);
-    s.reset();
-    s.bind(1, interval_id);
-    s.bind(2, static_cast<int>(m));
-    s.bind(3, key);
-    s.bind(4, to_i64(count));
-    s.bind(5, to_i64(total));
-    s.bindNoCopy(6, blob.data(), static_cast<int>(blob.size()));
-    s.exec();
-  }
-
-  // Writes one histogram-valued metric when it has samples.
-  void insert_value(SQLite::Statement &s, std::int64_t interval_id, metric m, std::int64_t key,
-                    const hist_value &v) {
-    if (has_data(v)) {
-      insert_hist(s, interval_id, m, key, v.count, v.total, v.hist);
+  // Writes every metric of the set that has samples, under its registry id.
+  template <metrics::scope S>
+  void insert_values(SQLite::Statement &s, std::int64_t interval_id, std::int64_t key,
+                     const metrics::set<S> &values) {
+    constexpr auto defs = metrics::entries<S>();
+    for (std::size_t i = 0; i < defs.size(); ++i) {
+      const hist_value &v = values.at(i);
+      if (!has_data(v)) {
+        continue;
+      }
+      const std::vector<std::uint8_t> blob = stats::encode(v.hist);
+      s.reset();
+      s.bind(1, interval_id);
+      s.bind(2, defs[i].db_id);
+      s.bind(3, key);
+      s.bind(4, to_i64(v.count));
+      s.bind(5, to_i64(v.total));
+      s.bindNoCopy(6, blob.data(), static_cast<int>(blob.size()));
+      s.exec();
     }
   }
 
@@ -768,23 +749,7 @@ struct writer::impl {
 
   void write_thread(std::int64_t interval_id, std::int64_t id, const thread_row &t,
                     const std::vector<std::int64_t> &event_ids) {
-    if (has_data(t.delay_count, t.delay_hist)) {
-      insert_hist(ins_thread_hist, interval_id, metric::sched_delay, id, t.delay_count,
-                  t.delay_total_ns, t.delay_hist);
-    }
-    if (has_data(t.depth_count, t.depth_hist)) {
-      insert_hist(ins_thread_hist, interval_id, metric::runq_depth, id, t.depth_count,
-                  t.depth_total, t.depth_hist);
-    }
-    insert_value(ins_thread_hist, interval_id, metric::slice_voluntary, id, t.slice_vol);
-    insert_value(ins_thread_hist, interval_id, metric::slice_involuntary, id, t.slice_invol);
-    insert_value(ins_thread_hist, interval_id, metric::sleep, id, t.sleep);
-    insert_value(ins_thread_hist, interval_id, metric::waking_delay, id, t.waking);
-    insert_value(ins_thread_hist, interval_id, metric::migration_rate, id, t.migration_rate);
-    insert_value(ins_thread_hist, interval_id, metric::migration_rate_cross_ccx, id,
-                 t.cross_ccx_rate);
-    insert_value(ins_thread_hist, interval_id, metric::migration_rate_cross_numa, id,
-                 t.cross_numa_rate);
+    insert_values(ins_thread_hist, interval_id, id, t.m);
     if (has_migrations(t)) {
       ins_migration.reset();
       ins_migration.bind(1, interval_id);
@@ -810,7 +775,7 @@ struct writer::impl {
   void write_cpus(std::int64_t interval_id, const interval_row &iv) {
     std::map<std::uint32_t, cpu_row> cpus;
     for (const auto &c : iv.cpus) {
-      if (!has_data(c.delay_count, c.delay_hist) && !has_data(c.idle)) {
+      if (c.m.empty()) {
         continue;
       }
       if (auto [it, added] = cpus.emplace(c.cpu, c); !added) {
@@ -818,11 +783,7 @@ struct writer::impl {
       }
     }
     for (const auto &[cpu, c] : cpus) {
-      if (has_data(c.delay_count, c.delay_hist)) {
-        insert_hist(ins_cpu_hist, interval_id, metric::sched_delay, std::int64_t{cpu},
-                    c.delay_count, c.delay_total_ns, c.delay_hist);
-      }
-      insert_value(ins_cpu_hist, interval_id, metric::cpu_idle, std::int64_t{cpu}, c.idle);
+      insert_values(ins_cpu_hist, interval_id, std::int64_t{cpu}, c.m);
     }
   }
 
@@ -1042,6 +1003,9 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
       if (auto r = detail::upgrade(h, path, *state); !r) {
         return r.err();
       }
+    }
+    if (auto r = detail::add_new_metrics(h, path); !r) {
+      return r.err();
     }
     if (auto r = record_writer(h, path); !r) {
       return r.err();

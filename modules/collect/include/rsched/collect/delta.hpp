@@ -22,10 +22,8 @@
 namespace rsched::collect {
 
 thread_counters delta(const thread_counters &cur, const thread_counters &prev);
-delay_counters delta(const delay_counters &cur, const delay_counters &prev);
 
 // into += d (used to add up several 1-second ticks into one interval).
-void accumulate(delay_counters &into, const delay_counters &d);
 void accumulate(thread_counters &into, const thread_counters &d);
 
 class delta_tracker {

@@ -3,6 +3,7 @@
 // per-interval deltas derived from two reads. No libbpf types here: tests build them by hand.
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/result.hpp"
+#include "rsched/metrics/registry.hpp"
 #include "rsched/stats/histogram.hpp"
 
 #include <array>
@@ -13,20 +14,11 @@
 
 namespace rsched::collect {
 
-struct delay_counters {
-  std::uint64_t count = 0;
-  std::uint64_t total_ns = 0;
-  stats::histogram hist{stats::layout::latency, {}};
-  friend bool operator==(const delay_counters &, const delay_counters &) = default;
-};
+// A thread's or CPU's histogram-valued metrics are a metrics::set indexed by metric id (the
+// registry in rsched/metrics/registry.hpp says which exist and where the kernel keeps them).
+using metrics::value;
 
-struct depth_counters {
-  std::uint64_t count = 0;
-  std::uint64_t total = 0;
-  stats::histogram hist{stats::layout::depth, {}};
-  friend bool operator==(const depth_counters &, const depth_counters &) = default;
-};
-
+// The migration group's tallies (plain counts; the per-second rate metrics sample them).
 struct migration_counters {
   std::uint64_t count = 0;
   std::uint64_t cross_ccx = 0;
@@ -37,18 +29,12 @@ struct migration_counters {
 using counter_values = std::array<std::uint64_t, RSCHED_COUNTER_SLOTS>;
 
 struct thread_counters {
-  delay_counters delay;       // scheduling delay
-  depth_counters depth;       // runqueue depth at wakeup
-  delay_counters slice_vol;   // time on CPU ending voluntarily
-  delay_counters slice_invol; // time on CPU ending in preemption
-  delay_counters sleep;       // sleep durations
-  delay_counters waking;      // sched_waking -> switch-in
+  // The kernel metrics (the per-second ones stay empty here: the interval assembly builds them).
+  metrics::thread_set m;
   migration_counters migrations;
   counter_values counters{}; // perf counter deltas by slot (rsched_counter_slot)
   [[nodiscard]] bool empty() const {
-    bool none = delay.count == 0 && depth.count == 0 && slice_vol.count == 0 &&
-                slice_invol.count == 0 && sleep.count == 0 && waking.count == 0 &&
-                migrations.count == 0;
+    bool none = m.empty() && migrations.count == 0;
     for (auto c : counters) {
       none = none && c == 0;
     }
@@ -56,6 +42,21 @@ struct thread_counters {
   }
   friend bool operator==(const thread_counters &, const thread_counters &) = default;
 };
+
+// The count of a tally.
+constexpr std::uint64_t tally_of(const thread_counters &c, metrics::tally t) {
+  switch (t) {
+  case metrics::tally::migrations:
+    return c.migrations.count;
+  case metrics::tally::cross_ccx:
+    return c.migrations.cross_ccx;
+  case metrics::tally::cross_numa:
+    return c.migrations.cross_numa;
+  case metrics::tally::none:
+    break;
+  }
+  return 0;
+}
 
 struct thread_key {
   std::uint32_t tid = 0;
@@ -80,8 +81,7 @@ struct thread_sample {
 
 struct cpu_sample {
   std::uint32_t cpu = 0;
-  delay_counters delay; // scheduling delay of threads switched in here
-  delay_counters idle;  // idle periods
+  metrics::cpu_set m; // scheduling delay of threads switched in here, idle periods, ...
 };
 
 using drop_counters = std::array<std::uint64_t, RSCHED_DROP_COUNT>;
@@ -110,8 +110,7 @@ struct interval_delta {
 };
 
 // Conversions from the ABI structs.
-delay_counters from_abi(const rsched_delay_stats &s);
-depth_counters from_abi(const rsched_depth_stats &s);
+void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out);
 thread_sample from_abi(const rsched_task_record &r);
 void from_abi(const rsched_task_record &r, thread_sample &out); // fills `out` in place
 

@@ -1,6 +1,7 @@
 #pragma once
 // Plain records the daemon hands to the store, one interval at a time.
 #include "rsched/abi/sched_abi.h"
+#include "rsched/metrics/registry.hpp"
 #include "rsched/stats/histogram.hpp"
 
 #include <array>
@@ -15,26 +16,9 @@ namespace rsched::store {
 inline constexpr int schema_version = 4;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
-// Metric ids used in thread_hist.metric / cpu_hist.metric (table `metric` names them).
-enum class metric : int {
-  sched_delay = 1,       // ns, latency layout (thread and cpu)
-  runq_depth = 2,        // nr_running at wakeup, depth layout
-  slice_voluntary = 3,   // ns on CPU ending in a voluntary switch, latency layout
-  slice_involuntary = 4, // ns on CPU ending in a preemption, latency layout
-  sleep = 5,             // ns asleep (switch-out not runnable -> wakeup), latency layout
-  waking_delay = 6,      // ns from sched_waking to switch-in, latency layout
-  migration_rate = 7,    // migrations per second, one sample per second with >= 1, count layout
-  cpu_idle = 8,          // ns idle periods per CPU, latency layout
-  migration_rate_cross_ccx = 9,   // cross-die migrations per second, count layout
-  migration_rate_cross_numa = 10, // cross-NUMA migrations per second, count layout
-};
-
-// One histogram-valued metric of a thread or CPU in one interval.
-struct hist_value {
-  std::uint64_t count = 0; // samples
-  std::uint64_t total = 0; // exact sum of the samples (ns for durations)
-  stats::histogram hist{stats::layout::latency, {}};
-};
+// A histogram-valued metric's value; its id in thread_hist.metric / cpu_hist.metric is the
+// registry's db_id (rsched/metrics/registry.hpp), which also names it in table `metric`.
+using hist_value = metrics::value;
 
 // One thread's data for one interval (deltas, not cumulative values).
 struct thread_row {
@@ -43,21 +27,9 @@ struct thread_row {
   std::uint64_t start_time_ns = 0; // task->start_time (ns since boot); identity with tid + boot
   std::string comm;                // exact kernel bytes, may be hostile
   std::string cgroup; // cgroup v2 path relative to the mount ("/system.slice/x"), "" unknown
-  std::uint64_t delay_count = 0;
-  std::uint64_t delay_total_ns = 0;
-  stats::histogram delay_hist{stats::layout::latency, {}};
-  std::uint64_t depth_count = 0;
-  std::uint64_t depth_total = 0; // sum of nr_running samples
-  stats::histogram depth_hist{stats::layout::depth, {}};
-
-  // Schema v2: the other metric groups. Zero counts are not written.
-  hist_value slice_vol;                                         // metric 3
-  hist_value slice_invol;                                       // metric 4
-  hist_value sleep;                                             // metric 5
-  hist_value waking;                                            // metric 6
-  hist_value migration_rate{0, 0, {stats::layout::count, {}}};  // metric 7
-  hist_value cross_ccx_rate{0, 0, {stats::layout::count, {}}};  // metric 9, same seconds
-  hist_value cross_numa_rate{0, 0, {stats::layout::count, {}}}; // metric 10, same seconds
+  // Every histogram-valued metric of the registry, by id. Values without samples are not
+  // written; the per-second rates are written only with the migration group.
+  metrics::thread_set m;
   std::uint64_t migrations = 0; // migration group: count, cross-die, cross-NUMA
   std::uint64_t cross_ccx = 0;
   std::uint64_t cross_numa = 0;
@@ -104,10 +76,7 @@ struct schedstat_domain_delta {
 
 struct cpu_row {
   std::uint32_t cpu = 0;
-  std::uint64_t delay_count = 0;
-  std::uint64_t delay_total_ns = 0;
-  stats::histogram delay_hist{stats::layout::latency, {}};
-  hist_value idle; // metric 8 (schema v2)
+  metrics::cpu_set m; // every CPU metric of the registry, by id
 };
 
 struct interval_row {

@@ -1,0 +1,260 @@
+#pragma once
+// The histogram-valued metrics rsched records, in one table. Everything downstream of the BPF
+// programs works from it: collect reads a metric's kernel histogram at `offset` in the state,
+// the interval assembly builds the per-second ones, the live view draws its sections, the
+// store's writer inserts every metric with data, and the store creates a new metric's row in
+// `metric` and its views. Adding a metric = its BPF/ABI side + one entry here + docs/SCHEMA.md.
+//
+// Values of one thread or CPU are kept in a `set` indexed by metric id (records.hpp of every
+// stage holds one), never in per-metric fields.
+#include "rsched/abi/sched_abi.h"
+#include "rsched/stats/histogram.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace rsched::metrics {
+
+enum class scope : std::uint8_t { thread, cpu };
+
+// Where a metric's samples come from.
+enum class origin : std::uint8_t {
+  kernel,     // a cumulative histogram in the BPF state (count, total, slots; see `offset`)
+  per_second, // built by the interval assembly: one sample per 1-s tick of a thread tally
+};
+
+// A thread's kernel tallies (plain counts) that per-second metrics sample.
+enum class tally : std::uint8_t { none, migrations, cross_ccx, cross_numa };
+
+// How the live view shows a thread metric (upstream's section kinds).
+enum class display : std::uint8_t {
+  none,        // not a section of its own
+  percentiles, // p50/p90/p99 in microseconds
+  timeslice,   // the voluntary/involuntary pair (this is the voluntary half)
+  linear,      // a small-integer distribution (depth, rates)
+};
+
+// What the machine must have for the metric to mean anything (else it is neither shown nor
+// written: the samples would all be zero).
+enum class needs : std::uint8_t { nothing, dies, numa_nodes };
+
+// Dense ids: thread metrics first (the kernel ones in rsched_task_state order), then CPU ones.
+enum class id : std::uint8_t {
+  sched_delay,
+  runq_depth,
+  slice_voluntary,
+  slice_involuntary,
+  sleep,
+  waking_delay,
+  migration_rate,
+  migration_rate_cross_ccx,
+  migration_rate_cross_numa,
+  cpu_sched_delay,
+  cpu_idle,
+};
+
+struct def {
+  id metric;
+  scope where;
+  std::string_view name; // metric.name in the database; "cpu_..." for CPU metrics
+  int db_id;             // metric.id and thread_hist/cpu_hist.metric: stable forever
+  std::string_view unit; // metric.unit
+  stats::layout layout;
+  std::uint32_t group; // enum rsched_group bit that records it
+  origin from;
+  // kernel: byte offset of its rsched_delay_stats / rsched_depth_stats (count, total, then
+  // slot_count(layout) slots) in rsched_task_state (thread) or rsched_cpu_stats (CPU), and the
+  // first of its bits in rsched_task_state.used (-1: CPU metrics, always read whole).
+  std::size_t offset;
+  int used_base;
+  tally samples; // per_second: the tally it samples, in every second with a migration
+  needs need;
+  // The public view of the metric alone ("" = it is part of a view written by hand in
+  // schema.cpp) and the name of its `total` column there ("" = the view has none).
+  std::string_view view;
+  std::string_view total_column;
+  // The live view: section kind, order among the thread sections, texts.
+  display shown;
+  int order;
+  std::string_view title;
+  std::string_view subtitle;
+  std::string_view heading; // linear sections: the line over the table
+  std::string_view empty;   // linear sections: the line when no thread has data
+};
+
+inline constexpr std::size_t no_offset = 0;
+
+// clang-format off
+inline constexpr std::array<def, 11> registry{{
+  {id::sched_delay, scope::thread, "sched_delay", 1, "ns", stats::layout::latency, RSCHED_G_LATENCY,
+   origin::kernel, offsetof(rsched_task_state, delay), RSCHED_USED_DELAY, tally::none,
+   needs::nothing, "sched_delay", "total_ns",
+   display::percentiles, 1, "Scheduling Delays", "(microseconds)", "", ""},
+  {id::runq_depth, scope::thread, "runq_depth", 2, "tasks", stats::layout::depth, RSCHED_G_LATENCY,
+   origin::kernel, offsetof(rsched_task_state, depth), RSCHED_USED_DEPTH, tally::none,
+   needs::nothing, "runq_depth", "",
+   display::linear, 5, "Runqueue Depth Statistics", "(nr_running at wakeup)",
+   "Processes by runqueue depth at wakeup:", "No runqueue depth data collected yet."},
+  {id::slice_voluntary, scope::thread, "slice_voluntary", 3, "ns", stats::layout::latency,
+   RSCHED_G_SLICE, origin::kernel, offsetof(rsched_task_state, slice_vol),
+   RSCHED_USED_SLICE_VOL, tally::none, needs::nothing, "", "",
+   display::timeslice, 3, "Time Slice Statistics", "", "", ""},
+  {id::slice_involuntary, scope::thread, "slice_involuntary", 4, "ns", stats::layout::latency,
+   RSCHED_G_SLICE, origin::kernel, offsetof(rsched_task_state, slice_invol),
+   RSCHED_USED_SLICE_INVOL, tally::none, needs::nothing, "", "",
+   display::none, 0, "", "", "", ""},
+  {id::sleep, scope::thread, "sleep", 5, "ns", stats::layout::latency, RSCHED_G_SLEEP,
+   origin::kernel, offsetof(rsched_task_state, sleep), RSCHED_USED_SLEEP, tally::none,
+   needs::nothing, "sleep", "total_ns",
+   display::percentiles, 4, "Sleep Duration Statistics",
+   "(Time spent sleeping between sched_switch and sched_wakeup)", "", ""},
+  {id::waking_delay, scope::thread, "waking_delay", 6, "ns", stats::layout::latency,
+   RSCHED_G_WAKING, origin::kernel, offsetof(rsched_task_state, waking), RSCHED_USED_WAKING,
+   tally::none, needs::nothing, "waking_delay", "total_ns",
+   display::percentiles, 2, "Waking Delay Statistics", "(Time from sched_waking to sched_switch)",
+   "", ""},
+  {id::migration_rate, scope::thread, "migration_rate", 7, "migrations/s", stats::layout::count,
+   RSCHED_G_MIGRATION, origin::per_second, no_offset, -1, tally::migrations, needs::nothing, "",
+   "", display::linear, 6, "Migration Statistics", "(migrations per second)",
+   "Processes by migration rate:", "No migration rate data collected yet."},
+  {id::migration_rate_cross_ccx, scope::thread, "migration_rate_cross_ccx", 9, "migrations/s",
+   stats::layout::count, RSCHED_G_MIGRATION, origin::per_second, no_offset, -1, tally::cross_ccx,
+   needs::dies, "", "", display::linear, 7, "Cross-CCX Migration Statistics",
+   "(cross-die migrations per second)", "Processes by cross-CCX migration rate:",
+   "No cross-CCX migration rate data collected yet."},
+  {id::migration_rate_cross_numa, scope::thread, "migration_rate_cross_numa", 10,
+   "migrations/s", stats::layout::count, RSCHED_G_MIGRATION, origin::per_second, no_offset, -1,
+   tally::cross_numa, needs::numa_nodes, "", "", display::linear, 8,
+   "Cross-NUMA Migration Statistics", "(cross-node migrations per second)",
+   "Processes by cross-NUMA migration rate:", "No cross-NUMA migration rate data collected yet."},
+  // CPU metrics. The CPU's scheduling delay shares metric id 1 with the thread one (cpu_hist).
+  {id::cpu_sched_delay, scope::cpu, "sched_delay", 1, "ns", stats::layout::latency,
+   RSCHED_G_LATENCY, origin::kernel, offsetof(rsched_cpu_stats, delay), -1, tally::none,
+   needs::nothing, "cpu_sched_delay", "total_ns",
+   display::none, 0, "", "", "", ""},
+  {id::cpu_idle, scope::cpu, "cpu_idle", 8, "ns", stats::layout::latency, RSCHED_G_SLEEP,
+   origin::kernel, offsetof(rsched_cpu_stats, idle), -1, tally::none, needs::nothing,
+   "cpu_idle", "total_ns", display::none, 0, "", "", "", ""},
+}};
+// clang-format on
+
+constexpr const def &of(id m) { return registry[static_cast<std::size_t>(m)]; }
+
+// Every entry sits at its id's index, and the scopes are contiguous (thread, then CPU).
+constexpr bool registry_is_dense() {
+  for (std::size_t i = 0; i < registry.size(); ++i) {
+    if (static_cast<std::size_t>(registry[i].metric) != i) {
+      return false;
+    }
+    if (i > 0 && registry[i - 1].where == scope::cpu && registry[i].where == scope::thread) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(registry_is_dense(), "registry entries must be in id order, thread before CPU");
+
+// The kernel thread metrics are in rsched_task_state order: the compact records of the task
+// iterator (sched_abi.h) hold them in that order, and collect reads them in registry order.
+constexpr bool kernel_thread_metrics_in_state_order() {
+  std::size_t last = 0;
+  for (const auto &d : registry) {
+    if (d.where == scope::thread && d.from == origin::kernel) {
+      if (d.offset < last) {
+        return false;
+      }
+      last = d.offset;
+    }
+  }
+  return true;
+}
+static_assert(kernel_thread_metrics_in_state_order());
+
+constexpr std::size_t first(scope s) {
+  for (std::size_t i = 0; i < registry.size(); ++i) {
+    if (registry[i].where == s) {
+      return i;
+    }
+  }
+  return registry.size();
+}
+constexpr std::size_t size(scope s) {
+  std::size_t n = 0;
+  for (const auto &d : registry) {
+    n += d.where == s ? 1 : 0;
+  }
+  return n;
+}
+
+// The entries of one scope, in id order.
+template <scope S> constexpr auto entries() {
+  std::array<def, size(S)> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = registry[first(S) + i];
+  }
+  return out;
+}
+
+// One histogram-valued metric of one thread or CPU: samples, their exact sum (ns for
+// durations) and their histogram.
+struct value {
+  std::uint64_t count = 0;
+  std::uint64_t total = 0;
+  stats::histogram hist{stats::layout::latency, {}};
+  [[nodiscard]] bool empty() const { return count == 0 && hist.empty(); }
+  friend bool operator==(const value &, const value &) = default;
+};
+
+// The values of every metric of scope S, indexed by metric id, each histogram in its layout.
+template <scope S> class set {
+public:
+  static constexpr std::size_t n = size(S);
+
+  constexpr set() {
+    for (std::size_t i = 0; i < n; ++i) {
+      v_[i].hist.kind = registry[first(S) + i].layout;
+    }
+  }
+  [[nodiscard]] static constexpr bool holds(id m) { return of(m).where == S; }
+  value &operator[](id m) { return v_[index(m)]; }
+  const value &operator[](id m) const { return v_[index(m)]; }
+  // The value at position i (metric entries<S>()[i]).
+  value &at(std::size_t i) { return v_[i]; }
+  [[nodiscard]] const value &at(std::size_t i) const { return v_[i]; }
+  [[nodiscard]] bool empty() const {
+    for (const auto &x : v_) {
+      if (!x.empty()) {
+        return false;
+      }
+    }
+    return true;
+  }
+  friend bool operator==(const set &, const set &) = default;
+
+private:
+  static constexpr std::size_t index(id m) {
+    // A metric of the other scope is a programming error: the ids of each scope are distinct.
+    return static_cast<std::size_t>(m) - first(S);
+  }
+  std::array<value, n> v_{};
+};
+
+using thread_set = set<scope::thread>;
+using cpu_set = set<scope::cpu>;
+
+// a += b, metric by metric (layouts are equal by construction).
+template <scope S> void accumulate(set<S> &a, const set<S> &b) {
+  for (std::size_t i = 0; i < set<S>::n; ++i) {
+    value &x = a.at(i);
+    const value &y = b.at(i);
+    x.count += y.count;
+    x.total += y.total;
+    for (std::size_t s = 0; s < stats::max_slots; ++s) {
+      x.hist.slots[s] += y.hist.slots[s];
+    }
+  }
+}
+
+} // namespace rsched::metrics
