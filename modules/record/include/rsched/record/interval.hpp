@@ -1,0 +1,76 @@
+#pragma once
+// The interval assembly: adds up the per-tick deltas of one recording interval and turns them
+// into the store's rows. Ticks are 1 s when the migration group or generic perf events are on
+// (their per-second rate metrics need one sample per second, as upstream), else one tick is the
+// whole interval. Pure: no kernel, no SQL; the cgroup resolver is a function the caller gives.
+#include "rsched/collect/snapshot.hpp"
+#include "rsched/store/records.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rsched::record {
+
+// One row of an interval: a thread under one attribution (comm, cgroup). A thread renamed or
+// moved within the interval has a row for each attribution its samples happened under.
+struct attr_key {
+  collect::thread_key key;
+  std::uint64_t cgroup_id = 0;
+  std::string comm;
+  friend auto operator<=>(const attr_key &, const attr_key &) = default;
+};
+
+struct acc_thread {
+  // Counters summed over the ticks; its per-second metrics (registry origin per_second) are
+  // filled here, one sample per per-second tick.
+  collect::thread_sample s;
+  std::vector<stats::histogram> event_rates; // log2, one per generic event
+};
+
+class interval_acc {
+public:
+  explicit interval_acc(std::size_t generic_events = 0) : events_(generic_events) {}
+
+  // Adds one tick. With `per_second`, the tick's tallies also become one sample each of the
+  // per-second metrics, and generic-event counts of their rate histograms (only when > 0, as
+  // upstream: a second without a migration is no sample).
+  void add_tick(const collect::interval_delta &d, bool per_second);
+
+  [[nodiscard]] const std::map<attr_key, acc_thread> &threads() const { return threads_; }
+  [[nodiscard]] const std::map<std::uint32_t, collect::cpu_sample> &cpus() const { return cpus_; }
+  [[nodiscard]] const collect::drop_counters &drops() const { return drops_; }
+  [[nodiscard]] std::size_t events() const { return events_; }
+
+  void clear() {
+    threads_.clear();
+    cpus_.clear();
+    drops_ = {};
+  }
+
+private:
+  std::size_t events_;
+  std::map<attr_key, acc_thread> threads_;
+  std::map<std::uint32_t, collect::cpu_sample> cpus_;
+  collect::drop_counters drops_{};
+};
+
+// What the run records beyond the metrics' own groups.
+struct row_options {
+  bool ipc = false;       // perf=ipc: the four IPC counters are valid
+  bool migration = false; // the migration group: its per-second metrics are written
+  unsigned dies = 1;       // the machine's dies and NUMA nodes: a per-second metric that needs
+  unsigned numa_nodes = 1; // more than one (registry `need`) is written only then
+};
+
+// The store's rows for one interval. `cgroup_path` maps a cgroup id to its path. Two
+// attributions of one thread whose cgroup ids resolve to the same path (ids no longer
+// resolvable, a cgroup re-created under its old name) and comm are one row (the store's key).
+store::interval_row to_row(const interval_acc &acc,
+                           const std::function<std::string(std::uint64_t)> &cgroup_path,
+                           const row_options &o);
+
+} // namespace rsched::record

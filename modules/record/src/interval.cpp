@@ -1,0 +1,170 @@
+#include "rsched/record/interval.hpp"
+
+#include "rsched/collect/delta.hpp"
+
+#include <algorithm>
+#include <deque>
+
+namespace rsched::record {
+
+void interval_acc::add_tick(const collect::interval_delta &d, bool per_second) {
+  constexpr auto defs = metrics::entries<metrics::scope::thread>();
+  for (const auto &t : d.threads) {
+    auto [it, fresh] = threads_.try_emplace(attr_key{t.key, t.cgroup_id, t.comm});
+    acc_thread &a = it->second;
+    if (fresh) {
+      a.s = t;
+      a.event_rates.assign(events_, stats::histogram{stats::layout::log2, {}});
+    } else {
+      collect::accumulate(a.s.c, t.c);
+      a.s.tgid = t.tgid;
+      a.s.dead = a.s.dead || t.dead;
+    }
+    if (!per_second) {
+      continue;
+    }
+    if (t.c.migrations.count > 0) {
+      for (std::size_t i = 0; i < defs.size(); ++i) {
+        if (defs[i].from == metrics::origin::per_second) {
+          const std::uint64_t v = collect::tally_of(t.c, defs[i].samples);
+          metrics::value &m = a.s.c.m.at(i);
+          m.count += 1;
+          m.total += v;
+          m.hist.add(v);
+        }
+      }
+    }
+    for (std::size_t e = 0; e < events_; ++e) {
+      const auto v = t.c.counters[RSCHED_CTR_GENERIC0 + e];
+      if (v > 0) {
+        a.event_rates[e].add(v);
+      }
+    }
+  }
+  for (const auto &c : d.cpus) {
+    auto [it, fresh] = cpus_.try_emplace(c.cpu, c);
+    if (!fresh) {
+      metrics::accumulate(it->second.m, c.m);
+    }
+  }
+  for (std::size_t i = 0; i < drops_.size(); ++i) {
+    drops_[i] += d.drops[i];
+  }
+}
+
+namespace {
+
+// into += a: two rows of one thread.
+void merge_into(acc_thread &into, const acc_thread &a) {
+  collect::accumulate(into.s.c, a.s.c);
+  into.s.dead = into.s.dead || a.s.dead;
+  for (std::size_t e = 0; e < into.event_rates.size() && e < a.event_rates.size(); ++e) {
+    (void)stats::merge_into(into.event_rates[e], a.event_rates[e]);
+  }
+}
+
+bool written(const metrics::def &d, const row_options &o) {
+  if (d.from != metrics::origin::per_second) {
+    return true; // the kernel fills only the run's groups; empty values are not written
+  }
+  switch (d.need) {
+  case metrics::needs::dies:
+    return o.migration && o.dies > 1;
+  case metrics::needs::numa_nodes:
+    return o.migration && o.numa_nodes > 1;
+  case metrics::needs::nothing:
+    break;
+  }
+  return o.migration;
+}
+
+// The store row of thread `key` under one attribution (`a`, its cgroup `path`).
+void add_thread_row(store::interval_row &row, const collect::thread_key &key, const acc_thread &a,
+                    const std::string &path, const row_options &o, std::size_t events) {
+  const auto &c = a.s.c;
+  store::thread_row &r = row.threads.emplace_back();
+  r.tid = key.tid;
+  r.pid = a.s.tgid;
+  r.start_time_ns = key.start_time;
+  r.comm = a.s.comm;
+  r.cgroup = path;
+  constexpr auto defs = metrics::entries<metrics::scope::thread>();
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    if (written(defs[i], o)) {
+      r.m.at(i) = c.m.at(i);
+    }
+  }
+  r.migrations = c.migrations.count;
+  r.cross_ccx = c.migrations.cross_ccx;
+  r.cross_numa = c.migrations.cross_numa;
+  if (o.ipc) {
+    r.user_cycles = c.counters[RSCHED_CTR_USER_CYCLES];
+    r.kernel_cycles = c.counters[RSCHED_CTR_KERNEL_CYCLES];
+    r.user_instructions = c.counters[RSCHED_CTR_USER_INSTRUCTIONS];
+    r.kernel_instructions = c.counters[RSCHED_CTR_KERNEL_INSTRUCTIONS];
+    r.has_ipc = r.user_cycles + r.kernel_cycles + r.user_instructions + r.kernel_instructions != 0;
+  }
+  for (std::size_t e = 0; e < events; ++e) {
+    const auto v = c.counters[RSCHED_CTR_GENERIC0 + e];
+    if (v != 0) {
+      r.events.emplace_back(static_cast<std::uint32_t>(e), v);
+      if (!a.event_rates[e].empty()) {
+        r.event_rates.emplace_back(static_cast<std::uint32_t>(e), a.event_rates[e]);
+      }
+    }
+  }
+}
+
+} // namespace
+
+store::interval_row to_row(const interval_acc &acc,
+                           const std::function<std::string(std::uint64_t)> &cgroup_path,
+                           const row_options &o) {
+  store::interval_row row;
+  row.drops = acc.drops();
+  row.threads.reserve(acc.threads().size());
+  // Rows of one thread are adjacent in the accumulator's order; only a merge copies.
+  struct pending {
+    std::string path;
+    const acc_thread *a;
+  };
+  std::vector<pending> one_thread;
+  std::deque<acc_thread> copies; // merged rows
+  const auto flush = [&](const collect::thread_key &key) {
+    for (const auto &p : one_thread) {
+      add_thread_row(row, key, *p.a, p.path, o, acc.events());
+    }
+    one_thread.clear();
+    copies.clear();
+  };
+  const collect::thread_key *current = nullptr;
+  for (const auto &[key, a] : acc.threads()) {
+    if (current != nullptr && !(*current == key.key)) {
+      flush(*current);
+    }
+    current = &key.key;
+    std::string path = cgroup_path(a.s.cgroup_id);
+    auto same = std::find_if(one_thread.begin(), one_thread.end(), [&](const pending &p) {
+      return p.path == path && p.a->s.comm == a.s.comm;
+    });
+    if (same == one_thread.end()) {
+      one_thread.push_back({std::move(path), &a});
+    } else {
+      acc_thread &m = copies.emplace_back(*same->a);
+      merge_into(m, a);
+      same->a = &m;
+    }
+  }
+  if (current != nullptr) {
+    flush(*current);
+  }
+  for (const auto &[cpu, c] : acc.cpus()) {
+    store::cpu_row r;
+    r.cpu = cpu;
+    r.m = c.m;
+    row.cpus.push_back(std::move(r));
+  }
+  return row;
+}
+
+} // namespace rsched::record

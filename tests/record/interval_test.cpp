@@ -1,0 +1,166 @@
+// The interval assembly: interval_acc adds up ticks, to_row makes the store's rows (one per
+// thread and attribution) with the registry's per-second metrics.
+#include "rsched/record/interval.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+using namespace rsched;
+using namespace rsched::record;
+using metric = rsched::metrics::id;
+
+namespace {
+collect::thread_sample sample(std::uint32_t tid, const std::string &comm, std::uint64_t cgroup,
+                              std::uint64_t count) {
+  collect::thread_sample t;
+  t.key = {tid, 7};
+  t.tgid = tid;
+  t.comm = comm;
+  t.cgroup_id = cgroup;
+  auto &d = t.c.m[metric::sched_delay];
+  d.count = count;
+  d.total = count * 1000;
+  d.hist.add(1000, count);
+  return t;
+}
+
+std::string path_of(std::uint64_t id) {
+  return "/cg" + std::to_string(id);
+}
+} // namespace
+
+TEST_CASE("A renamed thread has a row per name, ticks of one name add up", "[record]") {
+  interval_acc acc;
+  collect::interval_delta t1;
+  t1.threads = {sample(5, "bash", 1, 2), sample(5, "make", 1, 3)};
+  acc.add_tick(t1, false);
+  collect::interval_delta t2;
+  t2.threads = {sample(5, "make", 1, 4)};
+  acc.add_tick(t2, false);
+  const auto row = to_row(acc, path_of, {});
+  REQUIRE(row.threads.size() == 2);
+  std::map<std::string, std::uint64_t> by_comm;
+  for (const auto &r : row.threads) {
+    CHECK(r.tid == 5);
+    by_comm[r.comm] = r.m[metric::sched_delay].count;
+    CHECK(r.m[metric::sched_delay].total == r.m[metric::sched_delay].count * 1000);
+    CHECK(r.m[metric::sched_delay].hist.total() == r.m[metric::sched_delay].count);
+  }
+  CHECK(by_comm["bash"] == 2);
+  CHECK(by_comm["make"] == 7);
+}
+
+TEST_CASE("Attributions whose cgroups resolve to one path are one row (the store's key)",
+          "[record]") {
+  interval_acc acc;
+  collect::interval_delta t;
+  // cgroups 2 and 3 are gone (both unknown: ""), 4 is known; thread 6 is separate
+  t.threads = {sample(5, "svc", 2, 1), sample(5, "svc", 3, 2), sample(5, "svc", 4, 4),
+               sample(6, "svc", 2, 8)};
+  acc.add_tick(t, false);
+  const auto row = to_row(
+      acc, [](std::uint64_t id) { return id == 4 ? std::string("/known") : std::string(); }, {});
+  REQUIRE(row.threads.size() == 3);
+  std::map<std::pair<std::uint32_t, std::string>, std::uint64_t> got;
+  for (const auto &r : row.threads) {
+    got[{r.tid, r.cgroup}] = r.m[metric::sched_delay].count;
+  }
+  CHECK(got[{5, ""}] == 3);
+  CHECK(got[{5, "/known"}] == 4);
+  CHECK(got[{6, ""}] == 8);
+}
+
+TEST_CASE("Per-second metrics get one sample per second with a migration, cross-die and "
+          "cross-node ones only where the machine has several",
+          "[record]") {
+  interval_acc acc;
+  // Three 1-s ticks: 2 migrations (1 cross-die), none, 5 (2 cross-die, 1 cross-node).
+  for (const auto &[n, ccx, numa] : {std::tuple{2, 1, 0}, {0, 0, 0}, {5, 2, 1}}) {
+    collect::interval_delta d;
+    auto t = sample(9, "mover", 1, 1);
+    t.c.migrations = {static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(ccx),
+                      static_cast<std::uint64_t>(numa)};
+    d.threads = {t};
+    acc.add_tick(d, true);
+  }
+  SECTION("migration group on a two-node, multi-die machine") {
+    const auto row = to_row(acc, path_of, {.migration = true, .dies = 4, .numa_nodes = 2});
+    REQUIRE(row.threads.size() == 1);
+    const auto &r = row.threads[0];
+    CHECK(r.migrations == 7);
+    CHECK(r.cross_ccx == 3);
+    CHECK(r.cross_numa == 1);
+    const auto &rate = r.m[metric::migration_rate];
+    CHECK(rate.count == 2); // seconds with a migration
+    CHECK(rate.total == 7);
+    CHECK(rate.hist.kind == stats::layout::count);
+    CHECK(rate.hist.slots[2] == 1);
+    CHECK(rate.hist.slots[5] == 1);
+    const auto &ccx = r.m[metric::migration_rate_cross_ccx];
+    CHECK(ccx.count == 2);
+    CHECK(ccx.total == 3);
+    CHECK(ccx.hist.slots[1] == 1);
+    CHECK(ccx.hist.slots[2] == 1);
+    const auto &numa = r.m[metric::migration_rate_cross_numa];
+    CHECK(numa.count == 2); // a sample in each second with a migration, 0 included (upstream)
+    CHECK(numa.hist.slots[0] == 1);
+    CHECK(numa.hist.slots[1] == 1);
+    CHECK(r.m[metric::sched_delay].count == 3);
+  }
+  SECTION("one die, one node: the cross rates are not written (all-zero samples)") {
+    const auto row = to_row(acc, path_of, {.migration = true});
+    REQUIRE(row.threads.size() == 1);
+    CHECK(row.threads[0].m[metric::migration_rate].count == 2);
+    CHECK(row.threads[0].m[metric::migration_rate_cross_ccx].empty());
+    CHECK(row.threads[0].m[metric::migration_rate_cross_numa].empty());
+  }
+  SECTION("without the migration group no per-second metric is written") {
+    const auto row = to_row(acc, path_of, {});
+    CHECK(row.threads[0].m[metric::migration_rate].empty());
+    CHECK(row.threads[0].migrations == 7); // the tally itself is data
+  }
+}
+
+TEST_CASE("CPU metrics and drops add up over the ticks", "[record]") {
+  interval_acc acc;
+  for (std::uint64_t tick = 1; tick <= 2; ++tick) {
+    collect::interval_delta d;
+    collect::cpu_sample c;
+    c.cpu = 1;
+    c.m[metric::cpu_sched_delay].count = tick;
+    c.m[metric::cpu_sched_delay].hist.add(5'000, tick);
+    c.m[metric::cpu_idle].count = 10 * tick;
+    c.m[metric::cpu_idle].hist.add(1'000'000, 10 * tick);
+    d.cpus = {c};
+    d.drops[RSCHED_DROP_SEGMENT] = tick;
+    acc.add_tick(d, false);
+  }
+  const auto row = to_row(acc, path_of, {});
+  REQUIRE(row.cpus.size() == 1);
+  CHECK(row.cpus[0].cpu == 1);
+  CHECK(row.cpus[0].m[metric::cpu_sched_delay].count == 3);
+  CHECK(row.cpus[0].m[metric::cpu_sched_delay].hist.total() == 3);
+  CHECK(row.cpus[0].m[metric::cpu_idle].count == 30);
+  CHECK(row.drops[RSCHED_DROP_SEGMENT] == 3);
+}
+
+TEST_CASE("Generic perf events: the interval's count and a per-second rate histogram",
+          "[record]") {
+  interval_acc acc(2);
+  for (std::uint64_t v : {100U, 0U, 3000U}) {
+    collect::interval_delta d;
+    auto t = sample(3, "ev", 1, 1);
+    t.c.counters[RSCHED_CTR_GENERIC0 + 1] = v;
+    d.threads = {t};
+    acc.add_tick(d, true);
+  }
+  const auto row = to_row(acc, path_of, {});
+  REQUIRE(row.threads.size() == 1);
+  const auto &r = row.threads[0];
+  REQUIRE(r.events.size() == 1);
+  CHECK(r.events[0] == std::pair<std::uint32_t, std::uint64_t>{1, 3100});
+  REQUIRE(r.event_rates.size() == 1);
+  CHECK(r.event_rates[0].second.total() == 2); // seconds with a count
+  CHECK(r.event_rates[0].second.kind == stats::layout::log2);
+}
