@@ -46,28 +46,22 @@ struct compact_header {
 struct comm_summary {
   std::string comm;
   std::uint32_t threads = 0; // threads with data (per interval; the window shows the most)
-  stats::histogram delay{stats::layout::latency, {}};
-  stats::histogram depth{stats::layout::depth, {}};
-  std::uint64_t preemptions = 0; // involuntary switches
+  metrics::thread_set m;  // the registry's thread metrics (the columns show some of them)
   std::uint64_t migrations = 0;
-  stats::histogram sleep{stats::layout::latency, {}};
-  stats::histogram waking{stats::layout::latency, {}};
+  [[nodiscard]] const stats::histogram &delay() const { return m[metrics::id::sched_delay].hist; }
+  // Involuntary switches: the samples of the involuntary slices.
+  [[nodiscard]] std::uint64_t preemptions() const {
+    return m[metrics::id::slice_involuntary].count;
+  }
 
   void merge(const comm_summary &o) {
     threads = std::max(threads, o.threads);
-    (void)stats::merge_into(delay, o.delay);
-    (void)stats::merge_into(depth, o.depth);
-    preemptions += o.preemptions;
+    metrics::accumulate(m, o.m);
     migrations += o.migrations;
-    (void)stats::merge_into(sleep, o.sleep);
-    (void)stats::merge_into(waking, o.waking);
   }
 };
 
-struct cpu_summary {
-  stats::histogram delay{stats::layout::latency, {}};
-  stats::histogram idle{stats::layout::latency, {}};
-};
+using cpu_summary = metrics::cpu_set;
 
 struct interval_summary {
   std::int64_t end_ns = 0;
@@ -99,12 +93,8 @@ public:
       comm_summary &c = by_comm[t.comm];
       c.comm = t.comm;
       ++c.threads;
-      (void)stats::merge_into(c.delay, t.delay_hist);
-      (void)stats::merge_into(c.depth, t.depth_hist);
-      c.preemptions += t.slice_invol.count;
+      metrics::accumulate(c.m, t.m);
       c.migrations += t.migrations;
-      (void)stats::merge_into(c.sleep, t.sleep.hist);
-      (void)stats::merge_into(c.waking, t.waking.hist);
     }
     std::vector<comm_summary> all;
     all.reserve(by_comm.size());
@@ -114,14 +104,14 @@ public:
     if (all.size() > max_comms_) {
       // Keep the worst by p99 delay and the busiest by samples, half the budget each.
       const std::size_t half = max_comms_ / 2;
-      auto p99 = [](const comm_summary &c) { return stats::percentile_or_zero(c.delay, 99); };
+      auto p99 = [](const comm_summary &c) { return stats::percentile_or_zero(c.delay(), 99); };
       std::partial_sort(
           all.begin(), all.begin() + static_cast<std::ptrdiff_t>(half), all.end(),
           [&](const comm_summary &a, const comm_summary &b) { return p99(a) > p99(b); });
       std::partial_sort(all.begin() + static_cast<std::ptrdiff_t>(half),
                         all.begin() + static_cast<std::ptrdiff_t>(max_comms_), all.end(),
                         [](const comm_summary &a, const comm_summary &b) {
-                          return a.delay.total() > b.delay.total();
+                          return a.delay().total() > b.delay().total();
                         });
       for (std::size_t i = max_comms_; i < all.size(); ++i) {
         s.other.merge(all[i]);
@@ -131,9 +121,7 @@ public:
     }
     s.comms = std::move(all);
     for (const auto &c : row.cpus) {
-      cpu_summary &cs = s.cpus[c.cpu];
-      (void)stats::merge_into(cs.delay, c.delay_hist);
-      (void)stats::merge_into(cs.idle, c.idle.hist);
+      metrics::accumulate(s.cpus[c.cpu], c.m);
     }
     intervals_.push_back(std::move(s));
     const std::int64_t newest = intervals_.back().end_ns;
@@ -282,8 +270,7 @@ inline std::string render_compact(const compact_window &w, const compact_header 
     other_comms = std::max(other_comms, iv.other_comms);
     max_threads = std::max(max_threads, iv.threads);
     for (const auto &[cpu, cs] : iv.cpus) {
-      (void)stats::merge_into(cpus[cpu].delay, cs.delay);
-      (void)stats::merge_into(cpus[cpu].idle, cs.idle);
+      metrics::accumulate(cpus[cpu], cs);
     }
   }
   const auto has = [&](std::uint32_t g) { return (o.groups & g) != 0; };
@@ -295,9 +282,9 @@ inline std::string render_compact(const compact_window &w, const compact_header 
   const double secs = std::max(static_cast<double>(span_ns) / 1e9, 1e-3);
   std::uint64_t samples = 0;
   for (const auto &[name, c] : merged) {
-    samples += c.delay.total();
+    samples += c.delay().total();
   }
-  samples += other.delay.total();
+  samples += other.delay().total();
   lines.push_back(fmt::format("{} threads  {} comms  {} scheduling delays ({}/s)  {} CPUs  "
                               "(sorted by delay p99; -: no samples)",
                               max_threads, merged.size() + other_comms, count(samples),
@@ -310,19 +297,19 @@ inline std::string render_compact(const compact_window &w, const compact_header 
   std::vector<const comm_summary *> order;
   const std::uint64_t min_ns = f.options().min_latency_us * 1000;
   for (const auto &[name, c] : merged) {
-    if (latency && min_ns > 0 && stats::percentile_or_zero(c.delay, 50) < min_ns) {
+    if (latency && min_ns > 0 && stats::percentile_or_zero(c.delay(), 50) < min_ns) {
       continue;
     }
     order.push_back(&c);
   }
   std::sort(order.begin(), order.end(), [](const comm_summary *a, const comm_summary *b) {
-    const auto pa = stats::percentile_or_zero(a->delay, 99);
-    const auto pb = stats::percentile_or_zero(b->delay, 99);
+    const auto pa = stats::percentile_or_zero(a->delay(), 99);
+    const auto pb = stats::percentile_or_zero(b->delay(), 99);
     if (pa != pb) {
       return pa > pb;
     }
-    if (a->delay.total() != b->delay.total()) {
-      return a->delay.total() > b->delay.total();
+    if (a->delay().total() != b->delay().total()) {
+      return a->delay().total() > b->delay().total();
     }
     return a->comm < b->comm;
   });
@@ -332,14 +319,14 @@ inline std::string render_compact(const compact_window &w, const compact_header 
   if (latency && !cpus.empty()) {
     cpu_line = "CPU delay p99:";
     for (const auto &[cpu, cs] : cpus) {
-      cpu_line += fmt::format(" {}:{}", cpu, pct(cs.delay, 99));
+      cpu_line += fmt::format(" {}:{}", cpu, pct(cs[metrics::id::cpu_sched_delay].hist, 99));
     }
   }
   std::string idle_line;
   if (sleep && !cpus.empty()) {
     idle_line = "CPU idle p50:";
     for (const auto &[cpu, cs] : cpus) {
-      idle_line += fmt::format(" {}:{}", cpu, pct(cs.idle, 50));
+      idle_line += fmt::format(" {}:{}", cpu, pct(cs[metrics::id::cpu_idle].hist, 50));
     }
   }
 
@@ -368,24 +355,24 @@ inline std::string render_compact(const compact_window &w, const compact_header 
     for (std::size_t pad = text::display_width(comm); pad < 16; ++pad) {
       r += ' ';
     }
-    r += fmt::format(" {:>4} {:>7}", c.threads, count(c.delay.total()));
+    r += fmt::format(" {:>4} {:>7}", c.threads, count(c.delay().total()));
     if (latency) {
-      r += fmt::format(" {:>6} {:>6} {:>6} {:>6} {:>4}", pct(c.delay, 50), pct(c.delay, 90),
-                       pct(c.delay, 99), c.delay.empty() ? "-" : dur(max_of(c.delay)),
-                       c.depth.empty() ? "-"
-                                       : std::to_string(stats::percentile_or_zero(c.depth, 99)));
+      r += fmt::format(" {:>6} {:>6} {:>6} {:>6} {:>4}", pct(c.delay(), 50), pct(c.delay(), 90),
+                       pct(c.delay(), 99), c.delay().empty() ? "-" : dur(max_of(c.delay())),
+                       c.m[metrics::id::runq_depth].hist.empty() ? "-"
+                                       : std::to_string(stats::percentile_or_zero(c.m[metrics::id::runq_depth].hist, 99)));
     }
     if (slice) {
-      r += fmt::format(" {:>9}", rate(static_cast<double>(c.preemptions) / secs));
+      r += fmt::format(" {:>9}", rate(static_cast<double>(c.preemptions()) / secs));
     }
     if (migration) {
       r += fmt::format(" {:>6}", rate(static_cast<double>(c.migrations) / secs));
     }
     if (sleep) {
-      r += fmt::format(" {:>6}", pct(c.sleep, 99));
+      r += fmt::format(" {:>6}", pct(c.m[metrics::id::sleep].hist, 99));
     }
     if (waking) {
-      r += fmt::format(" {:>6}", pct(c.waking, 99));
+      r += fmt::format(" {:>6}", pct(c.m[metrics::id::waking_delay].hist, 99));
     }
     return r;
   };
@@ -401,7 +388,7 @@ inline std::string render_compact(const compact_window &w, const compact_header 
     // Table rows that fit, keeping one line for "(+N more)" when needed and the CPU lines.
     const std::size_t used = lines.size();
     const std::size_t room = max_rows > used + tail ? max_rows - used - tail : 0;
-    const bool has_other = other_comms > 0 && !other.delay.empty();
+    const bool has_other = other_comms > 0 && !other.delay().empty();
     const std::size_t wanted = order.size() + (has_other ? 1 : 0);
     std::size_t fit_rows = wanted <= room ? order.size() : (room > 0 ? room - 1 : 0);
     fit_rows = std::min(fit_rows, order.size());

@@ -6,6 +6,7 @@
 #include "rsched/collect/delta.hpp"
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
+#include "rsched/record/interval.hpp"
 #include "rsched/schedstat/delta.hpp"
 #include "rsched/schedstat/render.hpp"
 #include "rsched/schedstat/schedstat.hpp"
@@ -427,7 +428,7 @@ int run(const rschedd::options &opt) {
   std::uint64_t intervals_written = 0;
   std::uint64_t write_failures = 0;
   int status = 0;
-  interval_acc acc(event_names.size());
+  record::interval_acc acc(event_names.size());
   std::map<std::pair<unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> counter_prev;
   std::string live_schedstat;
   std::int64_t read_ns = 0;  // reading the maps and taking deltas, this interval
@@ -531,7 +532,11 @@ int run(const rschedd::options &opt) {
     }
 
     cgroups.new_interval();
-    auto row = to_row(acc, cgroup_path, ipc, migration, ropt.num_dies > 1, ropt.num_numa_nodes > 1);
+    auto row = record::to_row(acc, cgroup_path,
+                              {.ipc = ipc,
+                               .migration = migration,
+                               .dies = ropt.num_dies,
+                               .numa_nodes = ropt.num_numa_nodes});
     row.start_ns = iv_real;
     row.dur_ns = now_mono - iv_mono;
     row.boot_id = boot;

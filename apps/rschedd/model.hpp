@@ -3,6 +3,7 @@
 //  - per-thread and per-CPU histograms are cumulative since start;
 //  - IPC totals, generic-event rates and schedstat deltas are per display interval.
 // Plain data, filled by main.cpp from interval deltas, rendered by render.hpp.
+#include "rsched/metrics/registry.hpp"
 #include "rsched/stats/histogram.hpp"
 
 #include <cstdint>
@@ -24,24 +25,16 @@ struct thread_stats {
   std::uint32_t tgid = 0;
   std::string comm;   // latest comm, exact bytes (escape before printing!)
   std::string cgroup; // cgroup v2 path relative to the mount, "" unknown
-  stats::histogram delay{stats::layout::latency, {}};       // latency group
-  stats::histogram depth{stats::layout::depth, {}};         // latency group (runqueue depth)
-  stats::histogram slice_vol{stats::layout::latency, {}};   // slice group
-  stats::histogram slice_invol{stats::layout::latency, {}}; // slice group (count = preemptions)
-  stats::histogram sleep{stats::layout::latency, {}};       // sleep group
-  stats::histogram waking{stats::layout::latency, {}};      // waking group
-  // migration group: one sample per second in which the thread migrated at least once
-  // (upstream); cross-CCX/NUMA get a sample in those seconds too, possibly 0.
-  stats::histogram mig_rate{stats::layout::count, {}};
-  stats::histogram ccx_rate{stats::layout::count, {}};
-  stats::histogram numa_rate{stats::layout::count, {}};
+  // Every thread metric of the registry, cumulative since start (only the metrics of the run's
+  // groups get samples; the per-second migration rates: one sample per second with a
+  // migration, as upstream).
+  metrics::thread_set m;
   std::uint64_t last_seen = 0; // the newest interval (fold_row's sequence number) with data
 };
 
 struct cpu_stats {
   std::uint32_t cpu = 0;
-  stats::histogram delay{stats::layout::latency, {}}; // latency group
-  stats::histogram idle{stats::layout::latency, {}};  // sleep group
+  metrics::cpu_set m; // every CPU metric of the registry, cumulative since start
 };
 
 // perf=ipc, per display interval.

@@ -212,19 +212,12 @@ struct entry {
   std::string shown_comm; // escaped
 };
 
-using hist_member = stats::histogram thread_stats::*;
+// A metric of the registry (the sections name their metric by id).
+using hist_member = metrics::id;
 
-struct metric {
-  rsched_group group;
-  hist_member h;
-};
-inline constexpr metric metrics[] = {
-    {RSCHED_G_LATENCY, &thread_stats::delay},       {RSCHED_G_LATENCY, &thread_stats::depth},
-    {RSCHED_G_SLICE, &thread_stats::slice_vol},     {RSCHED_G_SLICE, &thread_stats::slice_invol},
-    {RSCHED_G_SLEEP, &thread_stats::sleep},         {RSCHED_G_WAKING, &thread_stats::waking},
-    {RSCHED_G_MIGRATION, &thread_stats::mig_rate},  {RSCHED_G_MIGRATION, &thread_stats::ccx_rate},
-    {RSCHED_G_MIGRATION, &thread_stats::numa_rate},
-};
+inline const stats::histogram &hist_of(const thread_stats &s, metrics::id m) {
+  return s.m[m].hist;
+}
 
 // upstream build_process_entries: filter per thread first (-p, global-comm, -c, --cgroup, -l),
 // then keep the metrics of the selected groups that have samples, collapsed by comm or per
@@ -234,7 +227,7 @@ inline std::vector<entry> build_entries(const model &m, const render_options &o,
   std::map<std::string, entry> by_comm;
   std::vector<entry> per_thread;
   for (const auto &[id, t] : m.threads) {
-    if (!f.include(t) || !f.passes_min_latency(t.delay)) {
+    if (!f.include(t) || !f.passes_min_latency(hist_of(t, metrics::id::sched_delay))) {
       continue;
     }
     entry fresh;
@@ -246,12 +239,13 @@ inline std::vector<entry> build_entries(const model &m, const render_options &o,
       }
     }
     bool any = false;
-    for (const auto &mt : metrics) {
-      if (!has(o, mt.group) || (t.*mt.h).empty()) {
+    constexpr auto defs = metrics::entries<metrics::scope::thread>();
+    for (std::size_t i = 0; i < defs.size(); ++i) {
+      if (!has(o, static_cast<rsched_group>(defs[i].group)) || t.m.at(i).hist.empty()) {
         continue;
       }
       any = true;
-      (void)stats::merge_into(e->s.*mt.h, t.*mt.h);
+      (void)stats::merge_into(e->s.m.at(i).hist, t.m.at(i).hist);
     }
     if (!any) {
       continue;
@@ -304,7 +298,7 @@ inline std::vector<const entry *> pointers(const std::vector<entry> &es) {
 }
 
 inline std::vector<const entry *> with_data(const std::vector<entry> &es, hist_member h) {
-  return es | ranges::views::filter([h](const entry &e) { return !(e.s.*h).empty(); }) |
+  return es | ranges::views::filter([h](const entry &e) { return !(hist_of(e.s, h)).empty(); }) |
          ranges::views::transform([](const entry &e) { return &e; }) | ranges::to<std::vector>();
 }
 
@@ -347,7 +341,7 @@ inline void hist_table(std::string &out, const std::vector<const entry *> &rows,
            pad("p90", 10) + " " + pad("p99", 10) + " " + pad("COUNT", 12) + " \n";
   }
   for (const entry *e : rows) {
-    const auto &hist = e->s.*h;
+    const auto &hist = hist_of(e->s, h);
     const std::uint64_t n = hist.total();
     if (n == 0) {
       continue;
@@ -382,14 +376,14 @@ inline void metric_section(std::string &out, const std::vector<entry> &es, const
   }
   std::vector<std::vector<const entry *>> groups(std::size(latency_bands));
   for (const entry *e : rows) {
-    groups[band_of(latency_bands, shown(e->s.*h, 90))].push_back(e);
+    groups[band_of(latency_bands, shown(hist_of(e->s, h), 90))].push_back(e);
   }
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (groups[g].empty()) {
       continue;
     }
     out += fmt::format("{} ({} entries):\n", latency_bands[g].desc, groups[g].size());
-    const auto sorted = sorted_desc(groups[g], [h](const entry &e) { return shown(e.s.*h, 90); });
+    const auto sorted = sorted_desc(groups[g], [h](const entry &e) { return shown(hist_of(e.s, h), 90); });
     hist_table(out, head(sorted, 10), h, collapsed);
     more_or_blank(out, sorted.size(), std::min<std::size_t>(sorted.size(), 10));
   }
@@ -407,7 +401,7 @@ inline void linear_table(std::string &out, const std::vector<const entry *> &row
   out +=
       pad("p50", 10) + " " + pad("p90", 10) + " " + pad("p99", 10) + " " + pad("COUNT", 12) + "\n";
   for (const entry *e : rows) {
-    const auto &hist = e->s.*h;
+    const auto &hist = hist_of(e->s, h);
     const std::uint64_t n = hist.total();
     if (n == 0) {
       continue;
@@ -445,15 +439,15 @@ inline void linear_section(std::string &out, const std::vector<entry> &es, const
   }
   out += fmt::format("{}\n\n", sp.lead);
   const auto h = sp.h;
-  const auto sorted = sorted_desc(rows, [h](const entry &e) { return shown(e.s.*h, 90); });
+  const auto sorted = sorted_desc(rows, [h](const entry &e) { return shown(hist_of(e.s, h), 90); });
   linear_table(out, head(sorted, 10), h, collapsed);
   more_only(out, sorted.size(), std::min<std::size_t>(sorted.size(), 10));
 }
 
 // Upstream's calculate_preemption_rate.
 inline double preemption_rate(const entry &e) {
-  const std::uint64_t invol = e.s.slice_invol.total();
-  const std::uint64_t total = e.s.slice_vol.total() + invol;
+  const std::uint64_t invol = hist_of(e.s, metrics::id::slice_involuntary).total();
+  const std::uint64_t total = hist_of(e.s, metrics::id::slice_voluntary).total() + invol;
   return total > 0 && invol > 0 ? static_cast<double>(invol) / static_cast<double>(total) : 0.0;
 }
 
@@ -471,8 +465,10 @@ inline void timeslice_table(std::string &out, const std::vector<const entry *> &
     return hist.empty() ? std::string("-") : fmt::format("{}/{}", shown(hist, 50), shown(hist, 90));
   };
   for (const entry *e : rows) {
-    const std::uint64_t vol = e->s.slice_vol.total();
-    const std::uint64_t invol = e->s.slice_invol.total();
+    const auto &vol_hist = hist_of(e->s, metrics::id::slice_voluntary);
+    const auto &invol_hist = hist_of(e->s, metrics::id::slice_involuntary);
+    const std::uint64_t vol = vol_hist.total();
+    const std::uint64_t invol = invol_hist.total();
     const std::uint64_t total = vol + invol;
     const double pct =
         total > 0 ? static_cast<double>(invol) / static_cast<double>(total) * 100.0 : 0.0;
@@ -481,8 +477,8 @@ inline void timeslice_table(std::string &out, const std::vector<const entry *> &
     } else {
       out += "  " + pad(e->s.tid, 8) + " " + pad(e->shown_comm, w) + " ";
     }
-    out += pad(invol, 12) + " " + pad(p50_90(e->s.slice_vol), 20) + " " +
-           pad(p50_90(e->s.slice_invol), 20) + " " + fmt::format("{:<12.1f}%", pct) + "\n";
+    out += pad(invol, 12) + " " + pad(p50_90(vol_hist), 20) + " " + pad(p50_90(invol_hist), 20) +
+           " " + fmt::format("{:<12.1f}%", pct) + "\n";
   }
 }
 
@@ -502,25 +498,25 @@ inline void timeslice_section(std::string &out, const std::vector<entry> &es,
   more_only(out, sorted.size(), std::min<std::size_t>(sorted.size(), 10));
 }
 
-// print_cpu_metric_stats: per-CPU scheduling delay (latency bands, -l) or idle (idle bands).
+// print_cpu_metric_stats: a per-CPU metric of the registry, grouped by latency bands (delay-like
+// metrics: -l hides CPUs) or duration bands (idle, busy).
 inline void cpu_section(std::string &out, const model &m, const render_options &o, const filter &f,
-                        bool idle) {
-  const auto hist_of = [idle](const cpu_stats &c) -> const stats::histogram & {
-    return idle ? c.idle : c.delay;
+                        const metrics::def &d) {
+  const bool delay_like = d.shown == metrics::display::percentiles;
+  const auto hist_of = [&d](const cpu_stats &c) -> const stats::histogram & {
+    return c.m[d.metric].hist;
   };
   const auto cpus = m.cpus | ranges::views::filter([&](const auto &kv) {
-                      return idle ? !kv.second.idle.empty() : f.cpu_delay_visible(kv.second.delay);
+                      return delay_like ? f.cpu_delay_visible(hist_of(kv.second))
+                                        : !hist_of(kv.second).empty();
                     }) |
                     ranges::views::transform([](const auto &kv) { return &kv.second; }) |
                     ranges::to<std::vector>();
-  const char *title = idle ? "Per-CPU Idle Duration" : "Per-CPU Scheduling Delays";
   if (cpus.empty()) {
-    out += fmt::format("\n=== {} (microseconds) ===\n{}\n\n", title,
-                       idle ? "No CPU idle data collected yet."
-                            : "No CPUs match the specified filters.");
+    out += fmt::format("\n=== {} {} ===\n{}\n\n", d.title, d.subtitle, d.empty);
     return;
   }
-  out += fmt::format("\n=== {} (microseconds) ===\n\n", title);
+  out += fmt::format("\n=== {} {} ===\n\n", d.title, d.subtitle);
   if (o.mode == output_mode::detailed) {
     out += pad("CPU", 8) + " " + pad("p50", 10) + " " + pad("p90", 10) + " " + pad("p99", 10) +
            " " + pad("COUNT", 12) + "\n";
@@ -532,7 +528,7 @@ inline void cpu_section(std::string &out, const model &m, const render_options &
     return;
   }
   const std::span<const band> bands =
-      idle ? std::span<const band>(idle_bands) : std::span<const band>(latency_bands);
+      delay_like ? std::span<const band>(latency_bands) : std::span<const band>(idle_bands);
   std::vector<std::vector<const cpu_stats *>> groups(bands.size());
   for (const cpu_stats *c : cpus) {
     groups[band_of(bands, shown(hist_of(*c), 90))].push_back(c);
@@ -541,12 +537,12 @@ inline void cpu_section(std::string &out, const model &m, const render_options &
     return fmt::format("p50={:<6} p90={:<6} p99={:<6} count={}", shown(hist, 50), shown(hist, 90),
                        shown(hist, 99), hist.total());
   };
-  stats::histogram global{stats::layout::latency, {}};
+  stats::histogram global{d.layout, {}};
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (groups[g].empty()) {
       continue;
     }
-    stats::histogram merged{stats::layout::latency, {}};
+    stats::histogram merged{d.layout, {}};
     std::vector<std::uint32_t> ids;
     for (const cpu_stats *c : groups[g]) {
       ids.push_back(c->cpu);
@@ -784,9 +780,11 @@ inline std::string render(const model &m, const render_options &o, const filter 
   using namespace render_detail;
   std::string out;
   const auto entries = build_entries(m, o, f);
-  if (entries.empty() &&
-      (has(o, RSCHED_G_LATENCY) || has(o, RSCHED_G_SLICE) || has(o, RSCHED_G_SLEEP) ||
-       has(o, RSCHED_G_WAKING) || has(o, RSCHED_G_MIGRATION))) {
+  bool thread_sections = false;
+  for (const auto &d : metrics::entries<metrics::scope::thread>()) {
+    thread_sections = thread_sections || has(o, static_cast<rsched_group>(d.group));
+  }
+  if (entries.empty() && thread_sections) {
     out += "No processes match the specified filters.\n\n";
   }
   if (m.evicted_threads > 0) {
@@ -794,55 +792,46 @@ inline std::string render(const model &m, const render_options &o, const filter 
                        "tables, which are bounded)\n\n",
                        m.evicted_threads);
   }
-  if (has(o, RSCHED_G_LATENCY)) {
-    metric_section(out, entries, o, "Scheduling Delays", "(microseconds)", &thread_stats::delay);
-  }
-  if (has(o, RSCHED_G_WAKING)) {
-    metric_section(out, entries, o, "Waking Delay Statistics",
-                   "(Time from sched_waking to sched_switch)", &thread_stats::waking);
-  }
-  if (has(o, RSCHED_G_SLICE)) {
-    timeslice_section(out, entries, o);
-    out += "\n";
-  }
-  if (has(o, RSCHED_G_SLEEP)) {
-    metric_section(out, entries, o, "Sleep Duration Statistics",
-                   "(Time spent sleeping between sched_switch and sched_wakeup)",
-                   &thread_stats::sleep);
-  }
-  if (has(o, RSCHED_G_LATENCY)) {
-    linear_section(out, entries, o,
-                   {"Runqueue Depth Statistics", "(nr_running at wakeup)",
-                    "Processes by runqueue depth at wakeup:",
-                    "No runqueue depth data collected yet.", &thread_stats::depth});
-  }
-  if (has(o, RSCHED_G_MIGRATION)) {
-    linear_section(out, entries, o,
-                   {"Migration Statistics", "(migrations per second)",
-                    "Processes by migration rate:", "No migration rate data collected yet.",
-                    &thread_stats::mig_rate});
-    if (o.num_dies > 1) {
-      linear_section(out, entries, o,
-                     {"Cross-CCX Migration Statistics", "(cross-die migrations per second)",
-                      "Processes by cross-CCX migration rate:",
-                      "No cross-CCX migration rate data collected yet.", &thread_stats::ccx_rate});
+  // The registry's sections in their order: thread metrics, schedstat, then CPU metrics.
+  const auto in_order = [](auto defs) {
+    std::vector<metrics::def> v;
+    for (const auto &d : defs) {
+      if (d.shown != metrics::display::none) {
+        v.push_back(d);
+      }
     }
-    if (o.num_numa_nodes > 1) {
-      linear_section(out, entries, o,
-                     {"Cross-NUMA Migration Statistics", "(cross-node migrations per second)",
-                      "Processes by cross-NUMA migration rate:",
-                      "No cross-NUMA migration rate data collected yet.",
-                      &thread_stats::numa_rate});
+    std::stable_sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.order < b.order; });
+    return v;
+  };
+  for (const auto &d : in_order(metrics::entries<metrics::scope::thread>())) {
+    if (!has(o, static_cast<rsched_group>(d.group)) ||
+        (d.need == metrics::needs::dies && o.num_dies <= 1) ||
+        (d.need == metrics::needs::numa_nodes && o.num_numa_nodes <= 1)) {
+      continue;
+    }
+    switch (d.shown) {
+    case metrics::display::percentiles:
+    case metrics::display::durations:
+      metric_section(out, entries, o, d.title, d.subtitle, d.metric);
+      break;
+    case metrics::display::timeslice:
+      timeslice_section(out, entries, o);
+      out += "\n";
+      break;
+    case metrics::display::linear:
+      linear_section(out, entries, o, {d.title, d.subtitle, d.heading, d.empty, d.metric});
+      break;
+    case metrics::display::none:
+      break;
     }
   }
   if (m.schedstat_table) {
     out += *m.schedstat_table;
   }
-  if (has(o, RSCHED_G_LATENCY)) {
-    cpu_section(out, m, o, f, false);
-  }
-  if (has(o, RSCHED_G_SLEEP)) {
-    cpu_section(out, m, o, f, true);
+  for (const auto &d : in_order(metrics::entries<metrics::scope::cpu>())) {
+    if (has(o, static_cast<rsched_group>(d.group))) {
+      cpu_section(out, m, o, f, d);
+    }
   }
   out += render_ipc(m, o, f);
   out += render_events(m, o, f);

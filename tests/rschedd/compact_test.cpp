@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+using metric = rsched::metrics::id;
+
 using namespace rsched;
 using namespace rsched::rschedd;
 
@@ -22,9 +24,9 @@ store::thread_row thread(std::uint32_t tid, std::string comm, std::uint64_t dela
   t.pid = tid;
   t.comm = std::move(comm);
   t.cgroup = "/";
-  t.delay_count = n;
-  t.delay_total_ns = n * delay_us * 1000;
-  t.delay_hist.add(delay_us * 1000, n);
+  t.m[metric::sched_delay].count = n;
+  t.m[metric::sched_delay].total = n * delay_us * 1000;
+  t.m[metric::sched_delay].hist.add(delay_us * 1000, n);
   return t;
 }
 
@@ -36,7 +38,7 @@ store::interval_row interval(std::int64_t end_s, std::vector<store::thread_row> 
   r.threads = std::move(threads);
   store::cpu_row c;
   c.cpu = 0;
-  c.delay_hist.add(5000, 3);
+  c.m[metric::cpu_sched_delay].hist.add(5000, 3);
   r.cpus.push_back(c);
   return r;
 }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <string>
 
+using metric = rsched::metrics::id;
+
 using namespace rsched;
 using namespace rsched::rschedd;
 
@@ -34,7 +36,7 @@ thread_stats th(std::uint32_t tid, std::string comm, std::uint64_t us, std::uint
   t.comm = std::move(comm);
   t.cgroup = std::move(cgroup);
   if (n > 0) {
-    t.delay.add(us * 1000, n);
+    t.m[metric::sched_delay].hist.add(us * 1000, n);
   }
   return t;
 }
@@ -94,10 +96,10 @@ TEST_CASE("render helpers: PID lists, CPU ranges, rates", "[rschedd]") {
 TEST_CASE("render: exact output of a small latency-only model", "[rschedd]") {
   model m;
   thread_stats t = th(42, "app", 5);
-  t.depth.add(2, 10);
+  t.m[metric::runq_depth].hist.add(2, 10);
   add(m, t);
   m.cpus[0].cpu = 0;
-  m.cpus[0].delay.add(5000, 10);
+  m.cpus[0].m[metric::cpu_sched_delay].hist.add(5000, 10);
   render_options o; // collapsed, latency
   const std::string out = render(m, o, no_filter());
   // 10 samples in [0, 10 us): p50 = 4, p90 = 8, p99 = 9 (nearest rank, mid-share interpolation)
@@ -123,16 +125,16 @@ TEST_CASE("render: exact output of a small latency-only model", "[rschedd]") {
 TEST_CASE("render: sections follow upstream order and the group mask", "[rschedd]") {
   model m;
   thread_stats t = th(1, "a", 5);
-  t.depth.add(1);
-  t.waking.add(3000);
-  t.slice_vol.add(100'000);
-  t.sleep.add(1'000'000);
-  t.mig_rate.add(2);
-  t.ccx_rate.add(1);
-  t.numa_rate.add(0);
+  t.m[metric::runq_depth].hist.add(1);
+  t.m[metric::waking_delay].hist.add(3000);
+  t.m[metric::slice_voluntary].hist.add(100'000);
+  t.m[metric::sleep].hist.add(1'000'000);
+  t.m[metric::migration_rate].hist.add(2);
+  t.m[metric::migration_rate_cross_ccx].hist.add(1);
+  t.m[metric::migration_rate_cross_numa].hist.add(0);
   add(m, t);
-  m.cpus[0].delay.add(1000);
-  m.cpus[0].idle.add(1'000'000);
+  m.cpus[0].m[metric::cpu_sched_delay].hist.add(1000);
+  m.cpus[0].m[metric::cpu_idle].hist.add(1'000'000);
   m.ipc.push_back({1, 1, "a", "/", 1000, 1000, 2000, 500});
   m.ipc_elapsed_s = 1.0;
   event_rates ev;
@@ -206,9 +208,9 @@ TEST_CASE("render: sections follow upstream order and the group mask", "[rschedd
 TEST_CASE("render: migration sections gated by dies and NUMA nodes", "[rschedd]") {
   model m;
   thread_stats t = th(1, "a", 0, 0);
-  t.mig_rate.add(3, 4);
-  t.ccx_rate.add(1, 4);
-  t.numa_rate.add(0, 4);
+  t.m[metric::migration_rate].hist.add(3, 4);
+  t.m[metric::migration_rate_cross_ccx].hist.add(1, 4);
+  t.m[metric::migration_rate_cross_numa].hist.add(0, 4);
   add(m, t);
   render_options o;
   o.groups = RSCHED_G_MIGRATION;
@@ -235,7 +237,7 @@ TEST_CASE("render: migration sections gated by dies and NUMA nodes", "[rschedd]"
   // Nobody migrated across dies: the section says so.
   model m2;
   thread_stats t2 = th(1, "a", 0, 0);
-  t2.mig_rate.add(3, 4);
+  t2.m[metric::migration_rate].hist.add(3, 4);
   add(m2, t2);
   o.num_dies = 2;
   out = render(m2, o, no_filter());
@@ -336,7 +338,7 @@ TEST_CASE("render: PROCS counts threads with data in any selected metric", "[rsc
   model m;
   add(m, th(1, "w", 50));
   thread_stats only_slice = th(2, "w", 0, 0);
-  only_slice.slice_vol.add(100'000, 3);
+  only_slice.m[metric::slice_voluntary].hist.add(100'000, 3);
   add(m, only_slice);
   render_options o;
   o.groups = RSCHED_G_LATENCY | RSCHED_G_SLICE;
@@ -352,10 +354,10 @@ TEST_CASE("render: per-CPU Group and Global lines, -l and -d", "[rschedd]") {
   model m;
   for (std::uint32_t c : {0U, 1U, 2U, 3U, 10U, 11U}) {
     m.cpus[c].cpu = c;
-    m.cpus[c].delay.add(5000, 10); // 5 us
+    m.cpus[c].m[metric::cpu_sched_delay].hist.add(5000, 10); // 5 us
   }
   m.cpus[8].cpu = 8;
-  m.cpus[8].delay.add(50'000, 10); // 50 us
+  m.cpus[8].m[metric::cpu_sched_delay].hist.add(50'000, 10); // 50 us
   m.cpus[9].cpu = 9;               // no samples: never listed
   render_options o;
   std::string out = render(m, o, no_filter());
@@ -393,8 +395,8 @@ TEST_CASE("render: per-CPU Group and Global lines, -l and -d", "[rschedd]") {
   out = render(m, o, no_filter());
   CHECK(out.find("=== Per-CPU Idle Duration (microseconds) ===\n"
                  "No CPU idle data collected yet.\n\n") != std::string::npos);
-  m.cpus[0].idle.add(50'000'000, 4); // 50 ms
-  m.cpus[1].idle.add(50'000, 4);     // 50 us
+  m.cpus[0].m[metric::cpu_idle].hist.add(50'000'000, 4); // 50 ms
+  m.cpus[1].m[metric::cpu_idle].hist.add(50'000, 4);     // 50 us
   out = render(m, o, no_filter());
   CHECK(out.find("Very Short (<100μs): CPUs (1) 1\n") != std::string::npos);
   CHECK(out.find("Long (10-100ms): CPUs (1) 0\n") != std::string::npos);
@@ -404,10 +406,10 @@ TEST_CASE("render: per-CPU Group and Global lines, -l and -d", "[rschedd]") {
 TEST_CASE("render: time slice table and PREEMPT% formatting", "[rschedd]") {
   model m;
   thread_stats a = th(1, "preempty", 0, 0);
-  a.slice_vol.add(100'000, 3);  // 100 us
-  a.slice_invol.add(2'000'000); // 2 ms, 1 preemption
+  a.m[metric::slice_voluntary].hist.add(100'000, 3);  // 100 us
+  a.m[metric::slice_involuntary].hist.add(2'000'000); // 2 ms, 1 preemption
   thread_stats b = th(2, "calm", 0, 0);
-  b.slice_vol.add(30'000, 4);
+  b.m[metric::slice_voluntary].hist.add(30'000, 4);
   thread_stats c = th(3, "nodata", 50); // latency data only: still listed, with dashes
   add(m, a);
   add(m, b);
@@ -436,7 +438,7 @@ TEST_CASE("render: time slice table and PREEMPT% formatting", "[rschedd]") {
 TEST_CASE("render: 'No processes match the specified filters.'", "[rschedd]") {
   model m;
   add(m, th(1, "bash", 50));
-  m.cpus[0].delay.add(5000);
+  m.cpus[0].m[metric::cpu_sched_delay].hist.add(5000);
   filter_options fo;
   fo.comm = {"nomatch"};
   const filter f = make_filter(fo);
@@ -463,9 +465,9 @@ TEST_CASE("render: filtering happens before collapsing, -l hides threads everywh
   add(m, th(1, "x", 50, 10, "/a"));
   add(m, th(2, "x", 50, 10, "/b"));
   thread_stats slow = th(3, "y", 500);
-  slow.slice_vol.add(1000);
+  slow.m[metric::slice_voluntary].hist.add(1000);
   thread_stats fast = th(4, "z", 5);
-  fast.slice_vol.add(1000);
+  fast.m[metric::slice_voluntary].hist.add(1000);
   add(m, slow);
   add(m, fast);
   filter_options fo;
@@ -489,13 +491,13 @@ TEST_CASE("render: hostile comm and event names are escaped everywhere", "[rsche
   const std::string evil = "\x1b]0;pwn\x07\x1b[2J";
   model m;
   thread_stats t = th(1, evil, 50);
-  t.depth.add(1);
-  t.waking.add(1000);
-  t.slice_invol.add(1000);
-  t.sleep.add(1000);
-  t.mig_rate.add(1);
+  t.m[metric::runq_depth].hist.add(1);
+  t.m[metric::waking_delay].hist.add(1000);
+  t.m[metric::slice_involuntary].hist.add(1000);
+  t.m[metric::sleep].hist.add(1000);
+  t.m[metric::migration_rate].hist.add(1);
   add(m, t);
-  m.cpus[0].delay.add(1000);
+  m.cpus[0].m[metric::cpu_sched_delay].hist.add(1000);
   m.ipc.push_back({1, 1, evil, "/", 10, 10, 10, 10});
   m.ipc_elapsed_s = 1;
   event_rates ev;
@@ -616,10 +618,10 @@ TEST_CASE("render: band boundaries belong to the upper band", "[rschedd]") {
   // 85 samples at 5 us and 10 at 10 us: p90 is the first sample of [10, 20) us -> exactly 10.
   model m;
   thread_stats t = th(1, "edge", 5, 85);
-  t.delay.add(10'000, 10);
+  t.m[metric::sched_delay].hist.add(10'000, 10);
   add(m, t);
-  m.cpus[0].idle.add(50'000, 85);
-  m.cpus[0].idle.add(100'000, 10); // p90 exactly 100 us
+  m.cpus[0].m[metric::cpu_idle].hist.add(50'000, 85);
+  m.cpus[0].m[metric::cpu_idle].hist.add(100'000, 10); // p90 exactly 100 us
   m.ipc.push_back({1, 1, "edge", "/", 1'000'000, 0, 0, 0});
   m.ipc_elapsed_s = 1.0; // exactly 1M cycles/s
   render_options o;
@@ -642,9 +644,9 @@ store::thread_row trow(std::uint32_t tid, const char *comm, std::uint64_t us, st
   r.start_time_ns = 1000 + tid;
   r.comm = comm;
   r.cgroup = "/";
-  r.delay_count = n;
-  r.delay_total_ns = n * us * 1000;
-  r.delay_hist.add(us * 1000, n);
+  r.m[metric::sched_delay].count = n;
+  r.m[metric::sched_delay].total = n * us * 1000;
+  r.m[metric::sched_delay].hist.add(us * 1000, n);
   return r;
 }
 } // namespace
@@ -659,7 +661,7 @@ TEST_CASE("fold_row: intervals accumulate per thread and per CPU, IPC is per int
   a.threads.back().user_instructions = 200;
   store::cpu_row c;
   c.cpu = 3;
-  c.delay_hist.add(5000, 2);
+  c.m[metric::cpu_sched_delay].hist.add(5000, 2);
   a.cpus.push_back(c);
   fold_row(m, a, true, {}, 1);
   store::interval_row b;
@@ -668,10 +670,10 @@ TEST_CASE("fold_row: intervals accumulate per thread and per CPU, IPC is per int
   fold_row(m, b, true, {}, 2);
   REQUIRE(m.threads.size() == 1);
   const auto &t = m.threads.begin()->second;
-  CHECK(t.delay.total() == 8);
+  CHECK(t.m[metric::sched_delay].hist.total() == 8);
   CHECK(t.comm == "renamed"); // the newest name
   CHECK(t.last_seen == 2);
-  CHECK(m.cpus.at(3).delay.total() == 4);
+  CHECK(m.cpus.at(3).m[metric::cpu_sched_delay].hist.total() == 4);
   CHECK(m.ipc.empty()); // the second interval had no counters
 }
 

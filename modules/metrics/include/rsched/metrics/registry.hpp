@@ -28,10 +28,11 @@ enum class origin : std::uint8_t {
 // A thread's kernel tallies (plain counts) that per-second metrics sample.
 enum class tally : std::uint8_t { none, migrations, cross_ccx, cross_numa };
 
-// How the live view shows a thread metric (upstream's section kinds).
+// How the live view shows a metric (upstream's section kinds).
 enum class display : std::uint8_t {
   none,        // not a section of its own
-  percentiles, // p50/p90/p99 in microseconds
+  percentiles, // p50/p90/p99 in microseconds, grouped by latency bands (-l filters CPUs)
+  durations,   // CPU: p50/p90/p99 in microseconds, grouped by duration bands (idle, busy)
   timeslice,   // the voluntary/involuntary pair (this is the voluntary half)
   linear,      // a small-integer distribution (depth, rates)
 };
@@ -75,7 +76,7 @@ struct def {
   // schema.cpp) and the name of its `total` column there ("" = the view has none).
   std::string_view view;
   std::string_view total_column;
-  // The live view: section kind, order among the thread sections, texts.
+  // The live view: section kind, order among the sections of its scope, texts.
   display shown;
   int order;
   std::string_view title;
@@ -133,10 +134,12 @@ inline constexpr std::array<def, 11> registry{{
   {id::cpu_sched_delay, scope::cpu, "sched_delay", 1, "ns", stats::layout::latency,
    RSCHED_G_LATENCY, origin::kernel, offsetof(rsched_cpu_stats, delay), -1, tally::none,
    needs::nothing, "cpu_sched_delay", "total_ns",
-   display::none, 0, "", "", "", ""},
+   display::percentiles, 1, "Per-CPU Scheduling Delays", "(microseconds)", "",
+   "No CPUs match the specified filters."},
   {id::cpu_idle, scope::cpu, "cpu_idle", 8, "ns", stats::layout::latency, RSCHED_G_SLEEP,
    origin::kernel, offsetof(rsched_cpu_stats, idle), -1, tally::none, needs::nothing,
-   "cpu_idle", "total_ns", display::none, 0, "", "", "", ""},
+   "cpu_idle", "total_ns", display::durations, 2, "Per-CPU Idle Duration", "(microseconds)", "",
+   "No CPU idle data collected yet."},
 }};
 // clang-format on
 

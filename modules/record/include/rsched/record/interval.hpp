@@ -62,8 +62,8 @@ private:
 struct row_options {
   bool ipc = false;       // perf=ipc: the four IPC counters are valid
   bool migration = false; // the migration group: its per-second metrics are written
-  unsigned dies = 1;       // the machine's dies and NUMA nodes: a per-second metric that needs
-  unsigned numa_nodes = 1; // more than one (registry `need`) is written only then
+  int dies = 1;       // the machine's dies and NUMA nodes: a per-second metric that needs
+  int numa_nodes = 1; // more than one (registry `need`) is written only then
 };
 
 // The store's rows for one interval. `cgroup_path` maps a cgroup id to its path. Two
