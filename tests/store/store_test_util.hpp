@@ -7,6 +7,7 @@
 #include "rsched/store/records.hpp"
 #include "rsched/store/writer.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 
@@ -174,6 +175,17 @@ inline rsched::store::hist_value value_of(rsched::stats::layout l,
     v.total += s;
   }
   return v;
+}
+
+// Rows of table `metric` in a current database: one per metric id of the registry.
+inline std::int64_t known_metrics() {
+  std::vector<int> ids;
+  for (const auto &d : rsched::metrics::registry) {
+    if (std::find(ids.begin(), ids.end(), d.db_id) == ids.end()) {
+      ids.push_back(d.db_id);
+    }
+  }
+  return static_cast<std::int64_t>(ids.size());
 }
 
 inline rsched::stats::histogram depth_hist(const std::vector<std::uint64_t> &depths) {
