@@ -358,7 +358,7 @@ TEST_CASE("render: per-CPU Group and Global lines, -l and -d", "[rschedd]") {
   }
   m.cpus[8].cpu = 8;
   m.cpus[8].m[metric::cpu_sched_delay].hist.add(50'000, 10); // 50 us
-  m.cpus[9].cpu = 9;               // no samples: never listed
+  m.cpus[9].cpu = 9;                                         // no samples: never listed
   render_options o;
   std::string out = render(m, o, no_filter());
   const std::string cpu = out.substr(out.find("=== Per-CPU Scheduling Delays"));
@@ -400,6 +400,15 @@ TEST_CASE("render: per-CPU Group and Global lines, -l and -d", "[rschedd]") {
   out = render(m, o, no_filter());
   CHECK(out.find("Very Short (<100μs): CPUs (1) 1\n") != std::string::npos);
   CHECK(out.find("Long (10-100ms): CPUs (1) 0\n") != std::string::npos);
+  // busy periods (a registry CPU metric): after idle, the same duration bands
+  CHECK(out.find("=== Per-CPU Busy Duration (microseconds) ===\n"
+                 "No CPU busy data collected yet.\n\n") != std::string::npos);
+  m.cpus[1].m[metric::cpu_busy].hist.add(2'000'000, 3); // 2 ms
+  out = render(m, o, no_filter());
+  const auto busy = out.find("=== Per-CPU Busy Duration (microseconds) ===\n\n"
+                             "Medium (1-10ms): CPUs (1) 1\n");
+  CHECK(busy != std::string::npos);
+  CHECK(busy > out.find("=== Per-CPU Idle Duration"));
   CHECK(out.find("Very Short") < out.find("Long (10-100ms)"));
 }
 

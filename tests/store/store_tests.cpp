@@ -6,9 +6,8 @@
 
 #include "store_test_util.hpp"
 
-#include <fmt/format.h>
-
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -75,6 +74,7 @@ TEST_CASE("writer creates the current schema version in a new file", "[store]") 
       {8, "cpu_idle", "ns", 1},
       {9, "migration_rate_cross_ccx", "migrations/s", 3},
       {10, "migration_rate_cross_numa", "migrations/s", 3},
+      {11, "cpu_busy", "ns", 1},
   };
   REQUIRE(metrics.rows.size() == want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -206,7 +206,7 @@ TEST_CASE("in-memory reader gets the schema", "[store]") {
   auto r = open_reader(":memory:", false);
   CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
-  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 46);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 49);
   CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay") == 0);
   CHECK(columns_of(r, "sched_delay").size() == 10);
 }

@@ -509,12 +509,18 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				st->sleep_ns = runnable ? 0 : NOW();
 		}
 	} else if (ON(RSCHED_G_SLEEP) && cs && next_tid != 0 && cs->idle_start_ns) {
-		/* the idle task leaves the CPU: an idle period ends */
+		/* the idle task leaves the CPU: an idle period ends, a busy one begins */
 		add_bounded(&cs->idle, NOW() - cs->idle_start_ns, max_sleep_ns, NULL, 0);
 		cs->idle_start_ns = 0;
+		cs->busy_start_ns = NOW();
 	}
-	if (ON(RSCHED_G_SLEEP) && cs && next_tid == 0 && prev_tid != 0)
+	if (ON(RSCHED_G_SLEEP) && cs && next_tid == 0 && prev_tid != 0) {
+		/* the CPU goes idle: a busy period (known only after the first idle exit) ends */
+		if (cs->busy_start_ns)
+			add_bounded(&cs->busy, NOW() - cs->busy_start_ns, max_sleep_ns, NULL, 0);
+		cs->busy_start_ns = 0;
 		cs->idle_start_ns = NOW();
+	}
 
 	if (ON(RSCHED_G_PERF))
 		charge_counters(prev, prev_tid, st, next_tid, btf);

@@ -233,8 +233,9 @@ struct rsched_task_key {
 struct rsched_cpu_stats {
 	struct rsched_delay_stats delay; /* scheduling delay of threads switched in on this CPU */
 	struct rsched_delay_stats idle;	 /* idle periods of this CPU */
+	struct rsched_delay_stats busy;	 /* busy periods: leaving idle -> going idle again */
 	__u64 idle_start_ns;		 /* BPF-internal: when the CPU went idle, 0 = not idle */
-	__u64 pad;
+	__u64 busy_start_ns;		 /* BPF-internal: when it left idle, 0 = not known */
 };
 
 /* Per-CPU perf bookkeeping (BPF-internal): counter values at the last switch and the thread
@@ -262,7 +263,7 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1248, "cpu stats");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "record layout");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 64, "state layout");

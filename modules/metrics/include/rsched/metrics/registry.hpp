@@ -54,6 +54,7 @@ enum class id : std::uint8_t {
   migration_rate_cross_numa,
   cpu_sched_delay,
   cpu_idle,
+  cpu_busy,
 };
 
 struct def {
@@ -88,7 +89,7 @@ struct def {
 inline constexpr std::size_t no_offset = 0;
 
 // clang-format off
-inline constexpr std::array<def, 11> registry{{
+inline constexpr std::array<def, 12> registry{{
   {id::sched_delay, scope::thread, "sched_delay", 1, "ns", stats::layout::latency, RSCHED_G_LATENCY,
    origin::kernel, offsetof(rsched_task_state, delay), RSCHED_USED_DELAY, tally::none,
    needs::nothing, "sched_delay", "total_ns",
@@ -140,10 +141,16 @@ inline constexpr std::array<def, 11> registry{{
    origin::kernel, offsetof(rsched_cpu_stats, idle), -1, tally::none, needs::nothing,
    "cpu_idle", "total_ns", display::durations, 2, "Per-CPU Idle Duration", "(microseconds)", "",
    "No CPU idle data collected yet."},
+  {id::cpu_busy, scope::cpu, "cpu_busy", 11, "ns", stats::layout::latency, RSCHED_G_SLEEP,
+   origin::kernel, offsetof(rsched_cpu_stats, busy), -1, tally::none, needs::nothing,
+   "cpu_busy", "total_ns", display::durations, 3, "Per-CPU Busy Duration", "(microseconds)", "",
+   "No CPU busy data collected yet."},
 }};
 // clang-format on
 
-constexpr const def &of(id m) { return registry[static_cast<std::size_t>(m)]; }
+constexpr const def &of(id m) {
+  return registry[static_cast<std::size_t>(m)];
+}
 
 // Every entry sits at its id's index, and the scopes are contiguous (thread, then CPU).
 constexpr bool registry_is_dense() {

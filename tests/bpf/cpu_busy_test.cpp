@@ -1,0 +1,140 @@
+// cpu_busy (a CPU's busy periods, from leaving idle to going idle again) against the kernel's
+// own per-CPU time accounting in /proc/stat, and with cpu_idle covering the recording.
+#include "rsched/stats/histogram.hpp"
+#include "rsched/store/reader.hpp"
+
+#include "root_test_util.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sched.h>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <variant>
+
+using namespace rsched;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::int64_t as_int(const store::value &v) {
+  if (const auto *i = std::get_if<std::int64_t>(&v)) {
+    return *i;
+  }
+  return 0;
+}
+
+// /proc/stat's times of one CPU, ns: busy (user, nice, system, irq, softirq, steal) and idle
+// (idle, iowait).
+struct cpu_times {
+  std::int64_t busy = 0;
+  std::int64_t idle = 0;
+};
+
+cpu_times proc_stat(int cpu) {
+  std::ifstream in("/proc/stat");
+  std::string line;
+  const std::string want = "cpu" + std::to_string(cpu) + " ";
+  const auto tick_ns = 1'000'000'000 / sysconf(_SC_CLK_TCK);
+  while (std::getline(in, line)) {
+    if (line.rfind(want, 0) != 0) {
+      continue;
+    }
+    std::istringstream f(line.substr(want.size()));
+    std::int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                 steal = 0;
+    f >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    return {(user + nice + system + irq + softirq + steal) * tick_ns, (idle + iowait) * tick_ns};
+  }
+  FAIL("no " << want << "line in /proc/stat");
+  return {};
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(cpu), &set);
+  REQUIRE(sched_setaffinity(0, sizeof(set), &set) == 0);
+}
+
+void spin_for(std::chrono::microseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+} // namespace
+
+TEST_CASE("A CPU's busy periods add up to the busy time /proc/stat accounts to it, and with its "
+          "idle periods to the recording",
+          "[root][bpf][groups]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    WARN("needs two CPUs");
+    return;
+  }
+  const int cpu = 1;
+  const std::string dir = test::temp_dir();
+  const std::string db = dir + "/rsched.db";
+  test::daemon d({"--db", db, "-i", "1", "-g", "sleep"});
+  INFO(d.stderr_text());
+  REQUIRE(d.wait_attached());
+  // A thread on CPU 1 that is busy 4 ms out of every 10 for 3 s: about 300 busy periods of
+  // 4 ms and 1.2 s busy in all (the rest of the system adds a little).
+  cpu_times before{};
+  cpu_times after{};
+  std::thread worker([&] {
+    pin_to(cpu);
+    std::this_thread::sleep_for(100ms); // the migration settles
+    before = proc_stat(cpu);
+    for (int i = 0; i < 300; ++i) {
+      spin_for(4ms);
+      std::this_thread::sleep_for(6ms);
+    }
+    after = proc_stat(cpu);
+  });
+  worker.join();
+  REQUIRE(d.stop(SIGINT) == 0);
+
+  const auto busy = test::query(db, "SELECT coalesce(sum(count), 0), coalesce(sum(total_ns), 0), "
+                                    "hist_percentile(hist, 50) FROM cpu_busy WHERE cpu "
+                                    "= " +
+                                        std::to_string(cpu));
+  const auto idle = test::query(db, "SELECT coalesce(sum(total_ns), 0) FROM cpu_idle WHERE cpu = " +
+                                        std::to_string(cpu));
+  const auto span = test::query(db, "SELECT sum(dur_ns) FROM intervals WHERE tier = 0");
+  const std::int64_t periods = as_int(busy[0][0]);
+  const std::int64_t busy_ns = as_int(busy[0][1]);
+  const std::int64_t kernel_busy = after.busy - before.busy;
+  const std::int64_t recorded = as_int(span[0][0]);
+  INFO("busy periods " << periods << ", busy " << busy_ns << " ns (p50 " << as_int(busy[0][2])
+                       << " ns); /proc/stat busy " << kernel_busy << " ns over the workload, "
+                       << "idle " << (after.idle - before.idle) << " ns; cpu_idle "
+                       << as_int(idle[0][0]) << " ns; recorded " << recorded << " ns");
+  CHECK(periods >= 250); // one per wakeup of the worker (+ whatever else ran there)
+  // The workload's busy time is inside the recording; the recording also holds a little more
+  // (from attach to the first /proc/stat read, and after the last). /proc/stat counts in ticks
+  // (10 ms) and charges IRQs in idle to busy: 10 % + 50 ms.
+  CHECK(busy_ns >= kernel_busy - kernel_busy / 10 - 50'000'000);
+  CHECK(busy_ns <= kernel_busy + kernel_busy / 10 + 300'000'000);
+  // Every moment of the CPU is in an idle or a busy period, except the two periods open at the
+  // ends of the recording.
+  const std::int64_t covered = busy_ns + as_int(idle[0][0]);
+  CHECK(covered <= recorded + 50'000'000);
+  CHECK(covered >= recorded - recorded / 10);
+  // A 4 ms busy period is what the CPU mostly did: the median is in the bucket that holds 4 ms.
+  const auto b4 = stats::bucket_bounds(stats::layout::latency,
+                                       stats::slot_of(stats::layout::latency, 4'000'000));
+  CHECK(static_cast<std::uint64_t>(as_int(busy[0][2])) >= b4.lo);
+  CHECK(static_cast<std::uint64_t>(as_int(busy[0][2])) <= b4.hi);
+  std::filesystem::remove_all(dir);
+}
