@@ -2,7 +2,7 @@
 /*
  * Kernel/user ABI of rsched: every struct that crosses the BPF map boundary and the histogram
  * slot function. Compiled by clang -target bpf (with vmlinux.h) and by g++ (with
- * <linux/types.h>); tests/abi pins the layout with static_asserts on both sides.
+ * <linux/types.h>); the RSCHED_ABI_ASSERTs at the end pin the layout in both compilers.
  *
  * C subset only: no C++ features, constants as enums, __u32/__u64 field types.
  */
