@@ -1,0 +1,261 @@
+#include "writer_file.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <sqlite3.h>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+
+namespace rsched::store::detail {
+
+namespace {
+constexpr mode_t dir_mode = 0750;
+constexpr mode_t file_mode = 0640;
+} // namespace
+
+bool is_memory(const std::string &path) {
+  return path == ":memory:";
+}
+
+std::string errno_text(int e) {
+  return std::strerror(e);
+}
+
+// Creates the missing directories of `dir`, each with mode 0750 (chmod'ed explicitly so that the
+// daemon's umask does not matter). Existing directories are left as they are.
+result<void> make_dirs(const std::filesystem::path &dir) {
+  if (dir.empty()) {
+    return {};
+  }
+  std::filesystem::path cur;
+  for (const auto &part : dir) {
+    cur /= part;
+    struct stat st {};
+    if (stat(cur.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) {
+        return make_error(fmt::format("{}: not a directory", cur.string()), ENOTDIR);
+      }
+      continue;
+    }
+    if (mkdir(cur.c_str(), dir_mode) != 0 && errno != EEXIST) {
+      const int e = errno;
+      return make_error(fmt::format("{}: cannot create directory: {}", cur.string(), errno_text(e)),
+                        e);
+    }
+    if (chmod(cur.c_str(), dir_mode) != 0) {
+      const int e = errno;
+      return make_error(fmt::format("{}: chmod: {}", cur.string(), errno_text(e)), e);
+    }
+  }
+  return {};
+}
+
+// Creates the database file with mode 0640 when it does not exist. SQLite gives its -wal and
+// -shm files the mode (and, as root, the owner) of the database file, so they follow.
+result<void> create_file(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      return {}; // an existing file (or a racing creator): SQLite decides what it is
+    }
+    const int e = errno;
+    return make_error(fmt::format("{}: cannot create: {}", path, errno_text(e)), e);
+  }
+  const int rc = fchmod(fd, file_mode); // the umask may have removed bits
+  const int e = errno;
+  ::close(fd);
+  if (rc != 0) {
+    return make_error(fmt::format("{}: chmod: {}", path, errno_text(e)), e);
+  }
+  return {};
+}
+
+// The writer lock (one writer per database, docs/SCHEMA.md "One writer per database"). An open
+// file description lock (F_OFD_SETLK) on the database file itself, on bytes far past any data
+// SQLite could write (SQLite's own POSIX locks are at 1 GiB and in the -shm file, so the two never
+// meet): it belongs to our descriptor alone, so it is released when the writer closes it or the
+// process dies (kill -9 included), never left stale; a second open in the same process
+// conflicts as another process does; and the same file reached by another path (symlink, hard
+// link) is the same lock. The holder also locks byte lock_base + 1 + its pid: a refused writer
+// finds the holder's pid from the start of that lock (F_OFD_GETLK cannot report the pid of an
+// OFD lock's owner). Only the holder of lock_base ever takes a pid byte.
+constexpr off_t lock_base = 0x7fff00000000;
+constexpr off_t lock_pid_span = off_t{1} << 23; // pid_max is at most 2^22
+// How long a refused writer looks for the holder's pid (the holder takes its pid byte just after
+// the lock) and retries the lock (the holder may just be exiting).
+constexpr int lock_attempts = 100;
+constexpr auto lock_retry = std::chrono::milliseconds(5);
+// PRAGMA quick_check reads every page: at start, stop it after this long (a large file is then
+// checked in part; what the writer touches is checked again by the test write).
+constexpr auto quick_check_budget = std::chrono::milliseconds(2000);
+
+writer_lock::writer_lock(writer_lock &&o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+
+writer_lock &writer_lock::operator=(writer_lock &&o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+result<writer_lock> writer_lock::take(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == EROFS || e == EACCES || e == EPERM || e == ETXTBSY) {
+      return make_error(fmt::format("database {} is not writable: {}", path, errno_text(e)), e);
+    }
+    return make_error(fmt::format("{}: cannot open: {}", path, errno_text(e)), e);
+  }
+  writer_lock lock(fd);
+  for (int attempt = 0; attempt < lock_attempts; ++attempt) {
+    if (set(fd, F_WRLCK, lock_base, 1) == 0) {
+      // Best effort: without it a refused writer says the pid is unknown.
+      (void)set(fd, F_WRLCK, lock_base + 1 + getpid(), 1);
+      return lock;
+    }
+    const int e = errno;
+    if (e != EAGAIN && e != EACCES) {
+      return make_error(
+          fmt::format("database {}: cannot take the writer lock: {}", path, errno_text(e)), e);
+    }
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = lock_base + 1;
+    fl.l_len = lock_pid_span;
+    if (fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK) {
+      return make_error(fmt::format("database {} is already being recorded by pid {} (one "
+                                    "writer per database; use --db to record elsewhere)",
+                                    path, fl.l_start - lock_base - 1),
+                        EBUSY);
+    }
+    std::this_thread::sleep_for(lock_retry);
+  }
+  return make_error(fmt::format("database {} is already being recorded by another process (its "
+                                "pid is unknown; one writer per database; use --db to record "
+                                "elsewhere)",
+                                path),
+                    EBUSY);
+}
+
+int writer_lock::set(int fd, int type, off_t start, off_t len) {
+  struct flock fl {};
+  fl.l_type = static_cast<short>(type);
+  fl.l_whence = SEEK_SET;
+  fl.l_start = start;
+  fl.l_len = len;
+  return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+void writer_lock::reset() {
+  if (fd_ >= 0) {
+    ::close(fd_); // releases the OFD locks of this description (nobody else shares it)
+    fd_ = -1;
+  }
+}
+
+bool is_corrupt(int rc) {
+  return (rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB;
+}
+
+std::string one_line(std::string s) {
+  for (auto pos = s.find('\n'); pos != std::string::npos; pos = s.find('\n', pos)) {
+    s.replace(pos, 1, "; ");
+  }
+  return s;
+}
+
+// PRAGMA quick_check, stopped after quick_check_budget (a large file is then checked in part):
+// the first problem it reports, or nothing for a file that looks sound.
+result<void> quick_check(sqlite3 *h, const std::string &path) {
+  // The whole check is one VDBE instruction, which a progress handler never interrupts:
+  // sqlite3_interrupt from a watchdog thread does (the b-tree check polls for it).
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  bool interrupted = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> l(m);
+    if (!cv.wait_for(l, quick_check_budget, [&] { return done; })) {
+      interrupted = true;
+      sqlite3_interrupt(h);
+    }
+  });
+  sqlite3_stmt *st = nullptr;
+  int rc = sqlite3_prepare_v2(h, "PRAGMA quick_check(1)", -1, &st, nullptr);
+  std::string problem;
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      const auto *text = sqlite3_column_text(st, 0);
+      problem = text != nullptr ? reinterpret_cast<const char *>(text) : "";
+    }
+  }
+  const std::string msg = sqlite3_errmsg(h);
+  rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(h);
+  sqlite3_finalize(st);
+  {
+    const std::lock_guard<std::mutex> l(m);
+    done = true;
+  }
+  cv.notify_one();
+  watchdog.join();
+  if (interrupted) {
+    // Out of time (a large file): what was checked is sound. An interrupt that arrived after
+    // the statement ended is harmless: it only affects statements running at the time.
+    if (rc == SQLITE_INTERRUPT || problem == "ok" || problem.empty()) {
+      return {};
+    }
+  }
+  if (is_corrupt(rc)) {
+    return make_error(fmt::format("database {} is corrupt: {}", path, one_line(msg)));
+  }
+  if (rc != SQLITE_OK) {
+    return make_error(fmt::format("{}: checking the database: {}", path, one_line(msg)));
+  }
+  if (problem != "ok") {
+    return make_error(fmt::format("database {} is corrupt: {}", path, one_line(problem)));
+  }
+  return {};
+}
+
+// The writer's first write, at open: records its pid in meta (`writer_pid`) and so shows that the
+// file can be written at all (a read-only file system, a damaged page the write touches) before
+// the daemon starts recording.
+result<void> record_writer(sqlite3 *h, const std::string &path) {
+  const std::string sql =
+      fmt::format("BEGIN IMMEDIATE; INSERT OR REPLACE INTO meta(key, value) VALUES('writer_pid', "
+                  "'{}'); COMMIT",
+                  getpid());
+  char *err = nullptr;
+  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
+  if (rc == SQLITE_OK) {
+    return {};
+  }
+  const int ext = sqlite3_extended_errcode(h);
+  const int sys = sqlite3_system_errno(h);
+  std::string msg = one_line(err != nullptr ? err : sqlite3_errmsg(h));
+  sqlite3_free(err);
+  if (sqlite3_get_autocommit(h) == 0) {
+    sqlite3_exec(h, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  if (sys != 0) {
+    msg += fmt::format(" ({})", errno_text(sys));
+  }
+  if (is_corrupt(ext)) {
+    return make_error(fmt::format("database {} is corrupt: {}", path, msg));
+  }
+  return make_error(fmt::format("database {} is not writable: {}", path, msg), sys);
+}
+
+} // namespace rsched::store::detail

@@ -1,0 +1,60 @@
+#pragma once
+// The database file the writer opens (private to the store module): its directories and file
+// mode, the one-writer lock, the start-up integrity check and the first write.
+#include "rsched/base/result.hpp"
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+
+struct sqlite3;
+
+namespace rsched::store::detail {
+
+bool is_memory(const std::string &path);
+std::string errno_text(int e);
+// SQLITE_CORRUPT or SQLITE_NOTADB (extended codes included).
+bool is_corrupt(int rc);
+// `s` with its newlines turned into "; " (SQLite's multi-line messages as one line).
+std::string one_line(std::string s);
+
+// Creates the missing directories of `dir`, each with mode 0750 (chmod'ed explicitly so that the
+// daemon's umask does not matter). Existing directories are left as they are.
+result<void> make_dirs(const std::filesystem::path &dir);
+
+// Creates the database file with mode 0640 when it does not exist. SQLite gives its -wal and
+// -shm files the mode (and, as root, the owner) of the database file, so they follow.
+result<void> create_file(const std::string &path);
+
+// The writer lock (one writer per database, docs/SCHEMA.md "One writer per database"; how it
+// works: writer_file.cpp). Released when destroyed.
+class writer_lock {
+public:
+  writer_lock() = default;
+  explicit writer_lock(int fd) : fd_(fd) {}
+  writer_lock(writer_lock &&o) noexcept;
+  writer_lock &operator=(writer_lock &&o) noexcept;
+  writer_lock(const writer_lock &) = delete;
+  writer_lock &operator=(const writer_lock &) = delete;
+  ~writer_lock() { reset(); }
+
+  // Takes the lock of the database file at `path` (which exists), or says who holds it.
+  static result<writer_lock> take(const std::string &path);
+
+private:
+  static int set(int fd, int type, off_t start, off_t len);
+  void reset();
+  int fd_ = -1;
+};
+
+// PRAGMA quick_check, stopped after a time budget (a large file is then checked in part): the
+// first problem it reports, or nothing for a file that looks sound.
+result<void> quick_check(sqlite3 *h, const std::string &path);
+
+// The writer's first write, at open: records its pid in meta (`writer_pid`) and so shows that the
+// file can be written at all (a read-only file system, a damaged page the write touches) before
+// the daemon starts recording.
+result<void> record_writer(sqlite3 *h, const std::string &path);
+
+} // namespace rsched::store::detail

@@ -1,0 +1,134 @@
+#include "writer_rows.hpp"
+
+#include <fmt/format.h>
+
+namespace rsched::store::detail {
+
+bool has_data(const hist_value &v) {
+  return v.count != 0 || !v.hist.empty();
+}
+
+bool has_migrations(const thread_row &t) {
+  return t.migrations != 0 || t.cross_ccx != 0 || t.cross_numa != 0;
+}
+
+bool has_ipc_data(const thread_row &t) {
+  return t.has_ipc && (t.user_cycles != 0 || t.kernel_cycles != 0 || t.user_instructions != 0 ||
+                       t.kernel_instructions != 0);
+}
+
+bool has_events(const thread_row &t) {
+  for (const auto &[idx, v] : t.events) {
+    if (v != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether the thread has anything to write (threads without data get no thread row either).
+bool has_any(const thread_row &t) {
+  return !t.m.empty() || has_migrations(t) || has_ipc_data(t) || has_events(t);
+}
+
+// a += b for one histogram-valued metric. Layouts of values with data were checked before; an
+// empty value takes the other side as it is.
+void add_value(hist_value &a, const hist_value &b) {
+  if (!has_data(b)) {
+    return;
+  }
+  if (!has_data(a)) {
+    a = b;
+    return;
+  }
+  a.count = sat_add(a.count, b.count);
+  a.total = sat_add(a.total, b.total);
+  (void)stats::merge_into(a.hist, b.hist);
+}
+
+template <metrics::scope S> void add_values(metrics::set<S> &a, const metrics::set<S> &b) {
+  for (std::size_t i = 0; i < metrics::set<S>::n; ++i) {
+    add_value(a.at(i), b.at(i));
+  }
+}
+
+// A metric with data must use its registry layout (it is merged and decoded as such); an empty
+// one may have any (it is not written).
+template <metrics::scope S> bool layouts_ok(const metrics::set<S> &v) {
+  constexpr auto defs = metrics::entries<S>();
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    if (has_data(v.at(i)) && v.at(i).hist.kind != defs[i].layout) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Sums two rows of the same thread or CPU (a duplicate in the input) into the first.
+void add_row(thread_row &a, const thread_row &b) {
+  add_values(a.m, b.m);
+  a.migrations = sat_add(a.migrations, b.migrations);
+  a.cross_ccx = sat_add(a.cross_ccx, b.cross_ccx);
+  a.cross_numa = sat_add(a.cross_numa, b.cross_numa);
+  if (b.has_ipc) {
+    if (!a.has_ipc) {
+      a.has_ipc = true;
+      a.user_cycles = a.kernel_cycles = a.user_instructions = a.kernel_instructions = 0;
+    }
+    a.user_cycles = sat_add(a.user_cycles, b.user_cycles);
+    a.kernel_cycles = sat_add(a.kernel_cycles, b.kernel_cycles);
+    a.user_instructions = sat_add(a.user_instructions, b.user_instructions);
+    a.kernel_instructions = sat_add(a.kernel_instructions, b.kernel_instructions);
+  }
+  // Summed per event when written.
+  a.events.insert(a.events.end(), b.events.begin(), b.events.end());
+  a.event_rates.insert(a.event_rates.end(), b.event_rates.begin(), b.event_rates.end());
+}
+
+void add_row(cpu_row &a, const cpu_row &b) {
+  add_values(a.m, b.m);
+}
+
+result<void> validate(const interval_row &iv) {
+  for (const auto &e : iv.events) {
+    if (e.name.empty()) {
+      return make_error("perf event with an empty name");
+    }
+  }
+  for (const auto &t : iv.threads) {
+    if (!layouts_ok(t.m)) {
+      return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
+    }
+    for (const auto &[idx, v] : t.events) {
+      if (idx >= iv.events.size()) {
+        return make_error(fmt::format("thread {}: perf event index {} out of range", t.tid, idx));
+      }
+    }
+    for (const auto &[idx, h] : t.event_rates) {
+      if (idx >= iv.events.size()) {
+        return make_error(fmt::format("thread {}: perf event index {} out of range", t.tid, idx));
+      }
+      if (!h.empty() && h.kind != stats::layout::log2) {
+        return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
+      }
+    }
+  }
+  for (const auto &c : iv.cpus) {
+    if (!layouts_ok(c.m)) {
+      return make_error(fmt::format("cpu {}: histogram of the wrong layout", c.cpu));
+    }
+  }
+  for (const auto &d : iv.schedstat_cpu) {
+    if (d.field.empty()) {
+      return make_error(fmt::format("cpu {}: schedstat field without a name", d.cpu));
+    }
+  }
+  for (const auto &d : iv.schedstat_domain) {
+    if (d.field.empty()) {
+      return make_error(fmt::format("cpu {}: schedstat field without a name", d.cpu));
+    }
+  }
+  return {};
+}
+
+} // namespace rsched::store::detail
