@@ -177,16 +177,17 @@ TEST_CASE("json: rejected input", "[topology]") {
   // Keys >= 1024 are ignored but their objects must still be valid, as with serde.
   CHECK(error_of(R"({"cpus": {"5000": {"die": 0}}})").find("missing field `numa`") !=
         std::string::npos);
-  CHECK(error_of(R"({"cpus": {}} x)").find("trailing characters") != std::string::npos);
-  CHECK(error_of(R"({"cpus": {},})").find("expected a string key") != std::string::npos);
-  CHECK(error_of(R"({"cpus": {}, "x": 01})").find("expected ',' or '}'") != std::string::npos);
-  CHECK(error_of(R"({"cpus": {}, "x": tru})").find("expected a JSON value") != std::string::npos);
-  CHECK(error_of(R"({"cpus": {}, "x": "\q"})").find("invalid escape") != std::string::npos);
+  CHECK(error_of(R"({"cpus": {}} x)").find("expected end of input") != std::string::npos);
+  CHECK(error_of(R"({"cpus": {},})").find("expected string literal") != std::string::npos);
+  CHECK(error_of(R"({"cpus": {}, "x": 01})").find("expected '}'") != std::string::npos);
+  CHECK(error_of(R"({"cpus": {}, "x": tru})").find("invalid literal") != std::string::npos);
+  CHECK(error_of(R"({"cpus": {}, "x": "\q"})").find("forbidden character after backslash") !=
+        std::string::npos);
   CHECK(error_of(R"({"cpus": {}, "x": "\ud800"})").find("surrogate") != std::string::npos);
   CHECK(error_of("{\"cpus\": {}, \"x\": \"a\nb\"}").find("control character") != std::string::npos);
-  CHECK(error_of(R"({"cpus": {"0": {"die": 0, "numa": 0})").find("expected ',' or '}'") !=
+  CHECK(error_of(R"({"cpus": {"0": {"die": 0, "numa": 0})").find("unexpected end of input") !=
         std::string::npos);
-  CHECK(error_of(R"({"cpus)").find("unterminated string") != std::string::npos);
+  CHECK(error_of(R"({"cpus)").find("missing closing quote") != std::string::npos);
 }
 
 TEST_CASE("json: errors carry line and column", "[topology]") {

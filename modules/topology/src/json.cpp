@@ -1,486 +1,304 @@
 #include "rsched/topology/json.hpp"
 
-#include <algorithm>
+#include "rsched/base/text.hpp"
+
 #include <charconv>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
-#include <vector>
 
 namespace rsched::topology {
 
 std::string to_json(const topology &t) {
-  std::vector<std::pair<std::string, const cpu_info *>> entries;
+  // nlohmann::json objects are std::maps keyed by string: keys come out in string order ("0",
+  // "1", "10", "2"), as from upstream's BTreeMap<String, _>, and dump(2) is serde_json's
+  // to_string_pretty layout, `{}` for an empty map included.
+  nlohmann::json cpus = nlohmann::json::object();
   for (const auto &c : t.cpus) {
     if (c.cpu < max_cpus && (c.die >= 0 || c.numa >= 0)) {
-      entries.emplace_back(std::to_string(c.cpu), &c);
+      cpus[std::to_string(c.cpu)] = {{"die", c.die}, {"numa", c.numa}};
     }
   }
-  if (entries.empty()) {
-    return "{\n  \"cpus\": {}\n}"; // serde_json's pretty printer writes an empty map as {}
-  }
-  // Upstream's keys are Strings in a BTreeMap: string order, not numeric order.
-  std::sort(entries.begin(), entries.end(),
-            [](const auto &a, const auto &b) { return a.first < b.first; });
-  std::string out = "{\n  \"cpus\": {\n";
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const auto &[key, c] = entries[i];
-    out += "    \"" + key + "\": {\n";
-    out += "      \"die\": " + std::to_string(c->die) + ",\n";
-    out += "      \"numa\": " + std::to_string(c->numa) + "\n";
-    out += i + 1 < entries.size() ? "    },\n" : "    }\n";
-  }
-  out += "  }\n}";
-  return out;
+  return nlohmann::json{{"cpus", std::move(cpus)}}.dump(2);
 }
 
 namespace {
 
+using json = nlohmann::json;
+
 // serde_json's default recursion limit; deeper input is an error, not a stack overflow.
 constexpr int max_depth = 128;
 
-// A recursive-descent parser for exactly the topology file, with a generic skipper for members
-// it does not know. Methods return false after recording the first error.
-class parser {
+// nlohmann's SAX interface: the library does the lexing, escapes, UTF-8 and syntax errors; this
+// handler keeps only "cpus" and each CPU's "die" and "numa" (no DOM for members it does not
+// know) and checks what the document means. Returning false stops the parse after the first
+// error is recorded.
+class handler final : public nlohmann::json_sax<json> {
 public:
-  explicit parser(std::string_view in) : in_(in) {}
+  std::optional<error> err;
+  std::map<unsigned, cpu_info> cpus;
 
-  result<topology> run() {
-    std::map<unsigned, cpu_info> cpus;
-    bool have_cpus = false;
-    skip_ws();
-    if (!at('{')) {
-      return fail_result("expected a JSON object");
-    }
-    const std::size_t open = pos_;
-    const bool ok = parse_object(1, [&](const std::string &key, std::size_t key_pos) {
-      if (key != "cpus") {
-        return skip_value(2);
-      }
-      if (have_cpus) {
-        return fail_at(key_pos, "duplicate field `cpus`");
-      }
-      have_cpus = true;
-      return parse_cpus(cpus);
-    });
-    if (!ok) {
-      return fail_result();
-    }
-    if (!have_cpus) {
-      return fail_result_at(open, "missing field `cpus`");
-    }
-    skip_ws();
-    if (pos_ != in_.size()) {
-      return fail_result("trailing characters");
-    }
-    topology t;
-    for (const auto &[cpu, info] : cpus) {
-      t.cpus.push_back(info);
-    }
-    return t;
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t v) override { return integer(v, true); }
+  bool number_unsigned(number_unsigned_t v) override {
+    // Above INT64_MAX is above INT32_MAX too: integer() says it does not fit.
+    constexpr auto i64_max = std::numeric_limits<std::int64_t>::max();
+    return integer(v > static_cast<std::uint64_t>(i64_max) ? i64_max : static_cast<std::int64_t>(v),
+                   true);
   }
+  bool number_float(number_float_t, const string_t &text) override {
+    // Digits only, too large for 64 bits: nlohmann falls back to a double. Still an integer.
+    if (text.find_first_of(".eE") == std::string::npos) {
+      return integer(0, false);
+    }
+    return scalar();
+  }
+  bool string(string_t &) override { return scalar(); }
+  bool binary(binary_t &) override { return scalar(); }
+
+  bool start_object(std::size_t) override { return open(true); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+
+  bool key(string_t &k) override {
+    if (skip_ > 0) {
+      return true;
+    }
+    if (level_ == level::root) {
+      if (k != "cpus") {
+        expect_ = value::ignored;
+        return true;
+      }
+      if (have_cpus_) {
+        return fail("duplicate field `cpus`");
+      }
+      have_cpus_ = true;
+      expect_ = value::cpus;
+      return true;
+    }
+    if (level_ == level::cpus) {
+      if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos) {
+        return fail("CPU key \"" + text::escape_for_terminal(k) + "\" is not a number");
+      }
+      // Digits that overflow are far above max_cpus: ignored like any other large key (the
+      // object must still be valid).
+      unsigned long long n = 0;
+      const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), n);
+      key_ = k;
+      cpu_in_range_ = ec == std::errc{} && end == k.data() + k.size() && n < max_cpus;
+      cpu_ = cpu_in_range_ ? static_cast<unsigned>(n) : 0;
+      expect_ = value::cpu;
+      return true;
+    }
+    // level::cpu
+    if (k != "die" && k != "numa") {
+      expect_ = value::ignored;
+      return true;
+    }
+    auto &slot = k == "die" ? die_ : numa_;
+    if (slot) {
+      return fail("duplicate field `" + k + "` in CPU \"" + key_ + "\"");
+    }
+    expect_ = k == "die" ? value::die : value::numa;
+    return true;
+  }
+
+  bool parse_error(std::size_t byte, const std::string &,
+                   const nlohmann::detail::exception &e) override {
+    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: DETAIL";
+    // keep DETAIL (escaped: it quotes the input) and say where in this module's words.
+    std::string_view what = e.what();
+    const auto col = what.find("column ");
+    const auto colon = col == std::string_view::npos ? col : what.find(": ", col);
+    const std::string_view detail = colon == std::string_view::npos ? what : what.substr(colon + 2);
+    // nlohmann's byte is the 1-based index of the last character read: the one at fault.
+    error_at(byte > 0 ? byte - 1 : 0, text::escape_for_terminal(detail));
+    return false;
+  }
+
+  // A syntax error: "topology JSON: WHAT at line L column C" (`pos` 0-based).
+  void error_at(std::size_t pos, const std::string &what) {
+    if (!err) {
+      err = make_error("topology JSON: " + what + " at " + line_col_(pos));
+    }
+  }
+
+  std::function<std::string(std::size_t)> line_col_;
 
 private:
-  bool at(char c) const { return pos_ < in_.size() && in_[pos_] == c; }
+  enum class level { outside, root, cpus, cpu };
+  enum class value { none, ignored, cpus, cpu, die, numa };
 
-  void skip_ws() {
-    while (pos_ < in_.size() &&
-           (in_[pos_] == ' ' || in_[pos_] == '\t' || in_[pos_] == '\n' || in_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-
-  bool fail_at(std::size_t pos, std::string what) {
-    if (!err_) {
-      std::size_t line = 1;
-      std::size_t col = 1;
-      for (std::size_t i = 0; i < pos && i < in_.size(); ++i) {
-        if (in_[i] == '\n') {
-          ++line;
-          col = 1;
-        } else {
-          ++col;
-        }
-      }
-      err_ = make_error("topology JSON: " + what + " at line " + std::to_string(line) + " column " +
-                        std::to_string(col));
+  bool fail(const std::string &what) {
+    if (!err) {
+      err = make_error("topology JSON: " + what);
     }
     return false;
   }
-  bool fail(std::string what) { return fail_at(pos_, std::move(what)); }
-  error fail_result(std::string what) {
-    fail(std::move(what));
-    return *err_;
-  }
-  error fail_result_at(std::size_t pos, std::string what) {
-    fail_at(pos, std::move(what));
-    return *err_;
-  }
-  error fail_result() const { return *err_; }
 
-  // '{' (members separated by ',') '}'; calls on_member(key, key_pos) with pos_ on the value.
-  template <typename F> bool parse_object(int depth, F &&on_member) {
-    if (depth > max_depth) {
-      return fail("nesting deeper than " + std::to_string(max_depth));
-    }
-    ++pos_; // '{'
-    skip_ws();
-    if (at('}')) {
-      ++pos_;
+  static std::string field_name(value v) { return v == value::die ? "die" : "numa"; }
+
+  // A value that is not a container: a scalar where the topology wants one, or ignored.
+  bool scalar() {
+    if (skip_ > 0) {
       return true;
     }
-    while (true) {
-      skip_ws();
-      const std::size_t key_pos = pos_;
-      std::string key;
-      if (!at('"')) {
-        return fail("expected a string key");
-      }
-      if (!parse_string(key)) {
-        return false;
-      }
-      skip_ws();
-      if (!at(':')) {
-        return fail("expected ':'");
-      }
-      ++pos_;
-      skip_ws();
-      if (!on_member(key, key_pos)) {
-        return false;
-      }
-      skip_ws();
-      if (at(',')) {
-        ++pos_;
-        continue;
-      }
-      if (at('}')) {
-        ++pos_;
-        return true;
-      }
-      return fail("expected ',' or '}'");
-    }
-  }
-
-  bool parse_cpus(std::map<unsigned, cpu_info> &cpus) {
-    if (!at('{')) {
+    const value v = std::exchange(expect_, value::none);
+    switch (v) {
+    case value::cpus:
       return fail("`cpus` must be an object");
+    case value::cpu:
+      return fail("CPU \"" + key_ + "\" must be an object");
+    case value::die:
+    case value::numa:
+      return fail("`" + field_name(v) + "` in CPU \"" + key_ + "\" must be an integer");
+    default:
+      return true;
     }
-    return parse_object(2, [&](const std::string &key, std::size_t key_pos) {
-      if (key.empty() || key.find_first_not_of("0123456789") != std::string::npos) {
-        return fail_at(key_pos, "CPU key is not a number");
+  }
+
+  bool integer(std::int64_t v, bool fits64) {
+    if (skip_ > 0 || (expect_ != value::die && expect_ != value::numa)) {
+      return scalar();
+    }
+    const value field = std::exchange(expect_, value::none);
+    if (!fits64 || v < std::numeric_limits<std::int32_t>::min() ||
+        v > std::numeric_limits<std::int32_t>::max()) {
+      return fail("`" + field_name(field) + "` in CPU \"" + key_ +
+                  "\" does not fit a 32-bit integer");
+    }
+    (field == value::die ? die_ : numa_) = static_cast<std::int32_t>(v);
+    return true;
+  }
+
+  bool open(bool object) {
+    if (++depth_ > max_depth) {
+      return fail("nesting deeper than " + std::to_string(max_depth) + " levels");
+    }
+    if (skip_ > 0) {
+      ++skip_;
+      return true;
+    }
+    const value v = std::exchange(expect_, value::none);
+    if (level_ == level::outside) {
+      if (!object) {
+        return fail("expected a JSON object");
       }
-      // Digits that overflow are far above max_cpus: ignored like any other large key.
-      unsigned long long n = 0;
-      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), n);
-      const bool in_range = ec == std::errc{} && end == key.data() + key.size() && n < max_cpus;
-      cpu_info c;
-      if (!parse_cpu(c)) {
-        return false;
+      level_ = level::root;
+      return true;
+    }
+    switch (v) {
+    case value::cpus:
+      if (!object) {
+        return fail("`cpus` must be an object");
       }
-      if (!in_range) {
-        return true;
+      level_ = level::cpus;
+      return true;
+    case value::cpu:
+      if (!object) {
+        return fail("CPU \"" + key_ + "\" must be an object");
       }
-      c.cpu = static_cast<unsigned>(n);
-      if (!cpus.emplace(c.cpu, c).second) {
-        return fail_at(key_pos, "CPU " + std::to_string(c.cpu) + " appears twice");
+      level_ = level::cpu;
+      die_.reset();
+      numa_.reset();
+      return true;
+    case value::die:
+    case value::numa:
+      return fail("`" + field_name(v) + "` in CPU \"" + key_ + "\" must be an integer");
+    default:
+      skip_ = 1;
+      return true;
+    }
+  }
+
+  bool close() {
+    --depth_;
+    if (skip_ > 0) {
+      --skip_;
+      return true;
+    }
+    switch (level_) {
+    case level::cpu:
+      level_ = level::cpus;
+      if (!die_) {
+        return fail("missing field `die` in CPU \"" + key_ + "\"");
+      }
+      if (!numa_) {
+        return fail("missing field `numa` in CPU \"" + key_ + "\"");
+      }
+      if (cpu_in_range_) {
+        cpu_info c;
+        c.cpu = cpu_;
+        c.die = *die_;
+        c.numa = *numa_;
+        if (!cpus.emplace(c.cpu, c).second) {
+          return fail("CPU " + std::to_string(c.cpu) + " appears twice");
+        }
       }
       return true;
-    });
-  }
-
-  bool parse_cpu(cpu_info &c) {
-    if (!at('{')) {
-      return fail("a CPU entry must be an object");
-    }
-    const std::size_t open = pos_;
-    std::optional<std::int32_t> die;
-    std::optional<std::int32_t> numa;
-    const bool ok = parse_object(3, [&](const std::string &key, std::size_t key_pos) {
-      if (key != "die" && key != "numa") {
-        return skip_value(4);
-      }
-      auto &slot = key == "die" ? die : numa;
-      if (slot) {
-        return fail_at(key_pos, "duplicate field `" + key + "`");
-      }
-      std::int32_t v = 0;
-      if (!parse_i32(v, key)) {
-        return false;
-      }
-      slot = v;
+    case level::cpus:
+      level_ = level::root;
       return true;
-    });
-    if (!ok) {
-      return false;
-    }
-    if (!die) {
-      return fail_at(open, "missing field `die`");
-    }
-    if (!numa) {
-      return fail_at(open, "missing field `numa`");
-    }
-    c.die = *die;
-    c.numa = *numa;
-    return true;
-  }
-
-  // A JSON number token; sets `integer` when it has neither fraction nor exponent.
-  bool scan_number(std::string_view &token, bool &integer) {
-    const std::size_t start = pos_;
-    auto digit = [&] { return pos_ < in_.size() && in_[pos_] >= '0' && in_[pos_] <= '9'; };
-    auto digits = [&] {
-      if (!digit()) {
-        return false;
-      }
-      while (digit()) {
-        ++pos_;
+    default:
+      level_ = level::outside;
+      if (!have_cpus_) {
+        return fail("missing field `cpus`");
       }
       return true;
-    };
-    integer = true;
-    if (at('-')) {
-      ++pos_;
-    }
-    if (at('0')) {
-      ++pos_;
-    } else if (!digits()) {
-      return fail("invalid number");
-    }
-    if (at('.')) {
-      ++pos_;
-      integer = false;
-      if (!digits()) {
-        return fail("invalid number");
-      }
-    }
-    if (at('e') || at('E')) {
-      ++pos_;
-      integer = false;
-      if (at('+') || at('-')) {
-        ++pos_;
-      }
-      if (!digits()) {
-        return fail("invalid number");
-      }
-    }
-    token = in_.substr(start, pos_ - start);
-    return true;
-  }
-
-  bool parse_i32(std::int32_t &out, const std::string &field) {
-    const std::size_t start = pos_;
-    if (!(at('-') || (pos_ < in_.size() && in_[pos_] >= '0' && in_[pos_] <= '9'))) {
-      return fail("`" + field + "` must be an integer");
-    }
-    std::string_view token;
-    bool integer = false;
-    if (!scan_number(token, integer)) {
-      return false;
-    }
-    if (!integer) {
-      return fail_at(start, "`" + field + "` must be an integer");
-    }
-    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), out);
-    if (ec != std::errc{} || end != token.data() + token.size()) {
-      return fail_at(start, "`" + field + "` does not fit a 32-bit integer");
-    }
-    return true;
-  }
-
-  static bool hex4(std::string_view s, std::uint32_t &out) {
-    out = 0;
-    for (char ch : s) {
-      out <<= 4;
-      if (ch >= '0' && ch <= '9') {
-        out |= static_cast<std::uint32_t>(ch - '0');
-      } else if (ch >= 'a' && ch <= 'f') {
-        out |= static_cast<std::uint32_t>(ch - 'a' + 10);
-      } else if (ch >= 'A' && ch <= 'F') {
-        out |= static_cast<std::uint32_t>(ch - 'A' + 10);
-      } else {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // \uXXXX at pos_ (after the backslash and 'u' were consumed by the caller: pos_ on the digits).
-  bool read_hex4(std::uint32_t &out) {
-    if (in_.size() - pos_ < 4 || !hex4(in_.substr(pos_, 4), out)) {
-      return fail("invalid \\u escape");
-    }
-    pos_ += 4;
-    return true;
-  }
-
-  static void append_utf8(std::string &out, std::uint32_t cp) {
-    auto byte = [&](std::uint32_t b) { out += static_cast<char>(static_cast<unsigned char>(b)); };
-    if (cp < 0x80) {
-      byte(cp);
-    } else if (cp < 0x800) {
-      byte(0xC0 | (cp >> 6));
-      byte(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      byte(0xE0 | (cp >> 12));
-      byte(0x80 | ((cp >> 6) & 0x3F));
-      byte(0x80 | (cp & 0x3F));
-    } else {
-      byte(0xF0 | (cp >> 18));
-      byte(0x80 | ((cp >> 12) & 0x3F));
-      byte(0x80 | ((cp >> 6) & 0x3F));
-      byte(0x80 | (cp & 0x3F));
     }
   }
 
-  // A string at pos_ ('"'), escapes decoded, so that "\u0031" is the key "1" as for serde.
-  bool parse_string(std::string &out) {
-    ++pos_; // '"'
-    while (pos_ < in_.size()) {
-      const char c = in_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) {
-        return fail("control character in string");
-      }
-      if (c != '\\') {
-        out += c;
-        ++pos_;
-        continue;
-      }
-      if (++pos_ >= in_.size()) {
-        break;
-      }
-      const char e = in_[pos_++];
-      switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        out += e;
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'u': {
-        std::uint32_t cp = 0;
-        if (!read_hex4(cp)) {
-          return false;
-        }
-        if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          return fail("lone trailing surrogate in \\u escape");
-        }
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-          std::uint32_t lo = 0;
-          if (in_.substr(pos_, 2) != "\\u") {
-            return fail("lone leading surrogate in \\u escape");
-          }
-          pos_ += 2;
-          if (!read_hex4(lo)) {
-            return false;
-          }
-          if (lo < 0xDC00 || lo > 0xDFFF) {
-            return fail("invalid surrogate pair in \\u escape");
-          }
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        }
-        append_utf8(out, cp);
-        break;
-      }
-      default:
-        return fail("invalid escape");
-      }
-    }
-    return fail("unterminated string");
-  }
-
-  bool literal(std::string_view word) {
-    if (in_.substr(pos_, word.size()) != word) {
-      return fail("expected a JSON value");
-    }
-    pos_ += word.size();
-    return true;
-  }
-
-  // Any JSON value at pos_, validated and discarded (members we do not know).
-  bool skip_value(int depth) {
-    if (depth > max_depth) {
-      return fail("nesting deeper than " + std::to_string(max_depth));
-    }
-    if (pos_ >= in_.size()) {
-      return fail("unexpected end of input");
-    }
-    switch (in_[pos_]) {
-    case '{':
-      return parse_object(depth,
-                          [&](const std::string &, std::size_t) { return skip_value(depth + 1); });
-    case '[': {
-      ++pos_;
-      skip_ws();
-      if (at(']')) {
-        ++pos_;
-        return true;
-      }
-      while (true) {
-        skip_ws();
-        if (!skip_value(depth + 1)) {
-          return false;
-        }
-        skip_ws();
-        if (at(',')) {
-          ++pos_;
-          continue;
-        }
-        if (at(']')) {
-          ++pos_;
-          return true;
-        }
-        return fail("expected ',' or ']'");
-      }
-    }
-    case '"': {
-      std::string ignored;
-      return parse_string(ignored);
-    }
-    case 't':
-      return literal("true");
-    case 'f':
-      return literal("false");
-    case 'n':
-      return literal("null");
-    default: {
-      std::string_view token;
-      bool integer = false;
-      if (!(at('-') || (in_[pos_] >= '0' && in_[pos_] <= '9'))) {
-        return fail("expected a JSON value");
-      }
-      return scan_number(token, integer);
-    }
-    }
-  }
-
-  std::string_view in_;
-  std::size_t pos_ = 0;
-  std::optional<error> err_;
+  level level_ = level::outside;
+  value expect_ = value::none;
+  int depth_ = 0;
+  int skip_ = 0; // > 0: inside a value that is not ours, this many containers deep
+  bool have_cpus_ = false;
+  std::string key_; // the CPU key being read, digits only
+  unsigned cpu_ = 0;
+  bool cpu_in_range_ = false;
+  std::optional<std::int32_t> die_;
+  std::optional<std::int32_t> numa_;
 };
 
 } // namespace
 
 result<topology> from_json(std::string_view text) {
-  return parser(text).run();
+  // "line L column C" of the 0-based byte offset `pos`, both counted from 1 (columns in bytes).
+  auto line_col = [text](std::size_t pos) {
+    std::size_t line = 1;
+    std::size_t col = 1;
+    for (std::size_t i = 0; i < pos && i < text.size(); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    return "line " + std::to_string(line) + " column " + std::to_string(col);
+  };
+  handler h;
+  h.line_col_ = line_col;
+  // The root must be an object: say so before nlohmann's generic "unexpected end of input".
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || text[first] != '{') {
+    h.error_at(first == std::string_view::npos ? text.size() : first, "expected a JSON object");
+    return *h.err;
+  }
+  if (!json::sax_parse(text, &h) || h.err) {
+    return h.err ? *h.err : make_error("topology JSON: invalid document");
+  }
+  topology t;
+  for (const auto &[cpu, info] : h.cpus) {
+    t.cpus.push_back(info);
+  }
+  return t;
 }
 
 } // namespace rsched::topology

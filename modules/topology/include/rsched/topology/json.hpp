@@ -28,7 +28,9 @@ std::string to_json(const topology &t);
 // Parses that format. Unknown members of any JSON type are ignored at every level; "cpus" and,
 // in each CPU object, "die" and "numa" (integers fitting int32) are required. A CPU key must be
 // decimal digits; keys >= max_cpus are ignored (their objects are still checked); the same CPU
-// twice ("1" and "01") is an error. Malformed JSON is a one-line error with "line L column C".
+// twice ("1" and "01") is an error. Every error is one line starting "topology JSON: ";
+// malformed JSON (nlohmann-json's syntax message) ends "at line L column C", an error in what the
+// document says names the field and the CPU key instead.
 // The result has package, core and llc = -1 (the file does not carry them).
 result<topology> from_json(std::string_view text);
 
