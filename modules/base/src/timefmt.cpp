@@ -1,0 +1,552 @@
+// Implementation of rsched/base/timefmt.hpp. Zones go through libc (localtime_r, mktime); see
+// the header for the TZ rule of named zones. Date arithmetic is H. Hinnant's days_from_civil /
+// civil_from_days.
+#include "rsched/base/timefmt.hpp"
+
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <mutex>
+
+namespace rsched::timefmt {
+
+namespace detail {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto &c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())) != 0) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+constexpr std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2 ? 1 : 0;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+struct civil {
+  std::int64_t y = 1970;
+  unsigned m = 1, d = 1;
+};
+
+constexpr civil civil_from_days(std::int64_t z) {
+  z += 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const auto doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const std::int64_t y = static_cast<std::int64_t>(yoe) + era * 400;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  const unsigned d = doy - (153 * mp + 2) / 5 + 1;
+  const unsigned m = mp < 10 ? mp + 3 : mp - 9;
+  return {m <= 2 ? y + 1 : y, m, d};
+}
+
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return a / b - ((a % b != 0 && ((a < 0) != (b < 0))) ? 1 : 0);
+}
+
+// UTC ns of `secs` seconds plus `frac` ns (0 <= frac < 1 s) since the epoch, or nullopt when
+// that is outside what a signed 64-bit count of ns holds (1677-09-21T00:12:43.145224192Z ..
+// 2262-04-11T23:47:16.854775807Z).
+std::optional<std::int64_t> checked_ns(std::int64_t secs, std::int64_t frac) {
+  if (secs < 0 && frac > 0) { // keep the product in range where the sum still is
+    secs += 1;
+    frac -= ns_per_s;
+  }
+  std::int64_t ns = 0;
+  if (__builtin_mul_overflow(secs, ns_per_s, &ns) || __builtin_add_overflow(ns, frac, &ns)) {
+    return std::nullopt;
+  }
+  return ns;
+}
+
+std::mutex &tz_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Holds tz_mutex and, for a named zone, TZ set to it; restores TZ on destruction.
+class tz_scope {
+public:
+  explicit tz_scope(const zone &z) : lock_(tz_mutex()), named_(z.k == zone::kind::named) {
+    if (!named_) {
+      return;
+    }
+    if (const char *old = std::getenv("TZ"); old != nullptr) {
+      saved_ = std::string(old);
+    }
+    setenv("TZ", (":" + z.name).c_str(), 1);
+    tzset();
+  }
+  ~tz_scope() {
+    if (!named_) {
+      return;
+    }
+    if (saved_) {
+      setenv("TZ", saved_->c_str(), 1);
+    } else {
+      unsetenv("TZ");
+    }
+    tzset();
+  }
+  tz_scope(const tz_scope &) = delete;
+  tz_scope &operator=(const tz_scope &) = delete;
+
+private:
+  std::lock_guard<std::mutex> lock_;
+  bool named_;
+  std::optional<std::string> saved_;
+};
+
+// UTC offset in seconds of `z` at the UTC second `t`.
+std::int64_t offset_at(std::int64_t t, const zone &z) {
+  if (z.k == zone::kind::utc) {
+    return 0;
+  }
+  const tz_scope scope(z);
+  const auto tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  if (localtime_r(&tt, &tm) == nullptr) {
+    return 0;
+  }
+  return static_cast<std::int64_t>(tm.tm_gmtoff);
+}
+
+// UTC second of the civil time (y-m-d h:mi:s) in `z`.
+result<std::int64_t> to_utc(std::int64_t y, unsigned mo, unsigned d, unsigned h, unsigned mi,
+                            unsigned s, const zone &z) {
+  if (z.k == zone::kind::utc) {
+    return days_from_civil(y, mo, d) * 86400 + std::int64_t{h} * 3600 + std::int64_t{mi} * 60 +
+           std::int64_t{s};
+  }
+  const tz_scope scope(z);
+  std::tm tm{};
+  tm.tm_year = static_cast<int>(y - 1900);
+  tm.tm_mon = static_cast<int>(mo) - 1;
+  tm.tm_mday = static_cast<int>(d);
+  tm.tm_hour = static_cast<int>(h);
+  tm.tm_min = static_cast<int>(mi);
+  tm.tm_sec = static_cast<int>(s);
+  tm.tm_isdst = -1;
+  const std::time_t t = std::mktime(&tm);
+  if (t == static_cast<std::time_t>(-1) && !(y == 1969 && mo == 12 && d == 31)) {
+    return make_error("time is out of range");
+  }
+  return static_cast<std::int64_t>(t);
+}
+
+// Reads exactly `n` digits at `pos`.
+bool digits(std::string_view s, std::size_t &pos, std::size_t n, unsigned &out) {
+  if (pos + n > s.size()) {
+    return false;
+  }
+  unsigned v = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!is_digit(s[pos + i])) {
+      return false;
+    }
+    v = v * 10 + static_cast<unsigned>(s[pos + i] - '0');
+  }
+  pos += n;
+  out = v;
+  return true;
+}
+
+// ".fff..." at pos (optional): ns part (up to 9 digits, more are truncated).
+bool fraction(std::string_view s, std::size_t &pos, std::int64_t &ns) {
+  ns = 0;
+  if (pos >= s.size() || (s[pos] != '.' && s[pos] != ',')) {
+    return true;
+  }
+  ++pos;
+  std::size_t n = 0;
+  std::int64_t scale = 100'000'000;
+  while (pos < s.size() && is_digit(s[pos])) {
+    if (n < 9) {
+      ns += (s[pos] - '0') * scale;
+      scale /= 10;
+    }
+    ++pos;
+    ++n;
+  }
+  return n > 0;
+}
+
+// "HH:MM[:SS[.frac]]" from pos.
+bool clock_time(std::string_view s, std::size_t &pos, unsigned &h, unsigned &mi, unsigned &sec,
+                std::int64_t &frac) {
+  sec = 0;
+  frac = 0;
+  std::size_t p = pos;
+  if (!digits(s, p, 2, h)) {
+    p = pos;
+    if (!digits(s, p, 1, h)) {
+      return false;
+    }
+  }
+  if (p >= s.size() || s[p] != ':' || (++p, !digits(s, p, 2, mi))) {
+    return false;
+  }
+  if (p < s.size() && s[p] == ':') {
+    ++p;
+    if (!digits(s, p, 2, sec) || !fraction(s, p, frac)) {
+      return false;
+    }
+  }
+  if (h > 23 || mi > 59 || sec > 60) {
+    return false;
+  }
+  pos = p;
+  return true;
+}
+
+unsigned days_in_month(std::int64_t y, unsigned m) {
+  static constexpr unsigned days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : days[m - 1];
+}
+
+// The civil date of `utc_s` in `z`.
+civil date_in(std::int64_t utc_s, const zone &z) {
+  return civil_from_days(floor_div(utc_s + offset_at(utc_s, z), 86400));
+}
+
+} // namespace
+} // namespace detail
+
+std::string zone::label() const {
+  return k == kind::utc ? "UTC" : k == kind::local ? "local" : name;
+}
+
+result<zone> zone::parse(std::string_view s) {
+  s = detail::trim(s);
+  const std::string l = detail::lower(s);
+  if (l == "utc" || l == "z" || l == "gmt" || l == "etc/utc") {
+    return zone::utc();
+  }
+  if (l == "local") {
+    return zone::local();
+  }
+  bool ok = !s.empty() && s.front() != '/' && s.find("..") == std::string_view::npos;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    ok = ok && (std::isalnum(u) != 0 || c == '/' || c == '_' || c == '-' || c == '+');
+  }
+  if (ok) {
+    const char *dir = std::getenv("TZDIR");
+    const std::string path =
+        std::string(dir != nullptr && *dir != '\0' ? dir : "/usr/share/zoneinfo") + "/" +
+        std::string(s);
+    struct stat st {};
+    ok = stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  }
+  if (!ok) {
+    return make_error("unknown time zone '" + std::string(s) +
+                      "' (use UTC, local or an IANA name like Europe/Berlin)");
+  }
+  return zone{zone::kind::named, std::string(s)};
+}
+
+// Duration in ns: a sequence of <number><unit> (spaces allowed; number may be fractional) or a
+// plain number of seconds. Units: ns, us/µs, ms, s/sec/second(s), m/min/minute(s), h/hr/hour(s),
+// d/day(s), w/week(s).
+result<std::int64_t> parse_duration(std::string_view in) {
+  const auto fail = [&](const char *why) {
+    return make_error("invalid duration '" + std::string(in) + "': " + why);
+  };
+  const std::string s = detail::lower(detail::trim(in));
+  if (s.empty()) {
+    return fail("empty");
+  }
+  long double total = 0;
+  std::size_t pos = 0;
+  bool any = false;
+  while (pos < s.size()) {
+    while (pos < s.size() && s[pos] == ' ') {
+      ++pos;
+    }
+    if (pos >= s.size()) {
+      break;
+    }
+    const std::size_t num_start = pos;
+    while (pos < s.size() && (detail::is_digit(s[pos]) || s[pos] == '.')) {
+      ++pos;
+    }
+    if (pos == num_start) {
+      return fail("expected a number");
+    }
+    const std::string num = s.substr(num_start, pos - num_start);
+    if (num == "." || num.find('.') != num.rfind('.')) {
+      return fail("bad number");
+    }
+    const long double v = std::strtold(num.c_str(), nullptr);
+    while (pos < s.size() && s[pos] == ' ') {
+      ++pos;
+    }
+    const std::size_t unit_start = pos;
+    while (pos < s.size() && !detail::is_digit(s[pos]) && s[pos] != ' ' && s[pos] != '.') {
+      ++pos;
+    }
+    const std::string unit = s.substr(unit_start, pos - unit_start);
+    long double mult = 0;
+    if (unit.empty()) {
+      if (any || pos < s.size()) {
+        return fail("a number without a unit");
+      }
+      mult = 1e9L;
+    } else if (unit == "ns" || unit == "nsec") {
+      mult = 1;
+    } else if (unit == "us" || unit == "usec" || unit == "\xc2\xb5s") {
+      mult = 1e3L;
+    } else if (unit == "ms" || unit == "msec") {
+      mult = 1e6L;
+    } else if (unit == "s" || unit == "sec" || unit == "secs" || unit == "second" ||
+               unit == "seconds") {
+      mult = 1e9L;
+    } else if (unit == "m" || unit == "min" || unit == "mins" || unit == "minute" ||
+               unit == "minutes") {
+      mult = 60e9L;
+    } else if (unit == "h" || unit == "hr" || unit == "hrs" || unit == "hour" || unit == "hours") {
+      mult = 3600e9L;
+    } else if (unit == "d" || unit == "day" || unit == "days") {
+      mult = 86400e9L;
+    } else if (unit == "w" || unit == "week" || unit == "weeks") {
+      mult = 604800e9L;
+    } else {
+      return fail(("unknown unit '" + unit + "'").c_str());
+    }
+    total += v * mult;
+    any = true;
+  }
+  if (!any) {
+    return fail("empty");
+  }
+  // Rounded to ns; 2^63 ns (about 292 years) and more does not fit in 64 bits.
+  const long double rounded = std::floor(total + 0.5L);
+  if (!(rounded < 0x1p63L)) {
+    return fail("too large (at most 106751 days)");
+  }
+  return static_cast<std::int64_t>(rounded);
+}
+
+// A time in UTC ns. `now_ns` anchors now/today/yesterday/relative forms; `z` is the zone of
+// times written without an offset.
+result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns, const zone &z) {
+  using namespace detail;
+  const auto fail = [&](const std::string &why) {
+    return make_error("invalid time '" + std::string(in) + "': " + why);
+  };
+  const std::string_view s = trim(in);
+  const std::string l = lower(s);
+  if (l.empty()) {
+    return fail("empty");
+  }
+  if (l == "now") {
+    return now_ns;
+  }
+  // Relative: "<duration> ago".
+  if (l.size() > 4 && l.compare(l.size() - 4, 4, " ago") == 0) {
+    auto d = parse_duration(std::string_view(l).substr(0, l.size() - 4));
+    if (!d) {
+      return fail(d.err().msg);
+    }
+    const auto t = checked_sub(now_ns, *d);
+    if (!t) {
+      return fail(out_of_range);
+    }
+    return *t;
+  }
+  const std::int64_t now_s = floor_div(now_ns, ns_per_s);
+  // today / yesterday [HH:MM[:SS]], bare HH:MM[:SS].
+  auto day_time = [&](int days_back, std::string_view rest) -> result<std::int64_t> {
+    const civil today = date_in(now_s, z);
+    const civil day = civil_from_days(days_from_civil(today.y, today.m, today.d) - days_back);
+    unsigned h = 0, mi = 0, sec = 0;
+    std::int64_t frac = 0;
+    rest = trim(rest);
+    if (!rest.empty()) {
+      std::size_t p = 0;
+      if (!clock_time(rest, p, h, mi, sec, frac) || p != rest.size()) {
+        return fail("expected HH:MM[:SS] after the day");
+      }
+    }
+    auto t = to_utc(day.y, day.m, day.d, h, mi, sec, z);
+    if (!t) {
+      return fail(t.err().msg);
+    }
+    const auto ns = checked_ns(*t, frac);
+    if (!ns) {
+      return fail(out_of_range);
+    }
+    return *ns;
+  };
+  if (l.rfind("today", 0) == 0) {
+    return day_time(0, std::string_view(l).substr(5));
+  }
+  if (l.rfind("yesterday", 0) == 0) {
+    return day_time(1, std::string_view(l).substr(9));
+  }
+  // Epoch seconds.
+  {
+    std::size_t p = 0;
+    while (p < l.size() && is_digit(l[p])) {
+      ++p;
+    }
+    if (p > 0 && p <= 12) {
+      std::size_t q = p;
+      std::int64_t frac = 0;
+      if (fraction(l, q, frac) && q == l.size() && l.find(':') == std::string::npos) {
+        const std::int64_t secs = std::strtoll(l.substr(0, p).c_str(), nullptr, 10);
+        const auto ns = checked_ns(secs, frac);
+        if (!ns) {
+          return fail(out_of_range);
+        }
+        return *ns;
+      }
+    }
+  }
+  // Bare HH:MM[:SS].
+  if (l.find(':') != std::string::npos && l.find('-') == std::string::npos) {
+    return day_time(0, l);
+  }
+  // Date [time] [offset].
+  std::size_t p = 0;
+  unsigned y = 0, mo = 0, d = 0;
+  if (!digits(l, p, 4, y) || p >= l.size() || l[p] != '-' || (++p, !digits(l, p, 2, mo)) ||
+      p >= l.size() || l[p] != '-' || (++p, !digits(l, p, 2, d))) {
+    return fail("expected YYYY-MM-DD[ HH:MM[:SS]], ISO 8601, epoch seconds, now, today, "
+                "yesterday [HH:MM], HH:MM or '<duration> ago'");
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) {
+    return fail("no such date");
+  }
+  unsigned h = 0, mi = 0, sec = 0;
+  std::int64_t frac = 0;
+  if (p < l.size()) {
+    if (l[p] != 't' && l[p] != ' ') {
+      return fail("expected 'T' or a space after the date");
+    }
+    ++p;
+    while (p < l.size() && l[p] == ' ') {
+      ++p;
+    }
+    if (!clock_time(l, p, h, mi, sec, frac)) {
+      return fail("expected HH:MM[:SS[.fraction]] after the date");
+    }
+  }
+  while (p < l.size() && l[p] == ' ') {
+    ++p;
+  }
+  std::optional<std::int64_t> offset;
+  if (p < l.size()) {
+    if (l[p] == 'z' && p + 1 == l.size()) {
+      offset = 0;
+      ++p;
+    } else if (l[p] == '+' || l[p] == '-') {
+      const std::int64_t sign = l[p] == '-' ? -1 : 1;
+      ++p;
+      unsigned oh = 0, om = 0;
+      if (!digits(l, p, 2, oh)) {
+        return fail("bad UTC offset");
+      }
+      if (p < l.size() && l[p] == ':') {
+        ++p;
+      }
+      if (p < l.size() && !digits(l, p, 2, om)) {
+        return fail("bad UTC offset");
+      }
+      if (oh > 23 || om > 59) {
+        return fail("bad UTC offset");
+      }
+      offset = sign * (std::int64_t{oh} * 3600 + std::int64_t{om} * 60);
+    } else if (l.compare(p, std::string::npos, "utc") == 0) {
+      offset = 0;
+      p = l.size();
+    }
+    if (p != l.size()) {
+      return fail("unexpected text after the time");
+    }
+  }
+  std::int64_t secs = 0;
+  if (offset) {
+    secs = days_from_civil(y, mo, d) * 86400 + std::int64_t{h} * 3600 + std::int64_t{mi} * 60 +
+           std::int64_t{sec} - *offset;
+  } else {
+    auto t = to_utc(y, mo, d, h, mi, sec, z);
+    if (!t) {
+      return fail(t.err().msg);
+    }
+    secs = *t;
+  }
+  const auto ns = checked_ns(secs, frac);
+  if (!ns) {
+    return fail(out_of_range);
+  }
+  return *ns;
+}
+
+// "YYYY-MM-DD HH:MM:SS[.mmm]+HH:MM" in `z` (milliseconds truncated, shown when not zero).
+std::string format_time(std::int64_t utc_ns, const zone &z) {
+  using namespace detail;
+  const std::int64_t secs = floor_div(utc_ns, ns_per_s);
+  const std::int64_t sub = utc_ns - secs * ns_per_s;
+  const std::int64_t off = offset_at(secs, z);
+  const std::int64_t local = secs + off;
+  const std::int64_t days = floor_div(local, 86400);
+  const std::int64_t tod = local - days * 86400;
+  const civil c = civil_from_days(days);
+  const std::int64_t aoff = off < 0 ? -off : off;
+  char buf[64];
+  const long long ms = static_cast<long long>(sub / 1'000'000);
+  int n = 0;
+  if (ms != 0) {
+    n = std::snprintf(buf, sizeof buf,
+                      "%04lld-%02u-%02u %02lld:%02lld:%02lld.%03lld%c%02lld:%02lld",
+                      static_cast<long long>(c.y), c.m, c.d, static_cast<long long>(tod / 3600),
+                      static_cast<long long>(tod / 60 % 60), static_cast<long long>(tod % 60), ms,
+                      off < 0 ? '-' : '+', static_cast<long long>(aoff / 3600),
+                      static_cast<long long>(aoff / 60 % 60));
+  } else {
+    n = std::snprintf(buf, sizeof buf, "%04lld-%02u-%02u %02lld:%02lld:%02lld%c%02lld:%02lld",
+                      static_cast<long long>(c.y), c.m, c.d, static_cast<long long>(tod / 3600),
+                      static_cast<long long>(tod / 60 % 60), static_cast<long long>(tod % 60),
+                      off < 0 ? '-' : '+', static_cast<long long>(aoff / 3600),
+                      static_cast<long long>(aoff / 60 % 60));
+  }
+  return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
+// CLOCK_REALTIME in ns.
+std::int64_t realtime_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return std::int64_t{ts.tv_sec} * ns_per_s + std::int64_t{ts.tv_nsec};
+}
+
+} // namespace rsched::timefmt
