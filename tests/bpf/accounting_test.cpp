@@ -5,6 +5,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -96,7 +97,8 @@ void run_accounting(const std::string &mode) {
     return;
   }
   test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode, "--delay-clock", "runqueue"});
   INFO(d.stderr_text());
@@ -158,7 +160,6 @@ void run_accounting(const std::string &mode) {
   const auto clocks = test::query(db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
   REQUIRE(clocks.size() == 1);
   CHECK(std::get<std::string>(clocks[0][0]) == "runqueue");
-  std::filesystem::remove_all(dir);
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 //    into a new cgroup v2 group. Ground truth for "before the change" is the thread's own pcount
 //    read just before it made the change.
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 #include "wakelat.skel.h"
 
 #include <bpf/bpf.h>
@@ -155,7 +156,8 @@ void run_clock(const std::string &mode) {
     return;
   }
   test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
   INFO(d.stderr_text());
@@ -235,14 +237,14 @@ void run_clock(const std::string &mode) {
   const auto clocks = test::query(db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
   REQUIRE(clocks.size() == 1);
   CHECK(as_text(clocks[0][0]) == "monotonic");
-  std::filesystem::remove_all(dir);
 }
 
 // ---- attribution ------------------------------------------------------------------------------
 
 // Threads that rename themselves first thing, as thread pools do.
 void run_rename(const std::string &mode) {
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
   INFO(d.stderr_text());
@@ -303,12 +305,12 @@ void run_rename(const std::string &mode) {
     CHECK(total + missing_allowed(mode, r.after) >= r.after);
     CHECK(total <= r.after + after_last_read(r.after)); // the report, the exit
   }
-  std::filesystem::remove_all(dir);
 }
 
 // Children that exec a new program, as every build and shell does.
 void run_exec(const std::string &mode) {
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
   INFO(d.stderr_text());
@@ -377,7 +379,6 @@ void run_exec(const std::string &mode) {
     CHECK(before + after <= end + 1);
     CHECK(before + after + 1 + missing_allowed(mode, end) >= end);
   }
-  std::filesystem::remove_all(dir);
 }
 
 // The cgroup v2 mount point (/sys/fs/cgroup/unified on hybrid layouts).
@@ -411,7 +412,8 @@ void run_cgroup_move(const std::string &mode) {
   const std::string name = "rsched-attr-" + std::to_string(getpid());
   cgroup_dir cg{root + "/" + name};
   REQUIRE(std::filesystem::create_directory(cg.path));
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
   INFO(d.stderr_text());
@@ -505,7 +507,6 @@ void run_cgroup_move(const std::string &mode) {
     CHECK(before + after + missing_allowed(mode, r.after) >= r.after);
     CHECK(before + after <= r.after + after_last_read(r.after)); // the report, the exit
   }
-  std::filesystem::remove_all(dir);
 }
 
 } // namespace

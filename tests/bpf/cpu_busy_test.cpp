@@ -4,6 +4,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -83,7 +84,8 @@ TEST_CASE("A CPU's busy periods add up to the busy time /proc/stat accounts to i
     return;
   }
   const int cpu = 1;
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "-g", "sleep"});
   INFO(d.stderr_text());
@@ -136,5 +138,4 @@ TEST_CASE("A CPU's busy periods add up to the busy time /proc/stat accounts to i
                                        stats::slot_of(stats::layout::latency, 4'000'000));
   CHECK(static_cast<std::uint64_t>(as_int(busy[0][2])) >= b4.lo);
   CHECK(static_cast<std::uint64_t>(as_int(busy[0][2])) <= b4.hi);
-  std::filesystem::remove_all(dir);
 }

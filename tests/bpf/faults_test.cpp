@@ -3,6 +3,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <sys/wait.h>
 
@@ -36,7 +37,8 @@ TEST_CASE("kill -9 at random moments: integrity holds, at most the interval in f
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   std::mt19937 rng(20261122);
   std::int64_t prev_intervals = 0;
@@ -64,7 +66,6 @@ TEST_CASE("kill -9 at random moments: integrity holds, at most the interval in f
                 "FROM intervals WHERE id > a.id AND tier = 0) WHERE a.tier = 0 AND "
                 "b.start_ns < a.start_ns + a.dur_ns - 1000000");
   CHECK(std::get<std::int64_t>(overlaps[0][0]) == 0);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a foreign file as the database: one-line error, exit 1, file untouched",
@@ -72,7 +73,8 @@ TEST_CASE("a foreign file as the database: one-line error, exit 1, file untouche
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   for (const std::string &content :
        {std::string("this is not a database\n"), std::string(4096, '\x42'),
         std::string("SQLite format 3") + std::string(100, '\0')}) {
@@ -91,5 +93,4 @@ TEST_CASE("a foreign file as the database: one-line error, exit 1, file untouche
     CHECK(std::count(d.stderr_text().begin(), d.stderr_text().end(), '\n') == 1);
     CHECK(slurp(path) == content);
   }
-  std::filesystem::remove_all(dir);
 }

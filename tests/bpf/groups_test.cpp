@@ -6,6 +6,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -118,7 +119,8 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
     return;
   }
   for (const std::string mode : {"tp_btf", "raw_tp"}) {
-    const std::string dir = test::temp_dir();
+    const test::temp_dir dir_tmp;
+    const std::string dir = dir_tmp.str();
     const std::string db = dir + "/rsched.db";
     test::daemon d(
         {"--db", db, "-i", "1", "-g", "latency,slice,sleep,migration", "--bpf-mode", mode});
@@ -169,7 +171,6 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
       CHECK(within(invol, k.involuntary, rel, 1));
       CHECK(within(migs, k.migrations, 0.01, 1));
     }
-    std::filesystem::remove_all(dir);
   }
 }
 
@@ -178,7 +179,8 @@ TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms, CPU idle is
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "-g", "sleep"});
   INFO(d.stderr_text());
@@ -235,7 +237,6 @@ TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms, CPU idle is
     CHECK(as_int(r[2]) <= as_int(r[3]) + 1'000'000'000); // + one idle period spanning a boundary
   }
   CHECK(periods > 0);
-  std::filesystem::remove_all(dir);
 }
 
 namespace {
@@ -272,7 +273,8 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
     return;
   }
   for (const std::string mode : {"tp_btf", "raw_tp"}) {
-    const std::string dir = test::temp_dir();
+    const test::temp_dir dir_tmp;
+    const std::string dir = dir_tmp.str();
     const std::string db = dir + "/rsched.db";
     test::daemon d({"--db", db, "-i", "1", "-g", "latency,slice", "--bpf-mode", mode});
     INFO(d.stderr_text());
@@ -361,6 +363,5 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
                 "counts at the read; drops %lld\n",
                 mode.c_str(), kernel.size(), exact,
                 static_cast<long long>(as_int(query(db, "SELECT sum(drops) FROM health")[0][0])));
-    std::filesystem::remove_all(dir);
   }
 }

@@ -6,6 +6,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -74,7 +75,8 @@ void run_live_read(const std::vector<std::string> &read_args, const std::string 
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   std::vector<std::string> args{"--db", db, "-i", "1", "--stats"};
   args.insert(args.end(), read_args.begin(), read_args.end());
@@ -146,7 +148,6 @@ void run_live_read(const std::vector<std::string> &read_args, const std::string 
   const double err_ratio = std::fabs(static_cast<double>(sum) - static_cast<double>(kernel)) /
                            static_cast<double>(kernel);
   CHECK(err_ratio <= 0.05);
-  std::filesystem::remove_all(dir);
 }
 
 } // namespace

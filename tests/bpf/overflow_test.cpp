@@ -4,6 +4,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -77,22 +78,6 @@ task_counts count_tasks() {
 std::int64_t exits_between(const task_counts &a, const task_counts &b) {
   return (b.created - a.created) - (b.existing - a.existing);
 }
-
-// A temporary directory removed on every exit path.
-class temp_dir_guard {
-public:
-  temp_dir_guard() : dir_(test::temp_dir()) {}
-  ~temp_dir_guard() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  temp_dir_guard(const temp_dir_guard &) = delete;
-  temp_dir_guard &operator=(const temp_dir_guard &) = delete;
-  [[nodiscard]] const std::string &path() const { return dir_; }
-
-private:
-  std::string dir_;
-};
 
 // Renames the calling thread while it lives (threads it creates inherit the name).
 class comm_guard {
@@ -252,8 +237,8 @@ struct burst_result {
 // right after rschedd read its maps, under rschedd with the given graveyard size. The interval
 // is long enough for the burst to fall between two reads: the graveyard is drained only then.
 burst_result exit_burst(std::optional<std::uint32_t> graveyard_entries) {
-  temp_dir_guard dir;
-  const std::string db = dir.path() + "/rsched.db";
+  const test::temp_dir dir;
+  const std::string db = dir.file("rsched.db");
   burst_result out;
   const long creator = syscall(SYS_gettid);
   std::int64_t burst_from = 0;
@@ -367,8 +352,8 @@ TEST_CASE("Tens of thousands of live threads: all are read and written, the daem
   if (read_number("/proc/sys/kernel/pid_max") < before.existing + 2 * n_threads) {
     pid_max.emplace("/proc/sys/kernel/pid_max", "131072");
   }
-  temp_dir_guard dir;
-  const std::string db = dir.path() + "/rsched.db";
+  const test::temp_dir dir;
+  const std::string db = dir.file("rsched.db");
   const long creator = syscall(SYS_gettid);
   double spawn_ms = 0;
   double alive_ms = 0;

@@ -4,6 +4,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <sys/ioctl.h>
 #include <sys/wait.h>
@@ -132,7 +133,8 @@ TEST_CASE("A paused terminal never holds up recording", "[root][bpf]") {
   }
   for (const char *view : {"tables", "compact"}) {
     INFO("--view " << view);
-    const std::string dir = test::temp_dir();
+    const test::temp_dir dir_tmp;
+    const std::string dir = dir_tmp.str();
     const std::string db = dir + "/rsched.db";
     pty t;
     // tables -d: frames big enough (every thread, every section) to fill the pty's buffer
@@ -159,7 +161,6 @@ TEST_CASE("A paused terminal never holds up recording", "[root][bpf]") {
     } else {
       CHECK(shown.size() > 1000); // the view showed something before the terminal filled
     }
-    std::filesystem::remove_all(dir);
   }
 }
 
@@ -167,7 +168,8 @@ TEST_CASE("SIGTERM is honoured at once while the terminal is paused", "[root][bp
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   pty t;
   test::daemon d({"--db", db, "-g", "latency,slice,sleep,migration", "--view", "tables", "-d"},
@@ -182,7 +184,6 @@ TEST_CASE("SIGTERM is honoured at once while the terminal is paused", "[root][bp
   const auto ivs = intervals(db);
   CHECK(ivs.size() == 4);
   CHECK(ivs.back().final_iv);
-  std::filesystem::remove_all(dir);
 }
 
 // A display filter that backtracks (`(a*)*b`) against a long cgroup name any user can create
@@ -217,7 +218,8 @@ TEST_CASE("A backtracking display filter against a long cgroup name keeps the ca
       usleep(1000);
     }
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   {
     pty t;
@@ -237,7 +239,6 @@ TEST_CASE("A backtracking display filter against a long cgroup name keeps the ca
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   std::filesystem::remove(cg);
-  std::filesystem::remove_all(dir);
 }
 
 // After SIGSTOP/SIGCONT rschedd replayed every missed tick as a run of 0.07-0.87 ms intervals.
@@ -246,7 +247,8 @@ TEST_CASE("Missed ticks are coalesced into one stalled interval", "[root][bpf]")
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-r", "9"});
   REQUIRE(d.wait_attached());
@@ -277,14 +279,14 @@ TEST_CASE("Missed ticks are coalesced into one stalled interval", "[root][bpf]")
   CHECK(as_int(h[0][0]) == 1);
   const auto g = test::query(db, "SELECT count(*) FROM gaps() WHERE reason = 'recorder stalled'");
   CHECK(as_int(g[0][0]) == 1);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("SIGHUP does not stop rschedd when it was started ignoring it (nohup)", "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-r", "4"}, {-1, true});
   REQUIRE(d.wait_attached());
@@ -296,14 +298,13 @@ TEST_CASE("SIGHUP does not stop rschedd when it was started ignoring it (nohup)"
   REQUIRE(status.has_value());
   CHECK(*status == 0);
   CHECK(intervals(db).size() == 4);
-  std::filesystem::remove_all(dir);
   // Without nohup, SIGHUP still ends the run cleanly.
-  const std::string dir2 = test::temp_dir();
+  const test::temp_dir dir2_tmp;
+  const std::string dir2 = dir2_tmp.str();
   test::daemon h({"--db", dir2 + "/rsched.db"});
   REQUIRE(h.wait_attached());
   std::this_thread::sleep_for(1200ms);
   CHECK(h.stop(SIGHUP) == 0);
-  std::filesystem::remove_all(dir2);
 }
 
 // `rschedd 2>&1 | head -1`: once head exits, the next note hits a closed pipe. SIGPIPE killed
@@ -312,7 +313,8 @@ TEST_CASE("A closed pipe on stdout and stderr does not lose the final interval",
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   int fds[2];
   REQUIRE(pipe(fds) == 0);
@@ -340,7 +342,6 @@ TEST_CASE("A closed pipe on stdout and stderr does not lose the final interval",
   const auto ivs = intervals(db);
   REQUIRE(ivs.size() == 3);
   CHECK(ivs.back().final_iv);
-  std::filesystem::remove_all(dir);
 }
 
 // During a switch storm on every CPU, with the live view on a terminal, the recorder wrote
@@ -351,7 +352,8 @@ TEST_CASE("The recorder keeps its cadence during a switch storm with the live vi
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   const pid_t storm = fork();
   REQUIRE(storm >= 0);
@@ -380,7 +382,6 @@ TEST_CASE("The recorder keeps its cadence during a switch storm with the live vi
   }
   kill(storm, SIGTERM);
   waitpid(storm, nullptr, 0);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("rschedd: an unknown metric group is bad usage (exit 2)", "[rschedd]") {

@@ -4,6 +4,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -53,7 +54,8 @@ TEST_CASE("pid reuse within one interval and across intervals keeps two threads 
   for (const bool across : {false, true}) {
     INFO((across ? "across intervals" : "within one interval"));
     test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-    const std::string dir = test::temp_dir();
+    const test::temp_dir dir_tmp;
+    const std::string dir = dir_tmp.str();
     const std::string db = dir + "/rsched.db";
     // Within: one long interval holds both threads. Across: 1 s intervals and a pause between.
     test::daemon d({"--db", db, "-i", across ? "1" : "5"});
@@ -100,6 +102,5 @@ TEST_CASE("pid reuse within one interval and across intervals keeps two threads 
     // each thread's own count, not a merge (a few samples of slack for the fork/exec edges)
     CHECK(std::abs(rows[0].second - static_cast<std::int64_t>(slices_a)) <= 3);
     CHECK(std::abs(rows[1].second - static_cast<std::int64_t>(slices_b)) <= 3);
-    std::filesystem::remove_all(dir);
   }
 }

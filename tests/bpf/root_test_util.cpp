@@ -73,12 +73,7 @@ std::string rsched_sql_path() {
   return std::string(RSCHED_BINARY_DIR) + "/apps/rsched-sql/rsched-sql";
 }
 
-std::string temp_dir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "rsched-test-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    FAIL("mkdtemp failed");
-  }
-  return tmpl;
+return tmpl;
 }
 
 daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
@@ -192,7 +187,7 @@ int daemon::stop(int sig) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
-tmpfs_dir::tmpfs_dir(const std::string &size) : dir_(temp_dir()), mnt_(dir_ + "/mnt") {
+tmpfs_dir::tmpfs_dir(const std::string &size) : mnt_(dir_.file("mnt")) {
   std::filesystem::create_directories(mnt_);
   const std::string opts = "size=" + size + ",mode=0755";
   mounted_ = mount("tmpfs", mnt_.c_str(), "tmpfs", 0, opts.c_str()) == 0;
@@ -202,8 +197,7 @@ tmpfs_dir::~tmpfs_dir() {
   if (mounted_) {
     umount2(mnt_.c_str(), MNT_DETACH);
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
+  // dir_ removes the directory after this body
 }
 
 bool tmpfs_dir::remount_read_only() {

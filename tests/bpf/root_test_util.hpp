@@ -2,6 +2,8 @@
 // Helpers for the root tests: skip-or-fail without root, run rschedd, read /proc ground truth.
 #include "rsched/store/reader.hpp"
 
+#include "support/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <sys/types.h>
 
@@ -97,7 +99,7 @@ public:
   bool remount_read_only();
 
 private:
-  std::string dir_;
+  temp_dir dir_{"rsched-tmpfs"};
   std::string mnt_;
   bool mounted_ = false;
 };
@@ -107,6 +109,5 @@ std::int64_t fill(const std::string &path);
 
 std::string rschedd_path();
 std::string rsched_sql_path();
-std::string temp_dir();
 
 } // namespace rsched::test

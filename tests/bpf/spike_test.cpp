@@ -3,6 +3,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -27,7 +28,8 @@ TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1"});
   INFO(d.stderr_text());
@@ -81,5 +83,4 @@ TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them
                     std::to_string(burst_start) + ", " + std::to_string(burst_end) + ") LIMIT 1");
   REQUIRE(cmp.size() == 1);
   CHECK(std::get<std::string>(cmp[0][0]) == "rs-hog");
-  std::filesystem::remove_all(dir);
 }

@@ -5,6 +5,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 #include <chrono>
 #include <csignal>
@@ -34,7 +35,8 @@ TEST_CASE("A second rschedd on the same database is refused with the holder's pi
   if (!test::bpf_available()) {
     return;
   }
-  const std::string dir = test::temp_dir();
+  const test::temp_dir dir_tmp;
+  const std::string dir = dir_tmp.str();
   const std::string db = dir + "/rsched.db";
   test::daemon first({"--db", db});
   REQUIRE(first.wait_attached());
@@ -77,7 +79,6 @@ TEST_CASE("A second rschedd on the same database is refused with the holder's pi
                                        "AND b.start_ns < a.start_ns + a.dur_ns "
                                        "AND a.start_ns < b.start_ns + b.dur_ns");
   CHECK(as_int(overlap[0][0]) == 0);
-  std::filesystem::remove_all(dir);
 }
 
 // On a read-only file system rschedd started, failed every write with one line, and exited 0:

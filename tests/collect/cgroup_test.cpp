@@ -1,5 +1,7 @@
 #include "rsched/collect/cgroup.hpp"
 
+#include "support/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 
@@ -22,8 +24,8 @@ TEST_CASE("cgroup2 mount point from mountinfo (hybrid layout)", "[collect]") {
 
 TEST_CASE("resolver maps directory inodes to paths and rescans for new ones", "[collect]") {
   namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("rsched-cg-" + std::to_string(getpid()));
-  fs::remove_all(root);
+  const rsched::test::temp_dir tmp("rsched-cg");
+  const fs::path root = tmp.path();
   fs::create_directories(root / "system.slice" / "a.service");
   cgroup_resolver r(root.string());
   struct stat st {};
@@ -37,5 +39,4 @@ TEST_CASE("resolver maps directory inodes to paths and rescans for new ones", "[
   REQUIRE(::stat((root / "user.slice").c_str(), &st) == 0);
   r.new_interval();
   CHECK(r.path_of(st.st_ino) == "/user.slice");
-  fs::remove_all(root);
 }

@@ -2,6 +2,8 @@
 // hardware aliases), --perf-list text and cpulist parsing, against fake sysfs trees.
 #include "rsched/collect/perf.hpp"
 
+#include "support/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <linux/perf_event.h>
 
@@ -17,18 +19,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A temporary directory removed at scope exit.
+// A sysfs-like tree in a temporary directory removed at scope exit.
 class temp_tree {
 public:
-  temp_tree() {
-    std::string tmpl = (fs::temp_directory_path() / "rsched-perf-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    root_ = tmpl;
-  }
-  ~temp_tree() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
+  temp_tree() = default;
   temp_tree(const temp_tree &) = delete;
   temp_tree &operator=(const temp_tree &) = delete;
 
@@ -39,7 +33,8 @@ public:
   [[nodiscard]] const fs::path &root() const { return root_; }
 
 private:
-  fs::path root_;
+  rsched::test::temp_dir dir_{"rsched-perf"};
+  const fs::path &root_ = dir_.path();
 };
 
 std::size_t lines(const std::string &s) {

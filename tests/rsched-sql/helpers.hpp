@@ -1,7 +1,9 @@
 #pragma once
-// Shared by the rsched-sql tests: temporary directories, a synthetic database written through
+// Shared by the rsched-sql tests: a synthetic database written through
 // store::writer, and running the built rsched-sql binary.
 #include "rsched/store/writer.hpp"
+
+#include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 #include <sys/resource.h>
@@ -28,26 +30,7 @@ inline const std::string binary = RSCHED_BINARY_DIR "/apps/rsched-sql/rsched-sql
 // The hostile comm of the end-to-end tests: a quote, a comma and an erase-screen sequence.
 inline const std::string evil_comm = "evil\"c,o\x1b[2Jm";
 
-class temp_dir {
-public:
-  temp_dir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "rsched-sql-test.XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      FAIL("mkdtemp failed");
-    }
-    path_ = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir &) = delete;
-  temp_dir &operator=(const temp_dir &) = delete;
-  [[nodiscard]] std::string file(const std::string &name) const { return (path_ / name).string(); }
-
-private:
-  std::filesystem::path path_;
-};
+using rsched::test::temp_dir;
 
 // Writes one interval with two threads (the evil comm and "plain") and one CPU. Returns the path.
 inline std::string make_db(const temp_dir &dir) {

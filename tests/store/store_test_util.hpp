@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the store tests: temporary directories, running SQL through a reader and
+// Helpers shared by the store tests: running SQL through a reader and
 // building synthetic intervals.
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
@@ -7,10 +7,12 @@
 #include "rsched/store/records.hpp"
 #include "rsched/store/writer.hpp"
 
-#include <algorithm>
+#include "support/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -29,24 +31,7 @@ namespace store_test {
 namespace fs = std::filesystem;
 using rsched::store::value;
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    const char *base = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/rsched-store-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  temp_dir(const temp_dir &) = delete;
-  temp_dir &operator=(const temp_dir &) = delete;
-  [[nodiscard]] std::string file(const std::string &name) const { return (path / name).string(); }
-};
+using rsched::test::temp_dir;
 
 struct table {
   std::vector<std::vector<std::string>> headers; // one entry per statement with columns

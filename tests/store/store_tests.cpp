@@ -341,13 +341,13 @@ TEST_CASE("writer rejects histograms of the wrong layout", "[store]") {
 TEST_CASE("new file gets mode 0640 and new directories 0750", "[store]") {
   temp_dir dir;
   const mode_t old = umask(077); // the modes must not depend on the daemon's umask
-  const auto path = (dir.path / "var" / "lib" / "rsched.db").string();
+  const auto path = (dir.path() / "var" / "lib" / "rsched.db").string();
   auto w = writer::open(path);
   umask(old);
   REQUIRE(w.ok());
   CHECK(file_mode(path) == 0640);
-  CHECK(file_mode((dir.path / "var").string()) == 0750);
-  CHECK(file_mode((dir.path / "var" / "lib").string()) == 0750);
+  CHECK(file_mode((dir.path() / "var").string()) == 0750);
+  CHECK(file_mode((dir.path() / "var" / "lib").string()) == 0750);
   write_ok(*w, make_interval(1, {make_thread(1, "x", {1000})}));
   CHECK(file_mode(path + "-wal") == 0640);
   CHECK(file_mode(path + "-shm") == 0640);
@@ -358,10 +358,10 @@ TEST_CASE("an existing directory and file keep their modes", "[store]") {
   const auto path = dir.file("rsched.db");
   write_file(path, "");
   REQUIRE(chmod(path.c_str(), 0600) == 0);
-  REQUIRE(chmod(dir.path.c_str(), 0711) == 0);
+  REQUIRE(chmod(dir.path().c_str(), 0711) == 0);
   { auto w = open_writer(path); }
   CHECK(file_mode(path) == 0600);
-  CHECK(file_mode(dir.path.string()) == 0711);
+  CHECK(file_mode(dir.path().string()) == 0711);
 }
 
 TEST_CASE("files that are not rsched databases are refused and left untouched", "[store]") {

@@ -1,6 +1,8 @@
 #pragma once
 // A throw-away sysfs tree in a fresh temp dir, removed on destruction. Tests describe a machine
 // with cpu()/node() and pass root() to topology::load.
+#include "support/temp_dir.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,18 +24,7 @@ struct fake_cpu {
 
 class fake_sysfs {
 public:
-  fake_sysfs() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "rsched-topo-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      throw std::runtime_error("mkdtemp failed");
-    }
-    root_ = tmpl;
-    std::filesystem::create_directories(root_ / "devices/system/cpu");
-  }
-  ~fake_sysfs() {
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
+  fake_sysfs() { std::filesystem::create_directories(root_ / "devices/system/cpu"); }
   fake_sysfs(const fake_sysfs &) = delete;
   fake_sysfs &operator=(const fake_sysfs &) = delete;
 
@@ -77,7 +68,8 @@ public:
   }
 
 private:
-  std::filesystem::path root_;
+  rsched::test::temp_dir dir_{"rsched-topo"};
+  const std::filesystem::path &root_ = dir_.path();
 };
 
 } // namespace rsched::topology::testing
