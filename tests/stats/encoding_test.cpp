@@ -3,7 +3,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <random>
+#include <span>
+#include <string>
+#include <vector>
 
 using namespace rsched::stats;
 
@@ -57,14 +61,70 @@ TEST_CASE("malformed blobs are errors, never crashes", "[stats]") {
   bytes sum{1, 0,    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01,
             0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
   CHECK_FALSE(decode(sum).ok());
-  // random garbage never crashes
+  CHECK(decode(bytes{1}).ok());
+}
+
+namespace {
+// One blob of the fuzz loop: decoding either fails cleanly (a one-line message) or yields a
+// histogram that encodes to a blob decoding to the same histogram. Returns whether it decoded.
+bool check_decode_is_clean(std::span<const std::uint8_t> b) {
+  const auto h = decode(b);
+  if (!h.ok()) {
+    CHECK_FALSE(h.err().msg.empty());
+    CHECK(h.err().msg.find('\n') == std::string::npos);
+    return false;
+  }
+  // (Compare histograms, not bytes: a decodable varint may be longer than encode writes it.)
+  const auto again = decode(encode(h.value()));
+  REQUIRE(again.ok());
+  CHECK(again.value() == h.value());
+  return true;
+}
+} // namespace
+
+TEST_CASE("fuzz: random and mutated blobs decode cleanly or round-trip", "[stats]") {
+  using bytes = std::vector<std::uint8_t>;
   std::mt19937_64 rng(1);
+  int decoded = 0;
+  // Random bytes; the first is a valid layout id half of the time so that decoding gets past it.
   for (int i = 0; i < 20000; ++i) {
     bytes b(rng() % 24);
     for (auto &x : b) {
       x = static_cast<std::uint8_t>(rng());
     }
-    (void)decode(b);
+    if (!b.empty() && rng() % 2 == 0) {
+      b[0] = static_cast<std::uint8_t>(rng() % 2 == 0 ? layout::latency : layout::depth);
+    }
+    decoded += check_decode_is_clean(b) ? 1 : 0;
   }
-  CHECK(decode(bytes{1}).ok());
+  // Valid blobs with one to three bytes changed, dropped or appended.
+  for (int i = 0; i < 20000; ++i) {
+    histogram h{i % 3 == 0 ? layout::depth : layout::latency, {}};
+    for (int k = static_cast<int>(rng() % 8); k > 0; --k) {
+      h.slots[rng() % slot_count(h.kind)] += rng() % 5000 + 1;
+    }
+    bytes b = encode(h);
+    REQUIRE(decode(b).ok());
+    REQUIRE(decode(b).value() == h);
+    for (int k = static_cast<int>(rng() % 3) + 1; k > 0; --k) {
+      switch (rng() % 3) {
+      case 0:
+        b[rng() % b.size()] = static_cast<std::uint8_t>(rng());
+        break;
+      case 1:
+        if (b.size() > 1) {
+          b.erase(b.begin() + static_cast<std::ptrdiff_t>(1 + rng() % (b.size() - 1)));
+        }
+        break;
+      default:
+        b.push_back(static_cast<std::uint8_t>(rng()));
+        break;
+      }
+    }
+    decoded += check_decode_is_clean(b) ? 1 : 0;
+  }
+  // Both outcomes were exercised, not only the error path.
+  INFO("decoded " << decoded << " of 40000");
+  CHECK(decoded > 1000);
+  CHECK(decoded < 39000);
 }
