@@ -3,10 +3,13 @@
 #include "rsched/base/text.hpp"
 #include "rsched/bpf/program.hpp"
 #include "rsched/collect/cgroup.hpp"
-#include "rsched/collect/delta.hpp"
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
-#include "rsched/record/interval.hpp"
+#include "rsched/rschedd/filter.hpp"
+#include "rsched/rschedd/live.hpp"
+#include "rsched/rschedd/options.hpp"
+#include "rsched/rschedd/recorder.hpp"
+#include "rsched/rschedd/render.hpp"
 #include "rsched/schedstat/delta.hpp"
 #include "rsched/schedstat/render.hpp"
 #include "rsched/schedstat/schedstat.hpp"
@@ -14,12 +17,6 @@
 #include "rsched/topology/json.hpp"
 #include "rsched/topology/migration.hpp"
 #include "rsched/topology/topology.hpp"
-
-#include "filter.hpp"
-#include "interval.hpp"
-#include "live.hpp"
-#include "options.hpp"
-#include "render.hpp"
 
 #include <fmt/format.h>
 
@@ -159,6 +156,23 @@ void add_schedstat(store::interval_row &row, const schedstat::deltas &d) {
     }
   }
 }
+
+// The store writer as the recorder's sink.
+class writer_sink final : public interval_sink {
+public:
+  explicit writer_sink(store::writer &w) : w_(w) {}
+  result<void> write(const store::interval_row &row) override { return w_.write(row); }
+  result<void> maintain(std::int64_t now_real_ns) override {
+    auto m = w_.maintain(now_real_ns);
+    if (!m) {
+      return m.err();
+    }
+    return {};
+  }
+
+private:
+  store::writer &w_;
+};
 
 // Upstream's startup banner (for stderr: stdout is the live display).
 std::string banner(const rschedd::options &opt) {
@@ -402,41 +416,35 @@ int run(const rschedd::options &opt) {
        opt.run_time_s ? fmt::format(" for {} s", *opt.run_time_s) : std::string());
 
   collect::bpf_source src(*prog);
-  collect::delta_tracker tracker;
   collect::cgroup_resolver cgroups;
-  const std::string boot = read_boot_id();
-  const auto cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
-
-  const bool migration = (groups & RSCHED_G_MIGRATION) != 0;
-  // Migration and generic events need 1-second ticks for their per-second rate histograms.
-  const bool per_second = migration || !event_names.empty();
   const std::int64_t interval_ns = static_cast<std::int64_t>(opt.interval_s) * 1'000'000'000;
-  const std::int64_t tick_ns = per_second ? 1'000'000'000 : interval_ns;
-  const std::int64_t ticks_per_interval = interval_ns / tick_ns;
-  const std::int64_t mono0 = clock_ns(CLOCK_MONOTONIC);
-  const std::int64_t end_mono =
-      opt.run_time_s ? mono0 + static_cast<std::int64_t>(*opt.run_time_s) * 1'000'000'000
-                     : INT64_MAX;
-  std::int64_t iv_mono = mono0;
-  std::int64_t iv_real = clock_ns(CLOCK_REALTIME);
-  std::int64_t tick = 1;      // the deadline the next read is for
-  std::int64_t last_tick = 0; // the deadline the previous read was for
-  std::int64_t missed_ticks = 0;
-  bool stop = false;
-  bool reported_write_error = false;
-  bool reported_stall = false;
-  std::uint64_t intervals_written = 0;
-  std::uint64_t write_failures = 0;
-  int status = 0;
-  record::interval_acc acc(event_names.size());
+
+  recorder_config rc;
+  rc.interval_ns = interval_ns;
+  // Migration and generic events need 1-second ticks for their per-second rate histograms.
+  rc.per_second = (groups & RSCHED_G_MIGRATION) != 0 || !event_names.empty();
+  if (opt.run_time_s) {
+    rc.run_ns = static_cast<std::int64_t>(*opt.run_time_s) * 1'000'000'000;
+  }
+  rc.groups = groups;
+  rc.ipc = ipc;
+  rc.dies = ropt.num_dies;
+  rc.numa_nodes = ropt.num_numa_nodes;
+  rc.events = event_defs;
+  if ((groups & RSCHED_G_LATENCY) != 0) {
+    rc.delay_clock = opt.delay_rq_clock ? "runqueue" : "monotonic";
+  }
+  rc.boot_id = read_boot_id();
+  rc.db_path = opt.no_db ? std::string() : opt.db_path;
+  rc.stats = opt.stats;
+  rc.note = [](std::string_view s) { note("{}", s); };
+  rc.cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
+  rc.new_interval = [&] { cgroups.new_interval(); };
+
+  // What the recorder does not collect itself: perf counter times, schedstat deltas, and the
+  // daemon's own health (CPU time, RSS, its BPF programs' run time).
   std::map<std::pair<unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> counter_prev;
   std::string live_schedstat;
-  std::int64_t read_ns = 0;  // reading the maps and taking deltas, this interval
-  std::int64_t drain_ns = 0; // of which reading the maps (the iterator, graveyard, per-CPU)
-  unsigned full_reads = 0;   // reads of every thread (periodic, or a dirty-list overflow)
-  // Health of the daemon itself, recorded with each interval.
-  std::optional<std::int64_t> maint_ns; // maintain() after the previous interval
-  bool reported_maint_error = false;
   std::int64_t cpu_prev = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
   // The programs were loaded by this process, so their run counts start at zero: the first
   // interval's samples (everything since attach) are matched by everything the programs ran.
@@ -444,6 +452,41 @@ int run(const rschedd::options &opt) {
   if (bpf_prev) {
     *bpf_prev = {};
   }
+  rc.enrich = [&](store::interval_row &row) {
+    for (const auto &set : counter_sets) {
+      auto times = set.read_times();
+      if (!times) {
+        continue;
+      }
+      for (const auto &t : *times) {
+        auto &prev = counter_prev[{t.cpu, t.slot}];
+        row.counter_times.push_back(
+            {t.cpu, t.name, t.enabled_ns - prev.first, t.running_ns - prev.second});
+        prev = {t.enabled_ns, t.running_ns};
+      }
+    }
+    if (schedstat_prev) {
+      auto cur = schedstat::read();
+      if (cur) {
+        auto d = schedstat::delta(*schedstat_prev, *cur);
+        if (d) {
+          add_schedstat(row, *d);
+          live_schedstat = schedstat::render(*d);
+        }
+        schedstat_prev = std::move(*cur);
+      }
+    }
+    const std::int64_t cpu_now = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    row.cpu_ns = cpu_now - cpu_prev;
+    cpu_prev = cpu_now;
+    row.rss_bytes = self_rss_bytes();
+    const auto bpf_now = prog->run_stats();
+    if (bpf_now && bpf_prev) {
+      row.bpf_run_ns = static_cast<std::int64_t>(bpf_now->run_time_ns - bpf_prev->run_time_ns);
+      row.bpf_run_cnt = static_cast<std::int64_t>(bpf_now->run_cnt - bpf_prev->run_cnt);
+    }
+    bpf_prev = bpf_now;
+  };
 
   // The live view runs on its own thread and never holds up recording (live.hpp).
   std::unique_ptr<live_display> display;
@@ -461,6 +504,12 @@ int run(const rschedd::options &opt) {
       lc.event_names = event_names;
       lc.window_ns = std::max<std::int64_t>(5'000'000'000, interval_ns);
       display = std::make_unique<live_display>(std::move(lc), std::move(*out));
+      rc.show = [&](live_frame &&f) {
+        if (!live_schedstat.empty()) {
+          f.schedstat_table = live_schedstat;
+        }
+        display->offer(std::move(f));
+      };
     }
   }
   // The recorder's own priority: its work per tick is small and bounded, and with SCHED_FIFO
@@ -477,194 +526,17 @@ int run(const rschedd::options &opt) {
     }
   }
 
-  while (!stop) {
-    const std::int64_t deadline = std::min(mono0 + tick * tick_ns, end_mono);
-    // Wait for the deadline or a signal.
-    for (;;) {
-      const std::int64_t now = clock_ns(CLOCK_MONOTONIC);
-      if (now >= deadline) {
-        // Behind schedule (a slow read or write, an overloaded or stopped process): a signal
-        // that arrived meanwhile still ends the run at this tick, not after the missed ones.
-        const timespec zero{};
-        if (sigtimedwait(&sigs, nullptr, &zero) > 0) {
-          stop = true;
-        }
-        break;
-      }
-      const std::int64_t left = deadline - now;
-      timespec ts{static_cast<time_t>(left / 1'000'000'000),
-                  static_cast<long>(left % 1'000'000'000)};
-      const int sig = sigtimedwait(&sigs, nullptr, &ts);
-      if (sig > 0) {
-        stop = true;
-        break;
-      }
-    }
-    if (deadline >= end_mono) {
-      stop = true;
-    }
-    // Behind by whole ticks (SIGSTOP, a starved or slow recorder): this read covers every tick
-    // missed; they are coalesced into the current interval instead of being replayed as a run
-    // of sub-millisecond intervals, and the interval is marked stalled.
-    if (const std::int64_t due = (clock_ns(CLOCK_MONOTONIC) - mono0) / tick_ns; due > tick) {
-      missed_ticks += due - tick;
-      tick = due;
-    }
-
-    const std::int64_t read_start = clock_ns(CLOCK_MONOTONIC);
-    auto snap = src.read();
-    const std::int64_t now_mono = clock_ns(CLOCK_MONOTONIC);
-    drain_ns += now_mono - read_start;
-    if (!snap) {
-      note("rschedd: {}\n", snap.err().msg);
-      status = 1;
-      break;
-    }
-    full_reads += snap->full ? 1U : 0U;
-    acc.add_tick(tracker.advance(*snap), per_second);
-    read_ns += clock_ns(CLOCK_MONOTONIC) - read_start;
-    // The interval ends when this read passed one of its boundaries.
-    const bool interval_end = stop || tick / ticks_per_interval > last_tick / ticks_per_interval;
-    last_tick = tick;
-    ++tick;
-    if (!interval_end) {
-      continue;
-    }
-
-    cgroups.new_interval();
-    auto row = record::to_row(acc, cgroup_path,
-                              {.ipc = ipc,
-                               .migration = migration,
-                               .dies = ropt.num_dies,
-                               .numa_nodes = ropt.num_numa_nodes});
-    row.start_ns = iv_real;
-    row.dur_ns = now_mono - iv_mono;
-    row.boot_id = boot;
-    row.groups = groups;
-    if ((groups & RSCHED_G_LATENCY) != 0) {
-      row.delay_clock = opt.delay_rq_clock ? "runqueue" : "monotonic";
-    }
-    row.final_interval = stop;
-    row.stalled = row.dur_ns > interval_ns + interval_ns / 2;
-    if (row.stalled != reported_stall) {
-      if (row.stalled) {
-        note("rschedd: the recorder fell behind: an interval of {:.1f} s (asked {} s), "
-             "{} missed ticks coalesced; marked stalled (health, gaps())\n",
-             static_cast<double>(row.dur_ns) / 1e9, opt.interval_s, missed_ticks);
-      } else {
-        note("rschedd: the recorder is on schedule again\n");
-      }
-      reported_stall = row.stalled;
-    }
-    missed_ticks = 0;
-    for (const auto &set : counter_sets) {
-      auto times = set.read_times();
-      if (!times) {
-        continue;
-      }
-      for (const auto &t : *times) {
-        auto &prev = counter_prev[{t.cpu, t.slot}];
-        row.counter_times.push_back(
-            {t.cpu, t.name, t.enabled_ns - prev.first, t.running_ns - prev.second});
-        prev = {t.enabled_ns, t.running_ns};
-      }
-    }
-    row.events = event_defs;
-    if (schedstat_prev) {
-      auto cur = schedstat::read();
-      if (cur) {
-        auto d = schedstat::delta(*schedstat_prev, *cur);
-        if (d) {
-          add_schedstat(row, *d);
-          live_schedstat = schedstat::render(*d);
-        }
-        schedstat_prev = std::move(*cur);
-      }
-    }
-    iv_real += now_mono - iv_mono;
-    iv_mono = now_mono;
-
-    row.collect_ns = read_ns;
-    row.maint_ns = maint_ns;
-    const std::int64_t cpu_now = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-    row.cpu_ns = cpu_now - cpu_prev;
-    cpu_prev = cpu_now;
-    row.rss_bytes = self_rss_bytes();
-    const auto bpf_now = prog->run_stats();
-    if (bpf_now && bpf_prev) {
-      row.bpf_run_ns = static_cast<std::int64_t>(bpf_now->run_time_ns - bpf_prev->run_time_ns);
-      row.bpf_run_cnt = static_cast<std::int64_t>(bpf_now->run_cnt - bpf_prev->run_cnt);
-    }
-    bpf_prev = bpf_now;
-
-    const std::int64_t write_start = clock_ns(CLOCK_MONOTONIC);
-    std::int64_t write_end = write_start;
-    if (db) {
-      if (auto w = db->write(row); !w) {
-        ++write_failures;
-        if (!reported_write_error) {
-          note("rschedd: writing interval failed: {}\n", w.err().msg);
-          reported_write_error = true;
-        }
-      } else {
-        if (reported_write_error) {
-          note("rschedd: writing intervals again; the time in between is a gap\n");
-        }
-        reported_write_error = false;
-        ++intervals_written;
-      }
-      write_end = clock_ns(CLOCK_MONOTONIC);
-      // Rollups and retention: bounded work per interval, errors reported once per episode
-      // (a full disk fails here too; the next call retries).
-      const std::int64_t m0 = clock_ns(CLOCK_MONOTONIC);
-      if (auto m = db->maintain(clock_ns(CLOCK_REALTIME)); !m) {
-        if (!reported_maint_error) {
-          note("rschedd: {}\n", m.err().msg);
-          reported_maint_error = true;
-        }
-      } else {
-        reported_maint_error = false;
-      }
-      maint_ns = clock_ns(CLOCK_MONOTONIC) - m0;
-    }
-    if (opt.stats) {
-      note("rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
-           "rss_kb={} drain_ms={:.3f} full_reads={}\n",
-           row.threads.size(), static_cast<double>(read_ns) / 1e6,
-           static_cast<double>(write_end - write_start) / 1e6,
-           static_cast<double>(maint_ns.value_or(0)) / 1e6, row.rss_bytes.value_or(0) / 1024,
-           static_cast<double>(drain_ns) / 1e6, full_reads);
-    }
-    read_ns = 0;
-    drain_ns = 0;
-    full_reads = 0;
-    if (display && !stop) {
-      live_frame f;
-      f.header.end_ns = row.start_ns + row.dur_ns;
-      f.header.dur_ns = row.dur_ns;
-      f.header.recording =
-          opt.no_db ? std::string("not recording (--no-db)") : "recording to " + opt.db_path;
-      if (db) {
-        f.header.intervals_written = intervals_written;
-      }
-      f.header.write_failures = write_failures;
-      f.header.stalled = row.stalled;
-      if (!live_schedstat.empty()) {
-        f.schedstat_table = live_schedstat;
-      }
-      f.row = std::move(row);
-      display->offer(std::move(f));
-    }
-    acc.clear();
+  system_clock clock(sigs);
+  std::optional<writer_sink> sink;
+  if (db) {
+    sink.emplace(*db);
+  }
+  recorder rec(std::move(rc), src, clock, sink ? &*sink : nullptr);
+  rec.setup();
+  while (rec.step()) {
   }
   display.reset(); // within ~100 ms, whatever the terminal is doing
-  if (db && intervals_written == 0) {
-    note("rschedd: nothing could be written to {}\n", text::escape_for_terminal(opt.db_path));
-    status = 1;
-  }
-  note("rschedd: stopped after {:.1f} s\n",
-       static_cast<double>(clock_ns(CLOCK_MONOTONIC) - mono0) / 1e9);
-  return status;
+  return rec.finish();
 }
 
 } // namespace

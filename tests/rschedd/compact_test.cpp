@@ -1,6 +1,6 @@
 // The compact live view: a sliding window of bounded per-comm summaries, rendered to fit the
 // terminal, worst scheduling delay first.
-#include "compact.hpp"
+#include "rsched/rschedd/compact.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
-#include "filter.hpp"
-#include "model.hpp"
+#include "rsched/rschedd/filter.hpp"
+#include "rsched/rschedd/model.hpp"
 
 #include <catch2/catch.hpp>
 

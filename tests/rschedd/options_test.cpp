@@ -1,4 +1,4 @@
-#include "options.hpp"
+#include "rsched/rschedd/options.hpp"
 
 #include <catch2/catch.hpp>
 

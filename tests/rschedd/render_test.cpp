@@ -1,5 +1,5 @@
-#include "interval.hpp"
-#include "render.hpp"
+#include "rsched/rschedd/interval.hpp"
+#include "rsched/rschedd/render.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

@@ -12,8 +12,8 @@
 #include "rsched/stats/percentile.hpp"
 #include "rsched/store/records.hpp"
 
-#include "filter.hpp"
-#include "render.hpp"
+#include "rsched/rschedd/filter.hpp"
+#include "rsched/rschedd/render.hpp"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,7 @@
 // tables and keeps them bounded. The interval assembly itself is rsched::record.
 #include "rsched/store/records.hpp"
 
-#include "model.hpp"
+#include "rsched/rschedd/model.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -10,11 +10,11 @@
 // 10, SCHED_OTHER) so that rendering never competes with the recorder or the workload.
 #include "rsched/store/records.hpp"
 
-#include "compact.hpp"
-#include "filter.hpp"
-#include "interval.hpp"
-#include "model.hpp"
-#include "render.hpp"
+#include "rsched/rschedd/compact.hpp"
+#include "rsched/rschedd/filter.hpp"
+#include "rsched/rschedd/interval.hpp"
+#include "rsched/rschedd/model.hpp"
+#include "rsched/rschedd/render.hpp"
 
 #include <sys/ioctl.h>
 #include <sys/resource.h>

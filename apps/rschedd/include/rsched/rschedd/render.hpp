@@ -43,8 +43,8 @@
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
 
-#include "filter.hpp"
-#include "model.hpp"
+#include "rsched/rschedd/filter.hpp"
+#include "rsched/rschedd/model.hpp"
 
 #include <fmt/format.h>
 #include <range/v3/algorithm/max.hpp>

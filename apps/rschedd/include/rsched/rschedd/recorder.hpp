@@ -1,0 +1,147 @@
+#pragma once
+// rschedd's recorder: reads a collect::source on a grid of ticks, sums the ticks into intervals
+// (rsched::record) and hands each interval to a sink (the store writer) and to the live display.
+// Time, the source and the sink are seams, so tests drive it without root or BPF
+// (tests/rschedd/recorder_test.cpp).
+//
+// Ticks sit on a grid from setup(): one a second when per-second rates are recorded (migration,
+// generic perf events), else one per interval. When the recorder wakes up past whole ticks (a
+// stopped or starved process) the missed ticks are coalesced into the current interval, which is
+// marked stalled when it lasted more than 1.5 intervals. A stop (signal, run time) ends the
+// current interval early: it is written as the final interval.
+#include "rsched/base/result.hpp"
+#include "rsched/collect/delta.hpp"
+#include "rsched/collect/source.hpp"
+#include "rsched/record/interval.hpp"
+#include "rsched/store/records.hpp"
+
+#include <csignal>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rsched::rschedd {
+
+struct live_frame;
+
+// The recorder's clocks and its wait for the next tick.
+class recorder_clock {
+public:
+  virtual ~recorder_clock() = default;
+  recorder_clock() = default;
+  recorder_clock(const recorder_clock &) = delete;
+  recorder_clock &operator=(const recorder_clock &) = delete;
+  virtual std::int64_t mono_ns() = 0; // CLOCK_MONOTONIC: the tick grid, durations
+  virtual std::int64_t real_ns() = 0; // CLOCK_REALTIME: interval start times
+  // Waits until mono_ns() >= deadline; true when the run is to stop (a signal), also when the
+  // request arrived while the recorder was behind schedule.
+  virtual bool wait_until(std::int64_t deadline_mono_ns) = 0;
+};
+
+// The real clocks; waits in sigtimedwait for `stop_signals` (which the caller has blocked).
+class system_clock final : public recorder_clock {
+public:
+  explicit system_clock(const sigset_t &stop_signals) : sigs_(stop_signals) {}
+  std::int64_t mono_ns() override;
+  std::int64_t real_ns() override;
+  bool wait_until(std::int64_t deadline_mono_ns) override;
+
+private:
+  sigset_t sigs_;
+};
+
+// Where intervals go: the store writer in rschedd, a vector in tests.
+class interval_sink {
+public:
+  virtual ~interval_sink() = default;
+  interval_sink() = default;
+  interval_sink(const interval_sink &) = delete;
+  interval_sink &operator=(const interval_sink &) = delete;
+  virtual result<void> write(const store::interval_row &row) = 0;
+  // Bounded housekeeping after each write (rollups, retention); errors are reported once.
+  virtual result<void> maintain(std::int64_t /*now_real_ns*/) { return {}; }
+};
+
+struct recorder_config {
+  std::int64_t interval_ns = 1'000'000'000;
+  bool per_second = false;            // 1-s ticks for the per-second rate histograms
+  std::optional<std::int64_t> run_ns; // stop after this long (--run-time)
+  std::uint32_t groups = 0;           // enum rsched_group bits recorded
+  bool ipc = false;
+  int dies = 1;
+  int numa_nodes = 1;
+  std::vector<store::perf_event_def> events; // generic perf events, in counter order
+  std::string delay_clock;                   // "monotonic" / "runqueue" with the latency group
+  std::string boot_id;
+  std::string db_path; // for notes and the live header; empty: not recording (--no-db)
+  bool stats = false;  // an rschedd-stats line per interval (--stats)
+  // One-line notes (stderr in rschedd; the default drops them).
+  std::function<void(std::string_view)> note;
+  // Cgroup id -> path; new_interval() is called before each interval's rows are built.
+  std::function<std::string(std::uint64_t)> cgroup_path;
+  std::function<void()> new_interval;
+  // Adds what the recorder does not collect itself (perf counter times, schedstat, the
+  // process's CPU time, RSS and BPF run time) to each interval before it is written.
+  std::function<void(store::interval_row &)> enrich;
+  // The display feed: each interval but the final one, after its write.
+  std::function<void(live_frame &&)> show;
+};
+
+class recorder {
+public:
+  // `sink` null: nothing is written (--no-db).
+  recorder(recorder_config cfg, collect::source &src, recorder_clock &clock, interval_sink *sink);
+
+  // Starts the tick grid at the clock's now.
+  void setup();
+  // One tick: waits for its deadline (or a stop), reads the source, and when the read ends an
+  // interval writes it and feeds the display. false: the run is over (stopped, run time
+  // reached, or a failed read).
+  bool step();
+  // After the last step: the exit status (1 when a read failed or nothing could be written).
+  int finish();
+
+  [[nodiscard]] std::uint64_t intervals_written() const { return intervals_written_; }
+  [[nodiscard]] std::uint64_t write_failures() const { return write_failures_; }
+
+private:
+  void end_interval(std::int64_t now_mono);
+  void note(std::string_view s) const {
+    if (cfg_.note) {
+      cfg_.note(s);
+    }
+  }
+
+  recorder_config cfg_;
+  collect::source &src_;
+  recorder_clock &clock_;
+  interval_sink *sink_;
+  collect::delta_tracker tracker_;
+  record::interval_acc acc_;
+
+  std::int64_t tick_ns_ = 0;
+  std::int64_t ticks_per_interval_ = 1;
+  std::int64_t mono0_ = 0;
+  std::int64_t end_mono_ = 0;
+  std::int64_t iv_mono_ = 0;
+  std::int64_t iv_real_ = 0;
+  std::int64_t tick_ = 1;      // the deadline the next read is for
+  std::int64_t last_tick_ = 0; // the deadline the previous read was for
+  std::int64_t missed_ticks_ = 0;
+  bool stop_ = false;
+  int status_ = 0;
+  bool reported_write_error_ = false;
+  bool reported_maint_error_ = false;
+  bool reported_stall_ = false;
+  std::uint64_t intervals_written_ = 0;
+  std::uint64_t write_failures_ = 0;
+  std::int64_t read_ns_ = 0;  // reading the source and taking deltas, this interval
+  std::int64_t drain_ns_ = 0; // of which reading the source
+  unsigned full_reads_ = 0;   // reads of every thread
+  std::optional<std::int64_t> maint_ns_;
+};
+
+} // namespace rsched::rschedd

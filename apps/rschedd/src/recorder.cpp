@@ -1,0 +1,219 @@
+#include "rsched/rschedd/recorder.hpp"
+
+#include "rsched/base/text.hpp"
+#include "rsched/rschedd/live.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <ctime>
+#include <utility>
+
+namespace rsched::rschedd {
+
+namespace {
+
+std::int64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+} // namespace
+
+std::int64_t system_clock::mono_ns() {
+  return clock_ns(CLOCK_MONOTONIC);
+}
+
+std::int64_t system_clock::real_ns() {
+  return clock_ns(CLOCK_REALTIME);
+}
+
+bool system_clock::wait_until(std::int64_t deadline) {
+  for (;;) {
+    const std::int64_t now = mono_ns();
+    if (now >= deadline) {
+      // Behind schedule (a slow read or write, an overloaded or stopped process): a signal
+      // that arrived meanwhile still ends the run at this tick, not after the missed ones.
+      const timespec zero{};
+      return sigtimedwait(&sigs_, nullptr, &zero) > 0;
+    }
+    const std::int64_t left = deadline - now;
+    const timespec ts{static_cast<time_t>(left / 1'000'000'000),
+                      static_cast<long>(left % 1'000'000'000)};
+    if (sigtimedwait(&sigs_, nullptr, &ts) > 0) {
+      return true;
+    }
+  }
+}
+
+recorder::recorder(recorder_config cfg, collect::source &src, recorder_clock &clock,
+                   interval_sink *sink)
+    : cfg_(std::move(cfg)), src_(src), clock_(clock), sink_(sink), acc_(cfg_.events.size()) {
+  tick_ns_ = cfg_.per_second ? 1'000'000'000 : cfg_.interval_ns;
+  ticks_per_interval_ = std::max<std::int64_t>(1, cfg_.interval_ns / tick_ns_);
+}
+
+void recorder::setup() {
+  mono0_ = clock_.mono_ns();
+  end_mono_ = cfg_.run_ns ? mono0_ + *cfg_.run_ns : INT64_MAX;
+  iv_mono_ = mono0_;
+  iv_real_ = clock_.real_ns();
+  tick_ = 1;
+  last_tick_ = 0;
+  missed_ticks_ = 0;
+  stop_ = false;
+}
+
+bool recorder::step() {
+  if (stop_) {
+    return false;
+  }
+  const std::int64_t deadline = std::min(mono0_ + tick_ * tick_ns_, end_mono_);
+  if (clock_.wait_until(deadline)) {
+    stop_ = true;
+  }
+  if (deadline >= end_mono_) {
+    stop_ = true;
+  }
+  // Behind by whole ticks (SIGSTOP, a starved or slow recorder): this read covers every tick
+  // missed; they are coalesced into the current interval instead of being replayed as a run
+  // of sub-millisecond intervals, and the interval is marked stalled.
+  if (const std::int64_t due = (clock_.mono_ns() - mono0_) / tick_ns_; due > tick_) {
+    missed_ticks_ += due - tick_;
+    tick_ = due;
+  }
+
+  const std::int64_t read_start = clock_.mono_ns();
+  auto snap = src_.read();
+  const std::int64_t now_mono = clock_.mono_ns();
+  drain_ns_ += now_mono - read_start;
+  if (!snap) {
+    note(fmt::format("rschedd: {}\n", snap.err().msg));
+    status_ = 1;
+    stop_ = true;
+    return false;
+  }
+  full_reads_ += snap->full ? 1U : 0U;
+  acc_.add_tick(tracker_.advance(*snap), cfg_.per_second);
+  read_ns_ += clock_.mono_ns() - read_start;
+  // The interval ends when this read passed one of its boundaries.
+  const bool interval_end = stop_ || tick_ / ticks_per_interval_ > last_tick_ / ticks_per_interval_;
+  last_tick_ = tick_;
+  ++tick_;
+  if (interval_end) {
+    end_interval(now_mono);
+  }
+  return !stop_;
+}
+
+void recorder::end_interval(std::int64_t now_mono) {
+  if (cfg_.new_interval) {
+    cfg_.new_interval();
+  }
+  const auto no_path = [](std::uint64_t) { return std::string(); };
+  auto row = record::to_row(acc_, cfg_.cgroup_path ? cfg_.cgroup_path : no_path,
+                            {.ipc = cfg_.ipc,
+                             .migration = (cfg_.groups & RSCHED_G_MIGRATION) != 0,
+                             .dies = cfg_.dies,
+                             .numa_nodes = cfg_.numa_nodes});
+  row.start_ns = iv_real_;
+  row.dur_ns = now_mono - iv_mono_;
+  row.boot_id = cfg_.boot_id;
+  row.groups = cfg_.groups;
+  row.delay_clock = cfg_.delay_clock;
+  row.final_interval = stop_;
+  row.stalled = row.dur_ns > cfg_.interval_ns + cfg_.interval_ns / 2;
+  if (row.stalled != reported_stall_) {
+    if (row.stalled) {
+      note(fmt::format("rschedd: the recorder fell behind: an interval of {:.1f} s (asked {} s), "
+                       "{} missed ticks coalesced; marked stalled (health, gaps())\n",
+                       static_cast<double>(row.dur_ns) / 1e9, cfg_.interval_ns / 1'000'000'000,
+                       missed_ticks_));
+    } else {
+      note("rschedd: the recorder is on schedule again\n");
+    }
+    reported_stall_ = row.stalled;
+  }
+  missed_ticks_ = 0;
+  row.events = cfg_.events;
+  iv_real_ += now_mono - iv_mono_;
+  iv_mono_ = now_mono;
+  row.collect_ns = read_ns_;
+  row.maint_ns = maint_ns_;
+  if (cfg_.enrich) {
+    cfg_.enrich(row);
+  }
+
+  const std::int64_t write_start = clock_.mono_ns();
+  std::int64_t write_end = write_start;
+  if (sink_ != nullptr) {
+    if (auto w = sink_->write(row); !w) {
+      ++write_failures_;
+      if (!reported_write_error_) {
+        note(fmt::format("rschedd: writing interval failed: {}\n", w.err().msg));
+        reported_write_error_ = true;
+      }
+    } else {
+      if (reported_write_error_) {
+        note("rschedd: writing intervals again; the time in between is a gap\n");
+      }
+      reported_write_error_ = false;
+      ++intervals_written_;
+    }
+    write_end = clock_.mono_ns();
+    // Rollups and retention: bounded work per interval, errors reported once per episode
+    // (a full disk fails here too; the next call retries).
+    const std::int64_t m0 = clock_.mono_ns();
+    if (auto m = sink_->maintain(clock_.real_ns()); !m) {
+      if (!reported_maint_error_) {
+        note(fmt::format("rschedd: {}\n", m.err().msg));
+        reported_maint_error_ = true;
+      }
+    } else {
+      reported_maint_error_ = false;
+    }
+    maint_ns_ = clock_.mono_ns() - m0;
+  }
+  if (cfg_.stats) {
+    note(fmt::format("rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
+                     "rss_kb={} drain_ms={:.3f} full_reads={}\n",
+                     row.threads.size(), static_cast<double>(read_ns_) / 1e6,
+                     static_cast<double>(write_end - write_start) / 1e6,
+                     static_cast<double>(maint_ns_.value_or(0)) / 1e6,
+                     row.rss_bytes.value_or(0) / 1024, static_cast<double>(drain_ns_) / 1e6,
+                     full_reads_));
+  }
+  read_ns_ = 0;
+  drain_ns_ = 0;
+  full_reads_ = 0;
+  if (cfg_.show && !stop_) {
+    live_frame f;
+    f.header.end_ns = row.start_ns + row.dur_ns;
+    f.header.dur_ns = row.dur_ns;
+    f.header.recording = cfg_.db_path.empty() ? std::string("not recording (--no-db)")
+                                              : "recording to " + cfg_.db_path;
+    if (sink_ != nullptr) {
+      f.header.intervals_written = intervals_written_;
+    }
+    f.header.write_failures = write_failures_;
+    f.header.stalled = row.stalled;
+    f.row = std::move(row);
+    cfg_.show(std::move(f));
+  }
+  acc_.clear();
+}
+
+int recorder::finish() {
+  if (sink_ != nullptr && intervals_written_ == 0) {
+    note(fmt::format("rschedd: nothing could be written to {}\n",
+                     text::escape_for_terminal(cfg_.db_path)));
+    status_ = 1;
+  }
+  note(fmt::format("rschedd: stopped after {:.1f} s\n",
+                   static_cast<double>(clock_.mono_ns() - mono0_) / 1e9));
+  return status_;
+}
+
+} // namespace rsched::rschedd

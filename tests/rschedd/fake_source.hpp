@@ -1,0 +1,76 @@
+#pragma once
+// Test doubles for the recorder's seams: a collect::source returning scripted snapshots, a
+// clock whose waits are scripted, and a sink that keeps the rows.
+#include "rsched/collect/source.hpp"
+#include "rsched/rschedd/recorder.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rsched::rschedd::test {
+
+// Returns the scripted snapshots in order; past the script, an error (a failed read).
+class fake_source final : public collect::source {
+public:
+  explicit fake_source(std::vector<collect::snapshot> script) : script_(std::move(script)) {}
+  result<collect::snapshot> read() override {
+    if (reads_ >= script_.size()) {
+      return make_error("fake source: no more snapshots");
+    }
+    return script_[reads_++];
+  }
+  [[nodiscard]] std::size_t reads() const { return reads_; }
+
+private:
+  std::vector<collect::snapshot> script_;
+  std::size_t reads_ = 0;
+};
+
+// Monotonic time starts at 0 (UTC at 1,000 s). A wait ends exactly at its deadline unless the
+// script says otherwise for that wait (numbered from 1): then it ends `late_ns` past it, or
+// early with a stop request at `stop_at_ns`.
+class fake_clock final : public recorder_clock {
+public:
+  std::int64_t mono_ns() override { return now_; }
+  std::int64_t real_ns() override { return 1'000'000'000'000 + now_; }
+  bool wait_until(std::int64_t deadline) override {
+    ++waits_;
+    if (auto s = stop_at_.find(waits_); s != stop_at_.end()) {
+      now_ = std::max(now_, s->second);
+      return true;
+    }
+    now_ = std::max(now_, deadline);
+    if (auto l = late_.find(waits_); l != late_.end()) {
+      now_ += l->second;
+    }
+    return false;
+  }
+  void late(int wait, std::int64_t ns) { late_[wait] = ns; }
+  void stop_at(int wait, std::int64_t mono_ns) { stop_at_[wait] = mono_ns; }
+
+private:
+  std::int64_t now_ = 0;
+  int waits_ = 0;
+  std::map<int, std::int64_t> late_;
+  std::map<int, std::int64_t> stop_at_;
+};
+
+class vector_sink final : public interval_sink {
+public:
+  result<void> write(const store::interval_row &row) override {
+    if (fail) {
+      return make_error("disk full");
+    }
+    rows.push_back(row);
+    return {};
+  }
+  std::vector<store::interval_row> rows;
+  bool fail = false;
+};
+
+} // namespace rsched::rschedd::test

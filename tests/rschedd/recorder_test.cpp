@@ -1,0 +1,255 @@
+// The recorder driven through its seams: scripted snapshots, a scripted clock, rows kept in a
+// vector. No root, no BPF.
+#include "rsched/rschedd/filter.hpp"
+#include "rsched/rschedd/interval.hpp"
+#include "rsched/rschedd/live.hpp"
+#include "rsched/rschedd/model.hpp"
+#include "rsched/rschedd/recorder.hpp"
+#include "rsched/rschedd/render.hpp"
+
+#include "fake_source.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace rsched;
+using namespace rsched::rschedd;
+using metrics::id;
+
+namespace {
+
+constexpr std::int64_t s = 1'000'000'000;
+
+// A thread's cumulative scheduling-delay samples (each 1 us).
+collect::thread_sample thread(std::uint32_t tid, std::uint64_t count, const std::string &comm = "t",
+                              bool dead = false) {
+  collect::thread_sample t;
+  t.key = {tid, 1000 + tid};
+  t.tgid = tid;
+  t.comm = comm;
+  t.dead = dead;
+  t.c.m[id::sched_delay].count = count;
+  t.c.m[id::sched_delay].total = count * 1000;
+  t.c.m[id::sched_delay].hist.add(1000, count);
+  return t;
+}
+
+collect::snapshot snap(std::vector<collect::thread_sample> live,
+                       std::vector<collect::thread_sample> dead = {}) {
+  collect::snapshot sn;
+  sn.live = std::move(live);
+  sn.dead = std::move(dead);
+  return sn;
+}
+
+// Scheduling-delay samples of `tid` in a row (0 when it has no row).
+std::uint64_t delay_count(const store::interval_row &row, std::uint32_t tid) {
+  std::uint64_t n = 0;
+  for (const auto &t : row.threads) {
+    if (t.tid == tid) {
+      n += t.m[id::sched_delay].count;
+    }
+  }
+  return n;
+}
+
+recorder_config config(std::int64_t interval_ns, bool per_second,
+                       std::optional<std::int64_t> run_ns, std::vector<std::string> *notes) {
+  recorder_config c;
+  c.interval_ns = interval_ns;
+  c.per_second = per_second;
+  c.run_ns = run_ns;
+  c.groups = RSCHED_G_LATENCY;
+  c.delay_clock = "monotonic";
+  c.db_path = "/tmp/fake.db";
+  if (notes != nullptr) {
+    c.note = [notes](std::string_view n) { notes->emplace_back(n); };
+  }
+  return c;
+}
+
+int run(recorder &r) {
+  r.setup();
+  while (r.step()) {
+  }
+  return r.finish();
+}
+
+bool any_contains(const std::vector<std::string> &v, const std::string &what) {
+  for (const auto &x : v) {
+    if (x.find(what) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("recorder: 1-s ticks are summed into 3-s intervals, the last one final", "[rschedd]") {
+  test::fake_source src({snap({thread(10, 2)}), snap({thread(10, 5)}), snap({thread(10, 9)}),
+                         snap({thread(10, 10)}), snap({thread(10, 12)}), snap({thread(10, 20)})});
+  test::fake_clock clock;
+  test::vector_sink sink;
+  recorder r(config(3 * s, true, 6 * s, nullptr), src, clock, &sink);
+  CHECK(run(r) == 0);
+  CHECK(src.reads() == 6);
+  REQUIRE(sink.rows.size() == 2);
+  CHECK(delay_count(sink.rows[0], 10) == 9);
+  CHECK(delay_count(sink.rows[1], 10) == 11);
+  CHECK(sink.rows[0].threads[0].m[id::sched_delay].total == 9000);
+  CHECK(sink.rows[0].dur_ns == 3 * s);
+  CHECK(sink.rows[1].dur_ns == 3 * s);
+  CHECK(sink.rows[0].start_ns == 1'000 * s);
+  CHECK(sink.rows[1].start_ns == 1'003 * s);
+  CHECK_FALSE(sink.rows[0].final_interval);
+  CHECK(sink.rows[1].final_interval);
+  CHECK_FALSE(sink.rows[0].stalled);
+  CHECK(sink.rows[0].delay_clock == "monotonic");
+  CHECK(sink.rows[0].groups == RSCHED_G_LATENCY);
+  CHECK(r.intervals_written() == 2);
+}
+
+TEST_CASE("recorder: without per-second metrics one read per interval", "[rschedd]") {
+  test::fake_source src({snap({thread(10, 4)}), snap({thread(10, 7)})});
+  test::fake_clock clock;
+  test::vector_sink sink;
+  recorder r(config(2 * s, false, 4 * s, nullptr), src, clock, &sink);
+  CHECK(run(r) == 0);
+  CHECK(src.reads() == 2);
+  REQUIRE(sink.rows.size() == 2);
+  CHECK(delay_count(sink.rows[0], 10) == 4);
+  CHECK(delay_count(sink.rows[1], 10) == 3);
+  CHECK(sink.rows[0].dur_ns == 2 * s);
+}
+
+TEST_CASE("recorder: a thread exiting mid-interval has its final record counted once",
+          "[rschedd]") {
+  // Read 1: alive with 4 samples; read 2: its final record (7); read 3: gone.
+  test::fake_source src({snap({thread(10, 1), thread(11, 4)}),
+                         snap({thread(10, 2)}, {thread(11, 7, "t", true)}), snap({thread(10, 3)}),
+                         snap({thread(10, 5)}), snap({thread(10, 6)}), snap({thread(10, 8)})});
+  test::fake_clock clock;
+  test::vector_sink sink;
+  recorder r(config(3 * s, true, 6 * s, nullptr), src, clock, &sink);
+  CHECK(run(r) == 0);
+  REQUIRE(sink.rows.size() == 2);
+  CHECK(delay_count(sink.rows[0], 11) == 7);
+  CHECK(delay_count(sink.rows[1], 11) == 0);
+  CHECK(delay_count(sink.rows[0], 10) == 3);
+  CHECK(delay_count(sink.rows[1], 10) == 5);
+}
+
+TEST_CASE("recorder: missed ticks are coalesced into one interval marked stalled", "[rschedd]") {
+  test::fake_source src({snap({thread(10, 1)}), snap({thread(10, 3)}), snap({thread(10, 6)}),
+                         snap({thread(10, 10)})});
+  test::fake_clock clock;
+  clock.late(2, 2 * s + s / 2); // the second wait ends at 4.5 s instead of 2 s
+  test::vector_sink sink;
+  std::vector<std::string> notes;
+  recorder r(config(s, false, 6 * s, &notes), src, clock, &sink);
+  CHECK(run(r) == 0);
+  CHECK(src.reads() == 4); // not 6: ticks 2 and 3 were not replayed
+  REQUIRE(sink.rows.size() == 4);
+  CHECK(sink.rows[0].dur_ns == s);
+  CHECK(sink.rows[1].dur_ns == 3 * s + s / 2);
+  CHECK(sink.rows[2].dur_ns == s / 2); // back on the grid at 5 s
+  CHECK(sink.rows[3].dur_ns == s);
+  CHECK_FALSE(sink.rows[0].stalled);
+  CHECK(sink.rows[1].stalled);
+  CHECK_FALSE(sink.rows[2].stalled);
+  CHECK_FALSE(sink.rows[3].stalled);
+  CHECK(delay_count(sink.rows[1], 10) == 2);
+  CHECK(delay_count(sink.rows[3], 10) == 4);
+  CHECK(sink.rows[2].start_ns == sink.rows[1].start_ns + sink.rows[1].dur_ns);
+  CHECK(any_contains(notes, "2 missed ticks coalesced"));
+  CHECK(any_contains(notes, "on schedule again"));
+}
+
+TEST_CASE("recorder: a stop ends the current interval early as the final one", "[rschedd]") {
+  test::fake_source src({snap({thread(10, 1)}), snap({thread(10, 2)}), snap({thread(10, 3)}),
+                         snap({thread(10, 5)}), snap({thread(10, 8)})});
+  test::fake_clock clock;
+  clock.stop_at(5, 4 * s + 4 * s / 10); // a signal at 4.4 s, during the fifth wait
+  test::vector_sink sink;
+  std::vector<live_frame> frames;
+  auto cfg = config(3 * s, true, std::nullopt, nullptr);
+  cfg.show = [&](live_frame &&f) { frames.push_back(std::move(f)); };
+  recorder r(std::move(cfg), src, clock, &sink);
+  CHECK(run(r) == 0);
+  CHECK(src.reads() == 5);
+  REQUIRE(sink.rows.size() == 2);
+  CHECK(sink.rows[1].final_interval);
+  CHECK(sink.rows[1].dur_ns == s + 4 * s / 10);
+  CHECK(delay_count(sink.rows[1], 10) == 5);
+  // The display gets every interval but the final one.
+  REQUIRE(frames.size() == 1);
+  CHECK(frames[0].header.intervals_written == 1);
+  CHECK(frames[0].header.dur_ns == 3 * s);
+  CHECK(frames[0].header.recording == "recording to /tmp/fake.db");
+}
+
+TEST_CASE("recorder: display filters hide threads from the display, never from the database",
+          "[rschedd]") {
+  test::fake_source src({snap({thread(10, 50, "keepme"), thread(11, 60, "other")}),
+                         snap({thread(10, 70, "keepme"), thread(11, 90, "other")})});
+  test::fake_clock clock;
+  test::vector_sink sink;
+  std::vector<live_frame> frames;
+  auto cfg = config(s, false, 2 * s, nullptr);
+  cfg.show = [&](live_frame &&f) { frames.push_back(std::move(f)); };
+  recorder r(std::move(cfg), src, clock, &sink);
+  CHECK(run(r) == 0);
+  REQUIRE(sink.rows.size() == 2);
+  CHECK(delay_count(sink.rows[0], 11) == 60);
+  CHECK(delay_count(sink.rows[1], 11) == 30);
+  REQUIRE(frames.size() == 1);
+  CHECK(delay_count(frames[0].row, 11) == 60);
+
+  filter_options fo;
+  fo.comm = {"keep"};
+  auto f = filter::make(fo);
+  REQUIRE(f);
+  model m;
+  fold_row(m, frames[0].row, false, {}, 1);
+  render_options ro;
+  ro.groups = RSCHED_G_LATENCY;
+  const std::string shown = render(m, ro, *f);
+  CHECK(shown.find("keepme") != std::string::npos);
+  CHECK(shown.find("other") == std::string::npos);
+  const std::string unfiltered = render(m, ro, filter());
+  CHECK(unfiltered.find("other") != std::string::npos);
+}
+
+TEST_CASE("recorder: nothing written, or a failed read, is exit status 1", "[rschedd]") {
+  SECTION("every write fails") {
+    test::fake_source src({snap({thread(10, 1)}), snap({thread(10, 2)})});
+    test::fake_clock clock;
+    test::vector_sink sink;
+    sink.fail = true;
+    std::vector<std::string> notes;
+    recorder r(config(s, false, 2 * s, &notes), src, clock, &sink);
+    CHECK(run(r) == 1);
+    CHECK(r.write_failures() == 2);
+    CHECK(any_contains(notes, "rschedd: writing interval failed: disk full"));
+    CHECK(any_contains(notes, "nothing could be written to /tmp/fake.db"));
+  }
+  SECTION("the source fails") {
+    test::fake_source src({snap({thread(10, 1)})});
+    test::fake_clock clock;
+    test::vector_sink sink;
+    std::vector<std::string> notes;
+    recorder r(config(s, false, 5 * s, &notes), src, clock, &sink);
+    CHECK(run(r) == 1);
+    CHECK(sink.rows.size() == 1);
+    CHECK(any_contains(notes, "no more snapshots"));
+  }
+  SECTION("no sink (--no-db): nothing to write is fine") {
+    test::fake_source src({snap({thread(10, 1)})});
+    test::fake_clock clock;
+    recorder r(config(s, false, s, nullptr), src, clock, nullptr);
+    CHECK(run(r) == 0);
+  }
+}
