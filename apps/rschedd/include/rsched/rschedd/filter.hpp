@@ -1,6 +1,6 @@
 #pragma once
 // rschedd's live-display filters (-p, -c, --global-comm, --cgroup, -l), upstream's
-// should_include_process (rsched-upstream.md §7) as a pure object.
+// should_include_process as a pure object.
 //
 // Order, for every per-thread section: -p (wins over everything) -> --global-comm (a match includes
 // the thread whatever -c and --cgroup say) -> otherwise -c must match when given AND --cgroup must
@@ -10,26 +10,11 @@
 // sections use include() only (upstream's CpuMetrics ignores -l). Per-CPU scheduling-delay rows
 // with p50 < -l are hidden (cpu_delay_visible).
 //
-// Regular expressions: upstream uses Rust's `regex` crate; we use RE2, whose syntax is nearly
-// Rust's (`(?i)` and the other inline flags, `(?P<name>...)`, `\p{...}` classes; no
-// back-references or lookaround), with an unanchored search (RE2::PartialMatch, like Rust's
-// is_match). RE2 matches in time linear in the text, so no pattern can pin rschedd on a long
-// comm or cgroup path (std::regex backtracked: `(a*)*b` took tens of seconds), and it refuses
-// patterns nested deeper than 1,000 levels or larger than its memory budget with an error
-// instead of overflowing the stack. Text is matched as UTF-8 (`.` is one code point).
-//
-// Cgroups (a deliberate departure, rsched-upstream.md §15): upstream resolves --cgroup once at
-// start to a set of cgroup inode ids under /sys/fs/cgroup. We match each thread's cgroup v2 PATH
-// (relative to the real mount point, "/" for the root, "" when unknown) every time, so cgroups
-// created after start match too. Per pattern:
-//  - the exact pattern `root` matches only the root cgroup "/";
-//  - a pattern whose regex matches the text "root" (`.*`, `oo`, the empty pattern, ...) matches
-//    every known cgroup, the root included (upstream's rule);
-//  - any other pattern matches a path when it matches the name of ANY component of the path (the
-//    cgroup's own basename or an ancestor's), so descendants of a matching cgroup are included;
-//    the root's own name is never tested;
-//  - an unknown cgroup ("") matches no pattern (upstream: an id outside the resolved set).
-// Patterns are OR'd.
+// Patterns are RE2 expressions, an unanchored search, OR'd per flag. --cgroup matches each
+// thread's cgroup v2 path every time: the exact pattern `root` matches only "/"; a pattern that
+// matches the text "root" matches every known cgroup; any other pattern matches a path when it
+// matches the name of any component (descendants included); an unknown cgroup ("") matches none.
+// Why RE2 and paths, and how that differs from upstream: docs/DIFFERENCES.md, "Live display".
 #include "rsched/base/result.hpp"
 #include "rsched/base/text.hpp"
 #include "rsched/stats/histogram.hpp"

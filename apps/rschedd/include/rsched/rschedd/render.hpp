@@ -1,6 +1,6 @@
 #pragma once
 // rschedd's live display: upstream rsched's RschedStats::print_summary followed by
-// CpuMetrics::print_summary (rsched-upstream.md §8, §9), rendered to a string. Pure: the caller
+// CpuMetrics::print_summary, rendered to a string. Pure: the caller
 // clears the terminal and prints.
 //
 // Sections, in upstream's order, each only when its group is selected:
@@ -27,24 +27,14 @@
 // p90 descending, top 10 (top 20 for generic events) then "  ... and N more" or a blank line, PID
 // lists "a,b,c" / "a,b,c,...(+N)", CPU lists "0-3,8,10-11", PREEMPT% printed "{:<12.1}%".
 //
-// Our deliberate differences (see the report / docs/DIFFERENCES.md):
-//  - percentiles are stats::percentile_or_zero (nearest rank, interpolated inside its bucket),
-//    shown in integer microseconds for durations; no "single sample reports 5" quirk; generic
-//    event rates are interpolated inside their log2 bucket instead of the bucket's lower bound;
-//  - ties in every sort are broken by comm (collapsed) or by (tid, start time) (per-thread), and
-//    detailed tables are sorted that way, where upstream prints hash-map order;
-//  - comm and event names are passed through text::escape_for_terminal, and widths are display
-//    widths (upstream pads by characters but sizes the column by bytes);
-//  - in per-thread modes a thread id reused by a new thread gives a second row (upstream merges
-//    both threads under the newest comm);
-//  - PROCS / PIDs count distinct thread ids.
+// Where it deliberately differs from upstream (percentiles, tie-breaking, escaping, reused thread
+// ids): docs/DIFFERENCES.md, "Live display".
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/text.hpp"
-#include "rsched/stats/histogram.hpp"
-#include "rsched/stats/percentile.hpp"
-
 #include "rsched/rschedd/filter.hpp"
 #include "rsched/rschedd/model.hpp"
+#include "rsched/stats/histogram.hpp"
+#include "rsched/stats/percentile.hpp"
 
 #include <fmt/format.h>
 #include <range/v3/algorithm/max.hpp>
@@ -383,7 +373,8 @@ inline void metric_section(std::string &out, const std::vector<entry> &es, const
       continue;
     }
     out += fmt::format("{} ({} entries):\n", latency_bands[g].desc, groups[g].size());
-    const auto sorted = sorted_desc(groups[g], [h](const entry &e) { return shown(hist_of(e.s, h), 90); });
+    const auto sorted =
+        sorted_desc(groups[g], [h](const entry &e) { return shown(hist_of(e.s, h), 90); });
     hist_table(out, head(sorted, 10), h, collapsed);
     more_or_blank(out, sorted.size(), std::min<std::size_t>(sorted.size(), 10));
   }
@@ -506,12 +497,12 @@ inline void cpu_section(std::string &out, const model &m, const render_options &
   const auto hist_of = [&d](const cpu_stats &c) -> const stats::histogram & {
     return c.m[d.metric].hist;
   };
-  const auto cpus = m.cpus | ranges::views::filter([&](const auto &kv) {
-                      return delay_like ? f.cpu_delay_visible(hist_of(kv.second))
-                                        : !hist_of(kv.second).empty();
-                    }) |
-                    ranges::views::transform([](const auto &kv) { return &kv.second; }) |
-                    ranges::to<std::vector>();
+  const auto cpus =
+      m.cpus | ranges::views::filter([&](const auto &kv) {
+        return delay_like ? f.cpu_delay_visible(hist_of(kv.second)) : !hist_of(kv.second).empty();
+      }) |
+      ranges::views::transform([](const auto &kv) { return &kv.second; }) |
+      ranges::to<std::vector>();
   if (cpus.empty()) {
     out += fmt::format("\n=== {} {} ===\n{}\n\n", d.title, d.subtitle, d.empty);
     return;
@@ -800,7 +791,8 @@ inline std::string render(const model &m, const render_options &o, const filter 
         v.push_back(d);
       }
     }
-    std::stable_sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.order < b.order; });
+    std::stable_sort(v.begin(), v.end(),
+                     [](const auto &a, const auto &b) { return a.order < b.order; });
     return v;
   };
   for (const auto &d : in_order(metrics::entries<metrics::scope::thread>())) {
