@@ -1,0 +1,382 @@
+// hist_buckets, spikes, compare: latency analytics over the histogram rows.
+#include "rsched/stats/encoding.hpp"
+#include "rsched/stats/histogram.hpp"
+#include "rsched/stats/percentile.hpp"
+
+#include "sqlite_util.hpp"
+#include "table_functions.hpp"
+#include "tvf_window.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rsched::store::detail {
+
+// ---- hist_buckets --------------------------------------------------------------------------
+
+result<rows> hist_buckets(sqlite3 * /*db*/, const fn_context & /*ctx*/, const args_t &args) {
+  auto h = hist_arg(args[0], "hist_buckets");
+  if (!h) {
+    return h.err();
+  }
+  rows out;
+  if (!*h) {
+    return out;
+  }
+  const auto &hist = **h;
+  constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  auto clamp = [](std::uint64_t v) { return static_cast<std::int64_t>(v > max ? max : v); };
+  for (std::size_t s = 0; s < stats::slot_count(hist.kind); ++s) {
+    if (hist.slots[s] == 0) {
+      continue;
+    }
+    const stats::bucket b = stats::bucket_bounds(hist.kind, s);
+    out.push_back(
+        {clamp(b.lo), b.open_ended() ? value{} : value{clamp(b.hi)}, clamp(hist.slots[s])});
+  }
+  return out;
+}
+
+// ---- spikes --------------------------------------------------------------------------------
+
+namespace {
+
+struct metric_source {
+  bool cpu = false; // cpu_hist (key: CPU) instead of thread_hist (key: comm)
+  std::int64_t id = 1;
+};
+
+result<metric_source> metric_of(sqlite3 *db, sqlite3_value *v, const char *fn) {
+  const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+  const std::string name = p != nullptr ? p : "";
+  if (name == "cpu_sched_delay") {
+    return metric_source{true, 1};
+  }
+  if (name == "cpu_idle") {
+    return metric_source{true, 8};
+  }
+  auto st = prepare_stmt(db, "SELECT id FROM metric WHERE name = ?1 AND name <> 'cpu_idle'");
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_text(st->get(), 1, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(st->get()) != SQLITE_ROW) {
+    return make_error(fmt::format("{}: unknown metric '{}' (sched_delay, cpu_sched_delay, "
+                                  "waking_delay, sleep, slice_voluntary, ...)",
+                                  fn, name));
+  }
+  return metric_source{false, sqlite3_column_int64(st->get(), 0)};
+}
+
+// Per interval: merged histogram of the metric and per key (comm or CPU) histograms.
+struct iv_data {
+  interval_info iv;
+  stats::histogram merged;
+  std::vector<std::pair<value, stats::histogram>> by_key;
+};
+
+// Histogram rows of `m` in intervals overlapping [a, b), grouped by interval. `key` picks the
+// grouping column for thread metrics: "comm", "cgroup" (cpu metrics always group by CPU).
+result<std::vector<iv_data>> load(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
+                                  const std::string &key) {
+  const std::string src = timeline(db);
+  const std::string sql =
+      m.cpu ? fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, "
+                          "c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id "
+                          "AND c.metric = ?3 WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 "
+                          "ORDER BY i.start_ns, i.id",
+                          src)
+            : fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, t.{}, "
+                          "h.hist FROM {} AS i CROSS JOIN thread_hist AS h "
+                          "ON h.interval_id = i.id AND h.metric = ?3 "
+                          "JOIN thread AS t ON t.id = h.thread_id "
+                          "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 "
+                          "ORDER BY i.start_ns, i.id",
+                          key, src);
+  auto st = prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  sqlite3_bind_int64(st->get(), 3, m.id);
+  std::vector<iv_data> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    sqlite3_stmt *s = st->get();
+    const std::int64_t id = sqlite3_column_int64(s, 0);
+    auto h = col_hist(s, 6);
+    if (!h) {
+      return make_error("stored histogram: " + h.err().msg);
+    }
+    if (out.empty() || out.back().iv.id != id) {
+      iv_data d;
+      d.iv = {id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2), column_text(s, 3),
+              sqlite3_column_int64(s, 4) != 0};
+      d.merged = stats::histogram{h->kind, {}};
+      out.push_back(std::move(d));
+    }
+    auto &d = out.back();
+    if (auto r = stats::merge_into(d.merged, *h); !r) {
+      return r.err();
+    }
+    value k = m.cpu ? value{std::int64_t{sqlite3_column_int64(s, 5)}} : value{column_text(s, 5)};
+    d.by_key.emplace_back(std::move(k), *h);
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return out;
+}
+
+std::string key_text(const value &k) {
+  if (const auto *i = std::get_if<std::int64_t>(&k)) {
+    return fmt::format("cpu {}", *i);
+  }
+  return std::get<std::string>(k);
+}
+
+constexpr std::size_t baseline_intervals = 60;
+constexpr double spike_p = 99.0;
+
+} // namespace
+
+result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  auto m = metric_of(db, args[0], "spikes");
+  if (!m) {
+    return m.err();
+  }
+  // Threshold: a number (ns), a duration text ('5ms') or a multiple of the baseline ('3x').
+  std::optional<double> multiple;
+  std::int64_t absolute = 0;
+  if (sqlite3_value_type(args[1]) == SQLITE_TEXT) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[1]));
+    std::string t = p != nullptr ? p : "";
+    while (!t.empty() && t.back() == ' ') {
+      t.pop_back();
+    }
+    if (!t.empty() && (t.back() == 'x' || t.back() == 'X')) {
+      char *end = nullptr;
+      const std::string num = t.substr(0, t.size() - 1);
+      const double f = std::strtod(num.c_str(), &end);
+      if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(f) || f <= 0) {
+        return make_error(fmt::format("spikes: invalid threshold '{}' (a multiple like '3x', "
+                                      "ns, or a duration like '5ms')",
+                                      t));
+      }
+      multiple = f;
+    } else {
+      auto d = duration_arg(args[1], "spikes: threshold");
+      if (!d) {
+        return d.err();
+      }
+      absolute = *d;
+    }
+  } else {
+    auto d = duration_arg(args[1], "spikes: threshold");
+    if (!d) {
+      return d.err();
+    }
+    absolute = *d;
+  }
+  auto w = window_args(db, ctx, args, 2, 3, "spikes");
+  if (!w) {
+    return w.err();
+  }
+  // Look back far enough for the baseline of the first intervals in the window.
+  std::int64_t lookback = 0;
+  if (multiple) {
+    auto st =
+        prepare_stmt(db, "SELECT coalesce(max(dur_ns), 0) FROM intervals" +
+                             std::string(timeline(db) == "timeline" ? " WHERE tier = 0" : ""));
+    if (!st) {
+      return st.err();
+    }
+    if (sqlite3_step(st->get()) == SQLITE_ROW) {
+      lookback = sqlite3_column_int64(st->get(), 0) * std::int64_t{baseline_intervals + 1};
+    }
+  }
+  const std::int64_t from = w->first > std::numeric_limits<std::int64_t>::min() + lookback
+                                ? w->first - lookback
+                                : w->first;
+  auto data = load(db, *m, from, w->second, "comm");
+  if (!data) {
+    return data.err();
+  }
+  struct point {
+    std::size_t index;
+    std::uint64_t p99;
+    std::uint64_t threshold;
+  };
+  std::vector<std::uint64_t> history; // p99 of previous intervals
+  std::vector<point> over;
+  for (std::size_t i = 0; i < data->size(); ++i) {
+    const auto &d = (*data)[i];
+    const auto pr = stats::percentile(d.merged, spike_p);
+    if (!pr) {
+      continue;
+    }
+    std::optional<std::uint64_t> thr;
+    if (multiple) {
+      if (!history.empty()) {
+        const std::size_t n = std::min(history.size(), baseline_intervals);
+        std::vector<std::uint64_t> last(history.end() - static_cast<std::ptrdiff_t>(n),
+                                        history.end());
+        std::nth_element(last.begin(), last.begin() + static_cast<std::ptrdiff_t>(n / 2),
+                         last.end());
+        const auto median = static_cast<double>(last[n / 2]);
+        thr = static_cast<std::uint64_t>(median * *multiple);
+      }
+    } else {
+      thr = absolute < 0 ? 0 : static_cast<std::uint64_t>(absolute);
+    }
+    history.push_back(pr->value);
+    if (d.iv.start + d.iv.dur <= w->first || !thr) {
+      continue;
+    }
+    if (pr->value > *thr) {
+      over.push_back({i, pr->value, *thr});
+    }
+  }
+  rows out;
+  std::size_t k = 0;
+  while (k < over.size()) {
+    // A run: consecutive intervals (by index, same boot, no gap) above the threshold.
+    std::size_t e = k;
+    while (e + 1 < over.size() && over[e + 1].index == over[e].index + 1) {
+      const auto &p = (*data)[over[e].index].iv;
+      const auto &n = (*data)[over[e + 1].index].iv;
+      if (p.boot != n.boot || n.start - p.end() > p.dur / 2) {
+        break;
+      }
+      ++e;
+    }
+    const auto &first = (*data)[over[k].index].iv;
+    const auto &last = (*data)[over[e].index].iv;
+    std::size_t peak = k;
+    std::map<value, double> contrib;
+    for (std::size_t j = k; j <= e; ++j) {
+      if (over[j].p99 > over[peak].p99) {
+        peak = j;
+      }
+      for (const auto &[key, h] : (*data)[over[j].index].by_key) {
+        contrib[key] += count_above(h, over[j].threshold);
+      }
+    }
+    std::vector<std::pair<value, double>> ranked(contrib.begin(), contrib.end());
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto &x, const auto &y) { return x.second > y.second; });
+    std::string top;
+    std::size_t shown = 0;
+    for (const auto &[key, n] : ranked) {
+      const auto count = static_cast<long long>(std::llround(n));
+      if (shown == 3 || count <= 0) {
+        break;
+      }
+      top += fmt::format("{}{} ({})", shown == 0 ? "" : ", ", key_text(key), count);
+      ++shown;
+    }
+    out.push_back({first.start, last.end(), last.end() - first.start,
+                   static_cast<std::int64_t>(over[peak].p99), (*data)[over[peak].index].iv.start,
+                   top, static_cast<std::int64_t>(over[peak].threshold)});
+    k = e + 1;
+  }
+  return out;
+}
+
+// ---- compare -------------------------------------------------------------------------------
+
+result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  auto wa = window_args(db, ctx, args, 0, 1, "compare");
+  if (!wa) {
+    return wa.err();
+  }
+  auto wb = window_args(db, ctx, args, 2, 3, "compare");
+  if (!wb) {
+    return wb.err();
+  }
+  std::string by = "comm";
+  if (args[4] != nullptr) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[4]));
+    by = p != nullptr ? p : "";
+  }
+  metric_source m{false, 1};
+  if (by == "cpu") {
+    m.cpu = true;
+  } else if (by != "comm" && by != "cgroup") {
+    return make_error(fmt::format("compare: cannot group by '{}' (comm, cgroup or cpu)", by));
+  }
+  struct side {
+    stats::histogram a{stats::layout::latency, {}};
+    stats::histogram b{stats::layout::latency, {}};
+  };
+  std::map<value, side> keys;
+  for (int which = 0; which < 2; ++which) {
+    const auto &w = which == 0 ? *wa : *wb;
+    auto data = load(db, m, w.first, w.second, m.cpu ? "comm" : by);
+    if (!data) {
+      return data.err();
+    }
+    for (const auto &d : *data) {
+      for (const auto &[key, h] : d.by_key) {
+        auto &s = keys[key];
+        if (auto r = stats::merge_into(which == 0 ? s.a : s.b, h); !r) {
+          return r.err();
+        }
+      }
+    }
+  }
+  auto pct = [](const stats::histogram &h, double p) -> value {
+    const auto r = stats::percentile(h, p);
+    return r ? value{static_cast<std::int64_t>(r->value)} : value{};
+  };
+  struct out_row {
+    row r;
+    double excess;
+    std::int64_t d;
+  };
+  std::vector<out_row> tmp;
+  for (const auto &[key, s] : keys) {
+    const auto a99 = stats::percentile(s.a, 99);
+    const auto b99 = stats::percentile(s.b, 99);
+    const auto av = a99 ? static_cast<std::int64_t>(a99->value) : 0;
+    const auto bv = b99 ? static_cast<std::int64_t>(b99->value) : 0;
+    const std::int64_t d = bv - av;
+    const value ratio =
+        a99 && b99 && av > 0 ? value{static_cast<double>(bv) / static_cast<double>(av)} : value{};
+    // Excess: B's samples in buckets entirely above A's p99 (all of B when A had none), minus
+    // the 1 % expected above a p99 when nothing changed. It ranks by how much delay changed,
+    // so a key with one unlucky sample does not outrank one whose every sample got worse.
+    double above = 0;
+    for (std::size_t slot = 0; slot < stats::slot_count(s.b.kind); ++slot) {
+      if (s.b.slots[slot] != 0 &&
+          (!a99 || stats::bucket_bounds(s.b.kind, slot).lo > a99->bounds.hi)) {
+        above += static_cast<double>(s.b.slots[slot]);
+      }
+    }
+    const double excess = std::max(0.0, above - 0.01 * static_cast<double>(s.b.total()));
+    tmp.push_back(
+        {{key, static_cast<std::int64_t>(s.a.total()), pct(s.a, 50), pct(s.a, 99),
+          static_cast<std::int64_t>(s.b.total()), pct(s.b, 50), pct(s.b, 99), d, ratio, excess},
+         excess,
+         d});
+  }
+  std::stable_sort(tmp.begin(), tmp.end(), [](const out_row &x, const out_row &y) {
+    return x.excess != y.excess ? x.excess > y.excess : x.d > y.d;
+  });
+  rows out;
+  for (auto &t : tmp) {
+    out.push_back(std::move(t.r));
+  }
+  return out;
+}
+
+} // namespace rsched::store::detail

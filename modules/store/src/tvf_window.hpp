@@ -1,0 +1,43 @@
+#pragma once
+// What the table functions share: the intervals of a time window (from the `timeline` view when
+// the database has rollup tiers, else from `intervals`), the optional window arguments, and
+// histogram columns.
+#include "rsched/stats/histogram.hpp"
+
+#include "vtab.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct sqlite3_stmt;
+
+namespace rsched::store::detail {
+
+struct interval_info {
+  std::int64_t id = 0;
+  std::int64_t start = 0;
+  std::int64_t dur = 0;
+  std::string boot;
+  bool final_iv = false;
+  bool stalled = false; // the recorder fell behind: one long interval (intervals.flags bit 1)
+  [[nodiscard]] std::int64_t end() const { return start + dur; }
+};
+
+// A histogram blob column.
+result<stats::histogram> col_hist(sqlite3_stmt *st, int i);
+
+// "timeline" or, for a database of schema 1 or 2, "intervals".
+std::string timeline(sqlite3 *db);
+
+// Intervals overlapping [a, b), by start time.
+result<std::vector<interval_info>> intervals_in(sqlite3 *db, std::int64_t a, std::int64_t b);
+
+// [a, b) of the optional window arguments at `ia`, `ib`; defaults: the whole history.
+result<std::pair<std::int64_t, std::int64_t>> window_args(sqlite3 *db, const fn_context &ctx,
+                                                          const args_t &args, std::size_t ia,
+                                                          std::size_t ib, const char *fn);
+
+} // namespace rsched::store::detail

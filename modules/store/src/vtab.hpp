@@ -1,0 +1,40 @@
+#pragma once
+// The generic adapter from a table-valued function to an SQLite eponymous virtual table: the
+// function's result columns, its arguments as HIDDEN columns (bound by equality constraints, the
+// first `required` ones mandatory), and a body that computes all rows in xFilter (they are small)
+// which the cursor hands out from memory. The analytics themselves are in table_functions.hpp.
+#include "rsched/base/result.hpp"
+#include "rsched/store/reader.hpp"
+
+#include "sql_functions.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+struct sqlite3;
+struct sqlite3_value;
+
+namespace rsched::store::detail {
+
+using row = std::vector<value>;
+using rows = std::vector<row>;
+// Arguments as given (nullptr = not given).
+using args_t = std::vector<sqlite3_value *>;
+using body_t = std::function<result<rows>(sqlite3 *, const fn_context &, const args_t &)>;
+
+// One table-valued function.
+struct tvf {
+  const char *name;
+  std::vector<const char *> columns;
+  std::vector<const char *> args; // hidden argument columns
+  std::size_t required;
+  body_t body;
+  fn_context *ctx = nullptr;
+};
+
+// Registers each of `defs` as an eponymous virtual table on `db`, all with `ctx`. The definitions
+// live as long as the connection.
+result<void> register_vtabs(sqlite3 *db, fn_context *ctx, std::vector<tvf> defs);
+
+} // namespace rsched::store::detail
