@@ -1,0 +1,122 @@
+// JSON incident timelines (nlohmann-json, annotations_json.cpp): what is accepted, the one-line
+// errors naming the byte or the object and field, and hostile strings kept as data.
+#include "rsched/store/annotations.hpp"
+
+#include "store_test_util.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+
+using namespace store_test;
+
+namespace {
+
+constexpr std::int64_t sec = 1'000'000'000;
+constexpr std::int64_t now = std::int64_t{1795183200} * sec; // 2026-11-20T14:00:00Z
+
+std::string make_db(temp_dir &dir) {
+  const auto path = dir.file("rsched.db");
+  auto w = rsched::store::writer::open(path);
+  REQUIRE(w.ok());
+  return path;
+}
+
+rsched::result<std::size_t> import_json(const std::string &path, const std::string &json) {
+  return rsched::store::import_incidents(path, json, rsched::store::incident_format::json,
+                                         "import:t.json", now);
+}
+
+} // namespace
+
+TEST_CASE("annotations JSON: numbers keep their text, tags join, null is absent", "[store]") {
+  temp_dir dir;
+  const auto path = make_db(dir);
+  auto n = import_json(path, R"([
+    {"start": 1795183200.123456789, "end": 1795183260, "text": "a", "tags": []},
+    {"start": "2026-11-20T14:05:00Z", "end": null, "text": "b", "tags": ["x", "y,z"],
+     "source": null}, {}] )");
+  // The empty object has no start: the whole import fails and names it.
+  REQUIRE_FALSE(n.ok());
+  CHECK(n.err().msg == "importing incidents: row 3: start is missing");
+  n = import_json(path, R"([
+    {"start": 1795183200.123456789, "end": 1795183260, "text": "a", "tags": []},
+    {"start": "2026-11-20T14:05:00Z", "end": null, "text": "b", "tags": ["x", "y,z"],
+     "source": null}])");
+  INFO((n.ok() ? std::string() : n.err().msg));
+  REQUIRE(n.ok());
+  CHECK(*n == 2);
+  auto r = open_reader(path);
+  auto t = run(r, "SELECT start_ns, end_ns, text, tags, source FROM annotations ORDER BY id");
+  REQUIRE(t.rows.size() == 2);
+  CHECK(as_int(t.rows[0][0]) == 1795183200 * sec + 123456789); // not through a double
+  CHECK(as_int(t.rows[0][1]) == 1795183260 * sec);
+  CHECK(as_text(t.rows[0][3]).empty());
+  CHECK(is_null(t.rows[1][1]));
+  CHECK(as_text(t.rows[1][3]) == "x,y,z");
+  CHECK(as_text(t.rows[1][4]) == "import:t.json");
+}
+
+TEST_CASE("annotations JSON: hostile strings stay data", "[store]") {
+  temp_dir dir;
+  const auto path = make_db(dir);
+  // Quotes, backslashes, escaped control characters, an escaped NUL, a surrogate pair, raw UTF-8.
+  const std::string json =
+      R"([{"start": 1795183200, "text": "q\"b\\s\u001b[31m\u0000\ud83d\ude00 é\t'; DROP"}])";
+  auto n = import_json(path, json);
+  INFO((n.ok() ? std::string() : n.err().msg));
+  REQUIRE(n.ok());
+  auto r = open_reader(path);
+  auto t = run(r, "SELECT text FROM annotations");
+  REQUIRE(t.rows.size() == 1);
+  CHECK(as_text(t.rows[0][0]) ==
+        std::string("q\"b\\s\x1b[31m\0\xf0\x9f\x98\x80 \xc3\xa9\t'; DROP", 26));
+}
+
+TEST_CASE("annotations JSON: one-line errors name the byte or the object and field", "[store]") {
+  temp_dir dir;
+  const auto path = make_db(dir);
+  struct bad_case {
+    std::string json;
+    std::string error;
+  };
+  const bad_case cases[] = {
+      {R"({"start": 1})", "JSON: expected an array of objects"},
+      {R"([1])", "JSON: expected an object"},
+      {R"([[]])", "JSON: expected an object"},
+      {R"([{"start": 1, "text": "x", "flag": true}])",
+       "JSON object 1, field 'flag': booleans are not accepted"},
+      {R"([{"start": 1, "text": "x"}, {"text": {"a": 1}}])",
+       "JSON object 2, field 'text': nested objects are not accepted"},
+      {R"([{"start": 1, "tags": ["a", 2]}])", "JSON object 1, field 'tags': expected a string"},
+      {R"([{"start": 1, "tags": [["a"]]}])", "JSON object 1, field 'tags': expected a string"},
+  };
+  for (const auto &c : cases) {
+    INFO(c.json);
+    auto n = import_json(path, c.json);
+    REQUIRE_FALSE(n.ok());
+    CHECK(n.err().msg == "importing incidents: " + c.error);
+  }
+  // Syntax errors: the byte, nlohmann's description, never the input's bytes.
+  for (const std::string &bad :
+       {std::string(R"([{"start": 1, "text": "x"} junk)"), std::string(R"([{"start": 1,)"),
+        std::string("[{\"text\": \"raw\ncontrol\"}]"), std::string(R"([{"text": "\x"}])"),
+        std::string("[{\"text\": \"bad \xff\x1b[31m byte\"}]"), std::string()}) {
+    INFO(bad);
+    auto n = import_json(path, bad);
+    REQUIRE_FALSE(n.ok());
+    const auto &msg = n.err().msg;
+    CHECK(msg.rfind("importing incidents: JSON at byte ", 0) == 0);
+    CHECK(msg.find('\n') == std::string::npos);
+    CHECK(msg.find('\x1b') == std::string::npos);
+    CHECK(msg.find('\xff') == std::string::npos);
+    CHECK(msg.find("junk") == std::string::npos);
+  }
+  // JSON is UTF-8 (RFC 8259): invalid bytes are refused, not stored (CSV takes any bytes).
+  auto n = import_json(path, "[{\"start\": 1795183200, \"text\": \"comm \xff\"}]");
+  REQUIRE_FALSE(n.ok());
+  CHECK(n.err().msg.find("UTF-8") != std::string::npos);
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM annotations") == 0);
+}
