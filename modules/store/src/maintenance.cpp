@@ -1,5 +1,7 @@
 #include "maintenance.hpp"
 
+#include "sqlite_util.hpp"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -22,11 +24,6 @@ struct arg {
   arg(std::int64_t v) : i(v) {} // NOLINT(google-explicit-constructor): used in brace lists
   arg(std::string v) : text(true), t(std::move(v)) {} // NOLINT(google-explicit-constructor)
 };
-
-struct stmt_deleter {
-  void operator()(sqlite3_stmt *s) const { sqlite3_finalize(s); }
-};
-using stmt_ptr = std::unique_ptr<sqlite3_stmt, stmt_deleter>;
 
 // Floor of t to a multiple of w (w > 0), also for negative t.
 std::int64_t floor_to(std::int64_t t, std::int64_t w) {

@@ -2,6 +2,7 @@
 
 #include "schema.hpp"
 #include "sql_functions.hpp"
+#include "sqlite_util.hpp"
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
@@ -20,11 +21,6 @@ namespace rsched::store {
 namespace {
 
 constexpr int busy_timeout_ms = 2000;
-
-struct stmt_deleter {
-  void operator()(sqlite3_stmt *s) const { sqlite3_finalize(s); }
-};
-using stmt_ptr = std::unique_ptr<sqlite3_stmt, stmt_deleter>;
 
 // First byte at or after `p` that is not whitespace or inside an SQL comment: where SQLite
 // considers the next statement to start.
@@ -453,7 +449,7 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
 #endif
         return make_error(fmt::format("{}: {}", position(sql, offset(cur), false), msg));
       }
-      const stmt_ptr st(raw); // finalized on every path: no statement outlives exec()
+      const detail::stmt_ptr st(raw); // finalized on every path: no statement outlives exec()
       const char *const start = cur;
       cur = (tail != nullptr && tail > cur) ? tail : end;
       if (!st) {

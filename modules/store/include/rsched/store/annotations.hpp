@@ -26,8 +26,11 @@ enum class incident_format { automatic, csv, json };
 
 // Imports a timeline: CSV with a header row naming at least `start` and `text` (optional `end`,
 // `source`, `tags`; times in any form rsched::timefmt::parse_time accepts) or JSON (an array of
-// objects with the same keys). All rows in one transaction; any bad row fails the whole import
-// with a one-line error naming the row. Returns the number of annotations added.
+// objects with the same keys; values are strings, numbers (read as their text), null or, for tags,
+// arrays of strings; JSON must be UTF-8 as RFC 8259 says, CSV fields are taken as exact bytes).
+// All rows in one transaction; any bad row fails the whole import with a one-line error naming
+// the row (the byte, or the JSON object and field, for a malformed file). Returns the number of
+// annotations added.
 result<std::size_t> import_incidents(const std::string &path, std::string_view content,
                                      incident_format fmt, std::string_view source,
                                      std::int64_t now_ns);
