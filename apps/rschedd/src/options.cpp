@@ -1,0 +1,373 @@
+// rschedd's command line: -g groups and every flag (hand-written; see options.hpp).
+#include "rsched/rschedd/options.hpp"
+
+#include "rsched/base/text.hpp"
+#include "rsched/base/timefmt.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rsched::rschedd {
+
+result<group_selection> parse_groups(const std::vector<std::string> &tokens) {
+  group_selection g;
+  if (tokens.empty()) {
+    return g;
+  }
+  g.groups = 0;
+  auto add_event = [&](const std::string &e) {
+    if (e == "ipc") {
+      g.ipc = true;
+      g.groups |= RSCHED_G_PERF;
+      return;
+    }
+    for (const auto &x : g.events) {
+      if (x == e) {
+        return;
+      }
+    }
+    g.events.push_back(e);
+    g.groups |= RSCHED_G_PERF;
+  };
+  for (const auto &t : tokens) {
+    if (t == "latency") {
+      g.groups |= RSCHED_G_LATENCY;
+    } else if (t == "slice") {
+      g.groups |= RSCHED_G_SLICE;
+    } else if (t == "sleep") {
+      g.groups |= RSCHED_G_SLEEP;
+    } else if (t == "waking") {
+      g.groups |= RSCHED_G_WAKING;
+    } else if (t == "migration") {
+      g.groups |= RSCHED_G_MIGRATION;
+    } else if (t == "schedstat") {
+      g.schedstat = true;
+    } else if (t == "perf") {
+      add_event("ipc");
+    } else if (t.rfind("perf=", 0) == 0) {
+      if (t.size() == 5) {
+        return make_error("perf= needs an event name");
+      }
+      add_event(t.substr(5));
+    } else if (t == "most" || t == "all") {
+      g.groups |= RSCHED_G_LATENCY | RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_MIGRATION;
+      g.schedstat = true;
+      // upstream: `most` adds ipc only when no perf event was named yet (order matters)
+      if (!g.ipc && g.events.empty()) {
+        add_event("ipc");
+      }
+      if (t == "all") {
+        g.groups |= RSCHED_G_WAKING;
+      }
+    } else if (t.empty()) {
+      return make_error("empty metric group in -g");
+    } else {
+      // anything else is tried as a perf event name (resolved later, with a clear error)
+      add_event(t);
+    }
+  }
+  if (g.events.size() > RSCHED_MAX_GENERIC_EVENTS) {
+    return make_error("Too many generic perf events (" + std::to_string(g.events.size()) +
+                      ", max 8)");
+  }
+  return g;
+}
+
+namespace detail {
+static result<std::uint64_t> parse_u64(const std::string &flag, const std::string &v,
+                                       std::uint64_t min, std::uint64_t max) {
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
+    return make_error(flag + " needs a whole number, got '" + v + "'");
+  }
+  const std::uint64_t n = std::stoull(v);
+  if (n < min || n > max) {
+    return make_error(flag + " must be between " + std::to_string(min) + " and " +
+                      std::to_string(max) + ", got " + v);
+  }
+  return n;
+}
+} // namespace detail
+
+// "2d", "30d", "12h", "0" (forever): a duration of the time grammar (rsched-sql's dur()).
+static result<std::int64_t> parse_keep(const std::string &flag, const std::string &v) {
+  if (v == "0") {
+    return std::int64_t{0};
+  }
+  auto d = timefmt::parse_duration(v);
+  if (!d || *d <= 0) {
+    return make_error(flag + " needs a duration such as 2d, 12h or 30m (0 = forever), got '" + v +
+                      "'");
+  }
+  return *d;
+}
+
+// "8G", "512M", "100000", "0" (no cap): bytes, binary suffixes K, M, G, T.
+static result<std::uint64_t> parse_size(const std::string &flag, const std::string &v) {
+  std::string digits = v;
+  unsigned shift = 0;
+  if (!v.empty()) {
+    switch (v.back()) {
+    case 'K':
+    case 'k':
+      shift = 10;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      break;
+    case 'T':
+    case 't':
+      shift = 40;
+      break;
+    default:
+      break;
+    }
+    if (shift != 0) {
+      digits.pop_back();
+    }
+  }
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+      digits.size() > 12) {
+    return make_error(flag + " needs a size such as 8G, 500M or 0 (no cap), got '" + v + "'");
+  }
+  const std::uint64_t n = std::stoull(digits);
+  if (n > (std::uint64_t{1} << (60 - shift))) {
+    return make_error(flag + " is too large: '" + v + "'");
+  }
+  return n << shift;
+}
+
+result<options> parse_options(const std::vector<std::string> &args) {
+  options o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    std::string flag = a;
+    std::optional<std::string> inline_value;
+    if (a.rfind("--", 0) == 0) {
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        flag = a.substr(0, eq);
+        inline_value = a.substr(eq + 1);
+      }
+    }
+    auto value = [&]() -> result<std::string> {
+      if (inline_value) {
+        return *inline_value;
+      }
+      if (i + 1 >= args.size()) {
+        return make_error(flag + " needs a value");
+      }
+      return args[++i];
+    };
+    if (flag == "-i" || flag == "--interval") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 1, 86400);
+      if (!n) {
+        return n.err();
+      }
+      o.interval_s = *n;
+    } else if (flag == "-r" || flag == "--run-time") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 1, 100ULL * 365 * 86400);
+      if (!n) {
+        return n.err();
+      }
+      o.run_time_s = *n;
+    } else if (flag == "--db") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (v->empty()) {
+        return make_error("--db needs a path");
+      }
+      o.db_path = *v;
+    } else if (flag == "--no-db") {
+      o.no_db = true;
+    } else if (flag == "--bpf-mode") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (*v == "auto") {
+        o.mode = bpf::attach_mode::automatic;
+      } else if (*v == "tp_btf") {
+        o.mode = bpf::attach_mode::tp_btf;
+      } else if (*v == "raw_tp") {
+        o.mode = bpf::attach_mode::raw_tp;
+      } else {
+        return make_error("--bpf-mode must be auto, tp_btf or raw_tp, got '" + *v + "'");
+      }
+    } else if (flag == "--delay-clock") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (*v == "monotonic") {
+        o.delay_rq_clock = false;
+      } else if (*v == "runqueue") {
+        o.delay_rq_clock = true;
+      } else {
+        return make_error("--delay-clock must be monotonic or runqueue, got '" + *v + "'");
+      }
+    } else if (flag == "--live-read") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (*v == "auto") {
+        o.read = bpf::live_read::automatic;
+      } else if (*v == "dirty-list") {
+        o.read = bpf::live_read::dirty_list;
+      } else if (*v == "iterator") {
+        o.read = bpf::live_read::iterator;
+      } else {
+        return make_error("--live-read must be auto, dirty-list or iterator, got '" + *v + "'");
+      }
+    } else if (flag == "--keep-raw" || flag == "--keep-1m" || flag == "--keep-1h") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto d = parse_keep(flag, *v);
+      if (!d) {
+        return d.err();
+      }
+      (flag == "--keep-raw"  ? o.keep.keep_raw_ns
+       : flag == "--keep-1m" ? o.keep.keep_1m_ns
+                             : o.keep.keep_1h_ns) = *d;
+    } else if (flag == "--max-size") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = parse_size(flag, *v);
+      if (!n) {
+        return n.err();
+      }
+      o.keep.max_bytes = *n;
+    } else if (flag == "--graveyard-entries" || flag == "--task-hash-entries" ||
+               flag == "--dirty-list-entries") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 16, 1U << 22);
+      if (!n) {
+        return n.err();
+      }
+      (flag == "--graveyard-entries"   ? o.graveyard_entries
+       : flag == "--task-hash-entries" ? o.task_hash_entries
+                                       : o.dirty_list_entries) = static_cast<std::uint32_t>(*n);
+    } else if (flag == "-g" || flag == "--group") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      std::size_t start = 0;
+      for (;;) {
+        const auto comma = v->find(',', start);
+        o.group_tokens.push_back(v->substr(start, comma - start));
+        if (comma == std::string::npos) {
+          break;
+        }
+        start = comma + 1;
+      }
+    } else if (flag == "-c" || flag == "--comm" || flag == "--global-comm" || flag == "--cgroup") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto &list = flag == "--global-comm" ? o.global_comm : flag == "--cgroup" ? o.cgroup : o.comm;
+      list.push_back(*v); // a comma inside a regex is not a separator (upstream)
+    } else if (flag == "-p" || flag == "--pid") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 0, 4194304);
+      if (!n) {
+        return n.err();
+      }
+      o.pid = static_cast<std::uint32_t>(*n);
+    } else if (flag == "-l" || flag == "--min-latency") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 0, 3'600'000'000ULL);
+      if (!n) {
+        return n.err();
+      }
+      o.min_latency_us = *n;
+    } else if (flag == "--view") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (*v != "compact" && *v != "tables") {
+        return make_error("--view must be compact or tables, got '" +
+                          text::escape_for_terminal(*v) + "'");
+      }
+      o.view = *v;
+    } else if (flag == "--rt-priority") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 0, 99);
+      if (!n) {
+        return n.err();
+      }
+      o.rt_priority = static_cast<std::uint32_t>(*n);
+    } else if (flag == "-C" || flag == "--no-collapse") {
+      if (o.display != display_mode::detailed) {
+        o.display = display_mode::grouped;
+      }
+    } else if (flag == "-d" || flag == "--detailed") {
+      o.display = display_mode::detailed; // -d takes priority over -C
+    } else if (flag == "--topology") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      o.topology_file = *v;
+    } else if (flag == "--gen-topology") {
+      o.gen_topology = true;
+    } else if (flag == "--perf-list") {
+      o.perf_list = true;
+    } else if (flag == "--stats") {
+      o.stats = true;
+    } else if (flag == "-v" || flag == "--verbose") {
+      o.verbose = true;
+    } else if (flag == "-h" || flag == "--help") {
+      o.help = true;
+    } else if (flag == "-V" || flag == "--version") {
+      o.version = true;
+    } else {
+      return make_error("unknown option '" + a + "' (see rschedd --help)");
+    }
+  }
+  if (o.no_db && o.db_path != store::default_db_path) {
+    return make_error("--db and --no-db exclude each other");
+  }
+  auto g = parse_groups(o.group_tokens);
+  if (!g) {
+    return g.err();
+  }
+  o.groups = *g;
+  return o;
+}
+
+} // namespace rsched::rschedd
