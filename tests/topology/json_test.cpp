@@ -197,6 +197,16 @@ TEST_CASE("json: errors carry line and column", "[topology]") {
   CHECK(msg.rfind("topology JSON: ", 0) == 0);
 }
 
+TEST_CASE("json: errors in what the document says name the CPU", "[topology]") {
+  CHECK(error_of(R"({"cpus": {"7": {"numa": 0}}})") ==
+        "topology JSON: missing field `die` in CPU \"7\"");
+  CHECK(error_of(R"({"cpus": {"3": {"die": 0, "numa": 1.5}}})") ==
+        "topology JSON: `numa` in CPU \"3\" must be an integer");
+  // A hostile key is quoted escaped, still on one line.
+  CHECK(error_of("{\"cpus\": {\"a\\u001b[31m\\n\": {}}}") ==
+        "topology JSON: CPU key \"a\\x1b[31m\\x0a\" is not a number");
+}
+
 TEST_CASE("json: deep nesting is an error, not a stack overflow", "[topology]") {
   const std::string deep =
       "{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + ", \"cpus\": {}}";
