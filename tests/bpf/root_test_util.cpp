@@ -73,9 +73,6 @@ std::string rsched_sql_path() {
   return std::string(RSCHED_BINARY_DIR) + "/apps/rsched-sql/rsched-sql";
 }
 
-return tmpl;
-}
-
 daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
   int fds[2];
   REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
