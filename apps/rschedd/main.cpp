@@ -5,14 +5,13 @@
 #include "rsched/collect/cgroup.hpp"
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
+#include "rsched/rschedd/extras.hpp"
 #include "rsched/rschedd/filter.hpp"
 #include "rsched/rschedd/live.hpp"
 #include "rsched/rschedd/options.hpp"
 #include "rsched/rschedd/recorder.hpp"
 #include "rsched/rschedd/render.hpp"
-#include "rsched/schedstat/delta.hpp"
-#include "rsched/schedstat/render.hpp"
-#include "rsched/schedstat/schedstat.hpp"
+#include "rsched/rschedd/startup.hpp"
 #include "rsched/store/writer.hpp"
 #include "rsched/topology/json.hpp"
 #include "rsched/topology/migration.hpp"
@@ -25,14 +24,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <malloc.h>
-#include <map>
 #include <memory>
 #include <optional>
 #include <sched.h>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -66,95 +62,11 @@ template <typename... T> void note(fmt::format_string<T...> f, T &&...args) {
   }
 }
 
-std::int64_t clock_ns(clockid_t id) {
-  timespec ts{};
-  clock_gettime(id, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// rschedd's resident set size, bytes (/proc/self/statm: pages).
-std::optional<std::int64_t> self_rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  std::int64_t size = 0;
-  std::int64_t resident = 0;
-  if (!(in >> size >> resident)) {
-    return std::nullopt;
-  }
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
 std::string read_boot_id() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;
   std::getline(in, id);
   return id;
-}
-
-// Reads a whole file; nullopt when it cannot be read.
-std::optional<std::string> slurp(const std::string &path) {
-  std::ifstream in(path);
-  if (!in) {
-    return std::nullopt;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-result<topology::topology> load_topology(const rschedd::options &opt) {
-  if (opt.topology_file.empty()) {
-    return topology::load("/sys");
-  }
-  auto text = slurp(opt.topology_file);
-  if (!text) {
-    return make_error("cannot read topology file " + opt.topology_file);
-  }
-  return topology::from_json(*text);
-}
-
-// /proc/sys/kernel/sched_schedstats is switched on while recording and restored afterwards
-// (upstream leaves it on).
-class schedstats_switch {
-public:
-  schedstats_switch() {
-    auto old = slurp(path_);
-    if (old && !old->empty() && (*old)[0] == '0') {
-      std::ofstream out(path_);
-      out << "1";
-      restore_ = static_cast<bool>(out);
-    }
-  }
-  ~schedstats_switch() {
-    if (restore_) {
-      std::ofstream out(path_);
-      out << "0";
-    }
-  }
-  schedstats_switch(const schedstats_switch &) = delete;
-  schedstats_switch &operator=(const schedstats_switch &) = delete;
-
-private:
-  const char *path_ = "/proc/sys/kernel/sched_schedstats";
-  bool restore_ = false;
-};
-
-void add_schedstat(store::interval_row &row, const schedstat::deltas &d) {
-  for (const auto &c : d.cpus) {
-    for (const auto &f : schedstat::cpu_field_layout) {
-      const auto v = c.fields.*f.member;
-      if (v != 0) {
-        row.schedstat_cpu.push_back({c.cpu, std::string(f.name), static_cast<std::int64_t>(v)});
-      }
-    }
-  }
-  for (const auto &dom : d.domains) {
-    for (const auto &f : dom.fields) {
-      if (f.value != 0) {
-        row.schedstat_domain.push_back({dom.cpu, dom.index, dom.name, std::string(f.name),
-                                        static_cast<std::int64_t>(f.value)});
-      }
-    }
-  }
 }
 
 // The store writer as the recorder's sink.
@@ -173,81 +85,6 @@ public:
 private:
   store::writer &w_;
 };
-
-// Upstream's startup banner (for stderr: stdout is the live display).
-std::string banner(const rschedd::options &opt) {
-  std::string out = "Starting rsched\n";
-  std::string active;
-  auto list = [](const std::vector<std::string> &v) {
-    std::string s;
-    for (const auto &x : v) {
-      s += (s.empty() ? "" : ", ") + text::escape_for_terminal(x);
-    }
-    return s;
-  };
-  auto plural = [](std::size_t n, const char *one, const char *many) {
-    return n == 1 ? one : many;
-  };
-  if (!opt.comm.empty()) {
-    active += fmt::format("  - Command {}: {}\n", plural(opt.comm.size(), "pattern", "patterns"),
-                          list(opt.comm));
-  }
-  if (!opt.global_comm.empty()) {
-    active +=
-        fmt::format("  - Global command {}: {}\n",
-                    plural(opt.global_comm.size(), "pattern", "patterns"), list(opt.global_comm));
-  }
-  if (!opt.cgroup.empty()) {
-    active += fmt::format("  - Cgroup {}: {}\n", plural(opt.cgroup.size(), "pattern", "patterns"),
-                          list(opt.cgroup));
-  }
-  if (opt.pid) {
-    active += fmt::format("  - PID: {}\n", *opt.pid);
-  }
-  if (opt.min_latency_us > 0) {
-    active += fmt::format("  - Minimum latency: {}μs\n", opt.min_latency_us);
-  }
-  if (opt.display == display_mode::grouped) {
-    active += "  - Not collapsing by command name\n";
-  }
-  if (opt.run_time_s) {
-    active += fmt::format("  - Runtime limit: {} seconds\n", *opt.run_time_s);
-  }
-  const auto &g = opt.groups;
-  const bool default_groups = opt.group_tokens.empty() ||
-                              (opt.group_tokens.size() == 1 && opt.group_tokens[0] == "latency");
-  if (!default_groups) {
-    std::vector<std::string> names;
-    auto add = [&](bool on, const char *n) {
-      if (on) {
-        names.emplace_back(n);
-      }
-    };
-    add((g.groups & RSCHED_G_LATENCY) != 0, "latency");
-    add((g.groups & RSCHED_G_SLICE) != 0, "slice");
-    add((g.groups & RSCHED_G_SLEEP) != 0, "sleep");
-    if ((g.groups & RSCHED_G_PERF) != 0) {
-      std::string perf = "perf=";
-      std::vector<std::string> events;
-      if (g.ipc) {
-        events.emplace_back("ipc");
-      }
-      events.insert(events.end(), g.events.begin(), g.events.end());
-      for (std::size_t i = 0; i < events.size(); ++i) {
-        perf += (i ? "," : "") + text::escape_for_terminal(events[i]);
-      }
-      names.push_back(perf);
-    }
-    add(g.schedstat, "schedstat");
-    add((g.groups & RSCHED_G_WAKING) != 0, "waking");
-    add((g.groups & RSCHED_G_MIGRATION) != 0, "migration");
-    active += "  - Metric groups: " + list(names) + "\n";
-  }
-  if (!active.empty()) {
-    out += "Options active:\n" + active;
-  }
-  return out;
-}
 
 int run(const rschedd::options &opt) {
   // Signals are taken synchronously (sigtimedwait) so that an interrupt ends the current
@@ -273,68 +110,23 @@ int run(const rschedd::options &opt) {
   // only line (what is missing), as promised.
   std::string notes = banner(opt);
 
-  // perf: resolve every event first (a bad name is an error), then open the counters. Where
-  // the PMU is missing (as in most VMs) the IPC set fails: one line, and the rest keeps running.
-  bool ipc = opt.groups.ipc;
-  std::vector<std::string> event_names;
-  std::vector<store::perf_event_def> event_defs;
-  std::vector<collect::counter_set> counter_sets;
-  if ((groups & RSCHED_G_PERF) != 0) {
-    std::vector<collect::event_spec> generic;
-    for (const auto &name : opt.groups.events) {
-      auto e = collect::resolve_event(name);
-      if (!e) {
-        // An unknown group or event name is bad usage, as any other bad flag.
-        note("rschedd: {}\n", e.err().msg);
-        return 2;
-      }
-      generic.push_back(*e);
+  // perf: an unknown event name is bad usage (2); a missing PMU is one line and the rest runs.
+  auto perf = open_perf(opt.groups, groups);
+  if (!perf) {
+    note("rschedd: {}\n", perf.err().msg);
+    return perf.err().errnum == EINVAL ? 2 : 1;
+  }
+  notes += perf->notes;
+  const bool ipc = perf->ipc;
+  const std::vector<std::string> &event_names = perf->event_names;
+  bo.counter_mask = perf->slot_mask;
+  for (const auto &set : perf->sets) {
+    for (const auto &f : set.fds()) {
+      bo.counter_fds.push_back({f.cpu, f.slot, f.fd});
     }
-    auto cpus = collect::online_cpus();
-    if (!cpus) {
-      note("rschedd: {}\n", cpus.err().msg);
-      return 1;
-    }
-    if (ipc) {
-      auto set = collect::counter_set::open({}, true, *cpus);
-      if (set) {
-        counter_sets.push_back(std::move(*set));
-      } else {
-        notes += fmt::format("rschedd: perf=ipc unavailable: {}\n", set.err().msg);
-        ipc = false;
-      }
-    }
-    if (!generic.empty()) {
-      auto set = collect::counter_set::open(generic, false, *cpus);
-      if (set) {
-        for (const auto &g : generic) {
-          event_names.push_back(g.name);
-          event_defs.push_back({g.name, g.type, g.config});
-        }
-        counter_sets.push_back(std::move(*set));
-      } else {
-        notes += fmt::format("rschedd: perf events unavailable: {}\n", set.err().msg);
-      }
-    }
-    if (ipc) {
-      notes += fmt::format("CPU performance counters enabled (IPC)\n");
-    }
-    if (!event_names.empty()) {
-      std::string names;
-      for (const auto &n : event_names) {
-        names += (names.empty() ? "" : ", ") + text::escape_for_terminal(n);
-      }
-      notes += fmt::format("Generic perf events: {}\n", names);
-    }
-    for (const auto &set : counter_sets) {
-      bo.counter_mask |= set.slot_mask();
-      for (const auto &f : set.fds()) {
-        bo.counter_fds.push_back({f.cpu, f.slot, f.fd});
-      }
-    }
-    if (bo.counter_mask == 0) {
-      groups &= ~static_cast<std::uint32_t>(RSCHED_G_PERF);
-    }
+  }
+  if (bo.counter_mask == 0) {
+    groups &= ~static_cast<std::uint32_t>(RSCHED_G_PERF);
   }
 
   render_options ropt;
@@ -368,16 +160,13 @@ int run(const rschedd::options &opt) {
     bo.cpu_to_numa = tables.cpu_to_numa;
   }
   // schedstat: read in user space; where the file is missing, one line and the rest runs.
-  std::optional<schedstat::snapshot> schedstat_prev;
-  std::optional<schedstats_switch> schedstat_on;
+  std::optional<schedstat_feed> schedstat;
   if (opt.groups.schedstat) {
-    schedstat_on.emplace();
-    auto s = schedstat::read();
-    if (!s) {
-      notes += fmt::format("rschedd: schedstat group unavailable: {}\n", s.err().msg);
-      schedstat_on.reset();
+    auto f = schedstat_feed::open();
+    if (!f) {
+      notes += fmt::format("rschedd: schedstat group unavailable: {}\n", f.err().msg);
     } else {
-      schedstat_prev = std::move(*s);
+      schedstat.emplace(std::move(*f));
     }
   }
   bo.mode = opt.mode;
@@ -430,7 +219,7 @@ int run(const rschedd::options &opt) {
   rc.ipc = ipc;
   rc.dies = ropt.num_dies;
   rc.numa_nodes = ropt.num_numa_nodes;
-  rc.events = event_defs;
+  rc.events = perf->event_defs;
   if ((groups & RSCHED_G_LATENCY) != 0) {
     rc.delay_clock = opt.delay_rq_clock ? "runqueue" : "monotonic";
   }
@@ -443,49 +232,14 @@ int run(const rschedd::options &opt) {
 
   // What the recorder does not collect itself: perf counter times, schedstat deltas, and the
   // daemon's own health (CPU time, RSS, its BPF programs' run time).
-  std::map<std::pair<unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> counter_prev;
-  std::string live_schedstat;
-  std::int64_t cpu_prev = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-  // The programs were loaded by this process, so their run counts start at zero: the first
-  // interval's samples (everything since attach) are matched by everything the programs ran.
-  auto bpf_prev = prog->run_stats();
-  if (bpf_prev) {
-    *bpf_prev = {};
-  }
+  counter_times times(perf->sets);
+  self_health health(&*prog);
   rc.enrich = [&](store::interval_row &row) {
-    for (const auto &set : counter_sets) {
-      auto times = set.read_times();
-      if (!times) {
-        continue;
-      }
-      for (const auto &t : *times) {
-        auto &prev = counter_prev[{t.cpu, t.slot}];
-        row.counter_times.push_back(
-            {t.cpu, t.name, t.enabled_ns - prev.first, t.running_ns - prev.second});
-        prev = {t.enabled_ns, t.running_ns};
-      }
+    times.add_to(row);
+    if (schedstat) {
+      schedstat->add_to(row);
     }
-    if (schedstat_prev) {
-      auto cur = schedstat::read();
-      if (cur) {
-        auto d = schedstat::delta(*schedstat_prev, *cur);
-        if (d) {
-          add_schedstat(row, *d);
-          live_schedstat = schedstat::render(*d);
-        }
-        schedstat_prev = std::move(*cur);
-      }
-    }
-    const std::int64_t cpu_now = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-    row.cpu_ns = cpu_now - cpu_prev;
-    cpu_prev = cpu_now;
-    row.rss_bytes = self_rss_bytes();
-    const auto bpf_now = prog->run_stats();
-    if (bpf_now && bpf_prev) {
-      row.bpf_run_ns = static_cast<std::int64_t>(bpf_now->run_time_ns - bpf_prev->run_time_ns);
-      row.bpf_run_cnt = static_cast<std::int64_t>(bpf_now->run_cnt - bpf_prev->run_cnt);
-    }
-    bpf_prev = bpf_now;
+    health.add_to(row);
   };
 
   // The live view runs on its own thread and never holds up recording (live.hpp).
@@ -505,8 +259,8 @@ int run(const rschedd::options &opt) {
       lc.window_ns = std::max<std::int64_t>(5'000'000'000, interval_ns);
       display = std::make_unique<live_display>(std::move(lc), std::move(*out));
       rc.show = [&](live_frame &&f) {
-        if (!live_schedstat.empty()) {
-          f.schedstat_table = live_schedstat;
+        if (schedstat && !schedstat->live_table().empty()) {
+          f.schedstat_table = schedstat->live_table();
         }
         display->offer(std::move(f));
       };

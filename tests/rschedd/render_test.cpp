@@ -1,4 +1,4 @@
-#include "rsched/rschedd/interval.hpp"
+#include "rsched/rschedd/model.hpp"
 #include "rsched/rschedd/render.hpp"
 
 #include <catch2/catch.hpp>

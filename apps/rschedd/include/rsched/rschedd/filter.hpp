@@ -16,7 +16,6 @@
 // matches the name of any component (descendants included); an unknown cgroup ("") matches none.
 // Why RE2 and paths, and how that differs from upstream: docs/DIFFERENCES.md, "Live display".
 #include "rsched/base/result.hpp"
-#include "rsched/base/text.hpp"
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
 
@@ -24,11 +23,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <re2/re2.h>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+namespace re2 {
+class RE2;
+} // namespace re2
 
 namespace rsched::rschedd {
 
@@ -47,36 +49,7 @@ public:
   filter() = default;
 
   // Compiles every pattern. An invalid pattern gives a one-line error naming it and its flag.
-  static result<filter> make(const filter_options &o) {
-    filter f;
-    f.opt_ = o;
-    for (const auto &p : o.comm) {
-      auto r = compile("-c", p);
-      if (!r) {
-        return r.err();
-      }
-      f.comm_.push_back(std::move(*r));
-    }
-    for (const auto &p : o.global_comm) {
-      auto r = compile("--global-comm", p);
-      if (!r) {
-        return r.err();
-      }
-      f.global_.push_back(std::move(*r));
-    }
-    for (const auto &p : o.cgroup) {
-      auto r = compile("--cgroup", p);
-      if (!r) {
-        return r.err();
-      }
-      cgroup_pattern cp;
-      cp.exact_root = p == "root";
-      cp.matches_all = !cp.exact_root && RE2::PartialMatch("root", **r);
-      cp.re = std::move(*r);
-      f.cgroup_.push_back(std::move(cp));
-    }
-    return f;
-  }
+  static result<filter> make(const filter_options &o);
 
   [[nodiscard]] const filter_options &options() const { return opt_; }
 
@@ -123,35 +96,10 @@ public:
 
   // True when the cgroup path matches any --cgroup pattern (see the header comment). With no
   // --cgroup pattern nothing matches; include() treats "no patterns" as "no cgroup filter".
-  [[nodiscard]] bool cgroup_matches(std::string_view path) const {
-    if (path.empty()) {
-      return false; // unknown cgroup
-    }
-    const bool is_root = path.find_first_not_of('/') == std::string_view::npos;
-    for (const auto &cp : cgroup_) {
-      if (cp.exact_root) {
-        if (is_root) {
-          return true;
-        }
-        continue;
-      }
-      if (cp.matches_all) {
-        return true;
-      }
-      std::size_t pos = 0;
-      while (pos < path.size()) {
-        const std::size_t end = std::min(path.find('/', pos), path.size());
-        if (end > pos && search(cp.re, path.substr(pos, end - pos))) {
-          return true;
-        }
-        pos = end + 1;
-      }
-    }
-    return false;
-  }
+  [[nodiscard]] bool cgroup_matches(std::string_view path) const;
 
 private:
-  using regex = std::shared_ptr<const RE2>; // immutable, shared by copies of the filter
+  using regex = std::shared_ptr<const re2::RE2>; // immutable, shared by copies of the filter
 
   struct cgroup_pattern {
     regex re;
@@ -163,40 +111,10 @@ private:
     return stats::percentile_or_zero(h, 50) / 1000;
   }
 
-  static result<regex> compile(const char *flag, const std::string &pattern) {
-    RE2::Options opts;
-    opts.set_log_errors(false); // the error is returned, in one line, not logged to stderr
-    auto re = std::make_shared<const RE2>(pattern, opts);
-    if (!re->ok()) {
-      return make_error(fmt_error(flag, pattern, re->error().c_str()));
-    }
-    return re;
-  }
+  static result<regex> compile(const char *flag, const std::string &pattern);
 
-  static std::string fmt_error(const char *flag, const std::string &pattern, const char *what) {
-    // A pattern of thousands of characters is shown by its start: the message stays readable.
-    constexpr std::size_t shown = 80;
-    const std::string head = pattern.size() > shown ? pattern.substr(0, shown) + "..." : pattern;
-    std::string msg = std::string("invalid regular expression for ") + flag + " '" +
-                      text::escape_for_terminal(head) + "': ";
-    for (const char *p = what; *p != '\0'; ++p) {
-      msg += (*p == '\n' || *p == '\r') ? ' ' : *p; // one line
-    }
-    return msg;
-  }
-
-  static bool search(const regex &re, std::string_view s) {
-    return RE2::PartialMatch(re2::StringPiece(s.data(), s.size()), *re);
-  }
-
-  static bool any_match(const std::vector<regex> &res, std::string_view s) {
-    for (const auto &re : res) {
-      if (search(re, s)) {
-        return true;
-      }
-    }
-    return false;
-  }
+  static bool search(const regex &re, std::string_view s);
+  static bool any_match(const std::vector<regex> &res, std::string_view s);
 
   filter_options opt_;
   std::vector<regex> comm_;

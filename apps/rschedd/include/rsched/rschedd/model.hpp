@@ -2,10 +2,12 @@
 // What rschedd accumulates for its live display (upstream RschedStats / CpuMetrics semantics):
 //  - per-thread and per-CPU histograms are cumulative since start;
 //  - IPC totals, generic-event rates and schedstat deltas are per display interval.
-// Plain data, filled by main.cpp from interval deltas, rendered by render.hpp.
+// Plain data, folded from each recorded interval's rows (fold_row), rendered by render.hpp.
 #include "rsched/metrics/registry.hpp"
 #include "rsched/stats/histogram.hpp"
+#include "rsched/store/records.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -72,5 +74,17 @@ struct model {
   std::vector<event_rates> events;            // this interval, in -g order
   std::optional<std::string> schedstat_table; // rendered by the schedstat module, this interval
 };
+
+// Folds one recorded interval into the live model (cumulative histograms; per-interval IPC and
+// events). The display works from the rows as written, so it needs nothing of the recorder's
+// state (the cgroup resolver, the accumulator) and can run on its own thread. `seq` numbers the
+// intervals (for bound_threads).
+void fold_row(model &m, const store::interval_row &row, bool ipc,
+              const std::vector<std::string> &event_names, std::uint64_t seq);
+
+// Keeps the cumulative tables to at most `max_threads` threads whatever the thread churn: past
+// it, the threads seen longest ago (exited ones first, in practice) leave the tables, down to
+// 90 % of the bound so that this runs rarely. Counted in m.evicted_threads (shown).
+void bound_threads(model &m, std::size_t max_threads);
 
 } // namespace rsched::rschedd

@@ -1,27 +1,17 @@
-#pragma once
-// The live model's side of an interval: folds the rows the recorder wrote into the cumulative
-// tables and keeps them bounded. The interval assembly itself is rsched::record.
-#include "rsched/store/records.hpp"
-
+// The live model's side of an interval (model.hpp): folds the rows the recorder wrote into the
+// cumulative tables and keeps them bounded. The interval assembly itself is rsched::record.
 #include "rsched/rschedd/model.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <functional>
-#include <map>
-#include <string>
+#include <utility>
 #include <vector>
 
 namespace rsched::rschedd {
 
-// Folds one recorded interval into the live model (cumulative histograms; per-interval IPC and
-// events). The display works from the rows as written, so it needs nothing of the recorder's
-// state (the cgroup resolver, the accumulator) and can run on its own thread. `seq` numbers the
-// intervals (for bound_threads).
-inline void fold_row(model &m, const store::interval_row &row, bool ipc,
-                     const std::vector<std::string> &event_names, std::uint64_t seq) {
+void fold_row(model &m, const store::interval_row &row, bool ipc,
+              const std::vector<std::string> &event_names, std::uint64_t seq) {
   m.ipc.clear();
   m.events.clear();
   for (const auto &name : event_names) {
@@ -52,10 +42,7 @@ inline void fold_row(model &m, const store::interval_row &row, bool ipc,
   }
 }
 
-// Keeps the cumulative tables to at most `max_threads` threads whatever the thread churn: past
-// it, the threads seen longest ago (exited ones first, in practice) leave the tables, down to
-// 90 % of the bound so that this runs rarely. Counted in m.evicted_threads (shown).
-inline void bound_threads(model &m, std::size_t max_threads) {
+void bound_threads(model &m, std::size_t max_threads) {
   if (m.threads.size() <= max_threads) {
     return;
   }

@@ -1,0 +1,84 @@
+#pragma once
+// What each interval carries besides the BPF counters (recorder_config::enrich): the perf
+// counters' enabled/running times, /proc/schedstat deltas, and rschedd's own health (CPU time,
+// RSS, the BPF programs' run time). Each part reads its kernel file or fds through a narrow
+// seam and adds its rows to the interval; the pure parts are unit-tested.
+#include "rsched/base/result.hpp"
+#include "rsched/bpf/program.hpp"
+#include "rsched/collect/perf.hpp"
+#include "rsched/schedstat/delta.hpp"
+#include "rsched/schedstat/schedstat.hpp"
+#include "rsched/store/records.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rsched::rschedd {
+
+// The non-zero fields of a schedstat delta as the store's rows.
+void add_schedstat(store::interval_row &row, const schedstat::deltas &d);
+
+// The perf counters' enabled and running times over each interval (multiplexing shows as
+// running < enabled), per CPU and counter.
+class counter_times {
+public:
+  explicit counter_times(const std::vector<collect::counter_set> &sets) : sets_(sets) {}
+  void add_to(store::interval_row &row);
+
+private:
+  const std::vector<collect::counter_set> &sets_;
+  std::map<std::pair<unsigned, unsigned>, std::pair<std::uint64_t, std::uint64_t>> prev_;
+};
+
+// /proc/schedstat deltas per interval. /proc/sys/kernel/sched_schedstats is switched on while
+// recording and restored afterwards (upstream leaves it on).
+class schedstat_feed {
+public:
+  // The error says why the file cannot be read (for one line; the rest keeps running).
+  static result<schedstat_feed>
+  open(std::filesystem::path schedstat = "/proc/schedstat",
+       std::filesystem::path sysctl = "/proc/sys/kernel/sched_schedstats");
+  schedstat_feed(schedstat_feed &&o) noexcept;
+  schedstat_feed &operator=(schedstat_feed &&) = delete;
+  schedstat_feed(const schedstat_feed &) = delete;
+  schedstat_feed &operator=(const schedstat_feed &) = delete;
+  ~schedstat_feed();
+
+  // Reads the file and adds the delta since the previous read; a failed read adds nothing.
+  void add_to(store::interval_row &row);
+  // The live display's schedstat table of the newest delta ("" before the first).
+  [[nodiscard]] const std::string &live_table() const { return live_; }
+
+private:
+  schedstat_feed(std::filesystem::path path, std::filesystem::path sysctl, bool restore,
+                 schedstat::snapshot first);
+  std::filesystem::path path_;
+  std::filesystem::path sysctl_;
+  bool restore_ = false; // write "0" back to the sysctl on destruction
+  schedstat::snapshot prev_;
+  std::string live_;
+};
+
+// rschedd's own cost per interval: process CPU time, RSS, and the BPF programs' run time and
+// count (from bpf_stats; only where the kernel counts them).
+class self_health {
+public:
+  // `prog` null: no BPF run time.
+  explicit self_health(const bpf::program *prog);
+  void add_to(store::interval_row &row);
+
+private:
+  const bpf::program *prog_;
+  std::int64_t cpu_prev_ = 0;
+  std::optional<bpf::program::run_totals> bpf_prev_;
+};
+
+// rschedd's resident set size in bytes (/proc/self/statm), nullopt when it cannot be read.
+std::optional<std::int64_t> self_rss_bytes();
+
+} // namespace rsched::rschedd

@@ -1,0 +1,150 @@
+// The per-interval additions of extras.hpp.
+#include "rsched/rschedd/extras.hpp"
+
+#include "rsched/schedstat/render.hpp"
+
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace rsched::rschedd {
+
+namespace {
+
+std::int64_t process_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::optional<std::string> slurp(const std::filesystem::path &path) {
+  std::ifstream in(path);
+  if (!in) {
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+} // namespace
+
+void add_schedstat(store::interval_row &row, const schedstat::deltas &d) {
+  for (const auto &c : d.cpus) {
+    for (const auto &f : schedstat::cpu_field_layout) {
+      const auto v = c.fields.*f.member;
+      if (v != 0) {
+        row.schedstat_cpu.push_back({c.cpu, std::string(f.name), static_cast<std::int64_t>(v)});
+      }
+    }
+  }
+  for (const auto &dom : d.domains) {
+    for (const auto &f : dom.fields) {
+      if (f.value != 0) {
+        row.schedstat_domain.push_back({dom.cpu, dom.index, dom.name, std::string(f.name),
+                                        static_cast<std::int64_t>(f.value)});
+      }
+    }
+  }
+}
+
+void counter_times::add_to(store::interval_row &row) {
+  for (const auto &set : sets_) {
+    auto times = set.read_times();
+    if (!times) {
+      continue;
+    }
+    for (const auto &t : *times) {
+      auto &prev = prev_[{t.cpu, t.slot}];
+      row.counter_times.push_back(
+          {t.cpu, t.name, t.enabled_ns - prev.first, t.running_ns - prev.second});
+      prev = {t.enabled_ns, t.running_ns};
+    }
+  }
+}
+
+result<schedstat_feed> schedstat_feed::open(std::filesystem::path schedstat,
+                                            std::filesystem::path sysctl) {
+  // Switched on first: the kernel fills the counters only while it is on.
+  bool restore = false;
+  if (auto old = slurp(sysctl); old && !old->empty() && (*old)[0] == '0') {
+    std::ofstream out(sysctl);
+    out << "1";
+    restore = static_cast<bool>(out);
+  }
+  auto first = schedstat::read(schedstat);
+  if (!first) {
+    if (restore) {
+      std::ofstream out(sysctl);
+      out << "0";
+    }
+    return first.err();
+  }
+  return schedstat_feed(std::move(schedstat), std::move(sysctl), restore, std::move(*first));
+}
+
+schedstat_feed::schedstat_feed(std::filesystem::path path, std::filesystem::path sysctl,
+                               bool restore, schedstat::snapshot first)
+    : path_(std::move(path)), sysctl_(std::move(sysctl)), restore_(restore),
+      prev_(std::move(first)) {}
+
+schedstat_feed::schedstat_feed(schedstat_feed &&o) noexcept
+    : path_(std::move(o.path_)), sysctl_(std::move(o.sysctl_)),
+      restore_(std::exchange(o.restore_, false)), prev_(std::move(o.prev_)),
+      live_(std::move(o.live_)) {}
+
+schedstat_feed::~schedstat_feed() {
+  if (restore_) {
+    std::ofstream out(sysctl_);
+    out << "0";
+  }
+}
+
+void schedstat_feed::add_to(store::interval_row &row) {
+  auto cur = schedstat::read(path_);
+  if (!cur) {
+    return;
+  }
+  if (auto d = schedstat::delta(prev_, *cur)) {
+    add_schedstat(row, *d);
+    live_ = schedstat::render(*d);
+  }
+  prev_ = std::move(*cur);
+}
+
+std::optional<std::int64_t> self_rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  std::int64_t size = 0;
+  std::int64_t resident = 0;
+  if (!(in >> size >> resident)) {
+    return std::nullopt;
+  }
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+self_health::self_health(const bpf::program *prog) : prog_(prog), cpu_prev_(process_cpu_ns()) {
+  // The programs were loaded by this process, so their run counts start at zero: the first
+  // interval's samples (everything since attach) are matched by everything the programs ran.
+  if (prog_ != nullptr && prog_->run_stats()) {
+    bpf_prev_ = bpf::program::run_totals{};
+  }
+}
+
+void self_health::add_to(store::interval_row &row) {
+  const std::int64_t cpu_now = process_cpu_ns();
+  row.cpu_ns = cpu_now - cpu_prev_;
+  cpu_prev_ = cpu_now;
+  row.rss_bytes = self_rss_bytes();
+  if (prog_ == nullptr) {
+    return;
+  }
+  const auto bpf_now = prog_->run_stats();
+  if (bpf_now && bpf_prev_) {
+    row.bpf_run_ns = static_cast<std::int64_t>(bpf_now->run_time_ns - bpf_prev_->run_time_ns);
+    row.bpf_run_cnt = static_cast<std::int64_t>(bpf_now->run_cnt - bpf_prev_->run_cnt);
+  }
+  bpf_prev_ = bpf_now;
+}
+
+} // namespace rsched::rschedd

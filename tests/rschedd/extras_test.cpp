@@ -1,0 +1,149 @@
+// The per-interval additions of extras.hpp and the startup steps of startup.hpp, without root:
+// schedstat from fixture files and a fake sysctl, the process's own health, the banner.
+#include "rsched/rschedd/extras.hpp"
+#include "rsched/rschedd/options.hpp"
+#include "rsched/rschedd/startup.hpp"
+
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+using namespace rsched;
+using namespace rsched::rschedd;
+using rsched::test::temp_dir;
+
+namespace {
+
+std::string schedstat_fixture(const std::string &name) {
+  // tests/rschedd/data (which need not exist) -> tests/schedstat/data
+  const std::filesystem::path tests = std::filesystem::path(RSCHED_TEST_DATA_DIR).parent_path();
+  return (tests.parent_path() / "schedstat" / "data" / name).string();
+}
+
+std::string read_all(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const store::schedstat_cpu_delta *cpu_field(const store::interval_row &row, std::uint32_t cpu,
+                                            const std::string &field) {
+  for (const auto &c : row.schedstat_cpu) {
+    if (c.cpu == cpu && c.field == field) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("schedstat_feed: deltas between two reads, sysctl switched on and restored",
+          "[rschedd]") {
+  temp_dir dir;
+  const std::string file = dir.file("schedstat");
+  const std::string sysctl = dir.file("sched_schedstats");
+  std::filesystem::copy_file(schedstat_fixture("schedstat_v17.txt"), file);
+  std::ofstream(sysctl) << "0\n";
+  {
+    auto feed = schedstat_feed::open(file, sysctl);
+    REQUIRE(feed);
+    CHECK(read_all(sysctl) == "1");
+    store::interval_row same;
+    feed->add_to(same); // the same text again: nothing moved
+    CHECK(same.schedstat_cpu.empty());
+    CHECK(same.schedstat_domain.empty());
+
+    std::filesystem::copy_file(schedstat_fixture("schedstat_v17_later.txt"), file,
+                               std::filesystem::copy_options::overwrite_existing);
+    store::interval_row row;
+    feed->add_to(row);
+    // cpu0's first line: yld_count 3706 -> 3715, pcount 4562708 -> 4580147.
+    const auto *yld = cpu_field(row, 0, "yld_count");
+    REQUIRE(yld != nullptr);
+    CHECK(yld->delta == 9);
+    const auto *pcount = cpu_field(row, 0, "pcount");
+    REQUIRE(pcount != nullptr);
+    CHECK(pcount->delta == 4580147 - 4562708);
+    CHECK(cpu_field(row, 0, "legacy_zero") == nullptr); // zero deltas are not rows
+    CHECK_FALSE(row.schedstat_domain.empty());
+    CHECK(feed->live_table().find("yld_count") != std::string::npos);
+
+    std::filesystem::remove(file); // a failed read adds nothing and keeps the baseline
+    store::interval_row gone;
+    feed->add_to(gone);
+    CHECK(gone.schedstat_cpu.empty());
+  }
+  CHECK(read_all(sysctl) == "0"); // restored
+}
+
+TEST_CASE("schedstat_feed: a missing file is an error and leaves the sysctl as it was",
+          "[rschedd]") {
+  temp_dir dir;
+  const std::string sysctl = dir.file("sched_schedstats");
+  std::ofstream(sysctl) << "0\n";
+  auto feed = schedstat_feed::open(dir.file("no-such-file"), sysctl);
+  REQUIRE_FALSE(feed);
+  CHECK(feed.err().msg.find("no-such-file") != std::string::npos);
+  CHECK(read_all(sysctl) == "0");
+  // Already on: never switched off afterwards.
+  std::ofstream(sysctl, std::ios::trunc) << "1\n";
+  const std::string file = dir.file("schedstat");
+  std::filesystem::copy_file(schedstat_fixture("schedstat_v15.txt"), file);
+  { REQUIRE(schedstat_feed::open(file, sysctl)); }
+  CHECK(read_all(sysctl) == "1\n");
+}
+
+TEST_CASE("self_health: CPU time and RSS of this process, no BPF without a program",
+          "[rschedd]") {
+  self_health h(nullptr);
+  volatile std::uint64_t spin = 0;
+  for (int i = 0; i < 2'000'000; ++i) {
+    spin = spin + static_cast<std::uint64_t>(i);
+  }
+  store::interval_row row;
+  h.add_to(row);
+  REQUIRE(row.cpu_ns);
+  CHECK(*row.cpu_ns > 0);
+  REQUIRE(row.rss_bytes);
+  CHECK(*row.rss_bytes > 1024 * 1024);
+  CHECK_FALSE(row.bpf_run_ns);
+  CHECK_FALSE(row.bpf_run_cnt);
+}
+
+TEST_CASE("open_perf: nothing without the perf group, an unknown event is bad usage",
+          "[rschedd]") {
+  group_selection g;
+  auto none = open_perf(g, RSCHED_G_LATENCY);
+  REQUIRE(none);
+  CHECK(none->sets.empty());
+  CHECK(none->slot_mask == 0);
+  CHECK(none->notes.empty());
+  g.events = {"no-such-event"};
+  auto bad = open_perf(g, RSCHED_G_LATENCY | RSCHED_G_PERF);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.err().errnum == EINVAL);
+  CHECK(bad.err().msg.find("no-such-event") != std::string::npos);
+}
+
+TEST_CASE("banner: upstream's lines, hostile patterns escaped", "[rschedd]") {
+  auto opt = parse_options({"-c", "post\x1b[2Jgres", "-p", "42", "-r", "5", "-g", "latency,slice"});
+  REQUIRE(opt);
+  const std::string b = banner(*opt);
+  CHECK(b.rfind("Starting rsched\nOptions active:\n", 0) == 0);
+  CHECK(b.find("  - Command pattern: post\\x1b[2Jgres\n") != std::string::npos);
+  CHECK(b.find('\x1b') == std::string::npos);
+  CHECK(b.find("  - PID: 42\n") != std::string::npos);
+  CHECK(b.find("  - Runtime limit: 5 seconds\n") != std::string::npos);
+  CHECK(b.find("  - Metric groups: latency, slice\n") != std::string::npos);
+  auto plain = parse_options({});
+  REQUIRE(plain);
+  CHECK(banner(*plain) == "Starting rsched\n");
+}
