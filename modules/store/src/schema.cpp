@@ -3,6 +3,8 @@
 #include "rsched/metrics/registry.hpp"
 #include "rsched/store/records.hpp"
 
+#include "sqlite_util.hpp"
+
 #include <fmt/format.h>
 #include <sys/utsname.h>
 
@@ -341,12 +343,11 @@ constexpr const char *thread_cols = "i.start_ns AS ts, i.dur_ns AS dur, t.tid AS
 
 // The view of a metric alone (registry: `view`): one row per thread or CPU and interval.
 view_spec metric_view(const metrics::def &d) {
-  const std::string total = d.total_column.empty()
-                                ? std::string()
-                                : fmt::format(" {}.total AS {},", d.where == metrics::scope::cpu
-                                                                      ? "c"
-                                                                      : "h",
-                                              d.total_column);
+  const std::string total =
+      d.total_column.empty()
+          ? std::string()
+          : fmt::format(" {}.total AS {},", d.where == metrics::scope::cpu ? "c" : "h",
+                        d.total_column);
   if (d.where == metrics::scope::cpu) {
     return {std::string(d.view),
             fmt::format("i.start_ns AS ts, i.dur_ns AS dur, c.cpu AS cpu, c.count AS count,{} "
@@ -490,9 +491,9 @@ std::string create_views(const view_spec &v) {
   }
   std::string sql;
   for (const auto &[suffix, filter] : variants) {
-    sql += fmt::format("CREATE VIEW {}{} AS\n  SELECT {}, i.tier AS tier\n  FROM {}\n  WHERE {}{}{};\n",
-                       v.name, suffix, select, v.from, filter, v.where.empty() ? "" : " AND ",
-                       v.where);
+    sql += fmt::format(
+        "CREATE VIEW {}{} AS\n  SELECT {}, i.tier AS tier\n  FROM {}\n  WHERE {}{}{};\n", v.name,
+        suffix, select, v.from, filter, v.where.empty() ? "" : " AND ", v.where);
   }
   return sql;
 }
@@ -541,11 +542,6 @@ constexpr const char *layouts_description =
     "3=count: 75 slots, 0..63 slot=value, 64..73 [2^(s-58),2^(s-57)-1], 74 >= 2^16; "
     "4=log2: 65 slots, 0 = {0}, s=1..64 [2^(s-1),2^s-1] (64 open-ended)";
 
-struct stmt_deleter {
-  void operator()(sqlite3_stmt *s) const { sqlite3_finalize(s); }
-};
-using stmt_ptr = std::unique_ptr<sqlite3_stmt, stmt_deleter>;
-
 std::string hostname() {
   std::array<char, 256> buf{};
   if (gethostname(buf.data(), buf.size() - 1) != 0) {
@@ -571,11 +567,11 @@ std::string realtime_ns() {
 // Writes `rows` into meta with `sql` (an INSERT taking key, value).
 result<void> put_meta(sqlite3 *db, const char *sql,
                       const std::vector<std::pair<std::string_view, std::string>> &rows) {
-  sqlite3_stmt *raw = nullptr;
-  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK) {
-    return make_error(sqlite3_errmsg(db));
+  auto prepared = prepare_stmt(db, sql);
+  if (!prepared) {
+    return prepared.err();
   }
-  const stmt_ptr st(raw);
+  const auto &st = *prepared;
   for (const auto &[key, val] : rows) {
     sqlite3_reset(st.get());
     sqlite3_bind_text(st.get(), 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
@@ -602,11 +598,11 @@ result<void> insert_meta(sqlite3 *db) {
 } // namespace
 
 result<std::int64_t> query_int(sqlite3 *db, const char *sql) {
-  sqlite3_stmt *raw = nullptr;
-  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK) {
-    return make_error(sqlite3_errmsg(db));
+  auto prepared = prepare_stmt(db, sql);
+  if (!prepared) {
+    return prepared.err();
   }
-  const stmt_ptr st(raw);
+  const auto &st = *prepared;
   const int rc = sqlite3_step(st.get());
   if (rc != SQLITE_ROW) {
     return make_error(rc == SQLITE_DONE ? std::string("no result") : sqlite3_errmsg(db));
@@ -806,9 +802,9 @@ result<void> insert_new_metrics(sqlite3 *db) {
     if (*n != 0) {
       continue; // known (a CPU metric may share its id with a thread metric)
     }
-    std::string sql = fmt::format(
-        "INSERT INTO metric(id, name, unit, layout) VALUES({}, '{}', '{}', {});\n", d.db_id,
-        d.name, d.unit, static_cast<int>(d.layout));
+    std::string sql =
+        fmt::format("INSERT INTO metric(id, name, unit, layout) VALUES({}, '{}', '{}', {});\n",
+                    d.db_id, d.name, d.unit, static_cast<int>(d.layout));
     if (!d.view.empty()) {
       sql += create_views(metric_view(d));
     }

@@ -56,14 +56,20 @@ double count_above(const stats::histogram &h, std::uint64_t ns) {
   return static_cast<double>(n);
 }
 
-result<std::int64_t> time_arg(sqlite3_value *v, const fn_context &ctx, const char *what) {
+namespace {
+
+// A time or duration argument: integer ns as is, a finite real truncated, text through `parse`;
+// `kind` ("time", "duration") names it in errors, `expected` is the message for NULL or a blob.
+template <class Parse>
+result<std::int64_t> ns_arg(sqlite3_value *v, const char *what, const char *kind,
+                            const std::string &expected, Parse &&parse) {
   switch (sqlite3_value_type(v)) {
   case SQLITE_INTEGER:
     return std::int64_t{sqlite3_value_int64(v)};
   case SQLITE_FLOAT: {
     const double d = sqlite3_value_double(v);
     if (!std::isfinite(d) || std::fabs(d) > 9.2e18) {
-      return make_error(std::string(what) + ": time out of range");
+      return make_error(std::string(what) + ": " + kind + " out of range");
     }
     return static_cast<std::int64_t>(d);
   }
@@ -71,42 +77,28 @@ result<std::int64_t> time_arg(sqlite3_value *v, const fn_context &ctx, const cha
     const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
     const std::string_view s(p != nullptr ? p : "",
                              static_cast<std::size_t>(sqlite3_value_bytes(v)));
-    auto r = timefmt::parse_time(s, ctx.now(), ctx.zone);
+    result<std::int64_t> r = parse(s);
     if (!r) {
       return make_error(std::string(what) + ": " + r.err().msg);
     }
     return *r;
   }
   default:
-    return make_error(std::string(what) + ": expected a time (text or ns), got " +
-                      (sqlite3_value_type(v) == SQLITE_NULL ? "NULL" : "a BLOB"));
+    return make_error(std::string(what) + ": " + expected);
   }
 }
 
+} // namespace
+
+result<std::int64_t> time_arg(sqlite3_value *v, const fn_context &ctx, const char *what) {
+  const std::string got = sqlite3_value_type(v) == SQLITE_NULL ? "NULL" : "a BLOB";
+  return ns_arg(v, what, "time", "expected a time (text or ns), got " + got,
+                [&](std::string_view s) { return timefmt::parse_time(s, ctx.now(), ctx.zone); });
+}
+
 result<std::int64_t> duration_arg(sqlite3_value *v, const char *what) {
-  switch (sqlite3_value_type(v)) {
-  case SQLITE_INTEGER:
-    return std::int64_t{sqlite3_value_int64(v)};
-  case SQLITE_FLOAT: {
-    const double d = sqlite3_value_double(v);
-    if (!std::isfinite(d) || std::fabs(d) > 9.2e18) {
-      return make_error(std::string(what) + ": duration out of range");
-    }
-    return static_cast<std::int64_t>(d);
-  }
-  case SQLITE_TEXT: {
-    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
-    const std::string_view s(p != nullptr ? p : "",
-                             static_cast<std::size_t>(sqlite3_value_bytes(v)));
-    auto r = timefmt::parse_duration(s);
-    if (!r) {
-      return make_error(std::string(what) + ": " + r.err().msg);
-    }
-    return *r;
-  }
-  default:
-    return make_error(std::string(what) + ": expected a duration (text or ns)");
-  }
+  return ns_arg(v, what, "duration", "expected a duration (text or ns)",
+                [](std::string_view s) { return timefmt::parse_duration(s); });
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/VariadicBind.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -37,6 +38,13 @@ namespace rsched::store {
 using namespace detail;
 
 namespace {
+
+// Runs a prepared statement again with `args` bound to ?1, ?2, ... in order.
+template <class... A> void rerun(SQLite::Statement &s, const A &...args) {
+  s.reset();
+  SQLite::bind(s, args...);
+  s.exec();
+}
 
 constexpr int busy_timeout_ms = 5000;
 // The thread-id cache only saves a SELECT per thread and interval; a daemon that sees millions of
@@ -356,23 +364,12 @@ struct writer::impl {
                     const std::vector<std::int64_t> &event_ids) {
     insert_values(ins_thread_hist, interval_id, id, t.m);
     if (has_migrations(t)) {
-      ins_migration.reset();
-      ins_migration.bind(1, interval_id);
-      ins_migration.bind(2, id);
-      ins_migration.bind(3, to_i64(t.migrations));
-      ins_migration.bind(4, to_i64(t.cross_ccx));
-      ins_migration.bind(5, to_i64(t.cross_numa));
-      ins_migration.exec();
+      rerun(ins_migration, interval_id, id, to_i64(t.migrations), to_i64(t.cross_ccx),
+            to_i64(t.cross_numa));
     }
     if (has_ipc_data(t)) {
-      ins_perf.reset();
-      ins_perf.bind(1, interval_id);
-      ins_perf.bind(2, id);
-      ins_perf.bind(3, to_i64(t.user_cycles));
-      ins_perf.bind(4, to_i64(t.kernel_cycles));
-      ins_perf.bind(5, to_i64(t.user_instructions));
-      ins_perf.bind(6, to_i64(t.kernel_instructions));
-      ins_perf.exec();
+      rerun(ins_perf, interval_id, id, to_i64(t.user_cycles), to_i64(t.kernel_cycles),
+            to_i64(t.user_instructions), to_i64(t.kernel_instructions));
     }
     write_thread_events(interval_id, id, t, event_ids);
   }
@@ -419,12 +416,7 @@ struct writer::impl {
       if (delta == 0) {
         continue;
       }
-      s.reset();
-      s.bind(1, interval_id);
-      s.bind(2, key.first);
-      s.bind(3, key.second);
-      s.bind(4, delta);
-      s.exec();
+      rerun(s, interval_id, key.first, key.second, delta);
     }
   }
 
@@ -484,10 +476,7 @@ struct writer::impl {
     ins_interval.exec();
     const std::int64_t interval_id = db.getLastInsertRowid();
     if (prev_interval != 0) {
-      upd_write_ns.reset();
-      upd_write_ns.bind(1, prev_interval);
-      upd_write_ns.bind(2, prev_write_ns);
-      upd_write_ns.exec();
+      rerun(upd_write_ns, prev_interval, prev_write_ns);
     }
 
     pending tx;
@@ -655,10 +644,7 @@ result<void> writer::write(const interval_row &iv) {
       // No next transaction will carry this one's write time: store it now, on its own. Best
       // effort: the interval itself is committed, and a missing write time is only NULL.
       try {
-        p_->upd_write_ns.reset();
-        p_->upd_write_ns.bind(1, p_->prev_interval);
-        p_->upd_write_ns.bind(2, p_->prev_write_ns);
-        p_->upd_write_ns.exec();
+        rerun(p_->upd_write_ns, p_->prev_interval, p_->prev_write_ns);
       } catch (const SQLite::Exception &) {
         (void)p_->upd_write_ns.tryReset();
       }

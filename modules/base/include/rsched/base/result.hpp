@@ -1,5 +1,5 @@
 #pragma once
-// rsched::Result<T>: the error model of every library module (docs/coding_guidelines.md).
+// rsched::result<T>: the error model of every library module (docs/ARCHITECTURE.md, "Error model").
 // Recoverable errors are returned, never thrown; apps turn them into one line on stderr.
 #include <string>
 #include <utility>
