@@ -3,6 +3,7 @@
 // store::writer, and running the built rsched-sql binary.
 #include "rsched/store/writer.hpp"
 
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -100,6 +101,18 @@ inline std::string slurp(const std::string &path) {
   return data;
 }
 
+// Waits for rsched-sql's process `pid` to end; its status and what it wrote to the files `out` and
+// `err`.
+inline run_result reap(pid_t pid, const std::string &out, const std::string &err) {
+  int ws = 0;
+  REQUIRE(waitpid(pid, &ws, 0) == pid);
+  run_result r;
+  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
 // Runs rsched-sql with `args`; stdin from `input` (a regular file, so not a terminal), stdout and
 // stderr to files (pipes' worth of data without deadlock).
 inline run_result run_sql(const std::vector<std::string> &args, const std::string &input = "") {
@@ -114,24 +127,12 @@ inline run_result run_sql(const std::vector<std::string> &args, const std::strin
   posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<std::string> storage{binary};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char *> argv;
-  for (auto &s : storage) {
-    argv.push_back(s.data());
-  }
-  argv.push_back(nullptr);
+  const rsched::test::exec_argv argv(binary, args);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.get(), environ);
   posix_spawn_file_actions_destroy(&fa);
   REQUIRE(rc == 0);
-  int ws = 0;
-  REQUIRE(waitpid(pid, &ws, 0) == pid);
-  run_result r;
-  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return reap(pid, out, err);
 }
 
 // Splits RFC 4180 CSV (CRLF records) into records of fields. Fails the test on malformed input.
@@ -188,13 +189,7 @@ inline run_result run_sql_bounded(const std::vector<std::string> &args,
                                   rlim_t max_mem = rlim_t{1} << 30) {
   temp_dir io;
   const std::string out = io.file("stdout"), err = io.file("stderr");
-  std::vector<std::string> storage{binary};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char *> argv;
-  for (auto &a : storage) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
+  const rsched::test::exec_argv argv(binary, args);
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -217,16 +212,10 @@ inline run_result run_sql_bounded(const std::vector<std::string> &args,
     setrlimit(RLIMIT_AS, &lim);
 #endif
     alarm(seconds); // kept across execv
-    execv(binary.c_str(), argv.data());
+    execv(binary.c_str(), argv.get());
     _exit(127);
   }
-  int ws = 0;
-  REQUIRE(waitpid(pid, &ws, 0) == pid);
-  run_result r;
-  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return reap(pid, out, err);
 }
 
 } // namespace rsched_sql_test
