@@ -1,6 +1,8 @@
 #pragma once
 // Shared by the rsched-sql tests: a synthetic database written through
-// store::writer, and running the built rsched-sql binary.
+// store::writer, a shell over it, and running the built rsched-sql binary.
+#include "rsched/sql_shell/shell.hpp"
+#include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "support/process.hpp"
@@ -16,6 +18,7 @@
 #include <fstream>
 #include <optional>
 #include <spawn.h>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -79,6 +82,22 @@ struct run_result {
   int status = -1; // exit status, or -1 when killed by a signal
   std::string out;
   std::string err;
+};
+
+// A shell over make_db's database, with what it prints kept in `out` and `err`.
+struct shell_fixture {
+  temp_dir dir;
+  std::string path = make_db(dir);
+  rsched::store::reader db = open_reader(path);
+  std::ostringstream out;
+  std::ostringstream err;
+  rsched::sql_shell::shell sh{db, out, err, rsched::sql_shell::output_config{}};
+
+  static rsched::store::reader open_reader(const std::string &p) {
+    auto r = rsched::store::reader::open(p, true);
+    REQUIRE(r.ok());
+    return std::move(r).value();
+  }
 };
 
 // Whole file as bytes ("" when missing). POSIX read: GCC 12's -Wnull-dereference trips over

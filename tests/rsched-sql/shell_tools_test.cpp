@@ -16,21 +16,9 @@ using namespace rsched_sql_test;
 
 namespace {
 
-struct fixture {
-  temp_dir dir;
-  std::string path = make_db(dir);
-  rsched::store::reader db = open_reader(path);
-  std::ostringstream out;
-  std::ostringstream err;
-  shell sh{db, out, err, output_config{}};
-
+// The shell knows its database's file, as in rsched-sql (.mark and .import-incidents write to it).
+struct fixture : shell_fixture {
   fixture() { sh.set_db_path(path); }
-
-  static rsched::store::reader open_reader(const std::string &p) {
-    auto r = rsched::store::reader::open(p, true);
-    REQUIRE(r.ok());
-    return std::move(r).value();
-  }
 };
 
 rsched::result<options> parse(std::vector<std::string_view> args) {
