@@ -166,21 +166,24 @@ TEST_CASE("rsched-sql shell: .timer, .headers, .tz and .help", "[rsched-sql]") {
 
 TEST_CASE("rsched-sql shell: every mode through the shell", "[rsched-sql]") {
   fixture f;
-  CHECK(f.sh.run_dot(".mode json") == shell::status::ok);
-  CHECK(f.sh.run_sql("SELECT comm FROM sched_delay WHERE tid = 42") == shell::status::ok);
-  CHECK(f.out.str() == "[{\"comm\":\"evil\\\"c,o\\u001b[2Jm\"}]\n");
-  f.out.str("");
-  CHECK(f.sh.run_dot(".mode jsonl") == shell::status::ok);
-  CHECK(f.sh.run_sql("SELECT 1 AS a UNION ALL SELECT 2") == shell::status::ok);
-  CHECK(f.out.str() == "{\"a\":1}\n{\"a\":2}\n");
-  f.out.str("");
-  CHECK(f.sh.run_dot(".mode markdown") == shell::status::ok);
-  CHECK(f.sh.run_sql("SELECT 'a|b' AS x") == shell::status::ok);
-  CHECK(f.out.str() == "| x |\n|---|\n| a\\|b |\n");
-  f.out.str("");
-  CHECK(f.sh.run_dot(".mode line") == shell::status::ok);
-  CHECK(f.sh.run_sql("SELECT 1 AS a") == shell::status::ok);
-  CHECK(f.out.str() == "a = 1\n");
+  const struct {
+    const char *mode;
+    const char *sql;
+    const char *out;
+  } modes[] = {
+      {"json", "SELECT comm FROM sched_delay WHERE tid = 42",
+       "[{\"comm\":\"evil\\\"c,o\\u001b[2Jm\"}]\n"},
+      {"jsonl", "SELECT 1 AS a UNION ALL SELECT 2", "{\"a\":1}\n{\"a\":2}\n"},
+      {"markdown", "SELECT 'a|b' AS x", "| x |\n|---|\n| a\\|b |\n"},
+      {"line", "SELECT 1 AS a", "a = 1\n"},
+  };
+  for (const auto &m : modes) {
+    INFO(".mode " << m.mode);
+    CHECK(f.sh.run_dot(std::string(".mode ") + m.mode) == shell::status::ok);
+    CHECK(f.sh.run_sql(m.sql) == shell::status::ok);
+    CHECK(f.out.str() == m.out);
+    f.out.str("");
+  }
   CHECK(f.sh.run_dot(".mode box") == shell::status::ok);
   CHECK(f.sh.config().mode == output_mode::box);
 }
