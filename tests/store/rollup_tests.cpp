@@ -16,20 +16,11 @@
 #include <tuple>
 #include <vector>
 
-using metric = rsched::metrics::id;
-
 using namespace store_test;
-using rsched::stats::layout;
-using rsched::store::hist_value;
-using rsched::store::reader;
 using rsched::store::retention;
-using rsched::store::writer;
 
 namespace {
 
-constexpr std::int64_t sec = 1'000'000'000;
-constexpr std::int64_t minute = 60 * sec;
-constexpr std::int64_t hour = 60 * minute;
 // An hour boundary (1'699'999'200 s = 472222 h), so bucket edges are easy to name.
 constexpr std::int64_t t0 = 1'699'999'200LL * sec;
 constexpr std::int64_t step = 10 * sec; // interval length of the synthetic history

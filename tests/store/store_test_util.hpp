@@ -29,9 +29,18 @@ using metric = rsched::metrics::id;
 namespace store_test {
 
 namespace fs = std::filesystem;
+using rsched::stats::layout;
+using rsched::store::hist_value;
+using rsched::store::reader;
 using rsched::store::value;
+using rsched::store::writer;
 
 using rsched::test::temp_dir;
+
+// Nanoseconds in a second, a minute, an hour (the unit of every time in the store).
+inline constexpr std::int64_t sec = 1'000'000'000;
+inline constexpr std::int64_t minute = 60 * sec;
+inline constexpr std::int64_t hour = 60 * minute;
 
 struct table {
   std::vector<std::vector<std::string>> headers; // one entry per statement with columns

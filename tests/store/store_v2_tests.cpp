@@ -14,14 +14,8 @@
 #include <string>
 #include <vector>
 
-using metric = rsched::metrics::id;
-
 using namespace store_test;
 using rsched::stats::histogram;
-using rsched::stats::layout;
-using rsched::store::hist_value;
-using rsched::store::reader;
-using rsched::store::writer;
 
 namespace {
 
