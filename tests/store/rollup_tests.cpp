@@ -356,7 +356,7 @@ TEST_CASE("a real version 2 database is upgraded in place and its history rolled
   // -g latency,slice,sleep,migration, checkpointed.
   temp_dir dir;
   const auto path = dir.file("rsched.db");
-  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/v2.db"));
+  copy_fixture("v2.db", path);
   std::vector<std::vector<std::string>> before;
   std::int64_t t_end = 0;
   {
@@ -484,7 +484,7 @@ TEST_CASE("a real version 3 database is upgraded in place to version 4", "[store
   // delay clock) with -g latency,slice,sleep,migration.
   temp_dir dir;
   const auto path = dir.file("rsched.db");
-  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/v3.db"));
+  copy_fixture("v3.db", path);
   std::vector<std::vector<std::string>> before;
   std::int64_t n = 0;
   {
@@ -527,7 +527,7 @@ TEST_CASE("real version 2 and 3 databases upgraded in place have the schema of a
   for (const char *name : {"v2.db", "v3.db"}) {
     INFO(name);
     const auto path = dir.file(name);
-    write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/" + name));
+    copy_fixture(name, path);
     std::string upgraded_ns;
     {
       auto w = open_writer(path);

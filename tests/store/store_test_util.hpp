@@ -121,6 +121,15 @@ inline void write_ok(rsched::store::writer &w, const rsched::store::interval_row
   REQUIRE(r.ok());
 }
 
+// The steps of EXPLAIN QUERY PLAN for `select` (their detail column), one line each.
+inline std::string query_plan(rsched::store::reader &r, const std::string &select) {
+  std::string details;
+  for (const auto &row : run(r, "EXPLAIN QUERY PLAN " + select).rows) {
+    details += as_text(row.back()) + "\n";
+  }
+  return details;
+}
+
 // Column names of a table or view, in order.
 inline std::vector<std::string> columns_of(rsched::store::reader &r, const std::string &name) {
   auto t = run(r, "SELECT name FROM pragma_table_info('" + name + "') ORDER BY cid");
@@ -253,6 +262,12 @@ inline void write_file(const std::string &path, const std::string &bytes) {
   std::ofstream out(path, std::ios::binary);
   out << bytes;
   REQUIRE(out.good());
+}
+
+// A copy of the fixture database tests/store/data/`name` at `path`, to open and upgrade without
+// touching the fixture.
+inline void copy_fixture(const std::string &name, const std::string &path) {
+  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/" + name));
 }
 
 // Runs SQL on a plain sqlite3 connection (fixtures, and observing the file from outside).

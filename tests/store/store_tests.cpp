@@ -103,7 +103,7 @@ TEST_CASE("the writer brings an older health view up to date and stalled interva
           "[store]") {
   temp_dir dir;
   const auto path = dir.file("rsched.db");
-  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/v3.db"));
+  copy_fixture("v3.db", path);
   {
     sqlite3 *db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
@@ -186,12 +186,8 @@ TEST_CASE("time-range queries on the views use the start_ns index", "[store]") {
         continue;
       }
       INFO(view << " WHERE " << where);
-      auto plan =
-          run(*rr, std::string("EXPLAIN QUERY PLAN SELECT * FROM ") + view + " WHERE " + where);
-      std::string details;
-      for (const auto &row : plan.rows) {
-        details += as_text(row.back()) + "\n";
-      }
+      const std::string details =
+          query_plan(*rr, std::string("SELECT * FROM ") + view + " WHERE " + where);
       INFO(details);
       CHECK_THAT(details, Catch::Contains("INDEX intervals_start_ns (start_ns>"));
       CHECK_THAT(details, Catch::Contains("PRIMARY KEY (interval_id=? AND metric=?)"));
