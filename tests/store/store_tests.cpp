@@ -26,6 +26,23 @@ namespace {
 // A comm as hostile as the kernel allows: quotes, comma, an ESC sequence, invalid UTF-8, newline.
 const std::string hostile_comm = "a\"b,c\x1b[31m\xff\n";
 
+// The writer refuses to open `path` with an error that says `writer_says`, and so does the reader
+// with `reader_says` (when given); the file is left as it was. Returns the writer's error.
+std::string check_refused(const std::string &path, const std::string &writer_says,
+                          const char *reader_says = nullptr) {
+  const std::string before = read_file(path);
+  auto w = writer::open(path);
+  REQUIRE_FALSE(w.ok());
+  CHECK_THAT(w.err().msg, Catch::Contains(writer_says));
+  if (reader_says != nullptr) {
+    auto r = reader::open(path);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.err().msg, Catch::Contains(reader_says));
+  }
+  CHECK(read_file(path) == before);
+  return w.err().msg;
+}
+
 } // namespace
 
 TEST_CASE("writer creates the current schema version in a new file", "[store]") {
@@ -368,52 +385,28 @@ TEST_CASE("files that are not rsched databases are refused and left untouched", 
       text += "this is not a database, line " + std::to_string(i) + "\n";
     }
     write_file(path, text);
-    auto w = writer::open(path);
-    REQUIRE_FALSE(w.ok());
-    CHECK_THAT(w.err().msg, Catch::Contains("file is not a database"));
-    CHECK(w.err().msg.find('\n') == std::string::npos);
-    auto r = reader::open(path);
-    REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("file is not a database"));
-    CHECK(read_file(path) == text);
+    const std::string err = check_refused(path, "file is not a database", "file is not a database");
+    CHECK(err.find('\n') == std::string::npos);
   }
 
   SECTION("SQLite with a foreign application_id") {
     const auto path = dir.file("other.db");
     raw_exec(path, "PRAGMA application_id = 42; PRAGMA user_version = 1; CREATE TABLE t(x);");
-    const std::string before = read_file(path);
-    auto w = writer::open(path);
-    REQUIRE_FALSE(w.ok());
-    CHECK_THAT(w.err().msg, Catch::Contains("not an rsched database"));
-    auto r = reader::open(path);
-    REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("not an rsched database"));
-    CHECK(read_file(path) == before);
+    check_refused(path, "not an rsched database", "not an rsched database");
   }
 
   SECTION("SQLite with tables but no application_id and user_version 0") {
     const auto path = dir.file("plain.db");
     raw_exec(path, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
-    const std::string before = read_file(path);
-    auto w = writer::open(path);
-    REQUIRE_FALSE(w.ok());
-    CHECK_THAT(w.err().msg, Catch::Contains("not an rsched database"));
-    CHECK(read_file(path) == before);
+    check_refused(path, "not an rsched database");
   }
 
   SECTION("a newer schema version") {
     const auto path = dir.file("rsched.db");
     { auto w = open_writer(path); }
     raw_exec(path, "PRAGMA user_version = 5;");
-    const std::string before = read_file(path);
-    auto w = writer::open(path);
-    REQUIRE_FALSE(w.ok());
-    CHECK_THAT(w.err().msg,
-               Catch::Contains("database schema version 5 is newer than this rsched supports (4)"));
-    auto r = reader::open(path);
-    REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 5 is newer"));
-    CHECK(read_file(path) == before);
+    check_refused(path, "database schema version 5 is newer than this rsched supports (4)",
+                  "database schema version 5 is newer");
   }
 
   SECTION("rsched application_id without a schema version") {
