@@ -264,6 +264,14 @@ inline void write_file(const std::string &path, const std::string &bytes) {
   REQUIRE(out.good());
 }
 
+// A new database in a temporary directory and its writer: the fixture (TEST_CASE_METHOD) of the
+// tests that start from an empty database.
+struct new_db {
+  temp_dir dir;
+  std::string path = dir.file("rsched.db");
+  writer w = open_writer(path);
+};
+
 // A copy of the fixture database tests/store/data/`name` at `path`, to open and upgrade without
 // touching the fixture.
 inline void copy_fixture(const std::string &name, const std::string &path) {

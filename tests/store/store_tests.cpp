@@ -222,10 +222,7 @@ TEST_CASE("in-memory reader gets the schema", "[store]") {
   CHECK(columns_of(r, "sched_delay").size() == 10);
 }
 
-TEST_CASE("intervals round trip through writer and reader", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "intervals round trip through writer and reader", "[store]") {
 
   const std::vector<std::uint64_t> d1 = {1'500, 25'000, 25'500, 700'000, 3'000'000'000};
   const std::vector<std::uint64_t> d2 = {9'000, 9'999};
@@ -444,10 +441,7 @@ TEST_CASE("reader does not create missing or empty databases", "[store]") {
   CHECK(read_file(empty).empty());
 }
 
-TEST_CASE("read-only reader cannot write", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "read-only reader cannot write", "[store]") {
   write_ok(w, make_interval(1, {make_thread(1, "x", {1000})}));
   auto r = open_reader(path);
   const auto err = run_error(r, "INSERT INTO meta(key, value) VALUES ('k', 'v')");
@@ -462,10 +456,8 @@ TEST_CASE("read-only reader cannot write", "[store]") {
   run(rw, "INSERT INTO meta(key, value) VALUES ('k', 'v')");
 }
 
-TEST_CASE("reader sees new intervals and holds no snapshot between statements", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "reader sees new intervals and holds no snapshot between statements",
+                 "[store]") {
   write_ok(w, make_interval(1, {make_thread(1, "x", {1000})}));
   auto r = open_reader(path);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
@@ -487,10 +479,8 @@ TEST_CASE("reader sees new intervals and holds no snapshot between statements", 
   CHECK(fs::file_size(path + "-wal") == 0);
 }
 
-TEST_CASE("a failed write (file size limit) is a clean error and rolls back", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "a failed write (file size limit) is a clean error and rolls back",
+                 "[store]") {
   const std::int64_t t0 = 1'700'000'000'000'000'000;
   write_ok(w, make_interval(t0, {make_thread(1, "first", {1000})}));
 
@@ -534,10 +524,8 @@ TEST_CASE("a failed write (file size limit) is a clean error and rolls back", "[
                       "(SELECT id FROM thread)") == 0);
 }
 
-TEST_CASE("moved-from writer and reader report errors instead of crashing", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "moved-from writer and reader report errors instead of crashing",
+                 "[store]") {
   writer w2 = std::move(w);
   CHECK_FALSE(w.write(make_interval(1, {})).ok()); // NOLINT(bugprone-use-after-move)
   CHECK(w2.write(make_interval(1, {})).ok());
