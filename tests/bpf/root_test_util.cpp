@@ -1,6 +1,7 @@
 #include "root_test_util.hpp"
 
 #include "root_guard.hpp"
+#include "support/process.hpp"
 
 #include <sys/mount.h>
 #include <sys/wait.h>
@@ -74,6 +75,8 @@ std::string rsched_sql_path() {
 }
 
 daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
+  const std::string path = rschedd_path();
+  const exec_argv argv(path, args);
   int fds[2];
   REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
   pid_ = fork();
@@ -90,15 +93,7 @@ daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
     if (so.ignore_sighup) {
       signal(SIGHUP, SIG_IGN); // survives exec, as nohup relies on
     }
-    std::vector<char *> argv;
-    std::string path = rschedd_path();
-    argv.push_back(path.data());
-    std::vector<std::string> copy = args;
-    for (auto &a : copy) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    execv(path.c_str(), argv.data());
+    execv(path.c_str(), argv.get());
     _exit(127);
   }
   close(fds[1]);
@@ -127,17 +122,24 @@ void daemon::drain(int timeout_ms) {
   }
 }
 
+bool daemon::reaped() {
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) {
+    return false;
+  }
+  drain(100);
+  pid_ = -1;
+  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  return true;
+}
+
 bool daemon::wait_attached(int timeout_ms) {
   for (int waited = 0; waited < timeout_ms; waited += 50) {
     drain(50);
     if (err_.find("attached") != std::string::npos) {
       return true;
     }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      drain(100);
-      pid_ = -1;
-      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    if (reaped()) {
       return false;
     }
   }
@@ -152,11 +154,7 @@ std::optional<int> daemon::wait_exit(int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     drain(20);
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      drain(100);
-      pid_ = -1;
-      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    if (reaped()) {
       return exit_status_;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -168,20 +166,22 @@ std::optional<int> daemon::wait_exit(int timeout_ms) {
 
 int daemon::stop(int sig) {
   if (pid_ <= 0) {
-    return exit_status_; // already reaped by wait_attached
+    return exit_status_; // already reaped (wait_attached, wait_exit, an earlier stop)
   }
   kill(pid_, sig);
-  int status = 0;
   for (;;) {
     drain(20);
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      break;
+    if (reaped()) {
+      return exit_status_;
     }
   }
-  drain(100);
-  pid_ = -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+void daemon::require(bool ok, const char *what) {
+  if (!ok) {
+    stop(SIGINT);
+    FAIL(what << "\nrschedd's stderr:\n" << stderr_text());
+  }
 }
 
 tmpfs_dir::tmpfs_dir(const std::string &size) : mnt_(dir_.file("mnt")) {

@@ -61,6 +61,9 @@ public:
   bool wait_attached(int timeout_ms = 10000);
   // SIGINT (or `sig`) and wait; returns the exit status (or -signal).
   int stop(int sig = 2);
+  // Unless `ok`: stops it (SIGINT) and fails the test with `what` and its stderr up to then (an
+  // INFO would have taken the stderr of the moment it was written).
+  void require(bool ok, const char *what);
   [[nodiscard]] const std::string &stderr_text() const { return err_; }
 
 private:
@@ -69,6 +72,9 @@ private:
   int err_fd_ = -1;
   std::string err_;
   void drain(int timeout_ms);
+  // Reaps it if it has exited: its status (or -signal) in exit_status_, the rest of its stderr
+  // read. False while it runs.
+  bool reaped();
 };
 
 // Runs `sql` on the database at `db` through rsched's reader (its SQL functions included);
