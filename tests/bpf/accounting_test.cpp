@@ -97,12 +97,7 @@ void run_accounting(const std::string &mode) {
     return;
   }
   test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
-  test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode, "--delay-clock", "runqueue"});
-  INFO(d.stderr_text());
-  REQUIRE(d.wait_attached());
+  test::recording rec({"-i", "1", "--bpf-mode", mode, "--delay-clock", "runqueue"});
 
   // 6 children on 2 CPUs: 3 exit after 1.2 s (well before recording stops), 3 after 3 s.
   const int nchildren = 6;
@@ -127,9 +122,9 @@ void run_accounting(const std::string &mode) {
     REQUIRE(waitpid(p, nullptr, 0) == p);
   }
   std::this_thread::sleep_for(1500ms); // at least one more interval after the last exit
-  REQUIRE(d.stop(SIGINT) == 0);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
 
-  const auto got = recorded(db);
+  const auto got = recorded(rec.db);
   for (const auto &[pid, k] : kernel) {
     INFO("mode " << mode << " pid " << pid << ": kernel run_delay " << k.run_delay_ns
                  << " ns, timeslices " << k.timeslices);
@@ -157,7 +152,8 @@ void run_accounting(const std::string &mode) {
     // 506 in one CI run; tests/bpf/attribution_test.cpp, missing_allowed)
     CHECK(count_err <= (mode == "raw_tp" ? 0.03 : 0.01));
   }
-  const auto clocks = test::query(db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
+  const auto clocks =
+      test::query(rec.db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
   REQUIRE(clocks.size() == 1);
   CHECK(std::get<std::string>(clocks[0][0]) == "runqueue");
 }

@@ -75,13 +75,9 @@ void run_live_read(const std::vector<std::string> &read_args, const std::string 
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
-  std::vector<std::string> args{"--db", db, "-i", "1", "--stats"};
+  std::vector<std::string> args{"-i", "1", "--stats"};
   args.insert(args.end(), read_args.begin(), read_args.end());
-  test::daemon d(args);
-  REQUIRE(d.wait_attached());
+  test::recording rec(args);
 
   // Background: 40 threads that change every 20 ms (more than a 16-entry list holds).
   std::vector<pid_t> noise;
@@ -108,8 +104,8 @@ void run_live_read(const std::vector<std::string> &read_args, const std::string 
     REQUIRE(waitpid(p, nullptr, 0) == p);
   }
   std::this_thread::sleep_for(1500ms);
-  REQUIRE(d.stop(SIGINT) == 0);
-  const std::string err = d.stderr_text();
+  REQUIRE(rec.d.stop(SIGINT) == 0);
+  const std::string err = rec.d.stderr_text();
   INFO(err);
   CHECK(err.find(banner) != std::string::npos);
 
@@ -130,7 +126,7 @@ void run_live_read(const std::vector<std::string> &read_args, const std::string 
     CHECK(with_full <= 1);
   }
 
-  const auto counts = counts_per_interval(db, child);
+  const auto counts = counts_per_interval(rec.db, child);
   std::int64_t sum = 0;
   std::string per;
   for (auto c : counts) {

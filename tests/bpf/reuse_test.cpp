@@ -54,13 +54,8 @@ TEST_CASE("pid reuse within one interval and across intervals keeps two threads 
   for (const bool across : {false, true}) {
     INFO((across ? "across intervals" : "within one interval"));
     test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-    const test::temp_dir dir_tmp;
-    const std::string dir = dir_tmp.str();
-    const std::string db = dir + "/rsched.db";
     // Within: one long interval holds both threads. Across: 1 s intervals and a pause between.
-    test::daemon d({"--db", db, "-i", across ? "1" : "5"});
-    INFO(d.stderr_text());
-    REQUIRE(d.wait_attached());
+    test::recording rec({"-i", across ? "1" : "5"});
     const auto [pid_a, slices_a] = run_child("reuse", 100);
     if (across) {
       std::this_thread::sleep_for(2500ms);
@@ -78,9 +73,9 @@ TEST_CASE("pid reuse within one interval and across intervals keeps two threads 
     }
     REQUIRE(pid_b == pid_a);
     std::this_thread::sleep_for(1500ms);
-    REQUIRE(d.stop(SIGINT) == 0);
+    REQUIRE(rec.d.stop(SIGINT) == 0);
 
-    auto r = store::reader::open(db);
+    auto r = store::reader::open(rec.db);
     REQUIRE(r.ok());
     std::vector<std::pair<std::int64_t, std::int64_t>> rows; // (start time, samples)
     store::result_sink sink;

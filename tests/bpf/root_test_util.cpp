@@ -184,6 +184,19 @@ void daemon::require(bool ok, const char *what) {
   }
 }
 
+namespace {
+std::vector<std::string> with_db(const std::string &db, const std::vector<std::string> &args) {
+  std::vector<std::string> all{"--db", db};
+  all.insert(all.end(), args.begin(), args.end());
+  return all;
+}
+} // namespace
+
+recording::recording(const std::vector<std::string> &args, const spawn_options &so)
+    : d(with_db(db, args), so) {
+  d.require(d.wait_attached(), "rschedd did not attach");
+}
+
 tmpfs_dir::tmpfs_dir(const std::string &size) : mnt_(dir_.file("mnt")) {
   std::filesystem::create_directories(mnt_);
   const std::string opts = "size=" + size + ",mode=0755";

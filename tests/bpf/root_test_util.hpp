@@ -77,6 +77,22 @@ private:
   bool reaped();
 };
 
+// A test's temporary directory (removed with everything in it) and the path of rschedd's database
+// there, rsched.db (not created): the fixture (TEST_CASE_METHOD) of the tests that use one
+// database.
+struct db_dir {
+  const temp_dir tmp;
+  const std::string dir = tmp.str();
+  const std::string db = dir + "/rsched.db";
+};
+
+// rschedd recording into a fresh db_dir: `d` started with "--db <db>" and `args`, attached (the
+// test fails with its stderr otherwise). One per run where a test records in a loop or per mode.
+struct recording : db_dir {
+  explicit recording(const std::vector<std::string> &args, const spawn_options &so = {});
+  daemon d;
+};
+
 // Runs `sql` on the database at `db` through rsched's reader (its SQL functions included);
 // fails the test on any error.
 std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql);

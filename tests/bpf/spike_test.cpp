@@ -23,14 +23,12 @@ using test::query;
 
 } // namespace
 
-TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them first",
-          "[root][bpf][spike]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "spikes() finds an injected burst of CPU hogs and compare() ranks them first",
+                 "[root][bpf][spike]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1"});
   INFO(d.stderr_text());
   REQUIRE(d.wait_attached());
