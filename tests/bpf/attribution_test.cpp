@@ -490,6 +490,15 @@ void run_cgroup_move(const std::string &mode) {
   }
 }
 
+// Runs `check` in each attach mode, tp_btf and then raw_tp (the fallback), where BPF is available.
+void in_both_modes(void (*check)(const std::string &mode)) {
+  if (!test::bpf_available()) {
+    return;
+  }
+  check("tp_btf");
+  check("raw_tp");
+}
+
 } // namespace
 
 TEST_CASE("Scheduling delay is wall-clock time: totals match a monotonic-clock probe of the same "
@@ -506,27 +515,15 @@ TEST_CASE("Scheduling delay is wall-clock time: totals match a monotonic-clock p
 
 TEST_CASE("Threads that rename first thing: earlier samples stay under the old name",
           "[root][bpf][attribution]") {
-  if (!test::bpf_available()) {
-    return;
-  }
-  run_rename("tp_btf");
-  run_rename("raw_tp");
+  in_both_modes(run_rename);
 }
 
 TEST_CASE("Children that exec: samples before the exec stay under the parent's name",
           "[root][bpf][attribution]") {
-  if (!test::bpf_available()) {
-    return;
-  }
-  run_exec("tp_btf");
-  run_exec("raw_tp");
+  in_both_modes(run_exec);
 }
 
 TEST_CASE("Processes that move into a new cgroup: earlier samples stay under the old cgroup",
           "[root][bpf][attribution]") {
-  if (!test::bpf_available()) {
-    return;
-  }
-  run_cgroup_move("tp_btf");
-  run_cgroup_move("raw_tp");
+  in_both_modes(run_cgroup_move);
 }
