@@ -31,12 +31,7 @@ struct truth {
   std::uint64_t timeslices = 0;
 };
 
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+using test::mono_ns;
 
 // A CPU-hungry child: bursts of spinning with short sleeps in between, so that it is woken often,
 // preempted often and waits on a saturated runqueue.

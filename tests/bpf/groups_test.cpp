@@ -34,12 +34,7 @@ using namespace std::chrono_literals;
 namespace {
 using test::query;
 
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+using test::mono_ns;
 
 void spin_for(std::uint64_t ns) {
   const std::uint64_t until = mono_ns() + ns;

@@ -27,12 +27,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+using test::mono_ns;
 
 // Sleeps `period_ns` in a loop for `run_ns`: one wakeup, hence one scheduling delay, per period.
 [[noreturn]] void sleeper(const char *name, std::uint64_t period_ns, std::uint64_t run_ns) {

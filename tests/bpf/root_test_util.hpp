@@ -97,7 +97,7 @@ struct recording : db_dir {
 // fails the test on any error.
 std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql);
 
-// CLOCK_MONOTONIC now, ns.
+// CLOCK_MONOTONIC now, ns (rs_workload.cpp, which links none of this, has its own).
 std::uint64_t mono_ns();
 // CLOCK_REALTIME now, ns (the clock of intervals.start_ns).
 std::int64_t realtime_ns();
