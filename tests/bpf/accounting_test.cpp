@@ -26,11 +26,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct truth {
-  std::uint64_t run_delay_ns = 0;
-  std::uint64_t timeslices = 0;
-};
-
 using test::mono_ns;
 
 // A CPU-hungry child: bursts of spinning with short sleeps in between, so that it is woken often,
@@ -52,16 +47,6 @@ using test::mono_ns;
     }
   }
   _exit(0);
-}
-
-std::optional<truth> read_truth(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  std::uint64_t exec = 0;
-  truth t;
-  if (!(in >> exec >> t.run_delay_ns >> t.timeslices)) {
-    return std::nullopt;
-  }
-  return t;
 }
 
 struct ours {
@@ -98,23 +83,17 @@ void run_accounting(const std::string &mode) {
   const int nchildren = 6;
   std::vector<pid_t> pids;
   for (int i = 0; i < nchildren; ++i) {
-    const pid_t p = fork();
-    REQUIRE(p >= 0);
-    if (p == 0) {
-      child_work(i, i < 3 ? 1'200'000'000ULL : 3'000'000'000ULL);
-    }
-    pids.push_back(p);
+    pids.push_back(
+        test::fork_child([i] { child_work(i, i < 3 ? 1'200'000'000ULL : 3'000'000'000ULL); }));
   }
   // Ground truth from each zombie before it is reaped: its final kernel accounting.
-  std::map<std::int64_t, truth> kernel;
+  std::map<std::int64_t, test::schedstat> kernel;
   for (pid_t p : pids) {
-    siginfo_t si{};
-    REQUIRE(waitid(P_PID, static_cast<id_t>(p), &si, WEXITED | WNOWAIT) == 0);
-    std::this_thread::sleep_for(20ms); // let the zombie finish its last switch
-    auto t = read_truth(p);
-    REQUIRE(t.has_value());
-    kernel[p] = *t;
-    REQUIRE(waitpid(p, nullptr, 0) == p);
+    test::read_zombie(p, 20ms, [&] {
+      auto t = test::proc_schedstat(p);
+      REQUIRE(t.has_value());
+      kernel[p] = *t;
+    });
   }
   std::this_thread::sleep_for(1500ms); // at least one more interval after the last exit
   REQUIRE(rec.d.stop(SIGINT) == 0);

@@ -64,14 +64,9 @@ std::string as_text(const store::value &v) {
 
 // /proc/<pid>/schedstat of a zombie child (its final accounting), then reaps it.
 test::schedstat reap(pid_t pid) {
-  siginfo_t si{};
-  REQUIRE(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) == 0);
-  std::this_thread::sleep_for(20ms); // the zombie's last switch is done
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
   test::schedstat s;
-  in >> s.exec_ns >> s.run_delay_ns >> s.timeslices;
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  const int status =
+      test::read_zombie(pid, 20ms, [&] { s = test::proc_schedstat(pid).value_or(s); });
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   return s;
@@ -169,15 +164,11 @@ void run_clock(const std::string &mode) {
   const int nchildren = 4;
   std::vector<pid_t> pids;
   for (int i = 0; i < nchildren; ++i) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
+    pids.push_back(test::fork_child([i] {
       const std::string name = "rs-clk-" + std::to_string(i);
       prctl(PR_SET_NAME, name.c_str());
       work(1500, 20, 400);
-      _exit(0);
-    }
-    pids.push_back(pid);
+    }));
   }
   std::map<pid_t, test::schedstat> kernel;
   for (pid_t p : pids) {

@@ -78,26 +78,20 @@ struct truth {
 template <typename F> std::map<pid_t, truth> run_children(int n, F body) {
   std::vector<pid_t> pids;
   for (int i = 0; i < n; ++i) {
-    const pid_t p = fork();
-    REQUIRE(p >= 0);
-    if (p == 0) {
+    pids.push_back(test::fork_child([&body, i] {
       const std::string name = "rs-grp-" + std::to_string(i);
       prctl(PR_SET_NAME, name.c_str());
       body(i);
-      _exit(0);
-    }
-    pids.push_back(p);
+    }));
   }
   std::map<pid_t, truth> out;
   for (pid_t p : pids) {
-    siginfo_t si{};
-    REQUIRE(waitid(P_PID, static_cast<id_t>(p), &si, WEXITED | WNOWAIT) == 0);
-    std::this_thread::sleep_for(20ms); // the zombie's last switch is done
-    auto st = proc_fields(p, "status");
-    auto sc = proc_fields(p, "sched");
-    out[p] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"],
-              sc["se.nr_migrations"]};
-    REQUIRE(waitpid(p, nullptr, 0) == p);
+    test::read_zombie(p, 20ms, [&] {
+      auto st = proc_fields(p, "status");
+      auto sc = proc_fields(p, "sched");
+      out[p] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"],
+                sc["se.nr_migrations"]};
+    });
   }
   return out;
 }
@@ -303,12 +297,10 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
         char *argv[] = {arg0, arg1, nullptr};
         REQUIRE(posix_spawn(&pid, "/bin/sleep", nullptr, nullptr, argv, environ) == 0);
       }
-      siginfo_t si{};
-      REQUIRE(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) == 0);
-      std::this_thread::sleep_for(10ms); // the zombie's last switch is done
-      auto st = proc_fields(pid, "status");
-      kernel[pid] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"], true};
-      REQUIRE(waitpid(pid, nullptr, 0) == pid);
+      test::read_zombie(pid, 10ms, [&] {
+        auto st = proc_fields(pid, "status");
+        kernel[pid] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"], true};
+      });
     }
     std::this_thread::sleep_for(1200ms);
     REQUIRE(rec.d.stop(SIGINT) == 0);

@@ -40,15 +40,6 @@ using test::mono_ns;
   _exit(0);
 }
 
-std::uint64_t kernel_timeslices(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  std::uint64_t exec = 0;
-  std::uint64_t delay = 0;
-  std::uint64_t slices = 0;
-  in >> exec >> delay >> slices;
-  return slices;
-}
-
 std::vector<std::int64_t> counts_per_interval(const std::string &db, pid_t tid) {
   auto r = store::reader::open(db);
   REQUIRE(r.ok());
@@ -77,24 +68,17 @@ void run_live_read(const std::vector<std::string> &read_args, const std::string 
   // Background: 40 threads that change every 20 ms (more than a 16-entry list holds).
   std::vector<pid_t> noise;
   for (int i = 0; i < 40; ++i) {
-    const pid_t p = fork();
-    REQUIRE(p >= 0);
-    if (p == 0) {
-      sleeper("rs-live-noise", 20'000'000, 5'500'000'000ULL);
-    }
-    noise.push_back(p);
+    noise.push_back(
+        test::fork_child([] { sleeper("rs-live-noise", 20'000'000, 5'500'000'000ULL); }));
   }
   // The thread under test: a wakeup every 10 ms for 4.5 s.
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    sleeper("rs-live", 10'000'000, 4'500'000'000ULL);
-  }
-  siginfo_t si{};
-  REQUIRE(waitid(P_PID, static_cast<id_t>(child), &si, WEXITED | WNOWAIT) == 0);
-  std::this_thread::sleep_for(20ms); // let the zombie finish its last switch
-  const std::uint64_t kernel = kernel_timeslices(child);
-  REQUIRE(waitpid(child, nullptr, 0) == child);
+  const pid_t child = test::fork_child([] { sleeper("rs-live", 10'000'000, 4'500'000'000ULL); });
+  std::uint64_t kernel = 0;
+  test::read_zombie(child, 20ms, [&] {
+    if (const auto s = test::proc_schedstat(child)) {
+      kernel = s->timeslices;
+    }
+  });
   for (pid_t p : noise) {
     REQUIRE(waitpid(p, nullptr, 0) == p);
   }

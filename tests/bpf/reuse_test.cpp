@@ -25,22 +25,18 @@ namespace {
 // Forks a child named `name` that sleeps and wakes `n` times; returns its pid and its final
 // timeslice count read from the zombie.
 std::pair<pid_t, std::uint64_t> run_child(const char *name, int n) {
-  const pid_t p = fork();
-  REQUIRE(p >= 0);
-  if (p == 0) {
+  const pid_t p = test::fork_child([name, n] {
     prctl(PR_SET_NAME, name);
     for (int i = 0; i < n; ++i) {
       usleep(1000);
     }
-    _exit(0);
-  }
-  siginfo_t si{};
-  REQUIRE(waitid(P_PID, static_cast<id_t>(p), &si, WEXITED | WNOWAIT) == 0);
-  std::this_thread::sleep_for(10ms);
-  std::ifstream in("/proc/" + std::to_string(p) + "/schedstat");
-  std::uint64_t exec = 0, delay = 0, slices = 0;
-  in >> exec >> delay >> slices;
-  REQUIRE(waitpid(p, nullptr, 0) == p);
+  });
+  std::uint64_t slices = 0;
+  test::read_zombie(p, 10ms, [&] {
+    if (const auto s = test::proc_schedstat(p)) {
+      slices = s->timeslices;
+    }
+  });
   return {p, slices};
 }
 } // namespace

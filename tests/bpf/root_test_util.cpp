@@ -31,13 +31,43 @@ std::uint64_t mono_ns() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-std::optional<schedstat> self_schedstat() {
-  std::ifstream in("/proc/thread-self/schedstat");
+namespace {
+std::optional<schedstat> read_schedstat(const std::string &path) {
+  std::ifstream in(path);
   schedstat s;
   if (!(in >> s.exec_ns >> s.run_delay_ns >> s.timeslices)) {
     return std::nullopt;
   }
   return s;
+}
+} // namespace
+
+std::optional<schedstat> self_schedstat() {
+  return read_schedstat("/proc/thread-self/schedstat");
+}
+
+std::optional<schedstat> proc_schedstat(pid_t pid) {
+  return read_schedstat("/proc/" + std::to_string(pid) + "/schedstat");
+}
+
+pid_t fork_child(const std::function<void()> &body) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  return pid;
+}
+
+int read_zombie(pid_t pid, std::chrono::milliseconds settle, const std::function<void()> &read) {
+  siginfo_t si{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) == 0);
+  std::this_thread::sleep_for(settle);
+  read();
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return status;
 }
 
 sysctl_guard::sysctl_guard(std::string path, const std::string &value) : path_(std::move(path)) {

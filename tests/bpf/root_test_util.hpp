@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,17 @@ struct schedstat {
 };
 // /proc/thread-self/schedstat of the calling thread.
 std::optional<schedstat> self_schedstat();
+// /proc/<pid>/schedstat (of a zombie child: its final accounting, see read_zombie).
+std::optional<schedstat> proc_schedstat(pid_t pid);
+
+// Forks a child that runs `body` and then exits 0 (_exit: nothing of the test runs on in it);
+// returns its pid. Fails the test when fork does.
+pid_t fork_child(const std::function<void()> &body);
+
+// Waits for the child `pid` to exit without reaping it and lets `settle` pass (its last switch is
+// done): while it is a zombie its /proc files hold its final accounting, for `read`. Then reaps it
+// and returns its wait status.
+int read_zombie(pid_t pid, std::chrono::milliseconds settle, const std::function<void()> &read);
 
 // Writes a sysctl value and restores the old one on destruction.
 class sysctl_guard {

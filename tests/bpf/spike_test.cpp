@@ -36,16 +36,13 @@ TEST_CASE_METHOD(test::db_dir,
   const std::int64_t burst_start = test::realtime_ns();
   std::vector<pid_t> hogs;
   for (int i = 0; i < 6; ++i) { // 6 busy loops on 2 CPUs: each waits for the others' slices
-    const pid_t p = fork();
-    REQUIRE(p >= 0);
-    if (p == 0) {
+    hogs.push_back(test::fork_child([] {
       prctl(PR_SET_NAME, "rs-hog");
       volatile std::uint64_t x = 0;
       for (;;) {
         x = x + 1;
       }
-    }
-    hogs.push_back(p);
+    }));
   }
   std::this_thread::sleep_for(4s);
   for (pid_t p : hogs) {
