@@ -26,17 +26,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct truth {
-  std::uint64_t run_delay_ns = 0;
-  std::uint64_t timeslices = 0;
-};
-
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+using test::mono_ns;
 
 // A CPU-hungry child: bursts of spinning with short sleeps in between, so that it is woken often,
 // preempted often and waits on a saturated runqueue.
@@ -57,16 +47,6 @@ std::uint64_t mono_ns() {
     }
   }
   _exit(0);
-}
-
-std::optional<truth> read_truth(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  std::uint64_t exec = 0;
-  truth t;
-  if (!(in >> exec >> t.run_delay_ns >> t.timeslices)) {
-    return std::nullopt;
-  }
-  return t;
 }
 
 struct ours {
@@ -97,39 +77,28 @@ void run_accounting(const std::string &mode) {
     return;
   }
   test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
-  test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode, "--delay-clock", "runqueue"});
-  INFO(d.stderr_text());
-  REQUIRE(d.wait_attached());
+  test::recording rec({"-i", "1", "--bpf-mode", mode, "--delay-clock", "runqueue"});
 
   // 6 children on 2 CPUs: 3 exit after 1.2 s (well before recording stops), 3 after 3 s.
   const int nchildren = 6;
   std::vector<pid_t> pids;
   for (int i = 0; i < nchildren; ++i) {
-    const pid_t p = fork();
-    REQUIRE(p >= 0);
-    if (p == 0) {
-      child_work(i, i < 3 ? 1'200'000'000ULL : 3'000'000'000ULL);
-    }
-    pids.push_back(p);
+    pids.push_back(
+        test::fork_child([i] { child_work(i, i < 3 ? 1'200'000'000ULL : 3'000'000'000ULL); }));
   }
   // Ground truth from each zombie before it is reaped: its final kernel accounting.
-  std::map<std::int64_t, truth> kernel;
+  std::map<std::int64_t, test::schedstat> kernel;
   for (pid_t p : pids) {
-    siginfo_t si{};
-    REQUIRE(waitid(P_PID, static_cast<id_t>(p), &si, WEXITED | WNOWAIT) == 0);
-    std::this_thread::sleep_for(20ms); // let the zombie finish its last switch
-    auto t = read_truth(p);
-    REQUIRE(t.has_value());
-    kernel[p] = *t;
-    REQUIRE(waitpid(p, nullptr, 0) == p);
+    test::read_zombie(p, 20ms, [&] {
+      auto t = test::proc_schedstat(p);
+      REQUIRE(t.has_value());
+      kernel[p] = *t;
+    });
   }
   std::this_thread::sleep_for(1500ms); // at least one more interval after the last exit
-  REQUIRE(d.stop(SIGINT) == 0);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
 
-  const auto got = recorded(db);
+  const auto got = recorded(rec.db);
   for (const auto &[pid, k] : kernel) {
     INFO("mode " << mode << " pid " << pid << ": kernel run_delay " << k.run_delay_ns
                  << " ns, timeslices " << k.timeslices);
@@ -157,7 +126,8 @@ void run_accounting(const std::string &mode) {
     // 506 in one CI run; tests/bpf/attribution_test.cpp, missing_allowed)
     CHECK(count_err <= (mode == "raw_tp" ? 0.03 : 0.01));
   }
-  const auto clocks = test::query(db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
+  const auto clocks =
+      test::query(rec.db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
   REQUIRE(clocks.size() == 1);
   CHECK(std::get<std::string>(clocks[0][0]) == "runqueue");
 }

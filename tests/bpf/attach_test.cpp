@@ -2,6 +2,7 @@
 #include "rsched/bpf/program.hpp"
 
 #include "root_test_util.hpp"
+#include "support/process.hpp"
 
 #include <sys/wait.h>
 
@@ -66,30 +67,15 @@ TEST_CASE("without privileges rschedd says what is missing in one line and exits
   if (!test::bpf_available()) {
     return;
   }
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
+  const std::string path = test::rschedd_path();
+  const auto [err, status] = test::run_child([&](int fd) {
+    dup2(fd, STDERR_FILENO);
     if (setgid(65534) != 0 || setuid(65534) != 0) {
       _exit(99);
     }
-    const std::string path = test::rschedd_path();
     execl(path.c_str(), path.c_str(), "--no-db", "-r", "1", nullptr);
     _exit(127);
-  }
-  close(fds[1]);
-  std::string err;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) {
-    err.append(buf, static_cast<std::size_t>(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  });
   INFO(err);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);

@@ -64,14 +64,9 @@ std::string as_text(const store::value &v) {
 
 // /proc/<pid>/schedstat of a zombie child (its final accounting), then reaps it.
 test::schedstat reap(pid_t pid) {
-  siginfo_t si{};
-  REQUIRE(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) == 0);
-  std::this_thread::sleep_for(20ms); // the zombie's last switch is done
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
   test::schedstat s;
-  in >> s.exec_ns >> s.run_delay_ns >> s.timeslices;
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  const int status =
+      test::read_zombie(pid, 20ms, [&] { s = test::proc_schedstat(pid).value_or(s); });
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   return s;
@@ -156,12 +151,7 @@ void run_clock(const std::string &mode) {
     return;
   }
   test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
-  test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
-  INFO(d.stderr_text());
-  REQUIRE(d.wait_attached());
+  test::recording rec({"-i", "1", "--bpf-mode", mode});
   std::unique_ptr<wakelat_bpf, probe_deleter> probe(wakelat_bpf::open_and_load());
   REQUIRE(probe != nullptr);
   REQUIRE(wakelat_bpf::attach(probe.get()) == 0);
@@ -174,22 +164,18 @@ void run_clock(const std::string &mode) {
   const int nchildren = 4;
   std::vector<pid_t> pids;
   for (int i = 0; i < nchildren; ++i) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
+    pids.push_back(test::fork_child([i] {
       const std::string name = "rs-clk-" + std::to_string(i);
       prctl(PR_SET_NAME, name.c_str());
       work(1500, 20, 400);
-      _exit(0);
-    }
-    pids.push_back(pid);
+    }));
   }
   std::map<pid_t, test::schedstat> kernel;
   for (pid_t p : pids) {
     kernel[p] = reap(p);
   }
   std::this_thread::sleep_for(1500ms);
-  REQUIRE(d.stop(SIGINT) == 0);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
 
   for (pid_t p : pids) {
     const auto tid = static_cast<__u32>(p);
@@ -198,7 +184,7 @@ void run_clock(const std::string &mode) {
     } mono{};
     REQUIRE(bpf_map_lookup_elem(bpf_map__fd(probe->maps.delay), &tid, &mono) == 0);
     std::uint64_t count = 0, total = 0;
-    for (const auto &r : rows_of(db, p)) {
+    for (const auto &r : rows_of(rec.db, p)) {
       count += r.count;
       total += r.total_ns;
     }
@@ -234,7 +220,8 @@ void run_clock(const std::string &mode) {
     CHECK(count_err <= (mode == "raw_tp" ? 0.02 : 0.01));
   }
   // The database says which clock the intervals used.
-  const auto clocks = test::query(db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
+  const auto clocks =
+      test::query(rec.db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
   REQUIRE(clocks.size() == 1);
   CHECK(as_text(clocks[0][0]) == "monotonic");
 }
@@ -243,12 +230,7 @@ void run_clock(const std::string &mode) {
 
 // Threads that rename themselves first thing, as thread pools do.
 void run_rename(const std::string &mode) {
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
-  test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
-  INFO(d.stderr_text());
-  REQUIRE(d.wait_attached());
+  test::recording rec({"-i", "1", "--bpf-mode", mode});
   int rep[2];
   REQUIRE(pipe(rep) == 0);
   const pid_t pid = fork();
@@ -280,11 +262,11 @@ void run_rename(const std::string &mode) {
   close(rep[0]);
   (void)reap(pid);
   std::this_thread::sleep_for(1500ms);
-  REQUIRE(d.stop(SIGINT) == 0);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
 
   REQUIRE(reports.size() == 4);
   for (const auto &r : reports) {
-    const auto rows = rows_of(db, r.tid);
+    const auto rows = rows_of(rec.db, r.tid);
     std::uint64_t before = 0, after = 0, total = 0;
     for (const auto &x : rows) {
       total += x.count;
@@ -309,12 +291,7 @@ void run_rename(const std::string &mode) {
 
 // Children that exec a new program, as every build and shell does.
 void run_exec(const std::string &mode) {
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
-  test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
-  INFO(d.stderr_text());
-  REQUIRE(d.wait_attached());
+  test::recording rec({"-i", "1", "--bpf-mode", mode});
   int rep[2];
   REQUIRE(pipe(rep) == 0);
   std::vector<pid_t> pids;
@@ -352,11 +329,11 @@ void run_exec(const std::string &mode) {
     kernel[p] = reap(p);
   }
   std::this_thread::sleep_for(1500ms);
-  REQUIRE(d.stop(SIGINT) == 0);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
 
   REQUIRE(reports.size() == 4);
   for (const auto &[tid, r] : reports) {
-    const auto rows = rows_of(db, tid);
+    const auto rows = rows_of(rec.db, tid);
     std::uint64_t before = 0, after = 0;
     for (const auto &x : rows) {
       (x.comm == "rs-workload" ? after : before) += x.count;
@@ -412,12 +389,7 @@ void run_cgroup_move(const std::string &mode) {
   const std::string name = "rsched-attr-" + std::to_string(getpid());
   cgroup_dir cg{root + "/" + name};
   REQUIRE(std::filesystem::create_directory(cg.path));
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
-  test::daemon d({"--db", db, "-i", "1", "--bpf-mode", mode});
-  INFO(d.stderr_text());
-  REQUIRE(d.wait_attached());
+  test::recording rec({"-i", "1", "--bpf-mode", mode});
   int rep[2];
   REQUIRE(pipe(rep) == 0);
   std::vector<pid_t> pids;
@@ -482,11 +454,11 @@ void run_cgroup_move(const std::string &mode) {
     (void)reap(p);
   }
   std::this_thread::sleep_for(1500ms);
-  REQUIRE(d.stop(SIGINT) == 0);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
 
   REQUIRE(reports.size() == static_cast<std::size_t>(2 * (helpers + 1)));
   for (const auto &r : reports) {
-    const auto rows = rows_of(db, r.tid);
+    const auto rows = rows_of(rec.db, r.tid);
     std::uint64_t before = 0, after = 0;
     for (const auto &x : rows) {
       const bool moved = x.cgroup.size() >= name.size() &&
@@ -509,6 +481,15 @@ void run_cgroup_move(const std::string &mode) {
   }
 }
 
+// Runs `check` in each attach mode, tp_btf and then raw_tp (the fallback), where BPF is available.
+void in_both_modes(void (*check)(const std::string &mode)) {
+  if (!test::bpf_available()) {
+    return;
+  }
+  check("tp_btf");
+  check("raw_tp");
+}
+
 } // namespace
 
 TEST_CASE("Scheduling delay is wall-clock time: totals match a monotonic-clock probe of the same "
@@ -525,27 +506,15 @@ TEST_CASE("Scheduling delay is wall-clock time: totals match a monotonic-clock p
 
 TEST_CASE("Threads that rename first thing: earlier samples stay under the old name",
           "[root][bpf][attribution]") {
-  if (!test::bpf_available()) {
-    return;
-  }
-  run_rename("tp_btf");
-  run_rename("raw_tp");
+  in_both_modes(run_rename);
 }
 
 TEST_CASE("Children that exec: samples before the exec stay under the parent's name",
           "[root][bpf][attribution]") {
-  if (!test::bpf_available()) {
-    return;
-  }
-  run_exec("tp_btf");
-  run_exec("raw_tp");
+  in_both_modes(run_exec);
 }
 
 TEST_CASE("Processes that move into a new cgroup: earlier samples stay under the old cgroup",
           "[root][bpf][attribution]") {
-  if (!test::bpf_available()) {
-    return;
-  }
-  run_cgroup_move("tp_btf");
-  run_cgroup_move("raw_tp");
+  in_both_modes(run_cgroup_move);
 }

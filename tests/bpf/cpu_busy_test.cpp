@@ -73,9 +73,11 @@ void spin_for(std::chrono::microseconds d) {
 
 } // namespace
 
-TEST_CASE("A CPU's busy periods add up to the busy time /proc/stat accounts to it, and with its "
-          "idle periods to the recording",
-          "[root][bpf][groups]") {
+TEST_CASE_METHOD(
+    test::db_dir,
+    "A CPU's busy periods add up to the busy time /proc/stat accounts to it, and with its "
+    "idle periods to the recording",
+    "[root][bpf][groups]") {
   if (!test::bpf_available()) {
     return;
   }
@@ -84,9 +86,6 @@ TEST_CASE("A CPU's busy periods add up to the busy time /proc/stat accounts to i
     return;
   }
   const int cpu = 1;
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "-g", "sleep"});
   INFO(d.stderr_text());
   REQUIRE(d.wait_attached());

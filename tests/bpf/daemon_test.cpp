@@ -90,13 +90,11 @@ TEST_CASE("SIGTERM and SIGINT record the partial interval and exit 0", "[root][b
   }
 }
 
-TEST_CASE("-r records every interval including the last partial one", "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir, "-r records every interval including the last partial one",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "2", "-r", "5"});
   REQUIRE(d.wait_attached());
   const auto rc = d.wait_exit(10000); // it exits by itself after 5 s, with status 0
@@ -111,14 +109,12 @@ TEST_CASE("-r records every interval including the last partial one", "[root][bp
   CHECK(as_int(rows[0][2]) == 1);
 }
 
-TEST_CASE("a hostile comm recorded by BPF round-trips exactly through rsched-sql --csv",
-          "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "a hostile comm recorded by BPF round-trips exactly through rsched-sql --csv",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1"});
   REQUIRE(d.wait_attached());
   // 15 bytes (the kernel keeps 15): quote, comma, an escape sequence, a non-UTF-8 byte
@@ -160,14 +156,13 @@ TEST_CASE("a hostile comm recorded by BPF round-trips exactly through rsched-sql
   CHECK(table.find("\\x1b[2J") != std::string::npos);
 }
 
-TEST_CASE("all groups: every section with data, one line per group this host cannot provide",
-          "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "all groups: every section with data, one line per group this host cannot provide",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
   // `script` gives rschedd a terminal, so it shows the live display.
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
   const std::string out = dir + "/out.txt";
   const std::string cmd =
       "script -qec '" + test::rschedd_path() + " --no-db -g all -r 3 --view tables' /dev/null > " +
@@ -216,14 +211,12 @@ TEST_CASE("all groups: every section with data, one line per group this host can
   CHECK(text.find("(tp_btf mode, dirty-list reads)") != std::string::npos);
 }
 
-TEST_CASE("a restart continues the same history, the downtime is a gap, health is recorded",
-          "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "a restart continues the same history, the downtime is a gap, health is recorded",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::sysctl_guard stats("/proc/sys/kernel/bpf_stats_enabled", "1");
   for (int run = 0; run < 2; ++run) {
     test::daemon d({"--db", db, "-i", "1"});

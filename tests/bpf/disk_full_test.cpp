@@ -75,19 +75,12 @@ TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps 
   std::int64_t written_while_full = -1;
   {
     test::daemon d({"--db", db, "-i", "1", "-g", "latency,slice,sleep"});
-    // Ends the daemon and fails with its stderr (INFO would capture it too early).
-    const auto require = [&](bool ok, const char *what) {
-      if (!ok) {
-        d.stop(SIGINT);
-        FAIL(what << "\nrschedd's stderr:\n" << d.stderr_text());
-      }
-    };
-    require(d.wait_attached(), "rschedd did not attach");
-    require(test::wait_for_intervals(db, 1, 10s), "no intervals before the disk filled up");
+    d.require(d.wait_attached(), "rschedd did not attach");
+    d.require(test::wait_for_intervals(db, 1, 10s), "no intervals before the disk filled up");
 
     const std::int64_t filled = test::fill(filler);
     full_from = test::realtime_ns();
-    require(filled > 0, "could not fill the tmpfs");
+    d.require(filled > 0, "could not fill the tmpfs");
     INFO("filler: " << filled << " bytes");
     const std::int64_t n_full = test::raw_intervals(db);
     // Several intervals that cannot be written.
@@ -98,8 +91,8 @@ TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps 
     full_until = test::realtime_ns();
     const std::int64_t n_freed = test::raw_intervals(db);
     // Recording resumes by itself: a new interval within a few seconds, then more.
-    require(test::wait_for_intervals(db, n_freed, 10s), "recording did not resume");
-    require(test::wait_for_intervals(db, n_freed + 1, 10s), "recording did not go on");
+    d.require(test::wait_for_intervals(db, n_freed, 10s), "recording did not resume");
+    d.require(test::wait_for_intervals(db, n_freed + 1, 10s), "recording did not go on");
 
     const int status = d.stop(SIGINT);
     const std::string &err = d.stderr_text();

@@ -31,15 +31,14 @@ std::string slurp(const std::string &path) {
 }
 } // namespace
 
-TEST_CASE("kill -9 at random moments: integrity holds, at most the interval in flight is lost, "
-          "the next start appends",
-          "[root][bpf][faults]") {
+TEST_CASE_METHOD(
+    test::db_dir,
+    "kill -9 at random moments: integrity holds, at most the interval in flight is lost, "
+    "the next start appends",
+    "[root][bpf][faults]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   std::mt19937 rng(20261122);
   std::int64_t prev_intervals = 0;
   for (int round = 0; round < 20; ++round) {
@@ -68,13 +67,12 @@ TEST_CASE("kill -9 at random moments: integrity holds, at most the interval in f
   CHECK(std::get<std::int64_t>(overlaps[0][0]) == 0);
 }
 
-TEST_CASE("a foreign file as the database: one-line error, exit 1, file untouched",
-          "[root][bpf][faults]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "a foreign file as the database: one-line error, exit 1, file untouched",
+                 "[root][bpf][faults]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
   for (const std::string &content :
        {std::string("this is not a database\n"), std::string(4096, '\x42'),
         std::string("SQLite format 3") + std::string(100, '\0')}) {

@@ -34,12 +34,7 @@ using namespace std::chrono_literals;
 namespace {
 using test::query;
 
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+using test::mono_ns;
 
 void spin_for(std::uint64_t ns) {
   const std::uint64_t until = mono_ns() + ns;
@@ -83,26 +78,20 @@ struct truth {
 template <typename F> std::map<pid_t, truth> run_children(int n, F body) {
   std::vector<pid_t> pids;
   for (int i = 0; i < n; ++i) {
-    const pid_t p = fork();
-    REQUIRE(p >= 0);
-    if (p == 0) {
+    pids.push_back(test::fork_child([&body, i] {
       const std::string name = "rs-grp-" + std::to_string(i);
       prctl(PR_SET_NAME, name.c_str());
       body(i);
-      _exit(0);
-    }
-    pids.push_back(p);
+    }));
   }
   std::map<pid_t, truth> out;
   for (pid_t p : pids) {
-    siginfo_t si{};
-    REQUIRE(waitid(P_PID, static_cast<id_t>(p), &si, WEXITED | WNOWAIT) == 0);
-    std::this_thread::sleep_for(20ms); // the zombie's last switch is done
-    auto st = proc_fields(p, "status");
-    auto sc = proc_fields(p, "sched");
-    out[p] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"],
-              sc["se.nr_migrations"]};
-    REQUIRE(waitpid(p, nullptr, 0) == p);
+    test::read_zombie(p, 20ms, [&] {
+      auto st = proc_fields(p, "status");
+      auto sc = proc_fields(p, "sched");
+      out[p] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"],
+                sc["se.nr_migrations"]};
+    });
   }
   return out;
 }
@@ -119,13 +108,7 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
     return;
   }
   for (const std::string mode : {"tp_btf", "raw_tp"}) {
-    const test::temp_dir dir_tmp;
-    const std::string dir = dir_tmp.str();
-    const std::string db = dir + "/rsched.db";
-    test::daemon d(
-        {"--db", db, "-i", "1", "-g", "latency,slice,sleep,migration", "--bpf-mode", mode});
-    INFO(d.stderr_text());
-    REQUIRE(d.wait_attached());
+    test::recording rec({"-i", "1", "-g", "latency,slice,sleep,migration", "--bpf-mode", mode});
     // 4 children on 2 CPUs: bursts of spinning and short sleeps (voluntary and involuntary
     // switches), and explicit hops between the two CPUs (migrations).
     const auto kernel = run_children(4, [](int i) {
@@ -143,14 +126,14 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
       }
     });
     std::this_thread::sleep_for(1200ms);
-    REQUIRE(d.stop(SIGINT) == 0);
+    REQUIRE(rec.d.stop(SIGINT) == 0);
 
     for (const auto &[pid, k] : kernel) {
-      const auto slices = query(db, "SELECT sum(voluntary_count), sum(involuntary_count) FROM "
-                                    "timeslice WHERE tid = " +
-                                        std::to_string(pid));
+      const auto slices = query(rec.db, "SELECT sum(voluntary_count), sum(involuntary_count) FROM "
+                                        "timeslice WHERE tid = " +
+                                            std::to_string(pid));
       const auto mig =
-          query(db, "SELECT sum(count) FROM migration WHERE tid = " + std::to_string(pid));
+          query(rec.db, "SELECT sum(count) FROM migration WHERE tid = " + std::to_string(pid));
       const auto vol = static_cast<std::uint64_t>(as_int(slices[0][0]));
       const auto invol = static_cast<std::uint64_t>(as_int(slices[0][1]));
       const auto migs = static_cast<std::uint64_t>(as_int(mig[0][0]));
@@ -174,14 +157,12 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
   }
 }
 
-TEST_CASE("a known 20 ms sleep lands in the bucket that holds 20 ms, CPU idle is seen",
-          "[root][bpf][groups]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "a known 20 ms sleep lands in the bucket that holds 20 ms, CPU idle is seen",
+                 "[root][bpf][groups]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1", "-g", "sleep"});
   INFO(d.stderr_text());
   REQUIRE(d.wait_attached());
@@ -273,12 +254,7 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
     return;
   }
   for (const std::string mode : {"tp_btf", "raw_tp"}) {
-    const test::temp_dir dir_tmp;
-    const std::string dir = dir_tmp.str();
-    const std::string db = dir + "/rsched.db";
-    test::daemon d({"--db", db, "-i", "1", "-g", "latency,slice", "--bpf-mode", mode});
-    INFO(d.stderr_text());
-    REQUIRE(d.wait_attached());
+    test::recording rec({"-i", "1", "-g", "latency,slice", "--bpf-mode", mode});
     // Threads: each reads its own counts last thing; the switches after that read (the mutex,
     // its exit, preemptions on a loaded machine) are a few more.
     struct seen {
@@ -321,19 +297,17 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
         char *argv[] = {arg0, arg1, nullptr};
         REQUIRE(posix_spawn(&pid, "/bin/sleep", nullptr, nullptr, argv, environ) == 0);
       }
-      siginfo_t si{};
-      REQUIRE(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) == 0);
-      std::this_thread::sleep_for(10ms); // the zombie's last switch is done
-      auto st = proc_fields(pid, "status");
-      kernel[pid] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"], true};
-      REQUIRE(waitpid(pid, nullptr, 0) == pid);
+      test::read_zombie(pid, 10ms, [&] {
+        auto st = proc_fields(pid, "status");
+        kernel[pid] = {st["voluntary_ctxt_switches"], st["nonvoluntary_ctxt_switches"], true};
+      });
     }
     std::this_thread::sleep_for(1200ms);
-    REQUIRE(d.stop(SIGINT) == 0);
+    REQUIRE(rec.d.stop(SIGINT) == 0);
 
     std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> ours;
-    for (const auto &r : query(db, "SELECT tid, sum(voluntary_count), sum(involuntary_count) "
-                                   "FROM timeslice GROUP BY tid")) {
+    for (const auto &r : query(rec.db, "SELECT tid, sum(voluntary_count), sum(involuntary_count) "
+                                       "FROM timeslice GROUP BY tid")) {
       ours[static_cast<pid_t>(as_int(r[0]))] = {static_cast<std::uint64_t>(as_int(r[1])),
                                                 static_cast<std::uint64_t>(as_int(r[2]))};
     }
@@ -359,9 +333,10 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
     }
     INFO(zombies_exact << " of " << zombies << " processes with exactly the kernel's counts");
     CHECK(zombies_exact * 10 >= zombies * 9);
-    std::printf("new threads[%s]: %zu threads and processes, %d with exactly the kernel's "
-                "counts at the read; drops %lld\n",
-                mode.c_str(), kernel.size(), exact,
-                static_cast<long long>(as_int(query(db, "SELECT sum(drops) FROM health")[0][0])));
+    std::printf(
+        "new threads[%s]: %zu threads and processes, %d with exactly the kernel's "
+        "counts at the read; drops %lld\n",
+        mode.c_str(), kernel.size(), exact,
+        static_cast<long long>(as_int(query(rec.db, "SELECT sum(drops) FROM health")[0][0])));
   }
 }

@@ -27,12 +27,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::uint64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+using test::mono_ns;
 
 // Sleeps `period_ns` in a loop for `run_ns`: one wakeup, hence one scheduling delay, per period.
 [[noreturn]] void sleeper(const char *name, std::uint64_t period_ns, std::uint64_t run_ns) {
@@ -43,15 +38,6 @@ std::uint64_t mono_ns() {
     nanosleep(&ts, nullptr);
   }
   _exit(0);
-}
-
-std::uint64_t kernel_timeslices(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  std::uint64_t exec = 0;
-  std::uint64_t delay = 0;
-  std::uint64_t slices = 0;
-  in >> exec >> delay >> slices;
-  return slices;
 }
 
 std::vector<std::int64_t> counts_per_interval(const std::string &db, pid_t tid) {
@@ -75,41 +61,30 @@ void run_live_read(const std::vector<std::string> &read_args, const std::string 
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
-  std::vector<std::string> args{"--db", db, "-i", "1", "--stats"};
+  std::vector<std::string> args{"-i", "1", "--stats"};
   args.insert(args.end(), read_args.begin(), read_args.end());
-  test::daemon d(args);
-  REQUIRE(d.wait_attached());
+  test::recording rec(args);
 
   // Background: 40 threads that change every 20 ms (more than a 16-entry list holds).
   std::vector<pid_t> noise;
   for (int i = 0; i < 40; ++i) {
-    const pid_t p = fork();
-    REQUIRE(p >= 0);
-    if (p == 0) {
-      sleeper("rs-live-noise", 20'000'000, 5'500'000'000ULL);
-    }
-    noise.push_back(p);
+    noise.push_back(
+        test::fork_child([] { sleeper("rs-live-noise", 20'000'000, 5'500'000'000ULL); }));
   }
   // The thread under test: a wakeup every 10 ms for 4.5 s.
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    sleeper("rs-live", 10'000'000, 4'500'000'000ULL);
-  }
-  siginfo_t si{};
-  REQUIRE(waitid(P_PID, static_cast<id_t>(child), &si, WEXITED | WNOWAIT) == 0);
-  std::this_thread::sleep_for(20ms); // let the zombie finish its last switch
-  const std::uint64_t kernel = kernel_timeslices(child);
-  REQUIRE(waitpid(child, nullptr, 0) == child);
+  const pid_t child = test::fork_child([] { sleeper("rs-live", 10'000'000, 4'500'000'000ULL); });
+  std::uint64_t kernel = 0;
+  test::read_zombie(child, 20ms, [&] {
+    if (const auto s = test::proc_schedstat(child)) {
+      kernel = s->timeslices;
+    }
+  });
   for (pid_t p : noise) {
     REQUIRE(waitpid(p, nullptr, 0) == p);
   }
   std::this_thread::sleep_for(1500ms);
-  REQUIRE(d.stop(SIGINT) == 0);
-  const std::string err = d.stderr_text();
+  REQUIRE(rec.d.stop(SIGINT) == 0);
+  const std::string err = rec.d.stderr_text();
   INFO(err);
   CHECK(err.find(banner) != std::string::npos);
 
@@ -130,7 +105,7 @@ void run_live_read(const std::vector<std::string> &read_args, const std::string 
     CHECK(with_full <= 1);
   }
 
-  const auto counts = counts_per_interval(db, child);
+  const auto counts = counts_per_interval(rec.db, child);
   std::int64_t sum = 0;
   std::string per;
   for (auto c : counts) {

@@ -246,16 +246,9 @@ burst_result exit_burst(std::optional<std::uint32_t> graveyard_entries) {
   const task_counts before = count_tasks();
   {
     test::daemon d(daemon_args(db, burst_interval_s, graveyard_entries));
-    // Ends the daemon and fails with its stderr (INFO would capture it too early).
-    const auto require = [&](bool ok, const char *what) {
-      if (!ok) {
-        d.stop(SIGINT);
-        FAIL(what << "\nrschedd's stderr:\n" << d.stderr_text());
-      }
-    };
-    require(d.wait_attached(), "rschedd did not attach");
+    d.require(d.wait_attached(), "rschedd did not attach");
     // The first interval was just written: the maps were read a moment ago.
-    require(test::wait_for_intervals(db, 0, 30s), "no first interval");
+    d.require(test::wait_for_intervals(db, 0, 30s), "no first interval");
     {
       comm_guard name("ovf-exit");
       thread_set threads;
@@ -275,7 +268,7 @@ burst_result exit_burst(std::optional<std::uint32_t> graveyard_entries) {
       burst_until = test::realtime_ns();
     }
     // The read after the burst drains the graveyard.
-    require(test::wait_for_intervals(db, 1, 30s), "no interval after the burst");
+    d.require(test::wait_for_intervals(db, 1, 30s), "no interval after the burst");
     const int status = d.stop(SIGINT);
     INFO("rschedd's stderr:\n" << d.stderr_text());
     REQUIRE(status == 0);
@@ -361,13 +354,7 @@ TEST_CASE("Tens of thousands of live threads: all are read and written, the daem
   std::pair<std::int64_t, double> stats;
   {
     test::daemon d(daemon_args(db, 1, std::nullopt));
-    const auto require = [&](bool ok, const char *what) {
-      if (!ok) {
-        d.stop(SIGINT);
-        FAIL(what << "\nrschedd's stderr:\n" << d.stderr_text());
-      }
-    };
-    require(d.wait_attached(), "rschedd did not attach");
+    d.require(d.wait_attached(), "rschedd did not attach");
     {
       comm_guard name("ovf-live");
       thread_set threads;
@@ -390,7 +377,7 @@ TEST_CASE("Tens of thousands of live threads: all are read and written, the daem
                                      since + " AND dur_ns >= 1000000000")[0][0]) > 0;
       }
       alive_ms = ms_since(t1);
-      require(whole, "no whole interval recorded while the threads lived");
+      d.require(whole, "no whole interval recorded while the threads lived");
       const auto t2 = std::chrono::steady_clock::now();
       threads.join();
       join_ms = ms_since(t2);

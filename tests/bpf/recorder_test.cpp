@@ -133,9 +133,7 @@ TEST_CASE("A paused terminal never holds up recording", "[root][bpf]") {
   }
   for (const char *view : {"tables", "compact"}) {
     INFO("--view " << view);
-    const test::temp_dir dir_tmp;
-    const std::string dir = dir_tmp.str();
-    const std::string db = dir + "/rsched.db";
+    const test::db_dir files;
     pty t;
     // tables -d: frames big enough (every thread, every section) to fill the pty's buffer
     // within a few seconds. The compact view fits the screen, so its terminal is paused from
@@ -145,15 +143,15 @@ TEST_CASE("A paused terminal never holds up recording", "[root][bpf]") {
       REQUIRE(t.fill() > 0);
     }
     test::daemon d(
-        {"--db", db, "-r", "6", "-g", "latency,slice,sleep,migration", "--view", view, "-d"},
+        {"--db", files.db, "-r", "6", "-g", "latency,slice,sleep,migration", "--view", view, "-d"},
         {t.slave, false});
     REQUIRE(d.wait_attached());
     const auto status = d.wait_exit(12000);
     INFO(d.stderr_text());
     REQUIRE(status.has_value()); // -r was honoured
     CHECK(*status == 0);
-    check_cadence(intervals(db), 1000, 150);
-    CHECK(intervals(db).size() == 6);
+    check_cadence(intervals(files.db), 1000, 150);
+    CHECK(intervals(files.db).size() == 6);
     const std::string shown = t.drain();
     if (prefilled) {
       // Not one frame got through, and recording went on regardless.
@@ -164,13 +162,11 @@ TEST_CASE("A paused terminal never holds up recording", "[root][bpf]") {
   }
 }
 
-TEST_CASE("SIGTERM is honoured at once while the terminal is paused", "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir, "SIGTERM is honoured at once while the terminal is paused",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   pty t;
   test::daemon d({"--db", db, "-g", "latency,slice,sleep,migration", "--view", "tables", "-d"},
                  {t.slave, false});
@@ -189,8 +185,9 @@ TEST_CASE("SIGTERM is honoured at once while the terminal is paused", "[root][bp
 // A display filter that backtracks (`(a*)*b`) against a long cgroup name any user can create
 // pinned rschedd in std::regex for tens of seconds per match. RE2 is linear, and the filter runs
 // on the display thread anyway.
-TEST_CASE("A backtracking display filter against a long cgroup name keeps the cadence",
-          "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "A backtracking display filter against a long cgroup name keeps the cadence",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
@@ -218,9 +215,6 @@ TEST_CASE("A backtracking display filter against a long cgroup name keeps the ca
       usleep(1000);
     }
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   {
     pty t;
     test::daemon d(
@@ -243,13 +237,11 @@ TEST_CASE("A backtracking display filter against a long cgroup name keeps the ca
 
 // After SIGSTOP/SIGCONT rschedd replayed every missed tick as a run of 0.07-0.87 ms intervals.
 // The missed ticks are coalesced into one interval, marked stalled, visible in health and gaps().
-TEST_CASE("Missed ticks are coalesced into one stalled interval", "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir, "Missed ticks are coalesced into one stalled interval",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-r", "9"});
   REQUIRE(d.wait_attached());
   std::this_thread::sleep_for(2200ms);
@@ -281,13 +273,12 @@ TEST_CASE("Missed ticks are coalesced into one stalled interval", "[root][bpf]")
   CHECK(as_int(g[0][0]) == 1);
 }
 
-TEST_CASE("SIGHUP does not stop rschedd when it was started ignoring it (nohup)", "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "SIGHUP does not stop rschedd when it was started ignoring it (nohup)",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-r", "4"}, {-1, true});
   REQUIRE(d.wait_attached());
   std::this_thread::sleep_for(1200ms);
@@ -309,13 +300,12 @@ TEST_CASE("SIGHUP does not stop rschedd when it was started ignoring it (nohup)"
 
 // `rschedd 2>&1 | head -1`: once head exits, the next note hits a closed pipe. SIGPIPE killed
 // rschedd there, before anything was recorded.
-TEST_CASE("A closed pipe on stdout and stderr does not lose the final interval", "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "A closed pipe on stdout and stderr does not lose the final interval",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   const pid_t pid = fork();
@@ -347,14 +337,12 @@ TEST_CASE("A closed pipe on stdout and stderr does not lose the final interval",
 // During a switch storm on every CPU, with the live view on a terminal, the recorder wrote
 // intervals of up to 2.5 s (21.9 s in the issue's run). It now runs at SCHED_FIFO 1 and the view
 // on its own thread at nice 10.
-TEST_CASE("The recorder keeps its cadence during a switch storm with the live view on",
-          "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "The recorder keeps its cadence during a switch storm with the live view on",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   const pid_t storm = fork();
   REQUIRE(storm >= 0);
   if (storm == 0) {

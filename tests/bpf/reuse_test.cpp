@@ -25,22 +25,18 @@ namespace {
 // Forks a child named `name` that sleeps and wakes `n` times; returns its pid and its final
 // timeslice count read from the zombie.
 std::pair<pid_t, std::uint64_t> run_child(const char *name, int n) {
-  const pid_t p = fork();
-  REQUIRE(p >= 0);
-  if (p == 0) {
+  const pid_t p = test::fork_child([name, n] {
     prctl(PR_SET_NAME, name);
     for (int i = 0; i < n; ++i) {
       usleep(1000);
     }
-    _exit(0);
-  }
-  siginfo_t si{};
-  REQUIRE(waitid(P_PID, static_cast<id_t>(p), &si, WEXITED | WNOWAIT) == 0);
-  std::this_thread::sleep_for(10ms);
-  std::ifstream in("/proc/" + std::to_string(p) + "/schedstat");
-  std::uint64_t exec = 0, delay = 0, slices = 0;
-  in >> exec >> delay >> slices;
-  REQUIRE(waitpid(p, nullptr, 0) == p);
+  });
+  std::uint64_t slices = 0;
+  test::read_zombie(p, 10ms, [&] {
+    if (const auto s = test::proc_schedstat(p)) {
+      slices = s->timeslices;
+    }
+  });
   return {p, slices};
 }
 } // namespace
@@ -54,13 +50,8 @@ TEST_CASE("pid reuse within one interval and across intervals keeps two threads 
   for (const bool across : {false, true}) {
     INFO((across ? "across intervals" : "within one interval"));
     test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-    const test::temp_dir dir_tmp;
-    const std::string dir = dir_tmp.str();
-    const std::string db = dir + "/rsched.db";
     // Within: one long interval holds both threads. Across: 1 s intervals and a pause between.
-    test::daemon d({"--db", db, "-i", across ? "1" : "5"});
-    INFO(d.stderr_text());
-    REQUIRE(d.wait_attached());
+    test::recording rec({"-i", across ? "1" : "5"});
     const auto [pid_a, slices_a] = run_child("reuse", 100);
     if (across) {
       std::this_thread::sleep_for(2500ms);
@@ -78,9 +69,9 @@ TEST_CASE("pid reuse within one interval and across intervals keeps two threads 
     }
     REQUIRE(pid_b == pid_a);
     std::this_thread::sleep_for(1500ms);
-    REQUIRE(d.stop(SIGINT) == 0);
+    REQUIRE(rec.d.stop(SIGINT) == 0);
 
-    auto r = store::reader::open(db);
+    auto r = store::reader::open(rec.db);
     REQUIRE(r.ok());
     std::vector<std::pair<std::int64_t, std::int64_t>> rows; // (start time, samples)
     store::result_sink sink;

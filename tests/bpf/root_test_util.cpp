@@ -1,6 +1,7 @@
 #include "root_test_util.hpp"
 
 #include "root_guard.hpp"
+#include "support/process.hpp"
 
 #include <sys/mount.h>
 #include <sys/wait.h>
@@ -30,13 +31,43 @@ std::uint64_t mono_ns() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-std::optional<schedstat> self_schedstat() {
-  std::ifstream in("/proc/thread-self/schedstat");
+namespace {
+std::optional<schedstat> read_schedstat(const std::string &path) {
+  std::ifstream in(path);
   schedstat s;
   if (!(in >> s.exec_ns >> s.run_delay_ns >> s.timeslices)) {
     return std::nullopt;
   }
   return s;
+}
+} // namespace
+
+std::optional<schedstat> self_schedstat() {
+  return read_schedstat("/proc/thread-self/schedstat");
+}
+
+std::optional<schedstat> proc_schedstat(pid_t pid) {
+  return read_schedstat("/proc/" + std::to_string(pid) + "/schedstat");
+}
+
+pid_t fork_child(const std::function<void()> &body) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  return pid;
+}
+
+int read_zombie(pid_t pid, std::chrono::milliseconds settle, const std::function<void()> &read) {
+  siginfo_t si{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) == 0);
+  std::this_thread::sleep_for(settle);
+  read();
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return status;
 }
 
 sysctl_guard::sysctl_guard(std::string path, const std::string &value) : path_(std::move(path)) {
@@ -74,6 +105,8 @@ std::string rsched_sql_path() {
 }
 
 daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
+  const std::string path = rschedd_path();
+  const exec_argv argv(path, args);
   int fds[2];
   REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
   pid_ = fork();
@@ -90,15 +123,7 @@ daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
     if (so.ignore_sighup) {
       signal(SIGHUP, SIG_IGN); // survives exec, as nohup relies on
     }
-    std::vector<char *> argv;
-    std::string path = rschedd_path();
-    argv.push_back(path.data());
-    std::vector<std::string> copy = args;
-    for (auto &a : copy) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    execv(path.c_str(), argv.data());
+    execv(path.c_str(), argv.get());
     _exit(127);
   }
   close(fds[1]);
@@ -127,17 +152,24 @@ void daemon::drain(int timeout_ms) {
   }
 }
 
+bool daemon::reaped() {
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) {
+    return false;
+  }
+  drain(100);
+  pid_ = -1;
+  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  return true;
+}
+
 bool daemon::wait_attached(int timeout_ms) {
   for (int waited = 0; waited < timeout_ms; waited += 50) {
     drain(50);
     if (err_.find("attached") != std::string::npos) {
       return true;
     }
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      drain(100);
-      pid_ = -1;
-      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    if (reaped()) {
       return false;
     }
   }
@@ -152,11 +184,7 @@ std::optional<int> daemon::wait_exit(int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     drain(20);
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      drain(100);
-      pid_ = -1;
-      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    if (reaped()) {
       return exit_status_;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -168,20 +196,35 @@ std::optional<int> daemon::wait_exit(int timeout_ms) {
 
 int daemon::stop(int sig) {
   if (pid_ <= 0) {
-    return exit_status_; // already reaped by wait_attached
+    return exit_status_; // already reaped (wait_attached, wait_exit, an earlier stop)
   }
   kill(pid_, sig);
-  int status = 0;
   for (;;) {
     drain(20);
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      break;
+    if (reaped()) {
+      return exit_status_;
     }
   }
-  drain(100);
-  pid_ = -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+void daemon::require(bool ok, const char *what) {
+  if (!ok) {
+    stop(SIGINT);
+    FAIL(what << "\nrschedd's stderr:\n" << stderr_text());
+  }
+}
+
+namespace {
+std::vector<std::string> with_db(const std::string &db, const std::vector<std::string> &args) {
+  std::vector<std::string> all{"--db", db};
+  all.insert(all.end(), args.begin(), args.end());
+  return all;
+}
+} // namespace
+
+recording::recording(const std::vector<std::string> &args, const spawn_options &so)
+    : d(with_db(db, args), so) {
+  d.require(d.wait_attached(), "rschedd did not attach");
 }
 
 tmpfs_dir::tmpfs_dir(const std::string &size) : mnt_(dir_.file("mnt")) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,17 @@ struct schedstat {
 };
 // /proc/thread-self/schedstat of the calling thread.
 std::optional<schedstat> self_schedstat();
+// /proc/<pid>/schedstat (of a zombie child: its final accounting, see read_zombie).
+std::optional<schedstat> proc_schedstat(pid_t pid);
+
+// Forks a child that runs `body` and then exits 0 (_exit: nothing of the test runs on in it);
+// returns its pid. Fails the test when fork does.
+pid_t fork_child(const std::function<void()> &body);
+
+// Waits for the child `pid` to exit without reaping it and lets `settle` pass (its last switch is
+// done): while it is a zombie its /proc files hold its final accounting, for `read`. Then reaps it
+// and returns its wait status.
+int read_zombie(pid_t pid, std::chrono::milliseconds settle, const std::function<void()> &read);
 
 // Writes a sysctl value and restores the old one on destruction.
 class sysctl_guard {
@@ -61,6 +73,9 @@ public:
   bool wait_attached(int timeout_ms = 10000);
   // SIGINT (or `sig`) and wait; returns the exit status (or -signal).
   int stop(int sig = 2);
+  // Unless `ok`: stops it (SIGINT) and fails the test with `what` and its stderr up to then (an
+  // INFO would have taken the stderr of the moment it was written).
+  void require(bool ok, const char *what);
   [[nodiscard]] const std::string &stderr_text() const { return err_; }
 
 private:
@@ -69,13 +84,32 @@ private:
   int err_fd_ = -1;
   std::string err_;
   void drain(int timeout_ms);
+  // Reaps it if it has exited: its status (or -signal) in exit_status_, the rest of its stderr
+  // read. False while it runs.
+  bool reaped();
+};
+
+// A test's temporary directory (removed with everything in it) and the path of rschedd's database
+// there, rsched.db (not created): the fixture (TEST_CASE_METHOD) of the tests that use one
+// database.
+struct db_dir {
+  const temp_dir tmp;
+  const std::string dir = tmp.str();
+  const std::string db = dir + "/rsched.db";
+};
+
+// rschedd recording into a fresh db_dir: `d` started with "--db <db>" and `args`, attached (the
+// test fails with its stderr otherwise). One per run where a test records in a loop or per mode.
+struct recording : db_dir {
+  explicit recording(const std::vector<std::string> &args, const spawn_options &so = {});
+  daemon d;
 };
 
 // Runs `sql` on the database at `db` through rsched's reader (its SQL functions included);
 // fails the test on any error.
 std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql);
 
-// CLOCK_MONOTONIC now, ns.
+// CLOCK_MONOTONIC now, ns (rs_workload.cpp, which links none of this, has its own).
 std::uint64_t mono_ns();
 // CLOCK_REALTIME now, ns (the clock of intervals.start_ns).
 std::int64_t realtime_ns();

@@ -23,14 +23,12 @@ using test::query;
 
 } // namespace
 
-TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them first",
-          "[root][bpf][spike]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "spikes() finds an injected burst of CPU hogs and compare() ranks them first",
+                 "[root][bpf][spike]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon d({"--db", db, "-i", "1"});
   INFO(d.stderr_text());
   REQUIRE(d.wait_attached());
@@ -38,16 +36,13 @@ TEST_CASE("spikes() finds an injected burst of CPU hogs and compare() ranks them
   const std::int64_t burst_start = test::realtime_ns();
   std::vector<pid_t> hogs;
   for (int i = 0; i < 6; ++i) { // 6 busy loops on 2 CPUs: each waits for the others' slices
-    const pid_t p = fork();
-    REQUIRE(p >= 0);
-    if (p == 0) {
+    hogs.push_back(test::fork_child([] {
       prctl(PR_SET_NAME, "rs-hog");
       volatile std::uint64_t x = 0;
       for (;;) {
         x = x + 1;
       }
-    }
-    hogs.push_back(p);
+    }));
   }
   std::this_thread::sleep_for(4s);
   for (pid_t p : hogs) {

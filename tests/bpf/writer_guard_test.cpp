@@ -31,13 +31,12 @@ std::size_t lines(const std::string &s) {
 } // namespace
 
 // Two rschedd on one database both ran silently: every sample counted twice.
-TEST_CASE("A second rschedd on the same database is refused with the holder's pid", "[root][bpf]") {
+TEST_CASE_METHOD(test::db_dir,
+                 "A second rschedd on the same database is refused with the holder's pid",
+                 "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
   }
-  const test::temp_dir dir_tmp;
-  const std::string dir = dir_tmp.str();
-  const std::string db = dir + "/rsched.db";
   test::daemon first({"--db", db});
   REQUIRE(first.wait_attached());
   REQUIRE(test::wait_for_intervals(db, 0, 5s));

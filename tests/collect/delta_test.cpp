@@ -201,6 +201,14 @@ const thread_sample *find(const interval_delta &d, std::uint32_t tid, const std:
   }
   return nullptr;
 }
+// The delay sample count of the row of (tid, comm, cgroup); fails the test when there is none.
+std::uint64_t count_of(const interval_delta &d, std::uint32_t tid, const std::string &comm,
+                       std::uint64_t cgroup = 0) {
+  const thread_sample *t = find(d, tid, comm, cgroup);
+  INFO("tid " << tid << " comm " << comm << " cgroup " << cgroup);
+  REQUIRE(t != nullptr);
+  return t->c.m[id::sched_delay].count;
+}
 } // namespace
 
 TEST_CASE("a rename splits a thread's delta: before under the old name, after under the new",
@@ -216,9 +224,9 @@ TEST_CASE("a rename splits a thread's delta: before under the old name, after un
   REQUIRE(d.threads.size() == 2);
   REQUIRE(find(d, 10, "bash") != nullptr);
   REQUIRE(find(d, 10, "worker") != nullptr);
-  CHECK(find(d, 10, "bash")->c.m[id::sched_delay].count == 2);
+  CHECK(count_of(d, 10, "bash") == 2);
   CHECK(find(d, 10, "bash")->c.m[id::sched_delay].total == 200);
-  CHECK(find(d, 10, "worker")->c.m[id::sched_delay].count == 2);
+  CHECK(count_of(d, 10, "worker") == 2);
   // the next read diffs against the live record, not the segment
   snapshot s3;
   s3.live = {live(10, 1, 1, 10, 1000, "worker")};
@@ -235,10 +243,8 @@ TEST_CASE("a new thread that execs at once: its first samples stay under the par
   s.segments = {segment(20, 2, 1, 1, 40, "sh")};
   s.live = {live(20, 2, 1, 30, 3000, "make")};
   auto d = tr.advance(s);
-  REQUIRE(find(d, 20, "sh") != nullptr);
-  CHECK(find(d, 20, "sh")->c.m[id::sched_delay].count == 1);
-  REQUIRE(find(d, 20, "make") != nullptr);
-  CHECK(find(d, 20, "make")->c.m[id::sched_delay].count == 29);
+  CHECK(count_of(d, 20, "sh") == 1);
+  CHECK(count_of(d, 20, "make") == 29);
 }
 
 TEST_CASE("a segment written after the live read waits for the record that counts it",
@@ -255,10 +261,8 @@ TEST_CASE("a segment written after the live read waits for the record that count
   snapshot s2;
   s2.live = {live(10, 1, 1, 9, 900, "b")};
   auto d2 = tr.advance(s2);
-  REQUIRE(find(d2, 10, "a") != nullptr);
-  CHECK(find(d2, 10, "a")->c.m[id::sched_delay].count == 1);
-  REQUIRE(find(d2, 10, "b") != nullptr);
-  CHECK(find(d2, 10, "b")->c.m[id::sched_delay].count == 3);
+  CHECK(count_of(d2, 10, "a") == 1);
+  CHECK(count_of(d2, 10, "b") == 3);
 }
 
 TEST_CASE("renames A -> B -> A within one read give one row per name, totals are unchanged",
@@ -272,8 +276,8 @@ TEST_CASE("renames A -> B -> A within one read give one row per name, totals are
   s2.live = {live(10, 1, 2, 12, 1200, "A")};
   auto d = tr.advance(s2);
   REQUIRE(d.threads.size() == 2);
-  CHECK(find(d, 10, "A")->c.m[id::sched_delay].count == 2 + 5); // 2..4 and 7..12
-  CHECK(find(d, 10, "B")->c.m[id::sched_delay].count == 3);     // 4..7
+  CHECK(count_of(d, 10, "A") == 2 + 5); // 2..4 and 7..12
+  CHECK(count_of(d, 10, "B") == 3);     // 4..7
 }
 
 TEST_CASE("a cgroup move splits by cgroup, a final record applies its segments",
@@ -289,9 +293,9 @@ TEST_CASE("a cgroup move splits by cgroup, a final record applies its segments",
   s2.dead = {fin};
   auto d = tr.advance(s2);
   REQUIRE(d.threads.size() == 2);
-  CHECK(find(d, 30, "svc", 100)->c.m[id::sched_delay].count == 3);
+  CHECK(count_of(d, 30, "svc", 100) == 3);
   CHECK_FALSE(find(d, 30, "svc", 100)->dead);
-  CHECK(find(d, 30, "svc", 200)->c.m[id::sched_delay].count == 2);
+  CHECK(count_of(d, 30, "svc", 200) == 2);
   CHECK(find(d, 30, "svc", 200)->dead);
   CHECK(tr.tracked_threads() == 0);
 }

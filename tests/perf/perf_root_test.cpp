@@ -6,6 +6,7 @@
 #include "rsched/collect/source.hpp"
 
 #include "root_guard.hpp"
+#include "support/process.hpp"
 
 #include <catch2/catch.hpp>
 #include <linux/perf_event.h>
@@ -172,31 +173,16 @@ TEST_CASE("without privileges the error says what is needed, in one line", "[roo
   if (!rsched::test::root_available("perf/BPF test")) {
     return;
   }
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
+  const auto [msg, status] = rsched::test::run_child([](int fd) {
     if (setgid(65534) != 0 || setuid(65534) != 0) {
       _exit(99);
     }
     auto cs = resolve_event("context-switches");
     auto set = counter_set::open({*cs}, false, {0});
-    const std::string msg = set.ok() ? std::string("opened") : set.err().msg;
-    const ssize_t n = write(fds[1], msg.data(), msg.size());
-    _exit(n == static_cast<ssize_t>(msg.size()) ? 0 : 98);
-  }
-  close(fds[1]);
-  std::string msg;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) {
-    msg.append(buf, static_cast<std::size_t>(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+    const std::string text = set.ok() ? std::string("opened") : set.err().msg;
+    const ssize_t n = write(fd, text.data(), text.size());
+    _exit(n == static_cast<ssize_t>(text.size()) ? 0 : 98);
+  });
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   INFO(msg);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 
 using namespace rsched;
@@ -44,6 +45,27 @@ std::size_t lines(const std::string &s) {
 // A sysfs root where nothing exists: resolution must not depend on the machine running the test.
 const fs::path no_sysfs = "/nonexistent-rsched-sysfs";
 
+// An alias and the event it must resolve to without sysfs.
+struct alias {
+  const char *token;
+  const char *name;
+  std::uint32_t type;
+  std::uint64_t config;
+};
+
+// Each alias resolves to its name, type and config, and none is "ipc".
+void check_aliases(std::span<const alias> all) {
+  for (const auto &w : all) {
+    INFO(w.token);
+    auto e = resolve_event(w.token, no_sysfs);
+    REQUIRE(e.ok());
+    CHECK(e->name == w.name);
+    CHECK(e->type == w.type);
+    CHECK(e->config == w.config);
+    CHECK_FALSE(e->ipc);
+  }
+}
+
 } // namespace
 
 TEST_CASE("encode_amd_raw splits the event select over bits 0-7 and 32-35", "[perf]") {
@@ -60,39 +82,19 @@ TEST_CASE("upstream's aliases resolve to its exact names and encodings", "[perf]
   CHECK(ipc->ipc);
   CHECK(ipc->name == "ipc");
 
-  struct want {
-    const char *token;
-    const char *name;
-    std::uint32_t type;
-    std::uint64_t config;
-  };
-  const want all[] = {
+  const alias all[] = {
       {"l1d-miss", "L1D Read Misses", PERF_TYPE_HW_CACHE, 0x10000},
       {"l2-miss", "L2 Cache Misses", PERF_TYPE_RAW, encode_amd_raw(0x64, 0x09)},
       {"l1i-miss", "L1I Cache Misses", PERF_TYPE_RAW, 0x10000188eULL},
       {"l3-miss", "L3 Misses (DRAM Fills)", PERF_TYPE_RAW, encode_amd_raw(0x43, 0xd8)},
   };
-  for (const auto &w : all) {
-    INFO(w.token);
-    auto e = resolve_event(w.token, no_sysfs);
-    REQUIRE(e.ok());
-    CHECK(e->name == w.name);
-    CHECK(e->type == w.type);
-    CHECK(e->config == w.config);
-    CHECK_FALSE(e->ipc);
-  }
+  check_aliases(all);
   CHECK(resolve_event("l2-miss", no_sysfs)->config == 0x964);
   CHECK(resolve_event("l3-miss", no_sysfs)->config == 0xd843);
 }
 
 TEST_CASE("software and generic hardware aliases (our extension)", "[perf]") {
-  struct want {
-    const char *token;
-    const char *name;
-    std::uint32_t type;
-    std::uint64_t config;
-  };
-  const want all[] = {
+  const alias all[] = {
       {"cpu-clock", "cpu-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK},
       {"task-clock", "task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK},
       {"context-switches", "context-switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES},
@@ -106,15 +108,7 @@ TEST_CASE("software and generic hardware aliases (our extension)", "[perf]") {
       {"cache-misses", "cache-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
       {"branch-misses", "branch-misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
   };
-  for (const auto &w : all) {
-    INFO(w.token);
-    auto e = resolve_event(w.token, no_sysfs);
-    REQUIRE(e.ok());
-    CHECK(e->name == w.name);
-    CHECK(e->type == w.type);
-    CHECK(e->config == w.config);
-    CHECK_FALSE(e->ipc);
-  }
+  check_aliases(all);
 }
 
 TEST_CASE("r<hex> is a raw event with the config verbatim", "[perf]") {

@@ -1,8 +1,11 @@
 #pragma once
 // Shared by the rsched-sql tests: a synthetic database written through
-// store::writer, and running the built rsched-sql binary.
+// store::writer, a shell over it, and running the built rsched-sql binary.
+#include "rsched/sql_shell/shell.hpp"
+#include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -15,6 +18,7 @@
 #include <fstream>
 #include <optional>
 #include <spawn.h>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -80,6 +84,22 @@ struct run_result {
   std::string err;
 };
 
+// A shell over make_db's database, with what it prints kept in `out` and `err`.
+struct shell_fixture {
+  temp_dir dir;
+  std::string path = make_db(dir);
+  rsched::store::reader db = open_reader(path);
+  std::ostringstream out;
+  std::ostringstream err;
+  rsched::sql_shell::shell sh{db, out, err, rsched::sql_shell::output_config{}};
+
+  static rsched::store::reader open_reader(const std::string &p) {
+    auto r = rsched::store::reader::open(p, true);
+    REQUIRE(r.ok());
+    return std::move(r).value();
+  }
+};
+
 // Whole file as bytes ("" when missing). POSIX read: GCC 12's -Wnull-dereference trips over
 // istreambuf_iterator.
 inline std::string slurp(const std::string &path) {
@@ -100,6 +120,18 @@ inline std::string slurp(const std::string &path) {
   return data;
 }
 
+// Waits for rsched-sql's process `pid` to end; its status and what it wrote to the files `out` and
+// `err`.
+inline run_result reap(pid_t pid, const std::string &out, const std::string &err) {
+  int ws = 0;
+  REQUIRE(waitpid(pid, &ws, 0) == pid);
+  run_result r;
+  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
 // Runs rsched-sql with `args`; stdin from `input` (a regular file, so not a terminal), stdout and
 // stderr to files (pipes' worth of data without deadlock).
 inline run_result run_sql(const std::vector<std::string> &args, const std::string &input = "") {
@@ -114,24 +146,12 @@ inline run_result run_sql(const std::vector<std::string> &args, const std::strin
   posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<std::string> storage{binary};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char *> argv;
-  for (auto &s : storage) {
-    argv.push_back(s.data());
-  }
-  argv.push_back(nullptr);
+  const rsched::test::exec_argv argv(binary, args);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.get(), environ);
   posix_spawn_file_actions_destroy(&fa);
   REQUIRE(rc == 0);
-  int ws = 0;
-  REQUIRE(waitpid(pid, &ws, 0) == pid);
-  run_result r;
-  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return reap(pid, out, err);
 }
 
 // Splits RFC 4180 CSV (CRLF records) into records of fields. Fails the test on malformed input.
@@ -188,13 +208,7 @@ inline run_result run_sql_bounded(const std::vector<std::string> &args,
                                   rlim_t max_mem = rlim_t{1} << 30) {
   temp_dir io;
   const std::string out = io.file("stdout"), err = io.file("stderr");
-  std::vector<std::string> storage{binary};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char *> argv;
-  for (auto &a : storage) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
+  const rsched::test::exec_argv argv(binary, args);
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -217,16 +231,10 @@ inline run_result run_sql_bounded(const std::vector<std::string> &args,
     setrlimit(RLIMIT_AS, &lim);
 #endif
     alarm(seconds); // kept across execv
-    execv(binary.c_str(), argv.data());
+    execv(binary.c_str(), argv.get());
     _exit(127);
   }
-  int ws = 0;
-  REQUIRE(waitpid(pid, &ws, 0) == pid);
-  run_result r;
-  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return reap(pid, out, err);
 }
 
 } // namespace rsched_sql_test

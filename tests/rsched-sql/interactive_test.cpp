@@ -25,20 +25,14 @@ public:
     winsize ws{};
     ws.ws_row = 40;
     ws.ws_col = 200;
+    const rsched::test::exec_argv argv(binary, args);
     pid_ = forkpty(&fd_, nullptr, nullptr, &ws);
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
       setenv("TERM", "dumb", 1);
       setenv("INPUTRC", "/dev/null", 1);
       setenv("RSCHED_SQL_HISTORY", history.c_str(), 1);
-      std::vector<std::string> storage{binary};
-      storage.insert(storage.end(), args.begin(), args.end());
-      std::vector<char *> argv;
-      for (auto &s : storage) {
-        argv.push_back(s.data());
-      }
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
+      execv(binary.c_str(), argv.get());
       _exit(127);
     }
   }

@@ -9,27 +9,7 @@
 
 using namespace rsched::sql_shell;
 using rsched_sql_test::evil_comm;
-using rsched_sql_test::make_db;
-using rsched_sql_test::temp_dir;
-
-namespace {
-
-struct fixture {
-  temp_dir dir;
-  std::string path = make_db(dir);
-  rsched::store::reader db = open_reader(path);
-  std::ostringstream out;
-  std::ostringstream err;
-  shell sh{db, out, err, output_config{}};
-
-  static rsched::store::reader open_reader(const std::string &p) {
-    auto r = rsched::store::reader::open(p, true);
-    REQUIRE(r.ok());
-    return std::move(r).value();
-  }
-};
-
-} // namespace
+using fixture = rsched_sql_test::shell_fixture;
 
 TEST_CASE("rsched-sql shell: SQL into a table with hostile text escaped", "[rsched-sql]") {
   fixture f;

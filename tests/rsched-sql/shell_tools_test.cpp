@@ -16,21 +16,9 @@ using namespace rsched_sql_test;
 
 namespace {
 
-struct fixture {
-  temp_dir dir;
-  std::string path = make_db(dir);
-  rsched::store::reader db = open_reader(path);
-  std::ostringstream out;
-  std::ostringstream err;
-  shell sh{db, out, err, output_config{}};
-
+// The shell knows its database's file, as in rsched-sql (.mark and .import-incidents write to it).
+struct fixture : shell_fixture {
   fixture() { sh.set_db_path(path); }
-
-  static rsched::store::reader open_reader(const std::string &p) {
-    auto r = rsched::store::reader::open(p, true);
-    REQUIRE(r.ok());
-    return std::move(r).value();
-  }
 };
 
 rsched::result<options> parse(std::vector<std::string_view> args) {
@@ -178,21 +166,24 @@ TEST_CASE("rsched-sql shell: .timer, .headers, .tz and .help", "[rsched-sql]") {
 
 TEST_CASE("rsched-sql shell: every mode through the shell", "[rsched-sql]") {
   fixture f;
-  CHECK(f.sh.run_dot(".mode json") == shell::status::ok);
-  CHECK(f.sh.run_sql("SELECT comm FROM sched_delay WHERE tid = 42") == shell::status::ok);
-  CHECK(f.out.str() == "[{\"comm\":\"evil\\\"c,o\\u001b[2Jm\"}]\n");
-  f.out.str("");
-  CHECK(f.sh.run_dot(".mode jsonl") == shell::status::ok);
-  CHECK(f.sh.run_sql("SELECT 1 AS a UNION ALL SELECT 2") == shell::status::ok);
-  CHECK(f.out.str() == "{\"a\":1}\n{\"a\":2}\n");
-  f.out.str("");
-  CHECK(f.sh.run_dot(".mode markdown") == shell::status::ok);
-  CHECK(f.sh.run_sql("SELECT 'a|b' AS x") == shell::status::ok);
-  CHECK(f.out.str() == "| x |\n|---|\n| a\\|b |\n");
-  f.out.str("");
-  CHECK(f.sh.run_dot(".mode line") == shell::status::ok);
-  CHECK(f.sh.run_sql("SELECT 1 AS a") == shell::status::ok);
-  CHECK(f.out.str() == "a = 1\n");
+  const struct {
+    const char *mode;
+    const char *sql;
+    const char *out;
+  } modes[] = {
+      {"json", "SELECT comm FROM sched_delay WHERE tid = 42",
+       "[{\"comm\":\"evil\\\"c,o\\u001b[2Jm\"}]\n"},
+      {"jsonl", "SELECT 1 AS a UNION ALL SELECT 2", "{\"a\":1}\n{\"a\":2}\n"},
+      {"markdown", "SELECT 'a|b' AS x", "| x |\n|---|\n| a\\|b |\n"},
+      {"line", "SELECT 1 AS a", "a = 1\n"},
+  };
+  for (const auto &m : modes) {
+    INFO(".mode " << m.mode);
+    CHECK(f.sh.run_dot(std::string(".mode ") + m.mode) == shell::status::ok);
+    CHECK(f.sh.run_sql(m.sql) == shell::status::ok);
+    CHECK(f.out.str() == m.out);
+    f.out.str("");
+  }
   CHECK(f.sh.run_dot(".mode box") == shell::status::ok);
   CHECK(f.sh.config().mode == output_mode::box);
 }

@@ -60,26 +60,10 @@ TEST_CASE("v17 fixtures: per-CPU, per-domain and system-wide deltas", "[schedsta
 
   const auto *cpu1 = d.cpu(1);
   REQUIRE(cpu1 != nullptr);
-  CHECK(cpu1->fields.yld_count == 13);
-  CHECK(cpu1->fields.legacy_zero == 0);
-  CHECK(cpu1->fields.sched_count == 40135);
-  CHECK(cpu1->fields.sched_goidle == 16054);
-  CHECK(cpu1->fields.ttwu_count == 12724);
-  CHECK(cpu1->fields.ttwu_local == 1817);
-  CHECK(cpu1->fields.rq_cpu_time_ns == 942298547);
-  CHECK(cpu1->fields.run_delay_ns == 77557545);
-  CHECK(cpu1->fields.pcount == 19489);
+  check_cpu_fields(cpu1->fields, {13, 0, 40135, 16054, 12724, 1817, 942298547, 77557545, 19489});
 
   const auto &t = d.cpu_totals;
-  CHECK(t.yld_count == 43);
-  CHECK(t.legacy_zero == 0);
-  CHECK(t.sched_count == 195226);
-  CHECK(t.sched_goidle == 78089);
-  CHECK(t.ttwu_count == 108899);
-  CHECK(t.ttwu_local == 13402);
-  CHECK(t.rq_cpu_time_ns == 3744470096ULL);
-  CHECK(t.run_delay_ns == 233962018);
-  CHECK(t.pcount == 130191);
+  check_cpu_fields(t, {43, 0, 195226, 78089, 108899, 13402, 3744470096ULL, 233962018, 130191});
 
   REQUIRE(d.totals.avg_run_delay_ns);
   CHECK(*d.totals.avg_run_delay_ns == Approx(233962018.0 / 130191.0));
@@ -136,14 +120,7 @@ TEST_CASE("a counter that went backwards gives 0, not a wrapped value", "[scheds
   const auto b = parsed("version 15\ntimestamp 1100\ncpu0 15 0 7 45 90 33 6000 3 70\n" + dom);
   const auto d = diffed(a, b);
   const auto &c = d.cpus.at(0).fields;
-  CHECK(c.yld_count == 5);
-  CHECK(c.sched_count == 0);
-  CHECK(c.sched_goidle == 5);
-  CHECK(c.ttwu_count == 10);
-  CHECK(c.ttwu_local == 3);
-  CHECK(c.rq_cpu_time_ns == 1000);
-  CHECK(c.run_delay_ns == 0);
-  CHECK(c.pcount == 10);
+  check_cpu_fields(c, {5, 0, 0, 5, 10, 3, 1000, 0, 10});
   const auto &dd = d.domains.at(0);
   CHECK_FALSE(dd.from_zero);
   CHECK(dd.field("lb_gained_idle") == 10U);

@@ -83,15 +83,8 @@ TEST_CASE("v15 sample: CPU and domain fields by the kernel's layout", "[schedsta
   const auto *cpu1 = s.cpu(1);
   REQUIRE(cpu1 != nullptr);
   // cpu1 3221 0 6581145 2764080 4493763 1617754 1465690953529 64873944414 3821500
-  CHECK(cpu1->fields.yld_count == 3221);
-  CHECK(cpu1->fields.legacy_zero == 0);
-  CHECK(cpu1->fields.sched_count == 6581145);
-  CHECK(cpu1->fields.sched_goidle == 2764080);
-  CHECK(cpu1->fields.ttwu_count == 4493763);
-  CHECK(cpu1->fields.ttwu_local == 1617754);
-  CHECK(cpu1->fields.rq_cpu_time_ns == 1465690953529ULL);
-  CHECK(cpu1->fields.run_delay_ns == 64873944414ULL);
-  CHECK(cpu1->fields.pcount == 3821500);
+  check_cpu_fields(cpu1->fields, {3221, 0, 6581145, 2764080, 4493763, 1617754, 1465690953529ULL,
+                                  64873944414ULL, 3821500});
 
   const auto *d = s.domain(0, 0);
   REQUIRE(d != nullptr);

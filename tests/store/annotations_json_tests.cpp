@@ -13,7 +13,6 @@ using namespace store_test;
 
 namespace {
 
-constexpr std::int64_t sec = 1'000'000'000;
 constexpr std::int64_t now = std::int64_t{1795183200} * sec; // 2026-11-20T14:00:00Z
 
 std::string make_db(temp_dir &dir) {

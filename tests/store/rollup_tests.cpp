@@ -16,20 +16,11 @@
 #include <tuple>
 #include <vector>
 
-using metric = rsched::metrics::id;
-
 using namespace store_test;
-using rsched::stats::layout;
-using rsched::store::hist_value;
-using rsched::store::reader;
 using rsched::store::retention;
-using rsched::store::writer;
 
 namespace {
 
-constexpr std::int64_t sec = 1'000'000'000;
-constexpr std::int64_t minute = 60 * sec;
-constexpr std::int64_t hour = 60 * minute;
 // An hour boundary (1'699'999'200 s = 472222 h), so bucket edges are easy to name.
 constexpr std::int64_t t0 = 1'699'999'200LL * sec;
 constexpr std::int64_t step = 10 * sec; // interval length of the synthetic history
@@ -320,11 +311,9 @@ TEST_CASE("retention by size: the oldest raw rows go first, space goes back to t
   CHECK(sz->first < used_before);
 }
 
-TEST_CASE("thread identities are deleted with their last rows, and come back when seen again",
-          "[store][rollup]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(
+    new_db, "thread identities are deleted with their last rows, and come back when seen again",
+    "[store][rollup]") {
   w.set_retention(forever());
   // Thread "old" only in the first 10 minutes, "new" only 5 hours later.
   for (std::int64_t t = t0; t < t0 + 10 * minute; t += step) {
@@ -365,7 +354,7 @@ TEST_CASE("a real version 2 database is upgraded in place and its history rolled
   // -g latency,slice,sleep,migration, checkpointed.
   temp_dir dir;
   const auto path = dir.file("rsched.db");
-  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/v2.db"));
+  copy_fixture("v2.db", path);
   std::vector<std::vector<std::string>> before;
   std::int64_t t_end = 0;
   {
@@ -397,11 +386,9 @@ TEST_CASE("a real version 2 database is upgraded in place and its history rolled
   CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
 }
 
-TEST_CASE("a reader holding a snapshot does not block the writer, the WAL shrinks after it",
-          "[store][rollup]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db,
+                 "a reader holding a snapshot does not block the writer, the WAL shrinks after it",
+                 "[store][rollup]") {
   w.set_retention(forever());
   std::mt19937_64 rng(3);
   // Threads with wide histograms: ~40 KB of rows per interval.
@@ -441,12 +428,10 @@ TEST_CASE("a reader holding a snapshot does not block the writer, the WAL shrink
 }
 
 // Schema 4: the delay clock of every interval and the segment drops.
-TEST_CASE("the delay clock and segment drops are recorded per interval, shown in health and "
-          "rolled up ('mixed' when a bucket's intervals used two clocks)",
-          "[store][rollup]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db,
+                 "the delay clock and segment drops are recorded per interval, shown in health and "
+                 "rolled up ('mixed' when a bucket's intervals used two clocks)",
+                 "[store][rollup]") {
   // Minute 0: monotonic only; minute 1: monotonic then runqueue; minute 2: latency not recorded.
   for (int i = 0; i < 18; ++i) {
     auto iv = make_interval(t0 + i * step, {make_thread(1, "a", {1'000})});
@@ -493,7 +478,7 @@ TEST_CASE("a real version 3 database is upgraded in place to version 4", "[store
   // delay clock) with -g latency,slice,sleep,migration.
   temp_dir dir;
   const auto path = dir.file("rsched.db");
-  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/v3.db"));
+  copy_fixture("v3.db", path);
   std::vector<std::vector<std::string>> before;
   std::int64_t n = 0;
   {
@@ -536,7 +521,7 @@ TEST_CASE("real version 2 and 3 databases upgraded in place have the schema of a
   for (const char *name : {"v2.db", "v3.db"}) {
     INFO(name);
     const auto path = dir.file(name);
-    write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/" + name));
+    copy_fixture(name, path);
     std::string upgraded_ns;
     {
       auto w = open_writer(path);
@@ -611,12 +596,10 @@ TEST_CASE("health.drops sums every drop counter including drops_segment, and the
   CHECK(as_text(h.rows[2][4]) == "null");
 }
 
-TEST_CASE("the 1-hour rollup keeps the one clock of its minutes or says 'mixed', and sums "
-          "drops_segment through both tiers",
-          "[store][rollup]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db,
+                 "the 1-hour rollup keeps the one clock of its minutes or says 'mixed', and sums "
+                 "drops_segment through both tiers",
+                 "[store][rollup]") {
   w.set_retention(forever());
   // Hour 0: monotonic throughout; hour 1: monotonic except one runqueue interval in minute 30.
   const std::int64_t runqueue_at = t0 + hour + 30 * minute + 2 * step;
@@ -658,11 +641,9 @@ TEST_CASE("the 1-hour rollup keeps the one clock of its minutes or says 'mixed',
 // interval that did not record the latency group (NULL, groups without bit 0) used no clock and
 // does not make its bucket 'mixed'; an interval written before version 4 that did record it
 // (NULL, groups bit 0: its clock is unknown) does.
-TEST_CASE("a rollup ignores intervals that recorded no latency when it names the clock",
-          "[store][rollup]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db,
+                 "a rollup ignores intervals that recorded no latency when it names the clock",
+                 "[store][rollup]") {
   for (int i = 0; i < 6; ++i) {
     // Minute 0: three monotonic intervals, then three of `-g slice` (no latency, no clock).
     auto iv = make_interval(t0 + i * step, {make_thread(1, "a", {1'000})});

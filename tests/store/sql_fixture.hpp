@@ -20,9 +20,9 @@ using metric = rsched::metrics::id;
 
 namespace sql_fixture {
 
-constexpr std::int64_t sec = 1'000'000'000;
+using store_test::minute;
+using store_test::sec;
 constexpr std::int64_t t1300 = std::int64_t{1795179600} * sec; // 2026-11-20T13:00:00Z
-constexpr std::int64_t minute = 60 * sec;
 constexpr std::int64_t t1403 = t1300 + 63 * minute;
 constexpr std::int64_t spike_start = t1403; // [14:03:00, 14:03:30): 3 intervals
 constexpr std::int64_t spike_end = t1403 + 30 * sec;

@@ -17,8 +17,6 @@
 using metric = rsched::metrics::id;
 
 using namespace store_test;
-using rsched::store::reader;
-using rsched::store::writer;
 
 namespace {
 

@@ -24,7 +24,6 @@
 
 using namespace store_test;
 using namespace sql_fixture;
-using rsched::store::reader;
 
 namespace {
 

@@ -29,9 +29,18 @@ using metric = rsched::metrics::id;
 namespace store_test {
 
 namespace fs = std::filesystem;
+using rsched::stats::layout;
+using rsched::store::hist_value;
+using rsched::store::reader;
 using rsched::store::value;
+using rsched::store::writer;
 
 using rsched::test::temp_dir;
+
+// Nanoseconds in a second, a minute, an hour (the unit of every time in the store).
+inline constexpr std::int64_t sec = 1'000'000'000;
+inline constexpr std::int64_t minute = 60 * sec;
+inline constexpr std::int64_t hour = 60 * minute;
 
 struct table {
   std::vector<std::vector<std::string>> headers; // one entry per statement with columns
@@ -110,6 +119,15 @@ inline void write_ok(rsched::store::writer &w, const rsched::store::interval_row
   auto r = w.write(iv);
   INFO("error: " << (r.ok() ? std::string() : r.err().msg));
   REQUIRE(r.ok());
+}
+
+// The steps of EXPLAIN QUERY PLAN for `select` (their detail column), one line each.
+inline std::string query_plan(rsched::store::reader &r, const std::string &select) {
+  std::string details;
+  for (const auto &row : run(r, "EXPLAIN QUERY PLAN " + select).rows) {
+    details += as_text(row.back()) + "\n";
+  }
+  return details;
 }
 
 // Column names of a table or view, in order.
@@ -244,6 +262,20 @@ inline void write_file(const std::string &path, const std::string &bytes) {
   std::ofstream out(path, std::ios::binary);
   out << bytes;
   REQUIRE(out.good());
+}
+
+// A new database in a temporary directory and its writer: the fixture (TEST_CASE_METHOD) of the
+// tests that start from an empty database.
+struct new_db {
+  temp_dir dir;
+  std::string path = dir.file("rsched.db");
+  writer w = open_writer(path);
+};
+
+// A copy of the fixture database tests/store/data/`name` at `path`, to open and upgrade without
+// touching the fixture.
+inline void copy_fixture(const std::string &name, const std::string &path) {
+  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/" + name));
 }
 
 // Runs SQL on a plain sqlite3 connection (fixtures, and observing the file from outside).

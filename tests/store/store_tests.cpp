@@ -20,13 +20,28 @@
 using metric = rsched::metrics::id;
 
 using namespace store_test;
-using rsched::store::reader;
-using rsched::store::writer;
 
 namespace {
 
 // A comm as hostile as the kernel allows: quotes, comma, an ESC sequence, invalid UTF-8, newline.
 const std::string hostile_comm = "a\"b,c\x1b[31m\xff\n";
+
+// The writer refuses to open `path` with an error that says `writer_says`, and so does the reader
+// with `reader_says` (when given); the file is left as it was. Returns the writer's error.
+std::string check_refused(const std::string &path, const std::string &writer_says,
+                          const char *reader_says = nullptr) {
+  const std::string before = read_file(path);
+  auto w = writer::open(path);
+  REQUIRE_FALSE(w.ok());
+  CHECK_THAT(w.err().msg, Catch::Contains(writer_says));
+  if (reader_says != nullptr) {
+    auto r = reader::open(path);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.err().msg, Catch::Contains(reader_says));
+  }
+  CHECK(read_file(path) == before);
+  return w.err().msg;
+}
 
 } // namespace
 
@@ -105,7 +120,7 @@ TEST_CASE("the writer brings an older health view up to date and stalled interva
           "[store]") {
   temp_dir dir;
   const auto path = dir.file("rsched.db");
-  write_file(path, read_file(std::string(RSCHED_TEST_DATA_DIR) + "/v3.db"));
+  copy_fixture("v3.db", path);
   {
     sqlite3 *db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
@@ -188,12 +203,8 @@ TEST_CASE("time-range queries on the views use the start_ns index", "[store]") {
         continue;
       }
       INFO(view << " WHERE " << where);
-      auto plan =
-          run(*rr, std::string("EXPLAIN QUERY PLAN SELECT * FROM ") + view + " WHERE " + where);
-      std::string details;
-      for (const auto &row : plan.rows) {
-        details += as_text(row.back()) + "\n";
-      }
+      const std::string details =
+          query_plan(*rr, std::string("SELECT * FROM ") + view + " WHERE " + where);
       INFO(details);
       CHECK_THAT(details, Catch::Contains("INDEX intervals_start_ns (start_ns>"));
       CHECK_THAT(details, Catch::Contains("PRIMARY KEY (interval_id=? AND metric=?)"));
@@ -211,10 +222,7 @@ TEST_CASE("in-memory reader gets the schema", "[store]") {
   CHECK(columns_of(r, "sched_delay").size() == 10);
 }
 
-TEST_CASE("intervals round trip through writer and reader", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "intervals round trip through writer and reader", "[store]") {
 
   const std::vector<std::uint64_t> d1 = {1'500, 25'000, 25'500, 700'000, 3'000'000'000};
   const std::vector<std::uint64_t> d2 = {9'000, 9'999};
@@ -374,52 +382,28 @@ TEST_CASE("files that are not rsched databases are refused and left untouched", 
       text += "this is not a database, line " + std::to_string(i) + "\n";
     }
     write_file(path, text);
-    auto w = writer::open(path);
-    REQUIRE_FALSE(w.ok());
-    CHECK_THAT(w.err().msg, Catch::Contains("file is not a database"));
-    CHECK(w.err().msg.find('\n') == std::string::npos);
-    auto r = reader::open(path);
-    REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("file is not a database"));
-    CHECK(read_file(path) == text);
+    const std::string err = check_refused(path, "file is not a database", "file is not a database");
+    CHECK(err.find('\n') == std::string::npos);
   }
 
   SECTION("SQLite with a foreign application_id") {
     const auto path = dir.file("other.db");
     raw_exec(path, "PRAGMA application_id = 42; PRAGMA user_version = 1; CREATE TABLE t(x);");
-    const std::string before = read_file(path);
-    auto w = writer::open(path);
-    REQUIRE_FALSE(w.ok());
-    CHECK_THAT(w.err().msg, Catch::Contains("not an rsched database"));
-    auto r = reader::open(path);
-    REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("not an rsched database"));
-    CHECK(read_file(path) == before);
+    check_refused(path, "not an rsched database", "not an rsched database");
   }
 
   SECTION("SQLite with tables but no application_id and user_version 0") {
     const auto path = dir.file("plain.db");
     raw_exec(path, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
-    const std::string before = read_file(path);
-    auto w = writer::open(path);
-    REQUIRE_FALSE(w.ok());
-    CHECK_THAT(w.err().msg, Catch::Contains("not an rsched database"));
-    CHECK(read_file(path) == before);
+    check_refused(path, "not an rsched database");
   }
 
   SECTION("a newer schema version") {
     const auto path = dir.file("rsched.db");
     { auto w = open_writer(path); }
     raw_exec(path, "PRAGMA user_version = 5;");
-    const std::string before = read_file(path);
-    auto w = writer::open(path);
-    REQUIRE_FALSE(w.ok());
-    CHECK_THAT(w.err().msg,
-               Catch::Contains("database schema version 5 is newer than this rsched supports (4)"));
-    auto r = reader::open(path);
-    REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 5 is newer"));
-    CHECK(read_file(path) == before);
+    check_refused(path, "database schema version 5 is newer than this rsched supports (4)",
+                  "database schema version 5 is newer");
   }
 
   SECTION("rsched application_id without a schema version") {
@@ -457,10 +441,7 @@ TEST_CASE("reader does not create missing or empty databases", "[store]") {
   CHECK(read_file(empty).empty());
 }
 
-TEST_CASE("read-only reader cannot write", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "read-only reader cannot write", "[store]") {
   write_ok(w, make_interval(1, {make_thread(1, "x", {1000})}));
   auto r = open_reader(path);
   const auto err = run_error(r, "INSERT INTO meta(key, value) VALUES ('k', 'v')");
@@ -475,10 +456,8 @@ TEST_CASE("read-only reader cannot write", "[store]") {
   run(rw, "INSERT INTO meta(key, value) VALUES ('k', 'v')");
 }
 
-TEST_CASE("reader sees new intervals and holds no snapshot between statements", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "reader sees new intervals and holds no snapshot between statements",
+                 "[store]") {
   write_ok(w, make_interval(1, {make_thread(1, "x", {1000})}));
   auto r = open_reader(path);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
@@ -500,10 +479,8 @@ TEST_CASE("reader sees new intervals and holds no snapshot between statements", 
   CHECK(fs::file_size(path + "-wal") == 0);
 }
 
-TEST_CASE("a failed write (file size limit) is a clean error and rolls back", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "a failed write (file size limit) is a clean error and rolls back",
+                 "[store]") {
   const std::int64_t t0 = 1'700'000'000'000'000'000;
   write_ok(w, make_interval(t0, {make_thread(1, "first", {1000})}));
 
@@ -547,10 +524,8 @@ TEST_CASE("a failed write (file size limit) is a clean error and rolls back", "[
                       "(SELECT id FROM thread)") == 0);
 }
 
-TEST_CASE("moved-from writer and reader report errors instead of crashing", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "moved-from writer and reader report errors instead of crashing",
+                 "[store]") {
   writer w2 = std::move(w);
   CHECK_FALSE(w.write(make_interval(1, {})).ok()); // NOLINT(bugprone-use-after-move)
   CHECK(w2.write(make_interval(1, {})).ok());

@@ -14,14 +14,8 @@
 #include <string>
 #include <vector>
 
-using metric = rsched::metrics::id;
-
 using namespace store_test;
 using rsched::stats::histogram;
-using rsched::stats::layout;
-using rsched::store::hist_value;
-using rsched::store::reader;
-using rsched::store::writer;
 
 namespace {
 
@@ -223,11 +217,7 @@ TEST_CASE("time-range queries on the v2 views use the start_ns index", "[store]"
   for (const auto &view : views) {
     for (const char *where : {"ts > 10", "ts BETWEEN 10 AND 20"}) {
       INFO(view << " WHERE " << where);
-      auto plan = run(r, "EXPLAIN QUERY PLAN SELECT * FROM " + view + " WHERE " + where);
-      std::string details;
-      for (const auto &row : plan.rows) {
-        details += as_text(row.back()) + "\n";
-      }
+      const std::string details = query_plan(r, "SELECT * FROM " + view + " WHERE " + where);
       INFO(details);
       CHECK_THAT(details, Catch::Contains("INDEX intervals_start_ns (start_ns>"));
       CHECK_THAT(details, Catch::Contains("PRIMARY KEY (interval_id=?"));
@@ -236,10 +226,7 @@ TEST_CASE("time-range queries on the v2 views use the start_ns index", "[store]"
   }
 }
 
-TEST_CASE("all v2 data round trips through writer and views", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "all v2 data round trips through writer and views", "[store]") {
 
   auto a = bare_thread(201, "both");
   a.m[metric::slice_voluntary] = value_of(layout::latency, {100'000, 250'000});
@@ -426,10 +413,8 @@ TEST_CASE("all v2 data round trips through writer and views", "[store]") {
   }
 }
 
-TEST_CASE("timeslice has one row per thread with voluntary or involuntary slices", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "timeslice has one row per thread with voluntary or involuntary slices",
+                 "[store]") {
   auto vol = bare_thread(1, "vol-only");
   vol.m[metric::slice_voluntary] = value_of(layout::latency, {10'000, 20'000, 30'000});
   auto invol = bare_thread(2, "invol-only");
@@ -485,10 +470,9 @@ TEST_CASE("timeslice has one row per thread with voluntary or involuntary slices
                 ->value));
 }
 
-TEST_CASE("migration_rate percentiles come from hist_percentile over the count layout", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db,
+                 "migration_rate percentiles come from hist_percentile over the count layout",
+                 "[store]") {
   // Per-second migration counts of two threads of one program over two intervals.
   const std::vector<std::uint64_t> s1 = {1, 1, 2, 3, 5};
   const std::vector<std::uint64_t> s2 = {8, 13, 21, 34, 55};
@@ -647,10 +631,7 @@ TEST_CASE("counter_time and schedstat deltas: duplicates summed, zero deltas ski
   CHECK(as_text(sd[3][4]) == "alb_pushed");
 }
 
-TEST_CASE("duplicate thread rows merge every v2 metric", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "duplicate thread rows merge every v2 metric", "[store]") {
   auto a = bare_thread(5, "dup");
   a.m[metric::sleep] = value_of(layout::latency, {1'000});
   a.migrations = 1;
@@ -687,10 +668,7 @@ TEST_CASE("duplicate thread rows merge every v2 metric", "[store]") {
   CHECK(scalar_int(r, "SELECT seconds FROM migration_rate") == 1);
 }
 
-TEST_CASE("writer rejects bad v2 input without writing anything", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "writer rejects bad v2 input without writing anything", "[store]") {
   auto expect_error = [&](const rsched::store::interval_row &iv, const char *msg) {
     auto res = w.write(iv);
     REQUIRE_FALSE(res.ok());
@@ -731,10 +709,8 @@ TEST_CASE("writer rejects bad v2 input without writing anything", "[store]") {
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
 }
 
-TEST_CASE("a failed v2 write rolls back and keeps no ids of rolled-back rows", "[store]") {
-  temp_dir dir;
-  const auto path = dir.file("rsched.db");
-  auto w = open_writer(path);
+TEST_CASE_METHOD(new_db, "a failed v2 write rolls back and keeps no ids of rolled-back rows",
+                 "[store]") {
   // A trigger on the last table the writer fills makes the transaction fail after every id
   // lookup (event, field, domain, thread) ran.
   raw_exec(path, "CREATE TRIGGER fail_domain BEFORE INSERT ON schedstat_domain_delta "

@@ -26,14 +26,10 @@
 
 using namespace store_test;
 using rsched::store::open_options;
-using rsched::store::reader;
 using rsched::store::retention;
-using rsched::store::writer;
 
 namespace {
 
-constexpr std::int64_t sec = 1'000'000'000;
-constexpr std::int64_t minute = 60 * sec;
 // A minute boundary (an hour boundary, too).
 constexpr std::int64_t t0 = 1'699'999'200LL * sec;
 

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -33,6 +34,13 @@ std::vector<unsigned> cpu_numbers(const topology &t) {
     out.push_back(c.cpu);
   }
   return out;
+}
+
+// The error of loading the tree at `root`, which must fail.
+std::string load_error(const std::filesystem::path &root) {
+  const auto r = load(root);
+  REQUIRE_FALSE(r.ok());
+  return r.err().msg;
 }
 
 int die_of(const topology &t, unsigned cpu) {
@@ -230,16 +238,12 @@ TEST_CASE("load: group ids and fallback ids share one dense numbering", "[topolo
 
 TEST_CASE("load: errors name the path", "[topology]") {
   SECTION("missing root") {
-    const auto r = load("/nonexistent/rsched-topology-root");
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.err().msg.find("/nonexistent/rsched-topology-root/devices/system/cpu") !=
-          std::string::npos);
+    CHECK(load_error("/nonexistent/rsched-topology-root")
+              .find("/nonexistent/rsched-topology-root/devices/system/cpu") != std::string::npos);
   }
   SECTION("no CPU at all") {
     fake_sysfs fs;
-    const auto r = load(fs.root());
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.err().msg.find("no online CPU") != std::string::npos);
+    CHECK(load_error(fs.root()).find("no online CPU") != std::string::npos);
   }
   SECTION("only offline CPUs") {
     fake_sysfs fs;
@@ -250,24 +254,18 @@ TEST_CASE("load: errors name the path", "[topology]") {
     fake_sysfs fs;
     fs.cpu(0, {.package = 0});
     fs.write("devices/system/cpu/cpu0/topology/core_id", "abc\n");
-    const auto r = load(fs.root());
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.err().msg.find("cpu0/topology/core_id") != std::string::npos);
+    CHECK(load_error(fs.root()).find("cpu0/topology/core_id") != std::string::npos);
   }
   SECTION("malformed cpulist attribute") {
     fake_sysfs fs;
     fs.cpu(0, {.package = 0, .die_cpus_list = "0-"});
-    const auto r = load(fs.root());
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.err().msg.find("die_cpus_list") != std::string::npos);
+    CHECK(load_error(fs.root()).find("die_cpus_list") != std::string::npos);
   }
   SECTION("malformed node cpulist") {
     fake_sysfs fs;
     fs.cpu(0, {.package = 0});
     fs.node(0, "zero");
-    const auto r = load(fs.root());
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.err().msg.find("node0/cpulist") != std::string::npos);
+    CHECK(load_error(fs.root()).find("node0/cpulist") != std::string::npos);
   }
   SECTION("CPU in two nodes") {
     fake_sysfs fs;
@@ -289,9 +287,7 @@ TEST_CASE("load: errors name the path", "[topology]") {
     fake_sysfs fs;
     fs.cpu(0, {.package = 0});
     fs.write("devices/system/cpu/cpu1", "1");
-    const auto r = load(fs.root());
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.err().msg.find("cpu1") != std::string::npos);
+    CHECK(load_error(fs.root()).find("cpu1") != std::string::npos);
   }
 }
 
