@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 bad=0
-for m in stats metrics topology schedstat store base abi; do
+for m in stats metrics topology schedstat pressure store base abi; do
   [ -d "modules/$m" ] || continue
   if grep -rnE '#include [<"](bpf/|rsched/bpf/|rsched/collect/)' "modules/$m"; then
     echo "layering: modules/$m must not depend on BPF"; bad=1

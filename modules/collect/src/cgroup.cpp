@@ -1,5 +1,7 @@
 #include "rsched/collect/cgroup.hpp"
 
+#include "rsched/base/mountinfo.hpp"
+
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -8,50 +10,8 @@
 
 namespace rsched::collect {
 
-namespace {
-// mountinfo escapes space, tab, newline and backslash in paths as \ooo.
-std::string unescape_octal(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
-        s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
-      out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-} // namespace
-
 std::optional<std::string> cgroup2_mount_from_mountinfo(std::string_view mountinfo) {
-  // Each line: id parent major:minor root mount-point options [optional fields...] - fstype ...
-  std::size_t pos = 0;
-  while (pos < mountinfo.size()) {
-    auto end = mountinfo.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = mountinfo.size();
-    }
-    const std::string_view line = mountinfo.substr(pos, end - pos);
-    pos = end + 1;
-    const auto sep = line.find(" - ");
-    if (sep == std::string_view::npos) {
-      continue;
-    }
-    std::istringstream tail{std::string(line.substr(sep + 3))};
-    std::string fstype;
-    tail >> fstype;
-    if (fstype != "cgroup2") {
-      continue;
-    }
-    std::istringstream head{std::string(line.substr(0, sep))};
-    std::string id, parent, dev, root, mnt;
-    if (head >> id >> parent >> dev >> root >> mnt) {
-      return unescape_octal(mnt);
-    }
-  }
-  return std::nullopt;
+  return mountinfo::cgroup2(mountinfo);
 }
 
 cgroup_resolver::cgroup_resolver(std::string mount) : mount_(std::move(mount)) {
