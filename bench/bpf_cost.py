@@ -56,6 +56,9 @@ def main():
         "rschedd -g latency,migration (service)": [args.rschedd, "--no-db", "-i", "1", "-g",
                                                    "latency,migration"],
         "rschedd -g most": [args.rschedd, "--no-db", "-i", "1", "-g", "most"],
+        "rschedd -g latency,blame": [args.rschedd, "--no-db", "-i", "1", "-g", "latency,blame"],
+        "rschedd -g latency,migration,blame (service + blame)": [
+            args.rschedd, "--no-db", "-i", "1", "-g", "latency,migration,blame"],
         "runqlat": [args.runqlat, "1", "1000"],
     }
     if args.baseline:

@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <sched.h>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -169,6 +170,17 @@ int run(const rschedd::options &opt) {
       schedstat.emplace(std::move(*f));
     }
   }
+  // pressure: PSI and CFS throttling; what the machine lacks costs one line each.
+  std::optional<pressure_feed> pressure;
+  if (opt.groups.pressure) {
+    std::ifstream mi("/proc/self/mountinfo");
+    std::stringstream text;
+    text << mi.rdbuf();
+    pressure.emplace(pressure::find_sources(text.str()), [](std::string_view s) { note("{}", s); });
+    for (const auto &m : pressure->missing()) {
+      notes += fmt::format("rschedd: {}\n", m);
+    }
+  }
   bo.mode = opt.mode;
   bo.groups = groups;
   bo.graveyard_entries = opt.graveyard_entries;
@@ -238,6 +250,9 @@ int run(const rschedd::options &opt) {
     times.add_to(row);
     if (schedstat) {
       schedstat->add_to(row);
+    }
+    if (pressure) {
+      pressure->add_to(row);
     }
     health.add_to(row);
   };

@@ -87,7 +87,7 @@ TEST_CASE("rsched-sql writes: ATTACH, PRAGMA assignments and DDL/DML are refused
                           "meta WHERE key = 'k') AS k, (SELECT user_version FROM "
                           "pragma_user_version) AS v"});
   CHECK(q.status == 0);
-  CHECK(q.out == "threads,k,v\r\n2,0,4\r\n");
+  CHECK(q.out == "threads,k,v\r\n2,0," + std::to_string(rsched::store::schema_version) + "\r\n");
   const auto m = run_sql({db, "mark", "still works", "--at", "2026-11-20T14:03:00Z"});
   CHECK(m.status == 0);
   CHECK(m.out == "1\n");
@@ -109,7 +109,9 @@ TEST_CASE("rsched-sql writes: reads, read-only PRAGMAs and TEMP objects still wo
   INFO(r.err);
   CHECK(r.status == 0);
   CHECK(r.err.empty());
-  CHECK(r.out.rfind("n\r\n2\r\ncols\r\n8\r\nquick_check\r\nok\r\nuser_version\r\n4\r\n", 0) == 0);
+  CHECK(r.out.rfind("n\r\n2\r\ncols\r\n8\r\nquick_check\r\nok\r\nuser_version\r\n" +
+                        std::to_string(rsched::store::schema_version) + "\r\n",
+                    0) == 0);
 }
 
 TEST_CASE("rsched-sql writes: mark --at outside 64-bit ns is an error and stores nothing",

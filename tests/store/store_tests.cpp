@@ -217,7 +217,7 @@ TEST_CASE("in-memory reader gets the schema", "[store]") {
   auto r = open_reader(":memory:", false);
   CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
-  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 49);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 61);
   CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay") == 0);
   CHECK(columns_of(r, "sched_delay").size() == 10);
 }
@@ -401,9 +401,13 @@ TEST_CASE("files that are not rsched databases are refused and left untouched", 
   SECTION("a newer schema version") {
     const auto path = dir.file("rsched.db");
     { auto w = open_writer(path); }
-    raw_exec(path, "PRAGMA user_version = 5;");
-    check_refused(path, "database schema version 5 is newer than this rsched supports (4)",
-                  "database schema version 5 is newer");
+    raw_exec(path, "PRAGMA user_version = " + std::to_string(rsched::store::schema_version + 1));
+    const std::string newer =
+        fmt::format("database schema version {} is newer", rsched::store::schema_version + 1);
+    check_refused(
+        path,
+        fmt::format("{} than this rsched supports ({})", newer, rsched::store::schema_version),
+        newer.c_str());
   }
 
   SECTION("rsched application_id without a schema version") {

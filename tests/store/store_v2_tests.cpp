@@ -884,15 +884,15 @@ TEST_CASE("a database newer than the current version is refused and left byte-id
       auto w = open_writer(path);
       write_ok(w, make_interval(t0, {make_thread(1, "x", {1'000})}));
     }
-    raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 5;");
+    raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 6;");
     const std::string before = read_file(path);
     auto w = writer::open(path);
     REQUIRE_FALSE(w.ok());
     CHECK_THAT(w.err().msg,
-               Catch::Contains("database schema version 5 is newer than this rsched supports (4)"));
+               Catch::Contains("database schema version 6 is newer than this rsched supports (5)"));
     auto r = reader::open(path);
     REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 5 is newer"));
+    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 6 is newer"));
     CHECK(read_file(path) == before);
   }
 }

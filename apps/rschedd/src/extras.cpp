@@ -3,8 +3,11 @@
 
 #include "rsched/schedstat/render.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <ctime>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -111,6 +114,43 @@ void schedstat_feed::add_to(store::interval_row &row) {
     live_ = schedstat::render(*d);
   }
   prev_ = std::move(*cur);
+}
+
+std::vector<store::cgroup_cpu_row> pressure_rows(const pressure::readings &prev,
+                                                 const pressure::readings &cur,
+                                                 const std::vector<store::thread_row> &threads) {
+  std::set<std::string> active;
+  for (const auto &t : threads) {
+    active.insert(t.cgroup);
+  }
+  const auto i64 = [](std::optional<std::uint64_t> v) -> std::optional<std::int64_t> {
+    if (!v) {
+      return std::nullopt;
+    }
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(*v, INT64_MAX));
+  };
+  std::vector<store::cgroup_cpu_row> out;
+  for (auto &[path, d] : pressure::interval_rows(prev, cur, active)) {
+    out.push_back({path, i64(d.some_ns), i64(d.full_ns), i64(d.usage_ns), i64(d.periods),
+                   i64(d.throttled), i64(d.throttled_ns)});
+  }
+  return out;
+}
+
+pressure_feed::pressure_feed(pressure::sources where, std::function<void(std::string_view)> note)
+    : sampler_(std::move(where)), note_(std::move(note)) {
+  prev_ = sampler_.read();
+}
+
+void pressure_feed::add_to(store::interval_row &row) {
+  auto cur = sampler_.read();
+  if (sampler_.truncated() && !warned_truncated_ && note_) {
+    note_("rschedd: more than " + std::to_string(sampler_.where().max_cgroups) +
+          " cgroups: pressure and throttling are read for the shallowest ones only\n");
+    warned_truncated_ = true;
+  }
+  row.cgroup_cpu = pressure_rows(prev_, cur, row.threads);
+  prev_ = std::move(cur);
 }
 
 std::optional<std::int64_t> self_rss_bytes() {

@@ -17,6 +17,7 @@ result<group_selection> parse_groups(const std::vector<std::string> &tokens) {
     return g;
   }
   g.groups = 0;
+  g.pressure = false; // an explicit -g replaces the default groups
   auto add_event = [&](const std::string &e) {
     if (e == "ipc") {
       g.ipc = true;
@@ -42,8 +43,13 @@ result<group_selection> parse_groups(const std::vector<std::string> &tokens) {
       g.groups |= RSCHED_G_WAKING;
     } else if (t == "migration") {
       g.groups |= RSCHED_G_MIGRATION;
+    } else if (t == "blame") {
+      // Blame divides the scheduling delay among what ran meanwhile: it needs the delay.
+      g.groups |= RSCHED_G_BLAME | RSCHED_G_LATENCY;
     } else if (t == "schedstat") {
       g.schedstat = true;
+    } else if (t == "pressure") {
+      g.pressure = true;
     } else if (t == "perf") {
       add_event("ipc");
     } else if (t.rfind("perf=", 0) == 0) {
@@ -54,12 +60,13 @@ result<group_selection> parse_groups(const std::vector<std::string> &tokens) {
     } else if (t == "most" || t == "all") {
       g.groups |= RSCHED_G_LATENCY | RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_MIGRATION;
       g.schedstat = true;
+      g.pressure = true;
       // upstream: `most` adds ipc only when no perf event was named yet (order matters)
       if (!g.ipc && g.events.empty()) {
         add_event("ipc");
       }
       if (t == "all") {
-        g.groups |= RSCHED_G_WAKING;
+        g.groups |= RSCHED_G_WAKING | RSCHED_G_BLAME;
       }
     } else if (t.empty()) {
       return make_error("empty metric group in -g");

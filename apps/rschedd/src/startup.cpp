@@ -57,8 +57,7 @@ std::string banner(const options &opt) {
     active += fmt::format("  - Runtime limit: {} seconds\n", *opt.run_time_s);
   }
   const auto &g = opt.groups;
-  const bool default_groups = opt.group_tokens.empty() ||
-                              (opt.group_tokens.size() == 1 && opt.group_tokens[0] == "latency");
+  const bool default_groups = opt.group_tokens.empty();
   if (!default_groups) {
     std::vector<std::string> names;
     auto add = [&](bool on, const char *n) {
@@ -84,6 +83,8 @@ std::string banner(const options &opt) {
     add(g.schedstat, "schedstat");
     add((g.groups & RSCHED_G_WAKING) != 0, "waking");
     add((g.groups & RSCHED_G_MIGRATION) != 0, "migration");
+    add((g.groups & RSCHED_G_BLAME) != 0, "blame");
+    add(g.pressure, "pressure");
     active += "  - Metric groups: " + escaped_list(names) + "\n";
   }
   if (!active.empty()) {

@@ -160,6 +160,34 @@ struct {
 	__type(value, struct rsched_perf_ctx);
 } perf_ctx SEC(".maps");
 
+/* Blame (BPF-internal): the threads that ran on each CPU, newest last. A thread switched in here
+ * is blamed for the part of the scheduling delay of the threads that waited here while it ran. */
+struct rsched_runner {
+	__u64 ts;	 /* when it was switched in (the delay clock); 0 = empty */
+	__u64 cgroup_id; /* its attribution (comm, cgroup) */
+	char comm[RSCHED_COMM_LEN];
+	__u32 tgid; /* 0 with tid 0: the idle task */
+	__u32 tid;  /* the first thread of the run (a run of one culprit's threads is one entry) */
+};
+
+struct rsched_runners {
+	struct rsched_runner ring[RSCHED_BLAME_RING];
+	__u32 head; /* entries written so far; the newest is ring[(head - 1) % RSCHED_BLAME_RING] */
+	__u32 pad;
+};
+
+/* 0 -> per-CPU ring of recent runners (blame group) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_runners);
+} runners SEC(".maps");
+
+/* Bumped by user space before every read (mmapped .bss): a blame slot last updated at least
+ * three epochs ago has had its counts read, so it may be given to a new culprit. */
+__u32 blame_epoch;
+
 /* Kernel drift, handled with CO-RE flavours:
  *  - v5.14 (2f064a59a1) renamed task_struct::state to __state;
  *  - v5.16 (bcf9033e5449) moved the CPU number from thread_info to task_struct on some arches.
@@ -458,6 +486,255 @@ static __always_inline void charge_counters(struct task_struct *prev, __u32 prev
 	ctx->running_tid = next_tid;
 }
 
+/* Whether two 16-byte comms are equal (both 8-byte aligned). */
+static __always_inline bool comm_eq(const char *a, const char *b)
+{
+	return ((const __u64 *)a)[0] == ((const __u64 *)b)[0] &&
+	       ((const __u64 *)a)[1] == ((const __u64 *)b)[1];
+}
+
+/* Blame: a culprit's slot in the thread's blame. Its own slot if it has one; else a slot never
+ * used or not updated for three reads (its counts have been read), which takes the culprit on
+ * (`gen` moves on, the counts restart from 0); else -1: <other>. */
+static __noinline int blame_search(struct rsched_task_state *st, __u32 tgid, __u64 cgroup,
+				   const char *comm)
+{
+	struct rsched_blame *b = &st->blame;
+	__u16 epoch = (__u16)blame_epoch;
+
+	/* Rolled loops whose every branch returns: the verifier walks each slot once. */
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_BLAME_SLOTS; i++) {
+		if (b->gen[i] && b->tgid[i] == tgid && b->slot[i].cgroup_id == cgroup &&
+		    comm_eq(b->slot[i].comm, comm)) {
+			b->epoch[i] = epoch;
+			st->blame_hint = i;
+			return (int)i;
+		}
+	}
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_BLAME_SLOTS; i++) {
+		if (!b->gen[i] || (__u16)(epoch - b->epoch[i]) >= 3) {
+			struct rsched_blame_slot *s = &b->slot[i];
+			__u16 gen = b->gen[i] + 1;
+			b->gen[i] = gen ? gen : 1; /* 0 means never used */
+			b->epoch[i] = epoch;
+			b->tgid[i] = tgid;
+			s->cgroup_id = cgroup;
+			__builtin_memcpy(s->comm, comm, RSCHED_COMM_LEN);
+			s->wait_ns = 0;
+			s->waits = 0;
+			s->preempts = 0;
+			st->blame_hint = i;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* blame_search, after the culprit found last (a thread usually waits behind the same few). */
+static __always_inline int blame_slot(struct rsched_task_state *st, __u32 tgid, __u64 cgroup,
+				      const char *comm)
+{
+	struct rsched_blame *b = &st->blame;
+	__u32 h = st->blame_hint & (RSCHED_BLAME_SLOTS - 1);
+
+	if (b->gen[h] && b->tgid[h] == tgid && b->slot[h].cgroup_id == cgroup &&
+	    comm_eq(b->slot[h].comm, comm)) {
+		b->epoch[h] = (__u16)blame_epoch;
+		return (int)h;
+	}
+	return blame_search(st, tgid, cgroup, comm);
+}
+
+enum {
+	BLAME_SEEN_IDLE = 1u << RSCHED_BLAME_SLOTS,
+	BLAME_SEEN_OTHER = 2u << RSCHED_BLAME_SLOTS,
+};
+
+/* Charges `ns` of a thread's wait to runner `e`; `seen` marks the culprits already counted in
+ * this wait (each one's `waits` counts the wait once). */
+static __always_inline void blame_add(struct rsched_task_state *st, const struct rsched_runner *e,
+				      __u64 ns, __u32 *seen)
+{
+	struct rsched_blame *b = &st->blame;
+
+	if (!e->tid) {
+		b->idle_ns += ns;
+		if (!(*seen & BLAME_SEEN_IDLE)) {
+			*seen |= BLAME_SEEN_IDLE;
+			b->idle_waits++;
+		}
+		return;
+	}
+	int i = blame_slot(st, e->tgid, e->cgroup_id, e->comm);
+	if (i < 0) {
+		b->other_ns += ns;
+		if (!(*seen & BLAME_SEEN_OTHER)) {
+			*seen |= BLAME_SEEN_OTHER;
+			b->other_waits++;
+		}
+		return;
+	}
+	__u32 k = (__u32)i & (RSCHED_BLAME_SLOTS - 1);
+	b->slot[k].wait_ns += ns;
+	if (!(*seen & (1u << k))) {
+		*seen |= 1u << k;
+		b->slot[k].waits++;
+	}
+}
+
+/* The walk back through a CPU's runners over one wait [start, end). */
+struct blame_walk {
+	struct rsched_task_state *st;
+	struct rsched_runners *r;
+	__u64 start;	  /* the wait on this CPU began here */
+	__u64 end;	  /* what is newer has been walked */
+	__u64 attributed; /* ns charged to runners */
+	__u32 head; /* the ring's head at the switch-in; entry k is ring[head - 1 - k] */
+	__u32 seen;
+	__u32 skip; /* entries walked before this loop (the loop's index counts from 0) */
+	__u32 pad;
+};
+
+/* Entry `k + w->skip` of the walk. The loop index, not a counter in `w`, selects the entry: the
+ * verifier then checks one iteration for all (a counter it tracks would be a state per entry). */
+static __always_inline long blame_step_at(__u32 k, struct blame_walk *w)
+{
+	struct rsched_runner *e =
+		&w->r->ring[(w->head - 1 - w->skip - k) & (RSCHED_BLAME_RING - 1)];
+	__u64 ts = e->ts;
+
+	if (!ts)
+		return 1; /* nothing older */
+	__u64 from = ts > w->start ? ts : w->start;
+	if (w->end > from) {
+		blame_add(w->st, e, w->end - from, &w->seen);
+		w->attributed += w->end - from;
+	}
+	if (ts <= w->start)
+		return 1; /* the runner the wait began under: done */
+	if (ts < w->end)
+		w->end = ts;
+	return 0;
+}
+
+static long blame_step(__u32 k, struct blame_walk *w)
+{
+	return blame_step_at(k, w);
+}
+
+/* The rest of a walk, past its first entry. */
+static __noinline void blame_walk_on(struct blame_walk *w)
+{
+	w->skip = 1;
+	bpf_loop(RSCHED_BLAME_RING - 1, blame_step, w, 0);
+}
+
+/* Blames a thread's scheduling delay of `delta` (enqueued at t0, switched in at t1 on `cpu`) on
+ * what ran on the CPU meanwhile, newest first. What the ring does not reach, and the part spent
+ * waiting on another CPU before a migration, is <unknown>: the parts add up to delta. */
+static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, __u64 t1,
+				       __u64 delta, __u32 cpu)
+{
+	struct rsched_blame *b = &st->blame;
+	struct blame_walk w = {.st = st, .start = t0, .end = t1};
+	__u32 zero = 0;
+
+	if (st->wait_cpu == cpu) {
+		if (st->wait_since > t0 && st->wait_since < t1)
+			w.start = st->wait_since;
+		w.r = bpf_map_lookup_elem(&runners, &zero);
+		if (w.r) {
+			w.head = w.r->head;
+			/* Most waits lie within the newest runner's time: no loop then. */
+			if (blame_step_at(0, &w) == 0)
+				blame_walk_on(&w);
+		}
+	}
+	if (delta > w.attributed) {
+		b->unknown_ns += delta - w.attributed;
+		b->unknown_waits++;
+	}
+}
+
+/* The thread whose state is `st` was switched out while runnable (an involuntary switch): the
+ * idle task (next_tid 0) or a thread of process `tgid` running as `nst`'s attribution took the
+ * CPU. */
+static __always_inline void blame_preempt(struct rsched_task_state *st, __u32 next_tid, __u32 tgid,
+				     struct rsched_task_state *nst)
+{
+	struct rsched_blame *b = &st->blame;
+
+	if (!next_tid) {
+		b->idle_preempts++;
+		return;
+	}
+	if (!nst) {
+		b->other_preempts++;
+		return;
+	}
+	int i = blame_slot(st, tgid, nst->cgroup_id, nst->comm);
+	if (i < 0)
+		b->other_preempts++;
+	else
+		b->slot[(__u32)i & (RSCHED_BLAME_SLOTS - 1)].preempts++;
+}
+
+/* Records this CPU's runner from `ts` on: the idle task (tid 0), or thread `tid` of process
+ * `tgid` running as (`cgroup`, `comm`). Consecutive runners of one culprit (threads of a process
+ * under one comm and cgroup) share an entry: a wait behind a thousand short threads of one
+ * process is one piece, and the ring reaches back further. */
+static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 cgroup,
+				   const char *comm)
+{
+	__u32 zero = 0;
+	struct rsched_runners *r = bpf_map_lookup_elem(&runners, &zero);
+
+	if (!r)
+		return;
+	__u32 h = r->head;
+	struct rsched_runner *last = &r->ring[(h - 1) & (RSCHED_BLAME_RING - 1)];
+	struct rsched_runner *e = &r->ring[h & (RSCHED_BLAME_RING - 1)];
+	if (!tid) {
+		e->ts = ts;
+		e->tid = 0;
+		e->tgid = 0;
+		e->cgroup_id = 0;
+		__builtin_memset(e->comm, 0, RSCHED_COMM_LEN);
+		r->head = h + 1;
+		return;
+	}
+	if (last->ts && last->tid && last->tgid == tgid && last->cgroup_id == cgroup &&
+	    comm_eq(last->comm, comm))
+		return; /* the same culprit runs on */
+	e->ts = ts;
+	e->tid = tid;
+	e->tgid = tgid;
+	e->cgroup_id = cgroup;
+	__builtin_memcpy(e->comm, comm, RSCHED_COMM_LEN);
+	r->head = h + 1;
+}
+
+/* push_runner for `next` (its state `nst`; NULL for the idle task or without state). */
+static __always_inline void push_next(__u64 ts, struct task_struct *next, __u32 next_tid,
+				      struct rsched_task_state *nst, bool btf)
+{
+	__u64 name[2] = {};
+
+	if (!next_tid) {
+		push_runner(ts, 0, 0, 0, (const char *)name);
+		return;
+	}
+	__u32 tgid = (__u32)READ(btf, next, tgid);
+	if (nst) {
+		push_runner(ts, next_tid, tgid, nst->cgroup_id, nst->comm);
+		return;
+	}
+	comm_of((char *)name, next, btf);
+	push_runner(ts, next_tid, tgid, cgroup_of(next, btf), (const char *)name);
+}
+
 /* The monotonic clock of this event, read on first use. */
 #define NOW() (now ? now : (now = bpf_ktime_get_ns()))
 /* A scheduling-delay timestamp of task p: the monotonic clock, or the runqueue clock. */
@@ -466,7 +743,7 @@ static __always_inline void charge_counters(struct task_struct *prev, __u32 prev
 static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool btf)
 {
-	struct rsched_task_state *st = NULL;
+	struct rsched_task_state *st = NULL, *nst = NULL;
 	struct rsched_cpu_stats *cs = NULL;
 	/* The monotonic clock, read at most once and only when a metric needs it (~35 ns a read
 	 * on a paravirtualised VM): see NOW(). */
@@ -474,9 +751,13 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	__u32 zero = 0;
 	__u32 prev_tid = (__u32)READ(btf, prev, pid);
 	__u32 next_tid = (__u32)READ(btf, next, pid);
+	bool runnable = false;
 
 	if (ON(RSCHED_G_LATENCY | RSCHED_G_SLEEP))
 		cs = bpf_map_lookup_elem(&cpu_stats, &zero);
+	/* Blame needs next's attribution before prev is done with (prev's preemption names it). */
+	if (ON(RSCHED_G_BLAME) && next_tid != 0)
+		nst = state_of(next, btf, true);
 
 	__u32 prev_state = 0;
 	if (prev_tid != 0) {
@@ -484,13 +765,18 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		prev_state = state;
 		/* Still on the runqueue: preempted, or switched out while runnable (yield). This is
 		 * also the kernel's nvcsw/nivcsw split: involuntary unless it blocked. */
-		bool runnable = preempt || state == TASK_RUNNING;
+		runnable = preempt || state == TASK_RUNNING;
 		st = state_of(prev, btf,
 			      runnable || ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_PERF));
 		if (st) {
-			if (ON(RSCHED_G_LATENCY))
+			if (ON(RSCHED_G_LATENCY)) {
 				/* delay runs from preemption */
 				st->enqueue_ns = runnable ? DELAY_TS(prev) : 0;
+				if (ON(RSCHED_G_BLAME) && runnable) {
+					st->wait_cpu = bpf_get_smp_processor_id();
+					st->wait_since = st->enqueue_ns;
+				}
+			}
 			if (ON(RSCHED_G_WAKING) && runnable)
 				st->waking_ns =
 					NOW(); /* as upstream: a preempted thread waits again */
@@ -507,6 +793,11 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			}
 			if (ON(RSCHED_G_SLEEP))
 				st->sleep_ns = runnable ? 0 : NOW();
+			if (ON(RSCHED_G_BLAME) && runnable) {
+				blame_preempt(st, next_tid,
+					      next_tid ? (__u32)READ(btf, next, tgid) : 0, nst);
+				mark_dirty(st, prev, btf);
+			}
 		}
 	} else if (ON(RSCHED_G_SLEEP) && cs && next_tid != 0 && cs->idle_start_ns) {
 		/* the idle task leaves the CPU: an idle period ends, a busy one begins */
@@ -529,11 +820,17 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	if (st && (prev_state & TASK_DEAD))
 		task_dead(prev, st, btf);
 
-	if (next_tid == 0)
+	if (next_tid == 0) {
+		if (ON(RSCHED_G_BLAME))
+			push_next(DELAY_TS(next), next, 0, NULL, btf);
 		return 0;
-	st = state_of(next, btf, true);
-	if (!st)
+	}
+	st = ON(RSCHED_G_BLAME) ? nst : state_of(next, btf, true);
+	if (!st) {
+		if (ON(RSCHED_G_BLAME))
+			push_next(DELAY_TS(next), next, next_tid, NULL, btf);
 		return 0;
+	}
 	if (ON(RSCHED_G_SLICE))
 		st->oncpu_ns = NOW();
 	if (ON(RSCHED_G_WAKING) && st->waking_ns) {
@@ -542,19 +839,26 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		mark_dirty(st, next, btf);
 		st->waking_ns = 0;
 	}
+	/* The delay clock at this switch-in (blame's runner record uses it too). */
+	__u64 arrive = 0;
 	if (ON(RSCHED_G_LATENCY) && st->enqueue_ns) {
-		__u64 arrive = DELAY_TS(next);
-		__u64 delta = arrive > st->enqueue_ns ? arrive - st->enqueue_ns : 0;
+		arrive = DELAY_TS(next);
+		__u64 t0 = st->enqueue_ns;
+		__u64 delta = arrive > t0 ? arrive - t0 : 0;
 		st->enqueue_ns = 0;
 		if (delta > max_delay_ns) {
 			count_drop(RSCHED_DROP_TOO_LONG);
-			return 0;
+		} else {
+			add_delay(&st->delay, delta, &st->used, RSCHED_USED_DELAY);
+			if (ON(RSCHED_G_BLAME))
+				blame_wait(st, t0, arrive, delta, bpf_get_smp_processor_id());
+			mark_dirty(st, next, btf);
+			if (cs)
+				add_delay(&cs->delay, delta, NULL, 0);
 		}
-		add_delay(&st->delay, delta, &st->used, RSCHED_USED_DELAY);
-		mark_dirty(st, next, btf);
-		if (cs)
-			add_delay(&cs->delay, delta, NULL, 0);
 	}
+	if (ON(RSCHED_G_BLAME))
+		push_next(arrive ? arrive : DELAY_TS(next), next, next_tid, st, btf);
 	return 0;
 }
 
@@ -581,8 +885,14 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 		return 0;
 	/* Keep an earlier timestamp: a thread preempted on its way to sleep is already queued. */
 	rq = task_rq_of(p, btf);
-	if (!st->enqueue_ns)
+	if (!st->enqueue_ns) {
 		st->enqueue_ns = delay_rq_clock ? rq_clock_of(p, btf) : (now ?: bpf_ktime_get_ns());
+		if (ON(RSCHED_G_BLAME)) {
+			/* the runqueue it waits on: the CPU the wakeup chose */
+			st->wait_cpu = (__u32)task_cpu_of(p, btf);
+			st->wait_since = st->enqueue_ns;
+		}
+	}
 	if (!rq) {
 		count_drop(RSCHED_DROP_NO_RQ);
 		return 0;
@@ -625,7 +935,7 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	__s32 src;
 	__u32 tid = (__u32)READ(btf, p, pid);
 
-	if (!ON(RSCHED_G_MIGRATION) || tid == 0)
+	if (!ON(RSCHED_G_MIGRATION | RSCHED_G_BLAME) || tid == 0)
 		return 0;
 	/* the tracepoint fires before the task's CPU field changes: it is the source. The kernel
 	 * counts se.nr_migrations only when the CPU really changes; so do we (upstream counts
@@ -633,8 +943,15 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	src = task_cpu_of(p, btf);
 	if (src == dest_cpu)
 		return 0;
-	st = state_of(p, btf, true);
+	st = state_of(p, btf, ON(RSCHED_G_MIGRATION));
 	if (!st)
+		return 0;
+	if (ON(RSCHED_G_BLAME) && st->enqueue_ns) {
+		/* moved while waiting: it waits on dest from now on (what came before is <unknown>) */
+		st->wait_cpu = (__u32)dest_cpu;
+		st->wait_since = delay_rq_clock ? rq_clock_of(p, btf) : bpf_ktime_get_ns();
+	}
+	if (!ON(RSCHED_G_MIGRATION))
 		return 0;
 	st->migrations++;
 	mark_dirty(st, p, btf);
@@ -721,6 +1038,8 @@ static __always_inline int emit_task(struct seq_file *seq, struct rsched_task_id
 	    bpf_seq_write(seq, &st->migrations, RSCHED_ITER_MIGRATION_BYTES))
 		return -1;
 	if (ON(RSCHED_G_PERF) && bpf_seq_write(seq, st->counters, RSCHED_ITER_PERF_BYTES))
+		return -1;
+	if (ON(RSCHED_G_BLAME) && bpf_seq_write(seq, &st->blame, RSCHED_ITER_BLAME_BYTES))
 		return -1;
 	return 0;
 }
@@ -855,6 +1174,14 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 #pragma unroll
 		for (int i = 0; i < RSCHED_COUNTER_SLOTS; i++)
 			c[i] = st->counters[i];
+		off += RSCHED_ITER_PERF_BYTES;
+	}
+	if (ON(RSCHED_G_BLAME)) {
+		__u64 *b = (__u64 *)(out + off);
+		const __u64 *src = (const __u64 *)&st->blame;
+#pragma unroll
+		for (int i = 0; i < RSCHED_ITER_BLAME_BYTES / 8; i++)
+			b[i] = src[i];
 	}
 }
 
@@ -923,13 +1250,6 @@ int dirty_drain(struct rsched_drain_args *args)
 	else
 		bpf_loop(n, release_one, &c, 0);
 	return (int)c.emitted;
-}
-
-/* Whether two 16-byte comms are equal (both 8-byte aligned). */
-static __always_inline bool comm_eq(const char *a, const char *b)
-{
-	return ((const __u64 *)a)[0] == ((const __u64 *)b)[0] &&
-	       ((const __u64 *)a)[1] == ((const __u64 *)b)[1];
 }
 
 /* The thread's comm or cgroup changes to (comm, cgroup): the attribution in force ends here.

@@ -227,7 +227,8 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   const bool btf = p->mode == attach_mode::tp_btf;
   const bool wakeups = (opt.groups & (RSCHED_G_LATENCY | RSCHED_G_SLEEP)) != 0;
   const bool waking = (opt.groups & RSCHED_G_WAKING) != 0;
-  const bool migration = (opt.groups & RSCHED_G_MIGRATION) != 0;
+  // Blame follows a waiting thread that is moved to another runqueue.
+  const bool migration = (opt.groups & (RSCHED_G_MIGRATION | RSCHED_G_BLAME)) != 0;
   struct variant_pair {
     bpf_program *btf_prog;
     bpf_program *raw_prog;
@@ -496,6 +497,12 @@ std::uint64_t program::buried() const {
 void program::set_full_read(bool all) {
   if (p_->skel->bss != nullptr) {
     p_->skel->bss->iter_all = all;
+  }
+}
+
+void program::begin_read() {
+  if (p_->skel->bss != nullptr) {
+    __atomic_add_fetch(&p_->skel->bss->blame_epoch, 1, __ATOMIC_SEQ_CST);
   }
 }
 

@@ -80,6 +80,7 @@ result<void> read_iter(const bpf::program &prog, std::vector<char> &buf,
 
 result<snapshot> bpf_source::read() {
   snapshot snap;
+  prog_.begin_read();
   // Order matters: live first, then the graveyard. A thread that dies between the two reads is
   // missing from `live` and present in `dead` (fine); one that died before shows only as dead.
   if (prog_.mode() == bpf::attach_mode::tp_btf) {

@@ -61,6 +61,22 @@ void from_abi(const rsched_task_record &r, thread_sample &t) {
   for (std::size_t i = 0; i < t.c.counters.size(); ++i) {
     t.c.counters[i] = r.st.counters[i];
   }
+  from_abi(r.st.blame, t.c.blame);
+}
+
+void from_abi(const rsched_blame &b, blame_state &out) {
+  for (std::size_t i = 0; i < out.slots.size(); ++i) {
+    const rsched_blame_slot &k = b.slot[i];
+    blame_slot &s = out.slots[i];
+    s.gen = b.gen[i];
+    s.who.tgid = b.tgid[i];
+    s.who.cgroup_id = k.cgroup_id;
+    std::memcpy(s.who.comm.data(), k.comm, s.who.comm.size());
+    s.n = {k.wait_ns, k.waits, k.preempts};
+  }
+  out.idle = {b.idle_ns, b.idle_waits, b.idle_preempts};
+  out.unknown = {b.unknown_ns, b.unknown_waits, 0};
+  out.other = {b.other_ns, b.other_waits, b.other_preempts};
 }
 
 thread_sample from_abi(const rsched_task_record &r) {
@@ -78,6 +94,58 @@ void delta_into(metrics::value &d, const metrics::value &cur, const metrics::val
 } // namespace
 
 namespace {
+blame_counts sub(const blame_counts &cur, const blame_counts &prev) {
+  return {sub(cur.wait_ns, prev.wait_ns), sub(cur.waits, prev.waits),
+          sub(cur.preempts, prev.preempts)};
+}
+} // namespace
+
+blame_state delta(const blame_state &cur, const blame_state &prev) {
+  blame_state d;
+  for (std::size_t i = 0; i < d.slots.size(); ++i) {
+    const blame_slot &c = cur.slots[i];
+    const blame_slot &p = prev.slots[i];
+    d.slots[i].gen = c.gen;
+    d.slots[i].who = c.who;
+    // A slot that took a new culprit since the previous read restarted from 0.
+    d.slots[i].n = c.gen == p.gen ? sub(c.n, p.n) : c.n;
+  }
+  d.idle = sub(cur.idle, prev.idle);
+  d.unknown = sub(cur.unknown, prev.unknown);
+  d.other = sub(cur.other, prev.other);
+  return d;
+}
+
+void accumulate(blame_state &into, const blame_state &d) {
+  for (const auto &s : d.slots) {
+    if (s.n.empty()) {
+      continue;
+    }
+    blame_slot *free = nullptr;
+    blame_slot *same = nullptr;
+    for (auto &t : into.slots) {
+      if (!t.n.empty() && t.who == s.who) {
+        same = &t;
+        break;
+      }
+      if (free == nullptr && t.n.empty()) {
+        free = &t;
+      }
+    }
+    if (same != nullptr) {
+      same->n += s.n;
+    } else if (free != nullptr) {
+      *free = s;
+    } else {
+      into.other += s.n;
+    }
+  }
+  into.idle += d.idle;
+  into.unknown += d.unknown;
+  into.other += d.other;
+}
+
+namespace {
 // d = cur - prev, written in place (no 3.6 KB temporary per thread).
 void delta_into(thread_counters &d, const thread_counters &cur, const thread_counters &prev) {
   for (std::size_t i = 0; i < metrics::thread_set::n; ++i) {
@@ -89,6 +157,7 @@ void delta_into(thread_counters &d, const thread_counters &cur, const thread_cou
   for (std::size_t i = 0; i < d.counters.size(); ++i) {
     d.counters[i] = sub(cur.counters[i], prev.counters[i]);
   }
+  d.blame = delta(cur.blame, prev.blame);
 }
 } // namespace
 
@@ -106,6 +175,7 @@ void accumulate(thread_counters &into, const thread_counters &d) {
   for (std::size_t i = 0; i < into.counters.size(); ++i) {
     into.counters[i] += d.counters[i];
   }
+  accumulate(into.blame, d.blame);
 }
 
 namespace {

@@ -73,7 +73,12 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
     }
     if ((groups & RSCHED_G_PERF) != 0) {
       static_assert(sizeof(t.c.counters) == RSCHED_ITER_PERF_BYTES);
-      (void)take(at, t.c.counters.data(), sizeof(t.c.counters));
+      at = take(at, t.c.counters.data(), sizeof(t.c.counters));
+    }
+    if ((groups & RSCHED_G_BLAME) != 0) {
+      rsched_blame b;
+      (void)take(at, &b, sizeof(b));
+      from_abi(b, t.c.blame);
     }
   }
   return {};

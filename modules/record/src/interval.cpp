@@ -3,9 +3,27 @@
 #include "rsched/collect/delta.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
+#include <tuple>
 
 namespace rsched::record {
+
+namespace {
+
+// Adds a tick's blame (slot by slot: one slot per culprit) to the interval's, per culprit.
+void add_blame(acc_thread &a, const collect::blame_state &b) {
+  for (const auto &s : b.slots) {
+    if (!s.n.empty()) {
+      a.culprits[s.who] += s.n;
+    }
+  }
+  a.idle += b.idle;
+  a.unknown += b.unknown;
+  a.other += b.other;
+}
+
+} // namespace
 
 void interval_acc::add_tick(const collect::interval_delta &d, bool per_second) {
   constexpr auto defs = metrics::entries<metrics::scope::thread>();
@@ -20,6 +38,10 @@ void interval_acc::add_tick(const collect::interval_delta &d, bool per_second) {
       a.s.tgid = t.tgid;
       a.s.dead = a.s.dead || t.dead;
     }
+    if (!t.c.blame.empty()) {
+      add_blame(a, t.c.blame);
+    }
+    a.s.c.blame = {};
     if (!per_second) {
       continue;
     }
@@ -61,6 +83,59 @@ void merge_into(acc_thread &into, const acc_thread &a) {
   for (std::size_t e = 0; e < into.event_rates.size() && e < a.event_rates.size(); ++e) {
     (void)stats::merge_into(into.event_rates[e], a.event_rates[e]);
   }
+  for (const auto &[who, n] : a.culprits) {
+    into.culprits[who] += n;
+  }
+  into.idle += a.idle;
+  into.unknown += a.unknown;
+  into.other += a.other;
+}
+
+// The blame rows of a thread: the store::max_culprits culprits with the most wait (then
+// preemptions), the rest summed into <other>, then the pseudo-culprits with counts.
+void add_blame_rows(store::thread_row &r, const acc_thread &a,
+                    const std::function<std::string(std::uint64_t)> &cgroup_path) {
+  if (a.culprits.empty() && a.idle.empty() && a.unknown.empty() && a.other.empty()) {
+    return;
+  }
+  std::vector<std::pair<const collect::culprit *, collect::blame_counts>> order;
+  order.reserve(a.culprits.size());
+  for (const auto &[who, n] : a.culprits) {
+    order.emplace_back(&who, n);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto &x, const auto &y) {
+    return std::tie(x.second.wait_ns, x.second.preempts, x.second.waits) >
+           std::tie(y.second.wait_ns, y.second.preempts, y.second.waits);
+  });
+  collect::blame_counts other = a.other;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto &[who, n] = order[i];
+    if (i >= store::max_culprits) {
+      other += n;
+      continue;
+    }
+    store::blame_row &b = r.blame.emplace_back();
+    b.kind = store::culprit_kind::process;
+    b.pid = who->tgid;
+    b.comm.assign(who->comm.data(), strnlen(who->comm.data(), who->comm.size()));
+    b.cgroup = cgroup_path(who->cgroup_id);
+    b.wait_ns = n.wait_ns;
+    b.waits = n.waits;
+    b.preempts = n.preempts;
+  }
+  const std::pair<store::culprit_kind, collect::blame_counts> pseudo[] = {
+      {store::culprit_kind::idle, a.idle},
+      {store::culprit_kind::unknown, a.unknown},
+      {store::culprit_kind::other, other}};
+  for (const auto &[kind, n] : pseudo) {
+    if (!n.empty()) {
+      store::blame_row &b = r.blame.emplace_back();
+      b.kind = kind;
+      b.wait_ns = n.wait_ns;
+      b.waits = n.waits;
+      b.preempts = n.preempts;
+    }
+  }
 }
 
 bool written(const metrics::def &d, const row_options &o) {
@@ -80,7 +155,8 @@ bool written(const metrics::def &d, const row_options &o) {
 
 // The store row of thread `key` under one attribution (`a`, its cgroup `path`).
 void add_thread_row(store::interval_row &row, const collect::thread_key &key, const acc_thread &a,
-                    const std::string &path, const row_options &o, std::size_t events) {
+                    const std::string &path, const row_options &o, std::size_t events,
+                    const std::function<std::string(std::uint64_t)> &cgroup_path) {
   const auto &c = a.s.c;
   store::thread_row &r = row.threads.emplace_back();
   r.tid = key.tid;
@@ -113,6 +189,7 @@ void add_thread_row(store::interval_row &row, const collect::thread_key &key, co
       }
     }
   }
+  add_blame_rows(r, a, cgroup_path);
 }
 
 } // namespace
@@ -132,7 +209,7 @@ store::interval_row to_row(const interval_acc &acc,
   std::deque<acc_thread> copies; // merged rows
   const auto flush = [&](const collect::thread_key &key) {
     for (const auto &p : one_thread) {
-      add_thread_row(row, key, *p.a, p.path, o, acc.events());
+      add_thread_row(row, key, *p.a, p.path, o, acc.events(), cgroup_path);
     }
     one_thread.clear();
     copies.clear();

@@ -38,7 +38,16 @@ std::int64_t floor_to(std::int64_t t, std::int64_t w) {
 constexpr const char *fact_tables[] = {
     "thread_hist",       "cpu_hist",     "thread_migration",    "thread_perf",
     "thread_perf_event", "counter_time", "schedstat_cpu_delta", "schedstat_domain_delta",
+    "thread_blame",      "cgroup_cpu",
 };
+
+// The tables whose rows name a thread identity (thread_id), with the intervals `{0}` selects.
+constexpr const char *thread_refs =
+    "SELECT thread_id FROM thread_hist WHERE interval_id IN ({0}) UNION "
+    "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
+    "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
+    "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0}) UNION "
+    "SELECT thread_id FROM thread_blame WHERE interval_id IN ({0})";
 
 // intervals.groups of a rollup: the bitwise OR of its sources' groups (SQLite has no bit_or
 // aggregate; the groups use the low 16 bits).
@@ -66,11 +75,9 @@ constexpr const char *group_join =
 // statement creates the missing group identities.
 std::vector<std::string> rollup_statements() {
   const std::string in = fmt::format("x.interval_id IN ({})", src_ids);
-  const std::string thread_tables =
-      "SELECT thread_id FROM thread_hist WHERE interval_id IN ({0}) UNION "
-      "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
-      "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
-      "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0})";
+  const std::string thread_tables = thread_refs;
+  const std::string culprits =
+      fmt::format("SELECT culprit_id FROM thread_blame WHERE interval_id IN ({})", src_ids);
   return {
       fmt::format("INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, cgroup, "
                   "last_ns) SELECT '', 0, 0, 0, comm, cgroup, ?4 FROM thread WHERE id IN ({}) "
@@ -116,6 +123,31 @@ std::vector<std::string> rollup_statements() {
       fmt::format("INSERT INTO schedstat_domain_delta(interval_id, field_id, domain_id, delta) "
                   "SELECT ?1, field_id, domain_id, sum(delta) FROM schedstat_domain_delta AS x "
                   "WHERE {} GROUP BY field_id, domain_id HAVING sum(delta) <> 0",
+                  in),
+      // Blame per (comm, cgroup) of the waiting thread and (comm, cgroup) of the culprit: the
+      // culprits' rollup identities first (boot_id '', pid 0; pseudo-culprits are their own).
+      fmt::format("INSERT OR IGNORE INTO culprit(boot_id, pid, comm, cgroup, kind, last_ns) "
+                  "SELECT '', 0, comm, cgroup, kind, ?4 FROM culprit WHERE kind = 0 AND id IN "
+                  "({}) GROUP BY comm, cgroup",
+                  culprits),
+      fmt::format("UPDATE culprit SET last_ns = ?4 WHERE last_ns < ?4 AND (id IN ({0}) OR "
+                  "(boot_id = '' AND pid = 0 AND kind = 0 AND (comm, cgroup) IN "
+                  "(SELECT comm, cgroup FROM culprit WHERE id IN ({0}))))",
+                  culprits),
+      fmt::format("INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, waits, "
+                  "preempts) SELECT ?1, g.id, r.id, sum(x.wait_ns), sum(x.waits), "
+                  "sum(x.preempts) FROM thread_blame AS x {} "
+                  "JOIN culprit AS c ON c.id = x.culprit_id JOIN culprit AS r ON "
+                  "r.boot_id = '' AND r.pid = 0 AND r.comm = c.comm AND r.cgroup = c.cgroup AND "
+                  "r.kind = c.kind WHERE {} GROUP BY g.id, r.id",
+                  group_join, in),
+      fmt::format("UPDATE cgroup SET last_ns = ?4 WHERE last_ns < ?4 AND id IN (SELECT cgroup_id "
+                  "FROM cgroup_cpu WHERE interval_id IN ({}))",
+                  src_ids),
+      fmt::format("INSERT INTO cgroup_cpu(interval_id, cgroup_id, some_ns, full_ns, usage_ns, "
+                  "periods, throttled, throttled_ns) SELECT ?1, cgroup_id, sum(some_ns), "
+                  "sum(full_ns), sum(usage_ns), sum(periods), sum(throttled), sum(throttled_ns) "
+                  "FROM cgroup_cpu AS x WHERE {} GROUP BY cgroup_id",
                   in),
   };
 }
@@ -412,12 +444,8 @@ struct maintenance::impl {
       }
       const std::string tail = "SELECT id FROM intervals WHERE tier = 0 AND start_ns >= ?2";
       const std::string threads =
-          fmt::format("DELETE FROM thread WHERE boot_id <> '' AND last_ns < ?1 AND id NOT IN ("
-                      "SELECT thread_id FROM thread_hist WHERE interval_id IN ({0}) UNION "
-                      "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
-                      "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
-                      "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0}))",
-                      tail);
+          fmt::format("DELETE FROM thread WHERE boot_id <> '' AND last_ns < ?1 AND id NOT IN ({})",
+                      fmt::format(fmt::runtime(thread_refs), tail));
       if (auto d = run(threads, {horizon, *st - minute_ns}); !d) {
         return d;
       }
@@ -425,6 +453,29 @@ struct maintenance::impl {
       if (auto d = run("DELETE FROM thread WHERE boot_id = '' AND tid = 0 AND last_ns < ?1",
                        {group_horizon});
           !d) {
+        return d;
+      }
+      n += sqlite3_changes(db);
+      // Culprits and cgroups the same way (the pseudo-culprits stay).
+      const std::string culprits = fmt::format(
+          "DELETE FROM culprit WHERE boot_id <> '' AND last_ns < ?1 AND id NOT IN (SELECT "
+          "culprit_id FROM thread_blame WHERE interval_id IN ({}))",
+          tail);
+      if (auto d = run(culprits, {horizon, *st - minute_ns}); !d) {
+        return d;
+      }
+      n += sqlite3_changes(db);
+      if (auto d = run("DELETE FROM culprit WHERE boot_id = '' AND kind = 0 AND last_ns < ?1",
+                       {group_horizon});
+          !d) {
+        return d;
+      }
+      n += sqlite3_changes(db);
+      const std::string cgroups =
+          fmt::format("DELETE FROM cgroup WHERE last_ns < ?1 AND id NOT IN (SELECT cgroup_id FROM "
+                      "cgroup_cpu WHERE interval_id IN ({}))",
+                      tail);
+      if (auto d = run(cgroups, {group_horizon, *st - minute_ns}); !d) {
         return d;
       }
       n += sqlite3_changes(db);

@@ -481,6 +481,76 @@ CREATE VIEW health AS
   FROM intervals WHERE tier = 0;
 )sql";
 
+// Schema v4 -> v5: blame (who ran while a thread waited, who preempted it) and CPU pressure and
+// CFS throttling per cgroup. Only additions.
+constexpr const char *upgrade_v4_to_v5_tables = R"sql(
+-- The culprits of blame: a process under the comm and cgroup it ran as (per boot), the
+-- pseudo-culprits, and the rollups' identities per (comm, cgroup) (boot_id '', pid 0).
+CREATE TABLE culprit(
+  id      INTEGER PRIMARY KEY,
+  boot_id TEXT NOT NULL,              -- '' for pseudo-culprits and rollup identities
+  pid     INTEGER NOT NULL,           -- the culprit process (tgid); 0: pseudo or rollup
+  comm    TEXT NOT NULL,              -- what it ran as; '<idle>', '<unknown>', '<other>'
+  cgroup  TEXT NOT NULL,              -- cgroup v2 path it ran in; '' unknown or pseudo
+  kind    INTEGER NOT NULL,           -- 0 process, 1 <idle>, 2 <unknown>, 3 <other>
+  last_ns INTEGER NOT NULL DEFAULT 0, -- newest bucket with data (retention)
+  UNIQUE(boot_id, pid, comm, cgroup, kind)
+);
+INSERT INTO culprit(boot_id, pid, comm, cgroup, kind) VALUES
+  ('', 0, '<idle>', '', 1), ('', 0, '<unknown>', '', 2), ('', 0, '<other>', '', 3);
+CREATE TABLE thread_blame(
+  interval_id INTEGER NOT NULL,
+  thread_id   INTEGER NOT NULL, -- the thread that waited or was preempted
+  culprit_id  INTEGER NOT NULL,
+  wait_ns     INTEGER NOT NULL, -- the culprit ran this long on the CPU while the thread waited
+  waits       INTEGER NOT NULL, -- scheduling delays of the thread it had a part in
+  preempts    INTEGER NOT NULL, -- involuntary switches of the thread in which it took the CPU
+  PRIMARY KEY(interval_id, thread_id, culprit_id)
+) WITHOUT ROWID;
+CREATE TABLE cgroup(
+  id      INTEGER PRIMARY KEY,
+  path    TEXT NOT NULL UNIQUE,       -- cgroup v2 path; '/' is the whole system
+  last_ns INTEGER NOT NULL DEFAULT 0  -- newest bucket with data (retention)
+);
+CREATE TABLE cgroup_cpu(
+  interval_id  INTEGER NOT NULL,
+  cgroup_id    INTEGER NOT NULL,
+  some_ns      INTEGER, -- PSI cpu some: time at least one of its tasks waited for a CPU
+  full_ns      INTEGER, -- PSI cpu full: time all its non-idle tasks waited at once
+  usage_ns     INTEGER, -- CPU time its tasks used
+  periods      INTEGER, -- CFS bandwidth periods with work (nr_periods)
+  throttled    INTEGER, -- of which it was throttled (nr_throttled)
+  throttled_ns INTEGER, -- time throttled
+  PRIMARY KEY(interval_id, cgroup_id)
+) WITHOUT ROWID;
+)sql";
+
+// The views schema v5 adds (every tier).
+std::vector<view_spec> v5_view_specs() {
+  const std::string by =
+      "CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END AS by_pid, c.comm AS by_comm, "
+      "c.cgroup AS by_cgroup";
+  const std::string blame_from =
+      "intervals AS i CROSS JOIN thread_blame AS b ON b.interval_id = i.id "
+      "JOIN thread AS t ON t.id = b.thread_id JOIN culprit AS c ON c.id = b.culprit_id";
+  const std::string cgroup_from = "intervals AS i CROSS JOIN cgroup_cpu AS p ON p.interval_id = "
+                                  "i.id JOIN cgroup AS g ON g.id = p.cgroup_id";
+  return {
+      {"delay_blame", "{T}, " + by + ", b.wait_ns AS wait_ns, b.waits AS count", blame_from,
+       "b.waits > 0"},
+      {"preemption", "{T}, " + by + ", b.preempts AS count", blame_from, "b.preempts > 0"},
+      {"cpu_pressure",
+       "i.start_ns AS ts, i.dur_ns AS dur, g.path AS cgroup, p.some_ns AS some_ns, "
+       "p.full_ns AS full_ns, 100.0 * p.some_ns / i.dur_ns AS some_pct, "
+       "100.0 * p.full_ns / i.dur_ns AS full_pct",
+       cgroup_from, "p.some_ns IS NOT NULL"},
+      {"cpu_throttling",
+       "i.start_ns AS ts, i.dur_ns AS dur, g.path AS cgroup, p.usage_ns AS usage_ns, "
+       "p.periods AS periods, p.throttled AS throttled, p.throttled_ns AS throttled_ns",
+       cgroup_from, "(p.usage_ns IS NOT NULL OR p.periods IS NOT NULL)"},
+  };
+}
+
 // CREATE VIEW statements of `v` for every tier.
 std::string create_views(const view_spec &v) {
   const std::pair<const char *, const char *> variants[] = {
@@ -494,6 +564,15 @@ std::string create_views(const view_spec &v) {
     sql += fmt::format(
         "CREATE VIEW {}{} AS\n  SELECT {}, i.tier AS tier\n  FROM {}\n  WHERE {}{}{};\n", v.name,
         suffix, select, v.from, filter, v.where.empty() ? "" : " AND ", v.where);
+  }
+  return sql;
+}
+
+// Schema v4 -> v5: tables and views.
+std::string upgrade_v4_to_v5() {
+  std::string sql = upgrade_v4_to_v5_tables;
+  for (const auto &v : v5_view_specs()) {
+    sql += create_views(v);
   }
   return sql;
 }
@@ -655,6 +734,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 3) {
     return db_state::version3;
   }
+  if (*ver == 4) {
+    return db_state::version4;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -730,6 +812,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = exec(db, upgrade_v3_to_v4); !r) {
           return r;
         }
+        if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
+          return r;
+        }
         if (auto r = insert_new_metrics(db); !r) {
           return r;
         }
@@ -744,7 +829,10 @@ result<void> create(sqlite3 *db, const std::string &path) {
 }
 
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
-  const int from_version = from == db_state::version1 ? 1 : from == db_state::version2 ? 2 : 3;
+  const int from_version = from == db_state::version1   ? 1
+                           : from == db_state::version2 ? 2
+                           : from == db_state::version3 ? 3
+                                                        : 4;
   const std::string what = fmt::format("upgrading schema from version {}", from_version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
     if (state == db_state::version1) {
@@ -769,7 +857,12 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
     // runqueue clock then).
-    if (auto r = exec(db, upgrade_v3_to_v4); !r) {
+    if (state != db_state::version4) {
+      if (auto r = exec(db, upgrade_v3_to_v4); !r) {
+        return r;
+      }
+    }
+    if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
       return r;
     }
     if (auto r = put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",

@@ -1,6 +1,6 @@
 #pragma once
-// Schema of the rsched database (docs/SCHEMA.md; version 4, upgraded in place from versions 1, 2
-// and 3) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
+// Schema of the rsched database (docs/SCHEMA.md; version 5, upgraded in place from versions 1
+// to 4) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
 // connection and never throws.
 #include "rsched/base/result.hpp"
 
@@ -20,6 +20,7 @@ enum class db_state {
   version1, // an rsched database of schema version 1: readable; the writer upgrades it
   version2, // schema version 2 (no rollup tiers): readable; the writer upgrades it
   version3, // schema version 3 (no delay clock, no segment drops): readable; the writer upgrades
+  version4, // schema version 4 (no blame, no pressure): readable; the writer upgrades
   current,  // an rsched database of schema_version
 };
 
@@ -36,7 +37,7 @@ result<db_state> check(sqlite3 *db, const std::string &path);
 // creates nothing.
 result<void> create(sqlite3 *db, const std::string &path);
 
-// Upgrades a schema version 1, 2 or 3 database (`from`) to the current version in place, in one
+// Upgrades a schema version 1 to 4 database (`from`) to the current version in place, in one
 // IMMEDIATE transaction (new tables and views, new intervals columns, metric rows, meta,
 // user_version). v1 tables, views and rows are kept as they are. Re-checks inside the transaction:
 // a database another process upgraded meanwhile is left alone. On error nothing changes.

@@ -26,6 +26,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sqlite3.h>
 #include <thread>
 #include <unistd.h>
@@ -63,6 +64,31 @@ struct thread_key {
   std::string cgroup;
   auto operator<=>(const thread_key &) const = default;
 };
+
+// Identity of a culprit row (blame).
+struct culprit_key {
+  std::string boot_id; // '' for pseudo-culprits
+  std::uint32_t pid = 0;
+  std::string comm;
+  std::string cgroup;
+  int kind = 0;
+  auto operator<=>(const culprit_key &) const = default;
+};
+
+// The culprit row of `b` in boot `boot_id`: pseudo-culprits are shared by every boot.
+culprit_key culprit_of(const blame_row &b, const std::string &boot_id) {
+  switch (b.kind) {
+  case culprit_kind::idle:
+    return {"", 0, "<idle>", "", 1};
+  case culprit_kind::unknown:
+    return {"", 0, "<unknown>", "", 2};
+  case culprit_kind::other:
+    return {"", 0, "<other>", "", 3};
+  case culprit_kind::process:
+    break;
+  }
+  return {boot_id, b.pid, b.comm, b.cgroup, 0};
+}
 
 // Identity of a scheduling domain row (schedstat_domain_def).
 struct domain_key {
@@ -113,6 +139,12 @@ struct writer::impl {
   SQLite::Statement sel_domain;
   SQLite::Statement ins_schedstat_cpu;
   SQLite::Statement ins_schedstat_domain;
+  SQLite::Statement ins_culprit;
+  SQLite::Statement sel_culprit;
+  SQLite::Statement ins_blame;
+  SQLite::Statement ins_cgroup;
+  SQLite::Statement sel_cgroup;
+  SQLite::Statement ins_cgroup_cpu;
   SQLite::Statement begin;
   SQLite::Statement commit;
   // Ids of rows that are committed: thread identity, perf event name, schedstat field name and
@@ -121,6 +153,8 @@ struct writer::impl {
   std::map<std::string, std::int64_t> events;
   std::map<std::string, std::int64_t> fields;
   std::map<domain_key, std::int64_t> domains;
+  std::map<culprit_key, std::int64_t> culprits;
+  std::map<std::string, std::int64_t> cgroups;
 
   // Ids created or looked up in the running (not yet committed) transaction: they enter the
   // caches only after COMMIT, since a rollback would take newly inserted rows with it.
@@ -129,6 +163,8 @@ struct writer::impl {
     std::map<std::string, std::int64_t> events;
     std::map<std::string, std::int64_t> fields;
     std::map<domain_key, std::int64_t> domains;
+    std::map<culprit_key, std::int64_t> culprits;
+    std::map<std::string, std::int64_t> cgroups;
   };
 
   impl(std::string p, writer_lock &&l, SQLite::Database &&d)
@@ -170,6 +206,17 @@ struct writer::impl {
                               "VALUES(?1, ?2, ?3, ?4)"),
         ins_schedstat_domain(db, "INSERT INTO schedstat_domain_delta(interval_id, field_id, "
                                  "domain_id, delta) VALUES(?1, ?2, ?3, ?4)"),
+        ins_culprit(db, "INSERT OR IGNORE INTO culprit(boot_id, pid, comm, cgroup, kind, "
+                        "last_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
+        sel_culprit(db, "SELECT id FROM culprit WHERE boot_id = ?1 AND pid = ?2 AND comm = ?3 "
+                        "AND cgroup = ?4 AND kind = ?5"),
+        ins_blame(db, "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, "
+                      "waits, preempts) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
+        ins_cgroup(db, "INSERT OR IGNORE INTO cgroup(path, last_ns) VALUES(?1, ?2)"),
+        sel_cgroup(db, "SELECT id FROM cgroup WHERE path = ?1"),
+        ins_cgroup_cpu(db, "INSERT INTO cgroup_cpu(interval_id, cgroup_id, some_ns, full_ns, "
+                           "usage_ns, periods, throttled, throttled_ns) "
+                           "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
         begin(db, "BEGIN IMMEDIATE"), commit(db, "COMMIT") {}
 
   // Leaves the connection as it was before write(): statements reset, transaction rolled back.
@@ -192,6 +239,12 @@ struct writer::impl {
                     &sel_domain,
                     &ins_schedstat_cpu,
                     &ins_schedstat_domain,
+                    &ins_culprit,
+                    &sel_culprit,
+                    &ins_blame,
+                    &ins_cgroup,
+                    &sel_cgroup,
+                    &ins_cgroup_cpu,
                     &begin,
                     &commit}) {
       s->tryReset();
@@ -297,6 +350,75 @@ struct writer::impl {
       };
       return insert_or_select(ins_domain, sel_domain, bind, bind);
     });
+  }
+
+  std::int64_t culprit_id(const culprit_key &key, std::int64_t now, pending &tx) {
+    return cached(culprits, tx.culprits, key, [&] {
+      return insert_or_select(
+          ins_culprit, sel_culprit,
+          [&](SQLite::Statement &s) {
+            SQLite::bind(s, key.boot_id, key.pid, key.comm, key.cgroup, key.kind, now);
+          },
+          [&](SQLite::Statement &s) {
+            SQLite::bind(s, key.boot_id, key.pid, key.comm, key.cgroup, key.kind);
+          });
+    });
+  }
+
+  std::int64_t cgroup_id(const std::string &cgroup, std::int64_t now, pending &tx) {
+    return cached(cgroups, tx.cgroups, cgroup, [&] {
+      return insert_or_select(
+          ins_cgroup, sel_cgroup, [&](SQLite::Statement &s) { SQLite::bind(s, cgroup, now); },
+          [&](SQLite::Statement &s) { SQLite::bind(s, cgroup); });
+    });
+  }
+
+  // The thread's blame rows, summed per culprit identity (two rows of one culprit in the input
+  // are one row in the table).
+  void write_blame(std::int64_t interval_id, std::int64_t thread, const thread_row &t,
+                   const std::string &boot_id, std::int64_t now, pending &tx) {
+    if (t.blame.empty()) {
+      return;
+    }
+    struct sums {
+      std::uint64_t wait_ns = 0, waits = 0, preempts = 0;
+    };
+    std::map<std::int64_t, sums> by_culprit;
+    for (const auto &b : t.blame) {
+      if (b.wait_ns == 0 && b.waits == 0 && b.preempts == 0) {
+        continue;
+      }
+      sums &x = by_culprit[culprit_id(culprit_of(b, boot_id), now, tx)];
+      x.wait_ns = sat_add(x.wait_ns, b.wait_ns);
+      x.waits = sat_add(x.waits, b.waits);
+      x.preempts = sat_add(x.preempts, b.preempts);
+    }
+    for (const auto &[id, x] : by_culprit) {
+      rerun(ins_blame, interval_id, thread, id, to_i64(x.wait_ns), to_i64(x.waits),
+            to_i64(x.preempts));
+    }
+  }
+
+  void write_cgroup_cpu(std::int64_t interval_id, const interval_row &iv, pending &tx) {
+    std::set<std::string> seen;
+    for (const auto &c : iv.cgroup_cpu) {
+      if (!seen.insert(c.cgroup).second) {
+        continue; // the first row of a cgroup wins (the source reports each cgroup once)
+      }
+      ins_cgroup_cpu.reset();
+      ins_cgroup_cpu.bind(1, interval_id);
+      ins_cgroup_cpu.bind(2, cgroup_id(c.cgroup, iv.start_ns, tx));
+      const std::optional<std::int64_t> v[] = {c.some_ns, c.full_ns,   c.usage_ns,
+                                               c.periods, c.throttled, c.throttled_ns};
+      for (int i = 0; i < 6; ++i) {
+        if (v[i]) {
+          ins_cgroup_cpu.bind(3 + i, *v[i]);
+        } else {
+          ins_cgroup_cpu.bind(3 + i);
+        }
+      }
+      ins_cgroup_cpu.exec();
+    }
   }
 
   // Writes every metric of the set that has samples, under its registry id.
@@ -512,11 +634,13 @@ struct writer::impl {
     }
     for (const auto &[id, t] : rows) {
       write_thread(interval_id, id, *t, event_ids);
+      write_blame(interval_id, id, *t, iv.boot_id, iv.start_ns, tx);
     }
 
     write_cpus(interval_id, iv);
     write_counter_times(interval_id, iv);
     write_schedstat(interval_id, iv, tx);
+    write_cgroup_cpu(interval_id, iv, tx);
 
     run(commit);
     prev_interval = interval_id;
@@ -525,6 +649,8 @@ struct writer::impl {
     commit_cache(events, tx.events);
     commit_cache(fields, tx.fields);
     commit_cache(domains, tx.domains);
+    commit_cache(culprits, tx.culprits);
+    commit_cache(cgroups, tx.cgroups);
   }
 };
 
@@ -676,7 +802,10 @@ result<maintenance_report> writer::maintain(std::int64_t now_ns) {
     return make_error(fmt::format("{}: maintenance: {}", p_->path, r.err().msg), r.err().errnum);
   }
   if (r->threads_deleted > 0) {
-    p_->threads.clear(); // ids of deleted identities must not be reused from the cache
+    // ids of deleted identities must not be reused from the caches
+    p_->threads.clear();
+    p_->culprits.clear();
+    p_->cgroups.clear();
   }
   return r;
 }

@@ -27,8 +27,17 @@ bool has_events(const thread_row &t) {
 }
 
 // Whether the thread has anything to write (threads without data get no thread row either).
+bool has_blame(const thread_row &t) {
+  for (const auto &b : t.blame) {
+    if (b.wait_ns != 0 || b.waits != 0 || b.preempts != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool has_any(const thread_row &t) {
-  return !t.m.empty() || has_migrations(t) || has_ipc_data(t) || has_events(t);
+  return !t.m.empty() || has_migrations(t) || has_ipc_data(t) || has_events(t) || has_blame(t);
 }
 
 // a += b for one histogram-valued metric. Layouts of values with data were checked before; an
@@ -83,6 +92,8 @@ void add_row(thread_row &a, const thread_row &b) {
   // Summed per event when written.
   a.events.insert(a.events.end(), b.events.begin(), b.events.end());
   a.event_rates.insert(a.event_rates.end(), b.event_rates.begin(), b.event_rates.end());
+  // Summed per culprit when written.
+  a.blame.insert(a.blame.end(), b.blame.begin(), b.blame.end());
 }
 
 void add_row(cpu_row &a, const cpu_row &b) {
@@ -126,6 +137,11 @@ result<void> validate(const interval_row &iv) {
   for (const auto &d : iv.schedstat_domain) {
     if (d.field.empty()) {
       return make_error(fmt::format("cpu {}: schedstat field without a name", d.cpu));
+    }
+  }
+  for (const auto &c : iv.cgroup_cpu) {
+    if (c.cgroup.empty()) {
+      return make_error("CPU pressure row without a cgroup path");
     }
   }
   return {};

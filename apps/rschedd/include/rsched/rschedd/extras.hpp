@@ -6,15 +6,18 @@
 #include "rsched/base/result.hpp"
 #include "rsched/bpf/program.hpp"
 #include "rsched/collect/perf.hpp"
+#include "rsched/pressure/pressure.hpp"
 #include "rsched/schedstat/delta.hpp"
 #include "rsched/schedstat/schedstat.hpp"
 #include "rsched/store/records.hpp"
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -63,6 +66,30 @@ private:
   schedstat::snapshot prev_;
   std::string live_;
 };
+
+// CPU pressure (PSI) and CFS throttling per interval (the pressure group): the system ("/") and
+// the cgroups whose threads are in the interval, with their ancestors.
+class pressure_feed {
+public:
+  // `note` gets one line when the cgroup tree is larger than the sampler reads.
+  pressure_feed(pressure::sources where, std::function<void(std::string_view)> note);
+  // Reads every cgroup and adds the interval's rows (the first call only takes the baseline).
+  void add_to(store::interval_row &row);
+  // What this machine lacks, one line each.
+  [[nodiscard]] std::vector<std::string> missing() const { return sampler_.missing(); }
+
+private:
+  pressure::sampler sampler_;
+  pressure::readings prev_;
+  std::function<void(std::string_view)> note_;
+  bool warned_truncated_ = false;
+};
+
+// The pressure rows of an interval from two readings (pure; the active cgroups are those of the
+// interval's threads).
+std::vector<store::cgroup_cpu_row> pressure_rows(const pressure::readings &prev,
+                                                 const pressure::readings &cur,
+                                                 const std::vector<store::thread_row> &threads);
 
 // rschedd's own cost per interval: process CPU time, RSS, and the BPF programs' run time and
 // count (from bpf_stats; only where the kernel counts them).

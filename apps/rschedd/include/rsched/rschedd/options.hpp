@@ -17,8 +17,9 @@ namespace rsched::rschedd {
 struct group_selection {
   std::uint32_t groups = RSCHED_G_LATENCY; // rsched_group bits (BPF side)
   bool schedstat = false;                  // /proc/schedstat, read in user space
-  bool ipc = false;                        // perf=ipc: the 4-counter IPC set
-  std::vector<std::string> events;         // generic perf events, deduplicated, in order
+  bool pressure = true;            // CPU pressure (PSI) and CFS throttling, read in user space
+  bool ipc = false;                // perf=ipc: the 4-counter IPC set
+  std::vector<std::string> events; // generic perf events, deduplicated, in order
 };
 
 // Parses the -g tokens (already split on commas). An explicit -g replaces the default.
@@ -67,10 +68,11 @@ inline constexpr const char *usage_text =
     "live view (a compact screen of the last 5 s, worst first; --view tables for upstream\n"
     "rsched's cumulative tables).\n"
     "\n"
-    "  -g, --group GROUPS       metric groups, comma-separated, repeatable: latency (default),\n"
-    "                           slice, sleep, waking, migration, schedstat, perf (= perf=ipc),\n"
-    "                           perf=EVENT, most (all but waking), all; a bare name is a perf "
-    "event\n"
+    "  -g, --group GROUPS       metric groups, comma-separated, repeatable: latency and\n"
+    "                           pressure (the default), slice, sleep, waking, migration, blame\n"
+    "                           (who ran while threads waited; implies latency), schedstat,\n"
+    "                           perf (= perf=ipc), perf=EVENT, most (all but waking and blame),\n"
+    "                           all; a bare name is a perf event\n"
     "  -c, --comm REGEX         only threads whose comm matches (repeatable, OR'd)\n"
     "      --global-comm REGEX  threads whose comm matches, regardless of -c and --cgroup\n"
     "      --cgroup REGEX       only threads in a matching cgroup v2 (or below it)\n"

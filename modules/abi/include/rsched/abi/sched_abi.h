@@ -44,6 +44,10 @@ enum {
 	RSCHED_COUNTER_SLOTS = 12,
 	RSCHED_IPC_COUNTERS = 4,
 	RSCHED_MAX_GENERIC_EVENTS = 8,
+	/* Blame: the culprits kept per thread (struct rsched_blame) and the recent runners kept per
+	 * CPU (a power of two: the ring index is masked). */
+	RSCHED_BLAME_SLOTS = 16,
+	RSCHED_BLAME_RING = 512,
 };
 
 /* Metric groups, a bit mask in the BPF rodata `groups`: code of an unselected group is dead
@@ -55,6 +59,7 @@ enum rsched_group {
 	RSCHED_G_WAKING = 1 << 3,    /* sched_waking -> switch-in */
 	RSCHED_G_MIGRATION = 1 << 4, /* sched_migrate_task counts */
 	RSCHED_G_PERF = 1 << 5,	     /* perf counters read at every switch */
+	RSCHED_G_BLAME = 1 << 6,     /* who ran while a thread waited, who preempted it */
 };
 
 enum rsched_counter_slot {
@@ -113,6 +118,38 @@ enum rsched_used_bit {
 	RSCHED_USED_WAKING = 48,      /* 10 groups */
 };
 
+/* One culprit of a thread (blame group): a process, under the comm and cgroup it ran as, that
+ * ran on the CPU where the thread waited, or took the CPU from it. Cumulative. Its process id,
+ * occupant number and last use are kept apart (rsched_blame.tgid, .gen, .epoch) so that finding
+ * a culprit reads two cache lines, not sixteen. */
+struct rsched_blame_slot {
+	__u64 cgroup_id;
+	char comm[RSCHED_COMM_LEN];
+	__u64 wait_ns;	/* time it ran on the CPU while the thread waited there */
+	__u64 waits;	/* scheduling delays it had a part in */
+	__u64 preempts; /* involuntary switches of the thread in which it took the CPU */
+};
+
+/* A thread's blame: the parts of its scheduling delay always add up to delay.total_ns (the same
+ * samples), and its preemptions (all culprits) to its involuntary switches. A slot is given to a
+ * new culprit only when its counts were read at least two reads ago (`epoch`), and its `gen`
+ * then changes, so user space takes the new counts whole instead of as a difference. */
+struct rsched_blame {
+	__u32 tgid[RSCHED_BLAME_SLOTS]; /* slot i's culprit process */
+	__u16 gen[RSCHED_BLAME_SLOTS];	/* bumped when slot i takes a new culprit; 0 = never used */
+	__u16 epoch[RSCHED_BLAME_SLOTS]; /* blame_epoch (low 16 bits) at slot i's last update */
+	struct rsched_blame_slot slot[RSCHED_BLAME_SLOTS];
+	__u64 idle_ns; /* <idle>: nothing else ran (leaving idle, the wakeup path) */
+	__u64 idle_waits;
+	__u64 idle_preempts; /* switched out for the idle task while runnable (throttling) */
+	__u64 unknown_ns;    /* <unknown>: the CPU's record of runners did not reach back, or the
+				wait began on another CPU */
+	__u64 unknown_waits;
+	__u64 other_ns; /* <other>: culprits past the slots while all were in use */
+	__u64 other_waits;
+	__u64 other_preempts;
+};
+
 /* Per-thread cumulative state. Lives in task-local storage (tp_btf mode) or in a tid-keyed hash
  * (raw_tp mode). Counters only ever grow; user space takes deltas, so nothing is lost at an
  * interval boundary. */
@@ -147,6 +184,12 @@ struct rsched_task_state {
 	__u32 seg; /* attributions closed so far (segment records emitted or dropped) */
 	__u32 pad;
 	__u64 counters[RSCHED_COUNTER_SLOTS]; /* perf counter deltas charged to this thread */
+	/* Blame (BPF-internal): the CPU whose runqueue the thread waits on while enqueue_ns is set,
+	 * and since when (a migration while waiting moves it; the wait before is <unknown>). */
+	__u32 wait_cpu;
+	__u32 blame_hint; /* the culprit slot found last (checked first) */
+	__u64 wait_since;
+	struct rsched_blame blame; /* who ran while it waited, who preempted it (blame group) */
 };
 
 struct rsched_task_ident {
@@ -181,10 +224,11 @@ struct rsched_task_record {
  *   waking                                      RSCHED_G_WAKING
  *   migrations, cross_ccx, cross_numa           RSCHED_G_MIGRATION
  *   counters                                    RSCHED_G_PERF
+ *   blame                                       RSCHED_G_BLAME
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
  * drain does not write them); readers must take only the used groups. With the default groups a
- * record is 1200 bytes instead of 3856. The graveyard and the raw_tp map keep whole
+ * record is 1200 bytes instead of 4832. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
 	RSCHED_ITER_LATENCY_BYTES =
@@ -194,6 +238,7 @@ enum {
 	RSCHED_ITER_WAKING_BYTES = sizeof(struct rsched_delay_stats),
 	RSCHED_ITER_MIGRATION_BYTES = 3 * sizeof(__u64),
 	RSCHED_ITER_PERF_BYTES = RSCHED_COUNTER_SLOTS * sizeof(__u64),
+	RSCHED_ITER_BLAME_BYTES = sizeof(struct rsched_blame),
 };
 
 static inline __u32 rsched_iter_record_size(__u32 groups)
@@ -211,6 +256,8 @@ static inline __u32 rsched_iter_record_size(__u32 groups)
 		n += RSCHED_ITER_MIGRATION_BYTES;
 	if (groups & RSCHED_G_PERF)
 		n += RSCHED_ITER_PERF_BYTES;
+	if (groups & RSCHED_G_BLAME)
+		n += RSCHED_ITER_BLAME_BYTES;
 	return n;
 }
 
@@ -258,9 +305,11 @@ struct rsched_drop_stats {
 #endif
 RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOTS, "delay stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_blame_slot) == 48, "blame slot");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 56 * RSCHED_BLAME_SLOTS + 64, "blame");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 16 + 960, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 16 + 960, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");
@@ -276,6 +325,9 @@ RSCHED_ABI_ASSERT((int)RSCHED_USED_SLICE_VOL - (int)RSCHED_USED_DEPTH ==
 			  (int)RSCHED_DEPTH_SLOTS / (int)RSCHED_USED_SPAN,
 		  "depth groups");
 RSCHED_ABI_ASSERT((int)RSCHED_USED_WAKING + 10 <= 64, "used bits fit");
+RSCHED_ABI_ASSERT((RSCHED_BLAME_RING & (RSCHED_BLAME_RING - 1)) == 0, "blame ring is a power of 2");
+RSCHED_ABI_ASSERT((RSCHED_BLAME_SLOTS & (RSCHED_BLAME_SLOTS - 1)) == 0,
+		  "blame slots: a power of 2");
 /* The iterator's parts are contiguous runs of the state. */
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, slice_vol) ==
 			  __builtin_offsetof(struct rsched_task_state, delay) +

@@ -26,6 +26,11 @@ thread_counters delta(const thread_counters &cur, const thread_counters &prev);
 // into += d (used to add up several 1-second ticks into one interval).
 void accumulate(thread_counters &into, const thread_counters &d);
 
+// Blame deltas: cur - prev slot by slot (a slot whose `gen` changed counts whole), and a sum of
+// deltas by culprit (one slot per culprit; past the slots, `other`).
+blame_state delta(const blame_state &cur, const blame_state &prev);
+void accumulate(blame_state &into, const blame_state &d);
+
 class delta_tracker {
 public:
   explicit delta_tracker(unsigned grace_reads = 8) : grace_reads_(grace_reads) {}

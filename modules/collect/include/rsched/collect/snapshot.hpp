@@ -28,13 +28,64 @@ struct migration_counters {
 
 using counter_values = std::array<std::uint64_t, RSCHED_COUNTER_SLOTS>;
 
+// Blame group (sched_abi.h, struct rsched_blame): what ran while a thread waited, who
+// preempted it.
+struct blame_counts {
+  std::uint64_t wait_ns = 0;  // time the culprit ran on the CPU while the thread waited there
+  std::uint64_t waits = 0;    // scheduling delays it had a part in
+  std::uint64_t preempts = 0; // involuntary switches of the thread in which it took the CPU
+  [[nodiscard]] bool empty() const { return wait_ns == 0 && waits == 0 && preempts == 0; }
+  blame_counts &operator+=(const blame_counts &o) {
+    wait_ns += o.wait_ns;
+    waits += o.waits;
+    preempts += o.preempts;
+    return *this;
+  }
+  friend bool operator==(const blame_counts &, const blame_counts &) = default;
+};
+
+// A culprit: a process (tgid) under the comm and cgroup it ran as.
+struct culprit {
+  std::uint32_t tgid = 0;
+  std::uint64_t cgroup_id = 0;
+  std::array<char, RSCHED_COMM_LEN> comm{}; // NUL-padded kernel bytes
+  friend auto operator<=>(const culprit &, const culprit &) = default;
+};
+
+struct blame_slot {
+  std::uint32_t gen = 0; // the kernel slot's occupant number; 0 = never used
+  culprit who;
+  blame_counts n;
+  friend bool operator==(const blame_slot &, const blame_slot &) = default;
+};
+
+// A thread's blame. As read: the kernel's slots, cumulative. As a delta (delta()): slot by slot
+// the difference, a slot that took a new culprit since counted whole (the kernel gives a slot
+// away only when its counts were read); as a sum of deltas (accumulate()): one slot per
+// culprit, culprits past the slots in `other`.
+struct blame_state {
+  std::array<blame_slot, RSCHED_BLAME_SLOTS> slots{};
+  blame_counts idle;    // <idle>: nothing else ran (leaving idle, the wakeup path)
+  blame_counts unknown; // <unknown>: not attributable (no preempts)
+  blame_counts other;   // <other>: culprits past the slots
+  [[nodiscard]] bool empty() const {
+    bool none = idle.empty() && unknown.empty() && other.empty();
+    for (const auto &s : slots) {
+      none = none && s.n.empty();
+    }
+    return none;
+  }
+  friend bool operator==(const blame_state &, const blame_state &) = default;
+};
+
 struct thread_counters {
   // The kernel metrics (the per-second ones stay empty here: the interval assembly builds them).
   metrics::thread_set m;
   migration_counters migrations;
   counter_values counters{}; // perf counter deltas by slot (rsched_counter_slot)
+  blame_state blame;         // blame group
   [[nodiscard]] bool empty() const {
-    bool none = m.empty() && migrations.count == 0;
+    bool none = m.empty() && migrations.count == 0 && blame.empty();
     for (auto c : counters) {
       none = none && c == 0;
     }
@@ -110,6 +161,7 @@ struct interval_delta {
 };
 
 // Conversions from the ABI structs.
+void from_abi(const rsched_blame &b, blame_state &out);
 void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out);
 thread_sample from_abi(const rsched_task_record &r);
 void from_abi(const rsched_task_record &r, thread_sample &out); // fills `out` in place

@@ -29,6 +29,10 @@ struct acc_thread {
   // filled here, one sample per per-second tick.
   collect::thread_sample s;
   std::vector<stats::histogram> event_rates; // log2, one per generic event
+  // Blame over the ticks, per culprit (s.c.blame is not used here): to_row keeps the
+  // store::max_culprits with the most wait and sums the rest into <other>.
+  std::map<collect::culprit, collect::blame_counts> culprits;
+  collect::blame_counts idle, unknown, other;
 };
 
 class interval_acc {
@@ -62,8 +66,8 @@ private:
 struct row_options {
   bool ipc = false;       // perf=ipc: the four IPC counters are valid
   bool migration = false; // the migration group: its per-second metrics are written
-  int dies = 1;       // the machine's dies and NUMA nodes: a per-second metric that needs
-  int numa_nodes = 1; // more than one (registry `need`) is written only then
+  int dies = 1;           // the machine's dies and NUMA nodes: a per-second metric that needs
+  int numa_nodes = 1;     // more than one (registry `need`) is written only then
 };
 
 // The store's rows for one interval. `cgroup_path` maps a cgroup id to its path. Two

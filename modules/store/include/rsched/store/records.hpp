@@ -13,12 +13,47 @@
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 4;
+inline constexpr int schema_version = 5;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // A histogram-valued metric's value; its id in thread_hist.metric / cpu_hist.metric is the
 // registry's db_id (rsched/metrics/registry.hpp), which also names it in table `metric`.
 using hist_value = metrics::value;
+
+// Blame group: what a culprit did to a thread in one interval. A culprit is a process under
+// the comm and cgroup it ran as, or a pseudo-culprit.
+enum class culprit_kind : std::uint8_t {
+  process = 0, // pid, comm and cgroup say which
+  idle = 1,    // <idle>: nothing else ran (leaving idle, the wakeup path)
+  unknown = 2, // <unknown>: not attributable (see docs/SCHEMA.md)
+  other = 3,   // <other>: culprits past the bound (max_culprits)
+};
+
+// The processes kept per waiting thread and interval, by wait (then preemptions); the rest is
+// summed into <other>.
+inline constexpr std::size_t max_culprits = 8;
+
+struct blame_row {
+  culprit_kind kind = culprit_kind::process;
+  std::uint32_t pid = 0;      // process (tgid) of a culprit of kind process
+  std::string comm;           // what it ran as (exact kernel bytes); ignored for pseudo-culprits
+  std::string cgroup;         // cgroup v2 path it ran in, "" unknown
+  std::uint64_t wait_ns = 0;  // it ran this long on the CPU while the thread waited there
+  std::uint64_t waits = 0;    // scheduling delays of the thread it had a part in
+  std::uint64_t preempts = 0; // involuntary switches of the thread in which it took the CPU
+};
+
+// CPU pressure and bandwidth throttling of a cgroup ("/" = the whole system) in one interval:
+// deltas, each NULL in the database when the kernel does not say.
+struct cgroup_cpu_row {
+  std::string cgroup;
+  std::optional<std::int64_t> some_ns;      // PSI cpu some
+  std::optional<std::int64_t> full_ns;      // PSI cpu full
+  std::optional<std::int64_t> usage_ns;     // cpu.stat usage_usec
+  std::optional<std::int64_t> periods;      // nr_periods
+  std::optional<std::int64_t> throttled;    // nr_throttled
+  std::optional<std::int64_t> throttled_ns; // throttled_usec (v2), throttled_time (v1)
+};
 
 // One thread's data for one interval (deltas, not cumulative values).
 struct thread_row {
@@ -42,6 +77,8 @@ struct thread_row {
   std::vector<std::pair<std::uint32_t, std::uint64_t>> events;
   // Per-second rate histogram per generic event (log2 layout), same order/indexes as `events`.
   std::vector<std::pair<std::uint32_t, stats::histogram>> event_rates;
+  // Blame group (schema v5): the culprits of this thread's waits and preemptions.
+  std::vector<blame_row> blame;
 };
 
 // A generic perf event of the run (stable for the whole run; identified by name in the DB).
@@ -110,6 +147,10 @@ struct interval_row {
   // Schema v4: the clock of the scheduling delay ("monotonic" or "runqueue"; empty: the latency
   // group was not recorded, NULL in the database).
   std::string delay_clock;
+
+  // Schema v5: CPU pressure and throttling of the cgroups that had activity, their ancestors
+  // and the system ("/").
+  std::vector<cgroup_cpu_row> cgroup_cpu;
 };
 
 } // namespace rsched::store

@@ -23,7 +23,7 @@ struct retention {
 struct maintenance_report {
   int buckets_built = 0;            // rollup buckets (1 min and 1 h) written
   std::int64_t rows_deleted = 0;    // intervals rows deleted by retention (their data with them)
-  std::int64_t threads_deleted = 0; // thread identities no row refers to any more
+  std::int64_t threads_deleted = 0; // thread, culprit and cgroup identities no row refers to
   std::int64_t pages_freed = 0;     // pages given back to the file system (incremental vacuum)
   bool over_size = false;           // the file was above max_bytes at the start of the call
   [[nodiscard]] bool idle() const {

@@ -1,0 +1,212 @@
+// Schema v5 in the store: blame (delay_blame, preemption) and CPU pressure and throttling
+// (cpu_pressure, cpu_throttling): written rows, the views, rollups per (comm, cgroup) of both
+// sides, retention of their identities, and the upgrade of a real version 4 database.
+#include "store_test_util.hpp"
+
+using namespace store_test;
+using rsched::store::blame_row;
+using rsched::store::cgroup_cpu_row;
+using rsched::store::culprit_kind;
+
+namespace {
+
+constexpr std::int64_t t0 = 1'700'000'040'000'000'000; // a whole minute (UTC ns)
+
+blame_row culprit(std::uint32_t pid, std::string comm, std::string cgroup, std::uint64_t wait_ns,
+                  std::uint64_t waits, std::uint64_t preempts = 0) {
+  blame_row b;
+  b.kind = culprit_kind::process;
+  b.pid = pid;
+  b.comm = std::move(comm);
+  b.cgroup = std::move(cgroup);
+  b.wait_ns = wait_ns;
+  b.waits = waits;
+  b.preempts = preempts;
+  return b;
+}
+
+blame_row pseudo(culprit_kind k, std::uint64_t wait_ns, std::uint64_t waits,
+                 std::uint64_t preempts = 0) {
+  blame_row b;
+  b.kind = k;
+  b.wait_ns = wait_ns;
+  b.waits = waits;
+  b.preempts = preempts;
+  return b;
+}
+
+// A victim thread whose delays (1 ms + 3 ms) are blamed on a hog, <idle> and <unknown>.
+rsched::store::thread_row victim(std::uint32_t tid, const std::string &comm) {
+  auto t = make_thread(tid, comm, {1'000'000, 3'000'000}, {}, "/app");
+  t.blame = {culprit(77, "hog", "/batch", 3'500'000, 2, 5), pseudo(culprit_kind::idle, 300'000, 1),
+             pseudo(culprit_kind::unknown, 200'000, 1), pseudo(culprit_kind::other, 0, 0, 1)};
+  return t;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(new_db, "blame rows: the views, names of pseudo-culprits, sums equal the delay",
+                 "[store][blame]") {
+  auto iv = make_interval(t0, {victim(10, "db"), victim(11, "db")});
+  // A hostile culprit name and one that looks like a pseudo-culprit are data.
+  iv.threads[1].blame.push_back(culprit(66, "<idle>", "/x", 0, 0, 2));
+  iv.threads[1].blame.push_back(culprit(67, "a,\"b\"\x1b[2J", "", 0, 0, 1));
+  write_ok(w, iv);
+  auto r = open_reader(path);
+  CHECK(columns_of(r, "delay_blame") ==
+        std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "by_pid", "by_comm",
+                                 "by_cgroup", "wait_ns", "count", "tier"});
+  CHECK(columns_of(r, "preemption") == std::vector<std::string>{"ts", "dur", "tid", "pid", "comm",
+                                                                "cgroup", "by_pid", "by_comm",
+                                                                "by_cgroup", "count", "tier"});
+  // Per thread, the parts add up to sched_delay.total_ns.
+  auto eq = run(r, "SELECT d.tid, d.total_ns, (SELECT sum(wait_ns) FROM delay_blame AS b WHERE "
+                   "b.tid = d.tid AND b.ts = d.ts) FROM sched_delay AS d ORDER BY d.tid");
+  REQUIRE(eq.rows.size() == 2);
+  for (const auto &row : eq.rows) {
+    CHECK(as_int(row[1]) == 4'000'000);
+    CHECK(as_int(row[2]) == 4'000'000);
+  }
+  auto t = run(r, "SELECT by_pid, by_comm, by_cgroup, wait_ns, count FROM delay_blame WHERE "
+                  "tid = 10 ORDER BY wait_ns DESC");
+  REQUIRE(t.rows.size() == 3); // <other> had preemptions only
+  CHECK(as_int(t.rows[0][0]) == 77);
+  CHECK(as_text(t.rows[0][1]) == "hog");
+  CHECK(as_text(t.rows[0][2]) == "/batch");
+  CHECK(as_int(t.rows[0][4]) == 2);
+  CHECK(as_int(t.rows[1][0]) == 0); // <idle> is by_pid 0
+  CHECK(as_text(t.rows[1][1]) == "<idle>");
+  CHECK(is_null(t.rows[2][0])); // <unknown> has no pid
+  CHECK(as_text(t.rows[2][1]) == "<unknown>");
+  auto p = run(r, "SELECT by_pid, by_comm, count FROM preemption WHERE tid = 11 ORDER BY by_comm");
+  REQUIRE(p.rows.size() == 4);
+  CHECK(as_int(p.rows[0][0]) == 66); // a process named "<idle>" keeps its pid
+  CHECK(as_text(p.rows[0][1]) == "<idle>");
+  CHECK(is_null(p.rows[1][0]));
+  CHECK(as_text(p.rows[1][1]) == "<other>");
+  CHECK(as_text(p.rows[2][1]) == std::string("a,\"b\"\x1b[2J"));
+  CHECK(as_int(p.rows[3][2]) == 5);
+  // Pseudo-culprits are shared, one row each.
+  CHECK(scalar_int(r, "SELECT count(*) FROM culprit WHERE kind > 0") == 3);
+}
+
+TEST_CASE_METHOD(new_db, "blame rows of one culprit given twice for a thread are summed",
+                 "[store][blame]") {
+  auto t = make_thread(5, "v", {2'000'000});
+  t.blame = {culprit(9, "hog", "/", 1'000'000, 1), culprit(9, "hog", "/", 1'000'000, 1, 3)};
+  write_ok(w, make_interval(t0, {t}));
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame") == 1);
+  CHECK(scalar_int(r, "SELECT wait_ns FROM delay_blame") == 2'000'000);
+  CHECK(scalar_int(r, "SELECT count FROM preemption") == 3);
+  // A thread with nothing but a preemption (its delay comes next interval) still has its row.
+  auto only = make_thread(6, "p", {});
+  only.blame = {culprit(9, "hog", "/", 0, 0, 1)};
+  write_ok(w, make_interval(t0 + 10 * sec, {only}));
+  CHECK(scalar_int(r, "SELECT count(*) FROM preemption WHERE tid = 6") == 1);
+}
+
+TEST_CASE_METHOD(new_db,
+                 "pressure and throttling rows: the views, NULL where the kernel says "
+                 "nothing, percent of the interval",
+                 "[store][pressure]") {
+  auto iv = make_interval(t0, {make_thread(1, "a", {1000})});
+  cgroup_cpu_row sys{"/", 2'000'000'000, 0, 9'000'000'000, {}, {}, {}};
+  cgroup_cpu_row app{"/app", 500'000'000, 100'000'000, 4'000'000'000, 100, 30, 700'000'000};
+  cgroup_cpu_row nopsi{"/nopsi", {}, {}, 1'000, {}, {}, {}};
+  iv.cgroup_cpu = {sys, app, nopsi};
+  write_ok(w, iv);
+  auto r = open_reader(path);
+  CHECK(columns_of(r, "cpu_pressure") == std::vector<std::string>{"ts", "dur", "cgroup", "some_ns",
+                                                                  "full_ns", "some_pct", "full_pct",
+                                                                  "tier"});
+  CHECK(columns_of(r, "cpu_throttling") ==
+        std::vector<std::string>{"ts", "dur", "cgroup", "usage_ns", "periods", "throttled",
+                                 "throttled_ns", "tier"});
+  auto p = run(r, "SELECT cgroup, some_ns, some_pct, full_pct FROM cpu_pressure ORDER BY cgroup");
+  REQUIRE(p.rows.size() == 2); // /nopsi has no PSI
+  CHECK(as_text(p.rows[0][0]) == "/");
+  CHECK(as_real(p.rows[0][2]) == Approx(20.0)); // 2 s of a 10-s interval
+  CHECK(as_real(p.rows[1][3]) == Approx(1.0));
+  auto t = run(r, "SELECT cgroup, usage_ns, periods, throttled, throttled_ns FROM cpu_throttling "
+                  "ORDER BY cgroup");
+  REQUIRE(t.rows.size() == 3);
+  CHECK(is_null(t.rows[0][2])); // no cpu controller data for the system
+  CHECK(as_int(t.rows[1][3]) == 30);
+  CHECK(as_int(t.rows[1][4]) == 700'000'000);
+  CHECK(as_int(t.rows[2][1]) == 1'000);
+  // A row without a cgroup path is refused, and nothing of the interval is written.
+  auto bad = make_interval(t0 + 10 * sec, {make_thread(1, "a", {1000})});
+  bad.cgroup_cpu = {cgroup_cpu_row{"", 1, 1, 1, 1, 1, 1}};
+  auto res = w.write(bad);
+  REQUIRE_FALSE(res.ok());
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals") == 1);
+}
+
+TEST_CASE_METHOD(new_db, "blame and pressure roll up per (comm, cgroup) of both sides, exactly",
+                 "[store][blame][rollup]") {
+  // Two minutes of 10-s intervals; two threads of 'db' (one moves pids) blame two hog processes
+  // of the same comm and cgroup: the 1-minute rows hold one row per (db, hog).
+  for (int i = 0; i < 12; ++i) {
+    auto a = victim(10, "db");
+    auto b = victim(20 + static_cast<std::uint32_t>(i), "db");
+    b.blame[0].pid = 78; // another hog process, same comm and cgroup
+    auto iv = make_interval(t0 + i * 10 * sec, {a, b});
+    iv.cgroup_cpu = {cgroup_cpu_row{"/app", 1'000, 10, 100, 1, 1, 5}};
+    write_ok(w, iv);
+  }
+  write_ok(w, make_interval(t0 + 2 * minute, {make_thread(1, "later", {1})}));
+  REQUIRE(w.maintain(t0 + 3 * minute).ok());
+  auto r = open_reader(path);
+  auto raw = run(r, "SELECT by_comm, sum(wait_ns), sum(count) FROM delay_blame GROUP BY by_comm "
+                    "ORDER BY by_comm");
+  auto m = run(r, "SELECT by_comm, sum(wait_ns), sum(count) FROM delay_blame_1m GROUP BY by_comm "
+                  "ORDER BY by_comm");
+  CHECK(m.rows == raw.rows);
+  CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame_1m WHERE by_comm = 'hog'") == 2);
+  CHECK(scalar_int(r, "SELECT count(DISTINCT by_pid) FROM delay_blame_1m WHERE by_comm = 'hog'") ==
+        0); // rollups name no process
+  CHECK(scalar_int(r, "SELECT sum(count) FROM preemption_1m") ==
+        scalar_int(r, "SELECT sum(count) FROM preemption"));
+  CHECK(scalar_int(r, "SELECT sum(throttled_ns) FROM cpu_throttling_1m") == 12 * 5);
+  CHECK(scalar_int(r, "SELECT sum(some_ns) FROM cpu_pressure_1m") == 12 * 1'000);
+  CHECK(scalar_int(r, "SELECT count(*) FROM culprit WHERE boot_id = '' AND kind = 0") == 1);
+}
+
+TEST_CASE("a real version 4 database is upgraded in place to version 5", "[store][blame]") {
+  // tests/store/data/v4.db: 3 s recorded by rschedd at schema 4 (commit c580b87) with
+  // -g latency,slice,sleep,migration.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  copy_fixture("v4.db", path);
+  std::vector<std::vector<value>> before;
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "PRAGMA user_version") == 4);
+    before = run(r, "SELECT comm, sum(count), sum(total_ns) FROM sched_delay GROUP BY comm "
+                    "ORDER BY comm")
+                 .rows;
+    REQUIRE_FALSE(before.empty());
+    std::string err;
+    run(r, "SELECT * FROM delay_blame", &err);
+    CHECK(err.find("no such table") != std::string::npos);
+  }
+  {
+    auto w = open_writer(path);
+    const std::int64_t next = [&] {
+      auto r = open_reader(path);
+      return scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
+    }();
+    auto iv = make_interval(next, {victim(3, "new")});
+    iv.cgroup_cpu = {cgroup_cpu_row{"/", 5, 0, 7, {}, {}, {}}};
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 5);
+  CHECK(run(r, "SELECT comm, sum(count), sum(total_ns) FROM sched_delay WHERE comm <> 'new' "
+               "GROUP BY comm ORDER BY comm")
+            .rows == before);
+  CHECK(scalar_int(r, "SELECT sum(wait_ns) FROM delay_blame") == 4'000'000);
+  CHECK(scalar_int(r, "SELECT count(*) FROM cpu_pressure") == 1);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}
