@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <map>
 
 using namespace rsched;
@@ -145,8 +146,7 @@ TEST_CASE("CPU metrics and drops add up over the ticks", "[record]") {
   CHECK(row.drops[RSCHED_DROP_SEGMENT] == 3);
 }
 
-TEST_CASE("Generic perf events: the interval's count and a per-second rate histogram",
-          "[record]") {
+TEST_CASE("Generic perf events: the interval's count and a per-second rate histogram", "[record]") {
   interval_acc acc(2);
   for (std::uint64_t v : {100U, 0U, 3000U}) {
     collect::interval_delta d;
@@ -163,4 +163,51 @@ TEST_CASE("Generic perf events: the interval's count and a per-second rate histo
   REQUIRE(r.event_rates.size() == 1);
   CHECK(r.event_rates[0].second.total() == 2); // seconds with a count
   CHECK(r.event_rates[0].second.kind == stats::layout::log2);
+}
+
+TEST_CASE("Blame rows: the culprits with the most wait over the ticks, the rest <other>",
+          "[record][blame]") {
+  interval_acc acc;
+  // Two ticks; twelve culprit processes in all (slots of a tick hold at most sixteen), each
+  // culprit k waited behind for k * 1000 ns per tick; an <idle> and an <unknown> part.
+  for (int tick = 0; tick < 2; ++tick) {
+    collect::interval_delta d;
+    auto t = sample(9, "db", 1, 1);
+    for (std::uint32_t k = 1; k <= 12; ++k) {
+      auto &s = t.c.blame.slots[k - 1];
+      s.gen = 1;
+      s.who.tgid = 100 + k;
+      s.who.cgroup_id = 2;
+      std::memcpy(s.who.comm.data(), "hog", 3);
+      s.n = {k * 1000, 1, k == 1 ? 1U : 0U};
+    }
+    t.c.blame.idle = {50, 1, 0};
+    t.c.blame.unknown = {5, 1, 0};
+    d.threads = {t};
+    acc.add_tick(d, false);
+  }
+  const auto row = to_row(acc, path_of, {});
+  REQUIRE(row.threads.size() == 1);
+  const auto &b = row.threads[0].blame;
+  // 8 processes (12k .. 5k: the most wait first), then <idle>, <unknown>, <other>.
+  REQUIRE(b.size() == store::max_culprits + 3);
+  for (std::size_t i = 0; i < store::max_culprits; ++i) {
+    CHECK(b[i].kind == store::culprit_kind::process);
+    CHECK(b[i].pid == 100 + 12 - i);
+    CHECK(b[i].wait_ns == 2 * (12 - i) * 1000);
+    CHECK(b[i].waits == 2);
+    CHECK(b[i].comm == "hog");
+    CHECK(b[i].cgroup == "/cg2");
+  }
+  CHECK(b[8].kind == store::culprit_kind::idle);
+  CHECK(b[8].wait_ns == 100);
+  CHECK(b[9].kind == store::culprit_kind::unknown);
+  CHECK(b[10].kind == store::culprit_kind::other);
+  CHECK(b[10].wait_ns == 2 * (1 + 2 + 3 + 4) * 1000); // culprits 1..4
+  CHECK(b[10].preempts == 2);                         // culprit 1's preemptions
+  std::uint64_t sum = 0;
+  for (const auto &x : b) {
+    sum += x.wait_ns;
+  }
+  CHECK(sum == 2 * (78 * 1000 + 55));
 }

@@ -101,8 +101,7 @@ TEST_CASE("schedstat_feed: a missing file is an error and leaves the sysctl as i
   CHECK(read_all(sysctl) == "1\n");
 }
 
-TEST_CASE("self_health: CPU time and RSS of this process, no BPF without a program",
-          "[rschedd]") {
+TEST_CASE("self_health: CPU time and RSS of this process, no BPF without a program", "[rschedd]") {
   self_health h(nullptr);
   volatile std::uint64_t spin = 0;
   for (int i = 0; i < 2'000'000; ++i) {
@@ -118,8 +117,7 @@ TEST_CASE("self_health: CPU time and RSS of this process, no BPF without a progr
   CHECK_FALSE(row.bpf_run_cnt);
 }
 
-TEST_CASE("open_perf: nothing without the perf group, an unknown event is bad usage",
-          "[rschedd]") {
+TEST_CASE("open_perf: nothing without the perf group, an unknown event is bad usage", "[rschedd]") {
   group_selection g;
   auto none = open_perf(g, RSCHED_G_LATENCY);
   REQUIRE(none);
@@ -146,4 +144,29 @@ TEST_CASE("banner: upstream's lines, hostile patterns escaped", "[rschedd]") {
   auto plain = parse_options({});
   REQUIRE(plain);
   CHECK(banner(*plain) == "Starting rsched\n");
+}
+
+TEST_CASE("pressure_rows: the interval's threads' cgroups, their ancestors and the system",
+          "[rschedd]") {
+  pressure::readings prev{{"/", {1000, 0, 10, {}, {}, {}}},
+                          {"/a", {10, 1, 5, 3, 1, 100}},
+                          {"/a/b", {1, 1, 1, 1, 0, 0}},
+                          {"/quiet", {0, 0, 0, {}, {}, {}}}};
+  pressure::readings cur{{"/", {1500, 0, 30, {}, {}, {}}},
+                         {"/a", {40, 1, 9, 8, 3, 400}},
+                         {"/a/b", {6, 2, 2, 2, 0, 0}},
+                         {"/quiet", {9, 0, 9, {}, {}, {}}}};
+  store::thread_row t;
+  t.cgroup = "/a/b";
+  store::thread_row unknown; // cgroup "" : no row
+  const auto rows = pressure_rows(prev, cur, {t, unknown});
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].cgroup == "/");
+  CHECK(rows[0].some_ns == 500);
+  CHECK_FALSE(rows[0].periods);
+  CHECK(rows[1].cgroup == "/a");
+  CHECK(rows[1].throttled == 2);
+  CHECK(rows[1].throttled_ns == 300);
+  CHECK(rows[2].cgroup == "/a/b");
+  CHECK(rows[2].full_ns == 1);
 }
