@@ -301,6 +301,13 @@ int run(const rschedd::options &opt) {
     sink.emplace(*db);
   }
   recorder rec(std::move(rc), src, clock, sink ? &*sink : nullptr);
+  // The kernel's counters read in user space start counting with the first interval.
+  if (schedstat) {
+    schedstat->rebase();
+  }
+  if (pressure) {
+    pressure->rebase();
+  }
   rec.setup();
   while (rec.step()) {
   }

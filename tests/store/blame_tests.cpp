@@ -3,6 +3,8 @@
 // sides, retention of their identities, and the upgrade of a real version 4 database.
 #include "store_test_util.hpp"
 
+#include <fmt/format.h>
+
 using namespace store_test;
 using rsched::store::blame_row;
 using rsched::store::cgroup_cpu_row;
@@ -209,4 +211,103 @@ TEST_CASE("a real version 4 database is upgraded in place to version 5", "[store
   CHECK(scalar_int(r, "SELECT sum(wait_ns) FROM delay_blame") == 4'000'000);
   CHECK(scalar_int(r, "SELECT count(*) FROM cpu_pressure") == 1);
   CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}
+
+TEST_CASE_METHOD(new_db,
+                 "spikes per victim: a storm of cheap samples no longer hides a service's spike, "
+                 "and the spike names the storm as its cause",
+                 "[store][blame]") {
+  // 80 intervals of 10 s: 'storm' has 10,000 delays of ~5 us each interval; 'svc' has 20 of
+  // 0.6 ms, except for intervals 70..72 where they are 7.7 ms and the storm's threads ran while
+  // it waited (blame).
+  for (int i = 0; i < 80; ++i) {
+    const bool spike = i >= 70 && i < 73;
+    auto storm = make_thread(1, "storm", std::vector<std::uint64_t>(10'000, 5'000), {}, "/");
+    auto svc = make_thread(2, "svc", std::vector<std::uint64_t>(20, spike ? 7'700'000 : 600'000),
+                           {}, "/svc.slice");
+    if (spike) {
+      svc.blame = {culprit(1, "storm", "/", std::uint64_t{20} * 7'700'000 * 95 / 100, 20),
+                   pseudo(culprit_kind::idle, std::uint64_t{20} * 7'700'000 * 5 / 100, 20)};
+    }
+    write_ok(w, make_interval(t0 + i * 10 * sec, {storm, svc}));
+  }
+  auto r = open_reader(path);
+  // Merged over every thread (the old behaviour, by 'all'), the p99 is the storm's: no spike.
+  CHECK(run(r, "SELECT * FROM spikes('sched_delay', '3x', NULL, NULL, NULL, 'all')").rows.empty());
+  // Per comm (the default): svc's three intervals, and why.
+  auto t = run(r, "SELECT start_ns, duration_ns, victim, cause FROM spikes('sched_delay', '3x')");
+  REQUIRE(t.rows.size() == 1);
+  CHECK(as_int(t.rows[0][0]) == t0 + 70 * 10 * sec);
+  CHECK(as_int(t.rows[0][1]) == 30 * sec);
+  CHECK(as_text(t.rows[0][2]) == "svc");
+  CHECK(as_text(t.rows[0][3]) == "storm 95% of the wait, <idle> 5%");
+  // A victim pattern narrows the search; by cgroup names the cgroup.
+  CHECK(run(r, "SELECT * FROM spikes('sched_delay', '3x', NULL, NULL, 'storm')").rows.empty());
+  auto c =
+      run(r, "SELECT victim FROM spikes('sched_delay', '5ms', NULL, NULL, 'cgroup:/svc.slice', "
+             "'cgroup')");
+  REQUIRE(c.rows.size() == 1);
+  CHECK(as_text(c.rows[0][0]) == "/svc.slice");
+  auto p = run(r, "SELECT victim FROM spikes('sched_delay', '5ms', NULL, NULL, 'pid:2', 'pid')");
+  REQUIRE(p.rows.size() == 1);
+  CHECK(as_int(p.rows[0][0]) == 2);
+  // blame() over the spike: the storm first, with its share.
+  auto b = run(r, "SELECT by_comm, share_pct, victim_wait_ns FROM blame('svc', " +
+                      std::to_string(t0 + 70 * 10 * sec) + ", " +
+                      std::to_string(t0 + 73 * 10 * sec) + ")");
+  REQUIRE(b.rows.size() == 2);
+  CHECK(as_text(b.rows[0][0]) == "storm");
+  CHECK(as_real(b.rows[0][1]) == Approx(95.0));
+  CHECK(as_int(b.rows[0][2]) == 3 * 20 * 7'700'000);
+  // Bad arguments are one-line errors.
+  CHECK(run_error(r, "SELECT * FROM spikes('sched_delay', '3x', NULL, NULL, NULL, 'cpu')")
+            .find("comm, cgroup, pid or all") != std::string::npos);
+  CHECK(run_error(r, "SELECT * FROM spikes('cpu_sched_delay', '3x', NULL, NULL, 'svc')")
+            .find("CPU metrics have none") != std::string::npos);
+  CHECK(run_error(r, "SELECT * FROM blame('pid:x')").find("needs a process or thread id") !=
+        std::string::npos);
+  CHECK(run_error(r, "SELECT * FROM blame('comm:')").find("empty victim pattern") !=
+        std::string::npos);
+}
+
+TEST_CASE_METHOD(new_db, "annotation_summary reads each annotation's own span, plus a margin",
+                 "[store][blame]") {
+  // Two incidents 2.5 minutes apart, one minute each: with the old fixed 5 minutes both read the
+  // same rows. 'a' has delays of 1 ms in the first, 'b' of 9 ms in the second.
+  for (int i = 0; i < 60; ++i) {
+    const std::int64_t ts = t0 + i * 10 * sec;
+    const bool first = ts >= t0 + 2 * minute && ts < t0 + 3 * minute;
+    const bool second = ts >= t0 + 4 * minute + 30 * sec && ts < t0 + 5 * minute + 30 * sec;
+    std::vector<rsched::store::thread_row> th;
+    if (first) {
+      th.push_back(make_thread(1, "a", {1'000'000}));
+    }
+    if (second) {
+      th.push_back(make_thread(2, "b", {9'000'000}));
+    }
+    th.push_back(make_thread(3, "bg", {1'000}));
+    write_ok(w, make_interval(ts, th));
+  }
+  raw_exec(path, fmt::format("INSERT INTO annotations(start_ns, end_ns, source, text, created_ns) "
+                             "VALUES ({}, {}, 't', 'first', 0), ({}, {}, 't', 'second', 0), "
+                             "({}, NULL, 't', 'point', 0)",
+                             t0 + 2 * minute, t0 + 3 * minute, t0 + 4 * minute + 30 * sec,
+                             t0 + 5 * minute + 30 * sec, t0 + 5 * sec));
+  auto r = open_reader(path);
+  auto s = run(r, "SELECT text, group_concat(comm, ',') FROM (SELECT text, comm FROM "
+                  "annotation_summary ORDER BY text, comm) GROUP BY text ORDER BY text");
+  REQUIRE(s.rows.size() == 3);
+  CHECK(as_text(s.rows[0][0]) == "first");
+  CHECK(as_text(s.rows[0][1]) == "a,bg");
+  CHECK(as_text(s.rows[1][0]) == "point"); // its instant: the interval that holds it
+  CHECK(as_text(s.rows[1][1]) == "bg");
+  CHECK(as_text(s.rows[2][1]) == "b,bg");
+  CHECK(scalar_int(r, "SELECT samples FROM annotation_summary WHERE text = 'point'") == 1);
+  // A margin widens every window: 2 minutes reach from the first incident into the second.
+  CHECK(scalar_int(r, "SELECT annotation_margin('2m')") == 2 * minute);
+  CHECK(scalar_int(r, "SELECT count(*) FROM annotation_summary WHERE text = 'first' AND comm = "
+                      "'b'") == 1);
+  CHECK(run_error(r, "SELECT annotation_margin(-1)").find("negative") != std::string::npos);
+  CHECK(run_error(r, "SELECT annotation_margin('soon')").find("invalid duration") !=
+        std::string::npos);
 }

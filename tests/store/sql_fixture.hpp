@@ -67,6 +67,52 @@ inline std::vector<std::uint64_t> uniform(std::mt19937_64 &rng, std::size_t n, s
   return out;
 }
 
+// Who the thread's waits are blamed on: during the spike, web and db wait behind hog (90 %, the
+// rest the wakeup path) and hog behind web; otherwise web waits behind db, db behind web, and
+// hog's waits are partly <unknown>. Deterministic (no random numbers): the samples stay as they
+// are. Preemptions: hog takes the CPU from web 30 times an interval during the spike.
+inline void blame(rsched::store::thread_row &t, bool spike) {
+  using rsched::store::blame_row;
+  using rsched::store::culprit_kind;
+  const std::uint64_t total = t.m[metric::sched_delay].total;
+  const std::uint64_t n = t.m[metric::sched_delay].count;
+  const auto process = [](std::uint32_t pid, const char *comm, const char *cgroup, std::uint64_t ns,
+                          std::uint64_t waits, std::uint64_t preempts) {
+    blame_row b;
+    b.kind = culprit_kind::process;
+    b.pid = pid;
+    b.comm = comm;
+    b.cgroup = cgroup;
+    b.wait_ns = ns;
+    b.waits = waits;
+    b.preempts = preempts;
+    return b;
+  };
+  const auto pseudo = [](culprit_kind k, std::uint64_t ns, std::uint64_t waits) {
+    blame_row b;
+    b.kind = k;
+    b.wait_ns = ns;
+    b.waits = waits;
+    return b;
+  };
+  const std::uint64_t main = total * 9 / 10;
+  if (t.comm == "web" || t.comm == "db") {
+    if (spike) {
+      t.blame = {process(30, "hog", "/batch.slice", main, n, t.comm == "web" ? 30 : 0),
+                 pseudo(culprit_kind::idle, total - main, n / 2)};
+    } else if (t.comm == "web") {
+      t.blame = {process(20, "db", "/db.slice", main, n / 2, 1),
+                 pseudo(culprit_kind::idle, total - main, n)};
+    } else {
+      t.blame = {process(10, "web", "/web.slice", main, n / 2, 0),
+                 pseudo(culprit_kind::idle, total - main, n)};
+    }
+  } else if (t.comm == "hog") {
+    t.blame = {process(10, "web", "/web.slice", main, n, 0),
+               pseudo(culprit_kind::unknown, total - main, 1)};
+  }
+}
+
 inline void build(history &h) {
   h.path = h.dir.file("rsched.db");
   std::mt19937_64 rng(20261120);
@@ -99,6 +145,7 @@ inline void build(history &h) {
     std::vector<rsched::store::thread_row> threads;
     for (auto &x : ws) {
       threads.push_back(store_test::make_thread(x.tid, x.comm, x.ns, {1, 2}, x.cgroup));
+      blame(threads.back(), spike);
       auto &c = x.cpu == 0 ? c0 : c1;
       for (auto v : x.ns) {
         c.m[metric::cpu_sched_delay].hist.add(v);
@@ -108,6 +155,13 @@ inline void build(history &h) {
       h.samples.push_back({ts, x.comm, x.cpu, x.ns});
     }
     auto iv = store_test::make_interval(ts, std::move(threads), {c0, c1});
+    // CPU pressure of the system and the web and batch slices; the batch slice has a CPU quota
+    // and is throttled during the spike.
+    const std::int64_t some = spike ? interval * 6 / 10 : interval / 20;
+    iv.cgroup_cpu = {{"/", some, 0, 15 * sec, {}, {}, {}},
+                     {"/batch.slice", spike ? interval / 2 : interval / 100, 0,
+                      spike ? 8 * sec : sec / 10, 100, spike ? 40 : 0, spike ? 4 * sec : 0},
+                     {"/web.slice", spike ? interval / 2 : interval / 50, 0, 3 * sec, {}, {}, {}}};
     iv.final_interval = ts + interval == gap_start; // rschedd stopped before the gap
     // ... and was restarted after it without --delay-clock runqueue
     iv.delay_clock = ts < gap_start ? "runqueue" : "monotonic";

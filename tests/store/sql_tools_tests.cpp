@@ -242,10 +242,12 @@ TEST_CASE("spikes finds the injected window and names hog first", "[store]") {
   auto r = open(fixture());
   for (const std::string thr : {"'3x'", "'10ms'", "10000000"}) {
     INFO(thr);
+    // Merged over every thread (by 'all').
     auto t = run(r, "SELECT start_ns, end_ns, duration_ns, peak_ns, peak_ts, top_comms, "
-                    "threshold_ns FROM spikes('sched_delay', " +
-                        thr + ")");
+                    "threshold_ns, victim FROM spikes('sched_delay', " +
+                        thr + ", NULL, NULL, NULL, 'all')");
     REQUIRE(t.rows.size() == 1);
+    CHECK(as_text(t.rows[0][7]) == "all");
     CHECK(as_int(t.rows[0][0]) == spike_start);
     CHECK(as_int(t.rows[0][1]) == spike_end);
     CHECK(as_int(t.rows[0][2]) == 30 * sec);
@@ -253,13 +255,30 @@ TEST_CASE("spikes finds the injected window and names hog first", "[store]") {
     CHECK(as_int(t.rows[0][4]) >= spike_start);
     CHECK(as_text(t.rows[0][5]).rfind("hog (", 0) == 0);
   }
+  // Per comm (the default): hog and web, each with its cause from blame, throttling and
+  // pressure.
+  auto per = run(r, "SELECT start_ns, duration_ns, victim, cause FROM spikes('sched_delay', '3x')");
+  REQUIRE(per.rows.size() == 2);
+  CHECK(as_text(per.rows[0][2]) == "hog");
+  CHECK(as_text(per.rows[0][3]) ==
+        "web 90% of the wait, <unknown> 10%; throttled 12.0 s (/batch.slice); CPU pressure 60%");
+  CHECK(as_text(per.rows[1][2]) == "web");
+  CHECK(as_text(per.rows[1][3]) == "hog 90% of the wait, <idle> 10%; CPU pressure 60%");
+  for (const auto &row : per.rows) {
+    CHECK(as_int(row[0]) == spike_start);
+    CHECK(as_int(row[1]) == 30 * sec);
+  }
   // Window arguments restrict the search.
   CHECK(run(r, "SELECT * FROM spikes('sched_delay', '3x', '2026-11-20 13:00', "
                "'2026-11-20 14:00')")
             .rows.empty());
-  auto t = run(r, "SELECT top_comms FROM spikes('cpu_sched_delay', '3x')");
+  auto t = run(r, "SELECT top_comms FROM spikes('cpu_sched_delay', '3x', NULL, NULL, NULL, 'all')");
   REQUIRE(t.rows.size() == 1);
   CHECK(as_text(t.rows[0][0]).rfind("cpu 0 (", 0) == 0);
+  // Per CPU (the default for a CPU metric): CPU 0, where hog and web wait.
+  auto c = run(r, "SELECT victim, top_comms FROM spikes('cpu_sched_delay', '3x')");
+  REQUIRE(c.rows.size() == 1);
+  CHECK(as_int(c.rows[0][0]) == 0);
 }
 
 TEST_CASE("compare ranks hog first", "[store]") {
@@ -344,8 +363,12 @@ TEST_CASE("annotations: add, import CSV and JSON, views", "[store]") {
   CHECK(as_text(t.rows[3][5]) == "a,b");
   CHECK(as_text(t.rows[3][3]) == "pagerduty");
   CHECK(as_int(t.rows[4][1]) == 1795183800 * sec);
-  // Views: the interval at 14:03 starts within 5 minutes of annotations 1-3, not of 4-5 (14:10).
+  // Views: the interval [14:03:00, 14:03:10) overlaps the spans of annotations 1 (14:03:01) and
+  // 2 (14:03-14:05), not of 3 (14:05) or 4-5 (14:10); with a 2-minute margin, 3 too.
+  CHECK(scalar_int(*rr, "SELECT count(DISTINCT annotation_id) FROM annotation_delay") == 2);
+  CHECK(scalar_int(*rr, "SELECT annotation_margin('2m')") == 2 * minute);
   CHECK(scalar_int(*rr, "SELECT count(DISTINCT annotation_id) FROM annotation_delay") == 3);
+  CHECK(scalar_int(*rr, "SELECT annotation_margin(0)") == 0);
   t = run(*rr, "SELECT annotation_id, comm, samples, p99_ns FROM annotation_summary "
                "WHERE annotation_id = 1");
   REQUIRE(t.rows.size() == 1);

@@ -226,24 +226,7 @@ std::string format_duration_ns(double ns) {
   if (!std::isfinite(ns)) {
     return format_real(ns);
   }
-  const char *sign = ns < 0 ? "-" : "";
-  double a = std::fabs(ns);
-  static constexpr const char *units[] = {"ns", "\xc2\xb5s", "ms", "s"};
-  std::size_t u = 0;
-  while (u < 3 && a >= 999.5) { // 999.5 ns rounds to 1.00 µs, not 1000 ns
-    a /= 1000.0;
-    ++u;
-  }
-  if (u == 0 && a == std::floor(a)) {
-    return fmt::format("{}{} ns", sign, static_cast<std::int64_t>(a));
-  }
-  int decimals = 0;
-  if (a < 9.995) {
-    decimals = 2;
-  } else if (a < 99.95) {
-    decimals = 1;
-  }
-  return fmt::format("{}{:.{}f} {}", sign, a, decimals, units[u]);
+  return text::format_duration_ns(ns);
 }
 
 cell table_cell(const store::value &v) {

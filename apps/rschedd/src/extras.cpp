@@ -104,6 +104,12 @@ schedstat_feed::~schedstat_feed() {
   }
 }
 
+void schedstat_feed::rebase() {
+  if (auto cur = schedstat::read(path_)) {
+    prev_ = std::move(*cur);
+  }
+}
+
 void schedstat_feed::add_to(store::interval_row &row) {
   auto cur = schedstat::read(path_);
   if (!cur) {

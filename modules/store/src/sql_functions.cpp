@@ -430,6 +430,53 @@ void ago_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
   sqlite3_result_int64(ctx, *t);
 }
 
+// bucket(ts, width): ts rounded down to a multiple of width (ns or a duration text), counted
+// from the epoch (UTC): rows of one bucket share a value, for GROUP BY over time.
+void bucket_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  auto w = duration_arg(argv[1], "bucket: width");
+  if (!w) {
+    result_error(ctx, w.err().msg);
+    return;
+  }
+  if (*w <= 0) {
+    result_error(ctx, "bucket: the width must be positive");
+    return;
+  }
+  auto t = time_arg(argv[0], ctx_of(ctx), "bucket: time");
+  if (!t) {
+    result_error(ctx, t.err().msg);
+    return;
+  }
+  std::int64_t q = *t / *w;
+  if (*t % *w != 0 && *t < 0) {
+    --q;
+  }
+  sqlite3_result_int64(ctx, q * *w);
+}
+
+// annotation_margin(): the connection's margin around annotations (ns); annotation_margin(dur)
+// sets it (a duration, >= 0) and returns it.
+void margin_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  auto *fc = static_cast<fn_context *>(sqlite3_user_data(ctx));
+  if (argc == 1) {
+    auto r = duration_arg(argv[0], "annotation_margin");
+    if (!r) {
+      result_error(ctx, r.err().msg);
+      return;
+    }
+    if (*r < 0) {
+      result_error(ctx, "annotation_margin: the margin must not be negative");
+      return;
+    }
+    fc->annotation_margin_ns = *r;
+  }
+  sqlite3_result_int64(ctx, fc->annotation_margin_ns);
+}
+
 void dur_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
     sqlite3_result_null(ctx);
@@ -504,6 +551,7 @@ result<void> register_functions(sqlite3 *db, fn_context *fctx) {
   }
   static constexpr scalar time_fns[] = {
       {"t", 1, t_func},
+      {"bucket", 2, bucket_func},
       {"ago", 1, ago_func},
       {"fmt_time", 1, fmt_time_func},
   };
@@ -516,6 +564,12 @@ result<void> register_functions(sqlite3 *db, fn_context *fctx) {
   if (sqlite3_create_function_v2(db, "dur", 1, flags, nullptr, dur_func, nullptr, nullptr,
                                  nullptr) != SQLITE_OK) {
     return fail("dur");
+  }
+  for (int n : {0, 1}) {
+    if (sqlite3_create_function_v2(db, "annotation_margin", n, time_flags, fctx, margin_func,
+                                   nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return fail("annotation_margin");
+    }
   }
   return register_table_functions(db, fctx);
 }

@@ -4,7 +4,8 @@
 //   scalars on one blob: hist_pct(hist, p), hist_error(hist, p), hist_count(hist),
 //     hist_count_above(hist, ns), hist_fraction_above(hist, ns), hist_mean(hist), hist_max(hist);
 //   ipc(instructions, cycles), rate(value, dur_ns);
-//   time: t(text), ago(text), dur(text), fmt_time(ns);
+//   time: t(text), ago(text), dur(text), fmt_time(ns), bucket(ts, width),
+//     annotation_margin([dur]);
 //   table-valued (table_functions.cpp): hist_buckets, during, around, coverage, gaps, spikes,
 //     compare.
 #include "rsched/base/result.hpp"
@@ -32,6 +33,9 @@ struct fn_context {
   // The last window asked of during()/around() ([start, end) UTC ns), for the shell's coverage
   // note; taken (and cleared) by reader::take_window.
   mutable std::optional<std::pair<std::int64_t, std::int64_t>> last_window;
+  // The margin around each annotation's span in annotation_delay / annotation_summary, ns
+  // (annotation_margin(dur) sets it for the connection).
+  std::int64_t annotation_margin_ns = 0;
   [[nodiscard]] std::int64_t now() const {
     return fixed_now ? *fixed_now : timefmt::realtime_now_ns();
   }

@@ -24,8 +24,9 @@ std::vector<tvf> &definitions() {
        0,
        coverage_fn},
       {"spikes",
-       {"start_ns", "end_ns", "duration_ns", "peak_ns", "peak_ts", "top_comms", "threshold_ns"},
-       {"metric", "threshold", "start_time", "end_time"},
+       {"start_ns", "end_ns", "duration_ns", "peak_ns", "peak_ts", "top_comms", "threshold_ns",
+        "victim", "cause"},
+       {"metric", "threshold", "start_time", "end_time", "victim_pattern", "by", "min_samples"},
        2,
        spikes_fn},
       {"compare",
@@ -34,6 +35,13 @@ std::vector<tvf> &definitions() {
        {"a_start", "a_end", "b_start", "b_end", "by"},
        4,
        compare_fn},
+      {"blame",
+       {"by_pid", "by_comm", "by_cgroup", "wait_ns", "share_pct", "waits", "preempts", "cpu_ns",
+        "cgroup_cpu_ns", "victim_wait_ns", "victim_throttled_ns", "victim_pressure_pct",
+        "cpu_pressure_pct"},
+       {"victim", "start_time", "end_time"},
+       0,
+       blame_fn},
   };
   return defs;
 }

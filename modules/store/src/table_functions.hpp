@@ -3,7 +3,8 @@
 //   tvf_latency.cpp: hist_buckets(hist), spikes(metric, threshold, [start, end]),
 //     compare(a_start, a_end, b_start, b_end, [by]);
 //   tvf_coverage.cpp: during(start, end), around(at, half_width), gaps([start, end]),
-//     coverage([start, end]).
+//     coverage([start, end]);
+//   tvf_blame.cpp: blame(victim, [start, end]).
 // tvf_window.hpp has what they share (the intervals of a window); table_functions.cpp the
 // catalogue (names, columns, arguments) and its registration.
 #include "vtab.hpp"
@@ -17,5 +18,6 @@ result<rows> gaps_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
 result<rows> coverage_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
 result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
 result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
+result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
 
 } // namespace rsched::store::detail

@@ -1,10 +1,12 @@
 // hist_buckets, spikes, compare: latency analytics over the histogram rows.
+#include "rsched/base/text.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
 
 #include "sqlite_util.hpp"
 #include "table_functions.hpp"
+#include "tvf_blame.hpp"
 #include "tvf_window.hpp"
 
 #include <fmt/format.h>
@@ -76,31 +78,38 @@ result<metric_source> metric_of(sqlite3 *db, sqlite3_value *v, const char *fn) {
   return metric_source{false, sqlite3_column_int64(st->get(), 0)};
 }
 
-// Per interval: merged histogram of the metric and per key (comm or CPU) histograms.
+// Per interval: merged histogram of the metric and per row its key (a comm, cgroup, pid or CPU),
+// its comm ("" for CPU rows) and histogram.
+struct keyed {
+  value key;
+  std::string comm;
+  stats::histogram h;
+};
 struct iv_data {
   interval_info iv;
   stats::histogram merged;
-  std::vector<std::pair<value, stats::histogram>> by_key;
+  std::vector<keyed> by_key;
 };
 
-// Histogram rows of `m` in intervals overlapping [a, b), grouped by interval. `key` picks the
-// grouping column for thread metrics: "comm", "cgroup" (cpu metrics always group by CPU).
+// Histogram rows of `m` in intervals overlapping [a, b) of the threads matching `vs`, grouped by
+// interval. `key` names the grouping column for thread metrics: "comm", "cgroup" or "pid" (CPU
+// metrics always group by CPU).
 result<std::vector<iv_data>> load(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
-                                  const std::string &key) {
+                                  const std::string &key, const victims &vs = {}) {
   const std::string src = timeline(db);
   const std::string sql =
       m.cpu ? fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, "
-                          "c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id "
-                          "AND c.metric = ?3 WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 "
-                          "ORDER BY i.start_ns, i.id",
+                          "'', c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON c.interval_id = "
+                          "i.id AND c.metric = ?3 WHERE i.start_ns < ?2 AND i.start_ns + "
+                          "i.dur_ns > ?1 ORDER BY i.start_ns, i.id",
                           src)
             : fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, t.{}, "
-                          "h.hist FROM {} AS i CROSS JOIN thread_hist AS h "
+                          "t.comm, h.hist FROM {} AS i CROSS JOIN thread_hist AS h "
                           "ON h.interval_id = i.id AND h.metric = ?3 "
                           "JOIN thread AS t ON t.id = h.thread_id "
-                          "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 "
+                          "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND {} "
                           "ORDER BY i.start_ns, i.id",
-                          key, src);
+                          key, src, victims_sql(vs, 4));
   auto st = prepare_stmt(db, sql);
   if (!st) {
     return st.err();
@@ -108,12 +117,13 @@ result<std::vector<iv_data>> load(sqlite3 *db, metric_source m, std::int64_t a, 
   sqlite3_bind_int64(st->get(), 1, a);
   sqlite3_bind_int64(st->get(), 2, b);
   sqlite3_bind_int64(st->get(), 3, m.id);
+  bind_victims(st->get(), vs, 4);
   std::vector<iv_data> out;
   int rc = 0;
   while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
     sqlite3_stmt *s = st->get();
     const std::int64_t id = sqlite3_column_int64(s, 0);
-    auto h = col_hist(s, 6);
+    auto h = col_hist(s, 7);
     if (!h) {
       return make_error("stored histogram: " + h.err().msg);
     }
@@ -128,8 +138,13 @@ result<std::vector<iv_data>> load(sqlite3 *db, metric_source m, std::int64_t a, 
     if (auto r = stats::merge_into(d.merged, *h); !r) {
       return r.err();
     }
-    value k = m.cpu ? value{std::int64_t{sqlite3_column_int64(s, 5)}} : value{column_text(s, 5)};
-    d.by_key.emplace_back(std::move(k), *h);
+    value k;
+    if (sqlite3_column_type(s, 5) == SQLITE_INTEGER) {
+      k = std::int64_t{sqlite3_column_int64(s, 5)};
+    } else {
+      k = column_text(s, 5);
+    }
+    d.by_key.push_back({std::move(k), column_text(s, 6), *h});
   }
   if (rc != SQLITE_DONE) {
     return make_error(sqlite3_errmsg(db));
@@ -149,51 +164,193 @@ constexpr double spike_p = 99.0;
 
 } // namespace
 
+namespace {
+
+// spikes' threshold: a number (ns), a duration text ('5ms') or a multiple of the baseline ('3x').
+struct threshold_arg {
+  std::optional<double> multiple;
+  std::int64_t absolute = 0;
+};
+
+result<threshold_arg> parse_threshold(sqlite3_value *v) {
+  threshold_arg t;
+  if (sqlite3_value_type(v) == SQLITE_TEXT) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+    std::string txt = p != nullptr ? p : "";
+    while (!txt.empty() && txt.back() == ' ') {
+      txt.pop_back();
+    }
+    if (!txt.empty() && (txt.back() == 'x' || txt.back() == 'X')) {
+      char *end = nullptr;
+      const std::string num = txt.substr(0, txt.size() - 1);
+      const double f = std::strtod(num.c_str(), &end);
+      if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(f) || f <= 0) {
+        return make_error(fmt::format("spikes: invalid threshold '{}' (a multiple like '3x', "
+                                      "ns, or a duration like '5ms')",
+                                      text::escape_for_terminal(txt)));
+      }
+      t.multiple = f;
+      return t;
+    }
+  }
+  auto d = duration_arg(v, "spikes: threshold");
+  if (!d) {
+    return d.err();
+  }
+  t.absolute = *d;
+  return t;
+}
+
+// One series of per-interval histograms (a victim key's, or every thread's merged).
+struct series_point {
+  std::size_t index; // into the loaded intervals
+  stats::histogram h;
+};
+
+struct spike_run {
+  std::size_t first, last; // into the series
+  std::uint64_t peak;
+  std::size_t peak_at;
+  std::uint64_t threshold;
+};
+
+// Runs of consecutive intervals of one series whose p99 is above the threshold.
+std::vector<spike_run> detect(const std::vector<iv_data> &data,
+                              const std::vector<series_point> &pts, const threshold_arg &thr,
+                              std::int64_t window_start, std::uint64_t min_samples) {
+  struct over_t {
+    std::size_t at; // into pts
+    std::uint64_t p99;
+    std::uint64_t threshold;
+  };
+  std::vector<std::uint64_t> history; // p99 of previous points
+  std::vector<over_t> over;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    const auto &pt = pts[i];
+    const auto pr = stats::percentile(pt.h, spike_p);
+    if (!pr) {
+      continue;
+    }
+    // Every interval with samples is part of the baseline; one with fewer than min_samples is
+    // not judged itself.
+    const bool judged = pt.h.total() >= min_samples;
+    std::optional<std::uint64_t> t;
+    if (thr.multiple) {
+      if (!history.empty()) {
+        const std::size_t n = std::min(history.size(), baseline_intervals);
+        std::vector<std::uint64_t> last(history.end() - static_cast<std::ptrdiff_t>(n),
+                                        history.end());
+        std::nth_element(last.begin(), last.begin() + static_cast<std::ptrdiff_t>(n / 2),
+                         last.end());
+        t = static_cast<std::uint64_t>(static_cast<double>(last[n / 2]) * *thr.multiple);
+      }
+    } else {
+      t = thr.absolute < 0 ? 0 : static_cast<std::uint64_t>(thr.absolute);
+    }
+    history.push_back(pr->value);
+    const auto &iv = data[pt.index].iv;
+    if (!judged || iv.start + iv.dur <= window_start || !t) {
+      continue;
+    }
+    if (pr->value > *t) {
+      over.push_back({i, pr->value, *t});
+    }
+  }
+  std::vector<spike_run> runs;
+  std::size_t k = 0;
+  while (k < over.size()) {
+    // A run: consecutive intervals of the series (no interval of the history in between, same
+    // boot, no gap) above the threshold.
+    std::size_t e = k;
+    while (e + 1 < over.size() && pts[over[e + 1].at].index == pts[over[e].at].index + 1) {
+      const auto &p = data[pts[over[e].at].index].iv;
+      const auto &n = data[pts[over[e + 1].at].index].iv;
+      if (p.boot != n.boot || n.start - p.end() > p.dur / 2) {
+        break;
+      }
+      ++e;
+    }
+    spike_run r{over[k].at, over[e].at, over[k].p99, over[k].at, over[k].threshold};
+    for (std::size_t j = k; j <= e; ++j) {
+      if (over[j].p99 > r.peak) {
+        r.peak = over[j].p99;
+        r.peak_at = over[j].at;
+        r.threshold = over[j].threshold;
+      }
+    }
+    runs.push_back(std::move(r));
+    k = e + 1;
+  }
+  return runs;
+}
+
+std::string top_text(const std::vector<std::pair<value, double>> &ranked) {
+  std::string top;
+  std::size_t shown = 0;
+  for (const auto &[key, n] : ranked) {
+    const auto count = static_cast<long long>(std::llround(n));
+    if (shown == 3 || count <= 0) {
+      break;
+    }
+    top += fmt::format("{}{} ({})", shown == 0 ? "" : ", ", key_text(key), count);
+    ++shown;
+  }
+  return top;
+}
+
+} // namespace
+
 result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   auto m = metric_of(db, args[0], "spikes");
   if (!m) {
     return m.err();
   }
-  // Threshold: a number (ns), a duration text ('5ms') or a multiple of the baseline ('3x').
-  std::optional<double> multiple;
-  std::int64_t absolute = 0;
-  if (sqlite3_value_type(args[1]) == SQLITE_TEXT) {
-    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[1]));
-    std::string t = p != nullptr ? p : "";
-    while (!t.empty() && t.back() == ' ') {
-      t.pop_back();
-    }
-    if (!t.empty() && (t.back() == 'x' || t.back() == 'X')) {
-      char *end = nullptr;
-      const std::string num = t.substr(0, t.size() - 1);
-      const double f = std::strtod(num.c_str(), &end);
-      if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(f) || f <= 0) {
-        return make_error(fmt::format("spikes: invalid threshold '{}' (a multiple like '3x', "
-                                      "ns, or a duration like '5ms')",
-                                      t));
-      }
-      multiple = f;
-    } else {
-      auto d = duration_arg(args[1], "spikes: threshold");
-      if (!d) {
-        return d.err();
-      }
-      absolute = *d;
-    }
-  } else {
-    auto d = duration_arg(args[1], "spikes: threshold");
-    if (!d) {
-      return d.err();
-    }
-    absolute = *d;
+  auto thr = parse_threshold(args[1]);
+  if (!thr) {
+    return thr.err();
   }
   auto w = window_args(db, ctx, args, 2, 3, "spikes");
   if (!w) {
     return w.err();
   }
+  // victim: which threads (thread metrics); by: one series per comm (default), cgroup, pid or
+  // CPU (CPU metrics), or 'all' merged; min_samples: an interval of a series with fewer samples
+  // is not judged (a comm that woke twice has no meaningful p99).
+  std::optional<std::string_view> victim_text;
+  if (args[4] != nullptr && sqlite3_value_type(args[4]) != SQLITE_NULL) {
+    victim_text = std::string_view(reinterpret_cast<const char *>(sqlite3_value_text(args[4])),
+                                   static_cast<std::size_t>(sqlite3_value_bytes(args[4])));
+  }
+  auto vic = parse_victim(victim_text, "spikes");
+  if (!vic) {
+    return vic.err();
+  }
+  if (m->cpu && vic->what != victim::kind::all) {
+    return make_error("spikes: a victim selects threads; CPU metrics have none (use a thread "
+                      "metric, or by 'cpu')");
+  }
+  std::string by = m->cpu ? "cpu" : "comm";
+  if (args[5] != nullptr && sqlite3_value_type(args[5]) != SQLITE_NULL) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[5]));
+    by = p != nullptr ? p : "";
+  }
+  const bool all = by == "all";
+  if (!all && (m->cpu ? by != "cpu" : (by != "comm" && by != "cgroup" && by != "pid"))) {
+    return make_error(fmt::format(
+        "spikes: cannot split {} by '{}' ({})", m->cpu ? "a CPU metric" : "a thread metric",
+        text::escape_for_terminal(by), m->cpu ? "cpu or all" : "comm, cgroup, pid or all"));
+  }
+  std::uint64_t min_samples = all ? 1 : 10;
+  if (args[6] != nullptr && sqlite3_value_type(args[6]) != SQLITE_NULL) {
+    const std::int64_t n = sqlite3_value_int64(args[6]);
+    if (sqlite3_value_type(args[6]) != SQLITE_INTEGER || n < 1) {
+      return make_error("spikes: min_samples must be a whole number >= 1");
+    }
+    min_samples = static_cast<std::uint64_t>(n);
+  }
   // Look back far enough for the baseline of the first intervals in the window.
   std::int64_t lookback = 0;
-  if (multiple) {
+  if (thr->multiple) {
     auto st =
         prepare_stmt(db, "SELECT coalesce(max(dur_ns), 0) FROM intervals" +
                              std::string(timeline(db) == "timeline" ? " WHERE tier = 0" : ""));
@@ -207,87 +364,102 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   const std::int64_t from = w->first > std::numeric_limits<std::int64_t>::min() + lookback
                                 ? w->first - lookback
                                 : w->first;
-  auto data = load(db, *m, from, w->second, "comm");
+  const std::string key_col = all || m->cpu ? "comm" : by;
+  victims vs;
+  if (vic->what != victim::kind::all) {
+    vs.push_back(*vic);
+  }
+  auto data = load(db, *m, from, w->second, key_col, vs);
   if (!data) {
     return data.err();
   }
-  struct point {
-    std::size_t index;
-    std::uint64_t p99;
-    std::uint64_t threshold;
-  };
-  std::vector<std::uint64_t> history; // p99 of previous intervals
-  std::vector<point> over;
+  // The series: one merged, or one per key.
+  std::map<value, std::vector<series_point>> series;
   for (std::size_t i = 0; i < data->size(); ++i) {
     const auto &d = (*data)[i];
-    const auto pr = stats::percentile(d.merged, spike_p);
-    if (!pr) {
+    if (all) {
+      series[value{}].push_back({i, d.merged});
       continue;
     }
-    std::optional<std::uint64_t> thr;
-    if (multiple) {
-      if (!history.empty()) {
-        const std::size_t n = std::min(history.size(), baseline_intervals);
-        std::vector<std::uint64_t> last(history.end() - static_cast<std::ptrdiff_t>(n),
-                                        history.end());
-        std::nth_element(last.begin(), last.begin() + static_cast<std::ptrdiff_t>(n / 2),
-                         last.end());
-        const auto median = static_cast<double>(last[n / 2]);
-        thr = static_cast<std::uint64_t>(median * *multiple);
+    std::map<value, stats::histogram> per_key;
+    for (const auto &k : d.by_key) {
+      auto [it, fresh] = per_key.try_emplace(k.key, stats::histogram{k.h.kind, {}});
+      if (auto r = stats::merge_into(it->second, k.h); !r) {
+        return r.err();
       }
-    } else {
-      thr = absolute < 0 ? 0 : static_cast<std::uint64_t>(absolute);
     }
-    history.push_back(pr->value);
-    if (d.iv.start + d.iv.dur <= w->first || !thr) {
-      continue;
-    }
-    if (pr->value > *thr) {
-      over.push_back({i, pr->value, *thr});
+    for (auto &[key, h] : per_key) {
+      series[key].push_back({i, std::move(h)});
     }
   }
+  struct out_row {
+    std::int64_t start;
+    value key;
+    row r;
+  };
+  std::vector<out_row> outs;
+  for (auto &[key, pts] : series) {
+    for (auto &run : detect(*data, pts, *thr, w->first, min_samples)) {
+      // Which comms (CPUs for a CPU metric) had the samples above the threshold.
+      std::map<value, double> contrib;
+      for (std::size_t j = run.first; j <= run.last; ++j) {
+        for (const auto &k : (*data)[pts[j].index].by_key) {
+          if (!all && !(k.key == key)) {
+            continue;
+          }
+          const value who = m->cpu ? k.key : value{k.comm};
+          contrib[who] += count_above(k.h, run.threshold);
+        }
+      }
+      std::vector<std::pair<value, double>> ranked(contrib.begin(), contrib.end());
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const auto &x, const auto &y) { return x.second > y.second; });
+      const auto &first = (*data)[pts[run.first].index].iv;
+      const auto &last = (*data)[pts[run.last].index].iv;
+      // The likely cause: who ran while these threads waited (scheduling delay), the
+      // throttling of their cgroups and the CPU pressure over the run.
+      victims who = vs;
+      if (!all && !m->cpu) {
+        victim k;
+        if (by == "pid") {
+          k.what = victim::kind::pid;
+          k.number = std::get<std::int64_t>(key);
+        } else {
+          k.what = by == "comm" ? victim::kind::comm : victim::kind::cgroup;
+          k.text = std::get<std::string>(key);
+          k.descendants = false;
+        }
+        who.push_back(std::move(k));
+      }
+      std::vector<culprit_sum> culprits;
+      if (!m->cpu && m->id == 1) {
+        auto c = blame_of(db, who, first.start, last.end());
+        if (!c) {
+          return c.err();
+        }
+        culprits = std::move(*c);
+      }
+      auto p = pressure_of(db, who, first.start, last.end());
+      if (!p) {
+        return p.err();
+      }
+      value victim_v =
+          all ? value{vic->what == victim::kind::all ? std::string("all") : vic->describe()} : key;
+      outs.push_back(
+          {first.start,
+           key,
+           {first.start, last.end(), last.end() - first.start, static_cast<std::int64_t>(run.peak),
+            (*data)[pts[run.peak_at].index].iv.start, top_text(ranked),
+            static_cast<std::int64_t>(run.threshold), std::move(victim_v),
+            cause_text(culprits, *p)}});
+    }
+  }
+  std::stable_sort(outs.begin(), outs.end(), [](const out_row &x, const out_row &y) {
+    return x.start != y.start ? x.start < y.start : x.key < y.key;
+  });
   rows out;
-  std::size_t k = 0;
-  while (k < over.size()) {
-    // A run: consecutive intervals (by index, same boot, no gap) above the threshold.
-    std::size_t e = k;
-    while (e + 1 < over.size() && over[e + 1].index == over[e].index + 1) {
-      const auto &p = (*data)[over[e].index].iv;
-      const auto &n = (*data)[over[e + 1].index].iv;
-      if (p.boot != n.boot || n.start - p.end() > p.dur / 2) {
-        break;
-      }
-      ++e;
-    }
-    const auto &first = (*data)[over[k].index].iv;
-    const auto &last = (*data)[over[e].index].iv;
-    std::size_t peak = k;
-    std::map<value, double> contrib;
-    for (std::size_t j = k; j <= e; ++j) {
-      if (over[j].p99 > over[peak].p99) {
-        peak = j;
-      }
-      for (const auto &[key, h] : (*data)[over[j].index].by_key) {
-        contrib[key] += count_above(h, over[j].threshold);
-      }
-    }
-    std::vector<std::pair<value, double>> ranked(contrib.begin(), contrib.end());
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const auto &x, const auto &y) { return x.second > y.second; });
-    std::string top;
-    std::size_t shown = 0;
-    for (const auto &[key, n] : ranked) {
-      const auto count = static_cast<long long>(std::llround(n));
-      if (shown == 3 || count <= 0) {
-        break;
-      }
-      top += fmt::format("{}{} ({})", shown == 0 ? "" : ", ", key_text(key), count);
-      ++shown;
-    }
-    out.push_back({first.start, last.end(), last.end() - first.start,
-                   static_cast<std::int64_t>(over[peak].p99), (*data)[over[peak].index].iv.start,
-                   top, static_cast<std::int64_t>(over[peak].threshold)});
-    k = e + 1;
+  for (auto &o : outs) {
+    out.push_back(std::move(o.r));
   }
   return out;
 }
@@ -326,9 +498,9 @@ result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
       return data.err();
     }
     for (const auto &d : *data) {
-      for (const auto &[key, h] : d.by_key) {
-        auto &s = keys[key];
-        if (auto r = stats::merge_into(which == 0 ? s.a : s.b, h); !r) {
+      for (const auto &k : d.by_key) {
+        auto &s = keys[k.key];
+        if (auto r = stats::merge_into(which == 0 ? s.a : s.b, k.h); !r) {
           return r.err();
         }
       }

@@ -70,7 +70,11 @@ result<std::pair<std::int64_t, std::int64_t>> window_args(sqlite3 *db, const fn_
                                                           std::size_t ib, const char *fn) {
   std::int64_t a = std::numeric_limits<std::int64_t>::min();
   std::int64_t b = std::numeric_limits<std::int64_t>::max();
-  if (args[ia] == nullptr || args[ib] == nullptr) {
+  // NULL is "not given" (so that later arguments can be given without a window).
+  const auto given = [&](std::size_t i) {
+    return args[i] != nullptr && sqlite3_value_type(args[i]) != SQLITE_NULL;
+  };
+  if (!given(ia) || !given(ib)) {
     const std::string sql =
         fmt::format("SELECT min(start_ns), max(start_ns + dur_ns) FROM {}", timeline(db));
     auto st = prepare_stmt(db, sql);
@@ -87,14 +91,14 @@ result<std::pair<std::int64_t, std::int64_t>> window_args(sqlite3 *db, const fn_
   }
   const std::string wa = std::string(fn) + ": start";
   const std::string wb = std::string(fn) + ": end";
-  if (args[ia] != nullptr) {
+  if (given(ia)) {
     auto r = time_arg(args[ia], ctx, wa.c_str());
     if (!r) {
       return r.err();
     }
     a = *r;
   }
-  if (args[ib] != nullptr) {
+  if (given(ib)) {
     auto r = time_arg(args[ib], ctx, wb.c_str());
     if (!r) {
       return r.err();

@@ -54,6 +54,8 @@ public:
 
   // Reads the file and adds the delta since the previous read; a failed read adds nothing.
   void add_to(store::interval_row &row);
+  // Takes a new baseline (when recording starts: the first delta covers the first interval).
+  void rebase();
   // The live display's schedstat table of the newest delta ("" before the first).
   [[nodiscard]] const std::string &live_table() const { return live_; }
 
@@ -73,8 +75,10 @@ class pressure_feed {
 public:
   // `note` gets one line when the cgroup tree is larger than the sampler reads.
   pressure_feed(pressure::sources where, std::function<void(std::string_view)> note);
-  // Reads every cgroup and adds the interval's rows (the first call only takes the baseline).
+  // Reads every cgroup and adds the interval's rows: the deltas since the previous read.
   void add_to(store::interval_row &row);
+  // Takes a new baseline (when recording starts: the first delta covers the first interval).
+  void rebase() { prev_ = sampler_.read(); }
   // What this machine lacks, one line each.
   [[nodiscard]] std::vector<std::string> missing() const { return sampler_.missing(); }
 

@@ -108,4 +108,8 @@ inline std::size_t display_width(std::string_view s) {
   return w;
 }
 
+// A duration in ns with a unit and three significant digits: "950 ns", "1.50 µs", "45.7 ms",
+// "12.3 s", "250 s"; whole ns below 1 µs print without decimals. `ns` must be finite.
+std::string format_duration_ns(double ns);
+
 } // namespace rsched::text

@@ -1,0 +1,430 @@
+// blame(victim, [start, end]) and what spikes() takes from it: the victim pattern, the blame,
+// throttling and pressure of a window, and the one-line cause.
+#include "tvf_blame.hpp"
+
+#include "rsched/base/text.hpp"
+
+#include "sqlite_util.hpp"
+#include "table_functions.hpp"
+#include "tvf_window.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <sqlite3.h>
+
+namespace rsched::store::detail {
+
+namespace {
+
+bool has_glob(std::string_view s) {
+  return s.find_first_of("*?[") != std::string_view::npos;
+}
+
+bool has_table(sqlite3 *db, const char *name) {
+  auto st = prepare_stmt(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
+  if (!st) {
+    return false;
+  }
+  sqlite3_bind_text(st->get(), 1, name, -1, SQLITE_STATIC);
+  return sqlite3_step(st->get()) == SQLITE_ROW;
+}
+
+std::optional<std::string_view> text_arg(sqlite3_value *v) {
+  if (v == nullptr || sqlite3_value_type(v) == SQLITE_NULL) {
+    return std::nullopt;
+  }
+  const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+  return std::string_view(p != nullptr ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v)));
+}
+
+} // namespace
+
+std::string victim::sql(int param) const {
+  switch (what) {
+  case kind::all:
+    return "1";
+  case kind::comm:
+    return fmt::format("t.comm {} ?{}", glob ? "GLOB" : "=", param);
+  case kind::cgroup:
+    // A cgroup without wildcards takes its descendants too.
+    if (!glob && !descendants) {
+      return fmt::format("t.cgroup = ?{}", param);
+    }
+    return glob ? fmt::format("t.cgroup GLOB ?{}", param)
+                : fmt::format("(t.cgroup = ?{0} OR substr(t.cgroup, 1, length(?{0}) + 1) = "
+                              "?{0} || '/')",
+                              param);
+  case kind::pid:
+    return fmt::format("t.pid = ?{}", param);
+  case kind::tid:
+    return fmt::format("t.tid = ?{}", param);
+  }
+  return "1";
+}
+
+void victim::bind(sqlite3_stmt *st, int param) const {
+  switch (what) {
+  case kind::all:
+    break;
+  case kind::comm:
+  case kind::cgroup:
+    sqlite3_bind_text(st, param, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+    break;
+  case kind::pid:
+  case kind::tid:
+    sqlite3_bind_int64(st, param, number);
+    break;
+  }
+}
+
+std::string victim::describe() const {
+  switch (what) {
+  case kind::all:
+    return "all threads";
+  case kind::comm:
+    return "comm " + text::escape_for_terminal(text);
+  case kind::cgroup:
+    return "cgroup " + text::escape_for_terminal(text);
+  case kind::pid:
+    return fmt::format("pid {}", number);
+  case kind::tid:
+    return fmt::format("tid {}", number);
+  }
+  return {};
+}
+
+std::string victims_sql(const victims &vs, int first) {
+  std::string out = "1";
+  for (std::size_t i = 0; i < vs.size(); ++i) {
+    out += " AND " + vs[i].sql(first + static_cast<int>(i));
+  }
+  return out;
+}
+
+void bind_victims(sqlite3_stmt *st, const victims &vs, int first) {
+  for (std::size_t i = 0; i < vs.size(); ++i) {
+    vs[i].bind(st, first + static_cast<int>(i));
+  }
+}
+
+result<victim> parse_victim(std::optional<std::string_view> in, const char *fn) {
+  victim v;
+  if (!in || in->empty()) {
+    return v;
+  }
+  std::string_view s = *in;
+  const auto prefixed = [&](std::string_view p) {
+    if (s.substr(0, p.size()) == p) {
+      s.remove_prefix(p.size());
+      return true;
+    }
+    return false;
+  };
+  if (prefixed("pid:") || prefixed("tid:")) {
+    v.what = in->substr(0, 4) == "pid:" ? victim::kind::pid : victim::kind::tid;
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v.number);
+    if (ec != std::errc() || p != s.data() + s.size() || v.number <= 0) {
+      return make_error(
+          fmt::format("{}: '{}' needs a process or thread id", fn, text::escape_for_terminal(*in)));
+    }
+    return v;
+  }
+  if (prefixed("cgroup:")) {
+    v.what = victim::kind::cgroup;
+    while (s.size() > 1 && s.back() == '/') {
+      s.remove_suffix(1);
+    }
+  } else {
+    (void)prefixed("comm:");
+    v.what = victim::kind::comm;
+  }
+  if (s.empty()) {
+    return make_error(
+        fmt::format("{}: empty victim pattern '{}' (a comm, comm:GLOB, cgroup:PATH, pid:N or "
+                    "tid:N)",
+                    fn, text::escape_for_terminal(*in)));
+  }
+  v.text = std::string(s);
+  v.glob = has_glob(s);
+  return v;
+}
+
+result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::int64_t a,
+                                          std::int64_t b) {
+  std::vector<culprit_sum> out;
+  if (!has_table(db, "thread_blame")) {
+    return out;
+  }
+  const std::string sql = fmt::format(
+      "SELECT c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END, c.comm, "
+      "c.cgroup, sum(x.wait_ns), sum(x.waits), sum(x.preempts) "
+      "FROM {} AS i CROSS JOIN thread_blame AS x ON x.interval_id = i.id "
+      "JOIN thread AS t ON t.id = x.thread_id JOIN culprit AS c ON c.id = x.culprit_id "
+      "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND {} "
+      "GROUP BY c.kind, c.pid, c.comm, c.cgroup",
+      timeline(db), victims_sql(v, 3));
+  auto st = prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  bind_victims(st->get(), v, 3);
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    sqlite3_stmt *s = st->get();
+    culprit_sum c;
+    c.kind = sqlite3_column_int(s, 0);
+    if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
+      c.pid = sqlite3_column_int64(s, 1);
+    }
+    c.comm = column_text(s, 2);
+    c.cgroup = column_text(s, 3);
+    c.wait_ns = sqlite3_column_int64(s, 4);
+    c.waits = sqlite3_column_int64(s, 5);
+    c.preempts = sqlite3_column_int64(s, 6);
+    out.push_back(std::move(c));
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const culprit_sum &x, const culprit_sum &y) {
+    return x.wait_ns != y.wait_ns ? x.wait_ns > y.wait_ns : x.preempts > y.preempts;
+  });
+  return out;
+}
+
+result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b) {
+  pressure_sum p;
+  if (!has_table(db, "cgroup_cpu")) {
+    return p;
+  }
+  const std::string tl = timeline(db);
+  // The victims' cgroups: those of their threads with samples in the window.
+  std::set<std::string> cgroups;
+  {
+    const std::string sql = fmt::format(
+        "SELECT DISTINCT t.cgroup FROM {} AS i CROSS JOIN thread_hist AS h ON h.interval_id = "
+        "i.id AND h.metric = 1 JOIN thread AS t ON t.id = h.thread_id "
+        "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND {}",
+        tl, victims_sql(v, 3));
+    auto st = prepare_stmt(db, sql);
+    if (!st) {
+      return st.err();
+    }
+    sqlite3_bind_int64(st->get(), 1, a);
+    sqlite3_bind_int64(st->get(), 2, b);
+    bind_victims(st->get(), v, 3);
+    while (sqlite3_step(st->get()) == SQLITE_ROW) {
+      std::string c = column_text(st->get(), 0);
+      if (!c.empty()) {
+        cgroups.insert(std::move(c));
+      }
+    }
+  }
+  auto per_cgroup = prepare_stmt(
+      db, fmt::format("SELECT sum(p.throttled_ns), CASE WHEN sum(CASE WHEN p.some_ns IS NULL "
+                      "THEN 0 ELSE i.dur_ns END) > 0 THEN 100.0 * sum(p.some_ns) / sum(CASE WHEN "
+                      "p.some_ns IS NULL THEN 0 ELSE i.dur_ns END) END "
+                      "FROM {} AS i CROSS JOIN cgroup_cpu AS p ON p.interval_id = i.id "
+                      "JOIN cgroup AS g ON g.id = p.cgroup_id "
+                      "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND g.path = ?3",
+                      tl));
+  if (!per_cgroup) {
+    return per_cgroup.err();
+  }
+  const auto query = [&](const std::string &path, std::optional<std::int64_t> &throttled,
+                         std::optional<double> &some) {
+    sqlite3_stmt *s = per_cgroup->get();
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, a);
+    sqlite3_bind_int64(s, 2, b);
+    sqlite3_bind_text(s, 3, path.data(), static_cast<int>(path.size()), SQLITE_TRANSIENT);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+      if (sqlite3_column_type(s, 0) != SQLITE_NULL) {
+        throttled = sqlite3_column_int64(s, 0);
+      }
+      if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
+        some = sqlite3_column_double(s, 1);
+      }
+    }
+  };
+  std::set<std::string> levels; // the victims' cgroups and their ancestors below the root
+  for (const auto &c : cgroups) {
+    std::optional<std::int64_t> thr;
+    std::optional<double> some;
+    query(c, thr, some);
+    if (some && (!p.victim_some_pct || *some > *p.victim_some_pct)) {
+      p.victim_some_pct = some;
+    }
+    for (std::string level = c; level.size() > 1;) {
+      levels.insert(level);
+      const auto slash = level.rfind('/');
+      level = slash == 0 || slash == std::string::npos ? std::string("/") : level.substr(0, slash);
+    }
+  }
+  for (const auto &l : levels) {
+    std::optional<std::int64_t> thr;
+    std::optional<double> some;
+    query(l, thr, some);
+    if (thr && (!p.throttled_ns || *thr > *p.throttled_ns)) {
+      p.throttled_ns = thr;
+      p.throttled_cgroup = l;
+    }
+  }
+  std::optional<std::int64_t> unused;
+  query("/", unused, p.system_some_pct);
+  return p;
+}
+
+std::string cause_text(const std::vector<culprit_sum> &culprits, const pressure_sum &p) {
+  std::int64_t total = 0;
+  for (const auto &c : culprits) {
+    total += c.wait_ns;
+  }
+  std::string out;
+  if (total > 0) {
+    std::size_t shown = 0;
+    for (const auto &c : culprits) {
+      if (shown == 2 || c.wait_ns <= 0) {
+        break;
+      }
+      const double pct = 100.0 * static_cast<double>(c.wait_ns) / static_cast<double>(total);
+      if (shown > 0 && pct < 5.0) {
+        break;
+      }
+      out += fmt::format("{}{} {:.0f}%{}", shown == 0 ? "" : ", ",
+                         text::escape_for_terminal(c.comm), pct, shown == 0 ? " of the wait" : "");
+      ++shown;
+    }
+  }
+  if (p.throttled_ns && *p.throttled_ns > 0) {
+    out += fmt::format("{}throttled {} ({})", out.empty() ? "" : "; ",
+                       text::format_duration_ns(static_cast<double>(*p.throttled_ns)),
+                       text::escape_for_terminal(p.throttled_cgroup));
+  }
+  if (p.system_some_pct) {
+    out += fmt::format("{}CPU pressure {:.0f}%", out.empty() ? "" : "; ", *p.system_some_pct);
+  }
+  return out;
+}
+
+result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  auto v = parse_victim(text_arg(args[0]), "blame");
+  if (!v) {
+    return v.err();
+  }
+  auto w = window_args(db, ctx, args, 1, 2, "blame");
+  if (!w) {
+    return w.err();
+  }
+  if (!has_table(db, "thread_blame")) {
+    return make_error("blame: this database has no blame tables (recorded before schema 5; "
+                      "rschedd -g blame records them)");
+  }
+  auto culprits = blame_of(db, {*v}, w->first, w->second);
+  if (!culprits) {
+    return culprits.err();
+  }
+  auto p = pressure_of(db, {*v}, w->first, w->second);
+  if (!p) {
+    return p.err();
+  }
+  std::int64_t total = 0;
+  for (const auto &c : *culprits) {
+    total += c.wait_ns;
+  }
+  // The culprits' own CPU time: their threads' time slices (slice group), per process on raw
+  // rows and per (comm, cgroup) on rollups; and their cgroup's CPU usage (pressure group).
+  const bool slices = has_table(db, "thread_hist");
+  auto cpu_st = prepare_stmt(
+      db, fmt::format("SELECT sum(h.total) FROM {} AS i CROSS JOIN thread_hist AS h ON "
+                      "h.interval_id = i.id AND h.metric IN (3, 4) JOIN thread AS t ON t.id = "
+                      "h.thread_id WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND "
+                      "t.comm = ?3 AND t.cgroup = ?4 AND (?5 IS NULL OR t.pid = ?5)",
+                      timeline(db)));
+  if (!cpu_st) {
+    return cpu_st.err();
+  }
+  auto usage_st = has_table(db, "cgroup_cpu")
+                      ? prepare_stmt(db, fmt::format("SELECT sum(p.usage_ns) FROM {} AS i CROSS "
+                                                     "JOIN cgroup_cpu AS p ON p.interval_id = "
+                                                     "i.id JOIN cgroup AS g ON g.id = "
+                                                     "p.cgroup_id WHERE i.start_ns < ?2 AND "
+                                                     "i.start_ns + i.dur_ns > ?1 AND g.path = ?3",
+                                                     timeline(db)))
+                      : result<stmt_ptr>(make_error("no cgroup_cpu"));
+  const auto opt_int = [](sqlite3_stmt *s) {
+    value out_v;
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
+      out_v = std::int64_t{sqlite3_column_int64(s, 0)};
+    }
+    return out_v;
+  };
+  const auto opt = [](const auto &o) {
+    value out_v;
+    if (o) {
+      out_v = *o;
+    }
+    return out_v;
+  };
+  rows out;
+  for (const auto &c : *culprits) {
+    value cpu_ns;
+    value cgroup_cpu_ns;
+    if (c.kind == 0) {
+      if (slices) {
+        sqlite3_stmt *s = cpu_st->get();
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, w->first);
+        sqlite3_bind_int64(s, 2, w->second);
+        sqlite3_bind_text(s, 3, c.comm.data(), static_cast<int>(c.comm.size()), SQLITE_TRANSIENT);
+        sqlite3_bind_text(s, 4, c.cgroup.data(), static_cast<int>(c.cgroup.size()),
+                          SQLITE_TRANSIENT);
+        if (c.pid) {
+          sqlite3_bind_int64(s, 5, *c.pid);
+        } else {
+          sqlite3_bind_null(s, 5);
+        }
+        cpu_ns = opt_int(s);
+      }
+      if (usage_st && !c.cgroup.empty()) {
+        sqlite3_stmt *s = usage_st->get();
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, w->first);
+        sqlite3_bind_int64(s, 2, w->second);
+        sqlite3_bind_text(s, 3, c.cgroup.data(), static_cast<int>(c.cgroup.size()),
+                          SQLITE_TRANSIENT);
+        cgroup_cpu_ns = opt_int(s);
+      }
+    }
+    // Built step by step: GCC 12 reports a false -Wmaybe-uninitialized on std::variant
+    // temporaries in conditional expressions.
+    row r;
+    r.reserve(13);
+    r.push_back(opt(c.pid));
+    r.emplace_back(c.comm);
+    r.emplace_back(c.cgroup);
+    r.emplace_back(c.wait_ns);
+    if (total > 0) {
+      r.emplace_back(100.0 * static_cast<double>(c.wait_ns) / static_cast<double>(total));
+    } else {
+      r.emplace_back();
+    }
+    r.emplace_back(c.waits);
+    r.emplace_back(c.preempts);
+    r.push_back(std::move(cpu_ns));
+    r.push_back(std::move(cgroup_cpu_ns));
+    r.emplace_back(total);
+    r.push_back(opt(p->throttled_ns));
+    r.push_back(opt(p->victim_some_pct));
+    r.push_back(opt(p->system_some_pct));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+} // namespace rsched::store::detail

@@ -1,0 +1,74 @@
+#pragma once
+// What blame(), spikes() and the SQL around them share: which threads a victim pattern selects
+// ("postgres", "comm:post*", "cgroup:/system.slice/db.service", "pid:1234", "tid:1234"), and the
+// blame, throttling and pressure of a window for such a set of threads.
+#include "rsched/base/result.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace rsched::store::detail {
+
+// A condition on the thread identity `t` (an SQL expression with one parameter ?N, or TRUE).
+struct victim {
+  enum class kind { all, comm, cgroup, pid, tid } what = kind::all;
+  std::string text;        // the pattern (comm, cgroup) as given
+  std::int64_t number = 0; // pid, tid
+  bool glob = false;       // the pattern has GLOB wildcards (* ? [)
+  bool descendants = true; // cgroup without wildcards: its descendants too
+  // "t.comm GLOB ?7" etc. with `param` the parameter's number; "1" for all threads.
+  [[nodiscard]] std::string sql(int param) const;
+  // Binds the pattern or number to parameter `param` of `st` (nothing for all threads).
+  void bind(sqlite3_stmt *st, int param) const;
+  // "comm postgres", "cgroup /x", "pid 12", "all threads".
+  [[nodiscard]] std::string describe() const;
+};
+
+// Parses a victim pattern; "" or NULL (nullopt) is every thread. The error names the function.
+result<victim> parse_victim(std::optional<std::string_view> text, const char *fn);
+
+// Threads matching every one of `vs` (a victim pattern and the key of a spike, say).
+using victims = std::vector<victim>;
+// "c1 AND c2 ..." with parameters from `first` on, and their binding.
+std::string victims_sql(const victims &vs, int first);
+void bind_victims(sqlite3_stmt *st, const victims &vs, int first);
+
+// One culprit of a window's blame.
+struct culprit_sum {
+  int kind = 0; // 0 process, 1 <idle>, 2 <unknown>, 3 <other>
+  std::optional<std::int64_t> pid;
+  std::string comm;
+  std::string cgroup;
+  std::int64_t wait_ns = 0;
+  std::int64_t waits = 0;
+  std::int64_t preempts = 0;
+};
+
+// The victims' blame in intervals overlapping [a, b), culprits by wait (then preemptions),
+// descending. An empty list where the database has no blame tables (schema < 5).
+result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::int64_t a,
+                                          std::int64_t b);
+
+// What the kernel said about the victims' cgroups and the system in [a, b): the most-throttled
+// cgroup among the victims' cgroups and their ancestors (below the root), the highest PSI
+// "some" share among the victims' cgroups, and the system's PSI "some" share. Empty where not
+// recorded.
+struct pressure_sum {
+  std::optional<std::int64_t> throttled_ns;
+  std::string throttled_cgroup;
+  std::optional<double> victim_some_pct;
+  std::optional<double> system_some_pct;
+};
+result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b);
+
+// One line naming a likely cause: "hog 91% of the wait, <idle> 5%; throttled 1.20 s (/app);
+// CPU pressure 35%".
+std::string cause_text(const std::vector<culprit_sum> &culprits, const pressure_sum &p);
+
+} // namespace rsched::store::detail
