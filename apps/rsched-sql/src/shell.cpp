@@ -720,6 +720,10 @@ std::vector<std::string> completions(std::string_view before, std::string_view w
                                                     "spikes",
                                                     "compare",
                                                     "coverage",
+                                                    "gaps",
+                                                    "blame",
+                                                    "bucket",
+                                                    "annotation_margin",
                                                     "fmt_time",
                                                     "dur"};
   std::vector<std::string> out;
