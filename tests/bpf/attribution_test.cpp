@@ -35,6 +35,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using test::as_int;
+using test::as_text;
+
 using test::mono_ns;
 
 // Spins for `spin_us`, sleeps for `sleep_us`, `n` times: woken often, mostly on idle CPUs.
@@ -53,13 +56,6 @@ void work(int n, std::uint64_t spin_us, long sleep_us) {
 std::uint64_t pcount_self() {
   auto s = test::self_schedstat();
   return s ? s->timeslices : 0;
-}
-
-std::int64_t as_int(const store::value &v) {
-  return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : 0;
-}
-std::string as_text(const store::value &v) {
-  return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : std::string();
 }
 
 // /proc/<pid>/schedstat of a zombie child (its final accounting), then reaps it.

@@ -26,26 +26,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using test::as_int;
+using test::as_text;
+
 using test::mono_ns;
 
 constexpr int cpu = 1;
-
-std::int64_t as_int(const store::value &v) {
-  if (const auto *i = std::get_if<std::int64_t>(&v)) {
-    return *i;
-  }
-  if (const auto *d = std::get_if<double>(&v)) {
-    return static_cast<std::int64_t>(*d);
-  }
-  return 0;
-}
-
-std::string as_text(const store::value &v) {
-  if (const auto *s = std::get_if<std::string>(&v)) {
-    return *s;
-  }
-  return {};
-}
 
 // In a child: pinned to `cpu`, named `name`, optionally SCHED_FIFO 1.
 void become(const char *name, bool fifo) {

@@ -25,12 +25,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::int64_t as_int(const store::value &v) {
-  if (const auto *i = std::get_if<std::int64_t>(&v)) {
-    return *i;
-  }
-  return 0;
-}
+using test::as_int;
+using test::as_text;
 
 // /proc/stat's times of one CPU, ns: busy (user, nice, system, irq, softirq, steal) and idle
 // (idle, iowait).

@@ -23,10 +23,10 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
+
+using test::as_int;
+using test::as_text;
 using test::query;
-std::int64_t as_int(const store::value &v) {
-  return std::get<std::int64_t>(v);
-}
 
 std::string run_capture(const std::string &cmd, int &status) {
   std::string out;

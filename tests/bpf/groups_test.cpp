@@ -32,6 +32,9 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
+
+using test::as_int;
+using test::as_text;
 using test::query;
 
 using test::mono_ns;
@@ -42,10 +45,6 @@ void spin_for(std::uint64_t ns) {
   while (mono_ns() < until) {
     sink = sink + 1;
   }
-}
-
-std::int64_t as_int(const store::value &v) {
-  return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : 0;
 }
 
 // "key: value" fields of /proc/<pid>/status or "key : value" of /proc/<pid>/sched.

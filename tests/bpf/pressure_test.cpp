@@ -24,12 +24,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::int64_t as_int(const store::value &v) {
-  if (const auto *i = std::get_if<std::int64_t>(&v)) {
-    return *i;
-  }
-  return -1;
-}
+using test::as_int;
+using test::as_text;
 
 // Mount points of cgroup v2 and of the cgroup v1 hierarchy holding the cpu controller.
 std::pair<std::string, std::string> cgroup_mounts() {

@@ -28,9 +28,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::int64_t as_int(const store::value &v) {
-  return std::get<std::int64_t>(v);
-}
+using test::as_int;
+using test::as_text;
 
 // A pseudo-terminal nobody reads: once its buffer is full, every write to it blocks (or, in
 // non-blocking mode, fails with EAGAIN), as with a stopped tmux or a frozen ssh link.

@@ -17,11 +17,31 @@
 #include <sstream>
 #include <thread>
 #include <unistd.h>
+#include <variant>
 
 namespace rsched::test {
 
 bool bpf_available() {
   return root_available("BPF test");
+}
+
+std::int64_t as_int(const store::value &v) {
+  if (const auto *i = std::get_if<std::int64_t>(&v)) {
+    return *i;
+  }
+  if (const auto *d = std::get_if<double>(&v)) {
+    return static_cast<std::int64_t>(*d);
+  }
+  REQUIRE(std::holds_alternative<std::monostate>(v));
+  return 0;
+}
+
+std::string as_text(const store::value &v) {
+  if (const auto *t = std::get_if<std::string>(&v)) {
+    return *t;
+  }
+  REQUIRE(std::holds_alternative<std::monostate>(v));
+  return {};
 }
 
 std::uint64_t mono_ns() {

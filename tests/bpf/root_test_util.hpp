@@ -109,6 +109,12 @@ struct recording : db_dir {
 // fails the test on any error.
 std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql);
 
+// A result column as an integer: INTEGER as is, REAL truncated, NULL as 0 (a sum over no rows);
+// text or a blob fails the test.
+std::int64_t as_int(const store::value &v);
+// A result column as text ("" for NULL); anything else fails the test.
+std::string as_text(const store::value &v);
+
 // CLOCK_MONOTONIC now, ns (rs_workload.cpp, which links none of this, has its own).
 std::uint64_t mono_ns();
 // CLOCK_REALTIME now, ns (the clock of intervals.start_ns).

@@ -18,9 +18,9 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
-std::int64_t as_int(const store::value &v) {
-  return std::get<std::int64_t>(v);
-}
+
+using test::as_int;
+using test::as_text;
 std::size_t lines(const std::string &s) {
   std::size_t n = 0;
   for (const char c : s) {

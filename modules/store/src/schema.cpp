@@ -525,8 +525,7 @@ CREATE TABLE cgroup_cpu(
 ) WITHOUT ROWID;
 -- Annotations read their own span (a point: its instant), widened by the connection's
 -- annotation_margin() (0 unless set), no longer a fixed 5 minutes around them: the rows of the
--- intervals overlapping it.
-DROP VIEW annotation_summary;
+-- intervals overlapping it (annotation_summary reads annotation_delay and follows).
 DROP VIEW annotation_delay;
 CREATE VIEW annotation_delay AS
   SELECT a.id AS annotation_id, a.text AS text, d.ts AS ts, d.dur AS dur, d.tid AS tid,
@@ -536,12 +535,6 @@ CREATE VIEW annotation_delay AS
   JOIN sched_delay AS d
     ON d.ts < coalesce(a.end_ns, a.start_ns + 1) + annotation_margin()
    AND d.ts + d.dur > a.start_ns - annotation_margin();
-CREATE VIEW annotation_summary AS
-  SELECT d.annotation_id AS annotation_id, min(a.text) AS text, min(a.start_ns) AS start_ns,
-         min(a.end_ns) AS end_ns, d.comm AS comm, sum(d.count) AS samples,
-         hist_percentile(d.hist, 99) AS p99_ns
-  FROM annotation_delay AS d JOIN annotations AS a ON a.id = d.annotation_id
-  GROUP BY d.annotation_id, d.comm;
 )sql";
 
 // The views schema v5 adds (every tier).

@@ -40,6 +40,19 @@ std::optional<std::string_view> text_arg(sqlite3_value *v) {
   return std::string_view(p != nullptr ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v)));
 }
 
+// Prepares `sql`, whose ?1 and ?2 are a window [a, b) and ?3... the conditions of `vs`.
+result<stmt_ptr> prepare_window(sqlite3 *db, const std::string &sql, std::int64_t a, std::int64_t b,
+                                const victims &vs) {
+  auto st = prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  bind_victims(st->get(), vs, 3);
+  return st;
+}
+
 } // namespace
 
 std::string victim::sql(int param) const {
@@ -166,13 +179,10 @@ result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::in
       "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND {} "
       "GROUP BY c.kind, c.pid, c.comm, c.cgroup",
       timeline(db), victims_sql(v, 3));
-  auto st = prepare_stmt(db, sql);
+  auto st = prepare_window(db, sql, a, b, v);
   if (!st) {
     return st.err();
   }
-  sqlite3_bind_int64(st->get(), 1, a);
-  sqlite3_bind_int64(st->get(), 2, b);
-  bind_victims(st->get(), v, 3);
   int rc = 0;
   while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
     sqlite3_stmt *s = st->get();
@@ -211,13 +221,10 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
         "i.id AND h.metric = 1 JOIN thread AS t ON t.id = h.thread_id "
         "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND {}",
         tl, victims_sql(v, 3));
-    auto st = prepare_stmt(db, sql);
+    auto st = prepare_window(db, sql, a, b, v);
     if (!st) {
       return st.err();
     }
-    sqlite3_bind_int64(st->get(), 1, a);
-    sqlite3_bind_int64(st->get(), 2, b);
-    bind_victims(st->get(), v, 3);
     while (sqlite3_step(st->get()) == SQLITE_ROW) {
       std::string c = column_text(st->get(), 0);
       if (!c.empty()) {
