@@ -3,9 +3,13 @@
 #include "rsched/base/timefmt.hpp"
 #include "rsched/sql_shell/interactive.hpp"
 #include "rsched/sql_shell/options.hpp"
+#include "rsched/sql_shell/pictures.hpp"
 #include "rsched/sql_shell/shell.hpp"
 #include "rsched/store/reader.hpp"
 
+#include <sys/ioctl.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -75,6 +79,29 @@ int run(int argc, char **argv) {
       return sq::exit_usage;
     }
     db->set_now(*t);
+  }
+
+  if (opt.picture) {
+    sq::picture_target target;
+    target.out = &std::cout;
+    target.terminal = isatty(STDOUT_FILENO) != 0;
+    target.color = target.terminal;
+    winsize ws{};
+    if (target.terminal && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+      target.rows = ws.ws_row;
+      target.cols = ws.ws_col;
+    }
+    std::string note;
+    auto r = sq::run_picture(*db, opt.picture->first, opt.picture->second, target, note);
+    if (!r) {
+      print_error(r.err().msg);
+      return r.err().errnum == EINVAL ? sq::exit_usage : sq::exit_failure;
+    }
+    if (!note.empty()) {
+      std::cerr << sq::program_name << ": " << rsched::text::escape_for_terminal(note) << '\n';
+    }
+    std::cout.flush();
+    return std::cout ? sq::exit_ok : sq::exit_failure;
   }
 
   std::ofstream file_out;

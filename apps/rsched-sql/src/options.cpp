@@ -64,6 +64,18 @@ result<options> parse_args(std::span<const std::string_view> args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     const bool is_option = !options_ended && a.size() > 1 && a.front() == '-';
+    if (!is_option && !o.mark && (a == "heatmap" || a == "plot" || a == "report")) {
+      o.picture.emplace(
+          std::string(a),
+          std::vector<std::string>(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end()));
+      if (!o.commands.empty() || o.output_file || mode_set || o.bail) {
+        return make_error(
+            fmt::format("{} cannot be combined with -c, -o, --csv, --json or --bail before it "
+                        "(give its own -o after it)",
+                        a));
+      }
+      break;
+    }
     if (!is_option) {
       if (!db) {
         if (a.empty()) {
@@ -164,6 +176,10 @@ std::string usage_text() {
   return fmt::format(
       R"(Usage: {0} [DB] [-c SQL]... [--csv|--json|--jsonl] [-o FILE] [--bail]
        {0} DB mark TEXT [--at T] [--until T] [--tags a,b]
+       {0} [DB] heatmap [--view VIEW] [--where SQL] [--from T] [--to T] [--step DUR]
+                  [--by cpu|comm|cgroup] [--top N] [--max DUR] [--column COL] [-o FILE.svg]
+       {0} [DB] plot -c SQL [--log] [--title TEXT] [-o FILE.svg]
+       {0} [DB] report [--from T] [--to T] [--where SQL] [-o FILE.html]
        {0} -h | --help | --version
 SQL shell over the history recorded by rschedd. The database is opened read-only; only
 annotations (mark, .mark, .import-incidents) are ever written, each in a short transaction.
@@ -179,6 +195,18 @@ annotations (mark, .mark, .import-incidents) are ever written, each in a short t
   -h, --help  print this help and exit
   --version   print the version and exit
 
+  heatmap     a latency heatmap of a histogram view (default sched_delay): time across,
+              buckets up a log axis, colour for how many samples, annotations as bands, gaps
+              hatched. --where filters the view's rows, --from/--to the window (default the
+              last hour recorded), --step the column width (default: fits the output), --by
+              small multiples of the top --top (6) keys, --max clips into a top row. With -o an
+              SVG file, on a terminal drawn in text, else the SVG on standard output.
+  plot        a time-series chart of a query whose first column is a time (ns) and the others
+              numbers (SELECT bucket(ts, '10s'), hist_percentile(hist, 99) FROM sched_delay
+              GROUP BY 1); --log for a log axis. SVG or text, as heatmap.
+  report      one self-contained HTML page for a window (default the last hour recorded):
+              coverage, percentiles with their error, heatmaps, the p99 timeline, spikes and
+              their causes, pressure and throttling.
   mark TEXT   add an annotation and print its id. --at T (default now), --until T (default: a
               point in time), --tags a,b. Times as in t(): ISO 8601, 'YYYY-MM-DD HH:MM[:SS]'
               (local zone), epoch seconds, now, today, 'yesterday 14:00', '2h ago'.

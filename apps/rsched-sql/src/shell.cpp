@@ -2,9 +2,11 @@
 
 #include "rsched/base/text.hpp"
 #include "rsched/sql_shell/input.hpp"
+#include "rsched/sql_shell/pictures.hpp"
 #include "rsched/store/annotations.hpp"
 
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <array>
@@ -23,6 +25,9 @@ namespace {
 constexpr const char *help_text =
     R"(.exit                    leave (also .quit or Ctrl-D)
 .headers on|off          show or hide the header row
+.heatmap [ARGS]          a latency heatmap drawn here (256 colours on a terminal), or with
+                         -o FILE.svg an SVG: --view, --where, --from, --to, --step, --by,
+                         --top, --max (see rsched-sql --help)
 .help                    show this message
 .import-incidents FILE   add the annotations of a CSV (header: start,end,text,source,tags) or
                          JSON (array of objects with those keys) timeline
@@ -32,6 +37,9 @@ constexpr const char *help_text =
                          the .tz zone), csv, json or jsonl (data: raw integers)
 .once FILE               write the results of the next statement to FILE
 .output [FILE]           write results to FILE from now on; without FILE back to stdout
+.plot -c SQL [--log]     a time-series chart of a query (first column a time in ns), drawn
+                         here or with -o FILE.svg an SVG
+.report -o FILE.html     the incident report of a window (--from, --to, --where)
 .quit                    leave (also .exit or Ctrl-D)
 .read FILE               run the statements and dot commands of FILE
 .schema [PATTERN]        CREATE statements of the objects whose name is LIKE PATTERN
@@ -230,8 +238,10 @@ shell::shell(store::reader &db, std::ostream &out, std::ostream &err, output_con
 
 const std::vector<std::string> &shell::dot_commands() {
   static const std::vector<std::string> names = {
-      ".exit",   ".headers", ".help", ".import-incidents", ".mark",   ".mode",  ".once",
-      ".output", ".quit",    ".read", ".schema",           ".tables", ".timer", ".tz"};
+      ".exit",   ".headers", ".heatmap", ".help",   ".import-incidents",
+      ".mark",   ".mode",    ".once",    ".plot",   ".report",
+      ".output", ".quit",    ".read",    ".schema", ".tables",
+      ".timer",  ".tz"};
   return names;
 }
 
@@ -361,6 +371,41 @@ shell::status shell::open_output(const std::string &file, std::unique_ptr<std::o
     return status::failed;
   }
   slot = std::move(f);
+  return status::ok;
+}
+
+shell::status shell::dot_picture(const std::string &kind, const std::vector<std::string> &args) {
+  // Drawn as text where results go: in 256 colours on the terminal, escape-free into a file
+  // (.output, .once) or a pipe; with -o FILE an SVG (HTML for .report) there.
+  std::ostream *dest = &out_;
+  if (once_file_) {
+    dest = once_file_.get();
+  } else if (output_file_) {
+    dest = output_file_.get();
+  }
+  picture_target t;
+  t.out = dest;
+  t.terminal = true; // the shell always draws text (the subcommand writes SVG to a pipe)
+  t.color = dest == &out_ && terminal_escape_;
+  winsize ws{};
+  if (t.color && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    t.rows = ws.ws_row;
+    t.cols = ws.ws_col;
+  } else {
+    t.rows = 30;
+    t.cols = 100;
+  }
+  std::string note;
+  auto r = run_picture(db_, kind, args, t, note);
+  once_file_.reset();
+  if (!r) {
+    report_error(r.err().msg);
+    return status::failed;
+  }
+  if (!note.empty()) {
+    err_ << text::escape_for_terminal(note) << '\n';
+    err_.flush();
+  }
   return status::ok;
 }
 
@@ -498,6 +543,9 @@ shell::status shell::run_dot(std::string_view line) {
     printer_.config().zone = *z;
     apply_zone(db_, *z);
     return status::ok;
+  }
+  if (cmd.name == ".heatmap" || cmd.name == ".plot" || cmd.name == ".report") {
+    return dot_picture(cmd.name.substr(1), args);
   }
   if (cmd.name == ".mark") {
     return dot_mark(args);

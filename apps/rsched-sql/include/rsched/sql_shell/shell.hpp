@@ -86,6 +86,7 @@ private:
   status open_output(const std::string &file, std::unique_ptr<std::ofstream> &slot);
   void route_output(); // points the printer at the .once file, the .output file or `out_`
   status dot_mark(const std::vector<std::string> &args);
+  status dot_picture(const std::string &kind, const std::vector<std::string> &args);
   status dot_import(const std::vector<std::string> &args);
   status dot_read(const std::vector<std::string> &args);
 

@@ -1,0 +1,97 @@
+#pragma once
+// rsched-sql's pictures: `heatmap`, `plot` and `report` (subcommands, and .heatmap / .plot in the
+// shell). The history is read through store::reader (SQL and rsched's functions) into
+// rsched::charts data, which draws it (SVG, HTML, or text for a terminal).
+#include "rsched/base/result.hpp"
+#include "rsched/charts/charts.hpp"
+#include "rsched/store/reader.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace rsched::sql_shell {
+
+// heatmap [--view VIEW] [--where SQL] [--from T] [--to T] [--step DUR] [--by cpu|comm|cgroup]
+//         [--top N] [--max DUR] [--column COL] [-o FILE.svg]
+struct heatmap_args {
+  std::string view = "sched_delay";
+  std::string where;                 // an SQL condition on the view's columns
+  std::optional<std::string> from;   // time words (t()); default: an hour before `to`, or
+                                     // the start of the recording if that is later
+  std::optional<std::string> to;     // default: the end of the newest recorded interval
+  std::optional<std::string> step;   // a duration; default: a nice width for the window
+  std::optional<std::string> by;     // small multiples per cpu, comm or cgroup
+  std::size_t top = 6;               // panels with --by (the keys with the most samples)
+  std::optional<std::string> max;    // clip: buckets from this value up are one top row
+  std::optional<std::string> column; // the histogram column (default: hist, else *_hist merged)
+  std::optional<std::string> output; // -o FILE: SVG there
+  // Already resolved (the report passes its window on): used instead of from/to/step.
+  std::optional<std::int64_t> from_ns;
+  std::optional<std::int64_t> to_ns;
+  std::optional<std::int64_t> step_ns;
+};
+
+// plot -c SQL [--log] [--title TEXT] [-o FILE.svg]: the first column a time (UTC ns), the others
+// numbers, one series each.
+struct plot_args {
+  std::string sql;
+  bool log = false;
+  std::optional<std::string> title;
+  std::optional<std::string> output;
+};
+
+// report [--from T] [--to T] [--where SQL] [-o FILE.html]
+struct report_args {
+  std::optional<std::string> from; // default: an hour before `to` (or the recording's start)
+  std::optional<std::string> to;   // default: the end of the newest recorded interval
+  std::string where;               // a condition on sched_delay's columns (comm = 'web', ...)
+  std::optional<std::string> output;
+};
+
+// Parsers of the words after the subcommand (or the dot command). Errors are one line.
+result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args);
+result<plot_args> parse_plot_args(const std::vector<std::string> &args);
+result<report_args> parse_report_args(const std::vector<std::string> &args);
+
+// How many columns a picture gets by default: for an SVG, and for a terminal of `cols`.
+inline constexpr std::size_t svg_columns = 180;
+
+// The heatmap panels of `a` (one, or the --by panels), with at most `max_columns` columns
+// when --step is not given. The window: [from, to) of interval start times, as
+// `ts >= t(from) AND ts < t(to)` in SQL, so that its cells add up to
+// `SELECT sum(hist_count(hist)) FROM <view> WHERE <that> AND (<where>)`. Long windows read whole
+// minutes (hours) from the 1-minute (1-hour) tier where it is built and kept, exactly, unless
+// the condition names a per-thread column (tid, pid).
+result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatmap_args &a,
+                                                  std::size_t max_columns);
+// The chart of a plot's query, with the annotations and gaps of its time range.
+result<charts::series_chart> load_plot(store::reader &db, const plot_args &a);
+// The incident report: one self-contained HTML page.
+result<std::string> build_report(store::reader &db, const report_args &a);
+
+// Where a picture without -o goes: a terminal (text, sized to it, in colour) or a stream that
+// is not one (an SVG or HTML document).
+struct picture_target {
+  std::ostream *out = nullptr;
+  bool terminal = false; // draw text for a terminal instead of a document
+  bool color = false;    // 256 colours (a real terminal); else escape-free text
+  int rows = 40;
+  int cols = 120;
+};
+
+// Runs `kind` ("heatmap", "plot" or "report") with its arguments: with -o FILE the document is
+// written there (and `note` says so), else to the target. Bad arguments are errors with errnum
+// EINVAL (exit 2); the rest errnum 0.
+result<void> run_picture(store::reader &db, const std::string &kind,
+                         const std::vector<std::string> &args, const picture_target &target,
+                         std::string &note);
+
+// The SVG of heatmap panels (one, or small multiples).
+std::string heatmap_svg(const std::vector<charts::heatmap> &panels, const heatmap_args &a,
+                        const timefmt::zone &zone);
+
+} // namespace rsched::sql_shell

@@ -1,0 +1,772 @@
+// heatmap, plot (pictures.hpp): the history read through SQL into rsched::charts data.
+#include "rsched/sql_shell/pictures.hpp"
+
+#include "rsched/base/text.hpp"
+#include "rsched/base/timefmt.hpp"
+#include "rsched/stats/encoding.hpp"
+
+#include "sql_util.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace rsched::sql_shell {
+
+namespace {
+
+using detail::has_object;
+using detail::int_of;
+using detail::query;
+using detail::quote;
+
+// An error in an argument's value (a view that does not exist, a time that is not one): exit 2
+// as bad usage, like an unknown flag; errors of the SQL itself stay errnum 0 (exit 1).
+error bad_arg(std::string msg) {
+  return make_error(std::move(msg), EINVAL);
+}
+
+// One integer from `sql` (its first row and column); nullopt for no row or NULL.
+result<std::optional<std::int64_t>> scalar(store::reader &db, const std::string &sql) {
+  auto r = query(db, sql);
+  if (!r) {
+    return r.err();
+  }
+  if (r->rows.empty() || r->rows[0].empty()) {
+    return std::optional<std::int64_t>{};
+  }
+  return int_of(r->rows[0][0]);
+}
+
+// A time in the reader's grammar, zone and `now`: t(...).
+result<std::int64_t> time_of(store::reader &db, const std::string &text, const char *what) {
+  auto v = scalar(db, "SELECT t(" + quote(text) + ")");
+  if (!v) {
+    // The grammar's own words, without the statement's "line 1: t: ".
+    auto direct = timefmt::parse_time(text, timefmt::realtime_now_ns(), db.zone());
+    return bad_arg(std::string(what) + ": " + (direct ? v.err().msg : direct.err().msg));
+  }
+  if (!*v) {
+    return bad_arg(std::string(what) + ": not a time");
+  }
+  return **v;
+}
+
+result<std::int64_t> duration_of(store::reader &db, const std::string &text, const char *what) {
+  auto v = scalar(db, "SELECT dur(" + quote(text) + ")");
+  if (!v) {
+    auto direct = timefmt::parse_duration(text);
+    return bad_arg(std::string(what) + ": " + (direct ? v.err().msg : direct.err().msg));
+  }
+  if (!*v || **v <= 0) {
+    return bad_arg(std::string(what) + ": needs a positive duration ('10s', '5m')");
+  }
+  return **v;
+}
+
+// The window [from, to): by default the hour before the end of the newest recorded interval,
+// starting no earlier than the first interval recorded in that hour (a recording of ten minutes
+// is drawn over ten minutes, not as an hour that is mostly "not recorded").
+result<std::pair<std::int64_t, std::int64_t>>
+window_of(store::reader &db, const std::optional<std::string> &from,
+          const std::optional<std::string> &to, std::optional<std::int64_t> from_ns = {},
+          std::optional<std::int64_t> to_ns = {}) {
+  const std::string src = has_object(db, "timeline") ? "timeline" : "intervals";
+  std::int64_t b = 0;
+  if (to_ns) {
+    b = *to_ns;
+  } else if (to) {
+    auto t = time_of(db, *to, "--to");
+    if (!t) {
+      return t.err();
+    }
+    b = *t;
+  } else {
+    auto end = scalar(db, "SELECT max(start_ns + dur_ns) FROM " + src);
+    if (!end) {
+      return end.err();
+    }
+    if (!*end) {
+      return make_error("the database holds no recorded interval");
+    }
+    b = **end;
+  }
+  std::int64_t a = b - 3'600'000'000'000;
+  if (from_ns) {
+    a = *from_ns;
+  } else if (from) {
+    auto t = time_of(db, *from, "--from");
+    if (!t) {
+      return t.err();
+    }
+    a = *t;
+  } else {
+    auto first = scalar(db, fmt::format("SELECT min(start_ns) FROM {} WHERE start_ns + dur_ns > {} "
+                                        "AND start_ns < {}",
+                                        src, a, b));
+    if (first && *first && **first > a) {
+      a = **first;
+    }
+  }
+  if (b <= a) {
+    return bad_arg("the window ends before it starts (--from, --to)");
+  }
+  return std::pair{a, b};
+}
+
+std::vector<std::string> columns_of(store::reader &db, const std::string &view) {
+  std::vector<std::string> out;
+  if (auto r = query(db, "SELECT name FROM pragma_table_info(" + quote(view) + ")")) {
+    for (const auto &row : r->rows) {
+      if (const auto *s = std::get_if<std::string>(&row[0])) {
+        out.push_back(*s);
+      }
+    }
+  }
+  return out;
+}
+
+// Whether an SQL condition names a per-thread column (then only raw rows can answer it).
+bool names_thread_column(const std::string &where) {
+  std::string w;
+  for (const char c : where) {
+    w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  for (const std::string id : {"tid", "pid", "start_time"}) {
+    for (std::size_t p = w.find(id); p != std::string::npos; p = w.find(id, p + 1)) {
+      const bool before =
+          p == 0 || !(std::isalnum(static_cast<unsigned char>(w[p - 1])) != 0 || w[p - 1] == '_');
+      const std::size_t e = p + id.size();
+      const bool after =
+          e >= w.size() || !(std::isalnum(static_cast<unsigned char>(w[e])) != 0 || w[e] == '_');
+      if (before && after) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+struct piece {
+  std::string source; // a view
+  std::int64_t a = 0;
+  std::int64_t b = 0;
+};
+
+std::int64_t floor_to(std::int64_t t, std::int64_t w) {
+  std::int64_t q = t / w;
+  if (t % w != 0 && t < 0) {
+    --q;
+  }
+  return q * w;
+}
+
+// Where the rows of [a, b) come from: the whole minutes (hours) a rollup tier has built and
+// kept from `view_1m` (`view_1h`) when the columns are that wide, the rest from the view itself
+// (each moment from the finest tier kept). Exact: a rollup row holds the same samples as the
+// rows it was built from.
+std::vector<piece> pieces_of(store::reader &db, const std::string &view, std::int64_t a,
+                             std::int64_t b, std::int64_t step, const std::string &where) {
+  constexpr std::int64_t minute = 60'000'000'000;
+  constexpr std::int64_t hour = 60 * minute;
+  std::vector<piece> out;
+  int k = 0;
+  std::int64_t width = 0;
+  if (!names_thread_column(where) && has_object(db, "tiers")) {
+    if (step % hour == 0 && has_object(db, view + "_1h")) {
+      k = 2;
+      width = hour;
+    } else if (step % minute == 0 && has_object(db, view + "_1m")) {
+      k = 1;
+      width = minute;
+    }
+  }
+  if (k != 0) {
+    auto built = scalar(db, fmt::format("SELECT built_ns FROM tiers WHERE tier = {}", k));
+    auto cutoff = scalar(db, fmt::format("SELECT cutoff_ns FROM tiers WHERE tier = {}", k));
+    if (built && *built && cutoff && *cutoff) {
+      const std::int64_t lo = std::max(a, **cutoff);
+      const std::int64_t ta = floor_to(lo, width) == lo ? lo : floor_to(lo, width) + width;
+      const std::int64_t tb = floor_to(std::min(b, **built), width);
+      if (ta < tb) {
+        if (a < ta) {
+          out.push_back({view, a, ta});
+        }
+        out.push_back({fmt::format("{}_{}", view, k == 1 ? "1m" : "1h"), ta, tb});
+        if (tb < b) {
+          out.push_back({view, tb, b});
+        }
+        return out;
+      }
+    }
+  }
+  out.push_back({view, a, b});
+  return out;
+}
+
+std::vector<charts::span> gaps_of(store::reader &db, std::int64_t a, std::int64_t b) {
+  std::vector<charts::span> out;
+  if (auto r = query(db, fmt::format("SELECT start_ns, end_ns, reason FROM gaps({}, {})", a, b))) {
+    for (const auto &row : r->rows) {
+      const auto s = int_of(row[0]);
+      const auto e = int_of(row[1]);
+      if (s && e) {
+        const auto *why = std::get_if<std::string>(&row[2]);
+        out.push_back({*s, *e, why != nullptr ? *why : std::string()});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<charts::span> marks_of(store::reader &db, std::int64_t a, std::int64_t b) {
+  std::vector<charts::span> out;
+  if (!has_object(db, "annotations")) {
+    return out;
+  }
+  if (auto r = query(db, fmt::format("SELECT start_ns, coalesce(end_ns, start_ns), text FROM "
+                                     "annotations WHERE start_ns < {} AND coalesce(end_ns, "
+                                     "start_ns) >= {} ORDER BY start_ns",
+                                     b, a))) {
+    for (const auto &row : r->rows) {
+      const auto s = int_of(row[0]);
+      const auto e = int_of(row[1]);
+      if (s && e) {
+        const auto *t = std::get_if<std::string>(&row[2]);
+        out.push_back({*s, *e, t != nullptr ? *t : std::string()});
+      }
+    }
+  }
+  return out;
+}
+
+std::string key_text(const store::value &v) {
+  if (const auto *s = std::get_if<std::string>(&v)) {
+    return *s;
+  }
+  if (const auto i = int_of(v)) {
+    return std::to_string(*i);
+  }
+  return "NULL";
+}
+
+// Parses "N" (a whole number) or a duration (latency layouts) into a clip value.
+result<std::uint64_t> clip_of(store::reader &db, const std::string &text) {
+  std::uint64_t n = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec == std::errc() && p == text.data() + text.size()) {
+    return n;
+  }
+  auto d = duration_of(db, text, "--max");
+  if (!d) {
+    return d.err();
+  }
+  return static_cast<std::uint64_t>(*d);
+}
+
+} // namespace
+
+result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatmap_args &a,
+                                                  std::size_t max_columns) {
+  const auto cols = columns_of(db, a.view);
+  if (cols.empty()) {
+    return bad_arg(fmt::format("no view named '{}' (sched_delay, cpu_sched_delay, "
+                                  "waking_delay, sleep, timeslice, cpu_idle, ...)",
+                                  a.view));
+  }
+  const auto has = [&](const std::string &c) {
+    return std::find(cols.begin(), cols.end(), c) != cols.end();
+  };
+  std::vector<std::string> hist_cols;
+  if (a.column) {
+    if (!has(*a.column)) {
+      return bad_arg(fmt::format("view '{}' has no column '{}'", a.view, *a.column));
+    }
+    hist_cols.push_back(*a.column);
+  } else if (has("hist")) {
+    hist_cols.emplace_back("hist");
+  } else {
+    for (const auto &c : cols) {
+      if (c.size() > 5 && c.compare(c.size() - 5, 5, "_hist") == 0) {
+        hist_cols.push_back(c);
+      }
+    }
+  }
+  if (hist_cols.empty() || !has("ts")) {
+    return bad_arg(fmt::format("view '{}' has no histogram (a ts and a hist column)", a.view));
+  }
+  std::string key;
+  if (a.by) {
+    if (*a.by != "cpu" && *a.by != "comm" && *a.by != "cgroup") {
+      return bad_arg(fmt::format("--by must be cpu, comm or cgroup, not '{}'", *a.by));
+    }
+    if (!has(*a.by)) {
+      return bad_arg(fmt::format("view '{}' has no column '{}' to split by", a.view, *a.by));
+    }
+    key = *a.by;
+  }
+  auto w = window_of(db, a.from, a.to, a.from_ns, a.to_ns);
+  if (!w) {
+    return w.err();
+  }
+  const auto [from, to] = *w;
+  std::int64_t step = 0;
+  if (a.step_ns) {
+    if (*a.step_ns <= 0) {
+      return bad_arg("--step: needs a positive duration ('10s', '5m')");
+    }
+    step = *a.step_ns;
+  } else if (a.step) {
+    auto s = duration_of(db, *a.step, "--step");
+    if (!s) {
+      return s.err();
+    }
+    step = *s;
+  } else {
+    // Not finer than the recording's intervals: a column narrower than one would be empty.
+    auto iv = scalar(db, fmt::format("SELECT max(dur_ns) FROM intervals WHERE start_ns >= {} AND "
+                                     "start_ns < {}{}",
+                                     from, to, has_object(db, "tiers") ? " AND tier = 0" : ""));
+    const std::int64_t min_step =
+        iv && *iv ? std::max<std::int64_t>(**iv, 1'000'000'000) : 1'000'000'000;
+    step = charts::nice_step(to - from, max_columns, min_step);
+  }
+  if ((to - from) / step > 20'000) {
+    return bad_arg("--step is too fine for the window: more than 20,000 columns");
+  }
+  std::optional<std::uint64_t> clip;
+  if (a.max) {
+    auto c = clip_of(db, *a.max);
+    if (!c) {
+      return c.err();
+    }
+    clip = *c;
+  }
+  const std::string cond = a.where.empty() ? std::string() : " AND (" + a.where + ")";
+  std::map<std::string, charts::heatmap> panels;
+  std::optional<stats::layout> layout;
+  std::vector<std::string> sources; // distinct, in the order read
+  for (const auto &p : pieces_of(db, a.view, from, to, step, a.where)) {
+    if (std::find(sources.begin(), sources.end(), p.source) == sources.end()) {
+      sources.push_back(p.source);
+    }
+    std::string sql = "SELECT ts";
+    if (!key.empty()) {
+      sql += ", " + key;
+    }
+    for (const auto &h : hist_cols) {
+      sql += ", " + h;
+    }
+    sql += fmt::format(" FROM {} WHERE ts >= {} AND ts < {}{}", p.source, p.a, p.b, cond);
+    store::result_sink sink;
+    sink.on_columns = [](const std::vector<std::string> &) {};
+    std::optional<error> failure;
+    sink.on_row = [&](const std::vector<store::value> &row) {
+      if (failure) {
+        return;
+      }
+      const auto ts = int_of(row[0]);
+      if (!ts) {
+        return;
+      }
+      const std::size_t first = key.empty() ? 1 : 2;
+      const std::string k = key.empty() ? std::string() : key_text(row[1]);
+      for (std::size_t i = first; i < row.size(); ++i) {
+        const auto *blob = std::get_if<std::vector<std::uint8_t>>(&row[i]);
+        if (blob == nullptr) {
+          continue; // NULL: no samples of that kind
+        }
+        auto h = stats::decode(*blob);
+        if (!h) {
+          failure = make_error("stored histogram: " + h.err().msg);
+          return;
+        }
+        if (!layout) {
+          layout = h->kind;
+        }
+        auto [it, fresh] = panels.try_emplace(k);
+        if (fresh) {
+          it->second = charts::make_heatmap(*layout, from, to, step, clip);
+        }
+        if (auto r = charts::add(it->second, *ts, *h); !r) {
+          failure = r.err();
+          return;
+        }
+      }
+    };
+    if (auto r = db.exec(sql, sink); !r) {
+      return r.err();
+    }
+    if (failure) {
+      return *failure;
+    }
+  }
+  const auto gaps = gaps_of(db, from, to);
+  const auto marks = marks_of(db, from, to);
+  std::string what = a.view;
+  if (!a.where.empty()) {
+    what += " where " + a.where;
+  }
+  if (a.column) {
+    what += " (" + *a.column + ")";
+  }
+  std::vector<charts::heatmap> out;
+  if (key.empty()) {
+    charts::heatmap h = panels.empty()
+                            ? charts::make_heatmap(stats::layout::latency, from, to, step, clip)
+                            : std::move(panels.begin()->second);
+    h.title = what;
+    out.push_back(std::move(h));
+  } else {
+    std::vector<std::pair<std::uint64_t, std::string>> order;
+    for (const auto &[k, h] : panels) {
+      order.emplace_back(h.total(), k);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto &x, const auto &y) { return x.first > y.first; });
+    for (std::size_t i = 0; i < order.size() && i < a.top; ++i) {
+      charts::heatmap h = std::move(panels[order[i].second]);
+      h.title = fmt::format("{} = {}", key, order[i].second);
+      out.push_back(std::move(h));
+    }
+    if (out.empty()) {
+      charts::heatmap h = charts::make_heatmap(stats::layout::latency, from, to, step, clip);
+      h.title = what + " (no rows)";
+      out.push_back(std::move(h));
+    }
+  }
+  // Rows above the highest one with samples (in any panel) hold nothing: drawn, they would
+  // squeeze the picture; one empty row stays above the data (the axis says where it ends).
+  std::size_t used = 0;
+  for (const auto &h : out) {
+    for (const auto &col : h.counts) {
+      for (std::size_t r = 0; r < col.size(); ++r) {
+        if (col[r] != 0) {
+          used = std::max(used, r + 1);
+        }
+      }
+    }
+  }
+  for (auto &h : out) {
+    const std::size_t keep = std::min(h.bins.size(), std::max<std::size_t>(used + 1, 4));
+    if (keep < h.bins.size() && !(clip && used == h.bins.size())) {
+      h.bins.resize(keep);
+      for (auto &col : h.counts) {
+        col.resize(keep);
+      }
+    }
+    h.gaps = gaps;
+    h.marks = marks;
+    h.source.clear();
+    for (const auto &src : sources) {
+      h.source += (h.source.empty() ? "" : " + ") + src;
+    }
+  }
+  return out;
+}
+
+std::string heatmap_svg(const std::vector<charts::heatmap> &panels, const heatmap_args &a,
+                        const timefmt::zone &zone) {
+  charts::svg_options o;
+  o.zone = zone;
+  std::string title = a.view;
+  if (!a.where.empty()) {
+    title += " where " + a.where;
+  }
+  if (a.by) {
+    title += fmt::format(" by {} (top {})", *a.by, panels.size());
+  }
+  return panels.size() == 1 && !a.by ? charts::to_svg(panels.front(), o)
+                                     : charts::to_svg(panels, title, o);
+}
+
+result<charts::series_chart> load_plot(store::reader &db, const plot_args &a) {
+  auto r = query(db, a.sql);
+  if (!r) {
+    return r.err();
+  }
+  if (r->columns.size() < 2) {
+    return bad_arg("plot needs a query of two or more columns: a time (UTC ns), then numbers");
+  }
+  charts::series_chart c;
+  c.title = a.title ? *a.title : a.sql.substr(0, a.sql.find('\n')).substr(0, 120);
+  c.log = a.log;
+  c.names.assign(r->columns.begin() + 1, r->columns.end());
+  c.durations = std::all_of(c.names.begin(), c.names.end(), [](const std::string &n) {
+    return n == "dur" || (n.size() > 3 && n.compare(n.size() - 3, 3, "_ns") == 0);
+  });
+  std::vector<std::pair<std::int64_t, std::vector<std::optional<double>>>> points;
+  for (const auto &row : r->rows) {
+    const auto x = int_of(row[0]);
+    if (!x) {
+      return bad_arg("plot: the first column must be a time (UTC ns); got a value that is "
+                        "not a number");
+    }
+    std::vector<std::optional<double>> ys;
+    for (std::size_t i = 1; i < row.size(); ++i) {
+      if (const auto *d = std::get_if<double>(&row[i])) {
+        ys.emplace_back(*d);
+      } else if (const auto *n = std::get_if<std::int64_t>(&row[i])) {
+        ys.emplace_back(static_cast<double>(*n));
+      } else if (std::holds_alternative<std::monostate>(row[i])) {
+        ys.emplace_back(std::nullopt);
+      } else {
+        return bad_arg(fmt::format("plot: column '{}' is not a number",
+                                      text::escape_for_terminal(r->columns[i])));
+      }
+    }
+    points.emplace_back(*x, std::move(ys));
+  }
+  std::stable_sort(points.begin(), points.end(),
+                   [](const auto &p, const auto &q) { return p.first < q.first; });
+  c.y.assign(c.names.size(), {});
+  for (auto &[x, ys] : points) {
+    c.x.push_back(x);
+    for (std::size_t s = 0; s < ys.size(); ++s) {
+      c.y[s].push_back(ys[s]);
+    }
+  }
+  if (!c.x.empty()) {
+    c.gaps = gaps_of(db, c.x.front(), c.x.back());
+    c.marks = marks_of(db, c.x.front(), c.x.back());
+  }
+  return c;
+}
+
+// ---- argument parsing -----------------------------------------------------------------------
+
+namespace {
+
+// --flag VALUE pairs of `args`; `known` lists the flags taking a value, `switches` those that
+// do not.
+template <typename Set>
+result<void> parse_flags(const std::vector<std::string> &args, const std::set<std::string> &known,
+                         const std::set<std::string> &switches, const char *cmd, Set set) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string &f = args[i];
+    if (switches.contains(f)) {
+      if (auto r = set(f, std::string()); !r) {
+        return r;
+      }
+      continue;
+    }
+    if (!known.contains(f)) {
+      return make_error(fmt::format("{}: unknown argument '{}'", cmd, f));
+    }
+    if (i + 1 >= args.size()) {
+      return make_error(fmt::format("{}: '{}' needs a value", cmd, f));
+    }
+    if (auto r = set(f, args[i + 1]); !r) {
+      return r;
+    }
+    ++i;
+  }
+  return {};
+}
+
+} // namespace
+
+result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args) {
+  heatmap_args a;
+  auto r = parse_flags(
+      args,
+      {"--view", "--where", "--from", "--to", "--step", "--by", "--top", "--max", "--column", "-o"},
+      {}, "heatmap", [&](const std::string &f, const std::string &v) -> result<void> {
+        if (f == "--view") {
+          a.view = v;
+        } else if (f == "--where") {
+          a.where = v;
+        } else if (f == "--from") {
+          a.from = v;
+        } else if (f == "--to") {
+          a.to = v;
+        } else if (f == "--step") {
+          a.step = v;
+        } else if (f == "--by") {
+          a.by = v;
+        } else if (f == "--top") {
+          std::size_t n = 0;
+          const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+          if (ec != std::errc() || p != v.data() + v.size() || n == 0 || n > 64) {
+            return make_error("heatmap: --top needs a number from 1 to 64");
+          }
+          a.top = n;
+        } else if (f == "--max") {
+          a.max = v;
+        } else if (f == "--column") {
+          a.column = v;
+        } else {
+          if (v.empty()) {
+            return make_error("heatmap: -o needs a file name");
+          }
+          a.output = v;
+        }
+        return {};
+      });
+  if (!r) {
+    return r.err();
+  }
+  return a;
+}
+
+result<plot_args> parse_plot_args(const std::vector<std::string> &args) {
+  plot_args a;
+  auto r = parse_flags(args, {"-c", "--title", "-o"}, {"--log"}, "plot",
+                       [&](const std::string &f, const std::string &v) -> result<void> {
+                         if (f == "-c") {
+                           a.sql = v;
+                         } else if (f == "--title") {
+                           a.title = v;
+                         } else if (f == "--log") {
+                           a.log = true;
+                         } else {
+                           if (v.empty()) {
+                             return make_error("plot: -o needs a file name");
+                           }
+                           a.output = v;
+                         }
+                         return {};
+                       });
+  if (!r) {
+    return r.err();
+  }
+  if (a.sql.empty()) {
+    return make_error("plot needs -c SQL: a query whose first column is a time (ns), e.g. "
+                      "SELECT bucket(ts, '10s'), hist_percentile(hist, 99) FROM sched_delay "
+                      "GROUP BY 1");
+  }
+  return a;
+}
+
+result<report_args> parse_report_args(const std::vector<std::string> &args) {
+  report_args a;
+  auto r = parse_flags(args, {"--from", "--to", "--where", "-o"}, {}, "report",
+                       [&](const std::string &f, const std::string &v) -> result<void> {
+                         if (f == "--from") {
+                           a.from = v;
+                         } else if (f == "--to") {
+                           a.to = v;
+                         } else if (f == "--where") {
+                           a.where = v;
+                         } else {
+                           if (v.empty()) {
+                             return make_error("report: -o needs a file name");
+                           }
+                           a.output = v;
+                         }
+                         return {};
+                       });
+  if (!r) {
+    return r.err();
+  }
+  return a;
+}
+
+// ---- running a picture command ----------------------------------------------------------------
+
+namespace {
+
+result<void> write_file(const std::string &path, const std::string &doc) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) {
+    return make_error(fmt::format("cannot open '{}' for writing", path));
+  }
+  f << doc;
+  f.flush();
+  if (!f) {
+    return make_error(fmt::format("error writing to '{}'", path));
+  }
+  return {};
+}
+
+error usage(const error &e) {
+  return make_error(e.msg, EINVAL);
+}
+
+} // namespace
+
+result<void> run_picture(store::reader &db, const std::string &kind,
+                         const std::vector<std::string> &args, const picture_target &target,
+                         std::string &note) {
+  note.clear();
+  const auto emit = [&](const std::optional<std::string> &file, const std::string &doc,
+                        const std::string &what) -> result<void> {
+    if (file) {
+      if (auto w = write_file(*file, doc); !w) {
+        return w;
+      }
+      note = fmt::format("{} written to {}", what, *file);
+      return {};
+    }
+    *target.out << doc;
+    target.out->flush();
+    return {};
+  };
+  if (kind == "heatmap") {
+    auto a = parse_heatmap_args(args);
+    if (!a) {
+      return usage(a.err());
+    }
+    const bool text = !a->output && target.terminal;
+    const std::size_t columns =
+        text ? static_cast<std::size_t>(std::max(target.cols - 14, 20)) : svg_columns;
+    auto panels = load_heatmap(db, *a, columns);
+    if (!panels) {
+      return panels.err();
+    }
+    if (text) {
+      std::string out;
+      const int per =
+          a->by ? std::max(10, target.rows / static_cast<int>(panels->size())) : target.rows;
+      for (const auto &p : *panels) {
+        out += charts::to_terminal(p, per, target.cols, target.color, db.zone());
+      }
+      *target.out << out;
+      target.out->flush();
+      return {};
+    }
+    std::uint64_t total = 0;
+    for (const auto &p : *panels) {
+      total += p.total();
+    }
+    return emit(a->output, heatmap_svg(*panels, *a, db.zone()),
+                fmt::format("heatmap ({} samples)", total));
+  }
+  if (kind == "plot") {
+    auto a = parse_plot_args(args);
+    if (!a) {
+      return usage(a.err());
+    }
+    auto c = load_plot(db, *a);
+    if (!c) {
+      return c.err();
+    }
+    if (!a->output && target.terminal) {
+      *target.out << charts::to_terminal(*c, target.rows, target.cols, target.color, db.zone());
+      target.out->flush();
+      return {};
+    }
+    charts::svg_options o;
+    o.zone = db.zone();
+    return emit(a->output, charts::to_svg(*c, o), fmt::format("plot ({} points)", c->x.size()));
+  }
+  if (kind == "report") {
+    auto a = parse_report_args(args);
+    if (!a) {
+      return usage(a.err());
+    }
+    auto html = build_report(db, *a);
+    if (!html) {
+      return html.err();
+    }
+    return emit(a->output, *html, "report");
+  }
+  return make_error(fmt::format("unknown picture '{}' (heatmap, plot or report)", kind), EINVAL);
+}
+
+} // namespace rsched::sql_shell

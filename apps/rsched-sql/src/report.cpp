@@ -1,0 +1,377 @@
+// report (pictures.hpp): one self-contained HTML page for a window, to attach to a postmortem.
+// No scripts, fonts or images from anywhere: inline CSS and inline SVG.
+#include "rsched/base/text.hpp"
+#include "rsched/sql_shell/pictures.hpp"
+
+#include "sql_util.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace rsched::sql_shell {
+
+namespace {
+
+using detail::has_object;
+using detail::int_of;
+using detail::query;
+using detail::quote;
+
+using charts::xml_text;
+
+std::string text_of(const store::value &v) {
+  if (const auto *s = std::get_if<std::string>(&v)) {
+    return *s;
+  }
+  if (const auto *i = std::get_if<std::int64_t>(&v)) {
+    return std::to_string(*i);
+  }
+  if (const auto *d = std::get_if<double>(&v)) {
+    return fmt::format("{:.4g}", *d);
+  }
+  return "";
+}
+
+std::string dur_of(const store::value &v) {
+  const auto i = int_of(v);
+  return i ? text::format_duration_ns(static_cast<double>(*i)) : std::string("–");
+}
+
+constexpr const char *css = R"(
+body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 24px 32px;
+       color: #1d1d1d; max-width: 1180px; }
+h1 { font-size: 22px; margin-bottom: 4px; }
+h2 { font-size: 17px; margin-top: 34px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+.meta { color: #555; font-size: 13px; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
+th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #666; font-size: 12px; }
+.bad { color: #a40000; }
+figure { margin: 10px 0 18px 0; }
+figcaption { color: #555; font-size: 12px; margin-top: 2px; }
+)";
+
+std::string table_html(const std::vector<std::string> &head,
+                       const std::vector<std::vector<std::pair<std::string, bool>>> &rows) {
+  std::string out = "<table><tr>";
+  for (const auto &h : head) {
+    out += "<th>" + xml_text(h) + "</th>";
+  }
+  out += "</tr>\n";
+  for (const auto &r : rows) {
+    out += "<tr>";
+    for (const auto &[cell, num] : r) {
+      out += std::string(num ? "<td class=\"num\">" : "<td>") + xml_text(cell) + "</td>";
+    }
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+} // namespace
+
+result<std::string> build_report(store::reader &db, const report_args &a) {
+  heatmap_args base;
+  base.from = a.from;
+  base.to = a.to;
+  base.where = a.where;
+  // The window, as the heatmap reads it; the other pictures take it (and its step) from there.
+  auto main_map = load_heatmap(db, base, svg_columns);
+  if (!main_map) {
+    return main_map.err();
+  }
+  const std::int64_t from = main_map->front().from;
+  const std::int64_t to = main_map->front().to;
+  const std::int64_t step = main_map->front().step;
+  base.from_ns = from;
+  base.to_ns = to;
+  base.step_ns = step;
+  const timefmt::zone &zone = db.zone();
+  const std::string cond = a.where.empty() ? std::string() : " AND (" + a.where + ")";
+  const std::string window = fmt::format("ts >= {} AND ts < {}{}", from, to, cond);
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                     "<title>rsched report</title><style>";
+  html += css;
+  html += "</style></head><body>\n";
+  std::string host;
+  if (auto m = query(db, "SELECT value FROM meta WHERE key = 'hostname'"); m && !m->rows.empty()) {
+    host = text_of(m->rows[0][0]);
+  }
+  html += fmt::format("<h1>Scheduling delay report{}</h1>\n",
+                      host.empty() ? std::string() : " · " + xml_text(host));
+  html += fmt::format("<p class=\"meta\">{} – {} ({}){}</p>\n",
+                      xml_text(timefmt::format_time(from, zone)),
+                      xml_text(timefmt::format_time(to, zone)),
+                      xml_text(text::format_duration_ns(static_cast<double>(to - from))),
+                      a.where.empty() ? std::string() : " · threads where " + xml_text(a.where));
+
+  // Coverage and gaps.
+  html += "<h2>Coverage</h2>\n";
+  if (auto c =
+          query(db, fmt::format("SELECT covered_ns, coverage_pct FROM coverage({}, {})", from, to));
+      c && !c->rows.empty()) {
+    html += fmt::format(
+        "<p>{} of the window recorded ({:.1f} %).</p>\n", xml_text(dur_of(c->rows[0][0])),
+        std::get_if<double>(&c->rows[0][1]) != nullptr ? *std::get_if<double>(&c->rows[0][1])
+                                                       : 0.0);
+  }
+  if (auto g =
+          query(db, fmt::format("SELECT start_ns, end_ns, duration_ns, reason FROM gaps({}, {})",
+                                from, to));
+      g && !g->rows.empty()) {
+    std::vector<std::vector<std::pair<std::string, bool>>> rows;
+    for (const auto &r : g->rows) {
+      rows.push_back({{timefmt::format_time(int_of(r[0]).value_or(0), zone), false},
+                      {timefmt::format_time(int_of(r[1]).value_or(0), zone), false},
+                      {dur_of(r[2]), true},
+                      {text_of(r[3]), false}});
+    }
+    html += table_html({"gap from", "to", "length", "reason"}, rows);
+  } else {
+    html += "<p class=\"note\">No gaps.</p>\n";
+  }
+
+  // Headline percentiles with their error bound.
+  html += "<h2>Scheduling delay</h2>\n";
+  if (auto p = query(db, "SELECT sum(count), hist_percentile(hist, 50), "
+                         "hist_percentile_error(hist, 50), hist_percentile(hist, 90), "
+                         "hist_percentile_error(hist, 90), hist_percentile(hist, 99), "
+                         "hist_percentile_error(hist, 99), hist_percentile(hist, 99.9), "
+                         "hist_percentile_error(hist, 99.9), hist_max(hist_merge(hist)) FROM "
+                         "sched_delay WHERE " +
+                             window);
+      p && !p->rows.empty()) {
+    const auto &r = p->rows[0];
+    const auto pm = [&](std::size_t v, std::size_t e) {
+      return dur_of(r[v]) + " ± " + dur_of(r[e]);
+    };
+    html += table_html({"samples", "p50", "p90", "p99", "p99.9", "max (bucket top)"},
+                       {{{text_of(r[0]), true},
+                         {pm(1, 2), true},
+                         {pm(3, 4), true},
+                         {pm(5, 6), true},
+                         {pm(7, 8), true},
+                         {dur_of(r[9]), true}}});
+    html += "<p class=\"note\">A percentile lies within its bucket: ± is the bucket's width (the "
+            "error bound, docs/SQL.md).</p>\n";
+  }
+
+  // Spikes, per comm, with their cause; they also mark the timeline.
+  std::vector<charts::span> spike_marks;
+  std::vector<std::vector<store::value>> spikes;
+  if (auto s = query(db, fmt::format("SELECT start_ns, end_ns, duration_ns, peak_ns, victim, "
+                                     "cause, top_comms FROM spikes('sched_delay', '3x', {}, {}) "
+                                     "ORDER BY peak_ns DESC, start_ns LIMIT 12",
+                                     from, to));
+      s) {
+    spikes = s->rows;
+  }
+  // p99 timeline with annotations and spikes.
+  charts::series_chart tl;
+  {
+    plot_args pa;
+    pa.sql = fmt::format("SELECT bucket(ts, {0}) AS t, hist_percentile(hist, 50) AS p50_ns, "
+                         "hist_percentile(hist, 99) AS p99_ns FROM sched_delay WHERE {1} "
+                         "GROUP BY 1 ORDER BY 1",
+                         step, window);
+    pa.title =
+        "p50 and p99 scheduling delay per " + text::format_duration_ns(static_cast<double>(step));
+    pa.log = true;
+    auto c = load_plot(db, pa);
+    if (!c) {
+      return c.err();
+    }
+    tl = std::move(*c);
+    for (std::size_t i = 0; i < spikes.size(); ++i) {
+      const auto &s = spikes[i];
+      tl.marks.push_back({int_of(s[0]).value_or(0), int_of(s[1]).value_or(0),
+                          fmt::format("#{} {}", i + 1, text_of(s[4]))});
+    }
+    std::stable_sort(tl.marks.begin(), tl.marks.end(),
+                     [](const charts::span &x, const charts::span &y) { return x.start < y.start; });
+  }
+  charts::svg_options so;
+  so.zone = zone;
+  html += "<figure>" + charts::to_svg(tl, so) +
+          "<figcaption>Log scale. Bands: annotations and spikes; hatched: not recorded."
+          "</figcaption></figure>\n";
+  html += "<figure>" + heatmap_svg(*main_map, base, zone) +
+          "<figcaption>Every sample of the window: time across, delay up (log2 rows), colour "
+          "for how many.</figcaption></figure>\n";
+
+  if (has_object(db, "annotations")) {
+    auto n = query(db, fmt::format("SELECT start_ns, end_ns, text FROM annotations WHERE "
+                                   "start_ns < {} AND coalesce(end_ns, start_ns) >= {} ORDER BY "
+                                   "start_ns LIMIT 50",
+                                   to, from));
+    if (!n) {
+      return n.err();
+    }
+    if (!n->rows.empty()) {
+      html += "<h2>Annotations</h2>\n";
+      std::vector<std::vector<std::pair<std::string, bool>>> rows;
+      for (const auto &r : n->rows) {
+        const auto e = int_of(r[1]);
+        rows.push_back({{timefmt::format_time(int_of(r[0]).value_or(0), zone), false},
+                        {e ? timefmt::format_time(*e, zone) : std::string("–"), false},
+                        {text_of(r[2]), false}});
+      }
+      html += table_html({"from", "until", "text"}, rows);
+    }
+  }
+
+  html += "<h2>Spikes</h2>\n";
+  if (spikes.empty()) {
+    html += "<p class=\"note\">No comm's p99 went above 3 × its baseline in the window.</p>\n";
+  } else {
+    html += "<p class=\"note\">Intervals where a comm's p99 went above 3 × its baseline "
+            "(spikes('sched_delay', '3x'), docs/SQL.md), the worst 12 by peak; numbered as on "
+            "the timeline.</p>\n";
+    std::vector<std::vector<std::pair<std::string, bool>>> rows;
+    for (std::size_t i = 0; i < spikes.size(); ++i) {
+      const auto &s = spikes[i];
+      rows.push_back({{fmt::format("#{}", i + 1), false},
+                      {timefmt::format_time(int_of(s[0]).value_or(0), zone), false},
+                      {dur_of(s[2]), true},
+                      {text_of(s[4]), false},
+                      {dur_of(s[3]), true},
+                      {text_of(s[5]), false}});
+    }
+    html += table_html({"", "from", "for", "victim", "peak p99", "likely cause"}, rows);
+    // Who caused the worst three.
+    if (has_object(db, "thread_blame")) {
+      for (std::size_t i = 0; i < spikes.size() && i < 3; ++i) {
+        const auto &s = spikes[i];
+        auto b = query(db, fmt::format("SELECT by_pid, by_comm, by_cgroup, wait_ns, share_pct, "
+                                       "preempts FROM blame({}, {}, {}) LIMIT 6",
+                                       quote(text_of(s[4])), int_of(s[0]).value_or(0),
+                                       int_of(s[1]).value_or(0)));
+        if (!b || b->rows.empty()) {
+          continue;
+        }
+        html += fmt::format("<h3>#{}: who ran while {} waited ({})</h3>\n", i + 1,
+                            xml_text(text_of(s[4])),
+                            xml_text(timefmt::format_time(int_of(s[0]).value_or(0), zone)));
+        std::vector<std::vector<std::pair<std::string, bool>>> rows2;
+        for (const auto &r : b->rows) {
+          const auto *share = std::get_if<double>(&r[4]);
+          rows2.push_back({{text_of(r[0]), true},
+                           {text_of(r[1]), false},
+                           {text_of(r[2]), false},
+                           {dur_of(r[3]), true},
+                           {share != nullptr ? fmt::format("{:.1f} %", *share) : "", true},
+                           {text_of(r[5]), true}});
+        }
+        html += table_html(
+            {"pid", "culprit", "cgroup", "ran while it waited", "share", "preemptions"}, rows2);
+      }
+    } else {
+      html += "<p class=\"note\">No blame recorded (rschedd -g blame).</p>\n";
+    }
+  }
+
+  // The worst comms and cgroups, and every CPU.
+  html += "<h2>Worst comms</h2>\n";
+  auto worst =
+      query(db, "SELECT comm, hist_percentile(hist, 99) AS p99 FROM sched_delay WHERE " + window +
+                    " GROUP BY comm HAVING sum(count) >= 20 ORDER BY p99 DESC "
+                    "LIMIT 4");
+  if (worst && !worst->rows.empty()) {
+    std::string in;
+    for (const auto &r : worst->rows) {
+      in += (in.empty() ? "" : ", ") + quote(text_of(r[0]));
+    }
+    heatmap_args wa = base;
+    wa.where =
+        (a.where.empty() ? std::string() : "(" + a.where + ") AND ") + "comm IN (" + in + ")";
+    wa.by = "comm";
+    wa.top = 4;
+    auto m = load_heatmap(db, wa, svg_columns);
+    if (!m) {
+      return m.err();
+    }
+    html += "<figure>" + heatmap_svg(*m, wa, zone) +
+            "<figcaption>The comms with the highest p99 (at least 20 samples).</figcaption>"
+            "</figure>\n";
+  } else if (!worst) {
+    return worst.err();
+  } else {
+    html += "<p class=\"note\">No comm has 20 samples in the window.</p>\n";
+  }
+  heatmap_args ca = base;
+  ca.where = a.where;
+  ca.by = "cgroup";
+  ca.top = 4;
+  {
+    auto m = load_heatmap(db, ca, svg_columns);
+    if (!m) {
+      return m.err();
+    }
+    if (m->front().total() > 0) {
+      html += "<h2>Busiest cgroups</h2>\n<figure>" + heatmap_svg(*m, ca, zone) +
+              "<figcaption>The cgroups with the most samples.</figcaption></figure>\n";
+    }
+  }
+  heatmap_args cpu;
+  cpu.view = "cpu_sched_delay";
+  cpu.from_ns = from;
+  cpu.to_ns = to;
+  cpu.step_ns = step;
+  cpu.by = "cpu";
+  cpu.top = 16;
+  {
+    auto m = load_heatmap(db, cpu, svg_columns);
+    if (!m) {
+      return m.err();
+    }
+    html += "<h2>Per CPU</h2>\n<figure>" + heatmap_svg(*m, cpu, zone) +
+            "<figcaption>Scheduling delay of the threads switched in on each CPU (every thread, "
+            "whatever the report's condition).</figcaption></figure>\n";
+  }
+
+  // Pressure and throttling.
+  if (has_object(db, "cpu_pressure")) {
+    html += "<h2>CPU pressure and throttling</h2>\n";
+    auto p = query(db, fmt::format("SELECT cgroup, avg(some_pct), max(some_pct) FROM "
+                                   "cpu_pressure WHERE ts >= {} AND ts < {} GROUP BY cgroup "
+                                   "ORDER BY 3 DESC LIMIT 8",
+                                   from, to));
+    if (p && !p->rows.empty()) {
+      std::vector<std::vector<std::pair<std::string, bool>>> rows;
+      for (const auto &r : p->rows) {
+        const auto *avg = std::get_if<double>(&r[1]);
+        const auto *mx = std::get_if<double>(&r[2]);
+        rows.push_back({{text_of(r[0]), false},
+                        {avg != nullptr ? fmt::format("{:.1f} %", *avg) : "", true},
+                        {mx != nullptr ? fmt::format("{:.1f} %", *mx) : "", true}});
+      }
+      html += table_html({"cgroup (/ = the system)", "PSI some, mean", "max interval"}, rows);
+    }
+    auto t = query(db, fmt::format("SELECT cgroup, sum(throttled), sum(throttled_ns) FROM "
+                                   "cpu_throttling WHERE ts >= {} AND ts < {} AND throttled > 0 "
+                                   "GROUP BY cgroup ORDER BY 3 DESC LIMIT 8",
+                                   from, to));
+    if (t && !t->rows.empty()) {
+      std::vector<std::vector<std::pair<std::string, bool>>> rows;
+      for (const auto &r : t->rows) {
+        rows.push_back({{text_of(r[0]), false}, {text_of(r[1]), true}, {dur_of(r[2]), true}});
+      }
+      html += table_html({"throttled cgroup", "periods", "time"}, rows);
+    } else {
+      html += "<p class=\"note\">No CFS throttling in the window.</p>\n";
+    }
+  }
+  const std::string first = timefmt::format_time(from, zone);
+  const auto sign = first.find_last_of("+-");
+  html += fmt::format("<p class=\"note\">rsched-sql report; times in {} (UTC{}).</p>\n",
+                      xml_text(zone.label()),
+                      xml_text(sign != std::string::npos && sign > 11 ? first.substr(sign) : ""));
+  html += "</body></html>\n";
+  return html;
+}
+
+} // namespace rsched::sql_shell

@@ -1,0 +1,61 @@
+#pragma once
+// Small helpers of rsched-sql's own queries (pictures, report): a text as an SQL literal, a
+// whole result in memory, typed access to values. Private to the rsched-sql library.
+#include "rsched/base/result.hpp"
+#include "rsched/store/reader.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rsched::sql_shell::detail {
+
+// `s` as an SQL string literal ('' for ').
+inline std::string quote(std::string_view s) {
+  std::string out = "'";
+  for (const char c : s) {
+    out += c;
+    if (c == '\'') {
+      out += '\'';
+    }
+  }
+  return out + "'";
+}
+
+struct rowset {
+  std::vector<std::string> columns;
+  std::vector<std::vector<store::value>> rows;
+};
+
+// Runs `sql` (one statement) and keeps its whole result.
+inline result<rowset> query(store::reader &db, const std::string &sql) {
+  rowset r;
+  store::result_sink sink;
+  sink.on_columns = [&](const std::vector<std::string> &c) { r.columns = c; };
+  sink.on_row = [&](const std::vector<store::value> &v) { r.rows.push_back(v); };
+  if (auto ok = db.exec(sql, sink); !ok) {
+    return ok.err();
+  }
+  return r;
+}
+
+// An INTEGER (or a REAL, truncated); nullopt for NULL, text and blobs.
+inline std::optional<std::int64_t> int_of(const store::value &v) {
+  if (const auto *i = std::get_if<std::int64_t>(&v)) {
+    return *i;
+  }
+  if (const auto *d = std::get_if<double>(&v)) {
+    return static_cast<std::int64_t>(*d);
+  }
+  return std::nullopt;
+}
+
+// Whether the schema has a table or view named `name`.
+inline bool has_object(store::reader &db, const std::string &name) {
+  auto r = query(db, "SELECT count(*) FROM sqlite_master WHERE name = " + quote(name));
+  return r && !r->rows.empty() && int_of(r->rows[0][0]).value_or(0) > 0;
+}
+
+} // namespace rsched::sql_shell::detail
