@@ -40,4 +40,20 @@ inline bool root_available(const char *what) {
   return false;
 }
 
+// Tests tagged [browser] (headless Chromium) call this for each program they need: a missing one
+// is a skip like a missing root, and a failure under RSCHED_REQUIRE_BPF=1 (CI installs them all).
+bool in_path(const std::string &name); // support/process.hpp
+inline bool tool_available(const char *program, const char *what) {
+  if (in_path(program)) {
+    return true;
+  }
+  if (require_bpf()) {
+    FAIL("RSCHED_REQUIRE_BPF=1 but " << program << " is not installed (tools/install-deps.sh): a "
+                                     << "skipped " << what << " is a failure");
+  }
+  WARN(program << " not installed: " << what << " skipped (tools/install-deps.sh installs it)");
+  root_test_skipped() = true;
+  return false;
+}
+
 } // namespace rsched::test

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything rsched needs to build and test, from Debian 12's archive only.
+# python3 and chromium (headless) are for the tests of rsched-sql's pictures (tests/pictures);
+# fonts-dejavu-core is the font the SVGs and the report ask for first.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -8,4 +10,5 @@ apt-get install -y -q --no-install-recommends \
   clang clang-15 llvm libbpf-dev bpftool \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
   nlohmann-json3-dev libhowardhinnant-date-dev libcli11-dev \
-  stress-ng tmux procps
+  stress-ng tmux procps \
+  python3 chromium fonts-dejavu-core

@@ -33,4 +33,19 @@ struct child_output {
 // the child; fails the test when the pipe, the fork or the wait fail.
 child_output run_child(const std::function<void(int fd)> &body);
 
+// What a program wrote to stdout and stderr, and its exit status (-1: killed by a signal).
+struct program_output {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `argv` (argv[0] looked up in PATH when it has no '/'), stdin from /dev/null, stdout and
+// stderr captured through files (no pipe to deadlock on), and waits for it. Fails the test when
+// it cannot be started.
+program_output run_program(const std::vector<std::string> &argv);
+
+// Whether `name` is an executable in PATH.
+bool in_path(const std::string &name);
+
 } // namespace rsched::test

@@ -1,0 +1,546 @@
+// rsched-sql's pictures over a synthetic three-hour history (10 s intervals, a five-minute hole,
+// an annotation, a latency burst, hostile comm bytes, rollup tiers built): heatmap cells add up
+// to what SQL counts for the same view, filter and window (raw rows and tier-routed long
+// windows alike), --by panels, gaps and annotations where they are, the plot and the report,
+// the documents parse (python3's xml.etree and html.parser), bad arguments are one-line errors
+// with exit 2, and (tagged [browser], its own CTest entry) the report renders in headless
+// Chromium with its pictures drawn and no console error.
+#include "rsched/sql_shell/pictures.hpp"
+#include "rsched/sql_shell/shell.hpp"
+#include "rsched/store/annotations.hpp"
+
+#include "root_guard.hpp"
+#include "store_test_util.hpp"
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace store_test;
+using rsched::sql_shell::heatmap_args;
+using rsched::store::retention;
+
+namespace {
+
+constexpr std::int64_t t0 = 1'795'179'600LL * sec; // 2026-11-20 13:00:00 UTC, an hour boundary
+constexpr std::int64_t step = 10 * sec;
+constexpr std::int64_t hole_a = t0 + 70 * minute; // nothing recorded in [hole_a, hole_b)
+constexpr std::int64_t hole_b = t0 + 75 * minute;
+constexpr std::int64_t burst_a = t0 + 100 * minute; // "web" waits 30-60 ms in [burst_a, +2 min)
+constexpr std::int64_t mark_a = t0 + 90 * minute;   // the annotation [mark_a, mark_b]
+constexpr std::int64_t mark_b = t0 + 95 * minute;
+constexpr std::int64_t t_end = t0 + 3 * hour;
+
+const std::string evil_comm = "ev\"il,<b>&\x1b[2J\xff";
+const std::string mark_text = "deploy <v2> & \"rollback\"";
+
+const std::string binary = RSCHED_BINARY_DIR "/apps/rsched-sql/rsched-sql";
+const std::string checker = RSCHED_SOURCE_DIR "/tests/pictures/render_check.py";
+
+// The history, written through store::writer as rschedd would (maintain() after each write),
+// rollups built; once per test process.
+const std::string &history() {
+  static temp_dir dir;
+  static const std::string path = [] {
+    const std::string p = dir.file("history.db");
+    auto w = open_writer(p);
+    retention keep;
+    keep.keep_raw_ns = keep.keep_1m_ns = keep.keep_1h_ns = 0;
+    keep.max_bytes = 0;
+    w.set_retention(keep);
+    std::mt19937_64 rng(20261124);
+    const char *comms[] = {"web", "db", "batch"};
+    const char *cgroups[] = {"/web.slice", "/db.slice", "/batch.slice", "/evil"};
+    for (std::int64_t t = t0; t < t_end; t += step) {
+      if (t >= hole_a && t < hole_b) {
+        continue;
+      }
+      std::vector<rsched::store::thread_row> threads;
+      for (std::uint32_t i = 0; i < 4; ++i) {
+        for (std::uint32_t k = 0; k < 2; ++k) {
+          std::vector<std::uint64_t> d;
+          const std::size_t n = rng() % 20;
+          for (std::size_t j = 0; j < n; ++j) {
+            d.push_back((1000 + rng() % 1000) << (rng() % 14));
+          }
+          if (i == 0 && t >= burst_a && t < burst_a + 2 * minute) {
+            for (int j = 0; j < 5; ++j) {
+              d.push_back(30'000'000 + rng() % 30'000'000);
+            }
+          }
+          auto th = make_thread(100 + i * 10 + k, i < 3 ? comms[i] : evil_comm, d, {},
+                                cgroups[i]);
+          th.pid = 100 + i * 10;
+          th.m[metric::slice_voluntary] =
+              value_of(layout::latency, {(5000 + rng() % 5000) << (rng() % 10)});
+          if (rng() % 2 == 0) {
+            th.m[metric::slice_involuntary] = value_of(layout::latency, {4'000'000});
+          }
+          threads.push_back(std::move(th));
+        }
+      }
+      std::vector<rsched::store::cpu_row> cpus(2);
+      for (std::uint32_t c = 0; c < 2; ++c) {
+        cpus[c].cpu = c;
+        std::vector<std::uint64_t> d;
+        for (std::size_t j = 0; j < 1 + rng() % 30; ++j) {
+          d.push_back((1000 + rng() % 1000) << (rng() % 12));
+        }
+        cpus[c].m[metric::cpu_sched_delay] = value_of(layout::latency, d);
+      }
+      auto iv = make_interval(t, std::move(threads), std::move(cpus));
+      iv.dur_ns = step;
+      iv.groups = 1 | 2;
+      write_ok(w, iv);
+      REQUIRE(w.maintain(t + step).ok());
+    }
+    for (int i = 0; i < 100000; ++i) {
+      auto r = w.maintain(t_end + 2 * hour);
+      REQUIRE(r.ok());
+      if (r->idle()) {
+        break;
+      }
+    }
+    rsched::store::annotation a;
+    a.start_ns = mark_a;
+    a.end_ns = mark_b;
+    a.text = mark_text;
+    REQUIRE(rsched::store::add_annotation(p, a).ok());
+    return p;
+  }();
+  return path;
+}
+
+reader open_history() {
+  auto r = reader::open(history(), true);
+  REQUIRE(r.ok());
+  r->set_zone(rsched::timefmt::zone::utc());
+  return std::move(r).value();
+}
+
+std::string epoch(std::int64_t ns) {
+  return std::to_string(ns / sec);
+}
+
+// Sum of one integer attribute over every element that has it.
+std::uint64_t attr_sum(const std::string &doc, const std::string &attr) {
+  std::uint64_t sum = 0;
+  const std::regex re(" " + attr + "=\"([0-9]+)\"");
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), re); it != std::sregex_iterator();
+       ++it) {
+    sum += std::stoull((*it)[1].str());
+  }
+  return sum;
+}
+
+std::size_t occurrences(const std::string &doc, const std::string &what) {
+  std::size_t n = 0;
+  for (auto p = doc.find(what); p != std::string::npos; p = doc.find(what, p + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+std::uint64_t sql_count(reader &db, const std::string &sql) {
+  return static_cast<std::uint64_t>(scalar_int(db, sql));
+}
+
+std::string heatmap_svg_of(reader &db, const heatmap_args &a, std::size_t columns = 180) {
+  auto panels = rsched::sql_shell::load_heatmap(db, a, columns);
+  INFO("error: " << (panels.ok() ? std::string() : panels.err().msg));
+  REQUIRE(panels.ok());
+  return rsched::sql_shell::heatmap_svg(*panels, a, rsched::timefmt::zone::utc());
+}
+
+rsched::test::program_output exec(const std::vector<std::string> &argv) {
+  return rsched::test::run_program(argv);
+}
+
+// python3 checks that `file` is well-formed: XML (an SVG) or HTML whose tags balance and whose
+// inline SVGs are well-formed XML. Prints "ok N" (N = SVG documents checked) or the problem.
+std::string parse_check(const std::string &file, bool html) {
+  const std::string script = R"py(
+import sys, re, xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+data = open(sys.argv[1], encoding="utf-8").read()
+if sys.argv[2] == "svg":
+    root = ET.fromstring(data)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+    print("ok 1")
+    sys.exit(0)
+void = {"meta", "br", "img", "hr", "link", "input", "col", "area", "base", "wbr", "source"}
+class P(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.stack = []
+    def handle_starttag(self, tag, attrs):
+        if tag not in void:
+            self.stack.append(tag)
+    def handle_startendtag(self, tag, attrs):
+        pass
+    def handle_endtag(self, tag):
+        if tag in void:
+            return
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
+        self.stack.pop()
+p = P()
+p.feed(data)
+p.close()
+assert not p.stack, f"unclosed: {p.stack}"
+svgs = re.findall(r"<svg .*?</svg>", data, re.S)
+for s in svgs:
+    ET.fromstring(s)
+print(f"ok {len(svgs)}")
+)py";
+  const auto r = exec({"python3", "-c", script, file, html ? "html" : "svg"});
+  return r.status == 0 ? r.out : "python3 failed (" + std::to_string(r.status) + "): " + r.err;
+}
+
+} // namespace
+
+TEST_CASE("heatmap cells add up to SQL's samples for the same view, filter and window",
+          "[pictures]") {
+  auto db = open_history();
+  struct probe {
+    std::string view;
+    std::string where;
+    std::int64_t from;
+    std::int64_t to;
+    std::string count_sql; // the samples of one row in SQL
+  };
+  const std::vector<probe> probes = {
+      {"sched_delay", "", t0 + 10 * minute, t0 + 30 * minute, "sum(hist_count(hist))"},
+      {"sched_delay", "comm = 'web'", t0 + 95 * minute, t0 + 110 * minute, "sum(count)"},
+      {"sched_delay", "cgroup LIKE '/evil%' AND tid % 2 = 1", t0, t_end, "sum(count)"},
+      {"timeslice", "", t0 + 5 * minute, t0 + 65 * minute,
+       "sum(voluntary_count + involuntary_count)"},
+      {"cpu_sched_delay", "cpu = 1", t0 + 61 * minute, t0 + 80 * minute, "sum(count)"},
+      // odd edges: mid-interval, across the hole
+      {"sched_delay", "", t0 + 69 * minute + 5 * sec, t0 + 76 * minute + 15 * sec, "sum(count)"},
+  };
+  for (const auto &p : probes) {
+    heatmap_args a;
+    a.view = p.view;
+    a.where = p.where;
+    a.from = epoch(p.from);
+    a.to = epoch(p.to);
+    const std::string svg = heatmap_svg_of(db, a);
+    const std::string cond = p.where.empty() ? "" : " AND (" + p.where + ")";
+    const auto want = sql_count(db, fmt::format("SELECT {} FROM {} WHERE ts >= {} AND ts < {}{}",
+                                                p.count_sql, p.view, p.from, p.to, cond));
+    INFO(p.view << " where " << p.where);
+    CHECK(want > 0);
+    CHECK(attr_sum(svg, "data-count") == want);
+    CHECK(svg.find("data-source=\"" + p.view + "\"") != std::string::npos);
+  }
+}
+
+TEST_CASE("a long window is read from the rollup tiers, exactly", "[pictures]") {
+  auto db = open_history();
+  // The whole history: columns of 2 min from the 1-minute tier (raw rows at the ragged ends).
+  heatmap_args a;
+  a.from = epoch(t0 - 90 * sec);
+  a.to = epoch(t_end + 50 * sec);
+  const std::string svg = heatmap_svg_of(db, a);
+  CHECK(svg.find("data-source=\"sched_delay + sched_delay_1m") != std::string::npos);
+  CHECK(svg.find("data-step=\"120000000000\"") != std::string::npos);
+  const auto all = sql_count(db, fmt::format("SELECT sum(count) FROM sched_delay WHERE ts >= {} "
+                                             "AND ts < {}",
+                                             t0 - 90 * sec, t_end + 50 * sec));
+  CHECK(attr_sum(svg, "data-count") == all);
+  // Hours: the 1-hour tier.
+  a.step = "1h";
+  const std::string hourly = heatmap_svg_of(db, a);
+  CHECK(hourly.find("sched_delay_1h") != std::string::npos);
+  CHECK(attr_sum(hourly, "data-count") == all);
+  // A condition on a comm is answered by the rollups too; one on a tid only by raw rows.
+  a.step = "5m";
+  a.where = "comm = 'db'";
+  const std::string db_only = heatmap_svg_of(db, a);
+  CHECK(db_only.find("sched_delay_1m") != std::string::npos);
+  a.where = "tid = 110";
+  const std::string tid_only = heatmap_svg_of(db, a);
+  CHECK(tid_only.find("data-source=\"sched_delay\"") != std::string::npos);
+  CHECK(attr_sum(db_only, "data-count") ==
+        sql_count(db, "SELECT sum(count) FROM sched_delay WHERE comm = 'db'"));
+  CHECK(attr_sum(tid_only, "data-count") ==
+        sql_count(db, "SELECT sum(count) FROM sched_delay WHERE tid = 110"));
+}
+
+TEST_CASE("--by draws the top panels, each adding up to its key's samples", "[pictures]") {
+  auto db = open_history();
+  heatmap_args a;
+  a.from = epoch(t0);
+  a.to = epoch(t0 + hour);
+  a.by = "comm";
+  a.top = 3;
+  auto panels = rsched::sql_shell::load_heatmap(db, a, 180);
+  REQUIRE(panels.ok());
+  REQUIRE(panels->size() == 3);
+  const auto per_comm = run(db, fmt::format("SELECT comm, sum(count) FROM sched_delay WHERE ts >= "
+                                            "{} AND ts < {} GROUP BY comm ORDER BY 2 DESC",
+                                            t0, t0 + hour));
+  REQUIRE(per_comm.rows.size() == 4);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK((*panels)[i].title == "comm = " + as_text(per_comm.rows[i][0]));
+    CHECK((*panels)[i].total() == static_cast<std::uint64_t>(as_int(per_comm.rows[i][1])));
+  }
+  // Every panel shares the rows and the columns.
+  for (const auto &p : *panels) {
+    CHECK(p.bins.size() == panels->front().bins.size());
+    CHECK(p.columns() == panels->front().columns());
+  }
+  // The hostile comm is a title like any other: escaped text, never markup.
+  a.top = 4;
+  const std::string svg = heatmap_svg_of(db, a);
+  CHECK(occurrences(svg, "class=\"heatmap\"") == 4);
+  CHECK(svg.find("ev&quot;il,&lt;b&gt;&amp;\\x1b[2J\\xff") != std::string::npos);
+  CHECK(svg.find('\x1b') == std::string::npos);
+  CHECK(svg.find("<b>") == std::string::npos);
+}
+
+TEST_CASE("gaps and annotations are drawn where they are", "[pictures]") {
+  auto db = open_history();
+  heatmap_args a;
+  a.from = epoch(t0 + 60 * minute);
+  a.to = epoch(t0 + 120 * minute);
+  const std::string svg = heatmap_svg_of(db, a);
+  // The hole: one gap band from the end of the last interval before it to the next start.
+  const std::regex gap(R"re(class="gap"[^>]* data-start="([0-9]+)" data-end="([0-9]+)")re");
+  std::vector<std::pair<std::int64_t, std::int64_t>> gaps;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), gap); it != std::sregex_iterator();
+       ++it) {
+    gaps.emplace_back(std::stoll((*it)[1].str()), std::stoll((*it)[2].str()));
+  }
+  REQUIRE(gaps.size() == 1);
+  CHECK(gaps[0].first == hole_a);
+  CHECK(gaps[0].second == hole_b);
+  // No cell inside it.
+  const std::regex cell(R"re(data-t0="([0-9]+)")re");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), cell); it != std::sregex_iterator();
+       ++it) {
+    const std::int64_t c = std::stoll((*it)[1].str());
+    CHECK_FALSE((c >= hole_a && c + 20 * sec <= hole_b));
+  }
+  // The annotation: a band with its exact span and its text, escaped.
+  CHECK(svg.find(R"(class="mark")") != std::string::npos);
+  CHECK(svg.find(fmt::format(R"(data-start="{}" data-end="{}")", mark_a, mark_b)) !=
+        std::string::npos);
+  CHECK(svg.find("deploy &lt;v2&gt; &amp; &quot;rollback&quot;") != std::string::npos);
+  // A window that holds neither has none.
+  a.from = epoch(t0);
+  a.to = epoch(t0 + 30 * minute);
+  const std::string quiet = heatmap_svg_of(db, a);
+  CHECK(quiet.find("class=\"gap\"") == std::string::npos);
+  CHECK(quiet.find("class=\"mark\"") == std::string::npos);
+}
+
+TEST_CASE("--max clips outliers into one open top row", "[pictures]") {
+  auto db = open_history();
+  heatmap_args a;
+  a.from = epoch(burst_a - 10 * minute);
+  a.to = epoch(burst_a + 10 * minute);
+  a.where = "comm = 'web'";
+  a.max = "8ms";
+  auto panels = rsched::sql_shell::load_heatmap(db, a, 180);
+  REQUIRE(panels.ok());
+  const auto &h = panels->front();
+  REQUIRE(!h.bins.empty());
+  CHECK(h.bins.back().open);
+  CHECK(h.bins.back().lo >= 8'000'000); // the first row from 8 ms up (8.19 ms: a bucket edge)
+  CHECK(h.bins.back().lo < 16'000'000);
+  std::uint64_t top = 0;
+  for (const auto &col : h.counts) {
+    top += col.back();
+  }
+  CHECK(top == sql_count(db, fmt::format("SELECT CAST(sum(hist_count_above(hist, {})) AS INTEGER) "
+                                         "FROM "
+                                         "sched_delay WHERE comm = 'web' AND ts >= {} AND ts < {}",
+                                         h.bins.back().lo, burst_a - 10 * minute,
+                                         burst_a + 10 * minute)));
+  CHECK(top >= 5 * 12 * 2); // the burst: 5 samples per thread and interval for 2 minutes
+}
+
+TEST_CASE("rsched-sql heatmap, plot and report from the command line", "[pictures]") {
+  setenv("TZ", "UTC", 1); // the binary's local zone, for the times it prints
+  temp_dir out;
+  const std::string &db = history();
+  const std::string from = epoch(t0 + 60 * minute);
+  const std::string to = epoch(t0 + 120 * minute);
+  SECTION("heatmap -o writes a well-formed SVG and says so on stderr") {
+    const std::string f = out.file("h.svg");
+    const auto r = exec({binary, db, "heatmap", "--from", from, "--to", to, "-o", f});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("heatmap (") != std::string::npos);
+    CHECK(parse_check(f, false) == "ok 1\n");
+  }
+  SECTION("without -o and without a terminal: the SVG on stdout") {
+    const auto r = exec({binary, db, "heatmap", "--view", "timeslice", "--by", "cgroup", "--from",
+                        from, "--to", to});
+    REQUIRE(r.status == 0);
+    CHECK(r.out.rfind("<svg ", 0) == 0);
+    CHECK(occurrences(r.out, "class=\"heatmap\"") == 4);
+  }
+  SECTION("plot: a series per column, durations with units, the annotation as a band") {
+    const std::string f = out.file("p.svg");
+    const auto r = exec({binary, db, "plot", "-c",
+                        fmt::format("SELECT bucket(ts, '1m') AS t, hist_percentile(hist, 50) AS "
+                                    "p50_ns, hist_percentile(hist, 99) AS p99_ns FROM sched_delay "
+                                    "WHERE ts >= t('{}') AND ts < t('{}') GROUP BY 1",
+                                    from, to),
+                        "--log", "-o", f});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::string svg = read_file(f);
+    CHECK(parse_check(f, false) == "ok 1\n");
+    CHECK(occurrences(svg, "class=\"series\"") == 2);
+    CHECK(occurrences(svg, "<circle ") == 2 * 55); // 60 minutes, 5 of them not recorded
+    CHECK(svg.find(" ms</text>") != std::string::npos);
+    CHECK(svg.find(fmt::format(R"(data-start="{}" data-end="{}")", mark_a, mark_b)) !=
+          std::string::npos);
+  }
+  SECTION("report: one self-contained HTML page") {
+    const std::string f = out.file("r.html");
+    const auto r = exec({binary, db, "report", "--from", from, "--to", to, "-o", f});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::string html = read_file(f);
+    const std::string parsed = parse_check(f, true);
+    INFO(parsed);
+    CHECK(parsed.rfind("ok ", 0) == 0);
+    CHECK(std::stoi(parsed.substr(3)) >= 5); // timeline, heatmap, comms, cgroups, CPUs
+    CHECK(html.find("<script") == std::string::npos);
+    CHECK(html.find("src=") == std::string::npos);
+    CHECK(html.find("url(http") == std::string::npos);
+    CHECK(occurrences(html, "http") == occurrences(html, "http://www.w3.org/2000/svg"));
+    CHECK(html.find('\x1b') == std::string::npos);
+    // the burst is the worst spike, and it is web's
+    INFO(html.substr(std::min(html.size(), html.find("<h2>Spikes")), 1500));
+    CHECK(html.find("<td>#1</td><td>2026-11-20 14:40:00+00:00</td><td class=\"num\">120 s</td>"
+                    "<td>web</td>") != std::string::npos);
+    CHECK(html.find(mark_text) == std::string::npos); // only escaped
+    CHECK(html.find("deploy &lt;v2&gt; &amp; &quot;rollback&quot;") != std::string::npos);
+  }
+}
+
+TEST_CASE("bad picture arguments are one-line errors with exit 2", "[pictures]") {
+  const std::string &db = history();
+  // Exit 2: an argument (or its value) is wrong; 1: the SQL given failed.
+  const std::vector<std::pair<int, std::vector<std::string>>> bad = {
+      {2, {"heatmap", "--view", "no_such_view"}},
+      {2, {"heatmap", "--view", "intervals"}}, // no histogram
+      {2, {"heatmap", "--by", "tid"}},
+      {2, {"heatmap", "--step", "0"}},
+      {2, {"heatmap", "--step"}},
+      {2, {"heatmap", "--frobnicate", "1"}},
+      {2, {"heatmap", "--from", "2026-11-20 12:00", "--to", "2026-11-20 11:00"}},
+      {2, {"heatmap", "--from", "half past nine"}},
+      {2, {"heatmap", "--top", "0"}},
+      {2, {"heatmap", "--max", "soon"}},
+      {2, {"heatmap", "--from", "2026-11-20", "--step", "1s"}}, // > 20,000 columns
+      {1, {"heatmap", "--where", "comm = "}},
+      {1, {"heatmap", "--where", "no_such_column = 1"}},
+      {2, {"plot"}},
+      {2, {"plot", "-c", "SELECT comm, 1 FROM sched_delay LIMIT 3"}},
+      {2, {"plot", "-c", "SELECT 1"}},
+      {1, {"plot", "-c", "SELECT FROM"}},
+      {2, {"report", "--to", "yesterday at noon"}},
+      {2, {"report", "--bogus"}},
+  };
+  for (const auto &[status, args] : bad) {
+    std::vector<std::string> argv = {binary, db};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = exec(argv);
+    INFO(fmt::format("{}", fmt::join(args, " ")) << " -> " << r.status << ": " << r.err);
+    CHECK(r.status == status);
+    CHECK(r.out.empty());
+    CHECK(r.err.rfind("rsched-sql: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE(".heatmap and .plot in the shell draw text, escape-free off a terminal", "[pictures]") {
+  auto db = open_history();
+  std::ostringstream out;
+  std::ostringstream err;
+  rsched::sql_shell::shell sh{db, out, err, rsched::sql_shell::output_config{}};
+  sh.run_command(fmt::format(".heatmap --from {} --to {} --where \"comm = 'web'\"",
+                          epoch(burst_a - 30 * minute), epoch(burst_a + 30 * minute)));
+  INFO(err.str());
+  const std::string text = out.str();
+  CHECK(err.str().empty());
+  CHECK(text.find("sched_delay where comm = 'web'") != std::string::npos);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find("<svg") == std::string::npos);
+  CHECK(text.find("(local, UTC+00:00)") != std::string::npos);
+  out.str("");
+  sh.run_command(".plot -c \"SELECT bucket(ts, '5m'), sum(count) AS samples FROM sched_delay "
+              "GROUP BY 1\"");
+  CHECK(out.str().find("samples") != std::string::npos);
+  CHECK(out.str().find('\x1b') == std::string::npos);
+  out.str("");
+  err.str("");
+  sh.run_command(".heatmap --by nothing");
+  CHECK(out.str().empty());
+  CHECK(err.str().find("--by must be cpu, comm or cgroup") != std::string::npos);
+}
+
+TEST_CASE("the report renders in headless Chromium: pictures drawn, no console errors",
+          "[browser]") {
+  if (!rsched::test::tool_available("chromium", "browser test") ||
+      !rsched::test::tool_available("python3", "browser test")) {
+    return;
+  }
+  temp_dir out;
+  const std::string page = out.file("report.html");
+  const auto r = exec({binary, history(), "report", "--from", epoch(t0 + 60 * minute), "--to",
+                      epoch(t0 + 120 * minute), "-o", page});
+  REQUIRE(r.status == 0);
+  const std::string shot = out.file("report.png");
+  const auto c = exec({"python3", checker, "chromium", page, shot});
+  INFO(c.out << c.err);
+  REQUIRE(c.status == 0);
+  // The checker's JSON, read with the regexes of its few keys.
+  const std::string &j = c.out;
+  CHECK(j.find("\"console\": []") != std::string::npos);
+  CHECK(j.find("\"exceptions\": []") != std::string::npos);
+  CHECK(j.find("\"log\": []") != std::string::npos);
+  const std::regex svg_re(
+      R"re(\{"x": ([0-9.]+), "y": ([0-9.]+), "w": ([0-9.]+), "h": ([0-9.]+), "cells": ([0-9]+), "lines": ([0-9]+), "marks": ([0-9]+), "gaps": ([0-9]+), "inked_px": ([0-9]+), "warm_px": ([0-9]+)\})re");
+  std::size_t svgs = 0;
+  std::size_t heatmaps = 0;
+  for (auto it = std::sregex_iterator(j.begin(), j.end(), svg_re); it != std::sregex_iterator();
+       ++it) {
+    ++svgs;
+    const double w = std::stod((*it)[3].str());
+    const double h = std::stod((*it)[4].str());
+    const long cells = std::stol((*it)[5].str());
+    const long lines = std::stol((*it)[6].str());
+    const long inked = std::stol((*it)[9].str());
+    const long warm = std::stol((*it)[10].str());
+    INFO("svg " << svgs << ": " << w << "x" << h << ", cells " << cells << ", lines " << lines
+                << ", inked " << inked << ", warm " << warm);
+    CHECK(w >= 600);
+    CHECK(h >= 150);
+    CHECK(inked > static_cast<long>(w * h * 0.05)); // drawn, not a blank box
+    if (cells > 0) {
+      ++heatmaps;
+      CHECK(warm > cells * 4); // every cell coloured, on the heat ramp
+    } else {
+      CHECK(lines >= 2); // the p50/p99 timeline
+    }
+  }
+  CHECK(svgs >= 5);
+  CHECK(heatmaps >= 4);
+  CHECK(j.find("\"title\": \"rsched report\"") != std::string::npos);
+}
