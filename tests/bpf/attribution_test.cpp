@@ -172,11 +172,20 @@ void run_clock(const std::string &mode) {
   }
   std::this_thread::sleep_for(1500ms);
   REQUIRE(rec.d.stop(SIGINT) == 0);
+  const auto drops = test::query(rec.db, "SELECT sum(drops_task_state), sum(drops_no_rq), "
+                                         "sum(drops_stale_tid), sum(drops_graveyard) FROM "
+                                         "intervals WHERE tier = 0");
+  REQUIRE(drops.size() == 1);
+  std::printf("clock[%s] drops: task_state %lld, no_rq %lld, stale_tid %lld, graveyard %lld\n",
+              mode.c_str(), static_cast<long long>(as_int(drops[0][0])),
+              static_cast<long long>(as_int(drops[0][1])),
+              static_cast<long long>(as_int(drops[0][2])),
+              static_cast<long long>(as_int(drops[0][3])));
 
   for (pid_t p : pids) {
     const auto tid = static_cast<__u32>(p);
     struct {
-      __u64 count, total_ns;
+      __u64 count, total_ns, max_ns;
     } mono{};
     REQUIRE(bpf_map_lookup_elem(bpf_map__fd(probe->maps.delay), &tid, &mono) == 0);
     std::uint64_t count = 0, total = 0;
@@ -185,6 +194,14 @@ void run_clock(const std::string &mode) {
       total += r.total_ns;
     }
     const auto &k = kernel[p];
+    // A sample one side has and the other lacks (see missing_allowed) moves the totals apart by
+    // up to the longest delay: on a loaded machine that is a millisecond, 40 mean delays. The
+    // totals must agree within 5 % once that is taken out.
+    const std::uint64_t unmatched =
+        count > mono.count ? count - mono.count : mono.count - count;
+    const double unexplained =
+        std::max(0.0, std::fabs(static_cast<double>(total) - static_cast<double>(mono.total_ns)) -
+                          static_cast<double>(unmatched * mono.max_ns));
     const double mono_err =
         std::fabs(static_cast<double>(total) - static_cast<double>(mono.total_ns)) /
         static_cast<double>(mono.total_ns);
@@ -192,7 +209,8 @@ void run_clock(const std::string &mode) {
         std::fabs(static_cast<double>(count) - static_cast<double>(k.timeslices)) /
         static_cast<double>(k.timeslices);
     std::printf("clock[%s] pid %d: rschedd %llu samples %.1f us mean (total %.3f ms); "
-                "monotonic probe %llu samples %.1f us mean (total %.3f ms, %.2f%% off); kernel "
+                "monotonic probe %llu samples %.1f us mean (total %.3f ms, %.2f%% off, longest "
+                "%.1f us); kernel "
                 "pcount %llu (%.2f%% off), run_delay %.1f us mean (total %.3f ms)\n",
                 mode.c_str(), p, static_cast<unsigned long long>(count),
                 static_cast<double>(total) / 1e3 /
@@ -201,15 +219,16 @@ void run_clock(const std::string &mode) {
                 static_cast<double>(mono.total_ns) / 1e3 /
                     static_cast<double>(std::max<std::uint64_t>(mono.count, 1)),
                 static_cast<double>(mono.total_ns) / 1e6, mono_err * 100,
+                static_cast<double>(mono.max_ns) / 1e3,
                 static_cast<unsigned long long>(k.timeslices), count_err * 100,
                 static_cast<double>(k.run_delay_ns) / 1e3 /
                     static_cast<double>(std::max<std::uint64_t>(k.timeslices, 1)),
                 static_cast<double>(k.run_delay_ns) / 1e6);
     INFO("mode " << mode << " pid " << p << ": rschedd " << count << " samples, " << total
                  << " ns; probe " << mono.count << " samples, " << mono.total_ns
-                 << " ns; kernel pcount " << k.timeslices << ", run_delay " << k.run_delay_ns);
+                 << " ns, longest " << mono.max_ns << " ns; kernel pcount " << k.timeslices << ", run_delay " << k.run_delay_ns);
     REQUIRE(k.timeslices > 1000); // the workload really was woken often
-    CHECK(mono_err <= 0.05);
+    CHECK(unexplained <= 0.05 * static_cast<double>(mono.total_ns));
     // The arrivals missing from the count are missing from the probe's too (see missing_allowed)
     CHECK(count <= mono.count + missing_allowed(mode, mono.count));
     CHECK(count + missing_allowed(mode, mono.count) >= mono.count);

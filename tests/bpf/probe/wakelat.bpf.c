@@ -4,7 +4,7 @@
  * (libbpf-tools) measures it and sharing no code with rsched: the monotonic clock at sched_wakeup
  * / sched_wakeup_new, or at a switch-out that leaves the task runnable, to its next switch-in.
  * Only the children of the processes user space lists in `watched` (by tgid) are measured, from
- * their creation on; per thread it sums the delays and counts them.
+ * their creation on; per thread it sums the delays, counts them and keeps the longest.
  */
 #include "vmlinux.h"
 
@@ -16,6 +16,7 @@ char LICENSE[] SEC("license") = "GPL";
 struct totals {
 	__u64 count;
 	__u64 total_ns;
+	__u64 max_ns;
 };
 
 struct {
@@ -85,6 +86,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		if (t) {
 			__sync_fetch_and_add(&t->count, 1);
 			__sync_fetch_and_add(&t->total_ns, now - *ts);
+			if (now - *ts > t->max_ns)
+				t->max_ns = now - *ts; /* a thread is switched in on one CPU at a time */
 		}
 	}
 	bpf_map_delete_elem(&start, &tid);
