@@ -275,7 +275,7 @@ TEST_CASE("a long window is read from the rollup tiers, exactly", "[pictures]") 
         sql_count(db, "SELECT sum(count) FROM sched_delay WHERE tid = 110"));
 }
 
-TEST_CASE("--by draws the top panels, each adding up to its key's samples", "[pictures]") {
+TEST_CASE("heatmap --by draws the top panels, each adding up to its key's samples", "[pictures]") {
   auto db = open_history();
   heatmap_args a;
   a.from = epoch(t0);
@@ -343,7 +343,7 @@ TEST_CASE("gaps and annotations are drawn where they are", "[pictures]") {
   CHECK(quiet.find("class=\"mark\"") == std::string::npos);
 }
 
-TEST_CASE("--max clips outliers into one open top row", "[pictures]") {
+TEST_CASE("heatmap --max clips outliers into one open top row", "[pictures]") {
   auto db = open_history();
   heatmap_args a;
   a.from = epoch(burst_a - 10 * minute);

@@ -157,7 +157,8 @@ TEST_CASE("rsched-sql shell: completion candidates", "[rsched-sql]") {
   CHECK(std::find(names.begin(), names.end(), "sched_delay") != names.end());
   CHECK(std::find(names.begin(), names.end(), "comm") != names.end());
   CHECK(completions("", ".ta", true, names) == std::vector<std::string>{".tables"});
-  CHECK(completions("  ", ".he", true, names) == std::vector<std::string>{".headers", ".help"});
+  CHECK(completions("  ", ".he", true, names) ==
+        std::vector<std::string>{".headers", ".heatmap", ".help"});
   CHECK(completions(".mode ", "c", true, names) == std::vector<std::string>{"csv"});
   CHECK(completions(".headers ", "o", true, names) == std::vector<std::string>{"off", "on"});
   CHECK(completions("SELECT * FROM ", "sched_", true, names) ==
