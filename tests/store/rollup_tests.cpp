@@ -263,6 +263,14 @@ TEST_CASE("retention by age: the views switch to the rollups, each moment counte
   CHECK(scalar_int(r, "SELECT cutoff_ns FROM tiers WHERE tier = 1") == t0 + hour);
   CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay WHERE tier = 2") == 3);
   CHECK(scalar_int(r, "SELECT count(DISTINCT tier) FROM sched_delay") == 3);
+  // A window inside one rollup row finds that row (the table functions bound start_ns from
+  // below by the longest interval the timeline shows there: an hour here, a minute later on).
+  const auto covered = [&](std::int64_t a, std::int64_t b) {
+    return scalar_int(r, "SELECT CAST(round(coverage_pct) AS INTEGER) FROM coverage(" +
+                             std::to_string(a) + ", " + std::to_string(b) + ")");
+  };
+  CHECK(covered(t0 + 30 * minute, t0 + 40 * minute) == 100);
+  CHECK(covered(t0 + hour + 90 * sec, t0 + hour + 100 * sec) == 100);
   CHECK(per_comm(r, "sched_delay", t0, end) == all);
   CHECK(other_sums(r, "", t0, end) == sums);
 

@@ -165,6 +165,22 @@ result<victim> parse_victim(std::optional<std::string_view> in, const char *fn) 
   return v;
 }
 
+bool recorded_in(sqlite3 *db, const char *table, std::int64_t a, std::int64_t b) {
+  if (!has_table(db, table)) {
+    return false;
+  }
+  auto st = prepare_stmt(
+      db, fmt::format("SELECT 1 FROM {} AS i WHERE {} AND EXISTS (SELECT 1 FROM {} AS x WHERE "
+                      "x.interval_id = i.id) LIMIT 1",
+                      timeline(db), overlaps(db, "i", a), table));
+  if (!st) {
+    return true; // unknown: let the callers look
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  return sqlite3_step(st->get()) == SQLITE_ROW;
+}
+
 result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::int64_t a,
                                           std::int64_t b) {
   std::vector<culprit_sum> out;
@@ -176,9 +192,9 @@ result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::in
       "c.cgroup, sum(x.wait_ns), sum(x.waits), sum(x.preempts) "
       "FROM {} AS i CROSS JOIN thread_blame AS x ON x.interval_id = i.id "
       "JOIN thread AS t ON t.id = x.thread_id JOIN culprit AS c ON c.id = x.culprit_id "
-      "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND {} "
+      "WHERE {} AND {} "
       "GROUP BY c.kind, c.pid, c.comm, c.cgroup",
-      timeline(db), victims_sql(v, 3));
+      timeline(db), overlaps(db, "i", a), victims_sql(v, 3));
   auto st = prepare_window(db, sql, a, b, v);
   if (!st) {
     return st.err();
@@ -219,8 +235,8 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
     const std::string sql = fmt::format(
         "SELECT DISTINCT t.cgroup FROM {} AS i CROSS JOIN thread_hist AS h ON h.interval_id = "
         "i.id AND h.metric = 1 JOIN thread AS t ON t.id = h.thread_id "
-        "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND {}",
-        tl, victims_sql(v, 3));
+        "WHERE {} AND {}",
+        tl, overlaps(db, "i", a), victims_sql(v, 3));
     auto st = prepare_window(db, sql, a, b, v);
     if (!st) {
       return st.err();
@@ -238,8 +254,8 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
                       "p.some_ns IS NULL THEN 0 ELSE i.dur_ns END) END "
                       "FROM {} AS i CROSS JOIN cgroup_cpu AS p ON p.interval_id = i.id "
                       "JOIN cgroup AS g ON g.id = p.cgroup_id "
-                      "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND g.path = ?3",
-                      tl));
+                      "WHERE {} AND g.path = ?3",
+                      tl, overlaps(db, "i", a)));
   if (!per_cgroup) {
     return per_cgroup.err();
   }
@@ -350,9 +366,9 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   auto cpu_st = prepare_stmt(
       db, fmt::format("SELECT sum(h.total) FROM {} AS i CROSS JOIN thread_hist AS h ON "
                       "h.interval_id = i.id AND h.metric IN (3, 4) JOIN thread AS t ON t.id = "
-                      "h.thread_id WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND "
+                      "h.thread_id WHERE {} AND "
                       "t.comm = ?3 AND t.cgroup = ?4 AND (?5 IS NULL OR t.pid = ?5)",
-                      timeline(db)));
+                      timeline(db), overlaps(db, "i", w->first)));
   if (!cpu_st) {
     return cpu_st.err();
   }
@@ -360,9 +376,8 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
                       ? prepare_stmt(db, fmt::format("SELECT sum(p.usage_ns) FROM {} AS i CROSS "
                                                      "JOIN cgroup_cpu AS p ON p.interval_id = "
                                                      "i.id JOIN cgroup AS g ON g.id = "
-                                                     "p.cgroup_id WHERE i.start_ns < ?2 AND "
-                                                     "i.start_ns + i.dur_ns > ?1 AND g.path = ?3",
-                                                     timeline(db)))
+                                                     "p.cgroup_id WHERE {} AND g.path = ?3",
+                                                     timeline(db), overlaps(db, "i", w->first)))
                       : result<stmt_ptr>(make_error("no cgroup_cpu"));
   const auto opt_int = [](sqlite3_stmt *s) {
     value out_v;

@@ -55,6 +55,11 @@ struct culprit_sum {
 result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::int64_t a,
                                           std::int64_t b);
 
+// Whether `table` (thread_blame or cgroup_cpu, keyed by interval_id first) has rows in the
+// intervals overlapping [a, b): spikes() asks once for its whole window instead of running
+// blame_of and pressure_of for each of (possibly thousands of) spikes over nothing.
+bool recorded_in(sqlite3 *db, const char *table, std::int64_t a, std::int64_t b);
+
 // What the kernel said about the victims' cgroups and the system in [a, b): the most-throttled
 // cgroup among the victims' cgroups and their ancestors (below the root), the highest PSI
 // "some" share among the victims' cgroups, and the system's PSI "some" share. Empty where not

@@ -100,16 +100,15 @@ result<std::vector<iv_data>> load(sqlite3 *db, metric_source m, std::int64_t a, 
   const std::string sql =
       m.cpu ? fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, "
                           "'', c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON c.interval_id = "
-                          "i.id AND c.metric = ?3 WHERE i.start_ns < ?2 AND i.start_ns + "
-                          "i.dur_ns > ?1 ORDER BY i.start_ns, i.id",
-                          src)
+                          "i.id AND c.metric = ?3 WHERE {} ORDER BY i.start_ns, i.id",
+                          src, overlaps(db, "i", a))
             : fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, t.{}, "
                           "t.comm, h.hist FROM {} AS i CROSS JOIN thread_hist AS h "
                           "ON h.interval_id = i.id AND h.metric = ?3 "
                           "JOIN thread AS t ON t.id = h.thread_id "
-                          "WHERE i.start_ns < ?2 AND i.start_ns + i.dur_ns > ?1 AND {} "
+                          "WHERE {} AND {} "
                           "ORDER BY i.start_ns, i.id",
-                          key, src, victims_sql(vs, 4));
+                          key, src, overlaps(db, "i", a), victims_sql(vs, 4));
   auto st = prepare_stmt(db, sql);
   if (!st) {
     return st.err();
@@ -398,6 +397,9 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     row r;
   };
   std::vector<out_row> outs;
+  // The causes read blame and pressure rows: skipped (empty) where none were recorded.
+  const bool any_blame = !m->cpu && m->id == 1 && recorded_in(db, "thread_blame", from, w->second);
+  const bool any_pressure = recorded_in(db, "cgroup_cpu", from, w->second);
   for (auto &[key, pts] : series) {
     for (auto &run : detect(*data, pts, *thr, w->first, min_samples)) {
       // Which comms (CPUs for a CPU metric) had the samples above the threshold.
@@ -432,14 +434,15 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
         who.push_back(std::move(k));
       }
       std::vector<culprit_sum> culprits;
-      if (!m->cpu && m->id == 1) {
+      if (any_blame) {
         auto c = blame_of(db, who, first.start, last.end());
         if (!c) {
           return c.err();
         }
         culprits = std::move(*c);
       }
-      auto p = pressure_of(db, who, first.start, last.end());
+      auto p = any_pressure ? pressure_of(db, who, first.start, last.end())
+                            : result<pressure_sum>(pressure_sum{});
       if (!p) {
         return p.err();
       }

@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
+#include <optional>
 #include <span>
 
 namespace rsched::store::detail {
@@ -38,13 +40,86 @@ std::string timeline(sqlite3 *db) {
   return found ? "timeline" : "intervals";
 }
 
+namespace {
+
+std::int64_t query_one(sqlite3 *db, const char *sql) {
+  sqlite3_stmt *raw = nullptr;
+  std::int64_t v = 0;
+  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) == SQLITE_OK &&
+      sqlite3_step(raw) == SQLITE_ROW) {
+    v = sqlite3_column_int64(raw, 0);
+  }
+  sqlite3_finalize(raw);
+  return v;
+}
+
+// Per tier, the longest interval and the start before which its rows show in the timeline (a
+// rollup row shows only where every finer tier was deleted; tier 0 always shows). Finding them
+// reads every interval (15 ms for a year's history), so they are kept until the database
+// changes: data_version moves when another connection commits, total_changes when this one
+// writes.
+struct tier_extent {
+  std::int64_t longest = 0;
+  std::optional<std::int64_t> shown_before; // none: always shown
+};
+
+const std::vector<tier_extent> &tier_extents(sqlite3 *db) {
+  struct cached {
+    sqlite3 *db = nullptr;
+    std::int64_t version = -1;
+    std::int64_t changes = -1;
+    std::vector<tier_extent> tiers;
+  };
+  thread_local cached c;
+  const std::int64_t version = query_one(db, "PRAGMA data_version");
+  const std::int64_t changes = sqlite3_total_changes64(db);
+  if (c.db == db && c.version == version && c.changes == changes) {
+    return c.tiers;
+  }
+  c = {db, version, changes, {}};
+  const bool tiers = timeline(db) == "timeline";
+  const char *sql = tiers ? "SELECT max(i.dur_ns), (SELECT min(x.cutoff_ns) FROM tiers AS x "
+                            "WHERE x.tier < i.tier) FROM intervals AS i GROUP BY i.tier"
+                          : "SELECT max(dur_ns), NULL FROM intervals";
+  sqlite3_stmt *raw = nullptr;
+  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(raw) == SQLITE_ROW) {
+      tier_extent t;
+      t.longest = sqlite3_column_int64(raw, 0);
+      if (sqlite3_column_type(raw, 1) != SQLITE_NULL) {
+        t.shown_before = sqlite3_column_int64(raw, 1);
+      }
+      c.tiers.push_back(t);
+    }
+  }
+  sqlite3_finalize(raw);
+  return c.tiers;
+}
+
+} // namespace
+
+std::string overlaps(sqlite3 *db, const char *alias, std::int64_t a) {
+  // The longest interval that can start before `a` and still be shown in the timeline there.
+  std::int64_t longest = 0;
+  for (const auto &t : tier_extents(db)) {
+    const bool shown = !t.shown_before ||
+                       a < std::numeric_limits<std::int64_t>::min() + t.longest ||
+                       a - t.longest < *t.shown_before;
+    if (shown) {
+      longest = std::max(longest, t.longest);
+    }
+  }
+  const std::string p = *alias != '\0' ? std::string(alias) + "." : std::string();
+  return fmt::format("{0}start_ns < ?2 AND {0}start_ns + {0}dur_ns > ?1 AND {0}start_ns > ?1 - {1}",
+                     p, longest);
+}
+
 // Intervals overlapping [a, b), by start time.
 result<std::vector<interval_info>> intervals_in(sqlite3 *db, std::int64_t a, std::int64_t b) {
   const std::string sql =
       fmt::format("SELECT id, start_ns, dur_ns, boot_id, flags & 1, flags & 2 FROM {} "
-                  "WHERE start_ns < ?2 AND start_ns + dur_ns > ?1 "
-                  "ORDER BY start_ns, id",
-                  timeline(db));
+                  "WHERE {} ORDER BY start_ns, id",
+                  timeline(db), overlaps(db, "", a));
   auto st = prepare_stmt(db, sql);
   if (!st) {
     return st.err();

@@ -32,6 +32,12 @@ result<stats::histogram> col_hist(sqlite3_stmt *st, int i);
 // "timeline" or, for a database of schema 1 or 2, "intervals".
 std::string timeline(sqlite3 *db);
 
+// The condition "interval `alias` overlaps [?1, ?2)" for a WHERE clause, for ?1 bound to `a`.
+// It bounds start_ns from both sides (an interval overlapping [a, b) starts after a minus the
+// longest interval the timeline can show there), so that SQLite reads a range of the start_ns
+// index, not every interval before b.
+std::string overlaps(sqlite3 *db, const char *alias, std::int64_t a);
+
 // Intervals overlapping [a, b), by start time.
 result<std::vector<interval_info>> intervals_in(sqlite3 *db, std::int64_t a, std::int64_t b);
 
