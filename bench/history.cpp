@@ -4,6 +4,7 @@
 //   rsched-history-bench generate DB [--groups latency|latency,migration|most] [--threads N]
 //                                    [--hours H] [--raw-days D] [--1m-days D] [--1h-days D]
 //   rsched-history-bench query DB [--runs N]
+//   rsched-history-bench pictures DB [--runs N]
 //
 // generate: H hours (default 24) of 1-second intervals with N (default 200) active threads each
 // second are written through rsched::store::writer and rolled up by writer::maintain(), exactly
@@ -18,7 +19,12 @@
 //
 // query: runs the four reference questions N times (default 5) through rsched::store::reader
 // (the functions rsched-sql uses) and prints the first and the median time of each.
+//
+// pictures: draws rsched-sql's heatmaps (a day from the 1-minute tier, an hour from raw rows,
+// per comm, 30 days from the 1-hour tier) and the report of the last hour N times each, through
+// sql_shell::run_picture (what `rsched-sql heatmap` runs), and prints the first and median time.
 #include "rsched/abi/sched_abi.h"
+#include "rsched/sql_shell/pictures.hpp"
 #include "rsched/stats/histogram.hpp"
 #include "rsched/store/reader.hpp"
 #include "rsched/store/records.hpp"
@@ -33,6 +39,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <sqlite3.h>
 #include <string>
 #include <vector>
@@ -510,6 +517,69 @@ int query(const std::string &path, int runs) {
   return 0;
 }
 
+// The pictures of rsched-sql on the year: a day's heatmap from the 1-minute tier, an hour's from
+// raw rows, the same hour split per comm, and the report of the last hour; each drawn `runs`
+// times (reading, binning and the SVG or HTML text; nothing written to disk).
+int pictures(const std::string &path, int runs) {
+  auto r = store::reader::open(path);
+  if (!r) {
+    fmt::print(stderr, "rsched-history-bench: {}\n", r.err().msg);
+    return 1;
+  }
+  r->set_zone(timefmt::zone::utc());
+  std::int64_t end = 0;
+  store::result_sink sink;
+  sink.on_row = [&](const std::vector<store::value> &row) {
+    if (const auto *v = std::get_if<std::int64_t>(&row[0])) {
+      end = *v;
+    }
+  };
+  if (auto e = r->exec("SELECT max(start_ns + dur_ns) FROM intervals WHERE tier = 0", sink); !e) {
+    fmt::print(stderr, "rsched-history-bench: {}\n", e.err().msg);
+    return 1;
+  }
+  end = end / minute * minute;
+  const auto secs = [](std::int64_t ns) { return std::to_string(ns / 1'000'000'000); };
+  struct p {
+    const char *name;
+    std::vector<std::string> args; // rsched-sql heatmap/report arguments
+    bool report = false;
+  };
+  const std::vector<p> ps = {
+      {"heatmap of a day, 4 days ago (1-minute tier, 10 min columns)",
+       {"--from", secs(end - 5 * day), "--to", secs(end - 4 * day)}},
+      {"heatmap of an hour, 3 h ago (raw 1 s rows, 30 s columns)",
+       {"--from", secs(end - 4 * hour), "--to", secs(end - 3 * hour)}},
+      {"heatmap of that hour per comm (top 6)",
+       {"--from", secs(end - 4 * hour), "--to", secs(end - 3 * hour), "--by", "comm"}},
+      {"heatmap of 30 days (1-hour tier, 6 h columns)",
+       {"--from", secs(end - 30 * day), "--to", secs(end)}},
+      {"report of the last hour", {"--from", secs(end - hour), "--to", secs(end)}, true},
+  };
+  for (const auto &x : ps) {
+    std::vector<double> t;
+    std::size_t bytes = 0;
+    for (int i = 0; i < runs; ++i) {
+      std::ostringstream out;
+      sql_shell::picture_target target;
+      target.out = &out;
+      std::string note;
+      const auto t0 = clk::now();
+      if (auto e = sql_shell::run_picture(*r, x.report ? "report" : "heatmap", x.args, target,
+                                          note);
+          !e) {
+        fmt::print(stderr, "rsched-history-bench: {}: {}\n", x.name, e.err().msg);
+        return 1;
+      }
+      t.push_back(ms_since(t0));
+      bytes = out.str().size();
+    }
+    fmt::print("{:<66} first {:7.1f} ms  median {:7.1f} ms  ({} KB)\n", x.name, t.front(),
+               pct(t, 50), bytes / 1000);
+  }
+  return 0;
+}
+
 int arg_int(const std::vector<std::string> &a, const std::string &flag, int dflt) {
   for (std::size_t i = 0; i + 1 < a.size(); ++i) {
     if (a[i] == flag) {
@@ -546,6 +616,9 @@ int main(int argc, char **argv) {
     if (a.size() >= 2 && a[0] == "query") {
       return query(a[1], arg_int(a, "--runs", 5));
     }
+    if (a.size() >= 2 && a[0] == "pictures") {
+      return pictures(a[1], arg_int(a, "--runs", 5));
+    }
   } catch (const std::exception &e) {
     fmt::print(stderr, "rsched-history-bench: {}\n", e.what());
     return 1;
@@ -553,6 +626,7 @@ int main(int argc, char **argv) {
   fmt::print(stderr,
              "usage: rsched-history-bench generate DB [--groups G] [--threads N] [--hours H] "
              "[--raw-days D] [--1m-days D] [--1h-days D]\n"
-             "       rsched-history-bench query DB [--runs N]\n");
+             "       rsched-history-bench query DB [--runs N]\n"
+             "       rsched-history-bench pictures DB [--runs N]\n");
   return 2;
 }
