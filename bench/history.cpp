@@ -39,8 +39,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
-#include <sstream>
 #include <sqlite3.h>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -170,7 +170,8 @@ store::thread_row thread_second(const thread_ident &id, std::mt19937_64 &rng) {
   if ((g_groups & RSCHED_G_SLICE) != 0) {
     add_samples(t.m[metric::slice_voluntary], rng, n, 40'000, 1.2);
     if (rng() % 10 < 3) {
-      add_samples(t.m[metric::slice_involuntary], rng, 1 + static_cast<int>(rng() % 2), 3'000'000, 0.5);
+      add_samples(t.m[metric::slice_involuntary], rng, 1 + static_cast<int>(rng() % 2), 3'000'000,
+                  0.5);
     }
   }
   if ((g_groups & RSCHED_G_SLEEP) != 0) {
@@ -565,8 +566,8 @@ int pictures(const std::string &path, int runs) {
       target.out = &out;
       std::string note;
       const auto t0 = clk::now();
-      if (auto e = sql_shell::run_picture(*r, x.report ? "report" : "heatmap", x.args, target,
-                                          note);
+      if (auto e =
+              sql_shell::run_picture(*r, x.report ? "report" : "heatmap", x.args, target, note);
           !e) {
         fmt::print(stderr, "rsched-history-bench: {}: {}\n", x.name, e.err().msg);
         return 1;

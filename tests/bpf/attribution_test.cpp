@@ -197,8 +197,7 @@ void run_clock(const std::string &mode) {
     // A sample one side has and the other lacks (see missing_allowed) moves the totals apart by
     // up to the longest delay: on a loaded machine that is a millisecond, 40 mean delays. The
     // totals must agree within 5 % once that is taken out.
-    const std::uint64_t unmatched =
-        count > mono.count ? count - mono.count : mono.count - count;
+    const std::uint64_t unmatched = count > mono.count ? count - mono.count : mono.count - count;
     const double unexplained =
         std::max(0.0, std::fabs(static_cast<double>(total) - static_cast<double>(mono.total_ns)) -
                           static_cast<double>(unmatched * mono.max_ns));
@@ -225,8 +224,9 @@ void run_clock(const std::string &mode) {
                     static_cast<double>(std::max<std::uint64_t>(k.timeslices, 1)),
                 static_cast<double>(k.run_delay_ns) / 1e6);
     INFO("mode " << mode << " pid " << p << ": rschedd " << count << " samples, " << total
-                 << " ns; probe " << mono.count << " samples, " << mono.total_ns
-                 << " ns, longest " << mono.max_ns << " ns; kernel pcount " << k.timeslices << ", run_delay " << k.run_delay_ns);
+                 << " ns; probe " << mono.count << " samples, " << mono.total_ns << " ns, longest "
+                 << mono.max_ns << " ns; kernel pcount " << k.timeslices << ", run_delay "
+                 << k.run_delay_ns);
     REQUIRE(k.timeslices > 1000); // the workload really was woken often
     CHECK(unexplained <= 0.05 * static_cast<double>(mono.total_ns));
     // The arrivals missing from the count are missing from the probe's too (see missing_allowed)

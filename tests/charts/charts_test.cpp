@@ -36,8 +36,8 @@ std::size_t count_of(const std::string &s, const std::string &what) {
 } // namespace
 
 TEST_CASE("log bins cover every slot once, in order, for every layout", "[charts]") {
-  for (const auto l : {stats::layout::latency, stats::layout::depth, stats::layout::count,
-                       stats::layout::log2}) {
+  for (const auto l :
+       {stats::layout::latency, stats::layout::depth, stats::layout::count, stats::layout::log2}) {
     const auto bins = log_bins(l);
     REQUIRE_FALSE(bins.empty());
     CHECK(bins.front().first == 0);

@@ -76,8 +76,7 @@ const std::string &history() {
               d.push_back(30'000'000 + rng() % 30'000'000);
             }
           }
-          auto th = make_thread(100 + i * 10 + k, i < 3 ? comms[i] : evil_comm, d, {},
-                                cgroups[i]);
+          auto th = make_thread(100 + i * 10 + k, i < 3 ? comms[i] : evil_comm, d, {}, cgroups[i]);
           th.pid = 100 + i * 10;
           th.m[metric::slice_voluntary] =
               value_of(layout::latency, {(5000 + rng() % 5000) << (rng() % 10)});
@@ -361,11 +360,11 @@ TEST_CASE("heatmap --max clips outliers into one open top row", "[pictures]") {
   for (const auto &col : h.counts) {
     top += col.back();
   }
-  CHECK(top == sql_count(db, fmt::format("SELECT CAST(sum(hist_count_above(hist, {})) AS INTEGER) "
-                                         "FROM "
-                                         "sched_delay WHERE comm = 'web' AND ts >= {} AND ts < {}",
-                                         h.bins.back().lo, burst_a - 10 * minute,
-                                         burst_a + 10 * minute)));
+  CHECK(top ==
+        sql_count(db, fmt::format("SELECT CAST(sum(hist_count_above(hist, {})) AS INTEGER) "
+                                  "FROM "
+                                  "sched_delay WHERE comm = 'web' AND ts >= {} AND ts < {}",
+                                  h.bins.back().lo, burst_a - 10 * minute, burst_a + 10 * minute)));
   CHECK(top >= 5 * 12 * 2); // the burst: 5 samples per thread and interval for 2 minutes
 }
 
@@ -386,7 +385,7 @@ TEST_CASE("rsched-sql heatmap, plot and report from the command line", "[picture
   }
   SECTION("without -o and without a terminal: the SVG on stdout") {
     const auto r = exec({binary, db, "heatmap", "--view", "timeslice", "--by", "cgroup", "--from",
-                        from, "--to", to});
+                         from, "--to", to});
     REQUIRE(r.status == 0);
     CHECK(r.out.rfind("<svg ", 0) == 0);
     CHECK(occurrences(r.out, "class=\"heatmap\"") == 4);
@@ -394,11 +393,11 @@ TEST_CASE("rsched-sql heatmap, plot and report from the command line", "[picture
   SECTION("plot: a series per column, durations with units, the annotation as a band") {
     const std::string f = out.file("p.svg");
     const auto r = exec({binary, db, "plot", "-c",
-                        fmt::format("SELECT bucket(ts, '1m') AS t, hist_percentile(hist, 50) AS "
-                                    "p50_ns, hist_percentile(hist, 99) AS p99_ns FROM sched_delay "
-                                    "WHERE ts >= t('{}') AND ts < t('{}') GROUP BY 1",
-                                    from, to),
-                        "--log", "-o", f});
+                         fmt::format("SELECT bucket(ts, '1m') AS t, hist_percentile(hist, 50) AS "
+                                     "p50_ns, hist_percentile(hist, 99) AS p99_ns FROM sched_delay "
+                                     "WHERE ts >= t('{}') AND ts < t('{}') GROUP BY 1",
+                                     from, to),
+                         "--log", "-o", f});
     INFO(r.err);
     REQUIRE(r.status == 0);
     const std::string svg = read_file(f);
@@ -475,7 +474,7 @@ TEST_CASE(".heatmap and .plot in the shell draw text, escape-free off a terminal
   std::ostringstream err;
   rsched::sql_shell::shell sh{db, out, err, rsched::sql_shell::output_config{}};
   sh.run_command(fmt::format(".heatmap --from {} --to {} --where \"comm = 'web'\"",
-                          epoch(burst_a - 30 * minute), epoch(burst_a + 30 * minute)));
+                             epoch(burst_a - 30 * minute), epoch(burst_a + 30 * minute)));
   INFO(err.str());
   const std::string text = out.str();
   CHECK(err.str().empty());
@@ -485,7 +484,7 @@ TEST_CASE(".heatmap and .plot in the shell draw text, escape-free off a terminal
   CHECK(text.find("(local, UTC+00:00)") != std::string::npos);
   out.str("");
   sh.run_command(".plot -c \"SELECT bucket(ts, '5m'), sum(count) AS samples FROM sched_delay "
-              "GROUP BY 1\"");
+                 "GROUP BY 1\"");
   CHECK(out.str().find("samples") != std::string::npos);
   CHECK(out.str().find('\x1b') == std::string::npos);
   out.str("");
@@ -504,7 +503,7 @@ TEST_CASE("the report renders in headless Chromium: pictures drawn, no console e
   temp_dir out;
   const std::string page = out.file("report.html");
   const auto r = exec({binary, history(), "report", "--from", epoch(t0 + 60 * minute), "--to",
-                      epoch(t0 + 120 * minute), "-o", page});
+                       epoch(t0 + 120 * minute), "-o", page});
   REQUIRE(r.status == 0);
   const std::string shot = out.file("report.png");
   const auto c = exec({"python3", checker, "chromium", page, shot});

@@ -1,7 +1,6 @@
 // The recorder driven through its seams: scripted snapshots, a scripted clock, rows kept in a
 // vector. No root, no BPF.
 #include "rsched/rschedd/filter.hpp"
-#include "rsched/rschedd/model.hpp"
 #include "rsched/rschedd/live.hpp"
 #include "rsched/rschedd/model.hpp"
 #include "rsched/rschedd/recorder.hpp"

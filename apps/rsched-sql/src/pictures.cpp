@@ -72,10 +72,11 @@ result<std::int64_t> duration_of(store::reader &db, const std::string &text, con
 // The window [from, to): by default the hour before the end of the newest recorded interval,
 // starting no earlier than the first interval recorded in that hour (a recording of ten minutes
 // is drawn over ten minutes, not as an hour that is mostly "not recorded").
-result<std::pair<std::int64_t, std::int64_t>>
-window_of(store::reader &db, const std::optional<std::string> &from,
-          const std::optional<std::string> &to, std::optional<std::int64_t> from_ns = {},
-          std::optional<std::int64_t> to_ns = {}) {
+result<std::pair<std::int64_t, std::int64_t>> window_of(store::reader &db,
+                                                        const std::optional<std::string> &from,
+                                                        const std::optional<std::string> &to,
+                                                        std::optional<std::int64_t> from_ns = {},
+                                                        std::optional<std::int64_t> to_ns = {}) {
   const std::string src = has_object(db, "timeline") ? "timeline" : "intervals";
   std::int64_t b = 0;
   if (to_ns) {
@@ -276,8 +277,8 @@ result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatm
   const auto cols = columns_of(db, a.view);
   if (cols.empty()) {
     return bad_arg(fmt::format("no view named '{}' (sched_delay, cpu_sched_delay, "
-                                  "waking_delay, sleep, timeslice, cpu_idle, ...)",
-                                  a.view));
+                               "waking_delay, sleep, timeslice, cpu_idle, ...)",
+                               a.view));
   }
   const auto has = [&](const std::string &c) {
     return std::find(cols.begin(), cols.end(), c) != cols.end();
@@ -505,7 +506,7 @@ result<charts::series_chart> load_plot(store::reader &db, const plot_args &a) {
     const auto x = int_of(row[0]);
     if (!x) {
       return bad_arg("plot: the first column must be a time (UTC ns); got a value that is "
-                        "not a number");
+                     "not a number");
     }
     std::vector<std::optional<double>> ys;
     for (std::size_t i = 1; i < row.size(); ++i) {
@@ -517,7 +518,7 @@ result<charts::series_chart> load_plot(store::reader &db, const plot_args &a) {
         ys.emplace_back(std::nullopt);
       } else {
         return bad_arg(fmt::format("plot: column '{}' is not a number",
-                                      text::escape_for_terminal(r->columns[i])));
+                                   text::escape_for_terminal(r->columns[i])));
       }
     }
     points.emplace_back(*x, std::move(ys));

@@ -191,8 +191,9 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
       tl.marks.push_back({int_of(s[0]).value_or(0), int_of(s[1]).value_or(0),
                           fmt::format("#{} {}", i + 1, text_of(s[4]))});
     }
-    std::stable_sort(tl.marks.begin(), tl.marks.end(),
-                     [](const charts::span &x, const charts::span &y) { return x.start < y.start; });
+    std::stable_sort(
+        tl.marks.begin(), tl.marks.end(),
+        [](const charts::span &x, const charts::span &y) { return x.start < y.start; });
   }
   charts::svg_options so;
   so.zone = zone;

@@ -591,7 +591,7 @@ struct blame_walk {
 	__u64 start;	  /* the wait on this CPU began here */
 	__u64 end;	  /* what is newer has been walked */
 	__u64 attributed; /* ns charged to runners */
-	__u32 head; /* the ring's head at the switch-in; entry k is ring[head - 1 - k] */
+	__u32 head;	  /* the ring's head at the switch-in; entry k is ring[head - 1 - k] */
 	__u32 seen;
 	__u32 skip; /* entries walked before this loop (the loop's index counts from 0) */
 	__u32 pad;
@@ -619,10 +619,7 @@ static __always_inline long blame_step_at(__u32 k, struct blame_walk *w)
 	return 0;
 }
 
-static long blame_step(__u32 k, struct blame_walk *w)
-{
-	return blame_step_at(k, w);
-}
+static long blame_step(__u32 k, struct blame_walk *w) { return blame_step_at(k, w); }
 
 /* The rest of a walk, past its first entry. */
 static __noinline void blame_walk_on(struct blame_walk *w)
@@ -662,7 +659,7 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
  * idle task (next_tid 0) or a thread of process `tgid` running as `nst`'s attribution took the
  * CPU. */
 static __always_inline void blame_preempt(struct rsched_task_state *st, __u32 next_tid, __u32 tgid,
-				     struct rsched_task_state *nst)
+					  struct rsched_task_state *nst)
 {
 	struct rsched_blame *b = &st->blame;
 
@@ -686,7 +683,7 @@ static __always_inline void blame_preempt(struct rsched_task_state *st, __u32 ne
  * under one comm and cgroup) share an entry: a wait behind a thousand short threads of one
  * process is one piece, and the ring reaches back further. */
 static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 cgroup,
-				   const char *comm)
+					const char *comm)
 {
 	__u32 zero = 0;
 	struct rsched_runners *r = bpf_map_lookup_elem(&runners, &zero);
@@ -947,7 +944,7 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	if (!st)
 		return 0;
 	if (ON(RSCHED_G_BLAME) && st->enqueue_ns) {
-		/* moved while waiting: it waits on dest from now on (what came before is <unknown>) */
+		/* moved while waiting: it waits on dest now (what came before is <unknown>) */
 		st->wait_cpu = (__u32)dest_cpu;
 		st->wait_since = delay_rq_clock ? rq_clock_of(p, btf) : bpf_ktime_get_ns();
 	}

@@ -87,7 +87,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			__sync_fetch_and_add(&t->count, 1);
 			__sync_fetch_and_add(&t->total_ns, now - *ts);
 			if (now - *ts > t->max_ns)
-				t->max_ns = now - *ts; /* a thread is switched in on one CPU at a time */
+				t->max_ns = now -
+					    *ts; /* a thread is switched in on one CPU at a time */
 		}
 	}
 	bpf_map_delete_elem(&start, &tid);
