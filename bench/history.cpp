@@ -453,12 +453,8 @@ int generate(const std::string &path, int n, int hours, int raw_days, int m_days
   return 0;
 }
 
-int query(const std::string &path, int runs) {
-  auto r = store::reader::open(path);
-  if (!r) {
-    fmt::print(stderr, "rsched-history-bench: {}\n", r.err().msg);
-    return 1;
-  }
+// The end of the recorded raw history, on a whole minute; -1 (said on stderr) on an error.
+std::int64_t history_end(store::reader &r) {
   std::int64_t end = 0;
   store::result_sink sink;
   sink.on_row = [&](const std::vector<store::value> &row) {
@@ -466,11 +462,23 @@ int query(const std::string &path, int runs) {
       end = *v;
     }
   };
-  if (auto e = r->exec("SELECT max(start_ns + dur_ns) FROM intervals WHERE tier = 0", sink); !e) {
+  if (auto e = r.exec("SELECT max(start_ns + dur_ns) FROM intervals WHERE tier = 0", sink); !e) {
     fmt::print(stderr, "rsched-history-bench: {}\n", e.err().msg);
+    return -1;
+  }
+  return end / minute * minute;
+}
+
+int query(const std::string &path, int runs) {
+  auto r = store::reader::open(path);
+  if (!r) {
+    fmt::print(stderr, "rsched-history-bench: {}\n", r.err().msg);
     return 1;
   }
-  end = end / minute * minute;
+  const std::int64_t end = history_end(*r);
+  if (end < 0) {
+    return 1;
+  }
   struct q {
     const char *name;
     std::string sql;
@@ -528,18 +536,10 @@ int pictures(const std::string &path, int runs) {
     return 1;
   }
   r->set_zone(timefmt::zone::utc());
-  std::int64_t end = 0;
-  store::result_sink sink;
-  sink.on_row = [&](const std::vector<store::value> &row) {
-    if (const auto *v = std::get_if<std::int64_t>(&row[0])) {
-      end = *v;
-    }
-  };
-  if (auto e = r->exec("SELECT max(start_ns + dur_ns) FROM intervals WHERE tier = 0", sink); !e) {
-    fmt::print(stderr, "rsched-history-bench: {}\n", e.err().msg);
+  const std::int64_t end = history_end(*r);
+  if (end < 0) {
     return 1;
   }
-  end = end / minute * minute;
   const auto secs = [](std::int64_t ns) { return std::to_string(ns / 1'000'000'000); };
   struct p {
     const char *name;

@@ -1,9 +1,12 @@
-// Heatmap data: display rows of a layout, columns of a window, accumulation (charts.hpp).
+// Chart data: display rows of a layout, columns of a window, accumulation; the y range of a
+// series chart (charts.hpp).
 #include "rsched/base/text.hpp"
 #include "rsched/charts/charts.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace rsched::charts {
@@ -179,6 +182,23 @@ std::string xml_text(std::string_view in) {
     }
   }
   return out;
+}
+
+std::optional<std::pair<double, double>> y_range(const series_chart &c) {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  for (const auto &s : c.y) {
+    for (const auto &v : s) {
+      if (v && std::isfinite(*v) && (!c.log || *v > 0)) {
+        lo = std::min(lo, *v);
+        hi = std::max(hi, *v);
+      }
+    }
+  }
+  if (lo > hi) {
+    return std::nullopt;
+  }
+  return std::pair{lo, hi};
 }
 
 } // namespace rsched::charts

@@ -474,16 +474,9 @@ std::string to_svg(const series_chart &c, const svg_options &o) {
   f.top = 34;
   f.width = std::max(300.0, static_cast<double>(o.max_width) - f.left - 20);
   f.height = 300;
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -std::numeric_limits<double>::infinity();
-  for (const auto &s : c.y) {
-    for (const auto &v : s) {
-      if (v && std::isfinite(*v) && (!c.log || *v > 0)) {
-        lo = std::min(lo, *v);
-        hi = std::max(hi, *v);
-      }
-    }
-  }
+  const auto range = y_range(c);
+  double lo = range ? range->first : std::numeric_limits<double>::infinity();
+  double hi = range ? range->second : -std::numeric_limits<double>::infinity();
   const bool any = std::isfinite(lo);
   if (!any) {
     lo = 0;

@@ -188,16 +188,9 @@ std::string to_terminal(const series_chart &c, int rows, int cols, bool color,
   constexpr std::size_t label_w = 10;
   const auto h = static_cast<std::size_t>(std::max(rows - 5, 4));
   const auto w = static_cast<std::size_t>(std::max(cols - static_cast<int>(label_w) - 2, 10));
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -std::numeric_limits<double>::infinity();
-  for (const auto &s : c.y) {
-    for (const auto &v : s) {
-      if (v && std::isfinite(*v) && (!c.log || *v > 0)) {
-        lo = std::min(lo, *v);
-        hi = std::max(hi, *v);
-      }
-    }
-  }
+  const auto range = y_range(c);
+  double lo = range ? range->first : std::numeric_limits<double>::infinity();
+  double hi = range ? range->second : -std::numeric_limits<double>::infinity();
   std::string out = text::escape_for_terminal(c.title) + "\n";
   if (!std::isfinite(lo) || c.x.empty()) {
     return out + "(no data)\n";

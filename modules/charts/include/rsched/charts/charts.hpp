@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rsched::charts {
@@ -109,6 +110,10 @@ struct series_chart {
   std::vector<span> gaps;
   std::vector<span> marks;
 };
+
+// The smallest and largest finite y values drawn (only > 0 on a log axis); none when there is
+// no such value.
+std::optional<std::pair<double, double>> y_range(const series_chart &c);
 
 // The chart as a standalone SVG document: one polyline per series (class "series", data-name),
 // a point per value with a <title> tooltip, axes with units, a legend.
