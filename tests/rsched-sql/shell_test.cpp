@@ -54,6 +54,28 @@ TEST_CASE("rsched-sql shell: dot commands", "[rsched-sql]") {
     }
     CHECK(s.find("sqlite_") == std::string::npos);
   }
+  SECTION(".help names every view of the database, rollups once") {
+    CHECK(f.sh.run_dot(".help") == shell::status::ok);
+    const std::string s = f.out.str();
+    const auto views = s.substr(s.find("Views: "));
+    std::vector<std::string> names;
+    rsched::store::result_sink sink;
+    sink.on_row = [&](const std::vector<rsched::store::value> &row) {
+      names.push_back(std::get<std::string>(row.at(0)));
+    };
+    REQUIRE(f.db.exec("SELECT name FROM sqlite_schema WHERE type = 'view'", sink));
+    REQUIRE(names.size() > 30);
+    for (const auto &n : names) {
+      const bool rollup = n.ends_with("_1m") || n.ends_with("_1h");
+      INFO(n);
+      // a rollup is named through its base view's star, every other view by name
+      CHECK((views.find(rollup ? n.substr(0, n.size() - 3) + "*" : n) != std::string::npos));
+    }
+    CHECK(views.find("sched_delay*") != std::string::npos);
+    CHECK(views.find("delay_blame*") != std::string::npos);
+    CHECK(views.find("timeline") != std::string::npos);
+    CHECK(views.find("_1m,") == std::string::npos);
+  }
   SECTION(".schema with a pattern") {
     CHECK(f.sh.run_dot(".schema sched%") == shell::status::ok);
     const std::string s = f.out.str();

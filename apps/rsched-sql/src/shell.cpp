@@ -47,9 +47,11 @@ constexpr const char *help_text =
 .timer on|off            print the run time of each statement (on stderr)
 .tz [UTC|local|ZONE]     the zone times are shown and read in (IANA name: Europe/Berlin)
 Statements end with ';' and may span lines; Ctrl-C cancels a running query.
-Views: sched_delay, cpu_sched_delay, runq_depth. Functions: hist_percentile(hist, p),
-hist_merge, hist_count_above, hist_fraction_above, hist_mean, hist_max, ipc(instructions,
-cycles); times: t('...'), ago('2h'), around(T, '5m'), during(a, b) (see docs/SQL.md).
+Functions: hist_percentile(hist, p), hist_percentile_error, hist_merge, hist_pct,
+hist_count, hist_count_above, hist_fraction_above, hist_mean, hist_max, hist_buckets,
+ipc(instructions, cycles), rate(n, dur); times: t('...'), ago('2h'), dur('5m'), fmt_time,
+bucket(ts, '10s'), ts IN around(T, '5m'), ts IN during(a, b); tables of their own:
+coverage, gaps, spikes, blame, compare, annotation_margin (see docs/SQL.md).
 )";
 
 constexpr std::string_view interrupted_message = "Interrupted";
@@ -492,7 +494,7 @@ shell::status shell::run_dot(std::string_view line) {
     return status::quit;
   }
   if (cmd.name == ".help") {
-    out_ << help_text;
+    out_ << help_text << views_help();
     out_.flush();
     return status::ok;
   }
@@ -658,6 +660,51 @@ int shell::run_script(std::istream &in, std::string_view source) {
     }
   }
   return failed ? exit_failure : exit_ok;
+}
+
+// The views of this database, one line, wrapped at 96 columns: a view with rollups (name_1m,
+// name_1h) is listed once with "*" (docs/SCHEMA.md has every column).
+std::string shell::views_help() {
+  std::vector<std::string> names;
+  (void)query_lines("SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name", names);
+  const auto has = [&](const std::string &n) {
+    return std::binary_search(names.begin(), names.end(), n);
+  };
+  const auto rollup = [](const std::string &n) {
+    return n.size() > 3 && (n.ends_with("_1m") || n.ends_with("_1h"));
+  };
+  std::string out = "Views";
+  bool starred = false;
+  std::size_t col = out.size();
+  bool first = true;
+  for (const auto &n : names) {
+    if (rollup(n) && has(n.substr(0, n.size() - 3))) {
+      continue;
+    }
+    const bool tiers = has(n + "_1m") || has(n + "_1h");
+    starred = starred || tiers;
+    std::string item = text::escape_for_terminal(n) + (tiers ? "*" : "");
+    const std::string sep = first ? ": " : ", ";
+    if (col + sep.size() + item.size() > 95) {
+      out += first ? ":\n" : ",\n";
+      col = 0;
+    } else {
+      out += sep;
+      col += sep.size();
+    }
+    out += item;
+    col += item.size();
+    first = false;
+  }
+  if (first) {
+    return "Views: none (not an rsched database?).\n";
+  }
+  out += ".\n";
+  if (starred) {
+    out +=
+        "*: also as NAME_1m and NAME_1h, the 1-minute and 1-hour rollups (docs/SQL.md, Tiers).\n";
+  }
+  return out;
 }
 
 std::vector<std::string> shell::schema_names() {
