@@ -30,6 +30,25 @@ TEST_CASE("rsched-sql shell: a failed statement is one error line", "[rsched-sql
   CHECK(e.find('\n') == e.size() - 1);
 }
 
+TEST_CASE("rsched-sql shell: a statement that fails while running prints no header or empty "
+          "table, in any mode",
+          "[rsched-sql]") {
+  for (const char *mode : {"table", "box", "markdown", "line", "csv", "json", "jsonl"}) {
+    fixture f;
+    INFO(mode);
+    REQUIRE(f.sh.run_dot(std::string(".mode ") + mode) == shell::status::ok);
+    // The columns are known at prepare time; the error comes from the first step.
+    CHECK(f.sh.run_sql("SELECT t('not a time') AS at, 1 AS n;") == shell::status::failed);
+    CHECK(f.out.str().empty());
+    CHECK(f.err.str().find("not a time") != std::string::npos);
+    // An empty result that succeeds still shows its header (CSV) or empty table (human modes).
+    CHECK(f.sh.run_sql("SELECT 1 AS n WHERE 0;") == shell::status::ok);
+    if (std::string(mode) == "csv") {
+      CHECK(f.out.str() == "n\r\n");
+    }
+  }
+}
+
 TEST_CASE("rsched-sql shell: error messages are escaped", "[rsched-sql]") {
   fixture f;
   CHECK(f.sh.run_sql("SELECT * FROM \"\x1b[2J\";") == shell::status::failed);

@@ -464,15 +464,17 @@ void printer::begin(const std::vector<std::string> &columns) {
   for (const auto &c : columns) {
     kinds_.push_back(cfg_.units ? classify_column(c) : column_kind::plain);
   }
-  if (cfg_.mode == output_mode::csv && cfg_.headers) {
-    *out_ << csv_header(columns, cfg_.escape_csv_text);
-  }
+  csv_header_due_ = cfg_.mode == output_mode::csv && cfg_.headers;
 }
 
 void printer::row(const std::vector<store::value> &values) {
   ++row_count_;
   switch (cfg_.mode) {
   case output_mode::csv:
+    if (csv_header_due_) {
+      csv_header_due_ = false;
+      *out_ << csv_header(columns_, cfg_.escape_csv_text);
+    }
     *out_ << csv_record(values, cfg_.escape_csv_text);
     return;
   case output_mode::jsonl:
@@ -496,7 +498,13 @@ void printer::row(const std::vector<store::value> &values) {
   rows_.push_back(std::move(cells));
 }
 
-void printer::finish() {
+void printer::finish(bool ok) {
+  if (pending_ && !ok && row_count_ == 0) {
+    pending_ = false; // failed before its first row: the error says it all
+    csv_header_due_ = false;
+    columns_.clear();
+    kinds_.clear();
+  }
   if (pending_) {
     pending_ = false;
     if (row_count_ == 0) {
@@ -504,6 +512,11 @@ void printer::finish() {
     }
     switch (cfg_.mode) {
     case output_mode::csv:
+      if (csv_header_due_) { // an empty result still has its header
+        *out_ << csv_header(columns_, cfg_.escape_csv_text);
+      }
+      csv_header_due_ = false;
+      break;
     case output_mode::jsonl:
       break;
     case output_mode::json:

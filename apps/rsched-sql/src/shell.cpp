@@ -282,7 +282,7 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
   printer_.reset_counts();
   const auto t0 = std::chrono::steady_clock::now();
   auto r = db_.exec(sql, printer_.sink());
-  printer_.finish();
+  printer_.finish(static_cast<bool>(r) && interrupted_ == 0);
   const auto t1 = std::chrono::steady_clock::now();
   const bool interrupted = interrupted_ != 0;
   interrupted_ = 0;

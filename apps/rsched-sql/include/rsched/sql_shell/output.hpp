@@ -113,16 +113,19 @@ struct output_config {
 };
 
 // Receives the results of statements and prints them. CSV and JSON lines rows are written as they
-// arrive; human modes are buffered until their statement ends (a new statement's columns, or
-// finish()); JSON arrays are opened at the first row and closed at the end of the statement.
+// arrive (the CSV header with the first row); human modes are buffered until their statement ends
+// (a new statement's columns, or finish()); JSON arrays are opened at the first row and closed at
+// the end of the statement. A statement that fails before its first row prints nothing at all:
+// no header, no empty table, no "[]" - only the error.
 class printer {
 public:
   printer(std::ostream &out, output_config cfg) : out_(&out), cfg_(std::move(cfg)) {}
 
   void begin(const std::vector<std::string> &columns);
   void row(const std::vector<store::value> &values);
-  // Prints a pending result. Call after every exec (successful or not).
-  void finish();
+  // Prints a pending result. Call after every exec; `ok` false when it failed (interrupted, an
+  // error): a result without rows is then dropped, one with rows is printed as far as it got.
+  void finish(bool ok = true);
 
   // A sink whose callbacks forward to begin()/row(); valid while this printer lives.
   store::result_sink sink();
@@ -143,6 +146,7 @@ private:
   output_config cfg_;
   bool pending_ = false; // a statement's columns were seen, not yet finished
   std::size_t row_count_ = 0;
+  bool csv_header_due_ = false; // CSV: the header waits for the first row or a successful end
   std::vector<std::string> columns_;
   std::vector<column_kind> kinds_;
   std::vector<std::vector<cell>> rows_;
