@@ -94,6 +94,28 @@ TEST_CASE("rsched-sql shell: time window statements without rows", "[rsched-sql]
         shell::status::ok);
   CHECK(f.sh.no_data());
   CHECK(f.err.str() == "rsched-sql: no recorded data in that window\n");
+
+  // A table function's window is a window whatever its times are spelled as (issue 17: an empty
+  // compare exited 0 with text times and 3 with t()).
+  for (const char *sql :
+       {"SELECT * FROM compare('2001-01-01 00:00', '2001-01-01 00:10', '2001-01-01 00:10', "
+        "'2001-01-01 00:20')",
+        "SELECT * FROM compare(t('2001-01-01 00:00'), t('2001-01-01 00:10'), "
+        "t('2001-01-01 00:10'), t('2001-01-01 00:20'))",
+        "SELECT * FROM compare(978307200000000000, 978307800000000000, 978307800000000000, "
+        "978308400000000000)",
+        "SELECT * FROM spikes('sched_delay', '3x', '2001-01-01 00:00', '2001-01-01 01:00')",
+        "SELECT * FROM blame('web', '2001-01-01 00:00', '2001-01-01 01:00')"}) {
+    fixture g;
+    INFO(sql);
+    CHECK(g.sh.run_sql(sql) == shell::status::ok);
+    CHECK(g.sh.no_data());
+    CHECK(g.err.str() == "rsched-sql: no recorded data in that window\n");
+  }
+  // Without a window of its own, an empty table function result is just empty.
+  fixture h;
+  CHECK(h.sh.run_sql("SELECT * FROM gaps() WHERE 0") == shell::status::ok);
+  CHECK_FALSE(h.sh.no_data());
 }
 
 TEST_CASE("rsched-sql shell: .once writes one statement's CSV to a file, then reverts",

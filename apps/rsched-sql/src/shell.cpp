@@ -280,6 +280,7 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
   route_output();
   interrupted_ = 0;
   printer_.reset_counts();
+  (void)db_.take_window_named(); // what earlier statements named is theirs
   const auto t0 = std::chrono::steady_clock::now();
   auto r = db_.exec(sql, printer_.sink());
   printer_.finish(static_cast<bool>(r) && interrupted_ == 0);
@@ -309,7 +310,11 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
     }
     return status::failed;
   }
-  if (printer_.empty_results() > 0 && names_time_window(sql)) {
+  // A window named in the SQL (t(), ago(), around(), during()) or given to a table function
+  // (compare('2026-11-20 13:50', ...) as much as compare(t('...'), ...)): same question, same
+  // status.
+  const bool window_named = db_.take_window_named();
+  if (printer_.empty_results() > 0 && (window_named || names_time_window(sql))) {
     no_data_ = true;
     report_error("no recorded data in that window");
   } else if (auto w = db_.take_window()) {

@@ -500,6 +500,12 @@ std::optional<std::pair<std::int64_t, std::int64_t>> reader::take_window() {
   return w;
 }
 
+bool reader::take_window_named() {
+  const bool named = p_->ctx.window_named;
+  p_->ctx.window_named = false;
+  return named;
+}
+
 void reader::interrupt() noexcept {
   if (p_) {
     sqlite3_interrupt(p_->db.getHandle());

@@ -33,6 +33,10 @@ struct fn_context {
   // The last window asked of during()/around() ([start, end) UTC ns), for the shell's coverage
   // note; taken (and cleared) by reader::take_window.
   mutable std::optional<std::pair<std::int64_t, std::int64_t>> last_window;
+  // A statement gave a table function a window of its own (compare, spikes, blame, coverage,
+  // gaps, during, around with explicit times), whatever spelling its times had; taken (and
+  // cleared) by reader::take_window_named.
+  mutable bool window_named = false;
   // The margin around each annotation's span in annotation_delay / annotation_summary, ns
   // (annotation_margin(dur) sets it for the connection).
   std::int64_t annotation_margin_ns = 0;

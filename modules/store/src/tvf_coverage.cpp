@@ -58,6 +58,7 @@ result<rows> around_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     return make_error(std::string("around: the window is ") + timefmt::out_of_range);
   }
   ctx.last_window = std::make_pair(*a, *b);
+  ctx.window_named = true;
   return interval_ts(db, *a, *b);
 }
 

@@ -164,6 +164,9 @@ result<std::pair<std::int64_t, std::int64_t>> window_args(sqlite3 *db, const fn_
       b = 0;
     }
   }
+  if (given(ia) || given(ib)) {
+    ctx.window_named = true;
+  }
   const std::string wa = std::string(fn) + ": start";
   const std::string wb = std::string(fn) + ": end";
   if (given(ia)) {

@@ -51,6 +51,9 @@ public:
   // The last window a statement asked of during()/around() since the previous call, as
   // [start, end) UTC ns, or nullopt. The shell uses it to report partial coverage.
   std::optional<std::pair<std::int64_t, std::int64_t>> take_window();
+  // Whether a statement since the previous call gave a table function a time window of its own
+  // (its times as numbers, text or t()): an empty result then means "no data in that window".
+  bool take_window_named();
   [[nodiscard]] const timefmt::zone &zone() const;
   // Fixes what `now` means for the time functions (tests, reproducible examples); nullopt =
   // the real clock (default).
