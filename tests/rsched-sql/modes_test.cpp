@@ -103,6 +103,12 @@ TEST_CASE("rsched-sql units: columns by name", "[rsched-sql]") {
   CHECK(classify_column("PEAK_TS") == column_kind::time);
   CHECK(classify_column("start_ns") == column_kind::time);
   CHECK(classify_column("end_ns") == column_kind::time);
+  // issue 17: tiers.built_ns printed as "1795468800 s"
+  for (const char *instant :
+       {"built_ns", "cutoff_ns", "last_ns", "created_ns", "first_ns", "spike_ts"}) {
+    INFO(instant);
+    CHECK(classify_column(instant) == column_kind::time);
+  }
   CHECK(classify_column("dur") == column_kind::duration);
   CHECK(classify_column("p99_ns") == column_kind::duration);
   CHECK(classify_column("dur_ns") == column_kind::duration);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <charconv>
 #include <cmath>
 #include <type_traits>
@@ -213,7 +214,13 @@ column_kind classify_column(std::string_view name) {
       c = static_cast<char>(c - 'A' + 'a');
     }
   }
-  if (l == "ts" || l == "peak_ts" || l == "start_ns" || l == "end_ns") {
+  // Instants (UTC ns): every column of the schema and the table functions that holds one. The
+  // other *_ns columns are durations.
+  static constexpr std::string_view instants[] = {"ts",      "peak_ts",    "start_ns",
+                                                  "end_ns",  "built_ns",   "cutoff_ns",
+                                                  "last_ns", "created_ns", "first_ns"};
+  if (std::find(std::begin(instants), std::end(instants), l) != std::end(instants) ||
+      (l.size() > 3 && l.compare(l.size() - 3, 3, "_ts") == 0)) {
     return column_kind::time;
   }
   if (l == "dur" || (l.size() > 3 && l.compare(l.size() - 3, 3, "_ns") == 0)) {
