@@ -194,6 +194,14 @@ TEST_CASE("rsched-sql interactive: tab completes dot commands and names", "[rsch
   s.send("SELECT count(*) AS n FROM cpu_sched_d\t;\r");
   REQUIRE(s.expect("| 1 |"));
   REQUIRE(s.expect("rsched> "));
+  // A function completes with no space before its parenthesis (issue 17); the statement is
+  // recalled from the history, as typed.
+  s.send("SELECT hist_mea\t(hist) AS m FROM sched_delay LIMIT 0;\r");
+  REQUIRE(s.expect("rsched> "));
+  s.send("\x1b[A"); // up: the line as it was entered
+  REQUIRE(s.expect("SELECT hist_mean(hist) AS m"));
+  s.send("\x15\r"); // Ctrl-U, Enter: drop it
+  REQUIRE(s.expect("rsched> "));
   s.send("\x04");
   CHECK(s.wait_exit() == 0);
 }

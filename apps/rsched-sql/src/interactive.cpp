@@ -7,6 +7,8 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -26,9 +28,10 @@ namespace rsched::sql_shell {
 namespace {
 
 // readline's callbacks are plain C functions: they reach the session through these.
-std::vector<std::string> g_names;   // schema names for completion
-std::vector<std::string> g_matches; // candidates of the completion in progress
-bool g_statement_start = true;      // the line being read starts a statement
+std::vector<std::string> g_names;     // schema names for completion
+std::vector<std::string> g_functions; // SQL and table function names, lower case, sorted
+std::vector<std::string> g_matches;   // candidates of the completion in progress
+bool g_statement_start = true;        // the line being read starts a statement
 volatile std::sig_atomic_t g_interrupted = 0;
 shell *g_shell = nullptr; // the session, for SIGINT during a query
 
@@ -51,6 +54,16 @@ char **attempt_completion(const char *word, int start, int) {
   }
   rl_attempted_completion_over = 1; // never fall back to file names
   g_matches = completions(before, word, g_statement_start, g_names);
+  // A function completes without the space readline adds: its parenthesis follows directly.
+  if (g_matches.size() == 1) {
+    std::string lc = g_matches.front();
+    for (auto &c : lc) {
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    if (std::binary_search(g_functions.begin(), g_functions.end(), lc)) {
+      rl_completion_append_character = '\0';
+    }
+  }
   return rl_completion_matches(word, &next_match);
 }
 
@@ -152,6 +165,7 @@ int run_interactive(shell &sh, const interactive_options &opts) {
   rl_outstream = ui;
   rl_attempted_completion_function = &attempt_completion;
   g_names = sh.completion_names();
+  g_functions = sh.function_names();
   g_shell = &sh;
 
   history_file history(opts.history_file);

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <iterator>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <type_traits>
 #include <utility>
 

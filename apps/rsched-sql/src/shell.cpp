@@ -731,6 +731,24 @@ std::vector<std::string> shell::schema_names() {
   return names;
 }
 
+std::vector<std::string> shell::function_names() {
+  std::vector<std::string> names;
+  store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<store::value> &row) {
+    if (!row.empty()) {
+      if (const auto *s = std::get_if<std::string>(&row.front())) {
+        names.push_back(lower_ascii(*s));
+      }
+    }
+  };
+  (void)db_.exec("SELECT name FROM pragma_function_list", sink);
+  (void)db_.exec("SELECT name FROM pragma_module_list", sink);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
 std::vector<std::string> shell::completion_names() {
   std::vector<std::string> names = schema_names();
   store::result_sink sink;

@@ -66,6 +66,8 @@ public:
 
   // Names for tab completion: tables, views and their columns (sorted, unique).
   std::vector<std::string> schema_names();
+  // The SQL functions and table-valued functions the connection knows, lower case, sorted.
+  std::vector<std::string> function_names();
   // The ".help" lines naming this database's views.
   std::string views_help();
   // schema_names() plus the SQL functions and table-valued functions the connection knows.
