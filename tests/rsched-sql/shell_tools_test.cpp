@@ -244,6 +244,55 @@ TEST_CASE("rsched-sql shell: .mark and .import-incidents write annotations", "[r
   CHECK(f.sh.run_dot(".import-incidents " + f.dir.file("missing.csv")) == shell::status::failed);
 }
 
+TEST_CASE("rsched-sql shell: a PagerDuty incidents export imports as it comes, other timelines "
+          "through --map",
+          "[rsched-sql]") {
+  fixture f;
+  CHECK(f.sh.run_dot(".tz UTC") == shell::status::ok);
+  CHECK(f.sh.run_dot(".mode csv") == shell::status::ok);
+  // The columns of PagerDuty's Incidents > Export CSV (a subset, in its order), a quoted comma.
+  const std::string pd = f.dir.file("pagerduty.csv");
+  std::ofstream(pd) << "id,incident_number,description,service_name,created_on,resolved_on,"
+                       "assigned_to_user,urgency\n"
+                    << "Q1ABC,412,\"postgres p99 > 50ms, checkout slow\",db,2026-11-20T14:02:00Z,"
+                       "2026-11-20T14:07:30Z,alice,high\n"
+                    << "Q1ABD,413,deploy rollback,web,2026-11-20T14:20:00-05:00,,bob,low\n";
+  CHECK(f.sh.run_dot(".import-incidents " + pd) == shell::status::ok);
+  CHECK(f.err.str() ==
+        "2 annotations imported from " + pd +
+            " (PagerDuty incidents export): start=created_on, end=resolved_on, "
+            "text=description; ignored columns: assigned_to_user, id, incident_number, "
+            "service_name, urgency\n");
+  CHECK(f.out.str() == "id,start_ns,end_ns,text,source\r\n"
+                       "1,1795183320000000000,1795183650000000000,\"postgres p99 > 50ms, "
+                       "checkout slow\",import:" +
+                           pd +
+                           "\r\n"
+                           "2,1795202400000000000,,deploy rollback,import:" +
+                           pd + "\r\n");
+
+  // Any other timeline: --map names its columns (case as the file has it, for JSON keys).
+  const std::string js = f.dir.file("alerts.json");
+  std::ofstream(js) << R"([{"createdAt": "2026-11-21T09:00:00Z", "message": "disk full",
+    "team": "storage"}])";
+  f.err.str("");
+  CHECK(f.sh.run_dot(".import-incidents " + js + " --map start=createdAt,text=message") ==
+        shell::status::ok);
+  CHECK(f.err.str() == "1 annotations imported from " + js +
+                           ": start=createdAt, text=message; ignored columns: team\n");
+  // Errors: one line each, nothing imported.
+  for (const std::string &bad :
+       {js, js + " --map start=created", js + " --map when=createdAt", js + " --map start"}) {
+    f.err.str("");
+    INFO(bad);
+    CHECK(f.sh.run_dot(".import-incidents " + bad) == shell::status::failed);
+    CHECK(f.err.str().find('\n') == f.err.str().size() - 1);
+  }
+  f.out.str("");
+  CHECK(f.sh.run_sql("SELECT count(*) FROM annotations") == shell::status::ok);
+  CHECK(f.out.str() == "count(*)\r\n3\r\n");
+}
+
 TEST_CASE("rsched-sql completion: new dot commands, modes and functions", "[rsched-sql]") {
   const std::vector<std::string> names;
   CHECK(completions("", ".ti", true, names) == std::vector<std::string>{".timer"});

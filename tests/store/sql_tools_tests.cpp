@@ -377,7 +377,7 @@ TEST_CASE("annotations: add, import CSV and JSON, views", "[store]") {
   for (const std::string &bad :
        {std::string("start,text\n2026-11-20T14:00:00Z,ok\nnot a time,bad\n"),
         std::string("start,text\n2026-11-20T14:00:00Z,\"unterminated\n"),
-        std::string("start,text,color\n2026-11-20T14:00:00Z,x,red\n"),
+        std::string("when,text\n2026-11-20T14:00:00Z,no start column\n"),
         std::string(R"([{"start": "2026-11-20T14:00:00Z", "text": "ok"}, {"text": "no start"}])"),
         std::string(R"([{"start": "2026-11-20T14:00:00Z", "text": "x"} junk)"),
         std::string("start,end,text\n2026-11-20T14:00:00Z,2026-11-20T13:00:00Z,backwards\n")}) {
@@ -392,6 +392,32 @@ TEST_CASE("annotations: add, import CSV and JSON, views", "[store]") {
             .err()
             .msg.find("row 2") != std::string::npos);
   CHECK(scalar_int(*rr, "SELECT count(*) FROM annotations") == 5);
+  // Columns used for nothing are ignored and reported (issue 17: a PagerDuty export was refused
+  // for its assigned_to_user column).
+  {
+    rsched::store::incident_import o;
+    o.source = "s";
+    o.now_ns = t1403;
+    auto rep =
+        rsched::store::import_incidents(path, "start,text,color\n2026-11-20T14:00:00Z,x,red\n", o);
+    REQUIRE(rep.ok());
+    CHECK(rep->ids == std::vector<std::int64_t>{6});
+    CHECK(rep->ignored == std::vector<std::string>{"color"});
+    CHECK(rep->recognised.empty());
+    auto m = rsched::store::parse_import_map("text=color");
+    REQUIRE(m.ok());
+    o.map = m.value();
+    rep =
+        rsched::store::import_incidents(path, "start,text,color\n2026-11-20T14:00:00Z,x,red\n", o);
+    REQUIRE(rep.ok());
+    CHECK(rep->ignored == std::vector<std::string>{"text"});
+    CHECK(scalar_int(*rr, "SELECT count(*) FROM annotations WHERE text = 'red'") == 1);
+    for (const char *bad : {"", "start", "=x", "start=", "when=x", "start=a,,text=b"}) {
+      INFO(bad);
+      CHECK_FALSE(rsched::store::parse_import_map(bad).ok());
+    }
+  }
+  CHECK(scalar_int(*rr, "SELECT count(*) FROM annotations") == 7);
   // Refusals: missing file, a non-rsched file.
   CHECK_FALSE(rsched::store::add_annotation(dir.file("missing.db"), a).ok());
   write_file(dir.file("foreign.db"), "");

@@ -29,8 +29,11 @@ constexpr const char *help_text =
                          -o FILE.svg an SVG: --view, --where, --from, --to, --step, --by,
                          --top, --max (see rsched-sql --help)
 .help                    show this message
-.import-incidents FILE   add the annotations of a CSV (header: start,end,text,source,tags) or
-                         JSON (array of objects with those keys) timeline
+.import-incidents FILE [--map FIELD=COLUMN,...]
+                         add the annotations of a CSV (header: start,end,text,source,tags) or
+                         JSON (array of objects with those keys) timeline; a PagerDuty
+                         incidents export is recognised, other columns are ignored, --map
+                         names the columns (start=created_on,text=description)
 .mark TEXT [--at T] [--until T] [--tags a,b]
                          add an annotation (T: '2026-11-20 14:03', '2h ago', now, ...)
 .mode MODE               table, box, markdown, line (for people: ns with units, times in
@@ -437,28 +440,69 @@ shell::status shell::dot_mark(const std::vector<std::string> &args) {
 }
 
 shell::status shell::dot_import(const std::vector<std::string> &args) {
-  if (args.size() != 1) {
-    report_error("usage: .import-incidents FILE");
+  constexpr const char *usage_text = "usage: .import-incidents FILE [--map FIELD=COLUMN,...]";
+  std::string file;
+  store::incident_import opts;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--map") {
+      if (i + 1 == args.size()) {
+        report_error(usage_text);
+        return status::failed;
+      }
+      auto m = store::parse_import_map(args[++i]);
+      if (!m) {
+        report_error(m.err().msg);
+        return status::failed;
+      }
+      opts.map.insert(opts.map.end(), m->begin(), m->end());
+    } else if (file.empty()) {
+      file = args[i];
+    } else {
+      report_error(usage_text);
+      return status::failed;
+    }
+  }
+  if (file.empty()) {
+    report_error(usage_text);
     return status::failed;
   }
   if (db_path_.empty()) {
     report_error(".import-incidents needs a database file");
     return status::failed;
   }
-  auto content = read_bounded(args[0]);
+  auto content = read_bounded(file);
   if (!content) {
     report_error(content.err().msg);
     return status::failed;
   }
-  auto n = store::import_incidents(db_path_, *content, store::incident_format::automatic,
-                                   "import:" + args[0], timefmt::realtime_now_ns());
-  if (!n) {
-    report_error(n.err().msg);
+  opts.source = "import:" + file;
+  opts.now_ns = timefmt::realtime_now_ns();
+  auto rep = store::import_incidents(db_path_, *content, opts);
+  if (!rep) {
+    report_error(rep.err().msg);
     return status::failed;
   }
-  err_ << fmt::format("{} annotations imported\n", *n);
+  // What was understood, on stderr; what was added, as a result (so it follows .mode).
+  std::string how;
+  for (const auto &[f, c] : rep->mapping) {
+    how += fmt::format("{}{}={}", how.empty() ? "" : ", ", f, text::escape_for_terminal(c));
+  }
+  std::string ignored;
+  for (const auto &c : rep->ignored) {
+    ignored += (ignored.empty() ? "" : ", ") + text::escape_for_terminal(c);
+  }
+  err_ << fmt::format("{} annotations imported from {}{}: {}{}\n", rep->ids.size(),
+                      text::escape_for_terminal(file),
+                      rep->recognised.empty() ? "" : " (" + rep->recognised + ")", how,
+                      ignored.empty() ? "" : "; ignored columns: " + ignored);
   err_.flush();
-  return status::ok;
+  if (rep->ids.empty()) {
+    return status::ok;
+  }
+  return run_sql(fmt::format("SELECT id, start_ns, end_ns, text, source FROM annotations WHERE id "
+                             "BETWEEN {} AND {} ORDER BY id",
+                             rep->ids.front(), rep->ids.back()),
+                 0);
 }
 
 shell::status shell::dot_read(const std::vector<std::string> &args) {

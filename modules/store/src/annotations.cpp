@@ -3,6 +3,7 @@
 // annotations_csv.cpp and annotations_json.cpp.
 #include "rsched/store/annotations.hpp"
 
+#include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
 
 #include "annotations_records.hpp"
@@ -15,8 +16,12 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <sqlite3.h>
 #include <string>
@@ -164,9 +169,150 @@ result<std::int64_t> add_annotation(const std::string &path, const annotation &a
 result<std::size_t> import_incidents(const std::string &path, std::string_view content,
                                      incident_format fmt, std::string_view source,
                                      std::int64_t now_ns) {
-  auto recs = records_of(content, fmt);
+  incident_import opts;
+  opts.format = fmt;
+  opts.source = std::string(source);
+  opts.now_ns = now_ns;
+  auto r = import_incidents(path, content, opts);
+  if (!r) {
+    return r.err();
+  }
+  return r->ids.size();
+}
+
+namespace {
+
+constexpr std::array<const char *, 5> incident_fields = {"start", "end", "text", "source", "tags"};
+
+bool is_field(std::string_view f) {
+  return std::find(incident_fields.begin(), incident_fields.end(), f) != incident_fields.end();
+}
+
+std::string lower_trimmed(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && s.back() == ' ') {
+    s.remove_suffix(1);
+  }
+  std::string out(s);
+  for (auto &c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+} // namespace
+
+result<std::vector<std::pair<std::string, std::string>>> parse_import_map(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::size_t i = 0;
+  while (i <= text.size()) {
+    const auto comma = std::min(text.find(',', i), text.size());
+    const std::string_view part = text.substr(i, comma - i);
+    const auto eq = part.find('=');
+    const std::string field = lower_trimmed(part.substr(0, eq));
+    if (eq == std::string_view::npos || field.empty() ||
+        lower_trimmed(part.substr(eq + 1)).empty()) {
+      return make_error(
+          fmt::format("--map: expected FIELD=COLUMN, got '{}'", text::escape_for_terminal(part)));
+    }
+    if (!is_field(field)) {
+      return make_error(fmt::format("--map: unknown field '{}' (start, end, text, source, tags)",
+                                    text::escape_for_terminal(field)));
+    }
+    std::string_view col = part.substr(eq + 1);
+    while (!col.empty() && col.front() == ' ') {
+      col.remove_prefix(1);
+    }
+    while (!col.empty() && col.back() == ' ') {
+      col.remove_suffix(1);
+    }
+    out.emplace_back(field, std::string(col));
+    i = comma + 1;
+  }
+  return out;
+}
+
+result<incident_import_report> import_incidents(const std::string &path, std::string_view content,
+                                                const incident_import &opts) {
+  auto recs = records_of(content, opts.format);
   if (!recs) {
     return make_error(fmt::format("importing incidents: {}", recs.err().msg));
+  }
+  incident_import_report rep;
+  // The file's columns (sorted: a record maps names to values).
+  std::vector<std::string> columns;
+  for (const auto &rec : *recs) {
+    for (const auto &[k, v] : rec) {
+      if (std::find(columns.begin(), columns.end(), k) == columns.end()) {
+        columns.push_back(k);
+      }
+    }
+  }
+  const auto has = [&](const std::string &c) {
+    return std::find(columns.begin(), columns.end(), c) != columns.end();
+  };
+  std::map<std::string, std::string> field_col;
+  for (const char *f : incident_fields) {
+    if (has(f)) {
+      field_col[f] = f;
+    }
+  }
+  // A PagerDuty incidents export (Incidents > Export CSV): no start column, created_on and a
+  // description or title.
+  if (!has("start") && has("created_on") && (has("description") || has("title"))) {
+    rep.recognised = "PagerDuty incidents export";
+    field_col["start"] = "created_on";
+    if (has("resolved_on")) {
+      field_col["end"] = "resolved_on";
+    }
+    if (!has("text")) {
+      field_col["text"] = has("description") ? "description" : "title";
+    }
+  }
+  // A column named in the map, as the file spells it (CSV headers are lower-cased when read;
+  // JSON keys keep their case): matched without regard to case.
+  const auto column_named = [&](const std::string &c) -> std::optional<std::string> {
+    for (const auto &x : columns) {
+      if (lower_trimmed(x) == lower_trimmed(c)) {
+        return x;
+      }
+    }
+    return std::nullopt;
+  };
+  for (const auto &[f, c] : opts.map) {
+    if (!is_field(f)) {
+      return make_error(fmt::format("importing incidents: --map: unknown field '{}'",
+                                    text::escape_for_terminal(f)));
+    }
+    const auto actual = column_named(c);
+    if (!actual) {
+      std::string list;
+      for (const auto &x : columns) {
+        list += (list.empty() ? "" : ", ") + text::escape_for_terminal(x);
+      }
+      return make_error(fmt::format("importing incidents: --map {}={}: the file has no column "
+                                    "'{}' (its columns: {})",
+                                    f, text::escape_for_terminal(c), text::escape_for_terminal(c),
+                                    list));
+    }
+    field_col[f] = *actual;
+  }
+  if (!recs->empty() && !field_col.contains("start")) {
+    return make_error("importing incidents: no start column (name one: --map start=COLUMN)");
+  }
+  for (const char *f : incident_fields) {
+    if (const auto it = field_col.find(f); it != field_col.end()) {
+      rep.mapping.emplace_back(f, it->second);
+    }
+  }
+  for (const auto &c : columns) {
+    const bool used = std::any_of(field_col.begin(), field_col.end(),
+                                  [&](const auto &fc) { return fc.second == c; });
+    if (!used) {
+      rep.ignored.push_back(c);
+    }
   }
   const timefmt::zone local = timefmt::zone::local();
   std::vector<annotation> out;
@@ -176,13 +322,12 @@ result<std::size_t> import_incidents(const std::string &path, std::string_view c
     auto bad = [&](const std::string &m) {
       return make_error(fmt::format("importing incidents: row {}: {}", r + 1, m));
     };
-    for (const auto &[k, v] : rec) {
-      if (k != "start" && k != "end" && k != "text" && k != "source" && k != "tags") {
-        return bad(fmt::format("unknown column '{}' (start, end, text, source, tags)", k));
+    auto get = [&](const char *field) -> std::optional<std::string> {
+      const auto fc = field_col.find(field);
+      if (fc == field_col.end()) {
+        return std::nullopt;
       }
-    }
-    auto get = [&](const char *k) -> std::optional<std::string> {
-      const auto it = rec.find(k);
+      const auto it = rec.find(fc->second);
       if (it == rec.end() || !it->second) {
         return std::nullopt;
       }
@@ -193,13 +338,13 @@ result<std::size_t> import_incidents(const std::string &path, std::string_view c
     if (!start || start->empty()) {
       return bad("start is missing");
     }
-    auto st = timefmt::parse_time(*start, now_ns, local);
+    auto st = timefmt::parse_time(*start, opts.now_ns, local);
     if (!st) {
       return bad("start: " + st.err().msg);
     }
     a.start_ns = *st;
     if (const auto end = get("end"); end && !end->empty()) {
-      auto en = timefmt::parse_time(*end, now_ns, local);
+      auto en = timefmt::parse_time(*end, opts.now_ns, local);
       if (!en) {
         return bad("end: " + en.err().msg);
       }
@@ -208,7 +353,7 @@ result<std::size_t> import_incidents(const std::string &path, std::string_view c
     const auto text = get("text");
     a.text = text ? *text : std::string();
     const auto src = get("source");
-    a.source = src && !src->empty() ? *src : std::string(source);
+    a.source = src && !src->empty() ? *src : opts.source;
     const auto tags = get("tags");
     a.tags = tags ? *tags : std::string();
     if (auto v = validate(a); !v) {
@@ -220,10 +365,10 @@ result<std::size_t> import_incidents(const std::string &path, std::string_view c
   if (!db) {
     return db.err();
   }
-  if (auto r = insert_all(**db, path, out, nullptr); !r) {
+  if (auto r = insert_all(**db, path, out, &rep.ids); !r) {
     return r.err();
   }
-  return out.size();
+  return rep;
 }
 
 } // namespace rsched::store

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace rsched::store {
 
@@ -34,5 +36,27 @@ enum class incident_format { automatic, csv, json };
 result<std::size_t> import_incidents(const std::string &path, std::string_view content,
                                      incident_format fmt, std::string_view source,
                                      std::int64_t now_ns);
+
+// Timelines as they come from incident tools. The file's columns (JSON keys) are matched to the
+// annotation's fields: by name (start, end, text, source, tags), by a known export recognised
+// from its header (a PagerDuty incidents CSV: created_on, resolved_on, description or title),
+// or by `map` (field -> column, e.g. {"start", "created_on"}), which wins. Columns used for no
+// field are ignored and listed in the report.
+struct incident_import {
+  incident_format format = incident_format::automatic;
+  std::string source;                                   // the source of rows that name none
+  std::int64_t now_ns = 0;                              // what relative times ("2h ago") count from
+  std::vector<std::pair<std::string, std::string>> map; // field -> column
+};
+struct incident_import_report {
+  std::vector<std::int64_t> ids;                            // the annotations added, in order
+  std::string recognised;                                   // "PagerDuty incidents export", ""
+  std::vector<std::pair<std::string, std::string>> mapping; // field -> column used
+  std::vector<std::string> ignored;                         // columns used for nothing, sorted
+};
+// Parses `field=column,field=column` (as --map takes it); errors name the bad part.
+result<std::vector<std::pair<std::string, std::string>>> parse_import_map(std::string_view text);
+result<incident_import_report> import_incidents(const std::string &path, std::string_view content,
+                                                const incident_import &opts);
 
 } // namespace rsched::store
