@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 struct sqlite3;
 struct sqlite3_context;
@@ -37,6 +38,16 @@ struct fn_context {
   // gaps, during, around with explicit times), whatever spelling its times had; taken (and
   // cleared) by reader::take_window_named.
   mutable bool window_named = false;
+  // Per tier of the timeline, its longest interval and the start before which its rows show
+  // (tvf_window.cpp, overlaps()): read once and kept while the database is unchanged
+  // (data_version and total_changes of this connection as they were when read).
+  struct tier_extent {
+    std::int64_t longest = 0;
+    std::optional<std::int64_t> shown_before; // none: always shown (tier 0)
+  };
+  mutable std::vector<tier_extent> tier_extents;
+  mutable std::int64_t extents_version = -1;
+  mutable std::int64_t extents_changes = -1;
   // The margin around each annotation's span in annotation_delay / annotation_summary, ns
   // (annotation_margin(dur) sets it for the connection).
   std::int64_t annotation_margin_ns = 0;

@@ -53,30 +53,17 @@ std::int64_t query_one(sqlite3 *db, const char *sql) {
   return v;
 }
 
-// Per tier, the longest interval and the start before which its rows show in the timeline (a
-// rollup row shows only where every finer tier was deleted; tier 0 always shows). Finding them
-// reads every interval (15 ms for a year's history), so they are kept until the database
-// changes: data_version moves when another connection commits, total_changes when this one
-// writes.
-struct tier_extent {
-  std::int64_t longest = 0;
-  std::optional<std::int64_t> shown_before; // none: always shown
-};
+using tier_extent = fn_context::tier_extent;
 
-const std::vector<tier_extent> &tier_extents(sqlite3 *db) {
-  struct cached {
-    sqlite3 *db = nullptr;
-    std::int64_t version = -1;
-    std::int64_t changes = -1;
-    std::vector<tier_extent> tiers;
-  };
-  thread_local cached c;
-  const std::int64_t version = query_one(db, "PRAGMA data_version");
-  const std::int64_t changes = sqlite3_total_changes64(db);
-  if (c.db == db && c.version == version && c.changes == changes) {
-    return c.tiers;
-  }
-  c = {db, version, changes, {}};
+// The table function running on this thread (set by x_filter through table_function_scope):
+// the connection's fn_context, where the tier extents are kept.
+const fn_context *&running_ctx() {
+  thread_local const fn_context *ctx = nullptr;
+  return ctx;
+}
+
+std::vector<tier_extent> read_tier_extents(sqlite3 *db) {
+  std::vector<tier_extent> out;
   const bool tiers = timeline(db) == "timeline";
   const char *sql = tiers ? "SELECT max(i.dur_ns), (SELECT min(x.cutoff_ns) FROM tiers AS x "
                             "WHERE x.tier < i.tier) FROM intervals AS i GROUP BY i.tier"
@@ -89,14 +76,40 @@ const std::vector<tier_extent> &tier_extents(sqlite3 *db) {
       if (sqlite3_column_type(raw, 1) != SQLITE_NULL) {
         t.shown_before = sqlite3_column_int64(raw, 1);
       }
-      c.tiers.push_back(t);
+      out.push_back(t);
     }
   }
   sqlite3_finalize(raw);
-  return c.tiers;
+  return out;
+}
+
+// Reading them reads every interval (15 ms for a year's history): inside a table function they
+// are kept in its connection's fn_context until the database changes (data_version moves when
+// another connection commits, total_changes when this one writes).
+std::vector<tier_extent> tier_extents(sqlite3 *db) {
+  const fn_context *ctx = running_ctx();
+  if (ctx == nullptr) {
+    return read_tier_extents(db);
+  }
+  const std::int64_t version = query_one(db, "PRAGMA data_version");
+  const std::int64_t changes = sqlite3_total_changes64(db);
+  if (ctx->extents_version != version || ctx->extents_changes != changes) {
+    ctx->tier_extents = read_tier_extents(db);
+    ctx->extents_version = version;
+    ctx->extents_changes = changes;
+  }
+  return ctx->tier_extents;
 }
 
 } // namespace
+
+table_function_scope::table_function_scope(const fn_context &ctx) : saved_(running_ctx()) {
+  running_ctx() = &ctx;
+}
+
+table_function_scope::~table_function_scope() {
+  running_ctx() = saved_;
+}
 
 std::string overlaps(sqlite3 *db, const char *alias, std::int64_t a) {
   // The longest interval that can start before `a` and still be shown in the timeline there.

@@ -32,6 +32,19 @@ result<stats::histogram> col_hist(sqlite3_stmt *st, int i);
 // "timeline" or, for a database of schema 1 or 2, "intervals".
 std::string timeline(sqlite3 *db);
 
+// Marks the table function running on this thread, for the lifetime of the object (x_filter):
+// overlaps() keeps what it reads in that function's fn_context.
+class table_function_scope {
+public:
+  explicit table_function_scope(const fn_context &ctx);
+  ~table_function_scope();
+  table_function_scope(const table_function_scope &) = delete;
+  table_function_scope &operator=(const table_function_scope &) = delete;
+
+private:
+  const fn_context *saved_;
+};
+
 // The condition "interval `alias` overlaps [?1, ?2)" for a WHERE clause, for ?1 bound to `a`.
 // It bounds start_ns from both sides (an interval overlapping [a, b) starts after a minus the
 // longest interval the timeline can show there), so that SQLite reads a range of the start_ns

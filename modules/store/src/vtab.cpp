@@ -1,5 +1,7 @@
 #include "vtab.hpp"
 
+#include "tvf_window.hpp"
+
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -159,6 +161,7 @@ int x_filter(sqlite3_vtab_cursor *base, int mask, const char * /*idx*/, int argc
   c->data.clear();
   c->pos = 0;
   try {
+    const table_function_scope scope(*def.ctx);
     auto r = def.body(v->db, *def.ctx, args);
     if (!r) {
       return set_error(r.err().msg);
