@@ -175,7 +175,8 @@ TEST_CASE_METHOD(new_db, "blame and pressure roll up per (comm, cgroup) of both 
   CHECK(scalar_int(r, "SELECT count(*) FROM culprit WHERE boot_id = '' AND kind = 0") == 1);
 }
 
-TEST_CASE("a real version 4 database is upgraded in place to version 5", "[store][blame]") {
+TEST_CASE("a real version 4 database is upgraded in place to the current version",
+          "[store][blame]") {
   // tests/store/data/v4.db: 3 s recorded by rschedd at schema 4 (commit c580b87) with
   // -g latency,slice,sleep,migration.
   temp_dir dir;
@@ -204,12 +205,49 @@ TEST_CASE("a real version 4 database is upgraded in place to version 5", "[store
     write_ok(w, iv);
   }
   auto r = open_reader(path);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 5);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+  CHECK(scalar_int(r, "SELECT count(*) FROM timeline WHERE ts = start_ns AND dur = dur_ns") ==
+        scalar_int(r, "SELECT count(*) FROM timeline"));
   CHECK(run(r, "SELECT comm, sum(count), sum(total_ns) FROM sched_delay WHERE comm <> 'new' "
                "GROUP BY comm ORDER BY comm")
             .rows == before);
   CHECK(scalar_int(r, "SELECT sum(wait_ns) FROM delay_blame") == 4'000'000);
   CHECK(scalar_int(r, "SELECT count(*) FROM cpu_pressure") == 1);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}
+
+TEST_CASE("a version 5 database is upgraded to 6: timeline names ts and dur as every view does",
+          "[store]") {
+  // issue 17: max(dur) failed on timeline, which had only start_ns and dur_ns.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0, {victim(3, "a")}));
+  }
+  // Back to version 5 as that schema had it: timeline = the intervals columns only.
+  raw_exec(path, "DROP VIEW timeline; CREATE VIEW timeline AS SELECT i.* FROM intervals AS i "
+                 "WHERE (i.tier = 0 OR i.start_ns < (SELECT min(x.cutoff_ns) FROM tiers AS x "
+                 "WHERE x.tier < i.tier)); PRAGMA user_version = 5;");
+  {
+    auto r = open_reader(path); // read-only: version 5 is read as it is
+    CHECK(scalar_int(r, "PRAGMA user_version") == 5);
+    std::string err;
+    run(r, "SELECT max(dur) FROM timeline", &err);
+    CHECK(err.find("no such column") != std::string::npos);
+    CHECK(scalar_int(r, "SELECT count(*) FROM coverage()") == 1); // the functions still work
+  }
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0 + 10 * sec, {victim(3, "a")}));
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 6);
+  CHECK(scalar_int(r, "SELECT max(dur) FROM timeline") ==
+        scalar_int(r, "SELECT max(dur_ns) FROM intervals"));
+  CHECK(scalar_int(r, "SELECT min(ts) FROM timeline") == t0);
+  CHECK(run(r, "SELECT name FROM pragma_table_info('timeline') LIMIT 2").rows ==
+        std::vector<std::vector<value>>{{value{std::string("ts")}}, {value{std::string("dur")}}});
   CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
 }
 

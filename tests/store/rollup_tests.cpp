@@ -543,7 +543,7 @@ TEST_CASE("real version 2 and 3 databases upgraded in place have the schema of a
       CHECK(schema_of(r) == want);
       CHECK(columns_of(r, "health") == columns_of(rf, "health"));
       CHECK(columns_of(r, "intervals") == columns_of(rf, "intervals"));
-      CHECK(columns_of(r, "timeline") == columns_of(rf, "intervals"));
+      CHECK(columns_of(r, "timeline") == columns_of(rf, "timeline"));
       upgraded_ns =
           as_text(run(r, "SELECT value FROM meta WHERE key = 'upgraded_ns'").rows.at(0).at(0));
     }

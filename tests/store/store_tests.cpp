@@ -178,7 +178,12 @@ TEST_CASE("public views have exactly the documented columns", "[store]") {
           "tier",        "collect_ns",         "write_ns",        "maint_ns",
           "cpu_ns",      "rss_bytes",          "bpf_run_ns",      "bpf_run_cnt",
           "delay_clock", "drops_segment"});
-  CHECK(columns_of(r, "timeline") == columns_of(r, "intervals"));
+  // timeline: ts and dur (schema 6), then every column of intervals.
+  auto timeline_cols = v{"ts", "dur"};
+  for (const auto &c : columns_of(r, "intervals")) {
+    timeline_cols.push_back(c);
+  }
+  CHECK(columns_of(r, "timeline") == timeline_cols);
   CHECK(columns_of(r, "health") == v{"ts", "dur", "collect_ns", "write_ns", "maint_ns", "cpu_ns",
                                      "rss_bytes", "bpf_run_ns", "bpf_run_cnt", "bpf_ns_per_event",
                                      "drops", "discarded_too_long", "stalled", "delay_clock",

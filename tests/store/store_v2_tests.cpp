@@ -8,6 +8,7 @@
 #include "store_test_util.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <ctime>
 #include <map>
@@ -884,15 +885,20 @@ TEST_CASE("a database newer than the current version is refused and left byte-id
       auto w = open_writer(path);
       write_ok(w, make_interval(t0, {make_thread(1, "x", {1'000})}));
     }
-    raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 6;");
+    const int newer = rsched::store::schema_version + 1;
+    raw_exec(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = " +
+                       std::to_string(newer) + ";");
     const std::string before = read_file(path);
     auto w = writer::open(path);
     REQUIRE_FALSE(w.ok());
     CHECK_THAT(w.err().msg,
-               Catch::Contains("database schema version 6 is newer than this rsched supports (5)"));
+               Catch::Contains(
+                   fmt::format("database schema version {} is newer than this rsched supports ({})",
+                               newer, rsched::store::schema_version)));
     auto r = reader::open(path);
     REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.err().msg, Catch::Contains("database schema version 6 is newer"));
+    CHECK_THAT(r.err().msg,
+               Catch::Contains(fmt::format("database schema version {} is newer", newer)));
     CHECK(read_file(path) == before);
   }
 }

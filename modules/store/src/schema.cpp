@@ -589,6 +589,14 @@ std::string upgrade_v4_to_v5() {
   return sql;
 }
 
+// Schema v5 -> v6: `timeline` names its instants and lengths as every other view does (ts, dur),
+// before the intervals columns it always had.
+std::string upgrade_v5_to_v6() {
+  return fmt::format("DROP VIEW timeline;\nCREATE VIEW timeline AS\n  SELECT i.start_ns AS ts, "
+                     "i.dur_ns AS dur, i.* FROM intervals AS i WHERE {};\n",
+                     finest_tier);
+}
+
 std::string v3_views() {
   std::string sql;
   const auto specs = view_specs();
@@ -749,6 +757,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 4) {
     return db_state::version4;
   }
+  if (*ver == 5) {
+    return db_state::version5;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -827,6 +838,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
           return r;
         }
+        if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
+          return r;
+        }
         if (auto r = insert_new_metrics(db); !r) {
           return r;
         }
@@ -844,7 +858,8 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
   const int from_version = from == db_state::version1   ? 1
                            : from == db_state::version2 ? 2
                            : from == db_state::version3 ? 3
-                                                        : 4;
+                           : from == db_state::version4 ? 4
+                                                        : 5;
   const std::string what = fmt::format("upgrading schema from version {}", from_version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
     if (state == db_state::version1) {
@@ -869,12 +884,17 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
     // runqueue clock then).
-    if (state != db_state::version4) {
+    if (state != db_state::version4 && state != db_state::version5) {
       if (auto r = exec(db, upgrade_v3_to_v4); !r) {
         return r;
       }
     }
-    if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
+    if (state != db_state::version5) {
+      if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
+        return r;
+      }
+    }
+    if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
       return r;
     }
     if (auto r = put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",

@@ -21,6 +21,7 @@ enum class db_state {
   version2, // schema version 2 (no rollup tiers): readable; the writer upgrades it
   version3, // schema version 3 (no delay clock, no segment drops): readable; the writer upgrades
   version4, // schema version 4 (no blame, no pressure): readable; the writer upgrades
+  version5, // schema version 5 (timeline without ts and dur): readable; the writer upgrades
   current,  // an rsched database of schema_version
 };
 
