@@ -21,7 +21,10 @@ namespace {
 
 class pty_session {
 public:
-  pty_session(const std::vector<std::string> &args, const std::string &history) {
+  // `pager`: the PAGER the session sees ("": none, the default here: a test must not wait on
+  // less).
+  pty_session(const std::vector<std::string> &args, const std::string &history,
+              const std::string &pager = "") {
     winsize ws{};
     ws.ws_row = 40;
     ws.ws_col = 200;
@@ -32,6 +35,7 @@ public:
       setenv("TERM", "dumb", 1);
       setenv("INPUTRC", "/dev/null", 1);
       setenv("RSCHED_SQL_HISTORY", history.c_str(), 1);
+      setenv("PAGER", pager.c_str(), 1);
       execv(binary.c_str(), argv.get());
       _exit(127);
     }
@@ -200,7 +204,9 @@ TEST_CASE("rsched-sql interactive: tab completes dot commands and names", "[rsch
   REQUIRE(s.expect("rsched> "));
   s.send("\x1b[A"); // up: the line as it was entered
   REQUIRE(s.expect("SELECT hist_mean(hist) AS m"));
-  s.send("\x15\r"); // Ctrl-U, Enter: drop it
+  s.send("\r"); // run it again; then a marker, so that the last prompt is a fresh one
+  s.send("SELECT 'done' AS marker;\r");
+  REQUIRE(s.expect("| done"));
   REQUIRE(s.expect("rsched> "));
   s.send("\x04");
   CHECK(s.wait_exit() == 0);
@@ -264,4 +270,40 @@ TEST_CASE("rsched-sql interactive: multi-line recall, completion, Ctrl-C in a qu
   REQUIRE(recs.size() == 3);
   CHECK(recs[1][0] == "plain");
   CHECK(recs[2][0] == evil_comm); // exact bytes in the file
+}
+
+TEST_CASE("rsched-sql interactive: results wider or taller than the terminal go through the "
+          "pager, .pager off prints them as they are",
+          "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  // The pager marks every line it passes on (the terminal is 200 x 40).
+  pty_session s({db}, dir.file("history"), "sed 's/^/PAGED:/'");
+  REQUIRE(s.expect("rsched> "));
+  s.send("SELECT 1 AS narrow;\r"); // fits: printed as it is
+  REQUIRE(s.expect("| narrow |"));
+  REQUIRE(s.expect("rsched> "));
+  CHECK(s.output().find("PAGED:") == std::string::npos);
+  s.send("SELECT printf('%.250c', 'x') AS wide;\r"); // 250 columns: paged
+  REQUIRE(s.expect("PAGED:| wide"));
+  REQUIRE(s.expect("rsched> "));
+  // 60 rows on 40 lines: paged
+  s.send("WITH RECURSIVE n(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM n WHERE value < "
+         "60) SELECT value FROM n;\r");
+  REQUIRE(s.expect("PAGED:|    60 |"));
+  REQUIRE(s.expect("rsched> "));
+  s.send(".pager off\r");
+  REQUIRE(s.expect("rsched> "));
+  const auto mark = s.mark();
+  s.send("SELECT printf('%.250c', 'y') AS wide2;\r");
+  REQUIRE(s.expect("| wide2"));
+  REQUIRE(s.expect("rsched> "));
+  CHECK(s.since(mark).find("PAGED:") == std::string::npos);
+  s.send(".pager\r");
+  REQUIRE(s.expect("off"));
+  s.send("SELECT 'end' AS marker;\r");
+  REQUIRE(s.expect("| end"));
+  REQUIRE(s.expect("rsched> "));
+  s.send("\x04");
+  CHECK(s.wait_exit() == 0);
 }

@@ -167,6 +167,9 @@ int run_interactive(shell &sh, const interactive_options &opts) {
   g_names = sh.completion_names();
   g_functions = sh.function_names();
   g_shell = &sh;
+  if (isatty(STDOUT_FILENO) != 0) {
+    sh.set_pager(shell::default_pager()); // results wider or taller than the terminal
+  }
 
   history_file history(opts.history_file);
   history.load();

@@ -7,14 +7,20 @@
 
 #include <fmt/format.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 
@@ -40,6 +46,8 @@ constexpr const char *help_text =
                          the .tz zone), csv, json or jsonl (data: raw integers)
 .once FILE               write the results of the next statement to FILE
 .output [FILE]           write results to FILE from now on; without FILE back to stdout
+.pager [on|off|COMMAND]  page results wider or taller than the terminal (interactive default:
+                         $PAGER, else less -SFRX); off prints them as they are
 .plot -c SQL [--log]     a time-series chart of a query (first column a time in ns), drawn
                          here or with -o FILE.svg an SVG
 .report -o FILE.html     the incident report of a window (--from, --to, --where)
@@ -243,10 +251,9 @@ shell::shell(store::reader &db, std::ostream &out, std::ostream &err, output_con
 
 const std::vector<std::string> &shell::dot_commands() {
   static const std::vector<std::string> names = {
-      ".exit",   ".headers", ".heatmap", ".help",   ".import-incidents",
-      ".mark",   ".mode",    ".once",    ".plot",   ".report",
-      ".output", ".quit",    ".read",    ".schema", ".tables",
-      ".timer",  ".tz"};
+      ".exit",   ".headers", ".heatmap", ".help",   ".import-incidents", ".pager", ".mark",
+      ".mode",   ".once",    ".plot",    ".report", ".output",           ".quit",  ".read",
+      ".schema", ".tables",  ".timer",   ".tz"};
   return names;
 }
 
@@ -263,6 +270,63 @@ void shell::interrupt() noexcept {
 
 bool shell::can_interrupt() {
   return reader_interruptible<store::reader>();
+}
+
+std::optional<std::string> shell::default_pager() {
+  if (const char *p = std::getenv("PAGER"); p != nullptr) {
+    return *p != '\0' ? std::optional<std::string>(p) : std::nullopt;
+  }
+  const char *path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
+  while (!dirs.empty()) {
+    const auto colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    if (!dir.empty() && access((dir + "/less").c_str(), X_OK) == 0) {
+      return "less -SFRX"; // chop long lines, quit when it fits, keep colours, no screen clear
+    }
+    dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+  }
+  return std::nullopt;
+}
+
+void shell::emit_paged(const std::string &text) {
+  winsize ws{};
+  std::size_t lines = 0;
+  std::size_t widest = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto nl = std::min(text.find('\n', i), text.size());
+    widest = std::max(widest, text::display_width(std::string_view(text).substr(i, nl - i)));
+    ++lines;
+    i = nl + 1;
+  }
+  const bool fits = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0 ||
+                    (widest <= ws.ws_col && lines + 2 <= ws.ws_row);
+  if (fits || !pager_) {
+    out_ << text;
+    out_.flush();
+    return;
+  }
+  out_.flush();
+  // The pager may quit before reading everything: a closed pipe is not an error here.
+  struct sigaction ignore {};
+  struct sigaction old {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &old);
+  FILE *p = popen(pager_->c_str(), "w");
+  if (p == nullptr) {
+    sigaction(SIGPIPE, &old, nullptr);
+    out_ << text;
+    out_.flush();
+    return;
+  }
+  (void)fwrite(text.data(), 1, text.size(), p);
+  const int st = pclose(p);
+  sigaction(SIGPIPE, &old, nullptr);
+  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) == 127) { // no such command
+    report_error(fmt::format("pager '{}' failed; .pager off to go without", *pager_));
+    out_ << text;
+    out_.flush();
+  }
 }
 
 void shell::route_output() {
@@ -285,8 +349,18 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
   printer_.reset_counts();
   (void)db_.take_window_named(); // what earlier statements named is theirs
   const auto t0 = std::chrono::steady_clock::now();
+  // Human-mode results for the terminal are rendered whole, then paged when they do not fit.
+  const bool page = pager_ && !once_file_ && !output_file_ && is_human(printer_.config().mode);
+  std::ostringstream paged;
+  if (page) {
+    printer_.set_stream(paged);
+  }
   auto r = db_.exec(sql, printer_.sink());
   printer_.finish(static_cast<bool>(r) && interrupted_ == 0);
+  if (page) {
+    printer_.set_stream(out_);
+    emit_paged(paged.str());
+  }
   const auto t1 = std::chrono::steady_clock::now();
   const bool interrupted = interrupted_ != 0;
   interrupted_ = 0;
@@ -541,6 +615,27 @@ shell::status shell::run_dot(std::string_view line) {
   };
   if (cmd.name == ".quit" || cmd.name == ".exit") {
     return status::quit;
+  }
+  if (cmd.name == ".pager") {
+    if (args.size() == 1 && args[0] == "off") {
+      pager_.reset();
+    } else if (args.size() == 1 && args[0] == "on") {
+      pager_ = default_pager();
+      if (!pager_) {
+        report_error("no pager: PAGER is empty and less is not installed (.pager COMMAND)");
+        return status::failed;
+      }
+    } else if (!args.empty()) {
+      std::string c;
+      for (const auto &a : args) {
+        c += (c.empty() ? "" : " ") + a;
+      }
+      pager_ = c;
+    } else {
+      out_ << (pager_ ? text::escape_for_terminal(*pager_) : std::string("off")) << '\n';
+      out_.flush();
+    }
+    return status::ok;
   }
   if (cmd.name == ".help") {
     out_ << help_text << views_help();

@@ -38,6 +38,13 @@ public:
   void set_db_path(std::string path) { db_path_ = std::move(path); }
   // --bail: run_script stops at the first failure.
   void set_bail(bool on) { bail_ = on; }
+  // A pager command (run by /bin/sh) for human-mode results that do not fit the terminal
+  // (stdout's size): set by interactive sessions on a terminal; nullopt (the default): none.
+  void set_pager(std::optional<std::string> cmd) { pager_ = std::move(cmd); }
+  [[nodiscard]] const std::optional<std::string> &pager() const { return pager_; }
+  // What .pager on and interactive sessions use: $PAGER (set but empty: none), else
+  // "less -SFRX" when less is installed, else none.
+  static std::optional<std::string> default_pager();
 
   // Runs every statement of `sql` and prints the results. On error prints one line to `err`;
   // `first_line` > 0 is the script line `sql` starts at, and the message names script lines
@@ -98,8 +105,12 @@ private:
   std::ostream &out_;
   std::ostream &err_;
   printer printer_;
-  bool terminal_escape_;                       // cfg.escape_csv_text given for `out_`
-  std::size_t terminal_max_rows_;              // cfg.max_rows given for `out_`
+  bool terminal_escape_;          // cfg.escape_csv_text given for `out_`
+  std::size_t terminal_max_rows_; // cfg.max_rows given for `out_`
+  std::optional<std::string> pager_;
+  // Writes a rendered result to `out_`, or through the pager when it is wider or taller than
+  // the terminal.
+  void emit_paged(const std::string &text);
   std::unique_ptr<std::ofstream> output_file_; // .output FILE (sticky)
   std::unique_ptr<std::ofstream> once_file_;   // .once FILE (next statement)
   std::string db_path_;
