@@ -889,20 +889,11 @@ std::vector<std::string> shell::function_names() {
 }
 
 std::vector<std::string> shell::completion_names() {
+  // Both pragmas behind function_names() may be missing from an SQLite built without
+  // introspection: then only the static list in completions() is offered.
   std::vector<std::string> names = schema_names();
-  store::result_sink sink;
-  sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) {
-    if (!row.empty()) {
-      if (const auto *s = std::get_if<std::string>(&row.front())) {
-        names.push_back(*s);
-      }
-    }
-  };
-  // Both pragmas may be missing from an SQLite built without introspection: then only the
-  // static list in completions() is offered.
-  (void)db_.exec("SELECT name FROM pragma_function_list", sink);
-  (void)db_.exec("SELECT name FROM pragma_module_list", sink);
+  const auto fns = function_names();
+  names.insert(names.end(), fns.begin(), fns.end());
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;

@@ -188,14 +188,18 @@ bool is_field(std::string_view f) {
   return std::find(incident_fields.begin(), incident_fields.end(), f) != incident_fields.end();
 }
 
-std::string lower_trimmed(std::string_view s) {
+std::string_view trimmed(std::string_view s) {
   while (!s.empty() && s.front() == ' ') {
     s.remove_prefix(1);
   }
   while (!s.empty() && s.back() == ' ') {
     s.remove_suffix(1);
   }
-  std::string out(s);
+  return s;
+}
+
+std::string lower_trimmed(std::string_view s) {
+  std::string out(trimmed(s));
   for (auto &c : out) {
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
@@ -212,8 +216,7 @@ result<std::vector<std::pair<std::string, std::string>>> parse_import_map(std::s
     const std::string_view part = text.substr(i, comma - i);
     const auto eq = part.find('=');
     const std::string field = lower_trimmed(part.substr(0, eq));
-    if (eq == std::string_view::npos || field.empty() ||
-        lower_trimmed(part.substr(eq + 1)).empty()) {
+    if (eq == std::string_view::npos || field.empty() || trimmed(part.substr(eq + 1)).empty()) {
       return make_error(
           fmt::format("--map: expected FIELD=COLUMN, got '{}'", text::escape_for_terminal(part)));
     }
@@ -221,14 +224,7 @@ result<std::vector<std::pair<std::string, std::string>>> parse_import_map(std::s
       return make_error(fmt::format("--map: unknown field '{}' (start, end, text, source, tags)",
                                     text::escape_for_terminal(field)));
     }
-    std::string_view col = part.substr(eq + 1);
-    while (!col.empty() && col.front() == ' ') {
-      col.remove_prefix(1);
-    }
-    while (!col.empty() && col.back() == ' ') {
-      col.remove_suffix(1);
-    }
-    out.emplace_back(field, std::string(col));
+    out.emplace_back(field, std::string(trimmed(part.substr(eq + 1))));
     i = comma + 1;
   }
   return out;

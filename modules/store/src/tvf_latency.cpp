@@ -350,15 +350,7 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   // Look back far enough for the baseline of the first intervals in the window.
   std::int64_t lookback = 0;
   if (thr->multiple) {
-    auto st =
-        prepare_stmt(db, "SELECT coalesce(max(dur_ns), 0) FROM intervals" +
-                             std::string(timeline(db) == "timeline" ? " WHERE tier = 0" : ""));
-    if (!st) {
-      return st.err();
-    }
-    if (sqlite3_step(st->get()) == SQLITE_ROW) {
-      lookback = sqlite3_column_int64(st->get(), 0) * std::int64_t{baseline_intervals + 1};
-    }
+    lookback = longest_raw_interval(db) * std::int64_t{baseline_intervals + 1};
   }
   const std::int64_t from = w->first > std::numeric_limits<std::int64_t>::min() + lookback
                                 ? w->first - lookback

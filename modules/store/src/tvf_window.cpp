@@ -111,6 +111,16 @@ table_function_scope::~table_function_scope() {
   running_ctx() = saved_;
 }
 
+std::int64_t longest_raw_interval(sqlite3 *db) {
+  std::int64_t longest = 0;
+  for (const auto &t : tier_extents(db)) {
+    if (!t.shown_before) { // tier 0 (or the only tier of a schema 1 or 2 file)
+      longest = std::max(longest, t.longest);
+    }
+  }
+  return longest;
+}
+
 std::string overlaps(sqlite3 *db, const char *alias, std::int64_t a) {
   // The longest interval that can start before `a` and still be shown in the timeline there.
   std::int64_t longest = 0;

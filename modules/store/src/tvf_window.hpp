@@ -51,6 +51,10 @@ private:
 // index, not every interval before b.
 std::string overlaps(sqlite3 *db, const char *alias, std::int64_t a);
 
+// The longest raw (tier 0) interval, 0 when there is none; from the same cached read as
+// overlaps().
+std::int64_t longest_raw_interval(sqlite3 *db);
+
 // Intervals overlapping [a, b), by start time.
 result<std::vector<interval_info>> intervals_in(sqlite3 *db, std::int64_t a, std::int64_t b);
 
