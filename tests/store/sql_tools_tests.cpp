@@ -575,3 +575,18 @@ TEST_CASE("docs/SQL.md examples through rsched-sql match their expected CSV", "[
     }
   }
 }
+
+TEST_CASE("the reader refuses the ambiguous aggregation before running it", "[store]") {
+  auto r = open(fixture());
+  const auto err = run_error(r, "SELECT comm, hist_percentile(hist, 99) AS p99,\n"
+                                "       hist_max(hist) AS mx FROM sched_delay GROUP BY comm");
+  CHECK(err.find("line 2, column 8: hist_max(hist) would read one row of each group") == 0);
+  CHECK(err.find("hist_max(hist_merge(hist))") != std::string::npos);
+  // What it advises runs, and the max is not below the p99.
+  const auto t = run(r, "SELECT comm, hist_percentile(hist, 99), hist_max(hist_merge(hist)) "
+                        "FROM sched_delay GROUP BY comm");
+  REQUIRE_FALSE(t.rows.empty());
+  for (const auto &row : t.rows) {
+    CHECK(as_int(row[2]) >= as_int(row[1]));
+  }
+}

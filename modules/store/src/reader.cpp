@@ -1,5 +1,7 @@
 #include "rsched/store/reader.hpp"
 
+#include "rsched/store/sql_lint.hpp"
+
 #include "schema.hpp"
 #include "sql_functions.hpp"
 #include "sqlite_util.hpp"
@@ -454,6 +456,11 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
       cur = (tail != nullptr && tail > cur) ? tail : end;
       if (!st) {
         continue; // only a comment or a lone ';'
+      }
+      if (auto bad = check_histogram_aggregation(
+              std::string_view(start, static_cast<std::size_t>(cur - start)))) {
+        return make_error(
+            fmt::format("{}: {}", position(sql, offset(start) + bad->offset, true), bad->message));
       }
       const int ncol = sqlite3_column_count(st.get());
       if (ncol > 0 && sink.on_columns) {

@@ -1,0 +1,28 @@
+#pragma once
+// A check SQLite cannot make: a per-blob histogram function (hist_max, hist_mean, hist_count,
+// hist_count_above, hist_fraction_above, hist_pct, hist_error) applied to a bare column in a query
+// that aggregates (GROUP BY, or an aggregate such as count() or hist_percentile() in its result,
+// HAVING or ORDER BY). SQLite then evaluates it on one arbitrary row of each group, so
+// `SELECT comm, hist_percentile(hist, 99), hist_max(hist) ... GROUP BY comm` would print a max
+// below the p99. The reader refuses such a statement with this error, which says what to write
+// instead (hist_max(hist_merge(hist)), or an aggregate over the per-row values).
+//
+// Pure text analysis of one statement (SQLite's tokens, parentheses and SELECT cores; no
+// schema): subqueries, compound SELECTs and CTEs are checked each on their own. Uses that are
+// per row stay allowed: in WHERE, GROUP BY and ON, inside an aggregate's or a window function's
+// arguments, on an aggregate's result, on a column named in GROUP BY or on a result alias.
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rsched::store {
+
+struct sql_lint_error {
+  std::size_t offset = 0; // byte offset of the function's name in the statement
+  std::string message;    // one line
+};
+
+std::optional<sql_lint_error> check_histogram_aggregation(std::string_view statement);
+
+} // namespace rsched::store

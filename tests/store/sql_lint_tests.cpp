@@ -1,0 +1,102 @@
+// check_histogram_aggregation: per-blob histogram functions on a bare column of an aggregating
+// query are refused; every per-row or per-group use that SQLite evaluates as written is not.
+#include "rsched/store/sql_lint.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using rsched::store::check_histogram_aggregation;
+
+TEST_CASE("a histogram scalar on a bare column of an aggregating query is refused", "[store]") {
+  struct refused {
+    std::string sql;
+    std::string at; // the text at the reported offset
+    std::string advice;
+  };
+  for (const refused &c : {
+           refused{"SELECT comm, hist_percentile(hist, 99), hist_max(hist) FROM sched_delay "
+                   "GROUP BY comm",
+                   "hist_max(hist)", "hist_max(hist_merge(hist))"},
+           refused{"SELECT HIST_MEAN(d.hist), count(*) FROM sched_delay AS d", "HIST_MEAN", ""},
+           refused{"select count(*), hist_count(\"hist\") from sched_delay", "hist_count", ""},
+           refused{"SELECT comm, round(hist_pct(hist, 99) / 1e6, 1) FROM sched_delay GROUP BY 1",
+                   "hist_pct", "hist_percentile(hist, 99)"},
+           refused{"SELECT comm, hist_error(hist, 50) FROM sched_delay GROUP BY comm", "hist_error",
+                   "hist_percentile_error(hist, 50)"},
+           refused{"SELECT comm FROM sched_delay GROUP BY comm HAVING hist_max(hist) > 5",
+                   "hist_max", ""},
+           refused{"SELECT comm FROM sched_delay GROUP BY comm ORDER BY "
+                   "hist_fraction_above(hist, '1ms')",
+                   "hist_fraction_above", "hist_fraction_above(hist_merge(hist), '1ms')"},
+           // In a subquery, a CTE and a compound part, each checked on its own.
+           refused{"SELECT * FROM (SELECT comm, hist_count_above(hist, 5) AS n FROM sched_delay "
+                   "GROUP BY comm)",
+                   "hist_count_above", ""},
+           refused{"WITH x AS (SELECT max(ts), hist_max(hist) FROM sched_delay) SELECT * FROM x",
+                   "hist_max", ""},
+           refused{"SELECT hist_max(hist) FROM sched_delay UNION ALL SELECT hist_max(hist) FROM "
+                   "sched_delay GROUP BY comm",
+                   "hist_max", ""},
+           // A result alias does not hide a bare column in the result list itself.
+           refused{"SELECT comm, hist_max(hist) AS hist FROM sched_delay GROUP BY comm", "hist_max",
+                   ""},
+       }) {
+    INFO(c.sql);
+    const auto e = check_histogram_aggregation(c.sql);
+    REQUIRE(e.has_value());
+    CHECK(c.sql.substr(e->offset, c.at.size()) == c.at);
+    CHECK(e->message.find('\n') == std::string::npos);
+    CHECK(e->message.find("one row of each group") != std::string::npos);
+    if (!c.advice.empty()) {
+      CHECK(e->message.find(c.advice) != std::string::npos);
+    }
+  }
+  // The second offending core of a compound is found even when the first is fine.
+  const std::string two = "SELECT hist_max(hist) FROM sched_delay UNION ALL SELECT count(*), "
+                          "hist_mean(hist) FROM sched_delay";
+  const auto e = check_histogram_aggregation(two);
+  REQUIRE(e.has_value());
+  CHECK(two.substr(e->offset, 9) == "hist_mean");
+}
+
+TEST_CASE("per-row and per-group uses of the histogram scalars are allowed", "[store]") {
+  for (const std::string sql : {
+           "SELECT ts, comm, hist_max(hist), hist_pct(hist, 99) FROM sched_delay",
+           "SELECT comm, hist_max(hist_merge(hist)) FROM sched_delay GROUP BY comm",
+           "SELECT comm, max(hist_max(hist)), avg(hist_mean(d.hist)) FROM sched_delay d "
+           "GROUP BY comm",
+           "SELECT sum(hist_count(hist)) FROM sched_delay",
+           "SELECT comm, count(*) FROM sched_delay WHERE hist_max(hist) > 1000000 GROUP BY comm",
+           "SELECT hist_max(hist), count(*) FROM sched_delay GROUP BY hist",
+           "SELECT comm, hist_merge(hist) AS m FROM sched_delay GROUP BY comm ORDER BY "
+           "hist_max(m)",
+           "WITH g AS (SELECT comm, hist_merge(hist) AS m FROM sched_delay GROUP BY comm) "
+           "SELECT comm, hist_pct(m, 99), hist_count(m) FROM g",
+           "SELECT comm, (SELECT hist_max(hist) FROM sched_delay LIMIT 1), count(*) FROM "
+           "sched_delay GROUP BY comm",
+           "SELECT hist_count(hist), count(*) OVER () FROM sched_delay",
+           "SELECT hist_max(hist), sum(count) OVER (PARTITION BY comm ORDER BY ts) FROM "
+           "sched_delay",
+           "SELECT comm, count(*) FILTER (WHERE hist_max(hist) > 5) FROM sched_delay GROUP BY "
+           "comm",
+           "SELECT max(ts, 5), hist_max(hist) FROM sched_delay",
+           "SELECT hist_max(X'01'), count(*) FROM sched_delay",
+           "SELECT hist_max(NULL), count(*) FROM sched_delay",
+           "SELECT 'hist_max(hist) GROUP BY', count(*) FROM sched_delay",
+           "SELECT \"hist_max(hist)\" FROM t GROUP BY 1",
+           "SELECT comm /* hist_max(hist) */, count(*) FROM sched_delay -- hist_mean(hist)\n"
+           "GROUP BY comm",
+           "SELECT comm, count(*) FROM sched_delay GROUP BY comm; SELECT hist_max(hist) FROM "
+           "sched_delay",
+           "SELECT comm, count(*) FROM sched_delay WHERE tid IN (SELECT tid FROM sched_delay "
+           "WHERE hist_max(hist) > 5) GROUP BY comm",
+           "SELECT hist_max((SELECT hist_merge(hist) FROM sched_delay)), count(*) FROM t",
+           "SELECT (", // unbalanced: not our business (SQLite reports it)
+           "",
+       }) {
+    INFO(sql);
+    const auto e = check_histogram_aggregation(sql);
+    CHECK_FALSE(e.has_value());
+  }
+}
