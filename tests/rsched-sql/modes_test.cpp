@@ -1,5 +1,6 @@
 // Output modes for people (box, markdown, line, units) and for data (JSON, JSON lines).
 #include "rsched/sql_shell/output.hpp"
+#include "rsched/stats/histogram.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -110,7 +111,18 @@ TEST_CASE("rsched-sql units: columns by name", "[rsched-sql]") {
     CHECK(classify_column(instant) == column_kind::time);
   }
   CHECK(classify_column("dur") == column_kind::duration);
-  CHECK(classify_column("p99_ns") == column_kind::duration);
+  CHECK(classify_column("dur_ns") == column_kind::duration);
+  CHECK(classify_column("d_p99_ns") == column_kind::duration); // a difference: no bucket
+  CHECK(classify_column("p99_err_ns") == column_kind::duration);
+  CHECK(classify_column("pp99_ns") == column_kind::duration);
+  CHECK(classify_column("p_ns") == column_kind::duration);
+  CHECK(classify_column("p99__9_ns") == column_kind::duration);
+  for (const char *pct :
+       {"p99_ns", "P50_NS", "p999_ns", "p99_9_ns", "a_p50_ns", "b_p99_ns", "peak_ns"}) {
+    INFO(pct);
+    CHECK(classify_column(pct) == column_kind::percentile);
+  }
+  CHECK(classify_column("p99") == column_kind::plain); // no unit: a depth or a count
   CHECK(classify_column("dur_ns") == column_kind::duration);
   CHECK(classify_column("_ns") == column_kind::plain);
   CHECK(classify_column("count") == column_kind::plain);
@@ -125,15 +137,56 @@ TEST_CASE("rsched-sql units: columns by name", "[rsched-sql]") {
   CHECK(human_cell(value{}, column_kind::time, utc).text == "NULL");
 }
 
+namespace {
+// "lo–hi unit" as format_percentile_ns writes it (an en dash between the ends).
+std::string range(const std::string &lo, const std::string &hi) {
+  return lo + "\xe2\x80\x93" + hi;
+}
+} // namespace
+
+// issue 17: a p99 printed as "15.0 ms" whose bucket error is ±8 ms.
+TEST_CASE("rsched-sql units: percentiles show the bucket that holds them", "[rsched-sql]") {
+  CHECK(format_percentile_ns(15'000'000) == range("8.19", "16.4 ms"));
+  CHECK(format_percentile_ns(8'192'000) == range("8.19", "16.4 ms"));
+  CHECK(format_percentile_ns(16'383'999) == range("8.19", "16.4 ms"));
+  CHECK(format_percentile_ns(16'384'000) == range("16.4", "32.8 ms"));
+  CHECK(format_percentile_ns(123'456) == range("120", "130 \xc2\xb5s")); // 10 µs linear
+  CHECK(format_percentile_ns(5'000.5) == range("0", "10 \xc2\xb5s"));
+  CHECK(format_percentile_ns(505'000) == range("500", "512 \xc2\xb5s"));
+  CHECK(format_percentile_ns(600'000) == range("0.51", "1.02 ms"));
+  CHECK(format_percentile_ns(3e9) == range("2.10", "4.19 s"));
+  // The open-ended top bucket: at least its lower bound.
+  CHECK(format_percentile_ns(4'294'967'296'000.0) == "\xe2\x89\xa5 4295 s");
+  CHECK(format_percentile_ns(1e19) == "\xe2\x89\xa5 4295 s");
+  CHECK(format_percentile_ns(2e19) == format_duration_ns(2e19)); // past 2^64: no bucket
+  CHECK(format_percentile_ns(-5) == "-5 ns");
+  // Each value a percentile can take is inside the bucket shown.
+  for (std::uint64_t slot = 0; slot + 1 < rsched::stats::slot_count(rsched::stats::layout::latency);
+       ++slot) {
+    const auto b = rsched::stats::bucket_bounds(rsched::stats::layout::latency, slot);
+    CHECK(format_percentile_ns(static_cast<double>(b.lo)) ==
+          format_percentile_ns(static_cast<double>(b.hi)));
+    CHECK(format_percentile_ns(static_cast<double>(b.hi)) !=
+          format_percentile_ns(static_cast<double>(b.hi) + 1));
+  }
+  const auto utc = timefmt::zone::utc();
+  CHECK(human_cell(value{std::int64_t{15'000'000}}, column_kind::percentile, utc).text ==
+        range("8.19", "16.4 ms"));
+  CHECK(human_cell(value{15e6}, column_kind::percentile, utc).text == range("8.19", "16.4 ms"));
+  CHECK(human_cell(value{}, column_kind::percentile, utc).text == "NULL");
+  // Data modes keep the value.
+  CHECK(run(output_mode::csv, {"p99_ns"}, {{value{std::int64_t{15'000'000}}}}) ==
+        "p99_ns\r\n15000000\r\n");
+}
+
 TEST_CASE("rsched-sql human modes: table with units and times", "[rsched-sql]") {
-  const std::string s = run(output_mode::table, {"ts", "p99_ns", "n"},
-                            {{value{std::int64_t{1'700'000'000'000'000'000}},
-                              value{std::int64_t{4'100'000}}, value{std::int64_t{3}}}});
-  CHECK(s == "+---------------------------+---------+---+\n"
-             "| ts                        | p99_ns  | n |\n"
-             "+---------------------------+---------+---+\n"
-             "| 2023-11-14 22:13:20+00:00 | 4.10 ms | 3 |\n"
-             "+---------------------------+---------+---+\n");
+  const std::string s =
+      run(output_mode::table, {"ts", "p99_ns", "max_ns", "n"},
+          {{value{std::int64_t{1'700'000'000'000'000'000}}, value{std::int64_t{4'100'000}},
+            value{std::int64_t{4'100'000}}, value{std::int64_t{3}}}});
+  const std::string rule = "+---------------------------+--------------+---------+---+\n";
+  CHECK(s == rule + "| ts                        | p99_ns       | max_ns  | n |\n" + rule +
+                 range("| 2023-11-14 22:13:20+00:00 | 4.10", "8.19 ms | 4.10 ms | 3 |\n") + rule);
 }
 
 TEST_CASE("rsched-sql human modes: box", "[rsched-sql]") {
@@ -160,7 +213,8 @@ TEST_CASE("rsched-sql human modes: line", "[rsched-sql]") {
   CHECK(run(output_mode::line, {"comm", "p99_ns"},
             {{text("a\x1b"), value{std::int64_t{1'500}}}, {text("b"), value{}}}) ==
         "  comm = a\\x1b\n"
-        "p99_ns = 1.50 \xc2\xb5s\n"
+        "p99_ns = 0\xe2\x80\x93"
+        "10 \xc2\xb5s\n"
         "\n"
         "  comm = b\n"
         "p99_ns = NULL\n");

@@ -1,6 +1,7 @@
 #include "rsched/sql_shell/output.hpp"
 
 #include "rsched/base/text.hpp"
+#include "rsched/stats/histogram.hpp"
 
 #include <fmt/format.h>
 
@@ -207,6 +208,45 @@ std::string json_object(const std::vector<std::string> &columns,
   return out;
 }
 
+namespace {
+
+// p<digits>[_<digits>]_ns, optionally a_ or b_ before it (compare()'s two windows), or peak_ns
+// (spikes()); lower case.
+bool is_percentile_name(std::string_view l) {
+  if (l == "peak_ns") {
+    return true;
+  }
+  if (l.size() > 2 && (l[0] == 'a' || l[0] == 'b') && l[1] == '_') {
+    l.remove_prefix(2);
+  }
+  if (l.size() < 5 || l[0] != 'p' || l.substr(l.size() - 3) != "_ns") {
+    return false;
+  }
+  l = l.substr(1, l.size() - 4);
+  bool digit_before = false;
+  for (const char c : l) {
+    if (c >= '0' && c <= '9') {
+      digit_before = true;
+    } else if (c == '_' && digit_before) {
+      digit_before = false;
+    } else {
+      return false;
+    }
+  }
+  return digit_before;
+}
+
+// x with three significant digits and no unit ("8.19", "16.4", "120", "0").
+std::string three_digits(double x) {
+  if (x == std::floor(x) && x < 1e15) {
+    return fmt::format("{}", static_cast<long long>(x));
+  }
+  const int decimals = x < 9.995 ? 2 : x < 99.95 ? 1 : 0;
+  return fmt::format("{:.{}f}", x, decimals);
+}
+
+} // namespace
+
 column_kind classify_column(std::string_view name) {
   std::string l(name);
   for (auto &c : l) {
@@ -223,6 +263,9 @@ column_kind classify_column(std::string_view name) {
       (l.size() > 3 && l.compare(l.size() - 3, 3, "_ts") == 0)) {
     return column_kind::time;
   }
+  if (is_percentile_name(l)) {
+    return column_kind::percentile;
+  }
   if (l == "dur" || (l.size() > 3 && l.compare(l.size() - 3, 3, "_ns") == 0)) {
     return column_kind::duration;
   }
@@ -234,6 +277,30 @@ std::string format_duration_ns(double ns) {
     return format_real(ns);
   }
   return text::format_duration_ns(ns);
+}
+
+std::string format_percentile_ns(double ns) {
+  constexpr double top = 18'000'000'000'000'000'000.0; // below 2^64
+  if (!std::isfinite(ns) || ns < 0 || ns >= top) {
+    return format_duration_ns(ns);
+  }
+  constexpr auto lat = stats::layout::latency;
+  const stats::bucket b =
+      stats::bucket_bounds(lat, stats::slot_of(lat, static_cast<std::uint64_t>(ns)));
+  if (b.open_ended()) {
+    return "\xe2\x89\xa5 " + format_duration_ns(static_cast<double>(b.lo)); // ≥
+  }
+  // Both ends in the unit of the upper one; the bucket is [lo, hi + 1).
+  static constexpr const char *units[] = {"ns", "\xc2\xb5s", "ms", "s"};
+  double lo = static_cast<double>(b.lo);
+  double hi = static_cast<double>(b.hi) + 1.0;
+  std::size_t u = 0;
+  while (u < 3 && hi >= 999.5) {
+    lo /= 1000.0;
+    hi /= 1000.0;
+    ++u;
+  }
+  return fmt::format("{}\xe2\x80\x93{} {}", three_digits(lo), three_digits(hi), units[u]); // –
 }
 
 cell table_cell(const store::value &v) {
@@ -261,12 +328,13 @@ cell human_cell(const store::value &v, column_kind kind, const timefmt::zone &z)
         i != nullptr && *i > 100'000'000'000'000'000) {
       return {text::escape_for_terminal(timefmt::format_time(*i, z)), false};
     }
-  } else if (kind == column_kind::duration) {
+  } else if (kind == column_kind::duration || kind == column_kind::percentile) {
+    const auto show = kind == column_kind::duration ? format_duration_ns : format_percentile_ns;
     if (const auto *i = std::get_if<std::int64_t>(&v)) {
-      return {format_duration_ns(static_cast<double>(*i)), true};
+      return {show(static_cast<double>(*i)), true};
     }
     if (const auto *d = std::get_if<double>(&v)) {
-      return {format_duration_ns(*d), true};
+      return {show(*d), true};
     }
   }
   return table_cell(v);

@@ -43,7 +43,8 @@ constexpr const char *help_text =
 .mark TEXT [--at T] [--until T] [--tags a,b]
                          add an annotation (T: '2026-11-20 14:03', '2h ago', now, ...)
 .mode MODE               table, box, markdown, line (for people: ns with units, times in
-                         the .tz zone), csv, json or jsonl (data: raw integers)
+                         the .tz zone, percentiles p99_ns as their bucket), csv, json or
+                         jsonl (data: raw integers)
 .once FILE               write the results of the next statement to FILE
 .output [FILE]           write results to FILE from now on; without FILE back to stdout
 .pager [on|off|COMMAND]  page results wider or taller than the terminal (interactive default:

@@ -57,14 +57,22 @@ std::string json_object(const std::vector<std::string> &columns,
 
 // How the human modes show a column, from its name (ASCII case-insensitive):
 //   time      ts, peak_ts, start_ns, end_ns: UTC ns, shown as a time when the value is > 1e17
-//   duration  dur, or a name ending in _ns: ns shown with a unit
+//   percentile  p50_ns, p99_ns, p99_9_ns (also a_/b_ prefixed, as compare() names them) and
+//             peak_ns: a latency percentile, shown as the histogram bucket that holds it
+//   duration  dur, or another name ending in _ns: ns shown with a unit
 //   plain     everything else
-enum class column_kind { plain, duration, time };
+enum class column_kind { plain, duration, time, percentile };
 column_kind classify_column(std::string_view name);
 
 // ns with a unit and three significant digits: "950 ns", "1.50 µs", "4.10 ms", "12.3 s",
 // "250 s" (seconds are the largest unit).
 std::string format_duration_ns(double ns);
+
+// A latency percentile (ns) as the bucket of the latency layout that holds it, the precision it
+// has: the reported value and the exact percentile both lie in that bucket (docs/SQL.md,
+// "Percentiles"). "8.19–16.4 ms", "120–130 µs"; the open-ended top bucket "≥ 4295 s". Values
+// that are no bucket's (negative, not finite) fall back to format_duration_ns.
+std::string format_percentile_ns(double ns);
 
 // A table cell as displayed: escaped text, numbers right-aligned.
 struct cell {
@@ -75,8 +83,9 @@ struct cell {
 // Display form of a value in a table: NULL as "NULL", blobs as "<blob N bytes>", text escaped.
 cell table_cell(const store::value &v);
 
-// table_cell with units: a number in a duration column per format_duration_ns, an integer > 1e17
-// in a time column per timefmt::format_time in `z`.
+// table_cell with units: a number in a duration column per format_duration_ns, in a percentile
+// column per format_percentile_ns, an integer > 1e17 in a time column per timefmt::format_time
+// in `z`.
 cell human_cell(const store::value &v, column_kind kind, const timefmt::zone &z);
 
 enum class table_style { ascii, box };
