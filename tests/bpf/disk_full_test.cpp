@@ -153,8 +153,8 @@ TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps 
   CHECK(int_of(overlaps[0][0]) == 0);
 
   // gaps() reports exactly that hole, as time not recorded.
-  const auto gaps = query(db, "SELECT start_ns, end_ns, duration_ns, reason FROM gaps() "
-                              "ORDER BY duration_ns DESC");
+  const auto gaps = query(db, "SELECT ts, end_ts, dur, reason FROM gaps() "
+                              "ORDER BY dur DESC");
   REQUIRE_FALSE(gaps.empty());
   CHECK(int_of(gaps[0][0]) == hole_start);
   CHECK(int_of(gaps[0][1]) == hole_end);

@@ -57,7 +57,7 @@ TEST_CASE_METHOD(test::db_dir,
   // the hogs'. Per comm, other comms may spike too while the hogs hold the CPUs.
   for (const char *by : {"comm", "all"}) {
     const auto spikes =
-        query(db, std::string("SELECT start_ns, end_ns, top_comms, victim, cause FROM "
+        query(db, std::string("SELECT ts, end_ts, top_comms, victim, cause FROM "
                               "spikes('sched_delay', '3ms', NULL, NULL, NULL, '") +
                       by + "')");
     REQUIRE_FALSE(spikes.empty());

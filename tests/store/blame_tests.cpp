@@ -1,6 +1,8 @@
 // Schema v5 in the store: blame (delay_blame, preemption) and CPU pressure and throttling
 // (cpu_pressure, cpu_throttling): written rows, the views, rollups per (comm, cgroup) of both
 // sides, retention of their identities, and the upgrade of a real version 4 database.
+#include "rsched/store/annotations.hpp"
+
 #include "store_test_util.hpp"
 
 #include <fmt/format.h>
@@ -216,7 +218,7 @@ TEST_CASE("a real version 4 database is upgraded in place to the current version
   CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
 }
 
-TEST_CASE("a version 5 database is upgraded to 6: timeline names ts and dur as every view does",
+TEST_CASE("a version 5 database is upgraded: timeline names ts and dur as every view does",
           "[store]") {
   // issue 17: max(dur) failed on timeline, which had only start_ns and dur_ns.
   temp_dir dir;
@@ -242,13 +244,127 @@ TEST_CASE("a version 5 database is upgraded to 6: timeline names ts and dur as e
     write_ok(w, make_interval(t0 + 10 * sec, {victim(3, "a")}));
   }
   auto r = open_reader(path);
-  CHECK(scalar_int(r, "PRAGMA user_version") == 6);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "SELECT max(dur) FROM timeline") ==
         scalar_int(r, "SELECT max(dur_ns) FROM intervals"));
   CHECK(scalar_int(r, "SELECT min(ts) FROM timeline") == t0);
   CHECK(run(r, "SELECT name FROM pragma_table_info('timeline') LIMIT 2").rows ==
         std::vector<std::vector<value>>{{value{std::string("ts")}}, {value{std::string("dur")}}});
   CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}
+
+TEST_CASE("a version 6 database is upgraded to 7: annotation_summary gains ts and dur", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0, {victim(3, "a")}));
+  }
+  rsched::store::annotation span;
+  span.start_ns = t0;
+  span.end_ns = t0 + 4 * sec;
+  span.text = "span";
+  rsched::store::annotation point;
+  point.start_ns = t0 + 2 * sec;
+  point.text = "point";
+  REQUIRE(rsched::store::add_annotation(path, span).ok());
+  REQUIRE(rsched::store::add_annotation(path, point).ok());
+  // Back to version 6 as that schema had it.
+  raw_exec(path, "DROP VIEW annotation_summary; CREATE VIEW annotation_summary AS SELECT "
+                 "d.annotation_id AS annotation_id, min(a.text) AS text, min(a.start_ns) AS "
+                 "start_ns, min(a.end_ns) AS end_ns, d.comm AS comm, sum(d.count) AS samples, "
+                 "hist_percentile(d.hist, 99) AS p99_ns FROM annotation_delay AS d JOIN "
+                 "annotations AS a ON a.id = d.annotation_id GROUP BY d.annotation_id, d.comm; "
+                 "PRAGMA user_version = 6;");
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "PRAGMA user_version") == 6);
+    std::string err;
+    run(r, "SELECT max(dur) FROM annotation_summary", &err);
+    CHECK(err.find("no such column") != std::string::npos);
+  }
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0 + 10 * sec, {victim(3, "a")}));
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == 7);
+  // The columns it had, in their places, then ts and dur.
+  std::vector<std::vector<value>> names;
+  for (const char *n :
+       {"annotation_id", "text", "start_ns", "end_ns", "comm", "samples", "p99_ns", "ts", "dur"}) {
+    names.push_back({value{std::string(n)}});
+  }
+  CHECK(run(r, "SELECT name FROM pragma_table_info('annotation_summary')").rows == names);
+  auto t = run(r, "SELECT text, ts, dur, start_ns FROM annotation_summary ORDER BY text");
+  REQUIRE(t.rows.size() == 2);
+  CHECK(as_text(t.rows[0][0]) == "point");
+  CHECK(as_int(t.rows[0][1]) == t0 + 2 * sec);
+  CHECK(is_null(t.rows[0][2]));
+  CHECK(as_int(t.rows[1][1]) == t0);
+  CHECK(as_int(t.rows[1][2]) == 4 * sec);
+  CHECK(as_int(t.rows[1][3]) == t0);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}
+
+// issue 17, "one naming across views": every view and table function that has ts has dur right
+// after it, and none names an instant or a span length the old way; the table functions' old
+// names still work, hidden from SELECT *.
+TEST_CASE("one naming across views and table functions", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0, {victim(3, "a")}));
+    write_ok(w, make_interval(t0 + 20 * sec, {victim(3, "a")}));
+  }
+  auto r = open_reader(path);
+  std::vector<std::string> sources;
+  for (const auto &row : run(r, "SELECT name FROM sqlite_schema WHERE type = 'view'").rows) {
+    sources.push_back(as_text(row[0]));
+  }
+  REQUIRE(sources.size() > 40);
+  for (const char *f : {"gaps()", "coverage()", "spikes('sched_delay', 1)",
+                        "blame('a', 0, 9000000000000000000)", "compare(0, 1, 2, 3)"}) {
+    sources.emplace_back(f);
+  }
+  for (const auto &src : sources) {
+    INFO(src);
+    std::vector<std::string> cols;
+    rsched::store::result_sink sink;
+    sink.on_columns = [&](const std::vector<std::string> &c) { cols = c; };
+    REQUIRE(r.exec("SELECT * FROM " + src + " LIMIT 0", sink).ok());
+    REQUIRE_FALSE(cols.empty());
+    const auto ts = std::find(cols.begin(), cols.end(), "ts");
+    if (ts != cols.end()) {
+      REQUIRE(ts + 1 != cols.end());
+      CHECK(*(ts + 1) == "dur");
+    }
+    if (src == "timeline" || src == "annotation_summary") {
+      continue; // they also carry their tables' names (docs/SCHEMA.md, "Names")
+    }
+    for (const auto &c : cols) {
+      INFO(c);
+      CHECK(c != "dur_ns");
+      CHECK(c != "duration_ns");
+      CHECK(c != "start_ns");
+      CHECK(c != "end_ns");
+    }
+  }
+  const auto now = run(r, "SELECT ts, dur, end_ts, reason FROM gaps(0, 9000000000000000000) "
+                          "ORDER BY ts");
+  const auto old = run(r, "SELECT start_ns, duration_ns, end_ns, reason FROM gaps(0, "
+                          "9000000000000000000) ORDER BY start_ns");
+  REQUIRE(now.rows.size() == 3); // before, between and after the two intervals
+  CHECK(now.rows == old.rows);
+  for (const auto &row : now.rows) {
+    CHECK(as_int(row[0]) + as_int(row[1]) == as_int(row[2]));
+  }
+  CHECK(run(r, "SELECT start_ns, end_ns FROM coverage(0, 100)").rows ==
+        run(r, "SELECT ts, end_ts FROM coverage(0, 100)").rows);
+  CHECK(scalar_int(r, "SELECT dur FROM coverage(0, 100)") == 100);
+  CHECK(scalar_int(r, "SELECT count(*) FROM gaps(0, 9000000000000000000) WHERE start_ns < "
+                      "end_ns AND duration_ns > 0") == 3);
 }
 
 TEST_CASE_METHOD(new_db,
@@ -273,7 +389,7 @@ TEST_CASE_METHOD(new_db,
   // Merged over every thread (the old behaviour, by 'all'), the p99 is the storm's: no spike.
   CHECK(run(r, "SELECT * FROM spikes('sched_delay', '3x', NULL, NULL, NULL, 'all')").rows.empty());
   // Per comm (the default): svc's three intervals, and why.
-  auto t = run(r, "SELECT start_ns, duration_ns, victim, cause FROM spikes('sched_delay', '3x')");
+  auto t = run(r, "SELECT ts, dur, victim, cause FROM spikes('sched_delay', '3x')");
   REQUIRE(t.rows.size() == 1);
   CHECK(as_int(t.rows[0][0]) == t0 + 70 * 10 * sec);
   CHECK(as_int(t.rows[0][1]) == 30 * sec);

@@ -213,13 +213,13 @@ TEST_CASE("during and around select the intervals of the window, through the ind
 
 TEST_CASE("coverage and gaps", "[store]") {
   auto r = open(fixture());
-  auto t = run(r, "SELECT start_ns, end_ns, covered_ns, coverage_pct, gaps FROM "
+  auto t = run(r, "SELECT ts, end_ts, covered_ns, coverage_pct, gaps FROM "
                   "coverage('2026-11-20 13:35', '2026-11-20 13:50')");
   REQUIRE(t.rows.size() == 1);
   CHECK(as_int(t.rows[0][2]) == 10 * minute);
   CHECK(as_real(t.rows[0][3]) == Approx(200.0 / 3));
   CHECK(as_int(t.rows[0][4]) == 1);
-  t = run(r, "SELECT start_ns, end_ns, duration_ns, reason FROM gaps()");
+  t = run(r, "SELECT ts, end_ts, dur, reason FROM gaps()");
   REQUIRE(t.rows.size() == 1);
   CHECK(as_int(t.rows[0][0]) == gap_start);
   CHECK(as_int(t.rows[0][1]) == gap_end);
@@ -243,7 +243,7 @@ TEST_CASE("spikes finds the injected window and names hog first", "[store]") {
   for (const std::string thr : {"'3x'", "'10ms'", "10000000"}) {
     INFO(thr);
     // Merged over every thread (by 'all').
-    auto t = run(r, "SELECT start_ns, end_ns, duration_ns, peak_ns, peak_ts, top_comms, "
+    auto t = run(r, "SELECT ts, end_ts, dur, peak_ns, peak_ts, top_comms, "
                     "threshold_ns, victim FROM spikes('sched_delay', " +
                         thr + ", NULL, NULL, NULL, 'all')");
     REQUIRE(t.rows.size() == 1);
@@ -257,7 +257,7 @@ TEST_CASE("spikes finds the injected window and names hog first", "[store]") {
   }
   // Per comm (the default): hog and web, each with its cause from blame, throttling and
   // pressure.
-  auto per = run(r, "SELECT start_ns, duration_ns, victim, cause FROM spikes('sched_delay', '3x')");
+  auto per = run(r, "SELECT ts, dur, victim, cause FROM spikes('sched_delay', '3x')");
   REQUIRE(per.rows.size() == 2);
   CHECK(as_text(per.rows[0][2]) == "hog");
   CHECK(as_text(per.rows[0][3]) ==

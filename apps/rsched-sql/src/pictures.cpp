@@ -212,7 +212,7 @@ std::vector<piece> pieces_of(store::reader &db, const std::string &view, std::in
 
 std::vector<charts::span> gaps_of(store::reader &db, std::int64_t a, std::int64_t b) {
   std::vector<charts::span> out;
-  if (auto r = query(db, fmt::format("SELECT start_ns, end_ns, reason FROM gaps({}, {})", a, b))) {
+  if (auto r = query(db, fmt::format("SELECT ts, end_ts, reason FROM gaps({}, {})", a, b))) {
     for (const auto &row : r->rows) {
       const auto s = int_of(row[0]);
       const auto e = int_of(row[1]);

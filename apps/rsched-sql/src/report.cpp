@@ -120,7 +120,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
                                                        : 0.0);
   }
   if (auto g =
-          query(db, fmt::format("SELECT start_ns, end_ns, duration_ns, reason FROM gaps({}, {})",
+          query(db, fmt::format("SELECT ts, end_ts, dur, reason FROM gaps({}, {})",
                                 from, to));
       g && !g->rows.empty()) {
     std::vector<std::vector<std::pair<std::string, bool>>> rows;
@@ -163,9 +163,9 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   // Spikes, per comm, with their cause; they also mark the timeline.
   std::vector<charts::span> spike_marks;
   std::vector<std::vector<store::value>> spikes;
-  if (auto s = query(db, fmt::format("SELECT start_ns, end_ns, duration_ns, peak_ns, victim, "
+  if (auto s = query(db, fmt::format("SELECT ts, end_ts, dur, peak_ns, victim, "
                                      "cause, top_comms FROM spikes('sched_delay', '3x', {}, {}) "
-                                     "ORDER BY peak_ns DESC, start_ns LIMIT 12",
+                                     "ORDER BY peak_ns DESC, ts LIMIT 12",
                                      from, to));
       s) {
     spikes = s->rows;

@@ -597,6 +597,18 @@ std::string upgrade_v5_to_v6() {
                      finest_tier);
 }
 
+// Schema v6 -> v7: annotation_summary gains the span every other view has (ts, dur; dur NULL for
+// a point annotation) after its columns, which stay as they were.
+constexpr const char *upgrade_v6_to_v7 = R"sql(DROP VIEW annotation_summary;
+CREATE VIEW annotation_summary AS
+  SELECT d.annotation_id AS annotation_id, min(a.text) AS text, min(a.start_ns) AS start_ns,
+         min(a.end_ns) AS end_ns, d.comm AS comm, sum(d.count) AS samples,
+         hist_percentile(d.hist, 99) AS p99_ns, min(a.start_ns) AS ts,
+         min(a.end_ns) - min(a.start_ns) AS dur
+  FROM annotation_delay AS d JOIN annotations AS a ON a.id = d.annotation_id
+  GROUP BY d.annotation_id, d.comm;
+)sql";
+
 std::string v3_views() {
   std::string sql;
   const auto specs = view_specs();
@@ -760,6 +772,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 5) {
     return db_state::version5;
   }
+  if (*ver == 6) {
+    return db_state::version6;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -841,6 +856,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
           return r;
         }
+        if (auto r = exec(db, upgrade_v6_to_v7); !r) {
+          return r;
+        }
         if (auto r = insert_new_metrics(db); !r) {
           return r;
         }
@@ -859,7 +877,8 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
                            : from == db_state::version2 ? 2
                            : from == db_state::version3 ? 3
                            : from == db_state::version4 ? 4
-                                                        : 5;
+                           : from == db_state::version5 ? 5
+                                                        : 6;
   const std::string what = fmt::format("upgrading schema from version {}", from_version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
     if (state == db_state::version1) {
@@ -884,17 +903,22 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
     // runqueue clock then).
-    if (state != db_state::version4 && state != db_state::version5) {
+    if (state != db_state::version4 && state != db_state::version5 && state != db_state::version6) {
       if (auto r = exec(db, upgrade_v3_to_v4); !r) {
         return r;
       }
     }
-    if (state != db_state::version5) {
+    if (state != db_state::version5 && state != db_state::version6) {
       if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
         return r;
       }
     }
-    if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
+    if (state != db_state::version6) {
+      if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
+        return r;
+      }
+    }
+    if (auto r = exec(db, upgrade_v6_to_v7); !r) {
       return r;
     }
     if (auto r = put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",

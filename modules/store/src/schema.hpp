@@ -1,6 +1,6 @@
 #pragma once
-// Schema of the rsched database (docs/SCHEMA.md; version 5, upgraded in place from versions 1
-// to 4) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
+// Schema of the rsched database (docs/SCHEMA.md; version 7, upgraded in place from versions 1
+// to 6) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
 // connection and never throws.
 #include "rsched/base/result.hpp"
 
@@ -22,6 +22,7 @@ enum class db_state {
   version3, // schema version 3 (no delay clock, no segment drops): readable; the writer upgrades
   version4, // schema version 4 (no blame, no pressure): readable; the writer upgrades
   version5, // schema version 5 (timeline without ts and dur): readable; the writer upgrades
+  version6, // schema version 6 (annotation_summary with start_ns, end_ns): readable; upgraded
   current,  // an rsched database of schema_version
 };
 
@@ -38,7 +39,7 @@ result<db_state> check(sqlite3 *db, const std::string &path);
 // creates nothing.
 result<void> create(sqlite3 *db, const std::string &path);
 
-// Upgrades a schema version 1 to 4 database (`from`) to the current version in place, in one
+// Upgrades a schema version 1 to 6 database (`from`) to the current version in place, in one
 // IMMEDIATE transaction (new tables and views, new intervals columns, metric rows, meta,
 // user_version). v1 tables, views and rows are kept as they are. Re-checks inside the transaction:
 // a database another process upgraded meanwhile is left alone. On error nothing changes.

@@ -1,5 +1,8 @@
 // The catalogue of rsched's table-valued functions (eponymous virtual tables): names, result
 // columns, arguments, bodies (table_functions.hpp), registered through the adapter of vtab.hpp.
+// Names follow the views (docs/SCHEMA.md, "Names"): a row that stands for a span of time starts
+// with ts and dur; other instants end in _ts. gaps, coverage and spikes had start_ns, end_ns and
+// duration_ns until schema 7: those still work as hidden aliases.
 #include "table_functions.hpp"
 
 #include <vector>
@@ -14,21 +17,24 @@ std::vector<tvf> &definitions() {
       {"during", {"ts"}, {"start_time", "end_time"}, 2, during_fn},
       {"around", {"ts"}, {"at_time", "half_width"}, 2, around_fn},
       {"gaps",
-       {"start_ns", "end_ns", "duration_ns", "reason"},
+       {"ts", "dur", "end_ts", "reason"},
        {"start_time", "end_time"},
        0,
-       gaps_fn},
+       gaps_fn,
+       {{"start_ns", 0}, {"end_ns", 2}, {"duration_ns", 1}}},
       {"coverage",
-       {"start_ns", "end_ns", "covered_ns", "coverage_pct", "gaps"},
+       {"ts", "dur", "end_ts", "covered_ns", "coverage_pct", "gaps"},
        {"start_time", "end_time"},
        0,
-       coverage_fn},
+       coverage_fn,
+       {{"start_ns", 0}, {"end_ns", 2}}},
       {"spikes",
-       {"start_ns", "end_ns", "duration_ns", "peak_ns", "peak_ts", "top_comms", "threshold_ns",
-        "victim", "cause"},
+       {"ts", "dur", "end_ts", "peak_ns", "peak_ts", "top_comms", "threshold_ns", "victim",
+        "cause"},
        {"metric", "threshold", "start_time", "end_time", "victim_pattern", "by", "min_samples"},
        2,
-       spikes_fn},
+       spikes_fn,
+       {{"start_ns", 0}, {"end_ns", 2}, {"duration_ns", 1}}},
       {"compare",
        {"key", "a_count", "a_p50_ns", "a_p99_ns", "b_count", "b_p50_ns", "b_p99_ns", "d_p99_ns",
         "ratio_p99", "excess"},

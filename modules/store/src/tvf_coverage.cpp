@@ -148,7 +148,7 @@ result<rows> gaps_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   }
   rows out;
   for (const auto &x : *g) {
-    out.push_back({x.start, x.end, x.end - x.start, std::string(x.reason)});
+    out.push_back({x.start, x.end - x.start, x.end, std::string(x.reason)});
   }
   return out;
 }
@@ -166,7 +166,7 @@ result<rows> coverage_fn(sqlite3 *db, const fn_context &ctx, const args_t &args)
   const std::int64_t len = w->second - w->first;
   const value pct =
       len > 0 ? value{100.0 * static_cast<double>(covered) / static_cast<double>(len)} : value{};
-  return rows{{w->first, w->second, covered, pct, static_cast<std::int64_t>(g->size())}};
+  return rows{{w->first, len, w->second, covered, pct, static_cast<std::int64_t>(g->size())}};
 }
 
 } // namespace rsched::store::detail

@@ -443,7 +443,7 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
       outs.push_back(
           {first.start,
            key,
-           {first.start, last.end(), last.end() - first.start, static_cast<std::int64_t>(run.peak),
+           {first.start, last.end() - first.start, last.end(), static_cast<std::int64_t>(run.peak),
             (*data)[pts[run.peak_at].index].iv.start, top_text(ranked),
             static_cast<std::int64_t>(run.threshold), std::move(victim_v),
             cause_text(culprits, *p)}});

@@ -56,6 +56,9 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
   for (const char *a : def->args) {
     ddl += fmt::format(", {} HIDDEN", a);
   }
+  for (const column_alias &a : def->aliases) {
+    ddl += fmt::format(", {} HIDDEN", a.name);
+  }
   ddl += ")";
   const int rc = sqlite3_declare_vtab(db, ddl.c_str());
   if (rc != SQLITE_OK) {
@@ -88,7 +91,7 @@ int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
       continue;
     }
     const int a = c.iColumn - ncol;
-    if (c.op != SQLITE_INDEX_CONSTRAINT_EQ) {
+    if (a >= nargs || c.op != SQLITE_INDEX_CONSTRAINT_EQ) { // an alias: SQLite filters
       continue;
     }
     if (c.usable == 0) {
@@ -186,6 +189,12 @@ int x_eof(sqlite3_vtab_cursor *base) {
 int x_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   const auto *c = static_cast<cursor *>(base);
   const row &r = c->data[c->pos];
+  const tvf &def = *static_cast<const vtab *>(base->pVtab)->def;
+  const auto first_alias = def.columns.size() + def.args.size();
+  if (col >= 0 && static_cast<std::size_t>(col) >= first_alias &&
+      static_cast<std::size_t>(col) - first_alias < def.aliases.size()) {
+    col = static_cast<int>(def.aliases[static_cast<std::size_t>(col) - first_alias].column);
+  }
   if (col < 0 || static_cast<std::size_t>(col) >= r.size()) {
     sqlite3_result_null(ctx);
     return SQLITE_OK;

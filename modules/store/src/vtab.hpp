@@ -1,8 +1,9 @@
 #pragma once
 // The generic adapter from a table-valued function to an SQLite eponymous virtual table: the
 // function's result columns, its arguments as HIDDEN columns (bound by equality constraints, the
-// first `required` ones mandatory), and a body that computes all rows in xFilter (they are small)
-// which the cursor hands out from memory. The analytics themselves are in table_functions.hpp.
+// first `required` ones mandatory), former column names as HIDDEN aliases, and a body that computes
+// all rows in xFilter (they are small) which the cursor hands out from memory. The analytics
+// themselves are in table_functions.hpp.
 #include "rsched/base/result.hpp"
 #include "rsched/store/reader.hpp"
 
@@ -23,6 +24,12 @@ using rows = std::vector<row>;
 using args_t = std::vector<sqlite3_value *>;
 using body_t = std::function<result<rows>(sqlite3 *, const fn_context &, const args_t &)>;
 
+// A former column name, kept as a hidden column that reads column `column`.
+struct column_alias {
+  const char *name;
+  std::size_t column;
+};
+
 // One table-valued function.
 struct tvf {
   const char *name;
@@ -30,6 +37,9 @@ struct tvf {
   std::vector<const char *> args; // hidden argument columns
   std::size_t required;
   body_t body;
+  // Hidden columns under a former name. `SELECT *`
+  // shows the current names; queries written for the old ones keep working.
+  std::vector<column_alias> aliases = {};
   fn_context *ctx = nullptr;
 };
 
