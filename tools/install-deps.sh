@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything rsched needs to build and test, from Debian 12's archive only.
 # python3 and chromium (headless) are for the tests of rsched-sql's pictures (tests/pictures);
-# fonts-dejavu-core is the font the SVGs and the report ask for first.
+# fonts-dejavu-core is the font the SVGs and the report ask for first; prometheus brings promtool,
+# which backfills rsched-sql's OpenMetrics export in a test (tests/pictures, label "tools").
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -11,4 +12,4 @@ apt-get install -y -q --no-install-recommends \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
   nlohmann-json3-dev libhowardhinnant-date-dev libcli11-dev \
   stress-ng tmux procps \
-  python3 chromium fonts-dejavu-core
+  python3 chromium fonts-dejavu-core prometheus

@@ -543,3 +543,229 @@ TEST_CASE("the report renders in headless Chromium: pictures drawn, no console e
   CHECK(heatmaps >= 4);
   CHECK(j.find("\"title\": \"rsched report\"") != std::string::npos);
 }
+
+// ---- export openmetrics (export.hpp) ----------------------------------------------------------
+
+namespace {
+
+// One sample line of the export: name, labels as written, value, timestamp (s, ms precision).
+struct om_sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+  std::int64_t ts_ms = 0;
+};
+
+// Parses the export strictly: comments are # HELP/# TYPE/# UNIT, the last line is # EOF, every
+// other line a sample with a timestamp.
+std::vector<om_sample> parse_openmetrics(const std::string &text) {
+  static const std::regex sample_re(
+      R"(^([a-z_]+)(?:\{([^}]*)\})? ([0-9.e+-]+|\+Inf) ([0-9]+)\.([0-9]{3})$)");
+  static const std::regex label_re(R"re(([a-z_]+)="((?:[^"\\]|\\.)*)")re");
+  std::vector<om_sample> out;
+  std::istringstream in(text);
+  std::string line;
+  bool eof = false;
+  while (std::getline(in, line)) {
+    INFO(line);
+    REQUIRE_FALSE(eof); // nothing after # EOF
+    if (line == "# EOF") {
+      eof = true;
+      continue;
+    }
+    if (line.rfind("# ", 0) == 0) {
+      CHECK((line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0 ||
+             line.rfind("# UNIT ", 0) == 0));
+      continue;
+    }
+    std::smatch m;
+    REQUIRE(std::regex_match(line, m, sample_re));
+    om_sample s;
+    s.name = m[1];
+    const std::string labels = m[2];
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label_re);
+         it != std::sregex_iterator(); ++it) {
+      s.labels[(*it)[1]] = (*it)[2];
+    }
+    s.value = m[3] == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(m[3]);
+    s.ts_ms = std::stoll(m[4]) * 1000 + std::stoll(m[5]);
+    out.push_back(std::move(s));
+  }
+  CHECK(eof);
+  return out;
+}
+
+double sql_real(reader &r, const std::string &sql) {
+  double v = 0;
+  rsched::store::result_sink sink;
+  sink.on_row = [&](const std::vector<rsched::store::value> &row) {
+    if (const auto *i = std::get_if<std::int64_t>(&row[0])) {
+      v = static_cast<double>(*i);
+    } else if (const auto *d = std::get_if<double>(&row[0])) {
+      v = *d;
+    }
+  };
+  REQUIRE(r.exec(sql, sink).ok());
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("export openmetrics: exact cumulative totals per CPU and cgroup over the window",
+          "[pictures][export]") {
+  temp_dir out;
+  const std::string file = out.file("x.om");
+  const std::int64_t a = t0 + 60 * minute; // the window holds the hole [70, 75) min
+  const std::int64_t b = t0 + 120 * minute;
+  const auto r = exec({binary, history(), "export", "openmetrics", "--from", epoch(a), "--to",
+                       epoch(b), "--top", "2", "-o", file});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.find("openmetrics export (") != std::string::npos);
+  const auto samples = parse_openmetrics(read_file(file));
+  auto db = open_history();
+  const std::string window = fmt::format("ts >= {} AND ts < {}", a, b);
+  const auto intervals = static_cast<std::size_t>(
+      sql_real(db, fmt::format("SELECT count(*) FROM timeline WHERE start_ns >= {} AND "
+                               "start_ns < {}",
+                               a, b)));
+  REQUIRE(intervals == 330); // 60 min of 10 s intervals, less the 5-minute hole
+
+  // Per series: the last point of each suffix, and the points' timestamps.
+  std::map<std::string, double> last;
+  std::map<std::string, std::vector<std::int64_t>> times;
+  for (const auto &s : samples) {
+    std::string key = s.name;
+    for (const auto &[k, v] : s.labels) {
+      key += "," + k + "=" + v;
+    }
+    last[key] = s.value;
+    if (s.name.ends_with("_count") || s.name.ends_with("_total")) {
+      times[key].push_back(s.ts_ms);
+    }
+  }
+  for (const auto &[key, ts] : times) {
+    INFO(key);
+    CHECK(ts.size() == intervals + 1); // the zero point, then one per interval
+    CHECK(std::is_sorted(ts.begin(), ts.end()));
+    CHECK(std::adjacent_find(ts.begin(), ts.end()) == ts.end());
+    CHECK(ts.front() == a / 1'000'000);
+  }
+  for (int cpu : {0, 1}) {
+    INFO(cpu);
+    const std::string l = fmt::format(",cpu={}", cpu);
+    const double n = sql_real(db, fmt::format("SELECT sum(hist_count(hist)) FROM cpu_sched_delay "
+                                              "WHERE {} AND cpu = {}",
+                                              window, cpu));
+    const double sum = sql_real(db, fmt::format("SELECT sum(total_ns) FROM cpu_sched_delay "
+                                                "WHERE {} AND cpu = {}",
+                                                window, cpu));
+    REQUIRE(n > 1000);
+    CHECK(last.at("rsched_cpu_sched_delay_seconds_count" + l) == n);
+    CHECK(last.at("rsched_cpu_sched_delay_seconds_bucket" + l + ",le=+Inf") == n);
+    CHECK(last.at("rsched_cpu_sched_delay_seconds_sum" + l) == Approx(sum / 1e9).epsilon(1e-12));
+    // Every finite bucket: the samples below its edge, from the histograms themselves.
+    for (const char *le : {"0.00005", "0.001024", "0.016384"}) {
+      const auto edge_ns = static_cast<std::int64_t>(std::stod(le) * 1e9 + 0.5);
+      const double below = sql_real(
+          db, fmt::format("SELECT sum(count) - coalesce(sum(hist_count_above(hist, {})), 0) FROM "
+                          "cpu_sched_delay WHERE {} AND cpu = {}",
+                          edge_ns, window, cpu));
+      CHECK(last.at(fmt::format("rsched_cpu_sched_delay_seconds_bucket{},le={}", l, le)) ==
+            Approx(below));
+    }
+  }
+  // Cgroups: the two busiest by name, the rest as "other"; together every sample.
+  std::vector<std::string> cgroups;
+  double all = 0;
+  for (const auto &[key, v] : last) {
+    if (key.rfind("rsched_cgroup_sched_delay_seconds_count,", 0) == 0) {
+      cgroups.push_back(key.substr(key.find("cgroup=") + 7));
+      all += v;
+    }
+  }
+  CHECK(cgroups.size() == 3);
+  CHECK(std::find(cgroups.begin(), cgroups.end(), "other") != cgroups.end());
+  CHECK(all == sql_real(db, "SELECT sum(hist_count(hist)) FROM sched_delay WHERE " + window));
+  // Health: one interval per interval.
+  CHECK(last.at("rsched_intervals_total") == static_cast<double>(intervals));
+}
+
+TEST_CASE("export openmetrics: bad arguments are one line and exit 2", "[pictures][export]") {
+  for (const std::vector<std::string> &args : {std::vector<std::string>{"export"},
+                                               {"export", "perfetto"},
+                                               {"export", "--from", "x"},
+                                               {"export", "openmetrics", "--top", "0"},
+                                               {"export", "openmetrics", "--bogus", "1"},
+                                               {"export", "openmetrics", "--from", "not a time"}}) {
+    std::vector<std::string> argv = {binary, history()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = exec(argv);
+    INFO(r.err);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  // A window with nothing recorded: an error, and no file left behind.
+  temp_dir out;
+  const auto r = exec({binary, history(), "export", "openmetrics", "--from", "2001-01-01", "--to",
+                       "2001-01-02", "-o", out.file("x.om")});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("no recorded interval") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out.file("x.om")));
+  CHECK_FALSE(std::filesystem::exists(out.file("x.om") + ".tmp"));
+}
+
+TEST_CASE("export openmetrics: promtool backfills it and the blocks hold the same totals",
+          "[tools]") {
+  if (!rsched::test::tool_available("promtool", "promtool backfill test")) {
+    return;
+  }
+  temp_dir out;
+  const std::string file = out.file("x.om");
+  const auto r = exec({binary, history(), "export", "openmetrics", "--from", epoch(t0), "--to",
+                       epoch(t_end), "-o", file});
+  REQUIRE(r.status == 0);
+  const std::string tsdb = out.file("tsdb");
+  const auto c = exec({"promtool", "tsdb", "create-blocks-from", "openmetrics", file, tsdb});
+  INFO(c.out << c.err);
+  REQUIRE(c.status == 0);
+  // dump reads the write-ahead log too; blocks made by a backfill come without one.
+  std::filesystem::create_directories(tsdb + "/wal");
+  const auto d = exec({"promtool", "tsdb", "dump",
+                       "--match={__name__=\"rsched_cpu_sched_delay_seconds_count\"}", tsdb});
+  REQUIRE(d.status == 0);
+  // {__name__="rsched_cpu_sched_delay_seconds_count", cpu="0"} 1234 1795190400000
+  std::map<std::string, std::pair<std::int64_t, double>> newest;
+  std::istringstream in(d.out);
+  std::size_t lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lines;
+    const auto close = line.rfind('}');
+    if (close == std::string::npos) {
+      continue;
+    }
+    std::istringstream rest(line.substr(close + 1));
+    double v = 0;
+    std::int64_t ts = 0;
+    rest >> v >> ts;
+    const std::string series = line.substr(0, close + 1);
+    auto &n = newest[series];
+    if (ts >= n.first) {
+      n = {ts, v};
+    }
+  }
+  INFO(d.out.substr(0, 2000));
+  REQUIRE(lines > 2000); // 2 CPUs, a point per interval
+  auto db = open_history();
+  for (int cpu : {0, 1}) {
+    const std::string key =
+        fmt::format("{{__name__=\"rsched_cpu_sched_delay_seconds_count\", cpu=\"{}\"}}", cpu);
+    REQUIRE(newest.count(key) == 1);
+    CHECK(newest[key].second ==
+          sql_real(db, fmt::format("SELECT sum(hist_count(hist)) FROM cpu_sched_delay WHERE "
+                                   "cpu = {}",
+                                   cpu)));
+    CHECK(newest[key].first == t_end / 1'000'000);
+  }
+}

@@ -64,7 +64,8 @@ result<options> parse_args(std::span<const std::string_view> args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     const bool is_option = !options_ended && a.size() > 1 && a.front() == '-';
-    if (!is_option && !o.mark && (a == "heatmap" || a == "plot" || a == "report")) {
+    if (!is_option && !o.mark &&
+        (a == "heatmap" || a == "plot" || a == "report" || a == "export")) {
       o.picture.emplace(
           std::string(a),
           std::vector<std::string>(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end()));
@@ -180,6 +181,7 @@ std::string usage_text() {
                   [--by cpu|comm|cgroup] [--top N] [--max DUR] [--column COL] [-o FILE.svg]
        {0} [DB] plot -c SQL [--log] [--title TEXT] [-o FILE.svg]
        {0} [DB] report [--from T] [--to T] [--where SQL] [-o FILE.html]
+       {0} [DB] export openmetrics [--from T] [--to T] [--where SQL] [--top N] [-o FILE]
        {0} -h | --help | --version
 SQL shell over the history recorded by rschedd. The database is opened read-only; only
 annotations (mark, .mark, .import-incidents) are ever written, each in a short transaction.
@@ -207,6 +209,11 @@ annotations (mark, .mark, .import-incidents) are ever written, each in a short t
   report      one self-contained HTML page for a window (default the last hour recorded):
               coverage, percentiles with their error, heatmaps, the p99 timeline, spikes and
               their causes, pressure and throttling.
+  export openmetrics
+              the window (default the last hour recorded) as timestamped OpenMetrics for
+              promtool tsdb create-blocks-from openmetrics: scheduling delay histograms per CPU
+              and per cgroup (the --top (10) busiest, the rest as "other"; --where filters the
+              sched_delay rows), rschedd's health counters (docs/FLEET.md).
   mark TEXT   add an annotation and print its id. --at T (default now), --until T (default: a
               point in time), --tags a,b. Times as in t(): ISO 8601, 'YYYY-MM-DD HH:MM[:SS]'
               (local zone), epoch seconds, now, today, 'yesterday 14:00', '2h ago'.
@@ -222,7 +229,8 @@ Output:
          invalid UTF-8 appear as \xNN (backslash as \\). box, markdown ('|' as \|) and line
          (column = value) are the same for people. In these modes, columns named dur or
          ending in _ns are durations shown with a unit (950 ns, 4.10 ms, 1.25 s: three
-         significant digits) and columns named ts, peak_ts, start_ns or end_ns holding UTC ns
+         significant digits), percentile columns (p99_ns, a_p50_ns, peak_ns) the histogram
+         bucket that holds the percentile (8.19–16.4 ms), and columns named ts, peak_ts, start_ns or end_ns holding UTC ns
          (> 1e17) are times in the display zone with their offset (2026-11-20 14:03:05+01:00;
          .tz switches the zone). On a terminal, at most 1000 rows of a result are shown,
          followed by "... N more rows"; use -o/.output FILE or --csv for all of them.

@@ -3,6 +3,7 @@
 
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
+#include "rsched/sql_shell/export.hpp"
 #include "rsched/stats/encoding.hpp"
 
 #include "sql_util.hpp"
@@ -543,6 +544,16 @@ result<charts::series_chart> load_plot(store::reader &db, const plot_args &a) {
 
 namespace {
 
+// A count from 1 to `max` ("--top 5").
+result<std::size_t> parse_count(const std::string &v, const char *what, std::size_t max) {
+  std::size_t n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || p != v.data() + v.size() || n == 0 || n > max) {
+    return make_error(fmt::format("{} needs a number from 1 to {}", what, max));
+  }
+  return n;
+}
+
 // --flag VALUE pairs of `args`; `known` lists the flags taking a value, `switches` those that
 // do not.
 template <typename Set>
@@ -591,12 +602,11 @@ result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args) {
         } else if (f == "--by") {
           a.by = v;
         } else if (f == "--top") {
-          std::size_t n = 0;
-          const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-          if (ec != std::errc() || p != v.data() + v.size() || n == 0 || n > 64) {
-            return make_error("heatmap: --top needs a number from 1 to 64");
+          auto n = parse_count(v, "heatmap: --top", 64);
+          if (!n) {
+            return n.err();
           }
-          a.top = n;
+          a.top = *n;
         } else if (f == "--max") {
           a.max = v;
         } else if (f == "--column") {
@@ -657,6 +667,45 @@ result<report_args> parse_report_args(const std::vector<std::string> &args) {
                          } else {
                            if (v.empty()) {
                              return make_error("report: -o needs a file name");
+                           }
+                           a.output = v;
+                         }
+                         return {};
+                       });
+  if (!r) {
+    return r.err();
+  }
+  return a;
+}
+
+result<export_args> parse_export_args(const std::vector<std::string> &args) {
+  export_args a;
+  if (args.empty() || args[0].empty() || args[0][0] == '-') {
+    return make_error("export: name a format (export openmetrics [--from T] [--to T] "
+                      "[--where SQL] [--top N] [-o FILE])");
+  }
+  if (args[0] != "openmetrics") {
+    return make_error(fmt::format("export: unknown format '{}' (openmetrics)", args[0]));
+  }
+  a.format = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  auto r = parse_flags(rest, {"--from", "--to", "--where", "--top", "-o"}, {}, "export",
+                       [&](const std::string &f, const std::string &v) -> result<void> {
+                         if (f == "--from") {
+                           a.from = v;
+                         } else if (f == "--to") {
+                           a.to = v;
+                         } else if (f == "--where") {
+                           a.where = v;
+                         } else if (f == "--top") {
+                           auto n = parse_count(v, "export: --top", 1000);
+                           if (!n) {
+                             return n.err();
+                           }
+                           a.top = *n;
+                         } else {
+                           if (v.empty()) {
+                             return make_error("export: -o needs a file name");
                            }
                            a.output = v;
                          }
@@ -766,6 +815,35 @@ result<void> run_picture(store::reader &db, const std::string &kind,
       return html.err();
     }
     return emit(a->output, *html, "report");
+  }
+  if (kind == "export") {
+    auto a = parse_export_args(args);
+    if (!a) {
+      return usage(a.err());
+    }
+    auto w = window_of(db, a->from, a->to);
+    if (!w) {
+      return w.err();
+    }
+    if (!a->output) {
+      auto st = write_openmetrics(db, *a, w->first, w->second, *target.out);
+      return st ? result<void>{} : result<void>{st.err()};
+    }
+    // Into a temporary file renamed over FILE at the end: never a half-written export.
+    const std::string tmp = *a->output + ".tmp";
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) {
+      return make_error(fmt::format("cannot open '{}' for writing", tmp));
+    }
+    auto st = write_openmetrics(db, *a, w->first, w->second, f);
+    f.close();
+    if (!st || !f || std::rename(tmp.c_str(), a->output->c_str()) != 0) {
+      std::remove(tmp.c_str());
+      return st ? make_error(fmt::format("error writing '{}'", *a->output)) : st.err();
+    }
+    note = fmt::format("openmetrics export ({} series, {} points) written to {}", st->series,
+                       st->points, *a->output);
+    return {};
   }
   return make_error(fmt::format("unknown picture '{}' (heatmap, plot or report)", kind), EINVAL);
 }

@@ -4,6 +4,7 @@
 //   rsched-sql [DB] [-c SQL]... [--csv|--json|--jsonl] [-o FILE] [--bail]
 //   rsched-sql DB mark TEXT [--at T] [--until T] [--tags a,b]
 //   rsched-sql [DB] heatmap|plot|report [ARGS]...   (pictures.hpp)
+//   rsched-sql [DB] export openmetrics [ARGS]...     (export.hpp)
 //   rsched-sql -h | --help | --version
 #include "rsched/base/result.hpp"
 
@@ -63,7 +64,7 @@ struct options {
   std::optional<std::string> output_file; // -o FILE
   bool bail = false;                      // --bail: stop a script at its first error
   std::optional<mark_args> mark;          // the mark subcommand
-  // heatmap, plot or report and its arguments as given (parsed by pictures.hpp).
+  // heatmap, plot, report or export and its arguments as given (parsed by pictures.hpp).
   std::optional<std::pair<std::string, std::vector<std::string>>> picture;
   bool help = false;
   bool version = false;

@@ -1,0 +1,47 @@
+#pragma once
+// rsched-sql's `export openmetrics`: a window of the history as timestamped OpenMetrics 1.0 that
+// `promtool tsdb create-blocks-from openmetrics` backfills into Prometheus (docs/FLEET.md). The
+// families are the ones a live scrape of rschedd will carry, so backfilled and scraped series
+// line up:
+//   rsched_cpu_sched_delay_seconds{cpu}        histogram of scheduling delay per CPU
+//   rsched_cgroup_sched_delay_seconds{cgroup}  the same per cgroup, the --top busiest by samples
+//                                              in the window, the rest as cgroup="other"
+//   rsched_intervals_total, rsched_recorded_seconds_total, rsched_collect_seconds_total,
+//   rsched_write_seconds_total, rsched_drops_total   rschedd's own health
+// Every series starts at 0 at the start of the window's first interval and has one point at the
+// end of every recorded interval of the window (cumulative, so increase() over the window is the
+// window's total). Histogram buckets: openmetrics::latency_edges_ns(), exact.
+#include "rsched/base/result.hpp"
+#include "rsched/store/reader.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace rsched::sql_shell {
+
+// export openmetrics [--from T] [--to T] [--where SQL] [--top N] [-o FILE]
+struct export_args {
+  std::string format;              // "openmetrics"
+  std::optional<std::string> from; // default: an hour before `to` (or the recording's start)
+  std::optional<std::string> to;   // default: the end of the newest recorded interval
+  std::string where;               // a condition on sched_delay's columns (the cgroup family)
+  std::size_t top = 10;            // cgroups kept by name
+  std::optional<std::string> output;
+};
+
+result<export_args> parse_export_args(const std::vector<std::string> &args);
+
+struct export_stats {
+  std::size_t series = 0;
+  std::size_t points = 0;
+};
+
+// Writes the export of [from, to) (UTC ns, interval start times) to `out`.
+result<export_stats> write_openmetrics(store::reader &db, const export_args &a, std::int64_t from,
+                                       std::int64_t to, std::ostream &out);
+
+} // namespace rsched::sql_shell

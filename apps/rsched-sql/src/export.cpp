@@ -1,0 +1,253 @@
+// export openmetrics (export.hpp): the history read through SQL, streamed series by series into
+// rsched::openmetrics.
+#include "rsched/sql_shell/export.hpp"
+
+#include "rsched/openmetrics/openmetrics.hpp"
+#include "rsched/stats/encoding.hpp"
+#include "rsched/stats/histogram.hpp"
+
+#include "sql_util.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace rsched::sql_shell {
+
+namespace {
+
+using detail::has_object;
+using detail::int_of;
+using detail::query;
+using detail::quote;
+namespace om = openmetrics;
+
+constexpr double ns_per_s = 1e9;
+
+struct interval {
+  std::int64_t start;
+  std::int64_t end;
+};
+
+// One histogram row of a series: the interval it belongs to, its blob and its sum (ns).
+struct hist_row {
+  std::int64_t ts;
+  std::vector<std::uint8_t> blob;
+  std::int64_t total_ns;
+};
+
+class exporter {
+public:
+  exporter(std::ostream &out, std::vector<interval> intervals)
+      : w_(out, om::format::openmetrics), iv_(std::move(intervals)) {}
+
+  om::writer &writer() { return w_; }
+  [[nodiscard]] const export_stats &stats() const { return stats_; }
+
+  // Emits one histogram series: zeros at the first interval's start, then the running totals at
+  // the end of every interval (rows at or after an interval's start and before its end count
+  // in it).
+  result<void> histogram_series(const om::labels &l, const std::vector<hist_row> &rows) {
+    const auto edges = om::latency_edges_ns();
+    stats::histogram cum{stats::layout::latency, {}};
+    double sum_ns = 0;
+    w_.histogram(l, edges, om::cumulative_counts(cum, edges), 0, iv_.front().start);
+    std::size_t r = 0;
+    for (const interval &i : iv_) {
+      while (r < rows.size() && rows[r].ts < i.end) {
+        auto h = stats::decode(rows[r].blob);
+        if (!h) {
+          return make_error("export: " + h.err().msg);
+        }
+        if (auto m = stats::merge_into(cum, *h); !m) {
+          return make_error("export: " + m.err().msg);
+        }
+        sum_ns += static_cast<double>(rows[r].total_ns);
+        ++r;
+      }
+      w_.histogram(l, edges, om::cumulative_counts(cum, edges), sum_ns / ns_per_s, i.end);
+    }
+    ++stats_.series;
+    stats_.points += iv_.size() + 1;
+    return {};
+  }
+
+  // A counter series from per-interval deltas keyed by interval start.
+  void counter_series(const om::labels &l, const std::vector<std::pair<std::int64_t, double>> &d) {
+    double cum = 0;
+    w_.counter(l, 0, iv_.front().start);
+    std::size_t r = 0;
+    for (const interval &i : iv_) {
+      while (r < d.size() && d[r].first < i.end) {
+        cum += d[r].second;
+        ++r;
+      }
+      w_.counter(l, cum, i.end);
+    }
+    ++stats_.series;
+    stats_.points += iv_.size() + 1;
+  }
+
+private:
+  om::writer w_;
+  std::vector<interval> iv_;
+  export_stats stats_;
+};
+
+std::vector<std::uint8_t> blob_of(const store::value &v) {
+  if (const auto *b = std::get_if<std::vector<std::uint8_t>>(&v)) {
+    return *b;
+  }
+  return {};
+}
+
+std::string text_of(const store::value &v) {
+  if (const auto *s = std::get_if<std::string>(&v)) {
+    return *s;
+  }
+  if (const auto i = int_of(v)) {
+    return fmt::format("{}", *i);
+  }
+  return {};
+}
+
+// Streams `sql` (columns: key, ts, hist, total_ns; ordered by key, ts) and emits one histogram
+// series per key, labelled `label`.
+result<void> histogram_family(store::reader &db, exporter &x, const std::string &sql,
+                              const std::string &label) {
+  std::string key;
+  bool have = false;
+  std::vector<hist_row> rows;
+  result<void> failed;
+  auto flush = [&]() {
+    if (have && failed) {
+      failed = x.histogram_series({{label, key}}, rows);
+    }
+    rows.clear();
+  };
+  store::result_sink sink;
+  sink.on_row = [&](const std::vector<store::value> &v) {
+    std::string k = text_of(v[0]);
+    if (!have || k != key) {
+      flush();
+      key = std::move(k);
+      have = true;
+    }
+    rows.push_back({int_of(v[1]).value_or(0), blob_of(v[2]), int_of(v[3]).value_or(0)});
+  };
+  if (auto r = db.exec(sql, sink); !r) {
+    return r;
+  }
+  flush();
+  return failed;
+}
+
+} // namespace
+
+result<export_stats> write_openmetrics(store::reader &db, const export_args &a, std::int64_t from,
+                                       std::int64_t to, std::ostream &out) {
+  const std::string src = has_object(db, "timeline") ? "timeline" : "intervals";
+  auto ivs = query(db, fmt::format("SELECT start_ns, start_ns + dur_ns FROM {} WHERE start_ns >= "
+                                   "{} AND start_ns < {} ORDER BY start_ns",
+                                   src, from, to));
+  if (!ivs) {
+    return ivs.err();
+  }
+  std::vector<interval> intervals;
+  for (const auto &r : ivs->rows) {
+    const auto s = int_of(r[0]);
+    const auto e = int_of(r[1]);
+    if (s && e && (intervals.empty() || *s >= intervals.back().end)) {
+      intervals.push_back({*s, *e});
+    }
+  }
+  if (intervals.empty()) {
+    return make_error("export: the window holds no recorded interval");
+  }
+  exporter x(out, std::move(intervals));
+  const std::string window = fmt::format("ts >= {} AND ts < {}", from, to);
+
+  x.writer().begin("rsched_cpu_sched_delay_seconds", om::metric_type::histogram,
+                   "Scheduling delay (wakeup to switch-in) per CPU, cumulative from the start "
+                   "of the export window.",
+                   "seconds");
+  if (auto r = histogram_family(db, x,
+                                "SELECT cpu, ts, hist, total_ns FROM cpu_sched_delay WHERE " +
+                                    window + " ORDER BY cpu, ts",
+                                "cpu");
+      !r) {
+    return r.err();
+  }
+
+  const std::string cond = a.where.empty() ? window : window + " AND (" + a.where + ")";
+  auto top = query(db, fmt::format("SELECT cgroup FROM sched_delay WHERE {} GROUP BY cgroup "
+                                   "ORDER BY sum(count) DESC, cgroup LIMIT {}",
+                                   cond, a.top));
+  if (!top) {
+    return top.err();
+  }
+  std::string names;
+  for (const auto &r : top->rows) {
+    names += (names.empty() ? "" : ", ") + quote(text_of(r[0]));
+  }
+  // Cgroup paths start with '/', so "other" never names a real one.
+  const std::string group =
+      names.empty() ? std::string("'other'")
+                    : fmt::format("CASE WHEN cgroup IN ({}) THEN cgroup ELSE 'other' END", names);
+  x.writer().begin("rsched_cgroup_sched_delay_seconds", om::metric_type::histogram,
+                   "Scheduling delay per cgroup (the busiest by samples; the rest as "
+                   "cgroup=\"other\"), cumulative from the start of the export window.",
+                   "seconds");
+  if (auto r = histogram_family(
+          db, x,
+          fmt::format("SELECT {0} AS g, ts, hist_merge(hist), sum(total_ns) FROM sched_delay "
+                      "WHERE {1} GROUP BY g, ts ORDER BY g, ts",
+                      group, cond),
+          "cgroup");
+      !r) {
+    return r.err();
+  }
+
+  // rschedd's own health, per raw interval.
+  if (has_object(db, "health")) {
+    auto h = query(db, "SELECT ts, dur, collect_ns, write_ns, drops FROM health WHERE " + window +
+                           " ORDER BY ts");
+    if (!h) {
+      return h.err();
+    }
+    struct counter_def {
+      const char *name;
+      const char *help;
+      int column; // -1: one per interval
+      double scale;
+    };
+    static constexpr counter_def counters[] = {
+        {"rsched_intervals", "Intervals rschedd recorded.", -1, 1},
+        {"rsched_recorded_seconds", "Time covered by recorded intervals.", 1, 1 / ns_per_s},
+        {"rsched_collect_seconds", "Time rschedd spent reading the BPF maps.", 2, 1 / ns_per_s},
+        {"rsched_write_seconds", "Time rschedd spent writing the database.", 3, 1 / ns_per_s},
+        {"rsched_drops", "Events the BPF programs could not record.", 4, 1},
+    };
+    for (const counter_def &c : counters) {
+      std::vector<std::pair<std::int64_t, double>> d;
+      for (const auto &r : h->rows) {
+        const double v =
+            c.column < 0
+                ? 1.0
+                : static_cast<double>(int_of(r[static_cast<std::size_t>(c.column)]).value_or(0)) *
+                      c.scale;
+        d.emplace_back(int_of(r[0]).value_or(0), v);
+      }
+      x.writer().begin(c.name, om::metric_type::counter, c.help, c.scale == 1 ? "" : "seconds");
+      x.counter_series({}, d);
+    }
+  }
+  x.writer().finish();
+  out.flush();
+  if (!out) {
+    return make_error("export: error writing the output");
+  }
+  return x.stats();
+}
+
+} // namespace rsched::sql_shell
