@@ -581,6 +581,26 @@ result<void> parse_flags(const std::vector<std::string> &args, const std::set<st
   return {};
 }
 
+// The flags heatmap, report and export share (--from, --to, --where, -o): true when `f` was one.
+template <typename Args>
+result<bool> window_flag(Args &a, const char *cmd, const std::string &f, const std::string &v) {
+  if (f == "--from") {
+    a.from = v;
+  } else if (f == "--to") {
+    a.to = v;
+  } else if (f == "--where") {
+    a.where = v;
+  } else if (f == "-o") {
+    if (v.empty()) {
+      return make_error(fmt::format("{}: -o needs a file name", cmd));
+    }
+    a.output = v;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 } // namespace
 
 result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args) {
@@ -589,14 +609,12 @@ result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args) {
       args,
       {"--view", "--where", "--from", "--to", "--step", "--by", "--top", "--max", "--column", "-o"},
       {}, "heatmap", [&](const std::string &f, const std::string &v) -> result<void> {
+        auto common = window_flag(a, "heatmap", f, v);
+        if (!common || *common) {
+          return common ? result<void>{} : result<void>{common.err()};
+        }
         if (f == "--view") {
           a.view = v;
-        } else if (f == "--where") {
-          a.where = v;
-        } else if (f == "--from") {
-          a.from = v;
-        } else if (f == "--to") {
-          a.to = v;
         } else if (f == "--step") {
           a.step = v;
         } else if (f == "--by") {
@@ -611,11 +629,6 @@ result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args) {
           a.max = v;
         } else if (f == "--column") {
           a.column = v;
-        } else {
-          if (v.empty()) {
-            return make_error("heatmap: -o needs a file name");
-          }
-          a.output = v;
         }
         return {};
       });
@@ -658,19 +671,8 @@ result<report_args> parse_report_args(const std::vector<std::string> &args) {
   report_args a;
   auto r = parse_flags(args, {"--from", "--to", "--where", "-o"}, {}, "report",
                        [&](const std::string &f, const std::string &v) -> result<void> {
-                         if (f == "--from") {
-                           a.from = v;
-                         } else if (f == "--to") {
-                           a.to = v;
-                         } else if (f == "--where") {
-                           a.where = v;
-                         } else {
-                           if (v.empty()) {
-                             return make_error("report: -o needs a file name");
-                           }
-                           a.output = v;
-                         }
-                         return {};
+                         auto common = window_flag(a, "report", f, v);
+                         return common ? result<void>{} : result<void>{common.err()};
                        });
   if (!r) {
     return r.err();
@@ -691,24 +693,15 @@ result<export_args> parse_export_args(const std::vector<std::string> &args) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   auto r = parse_flags(rest, {"--from", "--to", "--where", "--top", "-o"}, {}, "export",
                        [&](const std::string &f, const std::string &v) -> result<void> {
-                         if (f == "--from") {
-                           a.from = v;
-                         } else if (f == "--to") {
-                           a.to = v;
-                         } else if (f == "--where") {
-                           a.where = v;
-                         } else if (f == "--top") {
-                           auto n = parse_count(v, "export: --top", 1000);
-                           if (!n) {
-                             return n.err();
-                           }
-                           a.top = *n;
-                         } else {
-                           if (v.empty()) {
-                             return make_error("export: -o needs a file name");
-                           }
-                           a.output = v;
+                         auto common = window_flag(a, "export", f, v);
+                         if (!common || *common) {
+                           return common ? result<void>{} : result<void>{common.err()};
                          }
+                         auto n = parse_count(v, "export: --top", 1000); // the only other flag
+                         if (!n) {
+                           return n.err();
+                         }
+                         a.top = *n;
                          return {};
                        });
   if (!r) {
