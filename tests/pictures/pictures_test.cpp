@@ -5,6 +5,7 @@
 // the documents parse (python3's xml.etree and html.parser), bad arguments are one-line errors
 // with exit 2, and (tagged [browser], its own CTest entry) the report renders in headless
 // Chromium with its pictures drawn and no console error.
+#include "rsched/base/text.hpp"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/sql_shell/shell.hpp"
 #include "rsched/store/annotations.hpp"
@@ -18,6 +19,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -691,9 +693,9 @@ TEST_CASE("export openmetrics: exact cumulative totals per CPU and cgroup over t
   CHECK(last.at("rsched_intervals_total") == static_cast<double>(intervals));
 }
 
-TEST_CASE("export openmetrics: bad arguments are one line and exit 2", "[pictures][export]") {
+TEST_CASE("export: bad arguments are one line and exit 2", "[pictures][export]") {
   for (const std::vector<std::string> &args : {std::vector<std::string>{"export"},
-                                               {"export", "perfetto"},
+                                               {"export", "chrome"},
                                                {"export", "--from", "x"},
                                                {"export", "openmetrics", "--top", "0"},
                                                {"export", "openmetrics", "--bogus", "1"},
@@ -768,4 +770,79 @@ TEST_CASE("export openmetrics: promtool backfills it and the blocks hold the sam
                                    cpu)));
     CHECK(newest[key].first == t_end / 1'000'000);
   }
+}
+
+TEST_CASE("export perfetto: a JSON trace with delay tracks, annotations, spikes and gaps",
+          "[pictures][export]") {
+  temp_dir out;
+  const std::string file = out.file("x.json");
+  const std::int64_t a = t0 + 60 * minute;
+  const std::int64_t b = t0 + 120 * minute;
+  const auto r = exec(
+      {binary, history(), "export", "perfetto", "--from", epoch(a), "--to", epoch(b), "-o", file});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.find("perfetto trace (") != std::string::npos);
+  const auto doc = nlohmann::json::parse(read_file(file)); // throws (fails) on invalid JSON
+  REQUIRE(doc.contains("traceEvents"));
+  std::map<int, std::string> processes;
+  std::map<std::string, std::vector<nlohmann::json>> counters; // by track name
+  std::map<int, std::vector<nlohmann::json>> slices;           // by pid
+  for (const auto &e : doc["traceEvents"]) {
+    const std::string ph = e.at("ph");
+    if (ph == "M" && e.at("name") == "process_name") {
+      processes[e.at("pid").get<int>()] = e.at("args").at("name");
+    } else if (ph == "C") {
+      counters[e.at("name")].push_back(e);
+    } else if (ph == "X") {
+      slices[e.at("pid").get<int>()].push_back(e);
+    }
+  }
+  REQUIRE(processes.size() == 5);
+  auto db = open_history();
+  const std::string window = fmt::format("ts >= {} AND ts < {}", a, b);
+  const auto intervals = static_cast<std::size_t>(sql_real(
+      db,
+      fmt::format("SELECT count(*) FROM timeline WHERE start_ns >= {} AND start_ns < {}", a, b)));
+  // Per CPU: a point per interval, at its start, with that interval's percentiles.
+  for (int cpu : {0, 1}) {
+    const auto &c = counters[fmt::format("cpu {}", cpu)];
+    INFO(cpu);
+    REQUIRE(c.size() == intervals);
+    const double ts_us = c[7].at("ts");
+    const auto ts = static_cast<std::int64_t>(std::llround(ts_us / 1e7)) * 10 * sec; // 10 s grid
+    CHECK(ts == a + 7 * step);
+    CHECK(c[7].at("args").at("p99_ms").get<double>() * 1e6 ==
+          Approx(sql_real(db, fmt::format("SELECT hist_pct(hist, 99) FROM cpu_sched_delay WHERE "
+                                          "cpu = {} AND ts = {}",
+                                          cpu, ts))));
+    CHECK(c[7].at("args").at("max_ms").get<double>() * 1e6 ==
+          Approx(sql_real(db, fmt::format("SELECT hist_max(hist) FROM cpu_sched_delay WHERE "
+                                          "cpu = {} AND ts = {}",
+                                          cpu, ts))));
+  }
+  // The comms, the hostile one under its terminal-safe name; web's burst is in its p99.
+  CHECK(counters.count("web") == 1);
+  CHECK(counters.count(rsched::text::escape_for_terminal(evil_comm)) == 1);
+  double web_peak = 0;
+  for (const auto &e : counters["web"]) {
+    web_peak = std::max(web_peak, e.at("args").at("p99_ms").get<double>());
+  }
+  CHECK(web_peak > 30.0);
+  // The annotation, the hole and the spikes as slices.
+  REQUIRE(slices[3].size() == 1);
+  CHECK(slices[3][0].at("name") == mark_text);
+  CHECK(slices[3][0].at("ts").get<double>() == Approx(static_cast<double>(mark_a) / 1000));
+  CHECK(slices[3][0].at("dur").get<double>() ==
+        Approx(static_cast<double>(mark_b - mark_a) / 1000));
+  bool hole = false;
+  for (const auto &e : slices[5]) {
+    hole = hole || (e.at("ts").get<double>() == Approx(static_cast<double>(hole_a) / 1000) &&
+                    e.at("dur").get<double>() == Approx(5.0 * 60 * 1e6));
+  }
+  CHECK(hole);
+  CHECK(slices[4].size() ==
+        static_cast<std::size_t>(sql_real(
+            db, fmt::format("SELECT count(*) FROM spikes('sched_delay', '3x', {}, {})", a, b))));
+  CHECK_FALSE(slices[4].empty());
 }

@@ -1,8 +1,10 @@
-// export openmetrics (export.hpp): the history read through SQL, streamed series by series into
-// rsched::openmetrics.
+// export openmetrics|perfetto (export.hpp): the history read through SQL, streamed series by
+// series into rsched::openmetrics, or into a Chrome JSON trace for Perfetto.
 #include "rsched/sql_shell/export.hpp"
 
+#include "rsched/base/text.hpp"
 #include "rsched/openmetrics/openmetrics.hpp"
+#include "rsched/sql_shell/output.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 
@@ -10,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace rsched::sql_shell {
@@ -248,6 +252,214 @@ result<export_stats> write_openmetrics(store::reader &db, const export_args &a, 
     return make_error("export: error writing the output");
   }
   return x.stats();
+}
+
+// ---- perfetto -----------------------------------------------------------------------------------
+
+namespace {
+
+// A Chrome JSON trace (the "JSON trace format" ui.perfetto.dev and chrome://tracing open), one
+// event per line.
+class trace {
+public:
+  explicit trace(std::ostream &out) : out_(&out) {
+    *out_ << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  }
+
+  // Names process `pid` (a group of tracks in the UI) and sorts it.
+  void process(int pid, std::string_view name) {
+    begin();
+    line_ += fmt::format("{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_name\","
+                         "\"args\":{{\"name\":",
+                         pid);
+    string(name);
+    line_ += "}}";
+    end();
+    begin();
+    line_ += fmt::format("{{\"ph\":\"M\",\"pid\":{0},\"tid\":0,\"name\":\"process_sort_index\","
+                         "\"args\":{{\"sort_index\":{0}}}}}",
+                         pid);
+    end();
+  }
+
+  // A counter track `name` of process `pid`: one series per arg, values held until the next.
+  void counter(int pid, std::string_view name, std::int64_t ts_ns,
+               const std::vector<std::pair<const char *, double>> &args) {
+    begin();
+    line_ += fmt::format("{{\"ph\":\"C\",\"pid\":{},\"tid\":0,\"ts\":{},\"name\":", pid, us(ts_ns));
+    string(name);
+    line_ += ",\"args\":{";
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      line_ += fmt::format("{}\"{}\":{}", i == 0 ? "" : ",", args[i].first,
+                           std::isfinite(args[i].second) ? fmt::format("{}", args[i].second)
+                                                         : std::string("0"));
+    }
+    line_ += "}}";
+    end();
+  }
+
+  // A slice [ts, ts + dur) on thread `tid` of process `pid`, with text arguments.
+  void slice(int pid, int tid, std::string_view name, std::int64_t ts_ns, std::int64_t dur_ns,
+             const std::vector<std::pair<const char *, std::string>> &args) {
+    begin();
+    line_ += fmt::format("{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"name\":", pid,
+                         tid, us(ts_ns), us(std::max<std::int64_t>(dur_ns, 0)));
+    string(name);
+    line_ += ",\"args\":{";
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      line_ += fmt::format("{}\"{}\":", i == 0 ? "" : ",", args[i].first);
+      string(args[i].second);
+    }
+    line_ += "}}";
+    end();
+  }
+
+  void finish() { *out_ << "\n]}\n"; }
+  [[nodiscard]] std::size_t events() const { return events_; }
+
+private:
+  // µs with the ns as decimals, written exactly (a reader parsing doubles keeps about 0.25 µs
+  // at today's epoch).
+  static std::string us(std::int64_t ns) {
+    const char *sign = ns < 0 ? "-" : "";
+    const auto a = ns < 0 ? -static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+    return fmt::format("{}{}.{:03}", sign, a / 1000, a % 1000);
+  }
+  // Names and texts as the terminal shows them (valid UTF-8 always), then JSON-escaped.
+  void string(std::string_view s) { append_json_string(line_, text::escape_for_terminal(s)); }
+  void begin() {
+    line_.clear();
+    if (events_ != 0) {
+      line_ += ",\n";
+    }
+  }
+  void end() {
+    *out_ << line_;
+    ++events_;
+  }
+
+  std::ostream *out_;
+  std::string line_;
+  std::size_t events_ = 0;
+};
+
+double real_of(const store::value &v) {
+  if (const auto *d = std::get_if<double>(&v)) {
+    return *d;
+  }
+  if (const auto i = int_of(v)) {
+    return static_cast<double>(*i);
+  }
+  return std::nan("");
+}
+
+constexpr double ns_per_ms = 1e6;
+
+// Streams `sql` (columns: key, ts, p50, p99, max in ns) into one counter track per key.
+result<void> delay_tracks(store::reader &db, trace &t, int pid, const std::string &sql,
+                          const std::string &prefix) {
+  store::result_sink sink;
+  sink.on_row = [&](const std::vector<store::value> &v) {
+    t.counter(pid, prefix + text_of(v[0]), int_of(v[1]).value_or(0),
+              {{"p50_ms", real_of(v[2]) / ns_per_ms},
+               {"p99_ms", real_of(v[3]) / ns_per_ms},
+               {"max_ms", real_of(v[4]) / ns_per_ms}});
+  };
+  return db.exec(sql, sink);
+}
+
+} // namespace
+
+result<export_stats> write_perfetto(store::reader &db, const export_args &a, std::int64_t from,
+                                    std::int64_t to, std::ostream &out) {
+  const std::string window = fmt::format("ts >= {} AND ts < {}", from, to);
+  auto any = query(db, "SELECT count(*) FROM " +
+                           std::string(has_object(db, "timeline") ? "timeline" : "intervals") +
+                           fmt::format(" WHERE start_ns >= {} AND start_ns < {}", from, to));
+  if (!any) {
+    return any.err();
+  }
+  if (any->rows.empty() || int_of(any->rows[0][0]).value_or(0) == 0) {
+    return make_error("export: the window holds no recorded interval");
+  }
+  const std::string cond = a.where.empty() ? window : window + " AND (" + a.where + ")";
+  // The worst comms: the highest p99 over the window among those with 20 samples or more.
+  auto worst = query(db, fmt::format("SELECT comm FROM sched_delay WHERE {} GROUP BY comm HAVING "
+                                     "sum(count) >= 20 ORDER BY hist_percentile(hist, 99) DESC, "
+                                     "comm LIMIT {}",
+                                     cond, a.top));
+  if (!worst) {
+    return worst.err();
+  }
+  std::string names;
+  for (const auto &r : worst->rows) {
+    names += (names.empty() ? "" : ", ") + quote(text_of(r[0]));
+  }
+  trace t(out);
+  enum : int { cpus = 1, comms = 2, marks = 3, spikes = 4, gaps = 5 };
+  t.process(cpus, "rsched: scheduling delay per CPU");
+  t.process(comms, "rsched: scheduling delay of the worst comms");
+  t.process(marks, "rsched: annotations");
+  t.process(spikes, "rsched: spikes (p99 above 3x its baseline)");
+  t.process(gaps, "rsched: not recorded");
+  export_stats st;
+  if (auto r = delay_tracks(db, t, cpus,
+                            "SELECT cpu, ts, hist_pct(hist, 50), hist_pct(hist, 99), "
+                            "hist_max(hist) FROM cpu_sched_delay WHERE " +
+                                window + " ORDER BY cpu, ts",
+                            "cpu ");
+      !r) {
+    return r.err();
+  }
+  if (!names.empty()) {
+    if (auto r = delay_tracks(
+            db, t, comms,
+            fmt::format("SELECT comm, ts, hist_pct(m, 50), hist_pct(m, 99), hist_max(m) FROM "
+                        "(SELECT comm, ts, hist_merge(hist) AS m FROM sched_delay WHERE {} AND "
+                        "comm IN ({}) GROUP BY comm, ts) ORDER BY comm, ts",
+                        cond, names),
+            "");
+        !r) {
+      return r.err();
+    }
+  }
+  auto m = query(db, fmt::format("SELECT start_ns, coalesce(end_ns, start_ns), text, source, tags "
+                                 "FROM annotations WHERE start_ns < {} AND coalesce(end_ns, "
+                                 "start_ns) >= {} ORDER BY start_ns, id",
+                                 to, from));
+  if (!m) {
+    return m.err();
+  }
+  for (const auto &r : m->rows) {
+    const auto s = int_of(r[0]).value_or(0);
+    t.slice(marks, 1, text_of(r[2]), s, int_of(r[1]).value_or(s) - s,
+            {{"source", text_of(r[3])}, {"tags", text_of(r[4])}});
+  }
+  auto sp = query(db, fmt::format("SELECT ts, dur, victim, peak_ns, cause FROM "
+                                  "spikes('sched_delay', '3x', {}, {})",
+                                  from, to));
+  if (!sp) {
+    return sp.err();
+  }
+  for (const auto &r : sp->rows) {
+    t.slice(spikes, 1, text_of(r[2]), int_of(r[0]).value_or(0), int_of(r[1]).value_or(0),
+            {{"peak_p99", text::format_duration_ns(real_of(r[3]))}, {"cause", text_of(r[4])}});
+  }
+  auto g = query(db, fmt::format("SELECT ts, dur, reason FROM gaps({}, {})", from, to));
+  if (!g) {
+    return g.err();
+  }
+  for (const auto &r : g->rows) {
+    t.slice(gaps, 1, text_of(r[2]), int_of(r[0]).value_or(0), int_of(r[1]).value_or(0), {});
+  }
+  t.finish();
+  out.flush();
+  if (!out) {
+    return make_error("export: error writing the output");
+  }
+  st.points = t.events();
+  st.series = 5;
+  return st;
 }
 
 } // namespace rsched::sql_shell

@@ -181,7 +181,8 @@ std::string usage_text() {
                   [--by cpu|comm|cgroup] [--top N] [--max DUR] [--column COL] [-o FILE.svg]
        {0} [DB] plot -c SQL [--log] [--title TEXT] [-o FILE.svg]
        {0} [DB] report [--from T] [--to T] [--where SQL] [-o FILE.html]
-       {0} [DB] export openmetrics [--from T] [--to T] [--where SQL] [--top N] [-o FILE]
+       {0} [DB] export openmetrics|perfetto [--from T] [--to T] [--where SQL] [--top N]
+                  [-o FILE]
        {0} -h | --help | --version
 SQL shell over the history recorded by rschedd. The database is opened read-only; only
 annotations (mark, .mark, .import-incidents) are ever written, each in a short transaction.
@@ -214,6 +215,9 @@ annotations (mark, .mark, .import-incidents) are ever written, each in a short t
               promtool tsdb create-blocks-from openmetrics: scheduling delay histograms per CPU
               and per cgroup (the --top (10) busiest, the rest as "other"; --where filters the
               sched_delay rows), rschedd's health counters (docs/FLEET.md).
+  export perfetto
+              the window as a JSON trace for ui.perfetto.dev: p50/p99/max delay tracks per CPU
+              and for the --top (10) worst comms, annotations, spikes and gaps as slices.
   mark TEXT   add an annotation and print its id. --at T (default now), --until T (default: a
               point in time), --tags a,b. Times as in t(): ISO 8601, 'YYYY-MM-DD HH:MM[:SS]'
               (local zone), epoch seconds, now, today, 'yesterday 14:00', '2h ago'.

@@ -683,11 +683,12 @@ result<report_args> parse_report_args(const std::vector<std::string> &args) {
 result<export_args> parse_export_args(const std::vector<std::string> &args) {
   export_args a;
   if (args.empty() || args[0].empty() || args[0][0] == '-') {
-    return make_error("export: name a format (export openmetrics [--from T] [--to T] "
+    return make_error("export: name a format (export openmetrics|perfetto [--from T] [--to T] "
                       "[--where SQL] [--top N] [-o FILE])");
   }
-  if (args[0] != "openmetrics") {
-    return make_error(fmt::format("export: unknown format '{}' (openmetrics)", args[0]));
+  if (args[0] != "openmetrics" && args[0] != "perfetto") {
+    return make_error(
+        fmt::format("export: unknown format '{}' (openmetrics or perfetto)", args[0]));
   }
   a.format = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -818,8 +819,9 @@ result<void> run_picture(store::reader &db, const std::string &kind,
     if (!w) {
       return w.err();
     }
+    const auto write = a->format == "perfetto" ? write_perfetto : write_openmetrics;
     if (!a->output) {
-      auto st = write_openmetrics(db, *a, w->first, w->second, *target.out);
+      auto st = write(db, *a, w->first, w->second, *target.out);
       return st ? result<void>{} : result<void>{st.err()};
     }
     // Into a temporary file renamed over FILE at the end: never a half-written export.
@@ -828,14 +830,16 @@ result<void> run_picture(store::reader &db, const std::string &kind,
     if (!f) {
       return make_error(fmt::format("cannot open '{}' for writing", tmp));
     }
-    auto st = write_openmetrics(db, *a, w->first, w->second, f);
+    auto st = write(db, *a, w->first, w->second, f);
     f.close();
     if (!st || !f || std::rename(tmp.c_str(), a->output->c_str()) != 0) {
       std::remove(tmp.c_str());
       return st ? make_error(fmt::format("error writing '{}'", *a->output)) : st.err();
     }
-    note = fmt::format("openmetrics export ({} series, {} points) written to {}", st->series,
-                       st->points, *a->output);
+    note = a->format == "perfetto"
+               ? fmt::format("perfetto trace ({} events) written to {}", st->points, *a->output)
+               : fmt::format("openmetrics export ({} series, {} points) written to {}", st->series,
+                             st->points, *a->output);
     return {};
   }
   return make_error(fmt::format("unknown picture '{}' (heatmap, plot or report)", kind), EINVAL);

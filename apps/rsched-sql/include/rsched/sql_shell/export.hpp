@@ -1,8 +1,8 @@
 #pragma once
-// rsched-sql's `export openmetrics`: a window of the history as timestamped OpenMetrics 1.0 that
-// `promtool tsdb create-blocks-from openmetrics` backfills into Prometheus (docs/FLEET.md). The
-// families are the ones a live scrape of rschedd will carry, so backfilled and scraped series
-// line up:
+// rsched-sql's `export openmetrics|perfetto` (perfetto: below). openmetrics: a window of the
+// history as timestamped OpenMetrics 1.0 that `promtool tsdb create-blocks-from openmetrics`
+// backfills into Prometheus (docs/FLEET.md). The families are the ones a live scrape of rschedd
+// will carry, so backfilled and scraped series line up:
 //   rsched_cpu_sched_delay_seconds{cpu}        histogram of scheduling delay per CPU
 //   rsched_cgroup_sched_delay_seconds{cgroup}  the same per cgroup, the --top busiest by samples
 //                                              in the window, the rest as cgroup="other"
@@ -23,13 +23,13 @@
 
 namespace rsched::sql_shell {
 
-// export openmetrics [--from T] [--to T] [--where SQL] [--top N] [-o FILE]
+// export openmetrics|perfetto [--from T] [--to T] [--where SQL] [--top N] [-o FILE]
 struct export_args {
-  std::string format;              // "openmetrics"
+  std::string format;              // "openmetrics" or "perfetto"
   std::optional<std::string> from; // default: an hour before `to` (or the recording's start)
   std::optional<std::string> to;   // default: the end of the newest recorded interval
   std::string where;               // a condition on sched_delay's columns (the cgroup family)
-  std::size_t top = 10;            // cgroups kept by name
+  std::size_t top = 10;            // cgroups kept by name (openmetrics), comms (perfetto)
   std::optional<std::string> output;
 };
 
@@ -43,5 +43,14 @@ struct export_stats {
 // Writes the export of [from, to) (UTC ns, interval start times) to `out`.
 result<export_stats> write_openmetrics(store::reader &db, const export_args &a, std::int64_t from,
                                        std::int64_t to, std::ostream &out);
+
+// export perfetto: the window as a Chrome JSON trace that ui.perfetto.dev opens. Five track
+// groups ("processes"): per CPU and for the --top (10) worst comms (the highest p99 over the
+// window among those with 20 samples or more), counter tracks of p50, p99 and max scheduling
+// delay per interval (ms, held until the next interval); annotations, spikes
+// (spikes('sched_delay', '3x')) and the stretches not recorded (gaps()) as slices. Names are
+// written as the terminal shows them (valid UTF-8). `points` counts the trace's events.
+result<export_stats> write_perfetto(store::reader &db, const export_args &a, std::int64_t from,
+                                    std::int64_t to, std::ostream &out);
 
 } // namespace rsched::sql_shell

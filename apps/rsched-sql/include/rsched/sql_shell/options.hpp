@@ -4,7 +4,7 @@
 //   rsched-sql [DB] [-c SQL]... [--csv|--json|--jsonl] [-o FILE] [--bail]
 //   rsched-sql DB mark TEXT [--at T] [--until T] [--tags a,b]
 //   rsched-sql [DB] heatmap|plot|report [ARGS]...   (pictures.hpp)
-//   rsched-sql [DB] export openmetrics [ARGS]...     (export.hpp)
+//   rsched-sql [DB] export openmetrics|perfetto [ARGS]...   (export.hpp)
 //   rsched-sql -h | --help | --version
 #include "rsched/base/result.hpp"
 
