@@ -246,7 +246,10 @@ std::pair<std::uint64_t, std::uint64_t> self_switches() {
 // independent BPF probe on the same tracepoints misses exactly the same switch-ins. Under CPU load
 // about 1 % of short-lived processes lose one switch-in that way: the slice that starts there has
 // no start, so it (and its delay sample) cannot be measured, while the kernel's nvcsw/nivcsw
-// count it at the switch-out. So a zombie may be short by one, never more, and never over.
+// count it at the switch-out. So a zombie may be short by one, never more, and never over; a
+// thread read by itself likewise one short of one kind, in at most 5 % of the threads. (In tp_btf
+// mode a switch-in is also lost when the task's storage cannot be created, counted in
+// drops_task_state and printed below.)
 TEST_CASE("Every switch of new threads and processes is counted, the first one included",
           "[root][bpf][groups]") {
   if (!test::bpf_available()) {
@@ -310,7 +313,7 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
       ours[static_cast<pid_t>(as_int(r[0]))] = {static_cast<std::uint64_t>(as_int(r[1])),
                                                 static_cast<std::uint64_t>(as_int(r[2]))};
     }
-    int exact = 0, zombies_exact = 0, zombies = 0;
+    int exact = 0, zombies_exact = 0, zombies = 0, threads = 0, threads_short = 0;
     for (const auto &[tid, k] : kernel) {
       const auto [vol, invol] = ours[tid];
       INFO("mode " << mode << " tid " << tid << ": voluntary kernel " << k.vol << " recorded "
@@ -321,9 +324,14 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
         CHECK(invol <= k.invol);
         CHECK(vol + invol + (mode == "raw_tp" ? 2 : 1) >= k.vol + k.invol);
       } else {
-        CHECK(vol + invol >= k.vol + k.invol);
-        CHECK(vol >= k.vol);
-        CHECK(invol >= k.invol);
+        // The same lost switch-in as for a zombie (above) leaves one slice unmeasured: one
+        // switch short of one kind, never more, and in few threads (counted below).
+        const std::uint64_t short_by =
+            (k.vol > vol ? k.vol - vol : 0) + (k.invol > invol ? k.invol - invol : 0);
+        CHECK(short_by <= 1);
+        threads_short += short_by != 0 ? 1 : 0;
+        threads += 1;
+        CHECK(vol + invol + 1 >= k.vol + k.invol);
         CHECK(vol + invol <= k.vol + k.invol + 6);
       }
       exact += (vol == k.vol && invol == k.invol) ? 1 : 0;
@@ -332,10 +340,15 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
     }
     INFO(zombies_exact << " of " << zombies << " processes with exactly the kernel's counts");
     CHECK(zombies_exact * 10 >= zombies * 9);
+    INFO(threads_short << " of " << threads << " threads one switch short");
+    CHECK(threads_short * 20 <= threads); // at most 5 %
     std::printf(
         "new threads[%s]: %zu threads and processes, %d with exactly the kernel's "
-        "counts at the read; drops %lld\n",
-        mode.c_str(), kernel.size(), exact,
-        static_cast<long long>(as_int(query(rec.db, "SELECT sum(drops) FROM health")[0][0])));
+        "counts at the read, %d of %d threads one switch short; drops %lld (task state "
+        "%lld)\n",
+        mode.c_str(), kernel.size(), exact, threads_short, threads,
+        static_cast<long long>(as_int(query(rec.db, "SELECT sum(drops) FROM health")[0][0])),
+        static_cast<long long>(as_int(
+            query(rec.db, "SELECT CAST(total(drops_task_state) AS INTEGER) FROM timeline")[0][0])));
   }
 }
