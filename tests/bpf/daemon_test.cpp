@@ -233,8 +233,7 @@ TEST_CASE_METHOD(test::db_dir,
   CHECK(as_int(query(db, "SELECT count(*) FROM intervals WHERE tier = 0 AND flags & 1")[0][0]) ==
         2);
   // The downtime is the one gap of at least 2 s, and coverage says so.
-  const auto gaps =
-      query(db, "SELECT count(*), max(dur) FROM gaps() WHERE dur >= 2000000000");
+  const auto gaps = query(db, "SELECT count(*), max(dur) FROM gaps() WHERE dur >= 2000000000");
   CHECK(as_int(gaps[0][0]) == 1);
   CHECK(as_int(gaps[0][1]) >= 3'000'000'000);
   CHECK(as_int(query(db, "SELECT CAST(coverage_pct AS INTEGER) FROM coverage()")[0][0]) < 100);

@@ -56,10 +56,9 @@ TEST_CASE_METHOD(test::db_dir,
   // Per comm (the default) and merged over every thread: the spike that overlaps the burst is
   // the hogs'. Per comm, other comms may spike too while the hogs hold the CPUs.
   for (const char *by : {"comm", "all"}) {
-    const auto spikes =
-        query(db, std::string("SELECT ts, end_ts, top_comms, victim, cause FROM "
-                              "spikes('sched_delay', '3ms', NULL, NULL, NULL, '") +
-                      by + "')");
+    const auto spikes = query(db, std::string("SELECT ts, end_ts, top_comms, victim, cause FROM "
+                                              "spikes('sched_delay', '3ms', NULL, NULL, NULL, '") +
+                                      by + "')");
     REQUIRE_FALSE(spikes.empty());
     bool found = false;
     for (const auto &s : spikes) {

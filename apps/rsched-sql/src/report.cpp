@@ -119,9 +119,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
         std::get_if<double>(&c->rows[0][1]) != nullptr ? *std::get_if<double>(&c->rows[0][1])
                                                        : 0.0);
   }
-  if (auto g =
-          query(db, fmt::format("SELECT ts, end_ts, dur, reason FROM gaps({}, {})",
-                                from, to));
+  if (auto g = query(db, fmt::format("SELECT ts, end_ts, dur, reason FROM gaps({}, {})", from, to));
       g && !g->rows.empty()) {
     std::vector<std::vector<std::pair<std::string, bool>>> rows;
     for (const auto &r : g->rows) {
