@@ -146,10 +146,9 @@ result<void> histogram_family(store::reader &db, exporter &x, const std::string 
   return failed;
 }
 
-} // namespace
-
-result<export_stats> write_openmetrics(store::reader &db, const export_args &a, std::int64_t from,
-                                       std::int64_t to, std::ostream &out) {
+// The recorded intervals starting in [from, to), in order (timeline: raw where kept, else the
+// finest rollup; a file older than schema 3 has only raw intervals); an error when there is none.
+result<std::vector<interval>> recorded(store::reader &db, std::int64_t from, std::int64_t to) {
   const std::string src = has_object(db, "timeline") ? "timeline" : "intervals";
   auto ivs = query(db, fmt::format("SELECT start_ns, start_ns + dur_ns FROM {} WHERE start_ns >= "
                                    "{} AND start_ns < {} ORDER BY start_ns",
@@ -157,19 +156,49 @@ result<export_stats> write_openmetrics(store::reader &db, const export_args &a, 
   if (!ivs) {
     return ivs.err();
   }
-  std::vector<interval> intervals;
+  std::vector<interval> out;
   for (const auto &r : ivs->rows) {
     const auto s = int_of(r[0]);
     const auto e = int_of(r[1]);
-    if (s && e && (intervals.empty() || *s >= intervals.back().end)) {
-      intervals.push_back({*s, *e});
+    if (s && e && (out.empty() || *s >= out.back().end)) {
+      out.push_back({*s, *e});
     }
   }
-  if (intervals.empty()) {
+  if (out.empty()) {
     return make_error("export: the window holds no recorded interval");
   }
-  exporter x(out, std::move(intervals));
+  return out;
+}
+
+// The condition on a view's rows: the window, and --where when given.
+std::string rows_in(std::int64_t from, std::int64_t to, const std::string &where) {
   const std::string window = fmt::format("ts >= {} AND ts < {}", from, to);
+  return where.empty() ? window : window + " AND (" + where + ")";
+}
+
+// The first column of `sql`'s rows as an SQL list of literals ("'/a', '/b'"); "" for no rows.
+result<std::string> sql_list(store::reader &db, const std::string &sql) {
+  auto r = query(db, sql);
+  if (!r) {
+    return r.err();
+  }
+  std::string out;
+  for (const auto &row : r->rows) {
+    out += (out.empty() ? "" : ", ") + quote(text_of(row[0]));
+  }
+  return out;
+}
+
+} // namespace
+
+result<export_stats> write_openmetrics(store::reader &db, const export_args &a, std::int64_t from,
+                                       std::int64_t to, std::ostream &out) {
+  auto intervals = recorded(db, from, to);
+  if (!intervals) {
+    return intervals.err();
+  }
+  exporter x(out, std::move(*intervals));
+  const std::string window = rows_in(from, to, "");
 
   x.writer().begin("rsched_cpu_sched_delay_seconds", om::metric_type::histogram,
                    "Scheduling delay (wakeup to switch-in) per CPU, cumulative from the start "
@@ -183,21 +212,17 @@ result<export_stats> write_openmetrics(store::reader &db, const export_args &a, 
     return r.err();
   }
 
-  const std::string cond = a.where.empty() ? window : window + " AND (" + a.where + ")";
-  auto top = query(db, fmt::format("SELECT cgroup FROM sched_delay WHERE {} GROUP BY cgroup "
-                                   "ORDER BY sum(count) DESC, cgroup LIMIT {}",
-                                   cond, a.top));
-  if (!top) {
-    return top.err();
-  }
-  std::string names;
-  for (const auto &r : top->rows) {
-    names += (names.empty() ? "" : ", ") + quote(text_of(r[0]));
+  const std::string cond = rows_in(from, to, a.where);
+  auto names = sql_list(db, fmt::format("SELECT cgroup FROM sched_delay WHERE {} GROUP BY cgroup "
+                                        "ORDER BY sum(count) DESC, cgroup LIMIT {}",
+                                        cond, a.top));
+  if (!names) {
+    return names.err();
   }
   // Cgroup paths start with '/', so "other" never names a real one.
   const std::string group =
-      names.empty() ? std::string("'other'")
-                    : fmt::format("CASE WHEN cgroup IN ({}) THEN cgroup ELSE 'other' END", names);
+      names->empty() ? std::string("'other'")
+                     : fmt::format("CASE WHEN cgroup IN ({}) THEN cgroup ELSE 'other' END", *names);
   x.writer().begin("rsched_cgroup_sched_delay_seconds", om::metric_type::histogram,
                    "Scheduling delay per cgroup (the busiest by samples; the rest as "
                    "cgroup=\"other\"), cumulative from the start of the export window.",
@@ -289,10 +314,12 @@ public:
     line_ += fmt::format("{{\"ph\":\"C\",\"pid\":{},\"tid\":0,\"ts\":{},\"name\":", pid, us(ts_ns));
     string(name);
     line_ += ",\"args\":{";
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      line_ += fmt::format("{}\"{}\":{}", i == 0 ? "" : ",", args[i].first,
-                           std::isfinite(args[i].second) ? fmt::format("{}", args[i].second)
-                                                         : std::string("0"));
+    bool first = true;
+    for (const auto &[key, v] : args) {
+      if (std::isfinite(v)) { // JSON has no NaN: a value that is not one is left out
+        line_ += fmt::format("{}\"{}\":{}", first ? "" : ",", key, v);
+        first = false;
+      }
     }
     line_ += "}}";
     end();
@@ -372,28 +399,18 @@ result<void> delay_tracks(store::reader &db, trace &t, int pid, const std::strin
 
 result<export_stats> write_perfetto(store::reader &db, const export_args &a, std::int64_t from,
                                     std::int64_t to, std::ostream &out) {
-  const std::string window = fmt::format("ts >= {} AND ts < {}", from, to);
-  auto any = query(db, "SELECT count(*) FROM " +
-                           std::string(has_object(db, "timeline") ? "timeline" : "intervals") +
-                           fmt::format(" WHERE start_ns >= {} AND start_ns < {}", from, to));
-  if (!any) {
-    return any.err();
+  if (auto iv = recorded(db, from, to); !iv) {
+    return iv.err();
   }
-  if (any->rows.empty() || int_of(any->rows[0][0]).value_or(0) == 0) {
-    return make_error("export: the window holds no recorded interval");
-  }
-  const std::string cond = a.where.empty() ? window : window + " AND (" + a.where + ")";
+  const std::string window = rows_in(from, to, "");
+  const std::string cond = rows_in(from, to, a.where);
   // The worst comms: the highest p99 over the window among those with 20 samples or more.
-  auto worst = query(db, fmt::format("SELECT comm FROM sched_delay WHERE {} GROUP BY comm HAVING "
-                                     "sum(count) >= 20 ORDER BY hist_percentile(hist, 99) DESC, "
-                                     "comm LIMIT {}",
-                                     cond, a.top));
-  if (!worst) {
-    return worst.err();
-  }
-  std::string names;
-  for (const auto &r : worst->rows) {
-    names += (names.empty() ? "" : ", ") + quote(text_of(r[0]));
+  auto names = sql_list(db, fmt::format("SELECT comm FROM sched_delay WHERE {} GROUP BY comm "
+                                        "HAVING sum(count) >= 20 ORDER BY hist_percentile(hist, "
+                                        "99) DESC, comm LIMIT {}",
+                                        cond, a.top));
+  if (!names) {
+    return names.err();
   }
   trace t(out);
   enum : int { cpus = 1, comms = 2, marks = 3, spikes = 4, gaps = 5 };
@@ -402,7 +419,6 @@ result<export_stats> write_perfetto(store::reader &db, const export_args &a, std
   t.process(marks, "rsched: annotations");
   t.process(spikes, "rsched: spikes (p99 above 3x its baseline)");
   t.process(gaps, "rsched: not recorded");
-  export_stats st;
   if (auto r = delay_tracks(db, t, cpus,
                             "SELECT cpu, ts, hist_pct(hist, 50), hist_pct(hist, 99), "
                             "hist_max(hist) FROM cpu_sched_delay WHERE " +
@@ -411,13 +427,13 @@ result<export_stats> write_perfetto(store::reader &db, const export_args &a, std
       !r) {
     return r.err();
   }
-  if (!names.empty()) {
+  if (!names->empty()) {
     if (auto r = delay_tracks(
             db, t, comms,
             fmt::format("SELECT comm, ts, hist_pct(m, 50), hist_pct(m, 99), hist_max(m) FROM "
                         "(SELECT comm, ts, hist_merge(hist) AS m FROM sched_delay WHERE {} AND "
                         "comm IN ({}) GROUP BY comm, ts) ORDER BY comm, ts",
-                        cond, names),
+                        cond, *names),
             "");
         !r) {
       return r.err();
@@ -457,9 +473,7 @@ result<export_stats> write_perfetto(store::reader &db, const export_args &a, std
   if (!out) {
     return make_error("export: error writing the output");
   }
-  st.points = t.events();
-  st.series = 5;
-  return st;
+  return export_stats{5, t.events()}; // the five track groups
 }
 
 } // namespace rsched::sql_shell

@@ -581,9 +581,11 @@ result<void> parse_flags(const std::vector<std::string> &args, const std::set<st
   return {};
 }
 
-// The flags heatmap, report and export share (--from, --to, --where, -o): true when `f` was one.
+// The flags heatmap, report and export share (--from, --to, --where, -o): the outcome when `f`
+// was one of them, nullopt otherwise.
 template <typename Args>
-result<bool> window_flag(Args &a, const char *cmd, const std::string &f, const std::string &v) {
+std::optional<result<void>> window_flag(Args &a, const char *cmd, const std::string &f,
+                                        const std::string &v) {
   if (f == "--from") {
     a.from = v;
   } else if (f == "--to") {
@@ -592,13 +594,13 @@ result<bool> window_flag(Args &a, const char *cmd, const std::string &f, const s
     a.where = v;
   } else if (f == "-o") {
     if (v.empty()) {
-      return make_error(fmt::format("{}: -o needs a file name", cmd));
+      return result<void>{make_error(fmt::format("{}: -o needs a file name", cmd))};
     }
     a.output = v;
   } else {
-    return false;
+    return std::nullopt;
   }
-  return true;
+  return result<void>{};
 }
 
 } // namespace
@@ -609,9 +611,8 @@ result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args) {
       args,
       {"--view", "--where", "--from", "--to", "--step", "--by", "--top", "--max", "--column", "-o"},
       {}, "heatmap", [&](const std::string &f, const std::string &v) -> result<void> {
-        auto common = window_flag(a, "heatmap", f, v);
-        if (!common || *common) {
-          return common ? result<void>{} : result<void>{common.err()};
+        if (auto common = window_flag(a, "heatmap", f, v)) {
+          return *common;
         }
         if (f == "--view") {
           a.view = v;
@@ -671,8 +672,7 @@ result<report_args> parse_report_args(const std::vector<std::string> &args) {
   report_args a;
   auto r = parse_flags(args, {"--from", "--to", "--where", "-o"}, {}, "report",
                        [&](const std::string &f, const std::string &v) -> result<void> {
-                         auto common = window_flag(a, "report", f, v);
-                         return common ? result<void>{} : result<void>{common.err()};
+                         return window_flag(a, "report", f, v).value_or(result<void>{});
                        });
   if (!r) {
     return r.err();
@@ -694,9 +694,8 @@ result<export_args> parse_export_args(const std::vector<std::string> &args) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   auto r = parse_flags(rest, {"--from", "--to", "--where", "--top", "-o"}, {}, "export",
                        [&](const std::string &f, const std::string &v) -> result<void> {
-                         auto common = window_flag(a, "export", f, v);
-                         if (!common || *common) {
-                           return common ? result<void>{} : result<void>{common.err()};
+                         if (auto common = window_flag(a, "export", f, v)) {
+                           return *common;
                          }
                          auto n = parse_count(v, "export: --top", 1000); // the only other flag
                          if (!n) {
