@@ -2,7 +2,8 @@
 # Installs everything rsched needs to build and test, from Debian 12's archive only.
 # python3 and chromium (headless) are for the tests of rsched-sql's pictures (tests/pictures);
 # fonts-dejavu-core is the font the SVGs and the report ask for first; prometheus brings promtool,
-# which backfills rsched-sql's OpenMetrics export in a test (tests/pictures, label "tools").
+# which backfills rsched-sql's OpenMetrics export and scrapes rschedd's /metrics in tests (label
+# "tools" and "root"). libcpp-httplib-dev: the HTTP server of rschedd --metrics-listen.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -10,6 +11,7 @@ apt-get install -y -q --no-install-recommends \
   ca-certificates cmake make g++ pkg-config \
   clang clang-15 llvm libbpf-dev bpftool \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
+  libcpp-httplib-dev \
   nlohmann-json3-dev libhowardhinnant-date-dev libcli11-dev \
   stress-ng tmux procps \
   python3 chromium fonts-dejavu-core prometheus

@@ -8,6 +8,7 @@
 #include "rsched/rschedd/extras.hpp"
 #include "rsched/rschedd/filter.hpp"
 #include "rsched/rschedd/live.hpp"
+#include "rsched/rschedd/metrics.hpp"
 #include "rsched/rschedd/options.hpp"
 #include "rsched/rschedd/recorder.hpp"
 #include "rsched/rschedd/render.hpp"
@@ -106,6 +107,37 @@ int run(const rschedd::options &opt) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   std::uint32_t groups = opt.groups.groups;
+
+  // Prometheus: the endpoint binds before anything is loaded, so a taken port is the only line.
+  // Its threads start here, before the recorder switches to SCHED_FIFO (they keep the normal
+  // policy at nice 10).
+  const bool metrics_on = opt.metrics_listen || opt.metrics_textfile;
+  metrics_board board;
+  std::optional<metrics_state> mstate;
+  std::unique_ptr<metrics_server> server;
+  if (metrics_on) {
+    metrics_config mc;
+    mc.top = opt.metrics_top;
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    mc.start_ns = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    mstate.emplace(mc);
+    board.publish(*mstate);
+  }
+  if (opt.metrics_listen) {
+    auto addr = parse_listen_address(*opt.metrics_listen);
+    if (!addr) {
+      note("rschedd: {}\n", addr.err().msg);
+      return 2;
+    }
+    auto srv = metrics_server::start(*addr, board);
+    if (!srv) {
+      note("rschedd: {}\n", srv.err().msg);
+      return 1;
+    }
+    server = std::move(*srv);
+  }
+
   bpf::options bo;
   // Startup notes are printed once the programs are loaded: a failure to load is then the
   // only line (what is missing), as promised.
@@ -205,6 +237,18 @@ int run(const rschedd::options &opt) {
     db.emplace(std::move(*w));
     db->set_retention(opt.keep);
   }
+  // The textfile: written once now, so that a directory that cannot take it is the one line.
+  std::unique_ptr<metrics_textfile> textfile;
+  if (opt.metrics_textfile) {
+    textfile = std::make_unique<metrics_textfile>(*opt.metrics_textfile, board,
+                                                  [](std::string_view s) { note("{}", s); });
+    if (!textfile->flush()) {
+      return 1; // the writer noted why
+    }
+  }
+  if (server) {
+    notes += fmt::format("rschedd: metrics at http://{}/metrics\n", server->address());
+  }
   note("{}", notes);
 
   const bool tty = isatty(STDOUT_FILENO) == 1;
@@ -241,6 +285,12 @@ int run(const rschedd::options &opt) {
   rc.note = [](std::string_view s) { note("{}", s); };
   rc.cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
   rc.new_interval = [&] { cgroups.new_interval(); };
+  if (mstate) {
+    rc.done = [&](const store::interval_row &row, const interval_outcome &o) {
+      mstate->add(row, o);
+      board.publish(*mstate);
+    };
+  }
 
   // What the recorder does not collect itself: perf counter times, schedstat deltas, and the
   // daemon's own health (CPU time, RSS, its BPF programs' run time).
@@ -312,6 +362,9 @@ int run(const rschedd::options &opt) {
   while (rec.step()) {
   }
   display.reset(); // within ~100 ms, whatever the terminal is doing
+  if (textfile) {
+    (void)textfile->flush(); // the final interval; an error was reported by the writer thread
+  }
   return rec.finish();
 }
 

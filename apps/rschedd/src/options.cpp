@@ -3,6 +3,7 @@
 
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
+#include "rsched/rschedd/metrics.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -338,6 +339,34 @@ result<options> parse_options(const std::vector<std::string> &args) {
         return n.err();
       }
       o.rt_priority = static_cast<std::uint32_t>(*n);
+    } else if (flag == "--metrics-listen") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (auto addr = parse_listen_address(*v); !addr) {
+        return addr.err();
+      }
+      o.metrics_listen = *v;
+    } else if (flag == "--metrics-textfile") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      if (v->empty()) {
+        return make_error("--metrics-textfile needs a file name");
+      }
+      o.metrics_textfile = *v;
+    } else if (flag == "--metrics-top") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 0, 1000);
+      if (!n) {
+        return n.err();
+      }
+      o.metrics_top = static_cast<std::uint32_t>(*n);
     } else if (flag == "-C" || flag == "--no-collapse") {
       if (o.display != display_mode::detailed) {
         o.display = display_mode::grouped;

@@ -148,8 +148,10 @@ void recorder::end_interval(std::int64_t now_mono) {
 
   const std::int64_t write_start = clock_.mono_ns();
   std::int64_t write_end = write_start;
+  interval_outcome outcome;
   if (sink_ != nullptr) {
     if (auto w = sink_->write(row); !w) {
+      outcome.write_failed = true;
       ++write_failures_;
       if (!reported_write_error_) {
         note(fmt::format("rschedd: writing interval failed: {}\n", w.err().msg));
@@ -161,8 +163,10 @@ void recorder::end_interval(std::int64_t now_mono) {
       }
       reported_write_error_ = false;
       ++intervals_written_;
+      outcome.written = true;
     }
     write_end = clock_.mono_ns();
+    outcome.write_ns = write_end - write_start;
     // Rollups and retention: bounded work per interval, errors reported once per episode
     // (a full disk fails here too; the next call retries).
     const std::int64_t m0 = clock_.mono_ns();
@@ -188,6 +192,9 @@ void recorder::end_interval(std::int64_t now_mono) {
   read_ns_ = 0;
   drain_ns_ = 0;
   full_reads_ = 0;
+  if (cfg_.done) {
+    cfg_.done(row, outcome);
+  }
   if (cfg_.show && !stop_) {
     live_frame f;
     f.header.end_ns = row.start_ns + row.dur_ns;

@@ -21,10 +21,17 @@ constexpr std::array<std::uint64_t, 21> latency_edges = {
     65536 * us,   131072 * us,  262144 * us,  524288 * us, 1048576 * us, 2097152 * us,
     4194304 * us, 8388608 * us, 16777216 * us};
 
+constexpr std::array<std::uint64_t, 13> depth_edge_values = {1,  2,  3,  4,  5,  7, 9,
+                                                             13, 17, 25, 33, 49, 63};
+
 } // namespace
 
 std::span<const std::uint64_t> latency_edges_ns() {
   return latency_edges;
+}
+
+std::span<const std::uint64_t> depth_edges() {
+  return depth_edge_values;
 }
 
 std::vector<std::uint64_t> cumulative_counts(const stats::histogram &h,
@@ -100,6 +107,7 @@ std::string format_timestamp(std::int64_t utc_ns) {
 void writer::begin(std::string_view name, metric_type type, std::string_view help,
                    std::string_view unit) {
   name_ = name;
+  le_seconds_ = unit == "seconds";
   const char *type_name = type == metric_type::counter ? "counter"
                           : type == metric_type::gauge ? "gauge"
                                                        : "histogram";
@@ -154,8 +162,16 @@ void writer::sample(std::string_view suffix, const labels &l, const label *extra
   *out_ << line_;
 }
 
-void writer::counter(const labels &l, double value, std::optional<std::int64_t> ts) {
+void writer::write_created(const labels &l, std::optional<std::int64_t> created) {
+  if (created && format_ == format::openmetrics) {
+    sample("_created", l, nullptr, format_timestamp(*created), std::nullopt);
+  }
+}
+
+void writer::counter(const labels &l, double value, std::optional<std::int64_t> ts,
+                     std::optional<std::int64_t> created_ns) {
   sample("_total", l, nullptr, format_value(value), ts);
+  write_created(l, created_ns);
 }
 
 void writer::gauge(const labels &l, double value, std::optional<std::int64_t> ts) {
@@ -164,15 +180,18 @@ void writer::gauge(const labels &l, double value, std::optional<std::int64_t> ts
 
 void writer::histogram(const labels &l, std::span<const std::uint64_t> edges_ns,
                        std::span<const std::uint64_t> cumulative, double sum,
-                       std::optional<std::int64_t> ts) {
+                       std::optional<std::int64_t> ts, std::optional<std::int64_t> created_ns) {
   label le{"le", ""};
   for (std::size_t i = 0; i < cumulative.size(); ++i) {
-    le.value = i < edges_ns.size() ? format_le_seconds(edges_ns[i]) : "+Inf";
+    le.value = i >= edges_ns.size() ? std::string("+Inf")
+               : le_seconds_        ? format_le_seconds(edges_ns[i])
+                                    : fmt::format("{}", edges_ns[i] - 1);
     sample("_bucket", l, &le, fmt::format("{}", cumulative[i]), ts);
   }
   const std::uint64_t count = cumulative.empty() ? 0 : cumulative.back();
   sample("_count", l, nullptr, fmt::format("{}", count), ts);
   sample("_sum", l, nullptr, format_value(sum), ts);
+  write_created(l, created_ns);
 }
 
 void writer::finish() {

@@ -58,6 +58,11 @@ struct options {
   std::optional<std::string> view;
   std::uint32_t rt_priority = 1; // --rt-priority: the recorder's SCHED_FIFO priority, 0 = none
   store::retention keep;         // --keep-raw, --keep-1m, --keep-1h, --max-size
+  // Prometheus (metrics.hpp): --metrics-listen [ADDR:]PORT, --metrics-textfile FILE,
+  // --metrics-top N (named cgroups, comms and culprits; the rest is "other").
+  std::optional<std::string> metrics_listen;
+  std::optional<std::string> metrics_textfile;
+  std::uint32_t metrics_top = 20;
 };
 
 inline constexpr const char *usage_text =
@@ -113,6 +118,15 @@ inline constexpr const char *usage_text =
     "                           reads of every thread\n"
     "      --rt-priority N      the recorder thread's SCHED_FIFO priority (default 1; 0 = normal\n"
     "                           scheduling): keeps the interval cadence under CPU saturation\n"
+    "      --metrics-listen [ADDR:]PORT  serve GET /metrics (Prometheus text, or OpenMetrics\n"
+    "                           when asked): cumulative histograms per CPU and for the\n"
+    "                           busiest cgroups and comms, and rschedd's health. A bare PORT\n"
+    "                           binds 127.0.0.1; 0.0.0.0:PORT or [::]:PORT exposes it\n"
+    "                           (docs/FLEET.md). Off by default\n"
+    "      --metrics-textfile FILE  the same text for node_exporter's textfile collector,\n"
+    "                           replaced atomically after every interval\n"
+    "      --metrics-top N      cgroups, comms and culprits with a series of their own\n"
+    "                           (default 20; the rest is \"other\")\n"
     "  -v, --verbose            show libbpf messages (verifier log on load failures)\n"
     "  -h, --help               this text\n"
     "  -V, --version            print the version\n";

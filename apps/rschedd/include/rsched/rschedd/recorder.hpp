@@ -65,6 +65,13 @@ public:
   virtual result<void> maintain(std::int64_t /*now_real_ns*/) { return {}; }
 };
 
+// What the recorder did with an interval besides building it (for recorder_config::done).
+struct interval_outcome {
+  bool written = false;      // it reached the database (false with --no-db)
+  bool write_failed = false; // writing it failed (the interval is a gap in the database)
+  std::int64_t write_ns = 0; // the SQLite write (0 with --no-db)
+};
+
 struct recorder_config {
   std::int64_t interval_ns = 1'000'000'000;
   bool per_second = false;            // 1-s ticks for the per-second rate histograms
@@ -88,6 +95,9 @@ struct recorder_config {
   std::function<void(store::interval_row &)> enrich;
   // The display feed: each interval but the final one, after its write.
   std::function<void(live_frame &&)> show;
+  // Every interval, the final one too, after its write and before the display feed (the
+  // metrics endpoint).
+  std::function<void(const store::interval_row &, const interval_outcome &)> done;
 };
 
 class recorder {

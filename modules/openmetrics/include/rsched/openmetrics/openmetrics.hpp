@@ -39,6 +39,10 @@ using labels = std::vector<label>;
 // The upper edges (ns) of the `le` buckets of a latency histogram, ascending; +Inf follows them.
 // 10, 20, 50, 100, 200, 500 µs, then 1.024 ms doubling to 16.777216 s: 21 edges.
 std::span<const std::uint64_t> latency_edges_ns();
+// The edges of a runqueue-depth histogram (depth layout: one bucket per depth 0…62, then ≥ 63):
+// 1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 63. A depth is an integer, so "below edge E" is
+// exactly `le="E-1"`: the family writes le 0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 62, +Inf.
+std::span<const std::uint64_t> depth_edges();
 
 // Cumulative counts of `h` (latency layout) below each edge of `edges`, then the total (+Inf).
 // Every edge must be a bucket edge of the layout (a lower bound of a slot); the result has
@@ -64,27 +68,35 @@ public:
   writer(std::ostream &out, format f) : out_(&out), format_(f) {}
 
   // `name` without suffixes (rsched_cpu_sched_delay_seconds); `unit` "" or the unit the name
-  // ends with ("seconds").
+  // ends with ("seconds"). A histogram family in "seconds" takes edges in ns and writes them as
+  // seconds; one without a unit takes integer edges and writes `le` = edge − 1 (depth_edges).
   void begin(std::string_view name, metric_type type, std::string_view help,
              std::string_view unit = "");
-  // One point of the current counter family: `value` is cumulative. `ts` in UTC ns.
-  void counter(const labels &l, double value, std::optional<std::int64_t> ts = std::nullopt);
+  // One point of the current counter family: `value` is cumulative. `ts` in UTC ns. `created`
+  // (UTC ns): when the series started counting from zero, written as `_created` in OpenMetrics
+  // (the 0.0.4 format has no such sample and leaves it out).
+  void counter(const labels &l, double value, std::optional<std::int64_t> ts = std::nullopt,
+               std::optional<std::int64_t> created = std::nullopt);
   void gauge(const labels &l, double value, std::optional<std::int64_t> ts = std::nullopt);
   // One point of the current histogram family: `cumulative` as cumulative_counts returns it for
   // `edges_ns`; `sum` in the family's unit.
   void histogram(const labels &l, std::span<const std::uint64_t> edges_ns,
                  std::span<const std::uint64_t> cumulative, double sum,
-                 std::optional<std::int64_t> ts = std::nullopt);
+                 std::optional<std::int64_t> ts = std::nullopt,
+                 std::optional<std::int64_t> created = std::nullopt);
   void finish();
 
 private:
   void sample(std::string_view suffix, const labels &l, const label *extra, std::string_view value,
               std::optional<std::int64_t> ts);
 
+  void write_created(const labels &l, std::optional<std::int64_t> created);
+
   std::ostream *out_;
   format format_;
   std::string name_;
-  std::string line_; // reused buffer
+  bool le_seconds_ = true; // the current histogram family's edges are ns (else counts)
+  std::string line_;       // reused buffer
 };
 
 } // namespace rsched::openmetrics

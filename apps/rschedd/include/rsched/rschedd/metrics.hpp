@@ -1,0 +1,243 @@
+#pragma once
+// rschedd's Prometheus side (--metrics-listen, --metrics-textfile): the recorded intervals summed
+// since the start of the run into a bounded set of series, served as Prometheus text (0.0.4) or
+// OpenMetrics 1.0 (docs/FLEET.md lists the families).
+//
+// The recorder thread only adds each interval to a metrics_state (a few hundred ns per thread
+// row) and publishes a copy of it (a few hundred KB at most: the series are bounded); rendering
+// the text happens on the reader's thread (the HTTP server's workers, the textfile writer), so a
+// slow, hostile or hammering scraper never holds up recording.
+//
+// Cardinality is bounded: per-CPU series (one per CPU that had data), and for cgroups, comms and
+// culprits at most `top` named series each plus one for the rest ("other"). Which keys are named
+// follows recent activity (top_keys): samples decayed with a half-life of a minute; a free slot
+// goes to the busiest key, and a key at least twice as busy as the least busy named one takes
+// its slot. A key's series starts at zero when it gets its slot (`_created` = that interval's
+// start) and what it did before stays in "other"; a key that loses its slot (or is idle for
+// `idle_expiry_ns`) loses its series (Prometheus marks it stale) and counts in "other" again.
+// So every series only ever grows while it exists (a shrinking counter would read as a reset).
+// Keys that cannot be told from the rest — an empty comm (an absent label in Prometheus) or a
+// comm spelt "other" — always count in "other".
+#include "rsched/base/result.hpp"
+#include "rsched/metrics/registry.hpp"
+#include "rsched/openmetrics/openmetrics.hpp"
+#include "rsched/rschedd/recorder.hpp"
+#include "rsched/store/records.hpp"
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace rsched::rschedd {
+
+// Which keys of a family have a series of their own (see the header comment).
+class top_keys {
+public:
+  top_keys(std::size_t n, std::int64_t idle_expiry_ns, std::int64_t half_life_ns = 60'000'000'000)
+      : n_(n), expiry_ns_(idle_expiry_ns), half_life_ns_(half_life_ns) {}
+
+  // One interval starting at `now_ns` (UTC): `samples` of every key seen in it. Decays the
+  // scores, adds these, expires idle named keys, fills free slots with the busiest keys, then
+  // lets a key twice as busy as the least busy named one take its slot. Keys for which
+  // `eligible` is false are never named.
+  void update(const std::map<std::string, std::uint64_t> &samples, std::int64_t now_ns,
+              const std::function<bool(const std::string &)> &eligible = {});
+  [[nodiscard]] bool named(const std::string &key) const { return named_.contains(key); }
+  // When the key got its series (UTC ns); only for named keys.
+  [[nodiscard]] std::int64_t created(const std::string &key) const {
+    return named_.at(key).created_ns;
+  }
+  // Keys that lost their slot in the last update, idle or outrun (their series are dropped).
+  [[nodiscard]] const std::vector<std::string> &expired() const { return expired_; }
+  [[nodiscard]] std::size_t size() const { return named_.size(); }
+
+private:
+  struct slot {
+    std::int64_t created_ns = 0;
+    std::int64_t last_seen_ns = 0;
+  };
+  std::size_t n_;
+  std::int64_t expiry_ns_;
+  std::int64_t half_life_ns_;
+  std::optional<std::int64_t> last_update_ns_;
+  std::map<std::string, double> score_; // decayed samples of the keys seen lately
+  std::map<std::string, slot> named_;
+  std::vector<std::string> expired_;
+};
+
+struct metrics_config {
+  std::size_t top = 20;                          // --metrics-top
+  std::int64_t idle_expiry_ns = 900'000'000'000; // 15 minutes
+  std::int64_t start_ns = 0;                     // UTC ns the run started (`_created`)
+};
+
+// The run so far, summed from the intervals. Plain data: copied to publish it.
+class metrics_state {
+public:
+  explicit metrics_state(metrics_config cfg);
+
+  void add(const store::interval_row &row, const interval_outcome &o);
+  void render(std::ostream &out, openmetrics::format f) const;
+  [[nodiscard]] std::uint64_t intervals() const { return intervals_; }
+
+  // A keyed series: the metric values or counters since `created_ns`.
+  struct cgroup_series {
+    std::int64_t created_ns = 0;
+    metrics::thread_set m;
+    std::uint64_t migrations = 0;
+    std::uint64_t cross_ccx = 0;
+    std::uint64_t cross_numa = 0;
+  };
+  struct pressure_series {
+    std::int64_t created_ns = 0;
+    std::optional<double> some_ns, full_ns, throttled_ns, throttled_periods;
+  };
+  struct cpu_series {
+    std::int64_t created_ns = 0;
+    metrics::cpu_set m;
+  };
+  struct sum_series {
+    std::int64_t created_ns = 0;
+    metrics::value v; // comm: sched delay; culprit: wait in `total`, waits in `count`
+  };
+
+private:
+  metrics_config cfg_;
+  top_keys cgroup_keys_;
+  top_keys comm_keys_;
+  top_keys culprit_keys_;
+  std::map<std::uint32_t, cpu_series> cpus_;
+  std::map<std::string, cgroup_series> cgroups_; // named ones and "other"
+  std::map<std::string, pressure_series> pressure_;
+  std::map<std::string, sum_series> comms_;
+  std::map<std::string, sum_series> culprits_;
+  std::uint32_t groups_ = 0;
+
+  // Health.
+  std::uint64_t intervals_ = 0;
+  std::uint64_t stalled_ = 0;
+  std::uint64_t write_failures_ = 0;
+  double recorded_ns_ = 0;
+  double collect_ns_ = 0;
+  double write_ns_ = 0;
+  double maint_ns_ = 0;
+  double cpu_ns_ = 0;
+  std::optional<double> bpf_run_ns_;
+  std::optional<double> bpf_runs_;
+  std::array<std::uint64_t, RSCHED_DROP_COUNT> drops_{};
+  std::optional<std::int64_t> rss_bytes_;
+  std::int64_t last_dur_ns_ = 0;
+  std::int64_t last_end_ns_ = 0;
+};
+
+// The latest published state, shared between the recorder (one writer) and any number of
+// readers; each reader renders the text it needs, once per published interval and format.
+class metrics_board {
+public:
+  void publish(const metrics_state &s);
+  // The text of the latest state in `f` (empty before the first interval) and its generation
+  // (0 before the first interval).
+  struct text {
+    std::shared_ptr<const std::string> body;
+    std::uint64_t generation = 0;
+  };
+  text render(openmetrics::format f);
+  // Blocks until a state newer than `generation` is published or `stop()` is called; false
+  // when stopped.
+  bool wait_newer(std::uint64_t generation);
+  void stop();
+
+private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<const metrics_state> state_;
+  std::uint64_t generation_ = 0;
+  bool stopped_ = false;
+  // Rendered texts, per format, of generation cache_gen_[f].
+  std::array<std::shared_ptr<const std::string>, 2> cache_;
+  std::array<std::uint64_t, 2> cache_gen_{};
+  std::mutex render_mu_; // one render at a time; readers of a cached text do not wait for it
+};
+
+// --metrics-listen ADDR:PORT. A bare port binds the loopback address.
+struct listen_address {
+  std::string host; // numeric address or "localhost"
+  int port = 0;     // 0: any free port (tests)
+};
+result<listen_address> parse_listen_address(std::string_view s);
+
+// The content type a scraper asked for (its Accept header): OpenMetrics 1.0 when it lists
+// application/openmetrics-text (unless with q=0), else the 0.0.4 text format.
+openmetrics::format negotiate(std::string_view accept);
+std::string_view content_type(openmetrics::format f);
+
+// How much a scraper may take of the server (the defaults are rschedd's).
+struct server_limits {
+  std::size_t workers = 4;          // connections served at once
+  std::size_t queued = 8;           // accepted and waiting; then the accept loop waits (backlog)
+  std::size_t max_body = 8192;      // bytes of a request body (a scrape has none)
+  int timeout_s = 5;                // reading a request, writing a response
+  int keep_alive_s = 2;             // an idle kept-alive connection holds a worker this long
+  std::size_t keep_alive_max = 100; // requests per connection
+};
+
+// GET /metrics on a small pool of worker threads (cpp-httplib), within server_limits: a flood of
+// connections costs bounded memory and threads, a stalled client at most timeout_s of one worker.
+// Recording never waits for it (the board is only read).
+class metrics_server {
+public:
+  static result<std::unique_ptr<metrics_server>>
+  start(const listen_address &a, metrics_board &board, const server_limits &lim = {});
+  ~metrics_server();
+  metrics_server(const metrics_server &) = delete;
+  metrics_server &operator=(const metrics_server &) = delete;
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] const std::string &address() const { return address_; }
+
+  struct impl;
+
+private:
+  metrics_server() = default;
+  std::unique_ptr<impl> impl_;
+  std::thread thread_;
+  int port_ = 0;
+  std::string address_;
+};
+
+// --metrics-textfile FILE: after each published interval the 0.0.4 text (what node_exporter's
+// textfile collector reads) goes to FILE.tmp, then replaces FILE by rename, on its own thread.
+class metrics_textfile {
+public:
+  metrics_textfile(std::string path, metrics_board &board,
+                   std::function<void(std::string_view)> note);
+  ~metrics_textfile(); // writes nothing more; the board must be stopped first or still alive
+  metrics_textfile(const metrics_textfile &) = delete;
+  metrics_textfile &operator=(const metrics_textfile &) = delete;
+  // Writes the latest text now if it was not written yet (startup, the final interval). An
+  // error is also noted once (and "writing again" when it clears).
+  result<void> flush();
+
+private:
+  void run();
+  result<void> write_once();
+  std::string path_;
+  metrics_board &board_;
+  std::function<void(std::string_view)> note_;
+  std::mutex write_mu_;
+  std::uint64_t written_gen_ = 0;   // the last generation in the file
+  std::uint64_t attempted_gen_ = 0; // the last generation tried
+  bool reported_ = false;
+  std::thread thread_;
+};
+
+} // namespace rsched::rschedd
