@@ -16,6 +16,7 @@
 #include <map>
 #include <netinet/in.h>
 #include <poll.h>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -456,6 +457,8 @@ TEST_CASE("The textfile (--metrics-textfile) takes the latest interval atomicall
     text << in.rdbuf();
     CHECK(text.str() == *board.render(om::format::prometheus).body);
     CHECK(text.str().find("rsched_intervals_total 1") != std::string::npos);
+    CHECK((std::filesystem::status(path).permissions() & std::filesystem::perms::others_read) !=
+          std::filesystem::perms::none);
   }
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
 
@@ -469,4 +472,55 @@ TEST_CASE("The textfile (--metrics-textfile) takes the latest interval atomicall
   CHECK(r.err().msg.find("No such file or directory") != std::string::npos);
   CHECK(r.err().msg.find('\x1b') == std::string::npos);
   REQUIRE(n2.size() == 1);
+}
+
+TEST_CASE("Every family the endpoint serves is in the dashboard's list (tests/dist), and the "
+          "other way round",
+          "[metrics]") {
+  metrics_config cfg;
+  cfg.start_ns = t0;
+  metrics_state m(cfg);
+  auto row = interval(t0, {thread(1, "pg", "/a", 10)});
+  row.groups = RSCHED_G_LATENCY | RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_WAKING |
+               RSCHED_G_MIGRATION | RSCHED_G_BLAME;
+  store::blame_row b;
+  b.comm = "hog";
+  b.wait_ns = 1000;
+  b.waits = 1;
+  row.threads[0].blame.push_back(b);
+  store::cpu_row c;
+  c.cpu = 0;
+  row.cpus.push_back(c);
+  store::cgroup_cpu_row p;
+  p.cgroup = "/";
+  p.some_ns = p.full_ns = p.usage_ns = p.periods = p.throttled = p.throttled_ns = 1;
+  row.cgroup_cpu.push_back(p);
+  row.bpf_run_ns = 1;
+  row.bpf_run_cnt = 1;
+  row.rss_bytes = 1;
+  m.add(row, {});
+  std::set<std::string> served;
+  std::istringstream text(render(m));
+  std::string line;
+  while (std::getline(text, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      served.insert(line.substr(7, line.find(' ', 7) - 7));
+    }
+  }
+  // The list in the dashboard check, between `cat >"$tmp/families" <<'EOF'` and `EOF`.
+  std::ifstream in(std::filesystem::path(__FILE__).parent_path().parent_path() / "dist" /
+                   "check_grafana.sh");
+  REQUIRE(in);
+  std::set<std::string> listed;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line.find("\"$tmp/families\"") != std::string::npos) {
+      inside = true;
+    } else if (inside && line == "EOF") {
+      break;
+    } else if (inside) {
+      listed.insert(line.substr(line.find(' ') + 1));
+    }
+  }
+  CHECK(served == listed);
 }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -834,6 +835,8 @@ result<void> metrics_textfile::write_once() {
     return make_error(
         fmt::format("cannot write {}: {}", text::escape_for_terminal(tmp), std::strerror(errno)));
   }
+  // Readable by node_exporter (another user) whatever the umask (the service's is 0027).
+  (void)::fchmod(fd, 0644);
   std::string_view left = *t.body;
   while (!left.empty()) {
     const ssize_t n = ::write(fd, left.data(), left.size());
