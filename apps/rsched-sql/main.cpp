@@ -7,6 +7,7 @@
 #include "rsched/sql_shell/shell.hpp"
 #include "rsched/store/reader.hpp"
 
+#include <fmt/format.h>
 #include <sys/ioctl.h>
 
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <unistd.h>
+#include <vector>
 
 namespace sq = rsched::sql_shell;
 
@@ -37,6 +39,33 @@ const char *home_dir() {
 
 // Rows of one result shown on a terminal in the human modes (the rest are counted).
 constexpr std::size_t max_terminal_rows = 1000;
+
+// --host NAME=PATH...: one read-only connection over every host's database; a remark about the
+// files (schema versions that differ) goes to stderr as a note.
+rsched::result<rsched::store::reader> open_hosts(const sq::options &opt) {
+  std::vector<rsched::store::host_file> files;
+  for (const auto &h : opt.hosts) {
+    files.push_back({h.name, h.path});
+  }
+  std::string note;
+  auto db = rsched::store::reader::open_hosts(files, &note);
+  if (db && !note.empty()) {
+    print_error("note: " + note);
+  }
+  return db;
+}
+
+// What the session reads, for the banner: the database, or the hosts.
+std::string source_text(const sq::options &opt) {
+  if (opt.hosts.empty()) {
+    return opt.db_path;
+  }
+  std::string names;
+  for (const auto &h : opt.hosts) {
+    names += (names.empty() ? "" : ", ") + h.name;
+  }
+  return fmt::format("{} host{} ({})", opt.hosts.size(), opt.hosts.size() == 1 ? "" : "s", names);
+}
 
 int run(int argc, char **argv) {
   auto parsed = sq::parse_args(argc, argv);
@@ -65,10 +94,16 @@ int run(int argc, char **argv) {
     return sq::exit_ok;
   }
 
-  auto db = rsched::store::reader::open(opt.db_path, true);
+  if (opt.hosts.size() > static_cast<std::size_t>(rsched::store::reader::max_hosts())) {
+    print_error(fmt::format("{} hosts given; at most {} can be read together (see --help)",
+                            opt.hosts.size(), rsched::store::reader::max_hosts()));
+    return sq::exit_usage;
+  }
+  auto db = opt.hosts.empty() ? rsched::store::reader::open(opt.db_path, true) : open_hosts(opt);
   if (!db) {
     print_error(db.err().msg);
-    return sq::exit_failure;
+    // A name or file given twice is bad usage; a file that cannot be read is a failure.
+    return !opt.hosts.empty() && db.err().errnum == EINVAL ? sq::exit_usage : sq::exit_failure;
   }
   // RSCHED_SQL_NOW pins what `now` means (any time t() accepts): reproducible scripts, and the
   // golden outputs of docs/SQL.md.
@@ -144,7 +179,7 @@ int run(int argc, char **argv) {
     io.history_file = sq::history_path(std::getenv("RSCHED_SQL_HISTORY"), home_dir());
     io.banner = rsched::text::escape_for_terminal(
         std::string(sq::program_name) + ' ' + std::string(sq::program_version) + " on " +
-        opt.db_path + " (read-only). Enter .help for help, Ctrl-D to leave.");
+        source_text(opt) + " (read-only). Enter .help for help, Ctrl-D to leave.");
     rc = sq::run_interactive(sh, io);
   }
   if (rc == sq::exit_ok && !interactive && sh.no_data()) {

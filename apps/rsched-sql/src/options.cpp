@@ -1,9 +1,11 @@
 #include "rsched/sql_shell/options.hpp"
 
+#include "rsched/store/reader.hpp"
 #include "rsched/store/records.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -20,6 +22,16 @@ constexpr std::array<std::pair<output_mode, std::string_view>, 7> mode_names = {
     {output_mode::json, "json"},
     {output_mode::jsonl, "jsonl"},
 }};
+
+// ASCII case-insensitive equality: host names are SQLite schema names, which ignore case.
+bool same_name_nocase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           const auto low = [](char c) {
+             return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+           };
+           return low(x) == low(y);
+         });
+}
 
 } // namespace
 
@@ -151,6 +163,22 @@ result<options> parse_args(std::span<const std::string_view> args) {
     } else if (a == "--csv" || a == "--json" || a == "--jsonl") {
       o.mode = *parse_mode(a.substr(2));
       mode_set = true;
+    } else if (a == "--host") {
+      auto v = need_value(i, "NAME=PATH");
+      if (!v) {
+        return v.err();
+      }
+      auto h = parse_host_arg(*v);
+      if (!h) {
+        return h.err();
+      }
+      for (const auto &other : o.hosts) {
+        if (same_name_nocase(other.name, h->name)) {
+          return make_error(fmt::format("host name '{}' is given twice (--host)", h->name));
+        }
+      }
+      o.hosts.push_back(std::move(*h));
+      ++i;
     } else if (a == "--bail") {
       o.bail = true;
     } else if (a == "-h" || a == "--help") {
@@ -161,8 +189,59 @@ result<options> parse_args(std::span<const std::string_view> args) {
       return make_error(fmt::format("unknown option '{}'", a));
     }
   }
-  o.db_path = db ? *db : std::string(store::default_db_path);
+  if (!o.hosts.empty()) {
+    // The hosts' files are the databases: nothing that names or writes one database.
+    if (o.mark) {
+      return make_error("mark writes one database: give its path as DB, without --host");
+    }
+    if (db) {
+      return make_error(fmt::format("--host cannot be combined with a database path ('{}'): the "
+                                    "hosts' files are the databases",
+                                    *db));
+    }
+    if (o.picture && o.picture->first != "plot") {
+      return make_error(fmt::format("{} reads one database: give that host's file as DB, without "
+                                    "--host (SQL, plot and the table functions read several hosts)",
+                                    o.picture->first));
+    }
+  }
+  o.db_path = db ? *db : o.hosts.empty() ? std::string(store::default_db_path) : std::string();
   return o;
+}
+
+result<host_arg> parse_host_arg(std::string_view value) {
+  const auto eq = value.find('=');
+  if (eq == std::string_view::npos) {
+    return make_error(fmt::format("--host needs NAME=PATH, got '{}'", value));
+  }
+  host_arg h{std::string(value.substr(0, eq)), std::string(value.substr(eq + 1))};
+  const auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (h.name.empty()) {
+    return make_error(fmt::format("--host '{}': the host name is empty (NAME=PATH)", value));
+  }
+  if (h.name.size() > max_host_name) {
+    return make_error(fmt::format("--host '{}': the host name is longer than {} characters", value,
+                                  max_host_name));
+  }
+  const bool charset =
+      alnum(h.name.front()) && std::all_of(h.name.begin(), h.name.end(), [&](char c) {
+        return alnum(c) || c == '.' || c == '_' || c == '-';
+      });
+  if (!charset) {
+    return make_error(fmt::format("--host '{}': a host name holds letters, digits, '.', '_' and "
+                                  "'-', starting with a letter or digit",
+                                  value));
+  }
+  if (same_name_nocase(h.name, "main") || same_name_nocase(h.name, "temp")) {
+    return make_error(fmt::format(
+        "--host '{}': the host name '{}' is reserved (SQLite's own schemas)", value, h.name));
+  }
+  if (h.path.empty()) {
+    return make_error(fmt::format("--host '{}': the path is empty (NAME=PATH)", value));
+  }
+  return h;
 }
 
 result<options> parse_args(int argc, const char *const *argv) {
@@ -176,6 +255,9 @@ result<options> parse_args(int argc, const char *const *argv) {
 std::string usage_text() {
   return fmt::format(
       R"(Usage: {0} [DB] [-c SQL]... [--csv|--json|--jsonl] [-o FILE] [--bail]
+       {0} --host NAME=PATH [--host NAME=PATH]... [-c SQL]... [--csv|--json|--jsonl]
+                  [-o FILE] [--bail]
+       {0} --host NAME=PATH [--host NAME=PATH]... plot -c SQL [--log] [-o FILE.svg]
        {0} DB mark TEXT [--at T] [--until T] [--tags a,b]
        {0} [DB] heatmap [--view VIEW] [--where SQL] [--from T] [--to T] [--step DUR]
                   [--by cpu|comm|cgroup] [--top N] [--max DUR] [--column COL] [-o FILE.svg]
@@ -188,6 +270,14 @@ SQL shell over the history recorded by rschedd. The database is opened read-only
 annotations (mark, .mark, .import-incidents) are ever written, each in a short transaction.
 
   DB          the database (default {1})
+  --host NAME=PATH
+              instead of DB: read several hosts' databases (repeatable, at most {2}) as one.
+              Every view and table gains a leading host column (the NAME), so one query
+              compares hosts: SELECT host, hist_pct(hist_merge(hist), 99) AS p99_ns FROM
+              sched_delay WHERE comm = 'postgres' GROUP BY host ORDER BY p99_ns DESC.
+              spikes, compare, gaps, coverage and blame run on each host and start with a
+              host column; "NAME".view reads one host's own view. NAME: letters, digits, '.',
+              '_', '-'. Nothing is written to any file (no mark, heatmap, report or export).
   -c SQL      run SQL and exit; may be repeated, runs in order, stops at the first error.
               SQL starting with '.' is a dot command (e.g. -c .tables)
   --csv       print CSV instead of a table
@@ -256,7 +346,7 @@ directly before the parenthesis) returned no rows; "{0}: no recorded data in tha
 printed on standard error, the remaining statements still run, and an error (1) takes
 precedence.
 )",
-      program_name, store::default_db_path);
+      program_name, store::default_db_path, store::reader::max_hosts());
 }
 
 std::optional<std::string> history_path(const char *env_override, const char *home) {

@@ -64,6 +64,8 @@ hist_count, hist_count_above, hist_fraction_above, hist_mean, hist_max, hist_buc
 ipc(instructions, cycles), rate(n, dur); times: t('...'), ago('2h'), dur('5m'), fmt_time,
 bucket(ts, '10s'), ts IN around(T, '5m'), ts IN during(a, b); tables of their own:
 coverage, gaps, spikes, blame, compare, annotation_margin (see docs/SQL.md).
+Over several hosts (rsched-sql --host NAME=PATH ...) every view and table starts with a host
+column, as do spikes, compare, coverage, gaps and blame; "NAME".view is one host's own view.
 )";
 
 constexpr std::string_view interrupted_message = "Interrupted";
@@ -97,6 +99,24 @@ std::string lower_ascii(std::string s) {
     return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
   });
   return s;
+}
+
+// Where the connection's tables and views are listed: its schema, or over several hosts
+// (--host) the TEMP views that combine the hosts' objects.
+std::string schema_table(const store::reader &db) {
+  return db.hosts().empty() ? "sqlite_schema" : "sqlite_temp_schema";
+}
+
+// `s` as an SQL identifier ("" for ").
+std::string sql_ident(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    out += c;
+    if (c == '"') {
+      out += '"';
+    }
+  }
+  return out + "\"";
 }
 
 // The whole content of `path`, at most max_input_bytes: regular files, pipes, /dev/stdin and
@@ -403,31 +423,49 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
 
 // A window only partly covered by recorded intervals is reported on stderr (the result itself
 // is unchanged): "window ... is 62.0% covered (2 gaps; see gaps(a, b))".
+// Over several hosts, one line per host whose recording does not cover the window.
 void shell::note_coverage(std::int64_t a, std::int64_t b) {
-  double pct = 100.0;
-  std::int64_t gaps = 0;
+  struct cover {
+    double pct = 100.0;
+    std::int64_t gaps = 0;
+    std::string host;
+  };
+  std::vector<cover> covers;
   store::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
   sink.on_row = [&](const std::vector<store::value> &row) {
     if (row.size() >= 2) {
+      cover c;
       if (const auto *p = std::get_if<double>(&row[0])) {
-        pct = *p;
+        c.pct = *p;
       } else if (const auto *i = std::get_if<std::int64_t>(&row[0])) {
-        pct = static_cast<double>(*i);
+        c.pct = static_cast<double>(*i);
       }
       if (const auto *g = std::get_if<std::int64_t>(&row[1])) {
-        gaps = *g;
+        c.gaps = *g;
       }
+      if (const auto *h = row.size() > 2 ? std::get_if<std::string>(&row[2]) : nullptr) {
+        c.host = *h;
+      }
+      covers.push_back(std::move(c));
     }
   };
-  if (!db_.exec(fmt::format("SELECT coverage_pct, gaps FROM coverage({}, {})", a, b), sink) ||
-      pct >= 99.95) {
+  const bool hosts = !db_.hosts().empty();
+  if (!db_.exec(fmt::format("SELECT coverage_pct, gaps{} FROM coverage({}, {})",
+                            hosts ? ", host" : "", a, b),
+                sink)) {
     return;
   }
-  err_ << fmt::format("rsched-sql: note: the window {} .. {} is {:.1f}% covered by recorded "
-                      "intervals ({} gap{}; see gaps({}, {}))\n",
-                      timefmt::format_time(a, db_.zone()), timefmt::format_time(b, db_.zone()), pct,
-                      gaps, gaps == 1 ? "" : "s", a, b);
+  for (const auto &c : covers) {
+    if (c.pct >= 99.95) {
+      continue;
+    }
+    err_ << fmt::format("rsched-sql: note: {}the window {} .. {} is {:.1f}% covered by recorded "
+                        "intervals ({} gap{}; see gaps({}, {}))\n",
+                        c.host.empty() ? "" : "host " + text::escape_for_terminal(c.host) + ": ",
+                        timefmt::format_time(a, db_.zone()), timefmt::format_time(b, db_.zone()),
+                        c.pct, c.gaps, c.gaps == 1 ? "" : "s", a, b);
+  }
   err_.flush();
 }
 
@@ -460,6 +498,12 @@ shell::status shell::open_output(const std::string &file, std::unique_ptr<std::o
 }
 
 shell::status shell::dot_picture(const std::string &kind, const std::vector<std::string> &args) {
+  if (kind != "plot" && !db_.hosts().empty()) {
+    report_error(fmt::format(".{} reads one database: run rsched-sql PATH {} on that host's file "
+                             "(SQL, .plot and the table functions read several hosts)",
+                             kind, kind));
+    return status::failed;
+  }
   // Drawn as text where results go: in 256 colours on the terminal, escape-free into a file
   // (.output, .once) or a pipe; with -o FILE an SVG (HTML for .report) there.
   std::ostream *dest = &out_;
@@ -498,6 +542,10 @@ shell::status shell::dot_mark(const std::vector<std::string> &args) {
   auto m = parse_mark_args(args);
   if (!m) {
     report_error(m.err().msg);
+    return status::failed;
+  }
+  if (!db_.hosts().empty()) {
+    report_error(".mark writes one database: run rsched-sql PATH mark TEXT on that host's file");
     return status::failed;
   }
   if (db_path_.empty()) {
@@ -539,6 +587,11 @@ shell::status shell::dot_import(const std::vector<std::string> &args) {
   }
   if (file.empty()) {
     report_error(usage_text);
+    return status::failed;
+  }
+  if (!db_.hosts().empty()) {
+    report_error(".import-incidents writes one database: give that host's file as DB, without "
+                 "--host");
     return status::failed;
   }
   if (db_path_.empty()) {
@@ -708,8 +761,9 @@ shell::status shell::run_dot(std::string_view line) {
       return usage(".tables");
     }
     std::vector<std::string> names;
-    const auto st = query_lines("SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') "
-                                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+    const auto st = query_lines("SELECT name FROM " + schema_table(db_) +
+                                    " WHERE type IN ('table', 'view') AND name NOT LIKE "
+                                    "'sqlite\\_%' ESCAPE '\\' ORDER BY name",
                                 names);
     for (const auto &n : names) {
       out_ << text::escape_for_terminal(n) << '\n';
@@ -721,7 +775,7 @@ shell::status shell::run_dot(std::string_view line) {
     if (args.size() > 1) {
       return usage(".schema [PATTERN]");
     }
-    std::string sql = "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL";
+    std::string sql = "SELECT sql FROM " + schema_table(db_) + " WHERE sql IS NOT NULL";
     if (!args.empty()) {
       sql += " AND name LIKE " + sql_quote(args[0]);
     }
@@ -811,7 +865,17 @@ int shell::run_script(std::istream &in, std::string_view source) {
 // name_1h) is listed once with "*" (docs/SCHEMA.md has every column).
 std::string shell::views_help() {
   std::vector<std::string> names;
-  (void)query_lines("SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name", names);
+  if (db_.hosts().empty()) {
+    (void)query_lines("SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name", names);
+  } else {
+    // Over several hosts every object is a TEMP view: list those that are views in the hosts.
+    std::string sql;
+    for (const auto &h : db_.hosts()) {
+      sql += (sql.empty() ? "" : " UNION ") + std::string("SELECT name FROM ") + sql_ident(h) +
+             ".sqlite_master WHERE type = 'view'";
+    }
+    (void)query_lines(sql + " ORDER BY name", names);
+  }
   const auto has = [&](const std::string &n) {
     return std::binary_search(names.begin(), names.end(), n);
   };
@@ -845,6 +909,10 @@ std::string shell::views_help() {
     return "Views: none (not an rsched database?).\n";
   }
   out += ".\n";
+  if (!db_.hosts().empty()) {
+    out += "Each starts with a host column (the --host NAME), as do the tables; \"NAME\".view "
+           "reads one host.\n";
+  }
   if (starred) {
     out +=
         "*: also as NAME_1m and NAME_1h, the 1-minute and 1-hour rollups (docs/SQL.md, Tiers).\n";
@@ -863,8 +931,9 @@ std::vector<std::string> shell::schema_names() {
       }
     }
   };
-  (void)db_.exec("SELECT s.name, p.name FROM sqlite_schema AS s, pragma_table_info(s.name) AS p "
-                 "WHERE s.type IN ('table', 'view') AND s.name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+  (void)db_.exec("SELECT s.name, p.name FROM " + schema_table(db_) +
+                     " AS s, pragma_table_info(s.name) AS p WHERE s.type IN ('table', 'view') "
+                     "AND s.name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
                  sink);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());

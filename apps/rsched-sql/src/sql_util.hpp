@@ -52,9 +52,12 @@ inline std::optional<std::int64_t> int_of(const store::value &v) {
   return std::nullopt;
 }
 
-// Whether the schema has a table or view named `name`.
+// Whether the schema has a table or view named `name` (over several hosts, --host: a TEMP view
+// that combines the hosts' objects of that name).
 inline bool has_object(store::reader &db, const std::string &name) {
-  auto r = query(db, "SELECT count(*) FROM sqlite_master WHERE name = " + quote(name));
+  auto r = query(db, "SELECT count(*) FROM (SELECT name FROM sqlite_master UNION ALL SELECT name "
+                     "FROM sqlite_temp_master) WHERE name = " +
+                         quote(name));
   return r && !r->rows.empty() && int_of(r->rows[0][0]).value_or(0) > 0;
 }
 

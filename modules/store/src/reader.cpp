@@ -11,12 +11,16 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <set>
 #include <sqlite3.h>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace rsched::store {
 
@@ -180,6 +184,9 @@ namespace detail {
 struct guard_state {
   std::string verb;
   std::string denied;
+  // Over several hosts: the TEMP views that combine them. Dropping one would let its name fall
+  // through to the first host's own object, which is one host's rows under the combined name.
+  std::vector<std::string> host_views;
 };
 
 } // namespace detail
@@ -219,7 +226,13 @@ int guard_authorize(void *user, int action, const char *a1, const char *a2, cons
   case SQLITE_DROP_TEMP_INDEX:
   case SQLITE_DROP_TEMP_TABLE:
   case SQLITE_DROP_TEMP_TRIGGER:
-  case SQLITE_DROP_TEMP_VIEW:
+    return SQLITE_OK;
+  case SQLITE_DROP_TEMP_VIEW: // a1 = view
+    for (const auto &v : g.host_views) {
+      if (same_name(a1, v)) {
+        return guard_deny(g, fmt::format("DROP VIEW {}: it combines the hosts' rows (--host)", v));
+      }
+    }
     return SQLITE_OK;
   case SQLITE_INSERT:
   case SQLITE_UPDATE:
@@ -337,9 +350,30 @@ struct reader::impl {
   // Declared first: destroyed after the connection, whose functions and authorizer point to them.
   detail::fn_context ctx;
   std::unique_ptr<detail::guard_state> guard; // null: writable connection (tests, :memory:)
+  // open_hosts: each host's own connection (ctx.hosts points into them), and their names.
+  std::vector<reader> host_readers;
+  std::vector<std::string> host_names;
   SQLite::Database db;
   explicit impl(SQLite::Database &&d) : db(std::move(d)) {}
 };
+
+namespace {
+
+// No statement run through this connection writes anything (see guard_authorize); DEFENSIVE
+// also keeps the schema table and shadow tables out of reach, and extensions stay off.
+result<void> make_read_only(std::unique_ptr<detail::guard_state> &slot, sqlite3 *h,
+                            const std::string &what) {
+  slot = std::make_unique<detail::guard_state>();
+  if (sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr) != SQLITE_OK ||
+      sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr) != SQLITE_OK ||
+      sqlite3_set_authorizer(h, guard_authorize, slot.get()) != SQLITE_OK) {
+    return make_error(
+        fmt::format("{}: cannot make the connection read-only: {}", what, sqlite3_errmsg(h)));
+  }
+  return {};
+}
+
+} // namespace
 
 result<reader> reader::open(const std::string &path, bool read_only) {
   const bool memory = path == ":memory:";
@@ -383,15 +417,8 @@ result<reader> reader::open(const std::string &path, bool read_only) {
       return make_error(fmt::format("{}: {}", path, r.err().msg));
     }
     if (read_only) {
-      // No statement run through this connection writes anything (see guard_authorize);
-      // DEFENSIVE also keeps the schema table and shadow tables out of reach, and extensions
-      // stay off.
-      p->guard = std::make_unique<detail::guard_state>();
-      if (sqlite3_db_config(h, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr) != SQLITE_OK ||
-          sqlite3_db_config(h, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr) != SQLITE_OK ||
-          sqlite3_set_authorizer(h, guard_authorize, p->guard.get()) != SQLITE_OK) {
-        return make_error(
-            fmt::format("{}: cannot make the connection read-only: {}", path, sqlite3_errmsg(h)));
+      if (auto r = make_read_only(p->guard, h, path); !r) {
+        return r.err();
       }
     }
     return reader(std::move(p));
@@ -401,6 +428,297 @@ result<reader> reader::open(const std::string &path, bool read_only) {
   } catch (const std::exception &e) {
     return make_error(fmt::format("{}: {}", path, e.what()));
   }
+}
+
+namespace {
+
+// `s` as an SQL identifier ("" for "): host names and the files' object and column names are
+// data, whatever they hold.
+std::string ident(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    out += c;
+    if (c == '"') {
+      out += '"';
+    }
+  }
+  return out + "\"";
+}
+
+// `s` as an SQL string literal ('' for ').
+std::string literal(std::string_view s) {
+  std::string out = "'";
+  for (const char c : s) {
+    out += c;
+    if (c == '\'') {
+      out += '\'';
+    }
+  }
+  return out + "'";
+}
+
+// `path` as a read-only SQLite URI (https://sqlite.org/uri.html): every byte but the unreserved
+// ones percent-encoded, so that '?', '#' and '%' in a file name stay part of it. mode=ro, not
+// immutable: rschedd may be writing the file.
+std::string read_only_uri(const std::string &path) {
+  std::string out = !path.empty() && path.front() == '/' ? "file://" : "file:";
+  for (const char ch : path) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~' || c == '/') {
+      out += ch;
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out + "?mode=ro";
+}
+
+// The names of a statement's first column, every row.
+result<std::vector<std::string>> names_of(sqlite3 *db, const std::string &sql,
+                                          const std::vector<std::string> &params) {
+  auto st = detail::prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    sqlite3_bind_text(st->get(), static_cast<int>(i + 1), params[i].data(),
+                      static_cast<int>(params[i].size()), SQLITE_TRANSIENT);
+  }
+  std::vector<std::string> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    out.push_back(detail::column_text(st->get(), 0));
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return out;
+}
+
+bool same_text_nocase(const std::string &a, const std::string &b) {
+  return a.size() == b.size() &&
+         sqlite3_strnicmp(a.data(), b.data(), static_cast<int>(a.size())) == 0;
+}
+
+// What a host's file holds: its schema version and, per table or view, its columns.
+struct host_schema {
+  std::int64_t version = 0;
+  std::map<std::string, std::vector<std::string>> objects;
+};
+
+// The TEMP views of a connection over several hosts (returns their names): for each table and
+// view of any host, the UNION ALL of the hosts that have it, `host` first, then the columns of
+// the newest schema that has it (a schema only adds columns, docs/SCHEMA.md "Stability";
+// timeline's v6 reorder is met by naming every column), NULL where a host's file lacks one.
+result<std::vector<std::string>> create_host_views(sqlite3 *db, const std::vector<host_file> &hosts,
+                                                   const std::vector<host_schema> &schemas) {
+  std::set<std::string> names;
+  for (const auto &s : schemas) {
+    for (const auto &[name, cols] : s.objects) {
+      names.insert(name);
+    }
+  }
+  for (const auto &name : names) {
+    // The columns: from the newest host that has the object, then any others' extra ones.
+    std::vector<std::size_t> order(hosts.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      order[i] = i;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return schemas[a].version > schemas[b].version;
+    });
+    std::vector<std::string> cols;
+    for (const std::size_t i : order) {
+      const auto it = schemas[i].objects.find(name);
+      if (it == schemas[i].objects.end()) {
+        continue;
+      }
+      for (const auto &c : it->second) {
+        if (same_text_nocase(c, "host")) {
+          return make_error(fmt::format("host {}: {}: {} already has a column named host",
+                                        hosts[i].name, hosts[i].path, name));
+        }
+        if (std::find(cols.begin(), cols.end(), c) == cols.end()) {
+          cols.push_back(c);
+        }
+      }
+    }
+    std::string sql = "CREATE TEMP VIEW " + ident(name) + " AS";
+    bool first = true;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      const auto it = schemas[i].objects.find(name);
+      if (it == schemas[i].objects.end()) {
+        continue;
+      }
+      sql += first ? "\n  SELECT " : "\n  UNION ALL SELECT ";
+      first = false;
+      sql += literal(hosts[i].name) + " AS host";
+      for (const auto &c : cols) {
+        const bool has = std::find(it->second.begin(), it->second.end(), c) != it->second.end();
+        sql += ", " + (has ? ident(c) : "NULL AS " + ident(c));
+      }
+      sql += " FROM " + ident(hosts[i].name) + "." + ident(name);
+    }
+    if (auto r = detail::exec(db, sql.c_str()); !r) {
+      return make_error(fmt::format("combining {} of the hosts: {}", name, r.err().msg));
+    }
+  }
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+} // namespace
+
+int reader::max_hosts() {
+  sqlite3 *db = nullptr;
+  int n = 10; // SQLITE_MAX_ATTACHED's default
+  if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) ==
+      SQLITE_OK) {
+    n = sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, -1);
+  }
+  sqlite3_close(db);
+  return n;
+}
+
+result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::string *note) {
+  if (note != nullptr) {
+    note->clear();
+  }
+  if (hosts.empty()) {
+    return make_error("no host given", EINVAL);
+  }
+  if (hosts.size() > static_cast<std::size_t>(max_hosts())) {
+    return make_error(fmt::format("{} hosts given; at most {} can be read together (SQLite's "
+                                  "limit of attached databases)",
+                                  hosts.size(), max_hosts()),
+                      EINVAL);
+  }
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const std::string &n = hosts[i].name;
+    if (n.empty()) {
+      return make_error("a host name is empty", EINVAL);
+    }
+    if (n.find('\0') != std::string::npos) { // SQLite's names end at the first NUL
+      return make_error("a host name holds a NUL byte", EINVAL);
+    }
+    if (same_text_nocase(n, "main") || same_text_nocase(n, "temp")) {
+      return make_error(fmt::format("host name '{}' is reserved (SQLite's own schemas)", n),
+                        EINVAL);
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (same_text_nocase(n, hosts[j].name)) {
+        return make_error(fmt::format("host name '{}' is given twice", n), EINVAL);
+      }
+    }
+  }
+  // Each file on its own first: the single-database checks and messages, and the connection the
+  // table functions run on.
+  std::vector<reader> own;
+  std::vector<std::pair<dev_t, ino_t>> files;
+  std::vector<host_schema> schemas(hosts.size());
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    auto r = open(hosts[i].path, true);
+    if (!r) {
+      return make_error(fmt::format("host {}: {}", hosts[i].name, r.err().msg), r.err().errnum);
+    }
+    struct stat st {};
+    if (stat(hosts[i].path.c_str(), &st) == 0) {
+      for (std::size_t j = 0; j < files.size(); ++j) {
+        if (files[j] == std::pair{st.st_dev, st.st_ino}) {
+          return make_error(fmt::format("host {}: {} is the same file as host {}'s (its rows "
+                                        "would count twice)",
+                                        hosts[i].name, hosts[i].path, hosts[j].name),
+                            EINVAL);
+        }
+      }
+      files.emplace_back(st.st_dev, st.st_ino);
+    }
+    own.push_back(std::move(r).value());
+  }
+  try {
+    SQLite::Database db(":memory:", SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_URI,
+                        busy_timeout_ms);
+    auto p = std::make_unique<impl>(std::move(db));
+    sqlite3 *h = p->db.getHandle();
+    sqlite3_extended_result_codes(h, 1);
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      auto st = detail::prepare_stmt(h, "ATTACH DATABASE ?1 AS ?2");
+      if (!st) {
+        return make_error(fmt::format("host {}: {}", hosts[i].name, st.err().msg));
+      }
+      const std::string uri = read_only_uri(hosts[i].path);
+      sqlite3_bind_text(st->get(), 1, uri.data(), static_cast<int>(uri.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_text(st->get(), 2, hosts[i].name.data(), static_cast<int>(hosts[i].name.size()),
+                        SQLITE_TRANSIENT);
+      if (sqlite3_step(st->get()) != SQLITE_DONE) {
+        return with_wal_hint(make_error(fmt::format("host {}: {}: {}", hosts[i].name, hosts[i].path,
+                                                    sqlite3_errmsg(h))),
+                             hosts[i].path, true);
+      }
+      p->ctx.hosts.push_back({hosts[i].name, own[i].p_->db.getHandle(), &own[i].p_->ctx});
+      p->host_names.push_back(hosts[i].name);
+    }
+    // Functions before the views: the files' views call them (annotation_summary), and
+    // pragma_table_info compiles a view to name its columns.
+    if (auto r = detail::register_functions(h, &p->ctx); !r) {
+      return r.err();
+    }
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      auto v = detail::query_int(own[i].p_->db.getHandle(), "PRAGMA user_version");
+      schemas[i].version = v ? *v : 0;
+      auto objs = names_of(h,
+                           "SELECT name FROM " + ident(hosts[i].name) +
+                               ".sqlite_master WHERE type IN ('table', 'view') AND name NOT "
+                               "LIKE 'sqlite\\_%' ESCAPE '\\'",
+                           {});
+      if (!objs) {
+        return make_error(
+            fmt::format("host {}: {}: {}", hosts[i].name, hosts[i].path, objs.err().msg));
+      }
+      for (const auto &o : *objs) {
+        auto cols = names_of(h, "SELECT name FROM pragma_table_info(?1, ?2)", {o, hosts[i].name});
+        if (!cols) {
+          return make_error(
+              fmt::format("host {}: {}: {}: {}", hosts[i].name, hosts[i].path, o, cols.err().msg));
+        }
+        schemas[i].objects[o] = std::move(*cols);
+      }
+    }
+    auto views = create_host_views(h, hosts, schemas);
+    if (!views) {
+      return views.err();
+    }
+    if (auto r = make_read_only(p->guard, h, "the hosts' connection"); !r) {
+      return r.err();
+    }
+    p->guard->host_views = std::move(*views);
+    p->host_readers = std::move(own);
+    if (note != nullptr) {
+      std::string versions;
+      bool differ = false;
+      for (std::size_t i = 0; i < hosts.size(); ++i) {
+        versions += fmt::format("{}{} {}", i == 0 ? "" : ", ", hosts[i].name, schemas[i].version);
+        differ = differ || schemas[i].version != schemas[0].version;
+      }
+      if (differ) {
+        *note = fmt::format(
+            "the hosts' files have different schema versions ({}): in the combined views a "
+            "column a host's file lacks is NULL in its rows, a view it lacks has no rows of it "
+            "(docs/SCHEMA.md, Stability)",
+            versions);
+      }
+    }
+    return reader(std::move(p));
+  } catch (const SQLite::Exception &e) {
+    return make_error(fmt::format("opening the hosts: {}", e.what()));
+  } catch (const std::exception &e) {
+    return make_error(fmt::format("opening the hosts: {}", e.what()));
+  }
+}
+
+const std::vector<std::string> &reader::hosts() const {
+  static const std::vector<std::string> none;
+  return p_ ? p_->host_names : none;
 }
 
 result<void> reader::exec(std::string_view sql, const result_sink &sink) {
@@ -516,6 +834,10 @@ bool reader::take_window_named() {
 void reader::interrupt() noexcept {
   if (p_) {
     sqlite3_interrupt(p_->db.getHandle());
+    // A table function over several hosts runs its statements on the hosts' connections.
+    for (auto &h : p_->host_readers) {
+      h.interrupt();
+    }
   }
 }
 

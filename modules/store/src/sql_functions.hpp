@@ -27,6 +27,17 @@ struct histogram;
 
 namespace rsched::store::detail {
 
+struct fn_context;
+
+// One host of a connection over several hosts (reader::open_hosts): its name and its own
+// read-only connection, where the table functions run as on a single database (their SQL reads
+// the rsched tables by their plain names, which on the combined connection are the union views).
+struct host_source {
+  std::string name;
+  sqlite3 *db = nullptr;
+  fn_context *ctx = nullptr; // that connection's own context (its tier-extent cache)
+};
+
 // Per-connection settings of the functions; owned by the reader, stable address.
 struct fn_context {
   timefmt::zone zone = timefmt::zone::local();
@@ -51,6 +62,9 @@ struct fn_context {
   // The margin around each annotation's span in annotation_delay / annotation_summary, ns
   // (annotation_margin(dur) sets it for the connection).
   std::int64_t annotation_margin_ns = 0;
+  // Empty, or the hosts of a connection over several hosts (vtab.cpp runs the table functions
+  // on each of them).
+  std::vector<host_source> hosts;
   [[nodiscard]] std::int64_t now() const {
     return fixed_now ? *fixed_now : timefmt::realtime_now_ns();
   }

@@ -5,11 +5,133 @@
 // duration_ns until schema 7: those still work as hidden aliases.
 #include "table_functions.hpp"
 
+#include "rsched/base/timefmt.hpp"
+
+#include "sqlite_util.hpp"
+#include "tvf_window.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace rsched::store::detail {
 
 namespace {
+
+// ---- Over several hosts (reader::open_hosts) ----
+//
+// Every function that reads the database runs on each host's own connection, exactly as on a
+// single database (baselines, windows and blame stay within the host), and its rows get the
+// host's name in front. They then come in the order the function promises, across hosts.
+
+std::int64_t int_at(const row &r, std::size_t i) {
+  const auto *v = i < r.size() ? std::get_if<std::int64_t>(&r[i]) : nullptr;
+  return v != nullptr ? *v : 0;
+}
+
+double real_at(const row &r, std::size_t i) {
+  const auto *v = i < r.size() ? std::get_if<double>(&r[i]) : nullptr;
+  return v != nullptr ? *v : 0.0;
+}
+
+// The hosts' rows with the host's name in front, host by host in the order they were given
+// (coverage: one row per host; blame: each host's culprits, most wait first).
+result<rows> by_host(std::vector<host_rows> &runs) {
+  rows out;
+  for (auto &run : runs) {
+    for (auto &r : run.data) {
+      row with;
+      with.reserve(r.size() + 1);
+      with.emplace_back(run.host->name);
+      std::move(r.begin(), r.end(), std::back_inserter(with));
+      out.push_back(std::move(with));
+    }
+  }
+  return out;
+}
+
+// In time order (gaps, spikes): by ts (column 1 after the host), hosts in their order at the same
+// ts, each host's own order (spikes: by victim) kept.
+result<rows> by_time(std::vector<host_rows> &runs) {
+  auto out = by_host(runs);
+  if (out) {
+    std::stable_sort(out->begin(), out->end(),
+                     [](const row &a, const row &b) { return int_at(a, 1) < int_at(b, 1); });
+  }
+  return out;
+}
+
+// compare: every host's keys ranked together by excess, then d_p99_ns ("what changed most,
+// anywhere").
+result<rows> by_excess(std::vector<host_rows> &runs) {
+  auto out = by_host(runs);
+  if (out) {
+    std::stable_sort(out->begin(), out->end(), [](const row &a, const row &b) {
+      const double ea = real_at(a, 10);
+      const double eb = real_at(b, 10);
+      return ea != eb ? ea > eb : int_at(a, 8) > int_at(b, 8);
+    });
+  }
+  return out;
+}
+
+// during, around: one column, for `ts IN during(...)`, so no host column: the starts of every
+// host's intervals that overlap the window, each once. A view row of host H at ts = s is then
+// selected when some host has an interval starting at s in the window: right unless H itself has
+// an interval starting at s that does not overlap the window (a start before it, a shorter
+// interval: rollup tiers of different retention). That case is refused instead of answered.
+merge_t union_of_starts(const char *fn) {
+  return [fn](std::vector<host_rows> &runs) -> result<rows> {
+    std::set<std::int64_t> all;
+    std::vector<std::set<std::int64_t>> own(runs.size());
+    std::optional<std::pair<std::int64_t, std::int64_t>> window;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      for (const auto &r : runs[i].data) {
+        own[i].insert(int_at(r, 0));
+      }
+      all.insert(own[i].begin(), own[i].end());
+      if (runs[i].window) {
+        window = runs[i].window;
+      }
+    }
+    for (const std::int64_t s : all) {
+      if (!window || s >= window->first) {
+        break; // an interval starting inside the window overlaps it, on every host
+      }
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        if (own[i].count(s) != 0) {
+          continue;
+        }
+        sqlite3 *db = runs[i].host->db;
+        auto st = prepare_stmt(
+            db, fmt::format("SELECT 1 FROM {} WHERE start_ns = ?1 LIMIT 1", timeline(db)));
+        if (!st) {
+          return st.err();
+        }
+        sqlite3_bind_int64(st->get(), 1, s);
+        if (sqlite3_step(st->get()) == SQLITE_ROW) {
+          const auto &z = runs[i].host->ctx->zone;
+          return make_error(fmt::format(
+              "{0}: over several hosts ts IN {0}(...) matches starts only, and host {1}'s "
+              "interval starting at {2} ends before the window while another host's overlaps it; "
+              "select this window with ts >= t(...) AND ts < t(...) instead",
+              fn, runs[i].host->name, timefmt::format_time(s, z)));
+        }
+      }
+    }
+    rows out;
+    for (const std::int64_t s : all) {
+      out.push_back({s});
+    }
+    return out;
+  };
+}
 
 std::vector<tvf> &definitions() {
   static std::vector<tvf> defs = {
@@ -49,6 +171,25 @@ std::vector<tvf> &definitions() {
        0,
        blame_fn},
   };
+  static const bool modes_set = [] {
+    for (auto &d : defs) {
+      const std::string name = d.name;
+      if (name == "during" || name == "around") {
+        d.merge = union_of_starts(d.name);
+      } else if (name == "gaps" || name == "spikes") {
+        d.merge = by_time;
+        d.host_column = true;
+      } else if (name == "compare") {
+        d.merge = by_excess;
+        d.host_column = true;
+      } else if (name != "hist_buckets") { // coverage, blame, and any function added later
+        d.merge = by_host;
+        d.host_column = true;
+      }
+    }
+    return true;
+  }();
+  (void)modes_set;
   return defs;
 }
 

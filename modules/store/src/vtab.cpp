@@ -19,7 +19,13 @@ namespace {
 struct vtab : sqlite3_vtab {
   const tvf *def = nullptr;
   sqlite3 *db = nullptr;
+  int lead = 0; // 1 when the rows start with the host column (a connection over several hosts)
 };
+
+// Whether `def`'s table on this connection starts with a host column.
+bool has_host_column(const tvf &def) {
+  return def.host_column && def.merge && def.ctx != nullptr && !def.ctx->hosts.empty();
+}
 
 struct cursor : sqlite3_vtab_cursor {
   rows data;
@@ -49,6 +55,11 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
   }
   std::string ddl = "CREATE TABLE x(";
   bool first = true;
+  const bool host = has_host_column(*def);
+  if (host) {
+    ddl += "host";
+    first = false;
+  }
   for (const char *c : def->columns) {
     ddl += fmt::format("{}{}", first ? "" : ", ", c);
     first = false;
@@ -70,6 +81,7 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
   }
   v->def = def;
   v->db = db;
+  v->lead = host ? 1 : 0;
   sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
   *out = v;
   return SQLITE_OK;
@@ -82,7 +94,7 @@ int x_disconnect(sqlite3_vtab *v) {
 
 int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   const auto *v = static_cast<vtab *>(base);
-  const auto ncol = static_cast<int>(v->def->columns.size());
+  const auto ncol = v->lead + static_cast<int>(v->def->columns.size());
   const auto nargs = static_cast<int>(v->def->args.size());
   std::vector<int> cons(static_cast<std::size_t>(nargs), -1);
   for (int i = 0; i < info->nConstraint; ++i) {
@@ -133,6 +145,37 @@ int x_close(sqlite3_vtab_cursor *c) {
   return SQLITE_OK;
 }
 
+// The body on each host's own connection (fn_context::hosts), in the order the hosts were given,
+// then `def.merge` over the answers. Each host's context takes the connection's settings (zone,
+// `now`) and hands back what the shell asks of a statement (the window it named).
+result<rows> run_on_hosts(const tvf &def, const args_t &args) {
+  fn_context &ctx = *def.ctx;
+  std::vector<host_rows> runs;
+  runs.reserve(ctx.hosts.size());
+  for (const host_source &h : ctx.hosts) {
+    fn_context &hc = *h.ctx;
+    hc.zone = ctx.zone;
+    hc.fixed_now = ctx.fixed_now;
+    hc.annotation_margin_ns = ctx.annotation_margin_ns;
+    hc.last_window.reset();
+    hc.window_named = false;
+    result<rows> r = rows{};
+    {
+      const table_function_scope scope(hc);
+      r = def.body(h.db, hc, args);
+    }
+    ctx.window_named = ctx.window_named || hc.window_named;
+    if (hc.last_window) {
+      ctx.last_window = hc.last_window;
+    }
+    if (!r) {
+      return make_error(fmt::format("host {}: {}", h.name, r.err().msg));
+    }
+    runs.push_back({&h, std::move(*r), hc.last_window});
+  }
+  return def.merge(runs);
+}
+
 int x_filter(sqlite3_vtab_cursor *base, int mask, const char * /*idx*/, int argc,
              sqlite3_value **argv) {
   auto *c = static_cast<cursor *>(base);
@@ -164,6 +207,14 @@ int x_filter(sqlite3_vtab_cursor *base, int mask, const char * /*idx*/, int argc
   c->data.clear();
   c->pos = 0;
   try {
+    if (def.merge && !def.ctx->hosts.empty()) {
+      auto r = run_on_hosts(def, args);
+      if (!r) {
+        return set_error(r.err().msg);
+      }
+      c->data = std::move(*r);
+      return SQLITE_OK;
+    }
     const table_function_scope scope(*def.ctx);
     auto r = def.body(v->db, *def.ctx, args);
     if (!r) {
@@ -190,10 +241,11 @@ int x_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   const auto *c = static_cast<cursor *>(base);
   const row &r = c->data[c->pos];
   const tvf &def = *static_cast<const vtab *>(base->pVtab)->def;
-  const auto first_alias = def.columns.size() + def.args.size();
+  const auto lead = static_cast<std::size_t>(static_cast<const vtab *>(base->pVtab)->lead);
+  const auto first_alias = lead + def.columns.size() + def.args.size();
   if (col >= 0 && static_cast<std::size_t>(col) >= first_alias &&
       static_cast<std::size_t>(col) - first_alias < def.aliases.size()) {
-    col = static_cast<int>(def.aliases[static_cast<std::size_t>(col) - first_alias].column);
+    col = static_cast<int>(lead + def.aliases[static_cast<std::size_t>(col) - first_alias].column);
   }
   if (col < 0 || static_cast<std::size_t>(col) >= r.size()) {
     sqlite3_result_null(ctx);

@@ -2,15 +2,19 @@
 // The generic adapter from a table-valued function to an SQLite eponymous virtual table: the
 // function's result columns, its arguments as HIDDEN columns (bound by equality constraints, the
 // first `required` ones mandatory), former column names as HIDDEN aliases, and a body that computes
-// all rows in xFilter (they are small) which the cursor hands out from memory. The analytics
-// themselves are in table_functions.hpp.
+// all rows in xFilter (they are small) which the cursor hands out from memory. On a connection over
+// several hosts the body runs once per host, on that host's connection, and a leading `host`
+// column tells the rows apart. The analytics themselves are in table_functions.hpp.
 #include "rsched/base/result.hpp"
 #include "rsched/store/reader.hpp"
 
 #include "sql_functions.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <optional>
+#include <utility>
 #include <vector>
 
 struct sqlite3;
@@ -30,6 +34,16 @@ struct column_alias {
   std::size_t column;
 };
 
+// What one host answered on a connection over several hosts (fn_context::hosts): the body's
+// rows (without a host column) and the window it recorded (during, around).
+struct host_rows {
+  const host_source *host = nullptr;
+  rows data;
+  std::optional<std::pair<std::int64_t, std::int64_t>> window;
+};
+// Makes a function's rows over several hosts from what each host answered.
+using merge_t = std::function<result<rows>(std::vector<host_rows> &)>;
+
 // One table-valued function.
 struct tvf {
   const char *name;
@@ -40,6 +54,11 @@ struct tvf {
   // Hidden columns under a former name. `SELECT *`
   // shows the current names; queries written for the old ones keep working.
   std::vector<column_alias> aliases = {};
+  // Over several hosts: the body runs on each host's own connection and `merge` combines the
+  // answers. Empty: the function reads no database (hist_buckets) and runs once.
+  merge_t merge = {};
+  // Over several hosts, whether the rows start with a `host` column (the host's name).
+  bool host_column = false;
   fn_context *ctx = nullptr;
 };
 

@@ -2,6 +2,7 @@
 // Command line of rsched-sql: parsed into a plain struct, no I/O, so the tests can check it.
 //
 //   rsched-sql [DB] [-c SQL]... [--csv|--json|--jsonl] [-o FILE] [--bail]
+//   rsched-sql --host NAME=PATH [--host NAME=PATH]... [-c SQL]... [...]   (several hosts)
 //   rsched-sql DB mark TEXT [--at T] [--until T] [--tags a,b]
 //   rsched-sql [DB] heatmap|plot|report [ARGS]...   (pictures.hpp)
 //   rsched-sql [DB] export openmetrics|perfetto [ARGS]...   (export.hpp)
@@ -57,8 +58,18 @@ struct mark_args {
   std::string tags;                 // comma-separated, "" none
 };
 
+// `--host NAME=PATH`: one host of a session over several hosts' databases.
+struct host_arg {
+  std::string name; // the `host` column's value
+  std::string path;
+};
+
+// Longest host name --host accepts.
+inline constexpr std::size_t max_host_name = 64;
+
 struct options {
-  std::string db_path;               // the DB argument, else store::default_db_path
+  std::string db_path;         // the DB argument, else store::default_db_path ("" with --host)
+  std::vector<host_arg> hosts; // every --host, in order (empty: one database, db_path)
   std::vector<std::string> commands; // every -c argument, in order
   output_mode mode = output_mode::table;
   std::optional<std::string> output_file; // -o FILE
@@ -77,8 +88,16 @@ struct options {
 // order; "--" ends the options (for a DB path starting with '-'). -c takes the next argument as is,
 // even when it starts with '-'. A second positional argument "mark" starts the mark subcommand:
 // the next positional argument is its text and --at, --until and --tags its options.
+// --host NAME=PATH (repeatable) opens several hosts' databases instead of DB: it cannot be
+// combined with a DB argument, mark, heatmap, report or export (plot is allowed); the names must
+// be distinct regardless of case (see parse_host_arg).
 result<options> parse_args(std::span<const std::string_view> args);
 result<options> parse_args(int argc, const char *const *argv);
+
+// The value of one --host: NAME=PATH split at the first '='. NAME: 1 to max_host_name
+// characters, letters, digits, '.', '_' and '-', starting with a letter or digit, and not "main"
+// or "temp" (SQLite's own schema names); PATH non-empty. Errors are one line quoting the value.
+result<host_arg> parse_host_arg(std::string_view value);
 
 // The --help text (several lines, ends with a newline).
 std::string usage_text();

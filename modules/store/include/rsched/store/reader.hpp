@@ -26,6 +26,12 @@ struct result_sink {
   std::function<void(const std::vector<value> &row)> on_row;
 };
 
+// One host of a connection over several hosts: its name (the `host` column) and its database.
+struct host_file {
+  std::string name;
+  std::string path;
+};
+
 class reader {
 public:
   // Opens an existing database read-only (mode=ro, busy_timeout) unless `read_only` is false
@@ -37,6 +43,24 @@ public:
   // assignments, load_extension, ...): exec fails with "not allowed: rsched-sql only reads the
   // database (why)". TEMP tables, views, indexes and triggers are allowed (docs/SQL.md).
   static result<reader> open(const std::string &path, bool read_only = true);
+
+  // Opens several hosts' databases read-only as one connection (docs/SQL.md, "Several hosts"):
+  // each file is opened as by open() (its errors name the host: "host NAME: PATH: ...") and
+  // attached read-only (URI mode=ro) under the host's name, and every table and view of the files
+  // becomes a TEMP view of the same name, the UNION ALL of the hosts' rows with a leading `host`
+  // column (TEXT, the name); a column a host's file lacks (an older schema) is NULL in its rows.
+  // `"NAME".view` still reads one host's own view. The table functions run on each host's own
+  // connection and get a leading `host` column (during and around return every host's interval
+  // starts). Names are data (quoted in the generated SQL); they must be non-empty, distinct
+  // regardless of case, not "main" or "temp", and the files distinct: otherwise, or for more
+  // than max_hosts() hosts, an error with errnum EINVAL. Nothing is written to any file. `note`,
+  // when given, receives a one-line remark about the files (their schema versions differ) or "".
+  static result<reader> open_hosts(const std::vector<host_file> &hosts,
+                                   std::string *note = nullptr);
+  // How many hosts open_hosts can combine (SQLite's limit of attached databases, 10 by default).
+  static int max_hosts();
+  // The hosts' names in order (open_hosts), or empty for a single database.
+  [[nodiscard]] const std::vector<std::string> &hosts() const;
 
   // Runs every statement in `sql` in order. Stops at the first error and returns it; the error
   // message names the statement's line and the position SQLite reports, when it can.
