@@ -54,10 +54,15 @@ def run(binary, seconds, extra, terminal):
         storm.wait()
         if master is not None:
             os.close(master)
-        con = sqlite3.connect(db)
-        rows = con.execute("SELECT dur_ns, flags FROM intervals WHERE tier = 0 "
-                           "ORDER BY start_ns").fetchall()
-        con.close()
+        return summarize(db)
+
+
+def summarize(db):
+    """The recorded raw intervals of `db`: count, p50, max, how many off by > 10 %, stalled."""
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT dur_ns, flags FROM intervals WHERE tier = 0 "
+                       "ORDER BY start_ns").fetchall()
+    con.close()
     full = [r for r in rows if not r[1] & 1]  # the final, partial interval aside
     ms = [r[0] / 1e6 for r in full]
     if not ms:

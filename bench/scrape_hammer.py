@@ -16,12 +16,13 @@ import multiprocessing
 import os
 import re
 import socket
-import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cadence import summarize  # noqa: E402  (the same summary as the cadence benchmark)
 
 REQ = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 REQ_OM = (b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -112,19 +113,8 @@ def run(binary, seconds, extra, mode, clients):
             pr.join()
         storm.terminate()
         storm.wait()
-        con = sqlite3.connect(db)
-        rows = con.execute("SELECT dur_ns, flags FROM intervals WHERE tier = 0 "
-                           "ORDER BY start_ns").fetchall()
-        con.close()
-    full = [r for r in rows if not r[1] & 1]  # the final, partial interval aside
-    ms = [r[0] / 1e6 for r in full]
-    if not ms:
-        return "no intervals recorded"
-    off = sum(1 for x in ms if abs(x - 1000) > 100)
-    stalled = sum(1 for r in full if r[1] & 2)
-    return (f"{len(ms)} intervals, p50 {statistics.median(ms):.1f} ms, max {max(ms):.1f} ms, "
-            f"{off} more than 10 % off, {stalled} marked stalled; "
-            f"{counter.value / seconds:.0f} scrapes/s served")
+        summary = summarize(db)
+    return f"{summary}; {counter.value / seconds:.0f} scrapes/s served"
 
 
 def main():

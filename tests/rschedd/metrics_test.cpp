@@ -4,6 +4,7 @@
 #include "rsched/openmetrics/openmetrics.hpp"
 #include "rsched/rschedd/metrics.hpp"
 
+#include "support/net.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -109,13 +110,8 @@ bool valid_utf8(const std::string &sv) {
 
 // A loopback TCP client that sends `request` and reads until the server closes or `wait_ms`.
 std::string http(int port, const std::string &request, int wait_ms = 5000) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = test::connect_loopback(port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
   std::size_t sent = 0;
   while (sent < request.size()) {
     const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
@@ -415,12 +411,8 @@ TEST_CASE("metrics_server: GET /metrics serves the latest interval in the format
   // published all along (the recorder never waits for the server).
   std::vector<int> stalled;
   for (int i = 0; i < 8; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
+    const int fd = test::connect_loopback(port);
+    REQUIRE(fd >= 0);
     stalled.push_back(fd);
   }
   for (int i = 0; i < 50; ++i) {

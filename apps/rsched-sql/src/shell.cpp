@@ -4,6 +4,7 @@
 #include "rsched/sql_shell/input.hpp"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/store/annotations.hpp"
+#include "rsched/store/sql_quote.hpp"
 
 #include <fmt/format.h>
 #include <sys/ioctl.h>
@@ -107,17 +108,7 @@ std::string schema_table(const store::reader &db) {
   return db.hosts().empty() ? "sqlite_schema" : "sqlite_temp_schema";
 }
 
-// `s` as an SQL identifier ("" for ").
-std::string sql_ident(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    out += c;
-    if (c == '"') {
-      out += '"';
-    }
-  }
-  return out + "\"";
-}
+using store::sql_ident;
 
 // The whole content of `path`, at most max_input_bytes: regular files, pipes, /dev/stdin and
 // the like alike (an endless one such as /dev/zero fails once the limit is passed).

@@ -3,6 +3,7 @@
 // whole result in memory, typed access to values. Private to the rsched-sql library.
 #include "rsched/base/result.hpp"
 #include "rsched/store/reader.hpp"
+#include "rsched/store/sql_quote.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -14,14 +15,7 @@ namespace rsched::sql_shell::detail {
 
 // `s` as an SQL string literal ('' for ').
 inline std::string quote(std::string_view s) {
-  std::string out = "'";
-  for (const char c : s) {
-    out += c;
-    if (c == '\'') {
-      out += '\'';
-    }
-  }
-  return out + "'";
+  return store::sql_literal(s);
 }
 
 struct rowset {

@@ -1,6 +1,7 @@
 #include "rsched/store/reader.hpp"
 
 #include "rsched/store/sql_lint.hpp"
+#include "rsched/store/sql_quote.hpp"
 
 #include "schema.hpp"
 #include "sql_functions.hpp"
@@ -432,29 +433,14 @@ result<reader> reader::open(const std::string &path, bool read_only) {
 
 namespace {
 
-// `s` as an SQL identifier ("" for "): host names and the files' object and column names are
-// data, whatever they hold.
+// Host names and the files' object and column names are data, whatever they hold.
+using store::sql_ident;
+using store::sql_literal;
 std::string ident(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    out += c;
-    if (c == '"') {
-      out += '"';
-    }
-  }
-  return out + "\"";
+  return sql_ident(s);
 }
-
-// `s` as an SQL string literal ('' for ').
 std::string literal(std::string_view s) {
-  std::string out = "'";
-  for (const char c : s) {
-    out += c;
-    if (c == '\'') {
-      out += '\'';
-    }
-  }
-  return out + "'";
+  return sql_literal(s);
 }
 
 // `path` as a read-only SQLite URI (https://sqlite.org/uri.html): every byte but the unreserved
