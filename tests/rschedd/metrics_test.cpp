@@ -516,3 +516,20 @@ TEST_CASE("Every family the endpoint serves is in the dashboard's list (tests/di
   }
   CHECK(served == listed);
 }
+
+TEST_CASE("metrics_server: stopped right after it started (rschedd failing at startup), it "
+          "ends",
+          "[metrics]") {
+  metrics_board board;
+  for (int i = 0; i < 50; ++i) {
+    auto srv = metrics_server::start({"127.0.0.1", 0}, board);
+    REQUIRE(srv);
+  } // each destructor returns: a hang here is the failure (ctest's timeout)
+  // A port that is taken is one line.
+  auto first = metrics_server::start({"127.0.0.1", 0}, board);
+  REQUIRE(first);
+  const auto taken = metrics_server::start({"127.0.0.1", (*first)->port()}, board);
+  REQUIRE_FALSE(taken);
+  CHECK(taken.err().msg.find("cannot listen on 127.0.0.1:") != std::string::npos);
+  CHECK(taken.err().msg.find('\n') == std::string::npos);
+}

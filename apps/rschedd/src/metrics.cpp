@@ -5,12 +5,14 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -731,6 +733,12 @@ metrics_server::start(const listen_address &a, metrics_board &board, const serve
   s->impl_ = std::make_unique<impl>();
   httplib::Server &srv = s->impl_->server;
   srv.new_task_queue = [lim] { return new bounded_pool(lim.workers, lim.queued); };
+  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, with which a second
+  // rschedd on the same port would bind too and the kernel would split the scrapes between them.
+  srv.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   srv.set_payload_max_length(lim.max_body);
   srv.set_read_timeout(lim.timeout_s, 0);
   srv.set_write_timeout(lim.timeout_s, 0);
@@ -766,16 +774,28 @@ metrics_server::start(const listen_address &a, metrics_board &board, const serve
   // The server's threads (this one and the workers it starts) run at nice 10 and, created
   // before the recorder switches to SCHED_FIFO, under the normal policy: scrapes yield to
   // recording.
-  s->thread_ = std::thread([srv_ptr = &srv] {
+  s->thread_ = std::thread([srv_ptr = &srv, done = &s->done_] {
     (void)setpriority(PRIO_PROCESS, 0, 10);
     srv_ptr->listen_after_bind();
+    *done = true;
   });
+  // Server::stop() only acts on a running server: a stop before the accept loop has started
+  // would leave it accepting forever and the destructor's join waiting on it (rschedd exiting
+  // on a startup error right after this). Return once it runs.
+  for (int i = 0; i < 5000 && !srv.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!srv.is_running()) {
+    return make_error(fmt::format("the --metrics-listen server on {} did not start", s->address_));
+  }
   return s;
 }
 
 metrics_server::~metrics_server() {
-  if (impl_) {
+  // stop() until the accept loop has ended: a stop that came before the loop ran is lost.
+  while (impl_ && thread_.joinable() && !done_) {
     impl_->server.stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (thread_.joinable()) {
     thread_.join();

@@ -25,6 +25,7 @@
 #include "rsched/store/records.hpp"
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -210,6 +211,7 @@ private:
   metrics_server() = default;
   std::unique_ptr<impl> impl_;
   std::thread thread_;
+  std::atomic<bool> done_{false}; // the accept loop has returned
   int port_ = 0;
   std::string address_;
 };
