@@ -45,19 +45,20 @@ std::uint64_t samples_of(const metrics::thread_set &m) {
   return n;
 }
 
-void add_value(metrics::value &a, const metrics::value &b) {
-  a.count += b.count;
-  a.total += b.total;
-  for (std::size_t s = 0; s < stats::max_slots; ++s) {
-    a.hist.slots[s] += b.hist.slots[s];
+// A culprit's key: "p:comm" for a process, "x:<idle>" / "x:<unknown>" for the pseudo-culprits,
+// "o:" for the ones past the bound (always in "other").
+std::string culprit_key(const store::blame_row &b) {
+  switch (b.kind) {
+  case store::culprit_kind::process:
+    return "p:" + b.comm;
+  case store::culprit_kind::idle:
+    return "x:<idle>";
+  case store::culprit_kind::unknown:
+    return "x:<unknown>";
+  case store::culprit_kind::other:
+    break;
   }
-}
-
-void add_cgroup(metrics_state::cgroup_series &a, const metrics_state::cgroup_series &b) {
-  metrics::accumulate(a.m, b.m);
-  a.migrations += b.migrations;
-  a.cross_ccx += b.cross_ccx;
-  a.cross_numa += b.cross_numa;
+  return "o:";
 }
 
 void add_opt(std::optional<double> &a, const std::optional<std::int64_t> &b) {
@@ -176,50 +177,25 @@ void metrics_state::add(const store::interval_row &row, const interval_outcome &
     metrics::accumulate(it->second.m, c.m);
   }
 
-  // This interval by key, then to the named series or to "other".
-  std::map<std::string, cgroup_series> by_cgroup;
-  std::map<std::string, metrics::value> by_comm;
-  std::map<std::string, metrics::value> by_culprit; // "p:comm" processes, "x:<idle>" pseudo
+  // Pass 1: this interval's samples per key, which decide the keys with a series of their own.
+  auto cgroup_of = [](const store::thread_row &t) -> const std::string & {
+    return t.cgroup.empty() ? unknown_cgroup : t.cgroup;
+  };
+  std::map<std::string, std::uint64_t> cgroup_samples;
+  std::map<std::string, std::uint64_t> comm_samples;
+  std::map<std::string, std::uint64_t> culprit_samples; // by wait
   for (const store::thread_row &t : row.threads) {
-    cgroup_series &g = by_cgroup[t.cgroup.empty() ? unknown_cgroup : t.cgroup];
-    metrics::accumulate(g.m, t.m);
-    g.migrations += t.migrations;
-    g.cross_ccx += t.cross_ccx;
-    g.cross_numa += t.cross_numa;
-    const metrics::value &d = t.m[metrics::id::sched_delay];
-    if (d.count > 0) {
-      auto [it, fresh] = by_comm.try_emplace(t.comm);
-      if (fresh) {
-        it->second.hist.kind = stats::layout::latency;
-      }
-      add_value(it->second, d);
+    cgroup_samples[cgroup_of(t)] += samples_of(t.m);
+    if (const auto n = t.m[metrics::id::sched_delay].count; n > 0) {
+      comm_samples[t.comm] += n;
     }
     for (const store::blame_row &b : t.blame) {
-      const std::string key = b.kind == store::culprit_kind::process   ? "p:" + b.comm
-                              : b.kind == store::culprit_kind::idle    ? std::string("x:<idle>")
-                              : b.kind == store::culprit_kind::unknown ? std::string("x:<unknown>")
-                                                                       : std::string("o:");
-      metrics::value &v = by_culprit[key];
-      v.total += b.wait_ns;
-      v.count += b.waits;
+      culprit_samples[culprit_key(b)] += b.wait_ns;
     }
   }
-
-  std::map<std::string, std::uint64_t> samples;
-  for (const auto &[k, g] : by_cgroup) {
-    samples[k] = samples_of(g.m);
-  }
-  cgroup_keys_.update(samples, now);
-  samples.clear();
-  for (const auto &[k, v] : by_comm) {
-    samples[k] = v.count;
-  }
-  comm_keys_.update(samples, now, [](const std::string &c) { return !reserved_comm(c); });
-  samples.clear();
-  for (const auto &[k, v] : by_culprit) {
-    samples[k] = std::max<std::uint64_t>(v.total, 1);
-  }
-  culprit_keys_.update(samples, now, [](const std::string &k) {
+  cgroup_keys_.update(cgroup_samples, now);
+  comm_keys_.update(comm_samples, now, [](const std::string &c) { return !reserved_comm(c); });
+  culprit_keys_.update(culprit_samples, now, [](const std::string &k) {
     return k.starts_with("x:") || (k.starts_with("p:") && !reserved_comm(k.substr(2)));
   });
   for (const std::string &k : cgroup_keys_.expired()) {
@@ -235,29 +211,32 @@ void metrics_state::add(const store::interval_row &row, const interval_outcome &
     culprits_.erase(k.substr(2));
   }
 
+  // Pass 2: each thread's values into its key's series or into "other".
   auto series_for = [&](auto &families, const top_keys &keys, const std::string &key,
-                        const std::string &label) -> auto & {
+                        std::string_view label) -> auto & {
     const bool named = keys.named(key);
-    auto [it, fresh] = families.try_emplace(named ? label : other_key);
+    auto [it, fresh] = families.try_emplace(named ? std::string(label) : other_key);
     if (fresh) {
       it->second.created_ns = named ? keys.created(key) : cfg_.start_ns;
     }
     return it->second;
   };
-  for (const auto &[k, g] : by_cgroup) {
-    add_cgroup(series_for(cgroups_, cgroup_keys_, k, k), g);
-  }
-  for (const auto &[k, v] : by_comm) {
-    sum_series &s = series_for(comms_, comm_keys_, k, k);
-    if (s.v.count == 0 && s.v.hist.empty()) {
-      s.v.hist.kind = stats::layout::latency;
+  for (const store::thread_row &t : row.threads) {
+    const std::string &cg = cgroup_of(t);
+    cgroup_series &g = series_for(cgroups_, cgroup_keys_, cg, cg);
+    metrics::accumulate(g.m, t.m);
+    g.migrations += t.migrations;
+    g.cross_ccx += t.cross_ccx;
+    g.cross_numa += t.cross_numa;
+    if (const metrics::value &d = t.m[metrics::id::sched_delay]; d.count > 0) {
+      metrics::add(series_for(comms_, comm_keys_, t.comm, t.comm).v, d);
     }
-    add_value(s.v, v);
-  }
-  for (const auto &[k, v] : by_culprit) {
-    sum_series &s = series_for(culprits_, culprit_keys_, k, k.substr(2));
-    s.v.count += v.count;
-    s.v.total += v.total;
+    for (const store::blame_row &b : t.blame) {
+      const std::string key = culprit_key(b);
+      sum_series &s = series_for(culprits_, culprit_keys_, key, std::string_view(key).substr(2));
+      s.v.count += b.waits;
+      s.v.total += b.wait_ns;
+    }
   }
 
   // Pressure and throttling of the system and of the cgroups with a series.

@@ -254,16 +254,19 @@ private:
 using thread_set = set<scope::thread>;
 using cpu_set = set<scope::cpu>;
 
+// a += b: samples, sum and histogram (of one metric: the layouts are equal).
+inline void add(value &a, const value &b) {
+  a.count += b.count;
+  a.total += b.total;
+  for (std::size_t s = 0; s < stats::max_slots; ++s) {
+    a.hist.slots[s] += b.hist.slots[s];
+  }
+}
+
 // a += b, metric by metric (layouts are equal by construction).
 template <scope S> void accumulate(set<S> &a, const set<S> &b) {
   for (std::size_t i = 0; i < set<S>::n; ++i) {
-    value &x = a.at(i);
-    const value &y = b.at(i);
-    x.count += y.count;
-    x.total += y.total;
-    for (std::size_t s = 0; s < stats::max_slots; ++s) {
-      x.hist.slots[s] += y.hist.slots[s];
-    }
+    add(a.at(i), b.at(i));
   }
 }
 
