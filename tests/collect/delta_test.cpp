@@ -118,9 +118,10 @@ TEST_CASE("tid reuse is a different thread", "[collect]") {
   s2.dead = {dead};
   s2.live = {thread(10, 99, 2, 20, "new")};
   auto d2 = tr.advance(s2);
-  REQUIRE(find(d2, 10, 99) != nullptr);
-  CHECK(find(d2, 10, 99)->c.m[id::sched_delay].count == 2);
-  CHECK(find(d2, 10, 99)->comm == "new");
+  const thread_sample *fresh = find(d2, 10, 99);
+  REQUIRE(fresh != nullptr);
+  CHECK(fresh->c.m[id::sched_delay].count == 2);
+  CHECK(fresh->comm == "new");
   CHECK(find(d2, 10, 1) == nullptr); // old thread had nothing new
 }
 

@@ -20,6 +20,10 @@ std::int64_t clock_ns(clockid_t id) {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+std::int64_t thread_cpu_ns() {
+  return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
 } // namespace
 
 std::int64_t system_clock::mono_ns() {
@@ -86,8 +90,10 @@ bool recorder::step() {
   }
 
   const std::int64_t read_start = clock_.mono_ns();
+  const std::int64_t cpu0 = thread_cpu_ns();
   auto snap = src_.read();
   const std::int64_t now_mono = clock_.mono_ns();
+  const std::int64_t cpu1 = thread_cpu_ns();
   drain_ns_ += now_mono - read_start;
   if (!snap) {
     note(fmt::format("rschedd: {}\n", snap.err().msg));
@@ -96,7 +102,16 @@ bool recorder::step() {
     return false;
   }
   full_reads_ += snap->full ? 1U : 0U;
-  acc_.add_tick(tracker_.advance(*snap), cfg_.per_second);
+  const std::int64_t parse = snap->parse_cpu_ns;
+  auto d = tracker_.advance(*snap);
+  *snap = {}; // freed here: counted with the delta
+  const std::int64_t cpu2 = thread_cpu_ns();
+  acc_.add_tick(std::move(d), cfg_.per_second);
+  const std::int64_t cpu3 = thread_cpu_ns();
+  cpu_.parse += parse;
+  cpu_.drain += cpu1 - cpu0 - parse;
+  cpu_.delta += cpu2 - cpu1;
+  cpu_.assemble += cpu3 - cpu2;
   read_ns_ += clock_.mono_ns() - read_start;
   // The interval ends when this read passed one of its boundaries.
   const bool interval_end = stop_ || tick_ / ticks_per_interval_ > last_tick_ / ticks_per_interval_;
@@ -112,8 +127,9 @@ void recorder::end_interval(std::int64_t now_mono) {
   if (cfg_.new_interval) {
     cfg_.new_interval();
   }
+  const std::int64_t cpu0 = thread_cpu_ns();
   const auto no_path = [](std::uint64_t) { return std::string(); };
-  auto row = record::to_row(acc_, cfg_.cgroup_path ? cfg_.cgroup_path : no_path,
+  auto row = record::to_row(std::move(acc_), cfg_.cgroup_path ? cfg_.cgroup_path : no_path,
                             {.ipc = cfg_.ipc,
                              .migration = (cfg_.groups & RSCHED_G_MIGRATION) != 0,
                              .dies = cfg_.dies,
@@ -142,9 +158,13 @@ void recorder::end_interval(std::int64_t now_mono) {
   iv_mono_ = now_mono;
   row.collect_ns = read_ns_;
   row.maint_ns = maint_ns_;
+  const std::int64_t cpu1 = thread_cpu_ns();
+  cpu_.assemble += cpu1 - cpu0;
   if (cfg_.enrich) {
     cfg_.enrich(row);
   }
+  const std::int64_t cpu2 = thread_cpu_ns();
+  cpu_.extras += cpu2 - cpu1;
 
   const std::int64_t write_start = clock_.mono_ns();
   std::int64_t write_end = write_start;
@@ -167,6 +187,8 @@ void recorder::end_interval(std::int64_t now_mono) {
     }
     write_end = clock_.mono_ns();
     outcome.write_ns = write_end - write_start;
+    const std::int64_t cpu3 = thread_cpu_ns();
+    cpu_.write += cpu3 - cpu2;
     // Rollups and retention: bounded work per interval, errors reported once per episode
     // (a full disk fails here too; the next call retries).
     const std::int64_t m0 = clock_.mono_ns();
@@ -179,22 +201,33 @@ void recorder::end_interval(std::int64_t now_mono) {
       reported_maint_error_ = false;
     }
     maint_ns_ = clock_.mono_ns() - m0;
+    cpu_.maint += thread_cpu_ns() - cpu3;
   }
+  const std::int64_t cpu4 = thread_cpu_ns();
+  if (cfg_.done) {
+    cfg_.done(row, outcome);
+  }
+  cpu_.publish += thread_cpu_ns() - cpu4;
   if (cfg_.stats) {
+    // The wall times first (bench/interval_cost.sh, daemon_cost.sh), then the recorder
+    // thread's CPU time by stage (bench/big_server.sh). publish: this interval's copy for the
+    // metrics endpoint, the previous one's live frame and freeing its rows (after this line).
+    const auto ms = [](std::int64_t ns) { return static_cast<double>(ns) / 1e6; };
     note(fmt::format("rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
-                     "rss_kb={} drain_ms={:.3f} full_reads={}\n",
-                     row.threads.size(), static_cast<double>(read_ns_) / 1e6,
-                     static_cast<double>(write_end - write_start) / 1e6,
-                     static_cast<double>(maint_ns_.value_or(0)) / 1e6,
-                     row.rss_bytes.value_or(0) / 1024, static_cast<double>(drain_ns_) / 1e6,
-                     full_reads_));
+                     "rss_kb={} drain_ms={:.3f} full_reads={} cpu_drain_ms={:.3f} "
+                     "cpu_parse_ms={:.3f} cpu_delta_ms={:.3f} cpu_assemble_ms={:.3f} "
+                     "cpu_extras_ms={:.3f} cpu_write_ms={:.3f} cpu_maint_ms={:.3f} "
+                     "cpu_publish_ms={:.3f}\n",
+                     row.threads.size(), ms(read_ns_), ms(write_end - write_start),
+                     ms(maint_ns_.value_or(0)), row.rss_bytes.value_or(0) / 1024, ms(drain_ns_),
+                     full_reads_, ms(cpu_.drain), ms(cpu_.parse), ms(cpu_.delta), ms(cpu_.assemble),
+                     ms(cpu_.extras), ms(cpu_.write), ms(cpu_.maint), ms(cpu_.publish)));
   }
   read_ns_ = 0;
   drain_ns_ = 0;
   full_reads_ = 0;
-  if (cfg_.done) {
-    cfg_.done(row, outcome);
-  }
+  cpu_ = {};
+  const std::int64_t cpu5 = thread_cpu_ns();
   if (cfg_.show && !stop_) {
     live_frame f;
     f.header.end_ns = row.start_ns + row.dur_ns;
@@ -210,6 +243,8 @@ void recorder::end_interval(std::int64_t now_mono) {
     cfg_.show(std::move(f));
   }
   acc_.clear();
+  row = {}; // freed here, counted
+  cpu_.publish += thread_cpu_ns() - cpu5;
 }
 
 int recorder::finish() {

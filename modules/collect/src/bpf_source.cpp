@@ -7,11 +7,27 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <unistd.h>
 #include <vector>
 
 namespace rsched::collect {
 namespace {
+
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// parse_iter_records, its CPU time added to `ns`.
+result<void> parse_timed(std::span<const char> bytes, std::uint32_t groups,
+                         std::vector<thread_sample> &out, std::int64_t &ns) {
+  const std::int64_t t0 = thread_cpu_ns();
+  auto r = parse_iter_records(bytes, groups, out);
+  ns += thread_cpu_ns() - t0;
+  return r;
+}
 
 std::string errtext(int e) {
   return std::strerror(e < 0 ? -e : e);
@@ -47,7 +63,7 @@ template <typename K, typename V> result<void> read_batch(int fd, bool drain, st
 // Reads the task iterator's records into `buf` (kept by the caller, so its capacity is reused
 // from read to read) and converts them in place into `out`.
 result<void> read_iter(const bpf::program &prog, std::vector<char> &buf,
-                       std::vector<thread_sample> &out) {
+                       std::vector<thread_sample> &out, std::int64_t &parse_ns) {
   auto fd = prog.open_task_iter();
   if (!fd) {
     return fd.err();
@@ -73,7 +89,7 @@ result<void> read_iter(const bpf::program &prog, std::vector<char> &buf,
     used += static_cast<std::size_t>(n);
   }
   ::close(*fd);
-  return parse_iter_records(std::span<const char>(buf.data(), used), prog.groups(), out);
+  return parse_timed(std::span<const char>(buf.data(), used), prog.groups(), out, parse_ns);
 }
 
 } // namespace
@@ -109,14 +125,14 @@ result<snapshot> bpf_source::read() {
         if (!bytes) {
           return bytes.err();
         }
-        if (auto r = parse_iter_records(*bytes, prog_.groups(), snap.live); !r) {
+        if (auto r = parse_timed(*bytes, prog_.groups(), snap.live, snap.parse_cpu_ns); !r) {
           return r.err();
         }
       }
     }
     if (iterate) {
       prog_.set_full_read(snap.full);
-      if (auto r = read_iter(prog_, iter_buf_, snap.live); !r) {
+      if (auto r = read_iter(prog_, iter_buf_, snap.live, snap.parse_cpu_ns); !r) {
         return r.err();
       }
     }
@@ -151,7 +167,7 @@ result<snapshot> bpf_source::read() {
   }
   if (*nseg > 0) {
     if (prog_.mode() == bpf::attach_mode::tp_btf) {
-      if (auto r = parse_iter_records(seg_buf_, prog_.groups(), snap.segments); !r) {
+      if (auto r = parse_timed(seg_buf_, prog_.groups(), snap.segments, snap.parse_cpu_ns); !r) {
         return r.err();
       }
     } else {

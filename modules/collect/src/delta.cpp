@@ -16,11 +16,26 @@ std::uint64_t sub(std::uint64_t cur, std::uint64_t prev) {
 }
 
 // One kernel metric's value from its stats struct at `at` (count, total, then the layout's
-// slots; the ABI's rsched_delay_stats and rsched_depth_stats both have this shape).
-void fill(metrics::value &v, const char *at, stats::layout l) {
+// slots; the ABI's rsched_delay_stats and rsched_depth_stats both have this shape), written
+// into position i of `out` only when it holds something (an untouched metric takes no memory).
+template <metrics::scope S>
+void fill(metrics::set<S> &out, std::size_t i, const char *at, stats::layout l) {
   const std::size_t slots = stats::slot_count(l);
   std::uint64_t head[2];
   std::memcpy(head, at, sizeof(head));
+  if (head[0] == 0 && head[1] == 0) {
+    bool any = false;
+    for (std::size_t s = 0; s < slots && !any; ++s) {
+      std::uint64_t x = 0;
+      std::memcpy(&x, at + sizeof(head) + s * sizeof(x), sizeof(x));
+      any = x != 0;
+    }
+    if (!any) {
+      out.reset(i);
+      return;
+    }
+  }
+  metrics::value &v = out.at(i);
   v.count = head[0];
   v.total = head[1];
   v.hist.kind = l;
@@ -34,7 +49,7 @@ void fill_kernel(metrics::set<S> &out, const State &st) {
   constexpr auto defs = metrics::entries<S>();
   for (std::size_t i = 0; i < defs.size(); ++i) {
     if (defs[i].from == metrics::origin::kernel) {
-      fill(out.at(i), base + defs[i].offset, defs[i].layout);
+      fill(out, i, base + defs[i].offset, defs[i].layout);
     }
   }
 }
@@ -65,7 +80,14 @@ void from_abi(const rsched_task_record &r, thread_sample &t) {
 }
 
 void from_abi(const rsched_blame &b, blame_state &out) {
+  bool used = false; // a slot that never took a culprit has gen 0 (the kernel skips 0)
   for (std::size_t i = 0; i < out.slots.size(); ++i) {
+    used = used || b.gen[i] != 0;
+  }
+  if (!used) {
+    out.slots = {};
+  }
+  for (std::size_t i = 0; used && i < out.slots.size(); ++i) {
     const rsched_blame_slot &k = b.slot[i];
     blame_slot &s = out.slots[i];
     s.gen = b.gen[i];
@@ -91,6 +113,23 @@ void delta_into(metrics::value &d, const metrics::value &cur, const metrics::val
   d.total = sub(cur.total, prev.total);
   d.hist = stats::delta(cur.hist, prev.hist);
 }
+
+// d = cur - prev, metric by metric; a metric without new samples stays unwritten in d (a value
+// that went down restarts from `cur`, and an unwritten `cur` is zero: nothing to keep).
+template <metrics::scope S>
+void delta_into(metrics::set<S> &d, const metrics::set<S> &cur, const metrics::set<S> &prev) {
+  for (std::size_t i = 0; i < metrics::set<S>::n; ++i) {
+    if (!cur.has(i)) {
+      d.reset(i);
+      continue;
+    }
+    metrics::value &v = d.at(i);
+    delta_into(v, cur.at(i), prev.at(i));
+    if (v.empty() && v.total == 0) {
+      d.reset(i);
+    }
+  }
+}
 } // namespace
 
 namespace {
@@ -102,13 +141,15 @@ blame_counts sub(const blame_counts &cur, const blame_counts &prev) {
 
 blame_state delta(const blame_state &cur, const blame_state &prev) {
   blame_state d;
-  for (std::size_t i = 0; i < d.slots.size(); ++i) {
+  // Only slots with new counts are written (d's slots stay unallocated when none has).
+  for (std::size_t i = 0; cur.slots.allocated() && i < d.slots.size(); ++i) {
     const blame_slot &c = cur.slots[i];
     const blame_slot &p = prev.slots[i];
-    d.slots[i].gen = c.gen;
-    d.slots[i].who = c.who;
     // A slot that took a new culprit since the previous read restarted from 0.
-    d.slots[i].n = c.gen == p.gen ? sub(c.n, p.n) : c.n;
+    const blame_counts n = c.gen == p.gen ? sub(c.n, p.n) : c.n;
+    if (!n.empty()) {
+      d.slots[i] = {c.gen, c.who, n};
+    }
   }
   d.idle = sub(cur.idle, prev.idle);
   d.unknown = sub(cur.unknown, prev.unknown);
@@ -117,7 +158,8 @@ blame_state delta(const blame_state &cur, const blame_state &prev) {
 }
 
 void accumulate(blame_state &into, const blame_state &d) {
-  for (const auto &s : d.slots) {
+  for (std::size_t k = 0; d.slots.allocated() && k < d.slots.size(); ++k) {
+    const blame_slot &s = d.slots[k];
     if (s.n.empty()) {
       continue;
     }
@@ -148,9 +190,7 @@ void accumulate(blame_state &into, const blame_state &d) {
 namespace {
 // d = cur - prev, written in place (no 3.6 KB temporary per thread).
 void delta_into(thread_counters &d, const thread_counters &cur, const thread_counters &prev) {
-  for (std::size_t i = 0; i < metrics::thread_set::n; ++i) {
-    delta_into(d.m.at(i), cur.m.at(i), prev.m.at(i));
-  }
+  delta_into(d.m, cur.m, prev.m);
   d.migrations = {sub(cur.migrations.count, prev.migrations.count),
                   sub(cur.migrations.cross_ccx, prev.migrations.cross_ccx),
                   sub(cur.migrations.cross_numa, prev.migrations.cross_numa)};
@@ -311,9 +351,7 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
   for (const auto &c : snap.cpus) {
     auto &prev = prev_cpus_[c.cpu];
     cpu_sample d{c.cpu, {}};
-    for (std::size_t i = 0; i < metrics::cpu_set::n; ++i) {
-      delta_into(d.m.at(i), c.m.at(i), prev.m.at(i));
-    }
+    delta_into(d.m, c.m, prev.m);
     prev = c;
     if (!d.m.empty()) {
       out.cpus.push_back(std::move(d));

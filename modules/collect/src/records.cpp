@@ -12,19 +12,27 @@ const char *take(const char *at, void *dst, std::size_t n) {
   return at + n;
 }
 
-// count, total, then the layout's slot values: straight into the sample's value, group by
-// group. Groups whose `used` bit is clear are zero in the kernel and undefined in the record:
-// they are left as they are in the sample (zero).
-const char *take_hist(const char *at, metrics::value &v, stats::layout l, std::uint64_t used,
-                      unsigned base) {
+// count, total, then the layout's slot values: straight into position i of the sample's set,
+// group by group. Groups whose `used` bit is clear are zero in the kernel and undefined in the
+// record: they are left as they are in the sample (zero). A metric the thread never counted
+// (no samples, no bit set) is not written at all: it takes no memory.
+template <metrics::scope S>
+const char *take_hist(const char *at, metrics::set<S> &m, std::size_t i, stats::layout l,
+                      std::uint64_t used, unsigned base) {
   const std::size_t slots = stats::slot_count(l);
+  constexpr std::size_t span = RSCHED_USED_SPAN;
+  const std::size_t spans = (slots + span - 1) / span;
   std::uint64_t head[2];
   at = take(at, head, sizeof(head));
+  const std::uint64_t bits = (used >> base) & ((std::uint64_t{1} << spans) - 1);
+  if (head[0] == 0 && head[1] == 0 && bits == 0) {
+    return at + slots * sizeof(std::uint64_t);
+  }
+  metrics::value &v = m.at(i);
   v.count = head[0];
   v.total = head[1];
-  constexpr std::size_t span = RSCHED_USED_SPAN;
-  for (std::size_t g = 0; g * span < slots; ++g) {
-    if ((used >> (base + g) & 1U) != 0) {
+  for (std::size_t g = 0; g < spans; ++g) {
+    if ((bits >> g & 1U) != 0) {
       const std::size_t n = std::min(span, slots - g * span);
       std::memcpy(v.hist.slots.data() + g * span, at + g * span * sizeof(std::uint64_t),
                   n * sizeof(std::uint64_t));
@@ -63,7 +71,7 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
     for (std::size_t i = 0; i < defs.size(); ++i) {
       const auto &d = defs[i];
       if (d.from == metrics::origin::kernel && (groups & d.group) != 0) {
-        at = take_hist(at, t.c.m.at(i), d.layout, used, static_cast<unsigned>(d.used_base));
+        at = take_hist(at, t.c.m, i, d.layout, used, static_cast<unsigned>(d.used_base));
       }
     }
     if ((groups & RSCHED_G_MIGRATION) != 0) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <tuple>
+#include <utility>
 
 namespace rsched::record {
 
@@ -26,29 +27,36 @@ void add_blame(acc_thread &a, const collect::blame_state &b) {
 } // namespace
 
 void interval_acc::add_tick(const collect::interval_delta &d, bool per_second) {
+  collect::interval_delta copy = d;
+  add_tick(std::move(copy), per_second);
+}
+
+void interval_acc::add_tick(collect::interval_delta &&d, bool per_second) {
   constexpr auto defs = metrics::entries<metrics::scope::thread>();
-  for (const auto &t : d.threads) {
+  for (auto &t : d.threads) {
     auto [it, fresh] = threads_.try_emplace(attr_key{t.key, t.cgroup_id, t.comm});
     acc_thread &a = it->second;
+    if (!t.c.blame.empty()) {
+      add_blame(a, t.c.blame);
+    }
+    t.c.blame = {};
+    const collect::migration_counters migrations = t.c.migrations;
+    const collect::counter_values counters = t.c.counters;
     if (fresh) {
-      a.s = t;
+      a.s = std::move(t);
       a.event_rates.assign(events_, stats::histogram{stats::layout::log2, {}});
     } else {
       collect::accumulate(a.s.c, t.c);
       a.s.tgid = t.tgid;
       a.s.dead = a.s.dead || t.dead;
     }
-    if (!t.c.blame.empty()) {
-      add_blame(a, t.c.blame);
-    }
-    a.s.c.blame = {};
     if (!per_second) {
       continue;
     }
-    if (t.c.migrations.count > 0) {
+    if (migrations.count > 0) {
       for (std::size_t i = 0; i < defs.size(); ++i) {
         if (defs[i].from == metrics::origin::per_second) {
-          const std::uint64_t v = collect::tally_of(t.c, defs[i].samples);
+          const std::uint64_t v = collect::tally_of(migrations, defs[i].samples);
           metrics::value &m = a.s.c.m.at(i);
           m.count += 1;
           m.total += v;
@@ -57,15 +65,17 @@ void interval_acc::add_tick(const collect::interval_delta &d, bool per_second) {
       }
     }
     for (std::size_t e = 0; e < events_; ++e) {
-      const auto v = t.c.counters[RSCHED_CTR_GENERIC0 + e];
+      const auto v = counters[RSCHED_CTR_GENERIC0 + e];
       if (v > 0) {
         a.event_rates[e].add(v);
       }
     }
   }
-  for (const auto &c : d.cpus) {
-    auto [it, fresh] = cpus_.try_emplace(c.cpu, c);
-    if (!fresh) {
+  for (auto &c : d.cpus) {
+    auto it = cpus_.find(c.cpu);
+    if (it == cpus_.end()) {
+      cpus_.emplace(c.cpu, std::move(c));
+    } else {
       metrics::accumulate(it->second.m, c.m);
     }
   }
@@ -153,9 +163,10 @@ bool written(const metrics::def &d, const row_options &o) {
   return o.migration;
 }
 
-// The store row of thread `key` under one attribution (`a`, its cgroup `path`).
-void add_thread_row(store::interval_row &row, const collect::thread_key &key, const acc_thread &a,
-                    const std::string &path, const row_options &o, std::size_t events,
+// The store row of thread `key` under one attribution (`a`, its cgroup `path`); the
+// histograms are moved out of `a` (which is not used again).
+void add_thread_row(store::interval_row &row, const collect::thread_key &key, acc_thread &a,
+                    std::string path, const row_options &o, std::size_t events,
                     const std::function<std::string(std::uint64_t)> &cgroup_path) {
   const auto &c = a.s.c;
   store::thread_row &r = row.threads.emplace_back();
@@ -163,11 +174,12 @@ void add_thread_row(store::interval_row &row, const collect::thread_key &key, co
   r.pid = a.s.tgid;
   r.start_time_ns = key.start_time;
   r.comm = a.s.comm;
-  r.cgroup = path;
+  r.cgroup = std::move(path);
+  r.m = std::move(a.s.c.m);
   constexpr auto defs = metrics::entries<metrics::scope::thread>();
   for (std::size_t i = 0; i < defs.size(); ++i) {
-    if (written(defs[i], o)) {
-      r.m.at(i) = c.m.at(i);
+    if (!written(defs[i], o)) {
+      r.m.reset(i);
     }
   }
   r.migrations = c.migrations.count;
@@ -194,28 +206,30 @@ void add_thread_row(store::interval_row &row, const collect::thread_key &key, co
 
 } // namespace
 
-store::interval_row to_row(const interval_acc &acc,
-                           const std::function<std::string(std::uint64_t)> &cgroup_path,
-                           const row_options &o) {
+namespace {
+
+store::interval_row make_row(interval_acc &acc,
+                             const std::function<std::string(std::uint64_t)> &cgroup_path,
+                             const row_options &o) {
   store::interval_row row;
   row.drops = acc.drops();
   row.threads.reserve(acc.threads().size());
   // Rows of one thread are adjacent in the accumulator's order; only a merge copies.
   struct pending {
     std::string path;
-    const acc_thread *a;
+    acc_thread *a;
   };
   std::vector<pending> one_thread;
   std::deque<acc_thread> copies; // merged rows
   const auto flush = [&](const collect::thread_key &key) {
-    for (const auto &p : one_thread) {
-      add_thread_row(row, key, *p.a, p.path, o, acc.events(), cgroup_path);
+    for (auto &p : one_thread) {
+      add_thread_row(row, key, *p.a, std::move(p.path), o, acc.events(), cgroup_path);
     }
     one_thread.clear();
     copies.clear();
   };
   const collect::thread_key *current = nullptr;
-  for (const auto &[key, a] : acc.threads()) {
+  for (auto &[key, a] : acc.threads()) {
     if (current != nullptr && !(*current == key.key)) {
       flush(*current);
     }
@@ -235,12 +249,29 @@ store::interval_row to_row(const interval_acc &acc,
   if (current != nullptr) {
     flush(*current);
   }
-  for (const auto &[cpu, c] : acc.cpus()) {
+  for (const auto &[cpu, c] : std::as_const(acc).cpus()) {
     store::cpu_row r;
     r.cpu = cpu;
     r.m = c.m;
     row.cpus.push_back(std::move(r));
   }
+  return row;
+}
+
+} // namespace
+
+store::interval_row to_row(const interval_acc &acc,
+                           const std::function<std::string(std::uint64_t)> &cgroup_path,
+                           const row_options &o) {
+  interval_acc copy = acc;
+  return to_row(std::move(copy), cgroup_path, o);
+}
+
+store::interval_row to_row(interval_acc &&acc,
+                           const std::function<std::string(std::uint64_t)> &cgroup_path,
+                           const row_options &o) {
+  auto row = make_row(acc, cgroup_path, o);
+  acc.clear();
   return row;
 }
 

@@ -428,7 +428,7 @@ struct writer::impl {
     constexpr auto defs = metrics::entries<S>();
     for (std::size_t i = 0; i < defs.size(); ++i) {
       const hist_value &v = values.at(i);
-      if (!has_data(v)) {
+      if (!values.has(i) || !has_data(v)) {
         continue;
       }
       const std::vector<std::uint8_t> blob = stats::encode(v.hist);

@@ -57,7 +57,9 @@ void add_value(hist_value &a, const hist_value &b) {
 
 template <metrics::scope S> void add_values(metrics::set<S> &a, const metrics::set<S> &b) {
   for (std::size_t i = 0; i < metrics::set<S>::n; ++i) {
-    add_value(a.at(i), b.at(i));
+    if (b.has(i)) {
+      add_value(a.at(i), b.at(i));
+    }
   }
 }
 
@@ -66,7 +68,7 @@ template <metrics::scope S> void add_values(metrics::set<S> &a, const metrics::s
 template <metrics::scope S> bool layouts_ok(const metrics::set<S> &v) {
   constexpr auto defs = metrics::entries<S>();
   for (std::size_t i = 0; i < defs.size(); ++i) {
-    if (has_data(v.at(i)) && v.at(i).hist.kind != defs[i].layout) {
+    if (v.has(i) && has_data(v.at(i)) && v.at(i).hist.kind != defs[i].layout) {
       return false;
     }
   }

@@ -152,6 +152,17 @@ private:
   std::int64_t drain_ns_ = 0; // of which reading the source
   unsigned full_reads_ = 0;   // reads of every thread
   std::optional<std::int64_t> maint_ns_;
+  // The recorder thread's CPU time by stage this interval (--stats; bench/big_server.sh).
+  struct stage_cpu {
+    std::int64_t drain = 0;    // reading the kernel side (BPF syscalls), parse excluded
+    std::int64_t parse = 0;    // records into samples
+    std::int64_t delta = 0;    // delta tracker
+    std::int64_t assemble = 0; // ticks into the interval, the interval into store rows
+    std::int64_t extras = 0;   // enrich: pressure, schedstat, perf times, own usage
+    std::int64_t write = 0;    // SQLite
+    std::int64_t maint = 0;    // rollups and retention
+    std::int64_t publish = 0;  // the metrics endpoint's copy, the live view's frame
+  } cpu_;
 };
 
 } // namespace rsched::rschedd

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,8 +64,58 @@ struct blame_slot {
 // the difference, a slot that took a new culprit since counted whole (the kernel gives a slot
 // away only when its counts were read); as a sum of deltas (accumulate()): one slot per
 // culprit, culprits past the slots in `other`.
+// The kernel's blame slots of a thread, allocated only once one is written (most threads of a
+// big server never wait behind another one: 16 empty slots are 1 KB per thread and copy).
+// Reading a slot nobody wrote gives an empty one; the non-const accessors allocate.
+class blame_slots {
+public:
+  using array = std::array<blame_slot, RSCHED_BLAME_SLOTS>;
+  blame_slots() = default;
+  blame_slots(const blame_slots &o) : p_(o.p_ ? std::make_unique<array>(*o.p_) : nullptr) {}
+  blame_slots &operator=(const blame_slots &o) {
+    if (this != &o) {
+      if (!o.p_) {
+        p_.reset();
+      } else if (p_) {
+        *p_ = *o.p_;
+      } else {
+        p_ = std::make_unique<array>(*o.p_);
+      }
+    }
+    return *this;
+  }
+  blame_slots(blame_slots &&) noexcept = default;
+  blame_slots &operator=(blame_slots &&) noexcept = default;
+  ~blame_slots() = default;
+
+  static constexpr std::size_t size() { return RSCHED_BLAME_SLOTS; }
+  [[nodiscard]] bool allocated() const { return p_ != nullptr; }
+  blame_slot &operator[](std::size_t i) { return mut()[i]; }
+  const blame_slot &operator[](std::size_t i) const { return view()[i]; }
+  array::iterator begin() { return mut().begin(); }
+  array::iterator end() { return mut().end(); }
+  [[nodiscard]] array::const_iterator begin() const { return view().begin(); }
+  [[nodiscard]] array::const_iterator end() const { return view().end(); }
+  friend bool operator==(const blame_slots &a, const blame_slots &b) {
+    return a.view() == b.view();
+  }
+
+private:
+  [[nodiscard]] const array &view() const {
+    static const array none{};
+    return p_ ? *p_ : none;
+  }
+  array &mut() {
+    if (!p_) {
+      p_ = std::make_unique<array>();
+    }
+    return *p_;
+  }
+  std::unique_ptr<array> p_;
+};
+
 struct blame_state {
-  std::array<blame_slot, RSCHED_BLAME_SLOTS> slots{};
+  blame_slots slots;
   blame_counts idle;    // <idle>: nothing else ran (leaving idle, the wakeup path)
   blame_counts unknown; // <unknown>: not attributable (no preempts)
   blame_counts other;   // <other>: culprits past the slots
@@ -95,18 +146,21 @@ struct thread_counters {
 };
 
 // The count of a tally.
-constexpr std::uint64_t tally_of(const thread_counters &c, metrics::tally t) {
+constexpr std::uint64_t tally_of(const migration_counters &m, metrics::tally t) {
   switch (t) {
   case metrics::tally::migrations:
-    return c.migrations.count;
+    return m.count;
   case metrics::tally::cross_ccx:
-    return c.migrations.cross_ccx;
+    return m.cross_ccx;
   case metrics::tally::cross_numa:
-    return c.migrations.cross_numa;
+    return m.cross_numa;
   case metrics::tally::none:
     break;
   }
   return 0;
+}
+constexpr std::uint64_t tally_of(const thread_counters &c, metrics::tally t) {
+  return tally_of(c.migrations, t);
 }
 
 struct thread_key {
@@ -149,6 +203,8 @@ struct snapshot {
   std::vector<thread_sample> segments;
   std::vector<cpu_sample> cpus; // every possible CPU
   drop_counters drops{};
+  // CPU time the source spent turning kernel records into samples (--stats), ns.
+  std::int64_t parse_cpu_ns = 0;
 };
 
 // What happened between two reads.

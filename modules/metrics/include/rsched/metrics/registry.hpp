@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 namespace rsched::metrics {
@@ -218,37 +219,86 @@ struct value {
 };
 
 // The values of every metric of scope S, indexed by metric id, each histogram in its layout.
+// Sparse: a value takes memory only once something writes it (a value is ~620 bytes, and a
+// thread uses two or three of the nine metrics: at 10,000 threads the dense array was 56 MB
+// per copy of the interval). Reading a metric nobody wrote gives an empty value of its layout;
+// `has` tells the two apart without allocating (the non-const accessors allocate).
 template <scope S> class set {
 public:
   static constexpr std::size_t n = size(S);
 
-  constexpr set() {
-    for (std::size_t i = 0; i < n; ++i) {
-      v_[i].hist.kind = registry[first(S) + i].layout;
+  set() = default;
+  set(const set &o) { copy_from(o); }
+  set &operator=(const set &o) {
+    if (this != &o) {
+      copy_from(o);
     }
+    return *this;
   }
+  set(set &&) noexcept = default;
+  set &operator=(set &&) noexcept = default;
+  ~set() = default;
+
   [[nodiscard]] static constexpr bool holds(id m) { return of(m).where == S; }
-  value &operator[](id m) { return v_[index(m)]; }
-  const value &operator[](id m) const { return v_[index(m)]; }
+  value &operator[](id m) { return at(index(m)); }
+  const value &operator[](id m) const { return at(index(m)); }
   // The value at position i (metric entries<S>()[i]).
-  value &at(std::size_t i) { return v_[i]; }
-  [[nodiscard]] const value &at(std::size_t i) const { return v_[i]; }
+  value &at(std::size_t i) {
+    if (!v_[i]) {
+      v_[i] = std::make_unique<value>(blank(i));
+    }
+    return *v_[i];
+  }
+  [[nodiscard]] const value &at(std::size_t i) const { return v_[i] ? *v_[i] : blank(i); }
+  // Whether position i was written (it may still hold an empty value).
+  [[nodiscard]] bool has(std::size_t i) const { return v_[i] != nullptr; }
+  // Forgets position i (reads give the empty value again).
+  void reset(std::size_t i) { v_[i].reset(); }
   [[nodiscard]] bool empty() const {
     for (const auto &x : v_) {
-      if (!x.empty()) {
+      if (x && !x->empty()) {
         return false;
       }
     }
     return true;
   }
-  friend bool operator==(const set &, const set &) = default;
+  friend bool operator==(const set &a, const set &b) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if ((a.has(i) || b.has(i)) && !(a.at(i) == b.at(i))) {
+        return false;
+      }
+    }
+    return true;
+  }
 
 private:
   static constexpr std::size_t index(id m) {
     // A metric of the other scope is a programming error: the ids of each scope are distinct.
     return static_cast<std::size_t>(m) - first(S);
   }
-  std::array<value, n> v_{};
+  // The empty value of position i, in its metric's layout.
+  static const value &blank(std::size_t i) {
+    static const std::array<value, n> blanks = [] {
+      std::array<value, n> b{};
+      for (std::size_t k = 0; k < n; ++k) {
+        b[k].hist.kind = registry[first(S) + k].layout;
+      }
+      return b;
+    }();
+    return blanks[i];
+  }
+  void copy_from(const set &o) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!o.v_[i]) {
+        v_[i].reset();
+      } else if (v_[i]) {
+        *v_[i] = *o.v_[i];
+      } else {
+        v_[i] = std::make_unique<value>(*o.v_[i]);
+      }
+    }
+  }
+  std::array<std::unique_ptr<value>, n> v_{};
 };
 
 using thread_set = set<scope::thread>;
@@ -266,7 +316,9 @@ inline void add(value &a, const value &b) {
 // a += b, metric by metric (layouts are equal by construction).
 template <scope S> void accumulate(set<S> &a, const set<S> &b) {
   for (std::size_t i = 0; i < set<S>::n; ++i) {
-    add(a.at(i), b.at(i));
+    if (b.has(i)) {
+      add(a.at(i), b.at(i));
+    }
   }
 }
 

@@ -43,8 +43,12 @@ public:
   // per-second metrics, and generic-event counts of their rate histograms (only when > 0, as
   // upstream: a second without a migration is no sample).
   void add_tick(const collect::interval_delta &d, bool per_second);
+  // The same, taking the tick's samples over instead of copying them.
+  void add_tick(collect::interval_delta &&d, bool per_second);
 
   [[nodiscard]] const std::map<attr_key, acc_thread> &threads() const { return threads_; }
+  // For to_row(interval_acc &&), which moves the values out.
+  std::map<attr_key, acc_thread> &threads() { return threads_; }
   [[nodiscard]] const std::map<std::uint32_t, collect::cpu_sample> &cpus() const { return cpus_; }
   [[nodiscard]] const collect::drop_counters &drops() const { return drops_; }
   [[nodiscard]] std::size_t events() const { return events_; }
@@ -74,6 +78,11 @@ struct row_options {
 // attributions of one thread whose cgroup ids resolve to the same path (ids no longer
 // resolvable, a cgroup re-created under its old name) and comm are one row (the store's key).
 store::interval_row to_row(const interval_acc &acc,
+                           const std::function<std::string(std::uint64_t)> &cgroup_path,
+                           const row_options &o);
+// The same, moving the threads' values out of `acc` (left cleared): no copy of every
+// thread's histograms at the end of each interval.
+store::interval_row to_row(interval_acc &&acc,
                            const std::function<std::string(std::uint64_t)> &cgroup_path,
                            const row_options &o);
 
