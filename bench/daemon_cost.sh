@@ -186,6 +186,9 @@ n_iv, dur_ns = con.execute("SELECT count(*), sum(dur_ns) FROM intervals").fetcho
 drops = con.execute("SELECT sum(drops_task_state), sum(drops_graveyard), sum(drops_stale_tid), "
                     "sum(drops_no_rq) FROM intervals").fetchone()
 n_th = con.execute("SELECT count(*) FROM thread_hist").fetchone()[0]
+# active thread-seconds: (interval, thread) pairs with any row (1-s intervals)
+active_ts = con.execute("SELECT count(*) FROM (SELECT interval_id, thread_id FROM thread_hist "
+                        "UNION SELECT interval_id, thread_id FROM thread_migration)").fetchone()[0]
 n_thread = con.execute("SELECT count(*) FROM thread").fetchone()[0]
 page = con.execute("PRAGMA page_size").fetchone()[0]
 pages, free = con.execute("PRAGMA page_count").fetchone()[0], con.execute("PRAGMA freelist_count").fetchone()[0]
@@ -225,6 +228,21 @@ print(f"    -> {size / n_iv / 1024:.1f} KiB per interval = {size / n_iv * 3600 /
       f"(= {size / n_iv * 86400 / 1e9:.2f} GB per day) at one interval per second; per wall-clock time "
       f"recorded ({rec_s:.1f} s): {size / rec_s * 3600 / 1e6:.0f} MB per hour")
 print(f"    thread_hist rows {n_th} ({n_th / n_iv:.0f} per interval), thread rows {n_thread}")
+print(f"    raw bytes per active thread-second: {size / max(1, active_ts):.1f} "
+      f"({active_ts} thread-intervals with a row, over {rec_s:.1f} s)")
+# where the recorder thread's CPU goes (--stats cpu_*_ms; steady-state intervals)
+stages = ["drain", "parse", "delta", "assemble", "extras", "write", "maint", "publish"]
+per = [dict(zip(stages, map(float, m))) for m in re.findall(
+    r"cpu_drain_ms=([\d.]+) cpu_parse_ms=([\d.]+) cpu_delta_ms=([\d.]+) cpu_assemble_ms=([\d.]+) "
+    r"cpu_extras_ms=([\d.]+) cpu_write_ms=([\d.]+) cpu_maint_ms=([\d.]+) cpu_publish_ms=([\d.]+)",
+    errtxt)]
+per = per[1:-1] or per
+if per:
+    med = {k: statistics.median(x[k] for x in per) for k in stages}
+    tot = [sum(x.values()) for x in per]
+    print("  recorder thread CPU per interval by stage, median over " + str(len(per)) + " intervals (ms): " +
+          ", ".join(f"{k} {med[k]:.2f}" for k in stages) +
+          f"; sum p50 {statistics.median(tot):.2f}, p99 {pct(tot, 99):.2f}")
 print(f"  bytes written to disk by rschedd (rusage ru_oublock x 512, WAL + checkpoints): "
       f"{rusage.ru_oublock * 512 / 1e6:.1f} MB -> {rusage.ru_oublock * 512 / n_iv * 3600 / 1e6:.0f} MB per hour "
       f"at one interval per second")

@@ -543,3 +543,65 @@ TEST_CASE_METHOD(new_db, "moved-from writer and reader report errors instead of 
   CHECK_FALSE(r.exec("SELECT 1", {}).ok()); // NOLINT(bugprone-use-after-move)
   CHECK(r2.exec("SELECT 1", {}).ok());
 }
+
+TEST_CASE("many threads in one interval are written exactly, batch or not", "[store]") {
+  // 101 threads (three whole batches of the writer's multi-row insert and 5 rows alone), given
+  // in shuffled order, one listed twice (summed), some with only one of the two metrics.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  rsched::store::interval_row iv;
+  iv.start_ns = 1'700'000'000LL * sec;
+  iv.dur_ns = sec;
+  iv.boot_id = "boot";
+  std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> want; // tid -> (delay, depth)
+  for (std::uint32_t k = 0; k < 101; ++k) {
+    const std::uint32_t tid = 1000 + (k * 37) % 101; // shuffled
+    auto &t = iv.threads.emplace_back();
+    t.tid = tid;
+    t.pid = 1000;
+    t.start_time_ns = tid;
+    t.comm = fmt::format("w{}", tid % 7);
+    if (tid % 5 != 0) {
+      t.m[metric::sched_delay] = value_of(layout::latency, {1000ULL * tid, 2000});
+      want[tid].first = 1000ULL * tid + 2000;
+    }
+    if (tid % 3 != 0) {
+      t.m[metric::runq_depth] = value_of(layout::depth, {tid % 4});
+      want[tid].second = tid % 4;
+    }
+  }
+  auto dup = iv.threads[10]; // the same identity again: its values are summed
+  const std::uint32_t dup_tid = dup.tid;
+  iv.threads.push_back(dup);
+  if (want[dup_tid].first != 0) {
+    want[dup_tid].first *= 2;
+  }
+  {
+    auto w = open_writer(path);
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  const auto rows = run(r, "SELECT tid, count, total_ns FROM sched_delay ORDER BY tid").rows;
+  const auto depth = run(r, "SELECT tid, hist FROM runq_depth ORDER BY tid").rows;
+  std::size_t n_delay = 0;
+  std::size_t n_depth = 0;
+  for (const auto &[tid, w] : want) {
+    n_delay += w.first != 0 ? 1 : 0;
+    n_depth += tid % 3 != 0 ? 1 : 0;
+  }
+  REQUIRE(rows.size() == n_delay);
+  REQUIRE(depth.size() == n_depth);
+  for (const auto &row : rows) {
+    const auto tid = static_cast<std::uint32_t>(as_int(row[0]));
+    INFO("tid " << tid);
+    CHECK(static_cast<std::uint64_t>(as_int(row[2])) == want[tid].first);
+    CHECK(as_int(row[1]) == (tid == dup_tid ? 4 : 2));
+  }
+  for (const auto &row : depth) {
+    const auto tid = static_cast<std::uint32_t>(as_int(row[0]));
+    auto h = rsched::stats::decode(as_blob(row[1]));
+    REQUIRE(h.ok());
+    const std::uint64_t d = want[tid].second;
+    CHECK(*h == (tid == dup_tid ? hist_of(layout::depth, {d, d}) : hist_of(layout::depth, {d})));
+  }
+}

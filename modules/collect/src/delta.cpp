@@ -111,7 +111,7 @@ namespace {
 void delta_into(metrics::value &d, const metrics::value &cur, const metrics::value &prev) {
   d.count = sub(cur.count, prev.count);
   d.total = sub(cur.total, prev.total);
-  d.hist = stats::delta(cur.hist, prev.hist);
+  stats::delta_into(d.hist, cur.hist, prev.hist);
 }
 
 // d = cur - prev, metric by metric; a metric without new samples stays unwritten in d (a value
