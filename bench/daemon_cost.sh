@@ -243,6 +243,9 @@ if per:
     print("  recorder thread CPU per interval by stage, median over " + str(len(per)) + " intervals (ms): " +
           ", ".join(f"{k} {med[k]:.2f}" for k in stages) +
           f"; sum p50 {statistics.median(tot):.2f}, p99 {pct(tot, 99):.2f}")
+    print("    mean (max) by stage (ms): " +
+          ", ".join(f"{k} {statistics.fmean(x[k] for x in per):.2f} ({max(x[k] for x in per):.1f})"
+                    for k in stages) + f"; sum mean {statistics.fmean(tot):.2f}")
 print(f"  bytes written to disk by rschedd (rusage ru_oublock x 512, WAL + checkpoints): "
       f"{rusage.ru_oublock * 512 / 1e6:.1f} MB -> {rusage.ru_oublock * 512 / n_iv * 3600 / 1e6:.0f} MB per hour "
       f"at one interval per second")
