@@ -195,15 +195,9 @@ struct maintenance::impl {
     return cache.emplace(sql, stmt_ptr(raw)).first->second.get();
   }
 
-  // Runs `sql` with `args` bound to ?1.. and returns every row's first column (NULL = nullopt).
-  result<std::vector<std::optional<arg>>> query(const std::string &sql,
-                                                const std::vector<arg> &args = {}) {
-    auto st = prepare(sql);
-    if (!st) {
-      return st.err();
-    }
-    sqlite3_stmt *s = *st;
-    for (std::size_t i = 0; i < args.size(); ++i) {
+  // Binds args[from..] to ?(from + 1).. of `s` (texts without a copy: they must outlive it).
+  static void bind_args(sqlite3_stmt *s, const std::vector<arg> &args, std::size_t from) {
+    for (std::size_t i = from; i < args.size(); ++i) {
       const int idx = static_cast<int>(i) + 1;
       if (!args[i].text) {
         sqlite3_bind_int64(s, idx, args[i].i);
@@ -212,7 +206,11 @@ struct maintenance::impl {
         sqlite3_bind_text(s, idx, t.data(), static_cast<int>(t.size()), SQLITE_STATIC);
       }
     }
-    std::vector<std::optional<arg>> out;
+  }
+
+  // Steps `s` to its end, calling fn() (a result<void>) on each row; `s` is reset after, also
+  // on an error of SQLite or of fn.
+  template <typename Fn> result<void> each_row(sqlite3_stmt *s, Fn &&fn) {
     for (;;) {
       const int rc = sqlite3_step(s);
       if (rc == SQLITE_DONE) {
@@ -223,8 +221,28 @@ struct maintenance::impl {
         sqlite3_reset(s);
         return make_error(std::move(msg), sqlite3_system_errno(db));
       }
+      if (result<void> r = fn(); !r) {
+        sqlite3_reset(s);
+        return r;
+      }
+    }
+    sqlite3_reset(s);
+    return {};
+  }
+
+  // Runs `sql` with `args` bound to ?1.. and returns every row's first column (NULL = nullopt).
+  result<std::vector<std::optional<arg>>> query(const std::string &sql,
+                                                const std::vector<arg> &args = {}) {
+    auto st = prepare(sql);
+    if (!st) {
+      return st.err();
+    }
+    sqlite3_stmt *s = *st;
+    bind_args(s, args, 0);
+    std::vector<std::optional<arg>> out;
+    auto r = each_row(s, [&]() -> result<void> {
       if (sqlite3_column_count(s) == 0) {
-        continue;
+        return {};
       }
       switch (sqlite3_column_type(s, 0)) {
       case SQLITE_NULL:
@@ -237,8 +255,11 @@ struct maintenance::impl {
       default:
         out.emplace_back(arg(std::int64_t{sqlite3_column_int64(s, 0)}));
       }
+      return {};
+    });
+    if (!r) {
+      return r.err();
     }
-    sqlite3_reset(s);
     return out;
   }
 
@@ -332,14 +353,7 @@ struct maintenance::impl {
       return st.err();
     }
     sqlite3_stmt *s = *st;
-    for (int i = 2; i <= 5; ++i) {
-      const arg &a = args[static_cast<std::size_t>(i - 1)];
-      if (a.text) {
-        sqlite3_bind_text(s, i, a.t.data(), static_cast<int>(a.t.size()), SQLITE_STATIC);
-      } else {
-        sqlite3_bind_int64(s, i, a.i);
-      }
-    }
+    bind_args(s, args, 1); // ?2..?5: the source intervals
     struct pair_hash {
       std::size_t operator()(const std::pair<std::int64_t, std::int64_t> &k) const noexcept {
         return std::hash<std::int64_t>{}(k.second * 31 + k.first);
@@ -347,33 +361,22 @@ struct maintenance::impl {
     };
     std::unordered_map<std::pair<std::int64_t, std::int64_t>, merged, pair_hash>
         per_thread; // (metric, thread id)
-    for (;;) {
-      const int rc = sqlite3_step(s);
-      if (rc == SQLITE_DONE) {
-        break;
-      }
-      if (rc != SQLITE_ROW) {
-        std::string msg = sqlite3_errmsg(db);
-        sqlite3_reset(s);
-        return make_error(std::move(msg), sqlite3_system_errno(db));
-      }
+    auto read = each_row(s, [&]() -> result<void> {
       if (sqlite3_column_type(s, 4) != SQLITE_BLOB) {
-        continue; // hist_merge skips NULL (the column is NOT NULL)
+        return {}; // hist_merge skips NULL (the column is NOT NULL)
       }
       const auto *blob = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 4));
       const auto bytes = static_cast<std::size_t>(sqlite3_column_bytes(s, 4));
       auto h = stats::decode(std::span<const std::uint8_t>(blob, bytes));
       if (!h) {
-        sqlite3_reset(s);
         return make_error("hist_merge: " + h.err().msg);
       }
       merged &m = per_thread[{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)}];
-      if (auto r = m.add(sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3), *h); !r) {
-        sqlite3_reset(s);
-        return r;
-      }
+      return m.add(sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3), *h);
+    });
+    if (!read) {
+      return read;
     }
-    sqlite3_reset(s);
     // Each thread's (comm, cgroup) identity, created by the first rollup statement.
     std::unordered_map<std::int64_t, std::optional<std::int64_t>> group_of;
     std::map<std::pair<std::int64_t, std::int64_t>, merged> per_group; // (metric, group id)
