@@ -313,6 +313,7 @@ struct maintenance::impl {
     std::int64_t count = 0;
     std::int64_t total = 0;
     stats::histogram hist{};
+    std::uint64_t samples = 0; // sum of hist's slots
     bool any = false;
     result<void> add(std::int64_t c, std::int64_t t, const stats::histogram &h) {
       if (!add_checked(count, c) || !add_checked(total, t)) {
@@ -324,19 +325,14 @@ struct maintenance::impl {
       } else if (hist.kind != h.kind) {
         return make_error("hist_merge: histograms of different layouts");
       }
-      std::uint64_t sum = 0;
-      for (std::size_t i = 0; i < stats::max_slots; ++i) {
-        sum += hist.slots[i];
-      }
+      // An error fails the whole bucket, so a half-added histogram is never written.
       for (std::size_t i = 0; i < stats::max_slots; ++i) {
         const std::uint64_t n = h.slots[i];
-        if (hist.slots[i] + n < n || sum + n < n) {
+        if (hist.slots[i] + n < n || samples + n < n) {
           return make_error("hist_merge: sample counts overflow 64 bits");
         }
-        sum += n;
-      }
-      for (std::size_t i = 0; i < stats::max_slots; ++i) {
-        hist.slots[i] += h.slots[i];
+        hist.slots[i] += n;
+        samples += n;
       }
       return {};
     }
@@ -377,16 +373,16 @@ struct maintenance::impl {
     if (!read) {
       return read;
     }
-    // Each thread's (comm, cgroup) identity, created by the first rollup statement.
+    // Each thread's (comm, cgroup) identity, created by the first rollup statement: the
+    // statements' own join, for one thread.
+    static const std::string group_of_thread =
+        fmt::format("SELECT g.id FROM (SELECT ?1 AS thread_id) AS x {}", group_join);
     std::unordered_map<std::int64_t, std::optional<std::int64_t>> group_of;
     std::map<std::pair<std::int64_t, std::int64_t>, merged> per_group; // (metric, group id)
     for (const auto &[key, m] : per_thread) {
       auto [g, fresh] = group_of.try_emplace(key.second);
       if (fresh) {
-        auto id = scalar("SELECT g.id FROM thread AS t JOIN thread AS g ON g.boot_id = '' AND "
-                         "g.tid = 0 AND g.start_time_ns = 0 AND g.comm = t.comm AND "
-                         "g.cgroup = t.cgroup WHERE t.id = ?1",
-                         {key.second});
+        auto id = scalar(group_of_thread, {key.second});
         if (!id) {
           return id.err();
         }
