@@ -120,6 +120,7 @@ kernel_counts zombie_counts(pid_t pid) {
 // The victim's blame by culprit comm: wait_ns, waits and preemptions, and its recorded delay.
 struct blame_of {
   std::map<std::string, std::int64_t> wait_ns;
+  std::map<std::string, std::int64_t> waits; // delays the culprit had a part in
   std::map<std::string, std::int64_t> preempts;
   std::int64_t total_wait = 0;
   std::int64_t delay_total = 0;
@@ -130,10 +131,12 @@ struct blame_of {
 blame_of recorded(const std::string &db, pid_t victim) {
   blame_of b;
   const std::string pid = std::to_string(victim);
-  for (const auto &row : test::query(db, "SELECT by_comm, sum(wait_ns) FROM delay_blame WHERE "
-                                         "pid = " +
-                                             pid + " GROUP BY by_comm")) {
+  for (const auto &row :
+       test::query(db, "SELECT by_comm, sum(wait_ns), sum(count) FROM delay_blame WHERE "
+                       "pid = " +
+                           pid + " GROUP BY by_comm")) {
     b.wait_ns[as_text(row[0])] = as_int(row[1]);
+    b.waits[as_text(row[0])] = as_int(row[2]);
     b.total_wait += as_int(row[1]);
   }
   for (const auto &row : test::query(db, "SELECT by_comm, sum(count) FROM preemption WHERE pid = " +
@@ -220,8 +223,17 @@ void run_idle(const std::string &mode) {
   INFO(mode << ": " << describe(b));
   REQUIRE(b.delay_count > 500);
   CHECK(b.total_wait == b.delay_total);
-  // Other threads of the system may run on the CPU now and then; the wakeup path is the rest.
-  CHECK(b.wait_ns["<idle>"] >= b.delay_total * 8 / 10);
+  // Other threads of the system may run on the CPU now and then (a CI run had a kernel thread,
+  // kdamond.0, take 22 % of the victim's wait in a few long waits): nearly every wait has the
+  // idle wakeup path in it, and it is most of the time.
+  CHECK(b.waits["<idle>"] >= b.delay_count * 9 / 10);
+  const std::int64_t idle = b.wait_ns["<idle>"];
+  CHECK(idle >= b.delay_total / 2);
+  for (const auto &[who, ns] : b.wait_ns) {
+    if (who != "<idle>") {
+      CHECK(ns < idle);
+    }
+  }
 }
 
 void run_preempt(const std::string &mode) {
