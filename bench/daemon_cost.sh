@@ -25,9 +25,12 @@ n=${1:-1000}; secs=${2:-60}; groups=${3:-latency,slice,sleep,migration}; period=
 sample=${SAMPLE_S:-10}
 top=$(cd "$(dirname "$0")/.." && pwd)
 rschedd=${RSCHEDD:-$top/build/apps/rschedd/rschedd}
+# thread_hist is a virtual table of rsched's (schema 8): counted through rsched-sql.
+rsched_sql=${RSCHED_SQL:-$top/build/apps/rsched-sql/rsched-sql}
 die() { echo "daemon_cost.sh: error: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "must run as root (rschedd loads BPF programs)"
 [ -x "$rschedd" ] || die "rschedd not found at $rschedd (build it, or set RSCHEDD=PATH)"
+[ -x "$rsched_sql" ] || die "rsched-sql not found at $rsched_sql (build it, or set RSCHED_SQL=PATH)"
 command -v python3 >/dev/null || die "python3 not found"
 python3 -c 'import sqlite3' 2>/dev/null || die "python3 has no sqlite3 module"
 
@@ -88,9 +91,9 @@ echo "# workload ($workload): ${wlcmd[*]/#$dir/TMP} : $have threads in $(( $(dat
 sleep 3  # let thread start-up settle
 echo "# loadavg before starting rschedd: $(cut -d' ' -f1-4 /proc/loadavg)"
 
-python3 - "$rschedd" "$dir" "$n" "$secs" "$groups" "$sample" "$wl" "${KEEP_CSV:-}" <<'PY'
+python3 - "$rschedd" "$dir" "$n" "$secs" "$groups" "$sample" "$wl" "${KEEP_CSV:-}" "$rsched_sql" <<'PY'
 import os, re, sqlite3, statistics, subprocess, sys, time
-rschedd, d, n, secs, groups, sample, wl, csv_path = sys.argv[1:]
+rschedd, d, n, secs, groups, sample, wl, csv_path, rsched_sql = sys.argv[1:]
 n, secs, sample, wl = int(n), int(secs), float(sample), int(wl)
 tck = os.sysconf("SC_CLK_TCK")
 db = os.path.join(d, "b.db")
@@ -185,10 +188,14 @@ ck = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 n_iv, dur_ns = con.execute("SELECT count(*), sum(dur_ns) FROM intervals").fetchone()
 drops = con.execute("SELECT sum(drops_task_state), sum(drops_graveyard), sum(drops_stale_tid), "
                     "sum(drops_no_rq) FROM intervals").fetchone()
-n_th = con.execute("SELECT count(*) FROM thread_hist").fetchone()[0]
+def rsql(q):
+    out = subprocess.run([rsched_sql, db, "--csv", "-c", q], check=True, capture_output=True,
+                         text=True).stdout
+    return int(out.strip().splitlines()[-1])
+n_th = rsql("SELECT count(*) FROM thread_hist")
 # active thread-seconds: (interval, thread) pairs with any row (1-s intervals)
-active_ts = con.execute("SELECT count(*) FROM (SELECT interval_id, thread_id FROM thread_hist "
-                        "UNION SELECT interval_id, thread_id FROM thread_migration)").fetchone()[0]
+active_ts = rsql("SELECT count(*) FROM (SELECT interval_id, thread_id FROM thread_hist "
+                 "UNION SELECT interval_id, thread_id FROM thread_migration)")
 n_thread = con.execute("SELECT count(*) FROM thread").fetchone()[0]
 page = con.execute("PRAGMA page_size").fetchone()[0]
 pages, free = con.execute("PRAGMA page_count").fetchone()[0], con.execute("PRAGMA freelist_count").fetchone()[0]
@@ -227,7 +234,8 @@ print(f"  database after wal_checkpoint(TRUNCATE) {ck}: {size} bytes ({pages} pa
 print(f"    -> {size / n_iv / 1024:.1f} KiB per interval = {size / n_iv * 3600 / 1e6:.0f} MB per hour "
       f"(= {size / n_iv * 86400 / 1e9:.2f} GB per day) at one interval per second; per wall-clock time "
       f"recorded ({rec_s:.1f} s): {size / rec_s * 3600 / 1e6:.0f} MB per hour")
-print(f"    thread_hist rows {n_th} ({n_th / n_iv:.0f} per interval), thread rows {n_thread}")
+print(f"    thread_hist rows {n_th} ({n_th / n_iv:.0f} per interval; packed in "
+      f"thread_hist_pack from schema 8), thread rows {n_thread}")
 print(f"    raw bytes per active thread-second: {size / max(1, active_ts):.1f} "
       f"({active_ts} thread-intervals with a row, over {rec_s:.1f} s)")
 # where the recorder thread's CPU goes (--stats cpu_*_ms; steady-state intervals)

@@ -26,6 +26,7 @@
 #include "rsched/abi/sched_abi.h"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/stats/histogram.hpp"
+#include "rsched/store/hist_pack.hpp"
 #include "rsched/store/reader.hpp"
 #include "rsched/store/records.hpp"
 #include "rsched/store/writer.hpp"
@@ -297,6 +298,73 @@ struct raw_db {
   }
 };
 
+// The packed raw rows of the intervals `src` selects, with interval ids and thread ids moved by
+// id_off and th_off (schema 8: the thread ids are inside the packs, so each is rebuilt), into
+// thread_hist_pack; their thread ids into temp.copy_threads.
+void copy_packs(const raw_db &db, const std::string &src, std::int64_t id_off,
+                std::int64_t th_off) {
+  sqlite3_stmt *sel = nullptr;
+  sqlite3_stmt *ins = nullptr;
+  sqlite3_stmt *tid = nullptr;
+  const std::string q = "SELECT interval_id, metric, data FROM thread_hist_pack WHERE "
+                        "interval_id IN (" +
+                        src + ") ORDER BY interval_id, metric";
+  if (sqlite3_prepare_v2(db.db, q.c_str(), -1, &sel, nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(db.db, "INSERT INTO thread_hist_pack VALUES(?1, ?2, ?3, ?4)", -1, &ins,
+                         nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(db.db, "INSERT OR IGNORE INTO temp.copy_threads VALUES(?1)", -1, &tid,
+                         nullptr) != SQLITE_OK) {
+    const std::string m = sqlite3_errmsg(db.db);
+    sqlite3_finalize(sel);
+    sqlite3_finalize(ins);
+    sqlite3_finalize(tid);
+    throw std::runtime_error(m);
+  }
+  // Read all first: inserting into the table being read would be read again.
+  struct pack_row {
+    std::int64_t iv, metric;
+    std::vector<std::uint8_t> data;
+  };
+  std::vector<pack_row> rows;
+  while (sqlite3_step(sel) == SQLITE_ROW) {
+    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(sel, 2));
+    rows.push_back({sqlite3_column_int64(sel, 0), sqlite3_column_int64(sel, 1),
+                    std::vector<std::uint8_t>(p, p + sqlite3_column_bytes(sel, 2))});
+  }
+  sqlite3_finalize(sel);
+  store::pack_builder b;
+  std::string err;
+  for (const auto &r : rows) {
+    auto entries = store::unpack(r.data);
+    if (!entries) {
+      err = entries.err().msg;
+      break;
+    }
+    b.clear();
+    for (const auto &e : *entries) {
+      b.add(e.thread_id + th_off, e.count, e.total, e.hist);
+      sqlite3_reset(tid);
+      sqlite3_bind_int64(tid, 1, e.thread_id);
+      sqlite3_step(tid);
+    }
+    const auto &blob = b.finish();
+    sqlite3_reset(ins);
+    sqlite3_bind_int64(ins, 1, r.iv + id_off);
+    sqlite3_bind_int64(ins, 2, r.metric);
+    sqlite3_bind_int64(ins, 3, static_cast<std::int64_t>(b.size()));
+    sqlite3_bind_blob(ins, 4, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
+    if (sqlite3_step(ins) != SQLITE_DONE) {
+      err = sqlite3_errmsg(db.db);
+      break;
+    }
+  }
+  sqlite3_finalize(ins);
+  sqlite3_finalize(tid);
+  if (!err.empty()) {
+    throw std::runtime_error(err);
+  }
+}
+
 // Copies the rows of `tier` that start in [from, from + span) to start `shift` ns earlier, with
 // thread identities of their own (boot id suffixed with `tag`).
 void copy_back(const raw_db &db, int tier, std::int64_t from, std::int64_t span, std::int64_t shift,
@@ -307,12 +375,17 @@ void copy_back(const raw_db &db, int tier, std::int64_t from, std::int64_t span,
       fmt::format("SELECT id FROM intervals WHERE tier = {} AND start_ns >= {} AND start_ns < {}",
                   tier, from, from + span);
   db.exec("BEGIN");
+  db.exec("CREATE TEMP TABLE IF NOT EXISTS copy_threads(id INTEGER PRIMARY KEY)");
+  db.exec("DELETE FROM temp.copy_threads");
+  db.exec(fmt::format("INSERT OR IGNORE INTO temp.copy_threads SELECT thread_id FROM "
+                      "thread_hist_row WHERE interval_id IN ({})",
+                      src));
+  copy_packs(db, src, id_off, th_off);
   db.exec(fmt::format(
       "INSERT INTO thread(id, boot_id, tid, pid, start_time_ns, comm, cgroup, last_ns) "
       "SELECT id + {0}, boot_id || '-{1}', tid, pid, start_time_ns, comm, cgroup, last_ns - {2} "
-      "FROM thread WHERE id IN (SELECT DISTINCT thread_id FROM thread_hist WHERE interval_id IN "
-      "({3}))",
-      th_off, tag, shift, src));
+      "FROM thread WHERE id IN (SELECT id FROM temp.copy_threads)",
+      th_off, tag, shift));
   db.exec(fmt::format(
       "INSERT INTO intervals(id, start_ns, dur_ns, boot_id, flags, drops_task_state, "
       "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
@@ -322,9 +395,9 @@ void copy_back(const raw_db &db, int tier, std::int64_t from, std::int64_t span,
       "groups, drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
       "bpf_run_ns, bpf_run_cnt FROM intervals WHERE id IN ({3}) ORDER BY id",
       id_off, shift, tag, src));
-  db.exec(fmt::format("INSERT INTO thread_hist SELECT interval_id + {0}, metric, thread_id + {1}, "
-                      "count, total, hist FROM thread_hist WHERE interval_id IN ({2}) "
-                      "ORDER BY interval_id, metric, thread_id",
+  db.exec(fmt::format("INSERT INTO thread_hist_row SELECT interval_id + {0}, metric, "
+                      "thread_id + {1}, count, total, hist FROM thread_hist_row WHERE interval_id "
+                      "IN ({2}) ORDER BY interval_id, metric, thread_id",
                       id_off, th_off, src));
   db.exec(fmt::format("INSERT INTO cpu_hist SELECT interval_id + {0}, metric, cpu, count, total, "
                       "hist FROM cpu_hist WHERE interval_id IN ({1})",
@@ -401,11 +474,16 @@ int generate(const std::string &path, int n, int hours, int raw_days, int m_days
     db.exec(fmt::format("ATTACH '{}' AS s", scratch));
     db.exec("CREATE TABLE s.intervals AS SELECT * FROM intervals WHERE tier = " +
             std::to_string(k));
-    db.exec("CREATE TABLE s.thread_hist(interval_id INTEGER NOT NULL, metric INTEGER NOT NULL, "
-            "thread_id INTEGER NOT NULL, count INTEGER NOT NULL, total INTEGER NOT NULL, hist "
-            "BLOB NOT NULL, PRIMARY KEY(interval_id, metric, thread_id)) WITHOUT ROWID");
-    db.exec("INSERT INTO s.thread_hist SELECT * FROM thread_hist WHERE interval_id IN (SELECT "
-            "id FROM s.intervals) ORDER BY 1, 2, 3");
+    db.exec("CREATE TABLE s.thread_hist_row(interval_id INTEGER NOT NULL, metric INTEGER NOT "
+            "NULL, thread_id INTEGER NOT NULL, count INTEGER NOT NULL, total INTEGER NOT NULL, "
+            "hist BLOB NOT NULL, PRIMARY KEY(interval_id, metric, thread_id)) WITHOUT ROWID");
+    db.exec("INSERT INTO s.thread_hist_row SELECT * FROM thread_hist_row WHERE interval_id IN "
+            "(SELECT id FROM s.intervals) ORDER BY 1, 2, 3");
+    db.exec("CREATE TABLE s.thread_hist_pack(interval_id INTEGER NOT NULL, metric INTEGER NOT "
+            "NULL, threads INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(interval_id, "
+            "metric))");
+    db.exec("INSERT INTO s.thread_hist_pack SELECT * FROM thread_hist_pack WHERE interval_id IN "
+            "(SELECT id FROM s.intervals) ORDER BY 1, 2");
     db.exec("CREATE TABLE s.cpu_hist AS SELECT * FROM cpu_hist WHERE interval_id IN (SELECT id "
             "FROM s.intervals)");
     db.exec("CREATE TABLE s.thread_migration AS SELECT * FROM thread_migration WHERE "

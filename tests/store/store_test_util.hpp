@@ -130,6 +130,35 @@ inline std::string query_plan(rsched::store::reader &r, const std::string &selec
   return details;
 }
 
+// Whether a plan reads the hist tables by key only: each step either searches an index or is
+// a call of thread_hist's virtual table for one interval (v8: it reads that interval's pack and
+// rollup rows; "interval_id=" in its index string), and thread_hist is read at least once.
+inline bool indexed_hist_plan(const std::string &details) {
+  bool hist = false;
+  std::size_t at = 0;
+  while (at < details.size()) {
+    std::size_t end = details.find('\n', at);
+    if (end == std::string::npos) {
+      end = details.size();
+    }
+    const std::string line = details.substr(at, end - at);
+    at = end + 1;
+    if (line.find("VIRTUAL TABLE INDEX") != std::string::npos) {
+      if (line.find(":interval_id=") == std::string::npos) {
+        UNSCOPED_INFO("not by interval: " << line);
+        return false;
+      }
+      hist = true;
+    } else if (line.find("SCAN") != std::string::npos) {
+      UNSCOPED_INFO("scans: " << line);
+      return false;
+    } else if (line.find("PRIMARY KEY (interval_id=?") != std::string::npos) {
+      hist = true;
+    }
+  }
+  return hist;
+}
+
 // Column names of a table or view, in order.
 inline std::vector<std::string> columns_of(rsched::store::reader &r, const std::string &name) {
   auto t = run(r, "SELECT name FROM pragma_table_info('" + name + "') ORDER BY cid");

@@ -212,8 +212,12 @@ TEST_CASE("time-range queries on the views use the start_ns index", "[store]") {
           query_plan(*rr, std::string("SELECT * FROM ") + view + " WHERE " + where);
       INFO(details);
       CHECK_THAT(details, Catch::Contains("INDEX intervals_start_ns (start_ns>"));
-      CHECK_THAT(details, Catch::Contains("PRIMARY KEY (interval_id=? AND metric=?)"));
-      CHECK_THAT(details, !Catch::Contains("SCAN"));
+      if (std::string(view) == "cpu_sched_delay") {
+        CHECK_THAT(details, Catch::Contains("PRIMARY KEY (interval_id=? AND metric=?)"));
+        CHECK_THAT(details, !Catch::Contains("SCAN"));
+        continue;
+      }
+      CHECK(indexed_hist_plan(details));
     }
   }
 }

@@ -228,7 +228,7 @@ TEST_CASE("a database with a damaged page is refused at open", "[store][lock]") 
   std::int64_t page_size = 0;
   {
     auto r = open_reader(path);
-    page = scalar_int(r, "SELECT rootpage FROM sqlite_master WHERE name = 'thread_hist'");
+    page = scalar_int(r, "SELECT rootpage FROM sqlite_master WHERE name = 'thread_hist_pack'");
     page_size = scalar_int(r, "PRAGMA page_size");
     // Several pages: the root is an interior page, not read to open the file.
     REQUIRE(scalar_int(r, "SELECT count(*) FROM thread_hist") > 1000);

@@ -40,9 +40,10 @@ std::int64_t floor_to(std::int64_t t, std::int64_t w) {
 
 // The tables whose rows belong to one interval (interval_id first in their primary key).
 constexpr const char *fact_tables[] = {
-    "thread_hist",       "cpu_hist",     "thread_migration",    "thread_perf",
-    "thread_perf_event", "counter_time", "schedstat_cpu_delta", "schedstat_domain_delta",
-    "thread_blame",      "cgroup_cpu",
+    "thread_hist_row",  "thread_hist_pack",    "cpu_hist",
+    "thread_migration", "thread_perf",         "thread_perf_event",
+    "counter_time",     "schedstat_cpu_delta", "schedstat_domain_delta",
+    "thread_blame",     "cgroup_cpu",
 };
 
 // The tables whose rows name a thread identity (thread_id), with the intervals `{0}` selects.
@@ -395,7 +396,7 @@ struct maintenance::impl {
         return r;
       }
     }
-    const std::string insert = "INSERT INTO thread_hist(interval_id, metric, thread_id, count, "
+    const std::string insert = "INSERT INTO thread_hist_row(interval_id, metric, thread_id, count, "
                                "total, hist) VALUES(?1, ?2, ?3, ?4, ?5, ?6)";
     for (const auto &[key, m] : per_group) {
       const auto blob = stats::encode(m.hist);

@@ -6,6 +6,7 @@
 #include "schema.hpp"
 #include "sql_functions.hpp"
 #include "sqlite_util.hpp"
+#include "vtab_hist.hpp"
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
@@ -398,6 +399,9 @@ result<reader> reader::open(const std::string &path, bool read_only) {
     SQLite::Database db(path, flags, busy_timeout_ms);
     sqlite3 *h = db.getHandle();
     sqlite3_extended_result_codes(h, 1);
+    if (auto r = detail::register_hist_module(h); !r) {
+      return make_error(fmt::format("{}: {}", path, r.err().msg));
+    }
 
     auto state = detail::check(h, path);
     if (!state) {
@@ -646,6 +650,9 @@ result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::stri
     }
     // Functions before the views: the files' views call them (annotation_summary), and
     // pragma_table_info compiles a view to name its columns.
+    if (auto r = detail::register_hist_module(h); !r) {
+      return r.err();
+    }
     if (auto r = detail::register_functions(h, &p->ctx); !r) {
       return r.err();
     }

@@ -609,6 +609,24 @@ CREATE VIEW annotation_summary AS
   GROUP BY d.annotation_id, d.comm;
 )sql";
 
+// Schema v7 -> v8: the raw tier of thread_hist packed, one row per interval and metric
+// (rsched/store/hist_pack.hpp), ~2.5 times smaller than a b-tree row per thread. The table keeps
+// the rollup tiers and the raw rows written before, under the name thread_hist_row (renamed in
+// legacy mode, so the views that name thread_hist keep naming it); thread_hist is the virtual
+// table that reads both (vtab_hist.hpp), with the columns it always had.
+constexpr const char *upgrade_v7_to_v8 = R"sql(PRAGMA legacy_alter_table = ON;
+ALTER TABLE thread_hist RENAME TO thread_hist_row;
+PRAGMA legacy_alter_table = OFF;
+CREATE TABLE thread_hist_pack(
+  interval_id INTEGER NOT NULL,
+  metric      INTEGER NOT NULL,
+  threads     INTEGER NOT NULL,                  -- entries in data
+  data        BLOB NOT NULL,                     -- hist_pack.hpp format, version byte first
+  PRIMARY KEY(interval_id, metric)
+);
+CREATE VIRTUAL TABLE thread_hist USING rsched_thread_hist;
+)sql";
+
 std::string v3_views() {
   std::string sql;
   const auto specs = view_specs();
@@ -775,6 +793,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 6) {
     return db_state::version6;
   }
+  if (*ver == 7) {
+    return db_state::version7;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -859,6 +880,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = exec(db, upgrade_v6_to_v7); !r) {
           return r;
         }
+        if (auto r = exec(db, upgrade_v7_to_v8); !r) {
+          return r;
+        }
         if (auto r = insert_new_metrics(db); !r) {
           return r;
         }
@@ -878,7 +902,8 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
                            : from == db_state::version3 ? 3
                            : from == db_state::version4 ? 4
                            : from == db_state::version5 ? 5
-                                                        : 6;
+                           : from == db_state::version6 ? 6
+                                                        : 7;
   const std::string what = fmt::format("upgrading schema from version {}", from_version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
     if (state == db_state::version1) {
@@ -903,23 +928,37 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
     // runqueue clock then).
-    if (state != db_state::version4 && state != db_state::version5 && state != db_state::version6) {
+    if (state != db_state::version4 && state != db_state::version5 && state != db_state::version6 &&
+        state != db_state::version7) {
       if (auto r = exec(db, upgrade_v3_to_v4); !r) {
         return r;
       }
     }
-    if (state != db_state::version5 && state != db_state::version6) {
+    if (state != db_state::version5 && state != db_state::version6 && state != db_state::version7) {
       if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
         return r;
       }
     }
-    if (state != db_state::version6) {
+    if (state != db_state::version6 && state != db_state::version7) {
       if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
         return r;
       }
     }
-    if (auto r = exec(db, upgrade_v6_to_v7); !r) {
-      return r;
+    if (state != db_state::version7) {
+      if (auto r = exec(db, upgrade_v6_to_v7); !r) {
+        return r;
+      }
+    }
+    // A database whose user_version was lowered by hand may have v8's tables already.
+    auto packed = query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                "'thread_hist_pack'");
+    if (!packed) {
+      return packed.err();
+    }
+    if (*packed == 0) {
+      if (auto r = exec(db, upgrade_v7_to_v8); !r) {
+        return r;
+      }
     }
     if (auto r = put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
                           {

@@ -1,6 +1,6 @@
 #pragma once
-// Schema of the rsched database (docs/SCHEMA.md; version 7, upgraded in place from versions 1
-// to 6) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
+// Schema of the rsched database (docs/SCHEMA.md; version 8, upgraded in place from versions 1
+// to 7) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
 // connection and never throws.
 #include "rsched/base/result.hpp"
 
@@ -23,6 +23,7 @@ enum class db_state {
   version4, // schema version 4 (no blame, no pressure): readable; the writer upgrades
   version5, // schema version 5 (timeline without ts and dur): readable; the writer upgrades
   version6, // schema version 6 (annotation_summary with start_ns, end_ns): readable; upgraded
+  version7, // schema version 7 (thread_hist a table): readable; upgraded
   current,  // an rsched database of schema_version
 };
 

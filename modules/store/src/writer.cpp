@@ -1,10 +1,12 @@
 #include "rsched/store/writer.hpp"
 
 #include "rsched/stats/encoding.hpp"
+#include "rsched/store/hist_pack.hpp"
 
 #include "maintenance.hpp"
 #include "schema.hpp"
 #include "sql_functions.hpp"
+#include "vtab_hist.hpp"
 #include "writer_file.hpp"
 #include "writer_rows.hpp"
 
@@ -138,12 +140,10 @@ struct writer::impl {
   SQLite::Statement upd_write_ns;
   SQLite::Statement ins_thread;
   SQLite::Statement sel_thread;
-  SQLite::Statement ins_thread_hist;
-  // thread_hist rows hist_batch at a time: one statement step per batch instead of per row
-  // (at 10,000 threads a second, the per-step cost was most of the write).
-  static constexpr int hist_batch = 32;
-  SQLite::Statement ins_thread_hist_batch;
-  std::array<std::vector<std::uint8_t>, hist_batch> batch_blobs; // bound without copy
+  // One thread_hist_pack row per metric: every thread's value of the interval in one blob.
+  SQLite::Statement ins_thread_pack;
+  pack_builder pack;
+  std::vector<std::uint8_t> hist_blob;
   SQLite::Statement ins_cpu_hist;
   SQLite::Statement ins_migration;
   SQLite::Statement ins_perf;
@@ -199,9 +199,8 @@ struct writer::impl {
                        "cgroup, last_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
         sel_thread(db, "SELECT id FROM thread WHERE boot_id = ?1 AND tid = ?2 AND "
                        "start_time_ns = ?3 AND comm = ?4 AND cgroup = ?5"),
-        ins_thread_hist(db, "INSERT INTO thread_hist(interval_id, metric, thread_id, count, "
-                            "total, hist) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
-        ins_thread_hist_batch(db, batch_insert_sql()),
+        ins_thread_pack(db, "INSERT INTO thread_hist_pack(interval_id, metric, threads, data) "
+                            "VALUES(?1, ?2, ?3, ?4)"),
         ins_cpu_hist(db, "INSERT INTO cpu_hist(interval_id, metric, cpu, count, total, hist) "
                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
         ins_migration(db, "INSERT INTO thread_migration(interval_id, thread_id, count, "
@@ -244,8 +243,7 @@ struct writer::impl {
                     &upd_write_ns,
                     &ins_thread,
                     &sel_thread,
-                    &ins_thread_hist,
-                    &ins_thread_hist_batch,
+                    &ins_thread_pack,
                     &ins_cpu_hist,
                     &ins_migration,
                     &ins_perf,
@@ -453,52 +451,32 @@ struct writer::impl {
     rerun_blob(s, interval_id, defs[i].db_id, key, v, stats::encode(v.hist));
   }
 
-  static std::string batch_insert_sql() {
-    std::string sql =
-        "INSERT INTO thread_hist(interval_id, metric, thread_id, count, total, hist) VALUES";
-    for (int r = 0; r < hist_batch; ++r) {
-      sql += fmt::format("{}(?{},?{},?{},?{},?{},?{})", r == 0 ? "" : ",", 6 * r + 1, 6 * r + 2,
-                         6 * r + 3, 6 * r + 4, 6 * r + 5, 6 * r + 6);
-    }
-    return sql;
-  }
-
-  // Metric i of every row (in thread id order) that has samples of it: whole batches with the
-  // batch statement, the rest row by row.
+  // Metric i of every row (in thread id order) that has samples of it, as one packed row.
   void insert_thread_hists(std::int64_t interval_id,
                            const std::vector<std::pair<std::int64_t, const thread_row *>> &rows,
                            std::size_t i) {
     constexpr auto defs = metrics::entries<metrics::scope::thread>();
-    std::array<std::pair<std::int64_t, const hist_value *>, hist_batch> batch{};
-    int n = 0;
+    pack.clear();
     for (const auto &[id, t] : rows) {
       if (!t->m.has(i) || !has_data(t->m.at(i))) {
         continue;
       }
-      batch[static_cast<std::size_t>(n++)] = {id, &t->m.at(i)};
-      if (n < hist_batch) {
-        continue;
+      const hist_value &v = t->m.at(i);
+      stats::encode_into(v.hist, hist_blob);
+      if (!pack.add(id, to_i64(v.count), to_i64(v.total), hist_blob)) {
+        throw std::logic_error("thread_hist_pack: thread ids out of order");
       }
-      ins_thread_hist_batch.reset();
-      for (int r = 0; r < hist_batch; ++r) {
-        const auto &[key, v] = batch[static_cast<std::size_t>(r)];
-        auto &blob = batch_blobs[static_cast<std::size_t>(r)];
-        blob = stats::encode(v->hist);
-        ins_thread_hist_batch.bind(6 * r + 1, interval_id);
-        ins_thread_hist_batch.bind(6 * r + 2, defs[i].db_id);
-        ins_thread_hist_batch.bind(6 * r + 3, key);
-        ins_thread_hist_batch.bind(6 * r + 4, to_i64(v->count));
-        ins_thread_hist_batch.bind(6 * r + 5, to_i64(v->total));
-        ins_thread_hist_batch.bindNoCopy(6 * r + 6, blob.data(), static_cast<int>(blob.size()));
-      }
-      ins_thread_hist_batch.exec();
-      n = 0;
     }
-    for (int r = 0; r < n; ++r) {
-      const auto &[key, v] = batch[static_cast<std::size_t>(r)];
-      const std::vector<std::uint8_t> blob = stats::encode(v->hist);
-      rerun_blob(ins_thread_hist, interval_id, defs[i].db_id, key, *v, blob);
+    if (pack.size() == 0) {
+      return;
     }
+    const auto &blob = pack.finish();
+    ins_thread_pack.reset();
+    ins_thread_pack.bind(1, interval_id);
+    ins_thread_pack.bind(2, defs[i].db_id);
+    ins_thread_pack.bind(3, static_cast<std::int64_t>(pack.size()));
+    ins_thread_pack.bindNoCopy(4, blob.data(), static_cast<int>(blob.size()));
+    ins_thread_pack.exec();
   }
 
   static void rerun_blob(SQLite::Statement &s, std::int64_t interval_id, int metric,
@@ -779,6 +757,10 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     SQLite::Database db(path, flags, busy_timeout_ms);
     sqlite3 *h = db.getHandle();
     sqlite3_extended_result_codes(h, 1);
+    // thread_hist is a virtual table from schema v8 (created by create/upgrade below).
+    if (auto r = detail::register_hist_module(h); !r) {
+      return make_error(fmt::format("{}: {}", path, r.err().msg));
+    }
 
     // Classify before changing anything: a refused file must stay byte-identical (setting the
     // journal mode alone would rewrite the header of a foreign database).

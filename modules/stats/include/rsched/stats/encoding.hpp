@@ -45,9 +45,9 @@ inline bool get_varint(std::span<const std::uint8_t> in, std::size_t &pos, std::
 }
 } // namespace detail
 
-inline std::vector<std::uint8_t> encode(const histogram &h) {
-  std::vector<std::uint8_t> out;
-  out.reserve(16);
+// Encodes into `out` (cleared first; its capacity is reused).
+inline void encode_into(const histogram &h, std::vector<std::uint8_t> &out) {
+  out.clear();
   out.push_back(static_cast<std::uint8_t>(h.kind));
   std::int64_t prev = -1;
   for (std::size_t s = 0; s < slot_count(h.kind); ++s) {
@@ -58,6 +58,12 @@ inline std::vector<std::uint8_t> encode(const histogram &h) {
     detail::put_varint(out, h.slots[s]);
     prev = static_cast<std::int64_t>(s);
   }
+}
+
+inline std::vector<std::uint8_t> encode(const histogram &h) {
+  std::vector<std::uint8_t> out;
+  out.reserve(16);
+  encode_into(h, out);
   return out;
 }
 

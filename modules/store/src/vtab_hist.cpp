@@ -1,0 +1,559 @@
+#include "vtab_hist.hpp"
+
+#include "rsched/store/hist_pack.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <new>
+#include <sqlite3.h>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rsched::store::detail {
+
+namespace {
+
+enum column : int { c_interval, c_metric, c_thread, c_count, c_total, c_hist };
+
+// idxNum bits: which constraints xFilter receives, in this order.
+enum : int {
+  iv_eq = 1,
+  iv_ge = 2,
+  iv_gt = 4,
+  iv_le = 8,
+  iv_lt = 16,
+  metric_eq = 32,
+  thread_eq = 64,
+};
+constexpr std::array<int, 7> bits = {iv_eq, iv_ge, iv_gt, iv_le, iv_lt, metric_eq, thread_eq};
+
+struct table : sqlite3_vtab {
+  sqlite3 *db = nullptr;
+  std::string schema; // the database the table is in: "main", or a host's name
+};
+
+// Bounds from the constraints; a value that is not an integer narrows nothing (SQLite checks
+// every constraint again: none is omitted).
+struct bounds {
+  std::int64_t iv_lo = std::numeric_limits<std::int64_t>::min();
+  std::int64_t iv_hi = std::numeric_limits<std::int64_t>::max();
+  bool metric = false;
+  std::int64_t metric_v = 0;
+  bool thread = false;
+  std::int64_t thread_v = 0;
+  bool empty = false;
+};
+
+struct cursor : sqlite3_vtab_cursor {
+  sqlite3_stmt *rows = nullptr;  // thread_hist_row
+  sqlite3_stmt *packs = nullptr; // thread_hist_pack
+  int shape = -1;                // the statements' constraint shape
+  bool rows_left = false;        // rows may have more
+  bool in_rows = false;          // rows is positioned on a row
+  bool in_pack = false;          // `entry` holds an entry of `blob`
+  bool eof = true;
+  bounds b;
+  std::vector<std::uint8_t> blob;
+  std::int64_t pack_interval = 0;
+  std::int64_t pack_metric = 0;
+  pack_reader reader{std::span<const std::uint8_t>()};
+  pack_entry entry;
+  std::int64_t rowid = 0;
+  // One thread of one interval and metric (the views' LEFT JOIN of a second metric by thread):
+  // the pack is decoded once into `cache` and each thread found by binary search, instead of
+  // reading the whole pack for every thread.
+  bool lookup = false;
+  bool lookup_pending = false;
+  bool cache_ok = false;
+  std::int64_t cache_interval = 0;
+  std::int64_t cache_metric = 0;
+  std::vector<std::uint8_t> cache_blob;
+  std::vector<pack_entry> cache; // into cache_blob
+};
+
+std::string quoted(const std::string &name) {
+  std::string s = "\"";
+  for (const char c : name) {
+    s += c;
+    if (c == '"') {
+      s += '"';
+    }
+  }
+  return s + '"';
+}
+
+int set_error(sqlite3_vtab *vt, const std::string &msg) {
+  sqlite3_free(vt->zErrMsg);
+  vt->zErrMsg = sqlite3_mprintf("%s", msg.c_str());
+  return SQLITE_ERROR;
+}
+
+int x_connect(sqlite3 *db, void * /*aux*/, int argc, const char *const *argv, sqlite3_vtab **out,
+              char **err) {
+  if (argc < 3) {
+    *err = sqlite3_mprintf("rsched_thread_hist: no schema name");
+    return SQLITE_ERROR;
+  }
+  const int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(interval_id INTEGER, metric INTEGER, "
+                                          "thread_id INTEGER, count INTEGER, total INTEGER, "
+                                          "hist BLOB)");
+  if (rc != SQLITE_OK) {
+    return rc;
+  }
+  auto *t = new (std::nothrow) table();
+  if (t == nullptr) {
+    return SQLITE_NOMEM;
+  }
+  t->db = db;
+  t->schema = argv[1];
+  sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
+  *out = t;
+  return SQLITE_OK;
+}
+
+int x_disconnect(sqlite3_vtab *vt) {
+  delete static_cast<table *>(vt);
+  return SQLITE_OK;
+}
+
+int x_best_index(sqlite3_vtab * /*vt*/, sqlite3_index_info *info) {
+  std::array<int, 7> at{};
+  at.fill(-1);
+  for (int i = 0; i < info->nConstraint; ++i) {
+    const auto &c = info->aConstraint[i];
+    if (c.usable == 0) {
+      continue;
+    }
+    int bit = 0;
+    if (c.iColumn == c_interval) {
+      switch (c.op) {
+      case SQLITE_INDEX_CONSTRAINT_EQ:
+        bit = 0;
+        break;
+      case SQLITE_INDEX_CONSTRAINT_GE:
+        bit = 1;
+        break;
+      case SQLITE_INDEX_CONSTRAINT_GT:
+        bit = 2;
+        break;
+      case SQLITE_INDEX_CONSTRAINT_LE:
+        bit = 3;
+        break;
+      case SQLITE_INDEX_CONSTRAINT_LT:
+        bit = 4;
+        break;
+      default:
+        continue;
+      }
+    } else if (c.iColumn == c_metric && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
+      bit = 5;
+    } else if (c.iColumn == c_thread && c.op == SQLITE_INDEX_CONSTRAINT_EQ) {
+      bit = 6;
+    } else {
+      continue;
+    }
+    if (at[static_cast<std::size_t>(bit)] < 0) {
+      at[static_cast<std::size_t>(bit)] = i;
+    }
+  }
+  int idx = 0;
+  int argv = 0;
+  for (std::size_t k = 0; k < bits.size(); ++k) {
+    if (at[k] >= 0) {
+      idx |= bits[k];
+      info->aConstraintUsage[at[k]].argvIndex = ++argv;
+      info->aConstraintUsage[at[k]].omit = 0;
+    }
+  }
+  info->idxNum = idx;
+  // What EXPLAIN QUERY PLAN shows after the index number.
+  std::string what;
+  for (const auto &[bit, text] :
+       {std::pair{iv_eq, "interval_id="}, std::pair{iv_ge, "interval_id>="},
+        std::pair{iv_gt, "interval_id>"}, std::pair{iv_le, "interval_id<="},
+        std::pair{iv_lt, "interval_id<"}, std::pair{metric_eq, "metric="},
+        std::pair{thread_eq, "thread_id="}}) {
+    if ((idx & bit) != 0) {
+      what += what.empty() ? text : std::string(" AND ") + text;
+    }
+  }
+  info->idxStr = sqlite3_mprintf("%s", what.empty() ? "all" : what.c_str());
+  info->needToFreeIdxStr = 1;
+  // The cost is the entries read: a pack is read whole whatever thread is asked for, except
+  // for one thread of one interval and metric, found in the pack decoded for the previous
+  // thread of the same interval.
+  double cost = 1e9;
+  double rows = 1e7;
+  if ((idx & iv_eq) != 0) {
+    rows = (idx & metric_eq) != 0 ? 1000 : 10000;
+    cost = rows;
+  } else if ((idx & (iv_ge | iv_gt)) != 0 && (idx & (iv_le | iv_lt)) != 0) {
+    cost = 1e6;
+    rows = 1e6;
+  } else if ((idx & (iv_ge | iv_gt | iv_le | iv_lt)) != 0) {
+    cost = 1e8;
+    rows = 1e7;
+  }
+  if ((idx & thread_eq) != 0) {
+    if ((idx & iv_eq) != 0 && (idx & metric_eq) != 0) {
+      cost = 50; // a binary search in the pack decoded once per interval (cursor::cache)
+      rows = 1;
+    } else {
+      rows /= 1000;
+    }
+  }
+  info->estimatedCost = cost;
+  info->estimatedRows = static_cast<sqlite3_int64>(rows);
+  return SQLITE_OK;
+}
+
+int x_open(sqlite3_vtab * /*vt*/, sqlite3_vtab_cursor **out) {
+  auto *c = new (std::nothrow) cursor();
+  if (c == nullptr) {
+    return SQLITE_NOMEM;
+  }
+  *out = c;
+  return SQLITE_OK;
+}
+
+int x_close(sqlite3_vtab_cursor *cur) {
+  auto *c = static_cast<cursor *>(cur);
+  sqlite3_finalize(c->rows);
+  sqlite3_finalize(c->packs);
+  delete c;
+  return SQLITE_OK;
+}
+
+// The WHERE clause of a shape: the interval as one value or a range, the metric if given.
+// ?1 ?2 interval bounds (or ?1 the interval), ?3 metric, ?4 thread.
+std::string where_of(int shape, bool thread_column) {
+  std::string w = (shape & iv_eq) != 0 ? "interval_id = ?1" : "interval_id BETWEEN ?1 AND ?2";
+  if ((shape & metric_eq) != 0) {
+    w += " AND metric = ?3";
+  }
+  if (thread_column && (shape & thread_eq) != 0) {
+    w += " AND thread_id = ?4";
+  }
+  return w;
+}
+
+int prepare(table *t, const std::string &sql, sqlite3_stmt **st) {
+  if (sqlite3_prepare_v3(t->db, sql.c_str(), static_cast<int>(sql.size()),
+                         SQLITE_PREPARE_PERSISTENT, st, nullptr) != SQLITE_OK) {
+    return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+  }
+  return SQLITE_OK;
+}
+
+bool as_int(sqlite3_value *v, std::int64_t &out) {
+  if (sqlite3_value_type(v) != SQLITE_INTEGER) {
+    return false;
+  }
+  out = sqlite3_value_int64(v);
+  return true;
+}
+
+// Moves to the next row: of thread_hist_row first, then the packs' entries; eof after the last.
+int advance(cursor *c) {
+  auto *t = static_cast<table *>(c->pVtab);
+  if (c->rows_left) {
+    const int rc = sqlite3_step(c->rows);
+    if (rc == SQLITE_ROW) {
+      c->in_rows = true;
+      return SQLITE_OK;
+    }
+    c->in_rows = false;
+    c->rows_left = false;
+    if (rc != SQLITE_DONE) {
+      return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+    }
+  }
+  if (c->lookup) {
+    c->eof = !c->lookup_pending;
+    c->lookup_pending = false;
+    return SQLITE_OK;
+  }
+  for (;;) {
+    if (c->in_pack) {
+      while (c->reader.next(c->entry)) {
+        if (!c->b.thread || c->entry.thread_id == c->b.thread_v) {
+          return SQLITE_OK;
+        }
+      }
+      c->in_pack = false;
+      if (!c->reader.err().empty()) {
+        return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}",
+                                        c->pack_interval, c->pack_metric, c->reader.err()));
+      }
+    }
+    const int rc = sqlite3_step(c->packs);
+    if (rc == SQLITE_DONE) {
+      c->eof = true;
+      return SQLITE_OK;
+    }
+    if (rc != SQLITE_ROW) {
+      return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+    }
+    c->pack_interval = sqlite3_column_int64(c->packs, 0);
+    c->pack_metric = sqlite3_column_int64(c->packs, 1);
+    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->packs, 2));
+    const auto n = static_cast<std::size_t>(sqlite3_column_bytes(c->packs, 2));
+    c->blob.assign(p, p + n);
+    c->reader = pack_reader(std::span<const std::uint8_t>(c->blob));
+    if (!c->reader.err().empty()) {
+      return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}",
+                                      c->pack_interval, c->pack_metric, c->reader.err()));
+    }
+    c->in_pack = true;
+  }
+}
+
+// Looks thread b.thread_v up in the pack of (b.iv_lo, b.metric_v); sets lookup_pending and
+// entry when it is there.
+int find_in_pack(cursor *c) {
+  auto *t = static_cast<table *>(c->pVtab);
+  const std::int64_t iv = c->b.iv_lo;
+  const std::int64_t metric = c->b.metric_v;
+  if (!c->cache_ok || c->cache_interval != iv || c->cache_metric != metric) {
+    c->cache_ok = false;
+    c->cache.clear();
+    c->cache_blob.clear();
+    const int rc = sqlite3_step(c->packs);
+    if (rc == SQLITE_ROW) {
+      const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->packs, 2));
+      const auto n = static_cast<std::size_t>(sqlite3_column_bytes(c->packs, 2));
+      c->cache_blob.assign(p, p + n);
+      auto entries = unpack(std::span<const std::uint8_t>(c->cache_blob));
+      if (!entries) {
+        return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}", iv, metric,
+                                        entries.err().msg));
+      }
+      c->cache = std::move(*entries);
+    } else if (rc != SQLITE_DONE) {
+      return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+    }
+    c->cache_ok = true;
+    c->cache_interval = iv;
+    c->cache_metric = metric;
+  }
+  const auto it =
+      std::lower_bound(c->cache.begin(), c->cache.end(), c->b.thread_v,
+                       [](const pack_entry &e, std::int64_t id) { return e.thread_id < id; });
+  c->lookup_pending = it != c->cache.end() && it->thread_id == c->b.thread_v;
+  if (c->lookup_pending) {
+    c->entry = *it;
+    c->pack_interval = iv;
+    c->pack_metric = metric;
+  }
+  return SQLITE_OK;
+}
+
+int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int argc,
+             sqlite3_value **argv) {
+  auto *c = static_cast<cursor *>(cur);
+  auto *t = static_cast<table *>(c->pVtab);
+  bounds b;
+  int a = 0;
+  for (const int bit : bits) {
+    if ((idx & bit) == 0) {
+      continue;
+    }
+    if (a >= argc) {
+      return set_error(t, "thread_hist: constraint values missing");
+    }
+    sqlite3_value *v = argv[a++];
+    std::int64_t x = 0;
+    if (sqlite3_value_type(v) == SQLITE_NULL) {
+      b.empty = true; // a comparison with NULL is never true
+      continue;
+    }
+    if (!as_int(v, x)) {
+      continue; // not an integer: SQLite's own check of the constraint decides
+    }
+    switch (bit) {
+    case iv_eq:
+      b.iv_lo = std::max(b.iv_lo, x);
+      b.iv_hi = std::min(b.iv_hi, x);
+      break;
+    case iv_ge:
+      b.iv_lo = std::max(b.iv_lo, x);
+      break;
+    case iv_gt:
+      if (x == std::numeric_limits<std::int64_t>::max()) {
+        b.empty = true;
+      } else {
+        b.iv_lo = std::max(b.iv_lo, x + 1);
+      }
+      break;
+    case iv_le:
+      b.iv_hi = std::min(b.iv_hi, x);
+      break;
+    case iv_lt:
+      if (x == std::numeric_limits<std::int64_t>::min()) {
+        b.empty = true;
+      } else {
+        b.iv_hi = std::min(b.iv_hi, x - 1);
+      }
+      break;
+    case metric_eq:
+      b.metric = true;
+      b.metric_v = x;
+      break;
+    case thread_eq:
+      b.thread = true;
+      b.thread_v = x;
+      break;
+    default:
+      break;
+    }
+  }
+  // The statements' shape: one interval or a range; with the metric and thread if known.
+  const int shape =
+      (b.iv_lo == b.iv_hi ? iv_eq : 0) | (b.metric ? metric_eq : 0) | (b.thread ? thread_eq : 0);
+  if (shape != c->shape) {
+    sqlite3_finalize(c->rows);
+    sqlite3_finalize(c->packs);
+    c->rows = nullptr;
+    c->packs = nullptr;
+    const std::string s = quoted(t->schema);
+    if (int rc = prepare(t,
+                         fmt::format("SELECT interval_id, metric, thread_id, count, total, hist "
+                                     "FROM {}.thread_hist_row WHERE {}",
+                                     s, where_of(shape, true)),
+                         &c->rows);
+        rc != SQLITE_OK) {
+      return rc;
+    }
+    if (int rc = prepare(t,
+                         fmt::format("SELECT interval_id, metric, data FROM {}.thread_hist_pack "
+                                     "WHERE {}",
+                                     s, where_of(shape, false)),
+                         &c->packs);
+        rc != SQLITE_OK) {
+      return rc;
+    }
+    c->shape = shape;
+  }
+  for (sqlite3_stmt *st : {c->rows, c->packs}) {
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, b.iv_lo);
+    if ((shape & iv_eq) == 0) {
+      sqlite3_bind_int64(st, 2, b.iv_hi);
+    }
+    if (b.metric) {
+      sqlite3_bind_int64(st, 3, b.metric_v);
+    }
+  }
+  if (b.thread) {
+    sqlite3_bind_int64(c->rows, 4, b.thread_v);
+  }
+  c->b = b;
+  c->rowid = 0;
+  c->in_pack = false;
+  c->eof = b.empty || b.iv_lo > b.iv_hi;
+  c->in_rows = false;
+  c->rows_left = !c->eof;
+  c->lookup = (shape & (iv_eq | metric_eq | thread_eq)) == (iv_eq | metric_eq | thread_eq);
+  c->lookup_pending = false;
+  if (c->eof) {
+    return SQLITE_OK;
+  }
+  if (c->lookup) {
+    if (int rc = find_in_pack(c); rc != SQLITE_OK) {
+      return rc;
+    }
+  }
+  return advance(c);
+}
+
+int x_next(sqlite3_vtab_cursor *cur) {
+  auto *c = static_cast<cursor *>(cur);
+  ++c->rowid;
+  return advance(c);
+}
+
+int x_eof(sqlite3_vtab_cursor *cur) {
+  return static_cast<cursor *>(cur)->eof ? 1 : 0;
+}
+
+int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  auto *c = static_cast<cursor *>(cur);
+  if (c->in_rows) {
+    sqlite3_result_value(ctx, sqlite3_column_value(c->rows, col));
+    return SQLITE_OK;
+  }
+  switch (col) {
+  case c_interval:
+    sqlite3_result_int64(ctx, c->pack_interval);
+    break;
+  case c_metric:
+    sqlite3_result_int64(ctx, c->pack_metric);
+    break;
+  case c_thread:
+    sqlite3_result_int64(ctx, c->entry.thread_id);
+    break;
+  case c_count:
+    sqlite3_result_int64(ctx, c->entry.count);
+    break;
+  case c_total:
+    sqlite3_result_int64(ctx, c->entry.total);
+    break;
+  case c_hist:
+    sqlite3_result_blob(ctx, c->entry.hist.data(), static_cast<int>(c->entry.hist.size()),
+                        SQLITE_TRANSIENT);
+    break;
+  default:
+    sqlite3_result_null(ctx);
+  }
+  return SQLITE_OK;
+}
+
+int x_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *out) {
+  *out = static_cast<cursor *>(cur)->rowid;
+  return SQLITE_OK;
+}
+
+sqlite3_module hist_module = {
+    0,            // iVersion
+    x_connect,    // xCreate: the table holds nothing of its own
+    x_connect,    // xConnect
+    x_best_index, // xBestIndex
+    x_disconnect, // xDisconnect
+    x_disconnect, // xDestroy
+    x_open,       // xOpen
+    x_close,      // xClose
+    x_filter,     // xFilter
+    x_next,       // xNext
+    x_eof,        // xEof
+    x_column,     // xColumn
+    x_rowid,      // xRowid
+    nullptr,      // xUpdate: read-only
+    nullptr,      // xBegin
+    nullptr,      // xSync
+    nullptr,      // xCommit
+    nullptr,      // xRollback
+    nullptr,      // xFindFunction
+    nullptr,      // xRename
+    nullptr,      // xSavepoint
+    nullptr,      // xRelease
+    nullptr,      // xRollbackTo
+    nullptr,      // xShadowName
+};
+
+} // namespace
+
+result<void> register_hist_module(sqlite3 *db) {
+  if (sqlite3_create_module_v2(db, "rsched_thread_hist", &hist_module, nullptr, nullptr) !=
+      SQLITE_OK) {
+    return make_error(fmt::format("registering thread_hist: {}", sqlite3_errmsg(db)));
+  }
+  return {};
+}
+
+} // namespace rsched::store::detail

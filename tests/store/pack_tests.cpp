@@ -1,0 +1,212 @@
+// The packed raw tier (schema v8): the pack format on its own, and thread_hist, the virtual
+// table over packs and rollup rows, against what the same rows give as a plain table.
+#include "rsched/store/hist_pack.hpp"
+
+#include "store_test_util.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+using rsched::store::pack_builder;
+using rsched::store::pack_entry;
+using rsched::store::pack_reader;
+using rsched::store::unpack;
+using namespace store_test;
+
+constexpr std::int64_t t0 = 1'700'000'040'000'000'000; // a whole minute (UTC ns)
+
+namespace {
+
+struct plain {
+  std::int64_t id, count, total;
+  std::vector<std::uint8_t> hist;
+};
+
+std::vector<std::uint8_t> pack_of(const std::vector<plain> &in) {
+  pack_builder b;
+  for (const auto &e : in) {
+    REQUIRE(b.add(e.id, e.count, e.total, e.hist));
+  }
+  return b.finish();
+}
+
+} // namespace
+
+TEST_CASE("a pack gives back every entry exactly, extremes included", "[store][pack]") {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<plain> in;
+    std::int64_t id = static_cast<std::int64_t>(rng() % 1000);
+    const int n = static_cast<int>(rng() % 60);
+    for (int i = 0; i < n; ++i) {
+      plain e{id, static_cast<std::int64_t>(rng()), static_cast<std::int64_t>(rng()), {}};
+      e.hist.resize(rng() % 40);
+      for (auto &byte : e.hist) {
+        byte = static_cast<std::uint8_t>(rng());
+      }
+      in.push_back(e);
+      id += 1 + static_cast<std::int64_t>(rng() % (round % 2 == 0 ? 3 : 1'000'000));
+    }
+    if (round == 0) {
+      in = {{0, INT64_MIN, INT64_MAX, {}}, {INT64_MAX, -1, 0, {1}}};
+    }
+    const auto blob = pack_of(in);
+    auto out = unpack(blob);
+    REQUIRE(out.ok());
+    REQUIRE(out->size() == in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      CHECK((*out)[i].thread_id == in[i].id);
+      CHECK((*out)[i].count == in[i].count);
+      CHECK((*out)[i].total == in[i].total);
+      CHECK(std::vector<std::uint8_t>((*out)[i].hist.begin(), (*out)[i].hist.end()) == in[i].hist);
+    }
+  }
+}
+
+TEST_CASE("a pack takes a dense thread's small values in a few bytes", "[store][pack]") {
+  // Ids one apart, 1 sample, a total under 2^20 ns, a 3-byte histogram: 1 + 1 + 3 + 1 + 3.
+  std::vector<plain> in;
+  for (std::int64_t id = 5000; id < 6000; ++id) {
+    in.push_back({id, 1, 300'000, {1, 30, 1}});
+  }
+  const auto blob = pack_of(in);
+  CHECK(blob.size() <= 3 + 2 + 1000 * 9);
+}
+
+TEST_CASE("thread ids that do not increase are refused by the builder", "[store][pack]") {
+  pack_builder b;
+  const std::vector<std::uint8_t> h = {1};
+  CHECK(b.add(10, 1, 1, h));
+  CHECK_FALSE(b.add(10, 1, 1, h));
+  CHECK_FALSE(b.add(9, 1, 1, h));
+  CHECK(b.add(11, 1, 1, h));
+  CHECK(b.size() == 2);
+}
+
+TEST_CASE("a damaged pack is an error at every cut and every flipped byte, never a crash",
+          "[store][pack]") {
+  std::vector<plain> in;
+  for (std::int64_t id = 1; id < 40; id += 3) {
+    in.push_back({id, id * 3, id * 1000, {1, static_cast<std::uint8_t>(id), 2}});
+  }
+  const auto blob = pack_of(in);
+  for (std::size_t cut = 0; cut < blob.size(); ++cut) {
+    INFO("cut at " << cut);
+    CHECK_FALSE(unpack(std::span<const std::uint8_t>(blob.data(), cut)).ok());
+  }
+  auto longer = blob;
+  longer.push_back(0);
+  CHECK(unpack(longer).err().msg.find("bytes after the last entry") != std::string::npos);
+  auto wrong = blob;
+  wrong[0] = 9;
+  CHECK(unpack(wrong).err().msg == "unknown pack version 9");
+  std::mt19937 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    auto b = blob;
+    b[rng() % b.size()] = static_cast<std::uint8_t>(rng());
+    auto r = unpack(b); // either a valid pack of other values or an error
+    if (r.ok()) {
+      for (std::size_t k = 1; k < r->size(); ++k) {
+        CHECK((*r)[k].thread_id > (*r)[k - 1].thread_id);
+      }
+    }
+  }
+  pack_reader huge(std::vector<std::uint8_t>{1, 0xff, 0xff, 0xff, 0x7f});
+  CHECK(huge.err() == "damaged pack: more entries than bytes");
+}
+
+TEST_CASE("thread_hist reads packed and row-stored intervals alike", "[store][pack]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  {
+    auto w = open_writer(path);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<rsched::store::thread_row> threads;
+      for (std::uint32_t tid = 1; tid <= 50; ++tid) {
+        if ((tid + static_cast<std::uint32_t>(i)) % 4 == 0) {
+          continue; // a thread without samples in this interval has no entry
+        }
+        threads.push_back(make_thread(tid, tid % 2 == 0 ? "even" : "odd",
+                                      {1000u * tid, 20'000u + static_cast<std::uint32_t>(i)},
+                                      {tid % 3}));
+      }
+      write_ok(w, make_interval(t0 + i * 10 * sec, std::move(threads)));
+    }
+  }
+  std::vector<std::vector<value>> packed;
+  const char *all = "SELECT interval_id, metric, thread_id, count, total, hex(hist) FROM "
+                    "thread_hist ORDER BY 1, 2, 3";
+  const char *by_comm = "SELECT comm, sum(count), sum(total_ns), hist_percentile(hist, 99) FROM "
+                        "sched_delay GROUP BY comm ORDER BY comm";
+  std::vector<std::vector<value>> packed_comm;
+  {
+    auto r = open_reader(path);
+    packed = run(r, all).rows;
+    packed_comm = run(r, by_comm).rows;
+    CHECK(scalar_int(r, "SELECT count(*) FROM thread_hist_pack") == 3 * 2);
+    CHECK(scalar_int(r, "SELECT count(*) FROM thread_hist_row") == 0);
+    CHECK(scalar_int(r, "SELECT sum(threads) FROM thread_hist_pack") ==
+          static_cast<std::int64_t>(packed.size()));
+    // Constraints of every kind give what filtering all rows gives.
+    for (const char *where :
+         {"interval_id = 2", "interval_id > 1", "interval_id >= 2 AND interval_id < 3",
+          "interval_id <= 2 AND metric = 2", "metric = 1 AND thread_id = 8", "thread_id = 9",
+          "interval_id = 3 AND metric = 1 AND thread_id = 13", "interval_id = '2'",
+          "interval_id = 2.0", "interval_id IN (1, 3) AND metric = 2", "interval_id = NULL",
+          "interval_id > 9223372036854775807", "interval_id < -9223372036854775808"}) {
+      INFO(where);
+      CHECK(run(r, std::string("SELECT interval_id, metric, thread_id, count, total, hex(hist) "
+                               "FROM thread_hist WHERE ") +
+                       where + " ORDER BY 1, 2, 3")
+                .rows ==
+            run(r, std::string("SELECT * FROM (") + all + ") WHERE " + where + " ORDER BY 1, 2, 3")
+                .rows);
+    }
+  }
+  // The same rows stored one per thread (as before v8, and as the rollups store them) read the
+  // same through thread_hist and the views.
+  std::string move = "BEGIN; DELETE FROM thread_hist_pack;";
+  {
+    auto r = open_reader(path);
+    for (const auto &row : run(r, "SELECT interval_id, metric, data FROM thread_hist_pack").rows) {
+      const auto blob = as_blob(row[2]);
+      auto entries = unpack(blob);
+      REQUIRE(entries.ok());
+      for (const auto &e : *entries) {
+        move += "INSERT INTO thread_hist_row VALUES(" + std::to_string(as_int(row[0])) + ", " +
+                std::to_string(as_int(row[1])) + ", " + std::to_string(e.thread_id) + ", " +
+                std::to_string(e.count) + ", " + std::to_string(e.total) + ", x'" +
+                hex(std::vector<std::uint8_t>(e.hist.begin(), e.hist.end())) + "');";
+      }
+    }
+  }
+  raw_exec(path, move + "COMMIT;");
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_hist_pack") == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_hist_row") ==
+        static_cast<std::int64_t>(packed.size()));
+  CHECK(run(r, all).rows == packed);
+  CHECK(run(r, by_comm).rows == packed_comm);
+}
+
+TEST_CASE("a damaged pack is a query error naming the interval, and the rest still reads",
+          "[store][pack]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0, {make_thread(1, "a", {1000}), make_thread(2, "b", {2000})}));
+    write_ok(w, make_interval(t0 + 10 * sec, {make_thread(1, "a", {3000})}));
+  }
+  raw_exec(path, "UPDATE thread_hist_pack SET data = substr(data, 1, length(data) - 2) WHERE "
+                 "interval_id = 1 AND metric = 1");
+  auto r = open_reader(path);
+  const std::string err = run_error(r, "SELECT count(*) FROM sched_delay");
+  CHECK(err.find("thread_hist_pack interval 1 metric 1: damaged pack") != std::string::npos);
+  CHECK(scalar_int(r, "SELECT sum(count) FROM sched_delay WHERE ts > " + std::to_string(t0)) == 1);
+}
