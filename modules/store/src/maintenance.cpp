@@ -337,11 +337,39 @@ struct maintenance::impl {
       }
       return {};
     }
+    // The same for a histogram blob, added bucket by bucket as it is decoded (with decode's
+    // checks and the messages hist_merge gives), without a whole histogram per source row.
+    result<void> add(std::int64_t c, std::int64_t t, std::span<const std::uint8_t> blob) {
+      if (!add_checked(count, c) || !add_checked(total, t)) {
+        return make_error("integer overflow");
+      }
+      if (!blob.empty() && stats::valid_layout(blob[0])) {
+        const auto kind = static_cast<stats::layout>(blob[0]);
+        if (!any) {
+          hist.kind = kind;
+          any = true;
+        } else if (hist.kind != kind) {
+          return make_error("hist_merge: histograms of different layouts");
+        }
+      }
+      auto r = stats::for_each_bucket(blob, [this](std::size_t i, std::uint64_t n) -> result<void> {
+        if (hist.slots[i] + n < n || samples + n < n) {
+          return make_error("sample counts overflow 64 bits");
+        }
+        hist.slots[i] += n;
+        samples += n;
+        return {};
+      });
+      if (!r) {
+        return make_error("hist_merge: " + r.err().msg);
+      }
+      return {};
+    }
   };
 
   // The thread_hist rows of a rollup bucket (args: ?1 new interval id, ?2..?5 as src_ids):
-  // merged per (metric, thread) while the source rows are read in key order, then per
-  // (metric, (comm, cgroup) identity), and written in key order.
+  // each source row's histogram added straight into its (metric, (comm, cgroup) identity) sum
+  // as it is read (the thread's identity looked up once), then written in key order.
   result<void> rollup_thread_hist(const std::vector<arg> &args) {
     auto st = prepare(fmt::format("SELECT metric, thread_id, count, total, hist FROM thread_hist "
                                   "WHERE interval_id IN ({})",
@@ -351,50 +379,40 @@ struct maintenance::impl {
     }
     sqlite3_stmt *s = *st;
     bind_args(s, args, 1); // ?2..?5: the source intervals
-    struct pair_hash {
-      std::size_t operator()(const std::pair<std::int64_t, std::int64_t> &k) const noexcept {
-        return std::hash<std::int64_t>{}(k.second * 31 + k.first);
-      }
-    };
-    std::unordered_map<std::pair<std::int64_t, std::int64_t>, merged, pair_hash>
-        per_thread; // (metric, thread id)
-    auto read = each_row(s, [&]() -> result<void> {
-      if (sqlite3_column_type(s, 4) != SQLITE_BLOB) {
-        return {}; // hist_merge skips NULL (the column is NOT NULL)
-      }
-      const auto *blob = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 4));
-      const auto bytes = static_cast<std::size_t>(sqlite3_column_bytes(s, 4));
-      auto h = stats::decode(std::span<const std::uint8_t>(blob, bytes));
-      if (!h) {
-        return make_error("hist_merge: " + h.err().msg);
-      }
-      merged &m = per_thread[{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)}];
-      return m.add(sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3), *h);
-    });
-    if (!read) {
-      return read;
-    }
     // Each thread's (comm, cgroup) identity, created by the first rollup statement: the
     // statements' own join, for one thread.
     static const std::string group_of_thread =
         fmt::format("SELECT g.id FROM (SELECT ?1 AS thread_id) AS x {}", group_join);
     std::unordered_map<std::int64_t, std::optional<std::int64_t>> group_of;
     std::map<std::pair<std::int64_t, std::int64_t>, merged> per_group; // (metric, group id)
-    for (const auto &[key, m] : per_thread) {
-      auto [g, fresh] = group_of.try_emplace(key.second);
-      if (fresh) {
-        auto id = scalar(group_of_thread, {key.second});
-        if (!id) {
-          return id.err();
+    std::pair<std::int64_t, std::optional<std::int64_t>> last{-1, std::nullopt};
+    auto read = each_row(s, [&]() -> result<void> {
+      if (sqlite3_column_type(s, 4) != SQLITE_BLOB) {
+        return {}; // hist_merge skips NULL (the column is NOT NULL)
+      }
+      const std::int64_t thread = sqlite3_column_int64(s, 1);
+      if (thread != last.first) { // a pack's entries are one thread each, rows come by thread
+        auto [g, fresh] = group_of.try_emplace(thread);
+        if (fresh) {
+          auto id = scalar(group_of_thread, {thread});
+          if (!id) {
+            return id.err();
+          }
+          g->second = *id;
         }
-        g->second = *id;
+        last = {thread, g->second};
       }
-      if (!g->second) {
-        continue; // no identity: the join drops the row
+      if (!last.second) {
+        return {}; // no identity: the join drops the row
       }
-      if (auto r = per_group[{key.first, *g->second}].add(m.count, m.total, m.hist); !r) {
-        return r;
-      }
+      const auto *blob = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 4));
+      const auto bytes = static_cast<std::size_t>(sqlite3_column_bytes(s, 4));
+      merged &m = per_group[{sqlite3_column_int64(s, 0), *last.second}];
+      return m.add(sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3),
+                   std::span<const std::uint8_t>(blob, bytes));
+    });
+    if (!read) {
+      return read;
     }
     const std::string insert = "INSERT INTO thread_hist_row(interval_id, metric, thread_id, count, "
                                "total, hist) VALUES(?1, ?2, ?3, ?4, ?5, ?6)";

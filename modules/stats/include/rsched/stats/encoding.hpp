@@ -67,17 +67,19 @@ inline std::vector<std::uint8_t> encode(const histogram &h) {
   return out;
 }
 
-// Decodes a blob. Every malformed input (unknown layout, truncated varint, slot past the layout,
-// zero count, trailing garbage, counts that overflow when summed) is an error, never a crash.
-inline result<histogram> decode(std::span<const std::uint8_t> in) {
+// Calls fn(slot, count) for each bucket of a blob in slot order, after checking the layout id
+// (fn is not called for a blob that fails it). Every malformed input (unknown layout, truncated
+// varint, slot past the layout, zero count, trailing garbage, counts that overflow when summed)
+// is an error, never a crash; buckets before the damage have been visited.
+template <typename Fn>
+result<void> for_each_bucket(std::span<const std::uint8_t> in, Fn &&fn) {
   if (in.empty()) {
     return make_error("histogram blob is empty");
   }
   if (!valid_layout(in[0])) {
     return make_error("histogram blob has unknown layout id " + std::to_string(in[0]));
   }
-  histogram h{static_cast<layout>(in[0]), {}};
-  const std::size_t slots = slot_count(h.kind);
+  const std::size_t slots = slot_count(static_cast<layout>(in[0]));
   std::size_t pos = 1;
   std::uint64_t next_slot = 0;
   std::uint64_t sum = 0;
@@ -98,9 +100,25 @@ inline result<histogram> decode(std::span<const std::uint8_t> in) {
     }
     sum += count;
     const std::uint64_t slot = next_slot + gap;
-    h.slots[slot] = count;
+    if (auto r = fn(static_cast<std::size_t>(slot), count); !r) {
+      return r;
+    }
     next_slot = slot + 1;
   }
+  return {};
+}
+
+// Decodes a blob, with for_each_bucket's checks.
+inline result<histogram> decode(std::span<const std::uint8_t> in) {
+  histogram h{};
+  auto r = for_each_bucket(in, [&h](std::size_t slot, std::uint64_t count) -> result<void> {
+    h.slots[slot] = count;
+    return {};
+  });
+  if (!r) {
+    return r.err();
+  }
+  h.kind = static_cast<layout>(in[0]);
   return h;
 }
 
