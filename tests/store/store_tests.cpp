@@ -573,6 +573,21 @@ TEST_CASE("many threads in one interval are written exactly, batch or not", "[st
       t.m[metric::runq_depth] = value_of(layout::depth, {tid % 4});
       want[tid].second = tid % 4;
     }
+    // Blame rows: 101 + 51 of them, over the writer's multi-row insert too.
+    rsched::store::blame_row idle;
+    idle.kind = rsched::store::culprit_kind::idle;
+    idle.wait_ns = tid;
+    idle.waits = 1;
+    t.blame.push_back(idle);
+    if (tid % 2 == 0) {
+      rsched::store::blame_row hog;
+      hog.kind = rsched::store::culprit_kind::process;
+      hog.pid = 7;
+      hog.comm = "hog";
+      hog.wait_ns = 10ULL * tid;
+      hog.waits = 2;
+      t.blame.push_back(hog);
+    }
   }
   auto dup = iv.threads[10]; // the same identity again: its values are summed
   const std::uint32_t dup_tid = dup.tid;
@@ -607,5 +622,26 @@ TEST_CASE("many threads in one interval are written exactly, batch or not", "[st
     REQUIRE(h.ok());
     const std::uint64_t d = want[tid].second;
     CHECK(*h == (tid == dup_tid ? hist_of(layout::depth, {d, d}) : hist_of(layout::depth, {d})));
+  }
+  const auto blame =
+      run(r, "SELECT tid, by_comm, wait_ns, count FROM delay_blame ORDER BY tid, by_comm").rows;
+  std::vector<std::vector<value>> want_blame;
+  for (std::uint32_t tid = 1000; tid <= 1100; ++tid) { // blame also of threads without hists
+    const std::int64_t k = tid == dup_tid ? 2 : 1;
+    if (tid % 2 == 0) {
+      want_blame.push_back(
+          {value{std::int64_t{tid}}, value{std::string("<idle>")}, value{k * tid}, value{k}});
+      want_blame.push_back(
+          {value{std::int64_t{tid}}, value{std::string("hog")}, value{k * 10 * tid}, value{2 * k}});
+    } else {
+      want_blame.push_back(
+          {value{std::int64_t{tid}}, value{std::string("<idle>")}, value{k * tid}, value{k}});
+    }
+  }
+  REQUIRE(blame.size() == want_blame.size());
+  for (std::size_t i = 0; i < blame.size(); ++i) {
+    INFO("row " << i << ": tid " << as_int(blame[i][0]) << " " << as_text(blame[i][1]) << " "
+                << as_int(blame[i][2]) << " " << as_int(blame[i][3]));
+    CHECK(blame[i] == want_blame[i]);
   }
 }

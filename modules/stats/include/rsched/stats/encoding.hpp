@@ -71,8 +71,7 @@ inline std::vector<std::uint8_t> encode(const histogram &h) {
 // (fn is not called for a blob that fails it). Every malformed input (unknown layout, truncated
 // varint, slot past the layout, zero count, trailing garbage, counts that overflow when summed)
 // is an error, never a crash; buckets before the damage have been visited.
-template <typename Fn>
-result<void> for_each_bucket(std::span<const std::uint8_t> in, Fn &&fn) {
+template <typename Fn> result<void> for_each_bucket(std::span<const std::uint8_t> in, Fn &&fn) {
   if (in.empty()) {
     return make_error("histogram blob is empty");
   }
