@@ -1,6 +1,7 @@
 #include "vtab_hist.hpp"
 
 #include "rsched/store/hist_pack.hpp"
+#include "rsched/store/sql_quote.hpp"
 
 #include <fmt/format.h>
 
@@ -76,17 +77,6 @@ struct cursor : sqlite3_vtab_cursor {
   std::vector<std::uint8_t> cache_blob;
   std::vector<pack_entry> cache; // into cache_blob
 };
-
-std::string quoted(const std::string &name) {
-  std::string s = "\"";
-  for (const char c : name) {
-    s += c;
-    if (c == '"') {
-      s += '"';
-    }
-  }
-  return s + '"';
-}
 
 int set_error(sqlite3_vtab *vt, const std::string &msg) {
   sqlite3_free(vt->zErrMsg);
@@ -421,7 +411,7 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
     sqlite3_finalize(c->packs);
     c->rows = nullptr;
     c->packs = nullptr;
-    const std::string s = quoted(t->schema);
+    const std::string s = sql_ident(t->schema);
     if (int rc = prepare(t,
                          fmt::format("SELECT interval_id, metric, thread_id, count, total, hist "
                                      "FROM {}.thread_hist_row WHERE {}",
