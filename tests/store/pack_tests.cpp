@@ -5,6 +5,7 @@
 #include "store_test_util.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <random>
@@ -152,6 +153,23 @@ TEST_CASE("thread_hist reads packed and row-stored intervals alike", "[store][pa
     CHECK(scalar_int(r, "SELECT count(*) FROM thread_hist_row") == 0);
     CHECK(scalar_int(r, "SELECT sum(threads) FROM thread_hist_pack") ==
           static_cast<std::int64_t>(packed.size()));
+    // One thread of one interval and metric after another (the views' LEFT JOIN of a second
+    // metric): each pack decoded once and searched, found or not, the same as a join of the
+    // rows materialized first.
+    const char *pairs = "SELECT a.interval_id, a.thread_id, a.count, b.count, hex(b.hist) FROM "
+                        "{0} AS a LEFT JOIN {0} AS b ON b.interval_id = a.interval_id AND "
+                        "b.metric = 2 AND b.thread_id = a.thread_id + {1} WHERE a.metric = 1 "
+                        "ORDER BY 1, 2";
+    for (const int shift : {0, 1, -3, 1000}) {
+      INFO("shift " << shift);
+      const auto direct = run(r, fmt::format(fmt::runtime(pairs), "thread_hist", shift)).rows;
+      CHECK(direct == run(r, "WITH m AS MATERIALIZED (SELECT * FROM thread_hist) " +
+                                 fmt::format(fmt::runtime(pairs), "m", shift))
+                          .rows);
+      CHECK_FALSE(direct.empty());
+    }
+    CHECK_THAT(query_plan(r, fmt::format(fmt::runtime(pairs), "thread_hist", 0)),
+               Catch::Contains("INDEX 97:interval_id= AND metric= AND thread_id="));
     // Constraints of every kind give what filtering all rows gives.
     for (const char *where :
          {"interval_id = 2", "interval_id > 1", "interval_id >= 2 AND interval_id < 3",

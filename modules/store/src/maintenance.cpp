@@ -109,7 +109,7 @@ std::vector<std::string> rollup_statements() {
                   "(SELECT comm, cgroup FROM thread WHERE id IN ({0}))))",
                   thread_tables),
       // thread_hist: rollup_thread_hist(), the same rows as
-      //   INSERT INTO thread_hist(...) SELECT ?1, x.metric, g.id, sum(x.count), sum(x.total),
+      //   INSERT INTO thread_hist_row(...) SELECT ?1, x.metric, g.id, sum(x.count), sum(x.total),
       //   hist_merge(x.hist) FROM thread_hist AS x <group_join> WHERE <in> GROUP BY x.metric, g.id
       // without sorting every source row by group in SQL (1.2 s a minute at 10,000 threads).
       native_thread_hist,
@@ -316,29 +316,9 @@ struct maintenance::impl {
     stats::histogram hist{};
     std::uint64_t samples = 0; // sum of hist's slots
     bool any = false;
-    result<void> add(std::int64_t c, std::int64_t t, const stats::histogram &h) {
-      if (!add_checked(count, c) || !add_checked(total, t)) {
-        return make_error("integer overflow");
-      }
-      if (!any) {
-        hist.kind = h.kind;
-        any = true;
-      } else if (hist.kind != h.kind) {
-        return make_error("hist_merge: histograms of different layouts");
-      }
-      // An error fails the whole bucket, so a half-added histogram is never written.
-      for (std::size_t i = 0; i < stats::max_slots; ++i) {
-        const std::uint64_t n = h.slots[i];
-        if (hist.slots[i] + n < n || samples + n < n) {
-          return make_error("hist_merge: sample counts overflow 64 bits");
-        }
-        hist.slots[i] += n;
-        samples += n;
-      }
-      return {};
-    }
-    // The same for a histogram blob, added bucket by bucket as it is decoded (with decode's
-    // checks and the messages hist_merge gives), without a whole histogram per source row.
+    // Adds a row: its histogram blob bucket by bucket as it is decoded (decode's checks, the
+    // messages hist_merge gives), without a whole histogram per source row. An error fails
+    // the whole bucket, so a half-added histogram is never written.
     result<void> add(std::int64_t c, std::int64_t t, std::span<const std::uint8_t> blob) {
       if (!add_checked(count, c) || !add_checked(total, t)) {
         return make_error("integer overflow");

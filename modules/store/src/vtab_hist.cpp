@@ -9,7 +9,6 @@
 #include <array>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <new>
 #include <sqlite3.h>
 #include <string>
@@ -57,25 +56,22 @@ struct cursor : sqlite3_vtab_cursor {
   int shape = -1;                // the statements' constraint shape
   bool rows_left = false;        // rows may have more
   bool in_rows = false;          // rows is positioned on a row
-  bool in_pack = false;          // `entry` holds an entry of `blob`
   bool eof = true;
   bounds b;
-  std::vector<std::uint8_t> blob;
+  std::int64_t rowid = 0;
+  // The last pack read, decoded: `pack` points into `pack_blob`. It is kept across xFilter
+  // calls, so one thread of one interval and metric after another (the views' LEFT JOIN of a
+  // second metric by thread) decodes the pack once and binary-searches it.
+  bool decoded = false;
   std::int64_t pack_interval = 0;
   std::int64_t pack_metric = 0;
-  pack_reader reader{std::span<const std::uint8_t>()};
-  pack_entry entry;
-  std::int64_t rowid = 0;
-  // One thread of one interval and metric (the views' LEFT JOIN of a second metric by thread):
-  // the pack is decoded once into `cache` and each thread found by binary search, instead of
-  // reading the whole pack for every thread.
-  bool lookup = false;
-  bool lookup_pending = false;
-  bool cache_ok = false;
-  std::int64_t cache_interval = 0;
-  std::int64_t cache_metric = 0;
-  std::vector<std::uint8_t> cache_blob;
-  std::vector<pack_entry> cache; // into cache_blob
+  std::vector<std::uint8_t> pack_blob;
+  std::vector<pack_entry> pack;
+  bool lookup = false;  // this filter is one thread of one interval and metric
+  bool in_pack = false; // the entries of `pack` in [pos, end) are this filter's
+  std::size_t pos = 0;  // the next entry of `pack`
+  std::size_t end = 0;
+  const pack_entry *entry = nullptr; // the current entry
 };
 
 int set_error(sqlite3_vtab *vt, const std::string &msg) {
@@ -192,7 +188,7 @@ int x_best_index(sqlite3_vtab * /*vt*/, sqlite3_index_info *info) {
   }
   if ((idx & thread_eq) != 0) {
     if ((idx & iv_eq) != 0 && (idx & metric_eq) != 0) {
-      cost = 50; // a binary search in the pack decoded once per interval (cursor::cache)
+      cost = 50; // a binary search in the pack decoded once per interval (cursor::pack)
       rows = 1;
     } else {
       rows /= 1000;
@@ -249,6 +245,31 @@ bool as_int(sqlite3_value *v, std::int64_t &out) {
   return true;
 }
 
+// Decodes the packs statement's current row into the cursor's pack (unless it is the one
+// decoded last).
+int load_pack(cursor *c) {
+  auto *t = static_cast<table *>(c->pVtab);
+  const std::int64_t iv = sqlite3_column_int64(c->packs, 0);
+  const std::int64_t metric = sqlite3_column_int64(c->packs, 1);
+  if (c->decoded && c->pack_interval == iv && c->pack_metric == metric) {
+    return SQLITE_OK;
+  }
+  c->decoded = false;
+  const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->packs, 2));
+  c->pack_blob.assign(p, p + sqlite3_column_bytes(c->packs, 2));
+  auto entries = unpack(std::span<const std::uint8_t>(c->pack_blob));
+  if (!entries) {
+    c->pack.clear();
+    return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}", iv, metric,
+                                    entries.err().msg));
+  }
+  c->pack = std::move(*entries);
+  c->pack_interval = iv;
+  c->pack_metric = metric;
+  c->decoded = true;
+  return SQLITE_OK;
+}
+
 // Moves to the next row: of thread_hist_row first, then the packs' entries; eof after the last.
 int advance(cursor *c) {
   auto *t = static_cast<table *>(c->pVtab);
@@ -264,23 +285,20 @@ int advance(cursor *c) {
       return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
     }
   }
-  if (c->lookup) {
-    c->eof = !c->lookup_pending;
-    c->lookup_pending = false;
-    return SQLITE_OK;
-  }
   for (;;) {
     if (c->in_pack) {
-      while (c->reader.next(c->entry)) {
-        if (!c->b.thread || c->entry.thread_id == c->b.thread_v) {
+      while (c->pos < c->end) {
+        const pack_entry &e = c->pack[c->pos++];
+        if (!c->b.thread || e.thread_id == c->b.thread_v) {
+          c->entry = &e;
           return SQLITE_OK;
         }
       }
       c->in_pack = false;
-      if (!c->reader.err().empty()) {
-        return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}",
-                                        c->pack_interval, c->pack_metric, c->reader.err()));
-      }
+    }
+    if (c->lookup) { // the filter's one entry (find_in_pack) is done, or there was none
+      c->eof = true;
+      return SQLITE_OK;
     }
     const int rc = sqlite3_step(c->packs);
     if (rc == SQLITE_DONE) {
@@ -290,57 +308,39 @@ int advance(cursor *c) {
     if (rc != SQLITE_ROW) {
       return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
     }
-    c->pack_interval = sqlite3_column_int64(c->packs, 0);
-    c->pack_metric = sqlite3_column_int64(c->packs, 1);
-    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->packs, 2));
-    const auto n = static_cast<std::size_t>(sqlite3_column_bytes(c->packs, 2));
-    c->blob.assign(p, p + n);
-    c->reader = pack_reader(std::span<const std::uint8_t>(c->blob));
-    if (!c->reader.err().empty()) {
-      return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}",
-                                      c->pack_interval, c->pack_metric, c->reader.err()));
+    if (int r = load_pack(c); r != SQLITE_OK) {
+      return r;
     }
+    c->pos = 0;
+    c->end = c->pack.size();
     c->in_pack = true;
   }
 }
 
-// Looks thread b.thread_v up in the pack of (b.iv_lo, b.metric_v); sets lookup_pending and
-// entry when it is there.
+// Positions a one-thread filter (b.thread_v of b.iv_lo, b.metric_v) on its entry of the pack:
+// the pack decoded last when it is that one, else the one the packs statement finds.
 int find_in_pack(cursor *c) {
-  auto *t = static_cast<table *>(c->pVtab);
   const std::int64_t iv = c->b.iv_lo;
   const std::int64_t metric = c->b.metric_v;
-  if (!c->cache_ok || c->cache_interval != iv || c->cache_metric != metric) {
-    c->cache_ok = false;
-    c->cache.clear();
-    c->cache_blob.clear();
+  if (!c->decoded || c->pack_interval != iv || c->pack_metric != metric) {
     const int rc = sqlite3_step(c->packs);
-    if (rc == SQLITE_ROW) {
-      const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->packs, 2));
-      const auto n = static_cast<std::size_t>(sqlite3_column_bytes(c->packs, 2));
-      c->cache_blob.assign(p, p + n);
-      auto entries = unpack(std::span<const std::uint8_t>(c->cache_blob));
-      if (!entries) {
-        return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}", iv, metric,
-                                        entries.err().msg));
-      }
-      c->cache = std::move(*entries);
-    } else if (rc != SQLITE_DONE) {
+    if (rc == SQLITE_DONE) {
+      return SQLITE_OK; // no pack: only thread_hist_row may have the row
+    }
+    if (rc != SQLITE_ROW) {
+      auto *t = static_cast<table *>(c->pVtab);
       return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
     }
-    c->cache_ok = true;
-    c->cache_interval = iv;
-    c->cache_metric = metric;
+    if (int r = load_pack(c); r != SQLITE_OK) {
+      return r;
+    }
   }
   const auto it =
-      std::lower_bound(c->cache.begin(), c->cache.end(), c->b.thread_v,
+      std::lower_bound(c->pack.begin(), c->pack.end(), c->b.thread_v,
                        [](const pack_entry &e, std::int64_t id) { return e.thread_id < id; });
-  c->lookup_pending = it != c->cache.end() && it->thread_id == c->b.thread_v;
-  if (c->lookup_pending) {
-    c->entry = *it;
-    c->pack_interval = iv;
-    c->pack_metric = metric;
-  }
+  c->in_pack = it != c->pack.end() && it->thread_id == c->b.thread_v;
+  c->pos = static_cast<std::size_t>(it - c->pack.begin());
+  c->end = c->pos + 1;
   return SQLITE_OK;
 }
 
@@ -445,12 +445,11 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
   }
   c->b = b;
   c->rowid = 0;
-  c->in_pack = false;
   c->eof = b.empty || b.iv_lo > b.iv_hi;
   c->in_rows = false;
+  c->in_pack = false;
   c->rows_left = !c->eof;
   c->lookup = (shape & (iv_eq | metric_eq | thread_eq)) == (iv_eq | metric_eq | thread_eq);
-  c->lookup_pending = false;
   if (c->eof) {
     return SQLITE_OK;
   }
@@ -486,16 +485,16 @@ int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     sqlite3_result_int64(ctx, c->pack_metric);
     break;
   case c_thread:
-    sqlite3_result_int64(ctx, c->entry.thread_id);
+    sqlite3_result_int64(ctx, c->entry->thread_id);
     break;
   case c_count:
-    sqlite3_result_int64(ctx, c->entry.count);
+    sqlite3_result_int64(ctx, c->entry->count);
     break;
   case c_total:
-    sqlite3_result_int64(ctx, c->entry.total);
+    sqlite3_result_int64(ctx, c->entry->total);
     break;
   case c_hist:
-    sqlite3_result_blob(ctx, c->entry.hist.data(), static_cast<int>(c->entry.hist.size()),
+    sqlite3_result_blob(ctx, c->entry->hist.data(), static_cast<int>(c->entry->hist.size()),
                         SQLITE_TRANSIENT);
     break;
   default:
