@@ -147,10 +147,11 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
       REQUIRE(k.migrations >= 20); // the workload really migrated
       // A few switch-ins never reach the sched_switch tracepoint on this VM (the kernel's own
       // ftrace lacks them too; see the test below): up to 3 of 200 after a switch storm, in
-      // either mode. The slices that start there cannot be measured.
+      // either mode. The slices that start there cannot be measured. Up to 3 whatever the
+      // count: a thread with 40 involuntary switches once missed 2 right after stress-ng.
       const double rel = 0.03;
-      CHECK(within(vol, k.voluntary, rel, 1));
-      CHECK(within(invol, k.involuntary, rel, 1));
+      CHECK(within(vol, k.voluntary, rel, 3));
+      CHECK(within(invol, k.involuntary, rel, 3));
       CHECK(within(migs, k.migrations, 0.01, 1));
     }
   }
