@@ -2,6 +2,7 @@
 // Plain snapshot structs: what the kernel side holds at one read (cumulative counters), and the
 // per-interval deltas derived from two reads. No libbpf types here: tests build them by hand.
 #include "rsched/abi/sched_abi.h"
+#include "rsched/base/block_cache.hpp"
 #include "rsched/base/result.hpp"
 #include "rsched/metrics/registry.hpp"
 #include "rsched/stats/histogram.hpp"
@@ -71,7 +72,7 @@ class blame_slots {
 public:
   using array = std::array<blame_slot, RSCHED_BLAME_SLOTS>;
   blame_slots() = default;
-  blame_slots(const blame_slots &o) : p_(o.p_ ? std::make_unique<array>(*o.p_) : nullptr) {}
+  blame_slots(const blame_slots &o) : p_(o.p_ ? base::make_cached<array>(*o.p_) : nullptr) {}
   blame_slots &operator=(const blame_slots &o) {
     if (this != &o) {
       if (!o.p_) {
@@ -79,7 +80,7 @@ public:
       } else if (p_) {
         *p_ = *o.p_;
       } else {
-        p_ = std::make_unique<array>(*o.p_);
+        p_ = base::make_cached<array>(*o.p_);
       }
     }
     return *this;
@@ -107,11 +108,11 @@ private:
   }
   array &mut() {
     if (!p_) {
-      p_ = std::make_unique<array>();
+      p_ = base::make_cached<array>();
     }
     return *p_;
   }
-  std::unique_ptr<array> p_;
+  base::cached_ptr<array> p_; // memory: base/block_cache.hpp
 };
 
 struct blame_state {

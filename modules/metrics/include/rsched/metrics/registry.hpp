@@ -8,12 +8,12 @@
 // Values of one thread or CPU are kept in a `set` indexed by metric id (records.hpp of every
 // stage holds one), never in per-metric fields.
 #include "rsched/abi/sched_abi.h"
+#include "rsched/base/block_cache.hpp"
 #include "rsched/stats/histogram.hpp"
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string_view>
 
 namespace rsched::metrics {
@@ -245,7 +245,7 @@ public:
   // The value at position i (metric entries<S>()[i]).
   value &at(std::size_t i) {
     if (!v_[i]) {
-      v_[i] = std::make_unique<value>(blank(i));
+      v_[i] = base::make_cached<value>(blank(i));
     }
     return *v_[i];
   }
@@ -294,11 +294,11 @@ private:
       } else if (v_[i]) {
         *v_[i] = *o.v_[i];
       } else {
-        v_[i] = std::make_unique<value>(*o.v_[i]);
+        v_[i] = base::make_cached<value>(*o.v_[i]);
       }
     }
   }
-  std::array<std::unique_ptr<value>, n> v_{};
+  std::array<base::cached_ptr<value>, n> v_{}; // memory: base/block_cache.hpp
 };
 
 using thread_set = set<scope::thread>;

@@ -1,0 +1,96 @@
+#pragma once
+// A per-thread cache of freed fixed-size blocks, for the small objects the recorder allocates
+// and frees by the ten thousand every interval (a thread's metric values, its blame slots).
+// At 600 bytes to 1 KB they miss glibc's small-size caches, and at 10,000 threads malloc and
+// free took an eighth of the recorder's CPU.
+//
+// cached_ptr<T> is a unique_ptr whose memory comes from, and goes back to, the cache of the
+// thread that frees it. A free block holds the link to the next one. A cache holds at most
+// `cap` blocks, so nothing grows without bound when one thread frees what another allocates.
+// The cache itself is plain thread-local data (nothing to destroy, so usable during any
+// thread-local or static destruction); a guard, created with a thread's first block, frees
+// that thread's cached blocks when it ends and sends its later frees straight to the heap.
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <utility>
+
+namespace rsched::base {
+
+template <std::size_t Size> class block_cache {
+public:
+  static_assert(Size >= sizeof(void *));
+  static constexpr std::size_t cap = 65536;
+
+  static void *get() {
+    thread_local guard g; // frees the cache when the thread ends
+    state &s = mine();
+    if (s.head == nullptr) {
+      return ::operator new(Size);
+    }
+    void *p = s.head;
+    std::memcpy(&s.head, p, sizeof(p));
+    --s.n;
+    return p;
+  }
+  static void put(void *p) noexcept {
+    state &s = mine();
+    if (s.gone || s.n >= cap) {
+      ::operator delete(p);
+      return;
+    }
+    std::memcpy(p, &s.head, sizeof(s.head));
+    s.head = p;
+    ++s.n;
+  }
+  // Blocks cached by this thread (tests).
+  static std::size_t cached() { return mine().n; }
+
+private:
+  struct state {
+    void *head = nullptr;
+    std::size_t n = 0;
+    bool gone = false; // the thread is ending: no more caching
+  };
+  struct guard {
+    guard() = default;
+    guard(const guard &) = delete;
+    guard &operator=(const guard &) = delete;
+    ~guard() {
+      state &s = mine();
+      while (s.head != nullptr) {
+        void *p = s.head;
+        std::memcpy(&s.head, p, sizeof(p));
+        ::operator delete(p);
+      }
+      s.n = 0;
+      s.gone = true;
+    }
+  };
+  static state &mine() noexcept {
+    thread_local state s; // constant-initialised, trivially destructible
+    return s;
+  }
+};
+
+template <typename T> struct cached_delete {
+  void operator()(T *p) const noexcept {
+    p->~T();
+    block_cache<sizeof(T)>::put(p);
+  }
+};
+template <typename T> using cached_ptr = std::unique_ptr<T, cached_delete<T>>;
+
+template <typename T, typename... Args> cached_ptr<T> make_cached(Args &&...args) {
+  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+  void *p = block_cache<sizeof(T)>::get();
+  try {
+    return cached_ptr<T>(new (p) T(std::forward<Args>(args)...));
+  } catch (...) {
+    block_cache<sizeof(T)>::put(p);
+    throw;
+  }
+}
+
+} // namespace rsched::base
