@@ -11,6 +11,7 @@
 #include <span>
 #include <sqlite3.h>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -78,6 +79,8 @@ constexpr const char *group_join =
 
 // Stands for the thread_hist rollup in the list below (done in C++: rollup_thread_hist).
 constexpr const char *native_thread_hist = "-- thread_hist";
+// How the thread_blame merge below starts (replaced by the writer's sums when it has them).
+constexpr std::string_view blame_merge = "INSERT INTO thread_blame(";
 
 // Per fact table: how a bucket's rows are merged (?1 is the new interval id). The first
 // statement creates the missing group identities.
@@ -182,6 +185,8 @@ struct maintenance::impl {
   std::map<std::string, stmt_ptr> cache; // prepared statements by SQL text
   std::vector<std::string> rollups = rollup_statements();
   std::optional<std::int64_t> gc_horizon; // horizon of the last thread collection
+  bucket_sums sums{minute_ns};
+  int from_sums = 0; // 1-minute buckets merged from `sums` in this run
 
   result<sqlite3_stmt *> prepare(const std::string &sql) {
     if (auto it = cache.find(sql); it != cache.end()) {
@@ -397,23 +402,90 @@ struct maintenance::impl {
     const std::string insert = "INSERT INTO thread_hist_row(interval_id, metric, thread_id, count, "
                                "total, hist) VALUES(?1, ?2, ?3, ?4, ?5, ?6)";
     for (const auto &[key, m] : per_group) {
-      const auto blob = stats::encode(m.hist);
-      auto ins = prepare(insert);
-      if (!ins) {
-        return ins.err();
+      if (auto r = insert_hist_row(insert, args[0].i, key.first, key.second, m); !r) {
+        return r;
       }
-      sqlite3_stmt *i = *ins;
-      sqlite3_bind_int64(i, 1, args[0].i);
-      sqlite3_bind_int64(i, 2, key.first);
-      sqlite3_bind_int64(i, 3, key.second);
-      sqlite3_bind_int64(i, 4, m.count);
-      sqlite3_bind_int64(i, 5, m.total);
-      sqlite3_bind_blob(i, 6, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
-      const int rc = sqlite3_step(i);
-      sqlite3_reset(i);
-      if (rc != SQLITE_DONE) {
-        return make_error(sqlite3_errmsg(db), sqlite3_system_errno(db));
+    }
+    return {};
+  }
+
+  // The thread_hist and thread_blame rows of 1-minute bucket `id` from the writer's sums
+  // (bucket_sums.hpp): the rows rollup_thread_hist and the thread_blame statement would write,
+  // with the group identities the statements before them created.
+  result<void> rollup_from_sums(const bucket_sums::bucket &sum, std::int64_t id, bool blame) {
+    const std::string group_id = "SELECT id FROM thread WHERE boot_id = '' AND tid = 0 AND "
+                                 "start_time_ns = 0 AND comm = ?1 AND cgroup = ?2";
+    std::vector<std::optional<std::int64_t>> gid(sum.groups.size());
+    for (std::size_t g = 0; g < sum.groups.size(); ++g) {
+      auto r = scalar(group_id, {sum.groups[g].first, sum.groups[g].second});
+      if (!r) {
+        return r.err();
       }
+      gid[g] = *r;
+    }
+    if (blame) {
+      const std::string culprit_id = "SELECT id FROM culprit WHERE boot_id = '' AND pid = 0 AND "
+                                     "comm = ?1 AND cgroup = ?2 AND kind = ?3";
+      std::vector<std::optional<std::int64_t>> cid(sum.culprits.size());
+      for (std::size_t c = 0; c < sum.culprits.size(); ++c) {
+        const auto &k = sum.culprits[c];
+        auto r = scalar(culprit_id, {k.comm, k.cgroup, std::int64_t{k.kind}});
+        if (!r) {
+          return r.err();
+        }
+        cid[c] = *r;
+      }
+      std::map<std::pair<std::int64_t, std::int64_t>, const bucket_sums::blame_sum *> rows;
+      for (const auto &[key, v] : sum.blame) {
+        if (gid[key.first] && cid[key.second]) { // else the statement's joins drop the rows
+          rows.emplace(std::pair{*gid[key.first], *cid[key.second]}, &v);
+        }
+      }
+      const std::string insert = "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, "
+                                 "wait_ns, waits, preempts) VALUES(?1, ?2, ?3, ?4, ?5, ?6)";
+      for (const auto &[key, v] : rows) {
+        if (auto r = run(insert, {id, key.first, key.second, v->wait_ns, v->waits, v->preempts});
+            !r) {
+          return r;
+        }
+      }
+      return {};
+    }
+    std::map<std::pair<std::int64_t, std::int64_t>, const bucket_sums::hist_sum *> rows;
+    for (const auto &[key, v] : sum.hists) {
+      if (gid[key.second]) {
+        rows.emplace(std::pair{std::int64_t{key.first}, *gid[key.second]}, &v);
+      }
+    }
+    const std::string insert = "INSERT INTO thread_hist_row(interval_id, metric, thread_id, count, "
+                               "total, hist) VALUES(?1, ?2, ?3, ?4, ?5, ?6)";
+    for (const auto &[key, m] : rows) {
+      if (auto r = insert_hist_row(insert, id, key.first, key.second, *m); !r) {
+        return r;
+      }
+    }
+    return {};
+  }
+
+  template <typename Sum>
+  result<void> insert_hist_row(const std::string &insert, std::int64_t id, std::int64_t metric,
+                               std::int64_t group, const Sum &m) {
+    const auto blob = stats::encode(m.hist);
+    auto ins = prepare(insert);
+    if (!ins) {
+      return ins.err();
+    }
+    sqlite3_stmt *i = *ins;
+    sqlite3_bind_int64(i, 1, id);
+    sqlite3_bind_int64(i, 2, metric);
+    sqlite3_bind_int64(i, 3, group);
+    sqlite3_bind_int64(i, 4, m.count);
+    sqlite3_bind_int64(i, 5, m.total);
+    sqlite3_bind_blob(i, 6, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
+    const int rc = sqlite3_step(i);
+    sqlite3_reset(i);
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db), sqlite3_system_errno(db));
     }
     return {};
   }
@@ -464,13 +536,38 @@ struct maintenance::impl {
         return r;
       }
       const std::int64_t id = sqlite3_last_insert_rowid(db);
+      // The writer's sums, when they hold exactly this bucket's intervals.
+      const bucket_sums::bucket *sum = nullptr;
+      if (k == 1) {
+        auto ids = query("SELECT id FROM intervals WHERE tier = 0 AND boot_id = ?1 AND "
+                         "start_ns >= ?2 AND start_ns < ?3 ORDER BY id",
+                         {boot, b, b + w});
+        if (!ids) {
+          return ids.err();
+        }
+        std::vector<std::int64_t> src_ids;
+        for (const auto &i : *ids) {
+          src_ids.push_back(i && !i->text ? i->i : -1);
+        }
+        sum = sums.exact(b, boot, src_ids);
+        from_sums += sum != nullptr ? 1 : 0;
+      }
       for (const auto &sql : rollups) {
-        auto r = sql == native_thread_hist ? rollup_thread_hist({id, src, boot, b, b + w})
-                                           : run(sql, {id, src, boot, b, b + w});
+        result<void> r;
+        if (sum != nullptr && (sql == native_thread_hist || sql.starts_with(blame_merge))) {
+          r = rollup_from_sums(*sum, id, sql != native_thread_hist);
+        } else if (sql == native_thread_hist) {
+          r = rollup_thread_hist({id, src, boot, b, b + w});
+        } else {
+          r = run(sql, {id, src, boot, b, b + w});
+        }
         if (!r) {
           return r;
         }
       }
+    }
+    if (k == 1) {
+      sums.drop_before(b + w);
     }
     return run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
                {std::int64_t{k}, b + w});
@@ -751,6 +848,7 @@ struct maintenance::impl {
 
   result<maintenance_report> run_all(std::int64_t now, const retention &keep) {
     maintenance_report rep;
+    from_sums = 0;
     for (const auto &[k, w] : {std::pair{1, minute_ns}, std::pair{2, hour_ns}}) {
       auto n = build(k, w);
       if (!n) {
@@ -758,6 +856,7 @@ struct maintenance::impl {
       }
       rep.buckets_built += *n;
     }
+    rep.buckets_from_sums = from_sums;
     const std::int64_t keeps[] = {keep.keep_raw_ns, keep.keep_1m_ns, keep.keep_1h_ns};
     bool deleted = false;
     for (int k = 0; k < 3; ++k) {
@@ -818,6 +917,10 @@ maintenance::~maintenance() = default;
 
 result<maintenance_report> maintenance::run(std::int64_t now_ns, const retention &keep) {
   return p_->run_all(now_ns, keep);
+}
+
+bucket_sums &maintenance::sums() {
+  return p_->sums;
 }
 
 result<std::pair<std::uint64_t, std::uint64_t>> maintenance::size() const {

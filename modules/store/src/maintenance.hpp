@@ -5,6 +5,8 @@
 #include "rsched/base/result.hpp"
 #include "rsched/store/writer.hpp"
 
+#include "bucket_sums.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -35,6 +37,8 @@ public:
   result<maintenance_report> run(std::int64_t now_ns, const retention &keep);
   // (bytes holding data, bytes of the file)
   [[nodiscard]] result<std::pair<std::uint64_t, std::uint64_t>> size() const;
+  // The writer's sums of the 1-minute buckets it writes (bucket_sums.hpp).
+  bucket_sums &sums();
 
 private:
   struct impl;

@@ -247,6 +247,10 @@ struct writer::impl {
         begin(db, "BEGIN IMMEDIATE"), commit(db, "COMMIT") {}
 
   // Leaves the connection as it was before write(): statements reset, transaction rolled back.
+  // The 1-minute rollup's sums (bucket_sums.hpp): every thread_hist and thread_blame row
+  // written is added to its minute's.
+  detail::bucket_sums &sums() { return maint->sums(); }
+
   void abort() noexcept {
     for (auto *s : {&ins_interval,
                     &upd_write_ns,
@@ -279,6 +283,9 @@ struct writer::impl {
     }
     if (sqlite3_get_autocommit(db.getHandle()) == 0) {
       sqlite3_exec(db.getHandle(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    if (maint) {
+      maint->sums().discard();
     }
   }
 
@@ -409,21 +416,30 @@ struct writer::impl {
     if (t.blame.empty()) {
       return;
     }
-    struct sums {
+    struct culprit_sum {
       std::uint64_t wait_ns = 0, waits = 0, preempts = 0;
+      detail::bucket_sums::culprit_group who; // the culprit's rollup group
     };
-    std::map<std::int64_t, sums> by_culprit;
+    std::map<std::int64_t, culprit_sum> by_culprit;
     for (const auto &b : t.blame) {
       if (b.wait_ns == 0 && b.waits == 0 && b.preempts == 0) {
         continue;
       }
-      sums &x = by_culprit[culprit_id(culprit_of(b, boot_id), now, tx)];
+      culprit_key who = culprit_of(b, boot_id);
+      const std::int64_t id = culprit_id(who, now, tx);
+      auto [it, fresh] = by_culprit.try_emplace(id);
+      if (fresh) {
+        it->second.who = {std::move(who.comm), std::move(who.cgroup), who.kind};
+      }
+      culprit_sum &x = it->second;
       x.wait_ns = sat_add(x.wait_ns, b.wait_ns);
       x.waits = sat_add(x.waits, b.waits);
       x.preempts = sat_add(x.preempts, b.preempts);
     }
     for (const auto &[id, x] : by_culprit) {
       blame_rows.push_back({thread, id, to_i64(x.wait_ns), to_i64(x.waits), to_i64(x.preempts)});
+      const auto &b = blame_rows.back();
+      sums().add_blame(thread, t.comm, t.cgroup, id, x.who, b.wait_ns, b.waits, b.preempts);
     }
   }
 
@@ -506,6 +522,8 @@ struct writer::impl {
         continue;
       }
       const hist_value &v = t->m.at(i);
+      sums().add_hist(defs[i].db_id, id, t->comm, t->cgroup, to_i64(v.count), to_i64(v.total),
+                      v.hist);
       stats::encode_into(v.hist, hist_blob);
       if (!pack.add(id, to_i64(v.count), to_i64(v.total), hist_blob)) {
         throw std::logic_error("thread_hist_pack: thread ids out of order");
@@ -704,6 +722,7 @@ struct writer::impl {
     ins_interval.bind(19, to_i64(iv.drops[RSCHED_DROP_SEGMENT]));
     ins_interval.exec();
     const std::int64_t interval_id = db.getLastInsertRowid();
+    sums().begin(interval_id, iv.boot_id, iv.start_ns);
     if (prev_interval != 0) {
       rerun(upd_write_ns, prev_interval, prev_write_ns);
     }
@@ -761,6 +780,7 @@ struct writer::impl {
     write_cgroup_cpu(interval_id, iv, tx);
 
     run(commit);
+    sums().commit();
     prev_interval = interval_id;
 
     commit_cache(threads, tx.threads);

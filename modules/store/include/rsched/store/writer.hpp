@@ -22,6 +22,7 @@ struct retention {
 // What one maintain() call did.
 struct maintenance_report {
   int buckets_built = 0;            // rollup buckets (1 min and 1 h) written
+  int buckets_from_sums = 0;        // of them, 1-minute ones merged from the writer's own sums
   std::int64_t rows_deleted = 0;    // intervals rows deleted by retention (their data with them)
   std::int64_t threads_deleted = 0; // thread, culprit and cgroup identities no row refers to
   std::int64_t pages_freed = 0;     // pages given back to the file system (incremental vacuum)

@@ -1,0 +1,151 @@
+#include "bucket_sums.hpp"
+
+#include <algorithm>
+
+namespace rsched::store::detail {
+
+namespace {
+std::int64_t floor_to(std::int64_t t, std::int64_t w) {
+  std::int64_t q = t / w;
+  if (t % w != 0 && t < 0) {
+    --q;
+  }
+  return q * w;
+}
+} // namespace
+
+void bucket_sums::begin(std::int64_t interval_id, std::string_view boot_id, std::int64_t start_ns) {
+  const std::int64_t b = floor_to(start_ns, width_);
+  cur_ = nullptr;
+  for (auto &k : buckets_) {
+    if (k->start_ns == b && k->boot_id == boot_id) {
+      cur_ = k.get();
+    }
+  }
+  if (cur_ == nullptr) {
+    if (buckets_.size() >= max_buckets) {
+      buckets_.erase(buckets_.begin()); // the oldest: its rollup reads the rows
+    }
+    auto k = std::make_unique<bucket>();
+    k->start_ns = b;
+    k->boot_id = boot_id;
+    cur_ = buckets_.emplace_back(std::move(k)).get();
+  }
+  cur_interval_ = interval_id;
+  cur_->last_hist = nullptr;
+  cur_->last_hist_key = {-1, 0};
+}
+
+std::uint32_t bucket_sums::group_of(bucket &b, std::int64_t thread, const std::string &comm,
+                                    const std::string &cgroup) {
+  auto [it, fresh] = b.group_of_thread.try_emplace(thread, 0);
+  if (fresh) {
+    auto [g, added] =
+        b.group_index.try_emplace(group{comm, cgroup}, static_cast<std::uint32_t>(b.groups.size()));
+    if (added) {
+      b.groups.push_back(g->first);
+    }
+    it->second = g->second;
+  }
+  return it->second;
+}
+
+void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &comm,
+                           const std::string &cgroup, std::int64_t count, std::int64_t total,
+                           const stats::histogram &h) {
+  if (cur_ == nullptr || cur_->broken) {
+    return;
+  }
+  bucket &b = *cur_;
+  const std::uint32_t g = group_of(b, thread, comm, cgroup);
+  hist_sum *s = b.last_hist; // rows come metric by metric, most of a group's in a row
+  if (s == nullptr || b.last_hist_key != std::pair{metric, g}) {
+    s = &b.hists[{metric, g}]; // map nodes stay where they are
+    b.last_hist = s;
+    b.last_hist_key = {metric, g};
+  }
+  if (!add_checked(s->count, count) || !add_checked(s->total, total)) {
+    b.broken = true; // SQL's sum() fails here: the rollup from the rows reports it
+    return;
+  }
+  if (!s->any) {
+    s->hist.kind = h.kind;
+    s->any = true;
+  } else if (s->hist.kind != h.kind) {
+    b.broken = true;
+    return;
+  }
+  const std::size_t n = stats::slot_count(h.kind);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t x = h.slots[i];
+    if (s->hist.slots[i] + x < x || s->samples + x < x) {
+      b.broken = true;
+      return;
+    }
+    s->hist.slots[i] += x;
+    s->samples += x;
+  }
+}
+
+void bucket_sums::add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
+                            std::int64_t culprit, const culprit_group &who, std::int64_t wait_ns,
+                            std::int64_t waits, std::int64_t preempts) {
+  if (cur_ == nullptr || cur_->broken) {
+    return;
+  }
+  bucket &b = *cur_;
+  const std::uint32_t g = group_of(b, thread, comm, cgroup);
+  auto [c, fresh] = b.group_of_culprit.try_emplace(culprit, 0);
+  if (fresh) {
+    auto [k, added] =
+        b.culprit_index.try_emplace(who, static_cast<std::uint32_t>(b.culprits.size()));
+    if (added) {
+      b.culprits.push_back(who);
+    }
+    c->second = k->second;
+  }
+  blame_sum &s = b.blame[{g, c->second}];
+  if (!add_checked(s.wait_ns, wait_ns) || !add_checked(s.waits, waits) ||
+      !add_checked(s.preempts, preempts)) {
+    b.broken = true;
+  }
+}
+
+void bucket_sums::commit() {
+  if (cur_ != nullptr) {
+    cur_->intervals.push_back(cur_interval_);
+    cur_->last_hist = nullptr;
+  }
+  cur_ = nullptr;
+}
+
+void bucket_sums::discard() {
+  if (cur_ != nullptr) {
+    cur_->broken = true;
+    cur_->last_hist = nullptr;
+  }
+  cur_ = nullptr;
+}
+
+const bucket_sums::bucket *bucket_sums::exact(std::int64_t start_ns, std::string_view boot_id,
+                                              const std::vector<std::int64_t> &ids) const {
+  for (const auto &k : buckets_) {
+    if (k->start_ns == start_ns && k->boot_id == boot_id) {
+      if (k->broken || k.get() == cur_) {
+        return nullptr;
+      }
+      std::vector<std::int64_t> mine = k->intervals;
+      std::sort(mine.begin(), mine.end());
+      return mine == ids ? k.get() : nullptr;
+    }
+  }
+  return nullptr;
+}
+
+void bucket_sums::drop_before(std::int64_t ns) {
+  std::erase_if(buckets_, [&](const std::unique_ptr<bucket> &k) {
+    return k->start_ns < ns && k.get() != cur_;
+  });
+}
+
+} // namespace rsched::store::detail

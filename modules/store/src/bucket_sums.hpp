@@ -1,0 +1,108 @@
+#pragma once
+// The 1-minute rollup's two big merges, summed as the writer writes (private to the store).
+//
+// At 10,000 threads a minute holds 600,000 thread_hist entries per metric and as many
+// thread_blame rows; reading them back and grouping them by (comm, cgroup) in SQL took ~1 s of
+// CPU a minute. The writer adds each row it writes to its minute's sums instead: per metric and
+// (comm, cgroup) the count, total and histogram; per (comm, cgroup) of the waiting thread and
+// (comm, cgroup, kind) of the culprit the wait, waits and preemptions. The rollup uses a
+// bucket's sums only when they hold exactly the bucket's intervals: every raw interval of that
+// boot and minute in the database was written and committed by this writer, and nothing
+// overflowed or failed on the way (otherwise it reads the rows as before, which also reports
+// any overflow). Sums are the same values SQL's sum() and hist_merge() give, so the rollup
+// rows are identical either way (tests/store/rollup_tests.cpp compares them).
+#include "rsched/stats/histogram.hpp"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace rsched::store::detail {
+
+class bucket_sums {
+public:
+  struct hist_sum {
+    std::int64_t count = 0;
+    std::int64_t total = 0;
+    stats::histogram hist{};
+    std::uint64_t samples = 0; // sum of hist's slots
+    bool any = false;          // hist.kind is set
+  };
+  struct blame_sum {
+    std::int64_t wait_ns = 0;
+    std::int64_t waits = 0;
+    std::int64_t preempts = 0;
+  };
+  struct culprit_group {
+    std::string comm;
+    std::string cgroup;
+    int kind = 0;
+    auto operator<=>(const culprit_group &) const = default;
+  };
+  // A (comm, cgroup) of a thread.
+  using group = std::pair<std::string, std::string>;
+
+  struct bucket {
+    std::int64_t start_ns = 0;
+    std::string boot_id;
+    std::vector<std::int64_t> intervals; // committed, in the order written (ascending ids)
+    bool broken = false;                 // not to be used: the rollup reads the rows
+    std::vector<group> groups;           // by index
+    std::vector<culprit_group> culprits; // by index
+    std::map<std::pair<int, std::uint32_t>, hist_sum> hists;            // (metric id, group)
+    std::map<std::pair<std::uint32_t, std::uint32_t>, blame_sum> blame; // (group, culprit)
+
+  private:
+    friend class bucket_sums;
+    std::map<group, std::uint32_t> group_index;
+    std::map<culprit_group, std::uint32_t> culprit_index;
+    std::unordered_map<std::int64_t, std::uint32_t> group_of_thread;  // thread identity id
+    std::unordered_map<std::int64_t, std::uint32_t> group_of_culprit; // culprit identity id
+    std::pair<int, std::uint32_t> last_hist_key{-1, 0}; // (metric, group) of last_hist
+    hist_sum *last_hist = nullptr;
+  };
+
+  explicit bucket_sums(std::int64_t width_ns) : width_(width_ns) {}
+
+  // The interval being written: its rows are added to the bucket of its minute (and boot).
+  void begin(std::int64_t interval_id, std::string_view boot_id, std::int64_t start_ns);
+  // One thread_hist row of the interval (thread identity id, its comm and cgroup).
+  void add_hist(int metric, std::int64_t thread, const std::string &comm, const std::string &cgroup,
+                std::int64_t count, std::int64_t total, const stats::histogram &h);
+  // One thread_blame row of the interval.
+  void add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
+                 std::int64_t culprit, const culprit_group &who, std::int64_t wait_ns,
+                 std::int64_t waits, std::int64_t preempts);
+  // The interval's transaction committed / failed (its bucket is not used then).
+  void commit();
+  void discard();
+
+  // The sums of bucket [start_ns, start_ns + width) of a boot, when they hold exactly the
+  // intervals `ids` (ascending); nullptr otherwise.
+  [[nodiscard]] const bucket *exact(std::int64_t start_ns, std::string_view boot_id,
+                                    const std::vector<std::int64_t> &ids) const;
+  // Forgets the buckets that start before `ns` (rolled up).
+  void drop_before(std::int64_t ns);
+  [[nodiscard]] std::size_t buckets() const { return buckets_.size(); }
+
+private:
+  static bool add_checked(std::int64_t &a, std::int64_t b) {
+    return !__builtin_add_overflow(a, b, &a);
+  }
+  std::uint32_t group_of(bucket &b, std::int64_t thread, const std::string &comm,
+                         const std::string &cgroup);
+  std::int64_t width_;
+  std::vector<std::unique_ptr<bucket>> buckets_; // a few: the current minute and unbuilt ones
+  bucket *cur_ = nullptr;
+  std::int64_t cur_interval_ = 0;
+  // At most this many buckets are kept (the rollup builds a minute once the next one starts;
+  // a backlog past this is rolled up from the rows).
+  static constexpr std::size_t max_buckets = 4;
+};
+
+} // namespace rsched::store::detail

@@ -1,0 +1,166 @@
+// The 1-minute rollup of thread_hist and thread_blame from the writer's own sums
+// (modules/store/src/bucket_sums.hpp) writes exactly the rows the rollup from the raw rows
+// writes: the same history written by one writer (sums), by a writer reopened before every
+// interval (rows only) and by one reopened once mid-minute (both) gives identical rollup tiers.
+#include "store_test_util.hpp"
+
+#include <fmt/format.h>
+
+#include <random>
+
+using namespace store_test;
+using rsched::store::blame_row;
+using rsched::store::culprit_kind;
+
+namespace {
+
+constexpr std::int64_t t0 = 1'700'000'040'000'000'000; // a whole minute (UTC ns)
+constexpr std::int64_t step = 10 * sec;
+
+rsched::store::retention forever() {
+  rsched::store::retention r;
+  r.keep_raw_ns = r.keep_1m_ns = r.keep_1h_ns = 0;
+  r.max_bytes = 0;
+  return r;
+}
+
+// Interval n of a history: threads under a few (comm, cgroup) groups, one renamed halfway,
+// one listed twice (the writer sums the two rows), blame on process culprits (several pids
+// of one comm and cgroup, one rollup group) and pseudo-culprits, a reboot inside a minute.
+rsched::store::interval_row interval(int n, std::mt19937_64 &rng) {
+  const char *comms[] = {"db", "web", "web", "a,\"b\"\x1b[2J", "db", "batch"};
+  const char *cgroups[] = {"/app", "/app", "/web", "", "/batch", "/batch"};
+  std::vector<rsched::store::thread_row> threads;
+  for (std::uint32_t i = 0; i < 6; ++i) {
+    if (rng() % 5 == 0) {
+      continue; // not active this interval
+    }
+    std::vector<std::uint64_t> d;
+    for (std::uint64_t k = 0, m = 1 + rng() % 12; k < m; ++k) {
+      d.push_back((500 + rng() % 5000) << (rng() % 14));
+    }
+    std::string comm = comms[i];
+    if (i == 1 && n >= 17) {
+      comm = "web-renamed";
+    }
+    auto t = make_thread(200 + i, comm, d, {rng() % 4, rng() % 3}, cgroups[i]);
+    if (rng() % 2 == 0) {
+      t.m[metric::slice_voluntary] = value_of(layout::latency, {1000 + rng() % 90000});
+    }
+    for (std::uint64_t k = 0, m = rng() % 4; k < m; ++k) {
+      blame_row b;
+      b.kind = culprit_kind::process;
+      b.pid = 900 + static_cast<std::uint32_t>(rng() % 3); // three pids, one (comm, cgroup)
+      b.comm = rng() % 3 == 0 ? "hog" : "kworker/0:1";
+      b.cgroup = rng() % 2 == 0 ? "/batch" : "";
+      b.wait_ns = rng() % 3'000'000;
+      b.waits = 1 + rng() % 4;
+      b.preempts = rng() % 3;
+      t.blame.push_back(b);
+    }
+    if (rng() % 2 == 0) {
+      blame_row b;
+      b.kind = rng() % 2 == 0 ? culprit_kind::idle : culprit_kind::other;
+      b.wait_ns = rng() % 400'000;
+      b.waits = 1;
+      t.blame.push_back(b);
+    }
+    threads.push_back(std::move(t));
+  }
+  if (!threads.empty() && n % 4 == 0) {
+    threads.push_back(threads.front()); // the same identity twice in one read
+  }
+  auto iv = make_interval(t0 + n * step, std::move(threads));
+  iv.dur_ns = step;
+  if (n >= 27) { // a reboot 30 s into minute 4: two boots in one bucket
+    iv.boot_id = "7a9d3c1e-0000-4000-8000-000000000002";
+  }
+  return iv;
+}
+
+constexpr int intervals = 40; // 6 min 40 s: six whole minutes
+
+// The history written into a fresh file; a new writer before interval n when reopen(n).
+// Returns the buckets merged from the writer's sums.
+template <typename Reopen> int record(const std::string &path, Reopen reopen) {
+  std::mt19937_64 rng(7);
+  std::optional<writer> w;
+  int from_sums = 0;
+  for (int n = 0; n < intervals; ++n) {
+    if (!w || reopen(n)) {
+      w.reset();
+      w.emplace(open_writer(path));
+      w->set_retention(forever());
+    }
+    write_ok(*w, interval(n, rng));
+    auto r = w->maintain(t0 + (n + 1) * step);
+    INFO("maintain: " << (r.ok() ? std::string() : r.err().msg));
+    REQUIRE(r.ok());
+    from_sums += r->buckets_from_sums;
+  }
+  return from_sums;
+}
+
+// Every rollup row of thread_hist and thread_blame, identities resolved to names.
+std::vector<std::vector<value>> rollups(const std::string &path) {
+  auto r = open_reader(path);
+  auto hists = run(r, "SELECT i.tier, i.start_ns, i.boot_id, h.metric, t.comm, t.cgroup, h.count, "
+                      "h.total, hex(h.hist) FROM thread_hist AS h JOIN intervals AS i ON i.id = "
+                      "h.interval_id JOIN thread AS t ON t.id = h.thread_id WHERE i.tier > 0 "
+                      "ORDER BY 1, 2, 3, 4, 5, 6")
+                   .rows;
+  auto blame = run(r, "SELECT i.tier, i.start_ns, i.boot_id, t.comm, t.cgroup, c.comm, c.cgroup, "
+                      "c.kind, b.wait_ns, b.waits, b.preempts FROM thread_blame AS b JOIN "
+                      "intervals AS i ON i.id = b.interval_id JOIN thread AS t ON t.id = "
+                      "b.thread_id JOIN culprit AS c ON c.id = b.culprit_id WHERE i.tier > 0 "
+                      "ORDER BY 1, 2, 3, 4, 5, 6, 7, 8")
+                   .rows;
+  hists.insert(hists.end(), blame.begin(), blame.end());
+  return hists;
+}
+
+} // namespace
+
+TEST_CASE("the minute rollup from the writer's sums equals the rollup from the rows",
+          "[store][rollup]") {
+  temp_dir dir;
+  const std::string one = dir.file("one.db");
+  const std::string each = dir.file("each.db");
+  const std::string mid = dir.file("mid.db");
+  const int sums_one = record(one, [](int) { return false; });
+  const int sums_each = record(each, [](int) { return true; });
+  const int sums_mid = record(mid, [](int n) { return n == 9; }); // 30 s into minute 1
+
+  // Minutes 0-5 are complete, minute 4 twice (two boots); the last one is still open.
+  CHECK(sums_one == 7);
+  CHECK(sums_each == 0); // every writer saw one interval of its bucket
+  CHECK(sums_mid == 6);  // minute 1 was read from the rows
+
+  const auto expected = rollups(each);
+  auto r = open_reader(each);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1") == 7);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame AS b JOIN intervals AS i ON i.id = "
+                      "b.interval_id WHERE i.tier = 1") > 20);
+  CHECK(scalar_int(r, "SELECT count(DISTINCT t.comm) FROM thread_hist AS h JOIN intervals AS i "
+                      "ON i.id = h.interval_id JOIN thread AS t ON t.id = h.thread_id WHERE "
+                      "i.tier = 1") == 5); // web-renamed too
+  REQUIRE(expected.size() > 100);
+  CHECK(rollups(one) == expected);
+  CHECK(rollups(mid) == expected);
+}
+
+TEST_CASE("an overflow in a minute's sums is the rows' rollup's error, not a wrapped sum",
+          "[store][rollup]") {
+  temp_dir dir;
+  const std::string path = dir.file("o.db");
+  auto w = open_writer(path);
+  w.set_retention(forever());
+  for (int n = 0; n < 7; ++n) {
+    auto t = make_thread(5, "big", {1000});
+    t.m[metric::sched_delay].total = std::uint64_t{1} << 62; // two of them pass 2^63 - 1
+    write_ok(w, make_interval(t0 + n * step, {t}));
+  }
+  auto r = w.maintain(t0 + 7 * step);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.err().msg, Catch::Contains("overflow"));
+}
