@@ -155,12 +155,17 @@ TEST_CASE("an overflow in a minute's sums is the rows' rollup's error, not a wra
   const std::string path = dir.file("o.db");
   auto w = open_writer(path);
   w.set_retention(forever());
+  const bool samples = GENERATE(false, true);
   for (int n = 0; n < 7; ++n) {
     auto t = make_thread(5, "big", {1000});
-    t.m[metric::sched_delay].total = std::uint64_t{1} << 62; // two of them pass 2^63 - 1
+    if (samples) { // two histograms whose samples pass 2^64 - 1
+      t.m[metric::sched_delay].hist.slots[3] = std::uint64_t{1} << 63;
+    } else { // two totals that pass 2^63 - 1
+      t.m[metric::sched_delay].total = std::uint64_t{1} << 62;
+    }
     write_ok(w, make_interval(t0 + n * step, {t}));
   }
   auto r = w.maintain(t0 + 7 * step);
   REQUIRE_FALSE(r.ok());
-  CHECK_THAT(r.err().msg, Catch::Contains("overflow"));
+  CHECK_THAT(r.err().msg, Catch::Contains(samples ? "sample counts overflow" : "overflow"));
 }

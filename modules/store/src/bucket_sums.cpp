@@ -75,15 +75,21 @@ void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &c
     b.broken = true;
     return;
   }
+  // No slot can pass 64 bits unless the sum of all slots does (each is at most the sum): one
+  // check, then a branch-free add. The sum of h's own slots may wrap only if a slot is huge.
   const std::size_t n = stats::slot_count(h.kind);
+  std::uint64_t add = 0;
+  bool wrapped = false;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t x = h.slots[i];
-    if (s->hist.slots[i] + x < x || s->samples + x < x) {
-      b.broken = true;
-      return;
-    }
-    s->hist.slots[i] += x;
-    s->samples += x;
+    wrapped |= __builtin_add_overflow(add, h.slots[i], &add);
+  }
+  if (wrapped || s->samples + add < add) {
+    b.broken = true; // hist_merge's "sample counts overflow 64 bits"
+    return;
+  }
+  s->samples += add;
+  for (std::size_t i = 0; i < n; ++i) {
+    s->hist.slots[i] += h.slots[i];
   }
 }
 
