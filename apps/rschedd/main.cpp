@@ -1,5 +1,6 @@
 // rschedd: attaches rsched's BPF programs, and every interval turns the kernel-side counters into
 // per-thread and per-CPU deltas, records them into SQLite and (on a terminal) shows them live.
+#include "rsched/base/block_cache.hpp"
 #include "rsched/base/text.hpp"
 #include "rsched/bpf/program.hpp"
 #include "rsched/collect/cgroup.hpp"
@@ -358,6 +359,9 @@ int run(const rschedd::options &opt) {
   if (pressure) {
     pressure->rebase();
   }
+  // This thread allocates and frees a few metric values and blame slots per active thread
+  // every interval: keep enough freed ones for 10,000 threads (base/block_cache.hpp).
+  rsched::base::set_block_cache_cap(65536);
   rec.setup();
   while (rec.step()) {
   }

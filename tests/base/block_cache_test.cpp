@@ -37,9 +37,11 @@ TEST_CASE("block_cache: a freed block is handed out again, value-initialised", "
   CHECK(r.get() != q.get());
 }
 
-TEST_CASE("block_cache: holds at most cap blocks", "[base]") {
+TEST_CASE("block_cache: holds at most the thread's cap of blocks", "[base]") {
+  const std::size_t cap = GENERATE(std::size_t{4096}, std::size_t{10000});
+  set_block_cache_cap(cap);
   std::vector<cached_ptr<blob>> many;
-  for (std::size_t i = 0; i < cache::cap + 100; ++i) {
+  for (std::size_t i = 0; i < cap + 100; ++i) {
     many.push_back(make_cached<blob>());
   }
   std::set<void *> distinct;
@@ -48,7 +50,8 @@ TEST_CASE("block_cache: holds at most cap blocks", "[base]") {
   }
   CHECK(distinct.size() == many.size());
   many.clear();
-  CHECK(cache::cached() == cache::cap);
+  CHECK(cache::cached() == cap);
+  set_block_cache_cap(4096);
 }
 
 TEST_CASE("block_cache: blocks freed on another thread go to that thread's cache", "[base]") {

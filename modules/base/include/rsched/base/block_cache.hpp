@@ -5,8 +5,10 @@
 // free took an eighth of the recorder's CPU.
 //
 // cached_ptr<T> is a unique_ptr whose memory comes from, and goes back to, the cache of the
-// thread that frees it. A free block holds the link to the next one. A cache holds at most
-// `cap` blocks, so nothing grows without bound when one thread frees what another allocates.
+// thread that frees it. A free block holds the link to the next one. A thread's cache of one
+// block size holds at most block_cache_cap() blocks (4096 unless the thread asks for more:
+// rschedd's recorder thread churns ~60,000 a second at 10,000 threads), so nothing grows
+// without bound when one thread (the live view's) frees what another allocates.
 // The cache itself is plain thread-local data (nothing to destroy, so usable during any
 // thread-local or static destruction); a guard, created with a thread's first block, frees
 // that thread's cached blocks when it ends and sends its later frees straight to the heap.
@@ -18,10 +20,23 @@
 
 namespace rsched::base {
 
+namespace detail {
+inline std::size_t &block_cache_cap_ref() noexcept {
+  thread_local std::size_t cap = 4096; // constant-initialised
+  return cap;
+}
+} // namespace detail
+// The calling thread's limit of cached blocks per block size.
+inline std::size_t block_cache_cap() noexcept {
+  return detail::block_cache_cap_ref();
+}
+inline void set_block_cache_cap(std::size_t n) noexcept {
+  detail::block_cache_cap_ref() = n;
+}
+
 template <std::size_t Size> class block_cache {
 public:
   static_assert(Size >= sizeof(void *));
-  static constexpr std::size_t cap = 65536;
 
   static void *get() {
     thread_local guard g; // frees the cache when the thread ends
@@ -36,7 +51,7 @@ public:
   }
   static void put(void *p) noexcept {
     state &s = mine();
-    if (s.gone || s.n >= cap) {
+    if (s.gone || s.n >= block_cache_cap()) {
       ::operator delete(p);
       return;
     }
