@@ -101,7 +101,8 @@ template <typename Reopen> int record(const std::string &path, Reopen reopen) {
   return from_sums;
 }
 
-// Every rollup row of thread_hist and thread_blame, identities resolved to names.
+// Every rollup row of thread_hist and thread_blame, identities resolved to names, then the
+// thread and culprit identities.
 std::vector<std::vector<value>> rollups(const std::string &path) {
   auto r = open_reader(path);
   auto hists = run(r, "SELECT i.tier, i.start_ns, i.boot_id, h.metric, t.comm, t.cgroup, h.count, "
@@ -115,7 +116,16 @@ std::vector<std::vector<value>> rollups(const std::string &path) {
                       "b.thread_id JOIN culprit AS c ON c.id = b.culprit_id WHERE i.tier > 0 "
                       "ORDER BY 1, 2, 3, 4, 5, 6, 7, 8")
                    .rows;
-  hists.insert(hists.end(), blame.begin(), blame.end());
+  // The identities and the newest bucket each appears in (the rollup keeps last_ns).
+  auto ids = run(r, "SELECT boot_id, tid, start_time_ns, comm, cgroup, last_ns FROM thread "
+                    "ORDER BY 1, 2, 3, 4, 5")
+                 .rows;
+  auto culprits = run(r, "SELECT boot_id, pid, comm, cgroup, kind, last_ns FROM culprit "
+                         "ORDER BY 1, 2, 3, 4, 5")
+                      .rows;
+  for (auto *more : {&blame, &ids, &culprits}) {
+    hists.insert(hists.end(), more->begin(), more->end());
+  }
   return hists;
 }
 

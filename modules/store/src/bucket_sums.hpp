@@ -57,6 +57,15 @@ public:
     std::map<std::pair<int, std::uint32_t>, hist_sum> hists;            // (metric id, group)
     std::map<std::pair<std::uint32_t, std::uint32_t>, blame_sum> blame; // (group, culprit)
 
+    // Every thread identity with a thread_hist or thread_blame row in the bucket, and every
+    // culprit identity with a thread_blame row (the keys; the values are private).
+    [[nodiscard]] const std::unordered_map<std::int64_t, std::uint32_t> &thread_ids() const {
+      return group_of_thread;
+    }
+    [[nodiscard]] const std::unordered_map<std::int64_t, std::uint32_t> &culprit_ids() const {
+      return group_of_culprit;
+    }
+
   private:
     friend class bucket_sums;
     std::map<group, std::uint32_t> group_index;

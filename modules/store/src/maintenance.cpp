@@ -82,6 +82,20 @@ constexpr const char *native_thread_hist = "-- thread_hist";
 // How the thread_blame merge below starts (replaced by the writer's sums when it has them).
 constexpr std::string_view blame_merge = "INSERT INTO thread_blame(";
 
+// The statement that adds the thread ids of `table`'s source rows to temp.rollup_threads, and
+// the one that collects the culprit ids of thread_blame's (both read from the writer's sums
+// instead when it has them).
+std::string collect_threads_sql(std::string_view table) {
+  return fmt::format("INSERT OR IGNORE INTO temp.rollup_threads(id) SELECT thread_id FROM {} "
+                     "WHERE interval_id IN ({})",
+                     table, src_ids);
+}
+std::string collect_culprits_sql() {
+  return fmt::format("INSERT OR IGNORE INTO temp.rollup_culprits(id) SELECT culprit_id FROM "
+                     "thread_blame WHERE interval_id IN ({})",
+                     src_ids);
+}
+
 // Per fact table: how a bucket's rows are merged (?1 is the new interval id). The first
 // statement creates the missing group identities.
 std::vector<std::string> rollup_statements() {
@@ -89,17 +103,18 @@ std::vector<std::string> rollup_statements() {
   // The bucket's threads, collected once (the union over the fact tables took 0.3 s per use
   // at 10,000 threads a second, and the statements below used it three times).
   const std::string thread_tables = "SELECT id FROM temp.rollup_threads";
-  const std::string culprits =
-      fmt::format("SELECT culprit_id FROM thread_blame WHERE interval_id IN ({})", src_ids);
+  // The bucket's culprits, collected once too.
+  const std::string culprits = "SELECT id FROM temp.rollup_culprits";
   std::vector<std::string> collect = {
       "CREATE TEMP TABLE IF NOT EXISTS rollup_threads(id INTEGER PRIMARY KEY)",
-      "DELETE FROM temp.rollup_threads"};
+      "DELETE FROM temp.rollup_threads",
+      "CREATE TEMP TABLE IF NOT EXISTS rollup_culprits(id INTEGER PRIMARY KEY)",
+      "DELETE FROM temp.rollup_culprits"};
   for (const char *t :
        {"thread_hist", "thread_migration", "thread_perf", "thread_perf_event", "thread_blame"}) {
-    collect.push_back(fmt::format("INSERT OR IGNORE INTO temp.rollup_threads(id) SELECT "
-                                  "thread_id FROM {} WHERE interval_id IN ({})",
-                                  t, src_ids));
+    collect.push_back(collect_threads_sql(t));
   }
+  collect.push_back(collect_culprits_sql());
   std::vector<std::string> merge = {
       fmt::format("INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, cgroup, "
                   "last_ns) SELECT '', 0, 0, 0, comm, cgroup, ?4 FROM thread WHERE id IN ({}) "
@@ -186,6 +201,12 @@ struct maintenance::impl {
   std::vector<std::string> rollups = rollup_statements();
   std::optional<std::int64_t> gc_horizon; // horizon of the last thread collection
   bucket_sums sums{minute_ns};
+  // The collection statements the sums replace: the thread ids of thread_hist (the sums hold
+  // those of thread_hist and thread_blame: thread_blame's statement is then skipped) and the
+  // culprit ids of thread_blame.
+  const std::string collect_hist = collect_threads_sql("thread_hist");
+  const std::string collect_blame = collect_threads_sql("thread_blame");
+  const std::string collect_culprit_ids = collect_culprits_sql();
   int from_sums = 0; // 1-minute buckets merged from `sums` in this run
 
   result<sqlite3_stmt *> prepare(const std::string &sql) {
@@ -490,6 +511,17 @@ struct maintenance::impl {
     return {};
   }
 
+  // Inserts every id of `ids` (a map's keys) with `insert` (?1 = the id).
+  template <typename Map> result<void> ids_from_sums(const std::string &insert, const Map &ids) {
+    for (const auto &[i, unused] : ids) {
+      (void)unused;
+      if (auto r = run(insert, {i}); !r) {
+        return r;
+      }
+    }
+    return {};
+  }
+
   // tiers.built_ns of tier k: every bucket before it has been rolled up.
   result<std::int64_t> built_ns(int k) {
     auto b = scalar("SELECT built_ns FROM tiers WHERE tier = ?1", {std::int64_t{k}});
@@ -554,7 +586,15 @@ struct maintenance::impl {
       }
       for (const auto &sql : rollups) {
         result<void> r;
-        if (sum != nullptr && (sql == native_thread_hist || sql.starts_with(blame_merge))) {
+        if (sum != nullptr && sql == collect_hist) { // thread_hist's and thread_blame's
+          r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_threads(id) VALUES(?1)",
+                            sum->thread_ids());
+        } else if (sum != nullptr && sql == collect_blame) {
+          // collected with collect_hist's
+        } else if (sum != nullptr && sql == collect_culprit_ids) {
+          r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_culprits(id) VALUES(?1)",
+                            sum->culprit_ids());
+        } else if (sum != nullptr && (sql == native_thread_hist || sql.starts_with(blame_merge))) {
           r = rollup_from_sums(*sum, id, sql != native_thread_hist);
         } else if (sql == native_thread_hist) {
           r = rollup_thread_hist({id, src, boot, b, b + w});
