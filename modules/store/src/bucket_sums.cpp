@@ -1,18 +1,65 @@
 #include "bucket_sums.hpp"
 
+#include "rsched/stats/encoding.hpp"
+
 #include <algorithm>
 
 namespace rsched::store::detail {
 
-namespace {
-std::int64_t floor_to(std::int64_t t, std::int64_t w) {
-  std::int64_t q = t / w;
-  if (t % w != 0 && t < 0) {
-    --q;
+result<void> hist_sum::add(std::int64_t c, std::int64_t t, std::span<const std::uint8_t> blob) {
+  if (!add_checked(count, c) || !add_checked(total, t)) {
+    return make_error("integer overflow");
   }
-  return q * w;
+  if (!blob.empty() && stats::valid_layout(blob[0])) {
+    const auto kind = static_cast<stats::layout>(blob[0]);
+    if (!any) {
+      hist.kind = kind;
+      any = true;
+    } else if (hist.kind != kind) {
+      return make_error("hist_merge: histograms of different layouts");
+    }
+  }
+  auto r = stats::for_each_bucket(blob, [this](std::size_t i, std::uint64_t n) -> result<void> {
+    if (hist.slots[i] + n < n || samples + n < n) {
+      return make_error("sample counts overflow 64 bits");
+    }
+    hist.slots[i] += n;
+    samples += n;
+    return {};
+  });
+  if (!r) {
+    return make_error("hist_merge: " + r.err().msg);
+  }
+  return {};
 }
-} // namespace
+
+bool hist_sum::add(std::int64_t c, std::int64_t t, const stats::histogram &h) {
+  if (!add_checked(count, c) || !add_checked(total, t)) {
+    return false;
+  }
+  if (!any) {
+    hist.kind = h.kind;
+    any = true;
+  } else if (hist.kind != h.kind) {
+    return false;
+  }
+  // No slot can pass 64 bits unless the sum of all slots does (each is at most the sum): one
+  // check, then a branch-free add. The sum of h's own slots may wrap only if a slot is huge.
+  const std::size_t n = stats::slot_count(h.kind);
+  std::uint64_t more = 0;
+  bool wrapped = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    wrapped |= __builtin_add_overflow(more, h.slots[i], &more);
+  }
+  if (wrapped || samples + more < more) {
+    return false;
+  }
+  samples += more;
+  for (std::size_t i = 0; i < n; ++i) {
+    hist.slots[i] += h.slots[i];
+  }
+  return true;
+}
 
 void bucket_sums::begin(std::int64_t interval_id, std::string_view boot_id, std::int64_t start_ns) {
   const std::int64_t b = floor_to(start_ns, width_);
@@ -64,32 +111,8 @@ void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &c
     b.last_hist = s;
     b.last_hist_key = {metric, g};
   }
-  if (!add_checked(s->count, count) || !add_checked(s->total, total)) {
-    b.broken = true; // SQL's sum() fails here: the rollup from the rows reports it
-    return;
-  }
-  if (!s->any) {
-    s->hist.kind = h.kind;
-    s->any = true;
-  } else if (s->hist.kind != h.kind) {
-    b.broken = true;
-    return;
-  }
-  // No slot can pass 64 bits unless the sum of all slots does (each is at most the sum): one
-  // check, then a branch-free add. The sum of h's own slots may wrap only if a slot is huge.
-  const std::size_t n = stats::slot_count(h.kind);
-  std::uint64_t add = 0;
-  bool wrapped = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    wrapped |= __builtin_add_overflow(add, h.slots[i], &add);
-  }
-  if (wrapped || s->samples + add < add) {
-    b.broken = true; // hist_merge's "sample counts overflow 64 bits"
-    return;
-  }
-  s->samples += add;
-  for (std::size_t i = 0; i < n; ++i) {
-    s->hist.slots[i] += h.slots[i];
+  if (!s->add(count, total, h)) {
+    b.broken = true; // the rollup from the rows reports the error
   }
 }
 

@@ -10,12 +10,14 @@
 // boot and minute in the database was written and committed by this writer, and nothing
 // overflowed or failed on the way (otherwise it reads the rows as before, which also reports
 // any overflow). Sums are the same values SQL's sum() and hist_merge() give, so the rollup
-// rows are identical either way (tests/store/rollup_tests.cpp compares them).
+// rows are identical either way (tests/store/bucket_sums_tests.cpp compares them).
+#include "rsched/base/result.hpp"
 #include "rsched/stats/histogram.hpp"
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,15 +26,39 @@
 
 namespace rsched::store::detail {
 
+// The start of the bucket of width w that holds t (floor, also before the epoch).
+inline std::int64_t floor_to(std::int64_t t, std::int64_t w) {
+  std::int64_t q = t / w;
+  if (t % w != 0 && t < 0) {
+    --q;
+  }
+  return q * w;
+}
+
+// a += b as SQLite's sum() does it: false past the 64-bit range (a is then unspecified).
+inline bool add_checked(std::int64_t &a, std::int64_t b) {
+  return !__builtin_add_overflow(a, b, &a);
+}
+
+// One merged thread_hist value: sum(count), sum(total), hist_merge(hist), with hist_merge's
+// checks (one layout per group, sample counts within 64 bits). The rollup from the rows adds
+// blobs, the writer's sums add the histograms it writes; the same sums either way.
+struct hist_sum {
+  std::int64_t count = 0;
+  std::int64_t total = 0;
+  stats::histogram hist{};
+  std::uint64_t samples = 0; // sum of hist's slots
+  bool any = false;          // hist.kind is set
+  // Adds a row from its histogram blob, bucket by bucket as it is decoded (decode's checks,
+  // hist_merge's messages). An error leaves the sum half-added: the caller fails the bucket.
+  result<void> add(std::int64_t c, std::int64_t t, std::span<const std::uint8_t> blob);
+  // Adds a row from its histogram; false where add(blob) would fail.
+  bool add(std::int64_t c, std::int64_t t, const stats::histogram &h);
+};
+
 class bucket_sums {
 public:
-  struct hist_sum {
-    std::int64_t count = 0;
-    std::int64_t total = 0;
-    stats::histogram hist{};
-    std::uint64_t samples = 0; // sum of hist's slots
-    bool any = false;          // hist.kind is set
-  };
+  using hist_sum = detail::hist_sum;
   struct blame_sum {
     std::int64_t wait_ns = 0;
     std::int64_t waits = 0;
@@ -100,9 +126,6 @@ public:
   [[nodiscard]] std::size_t buckets() const { return buckets_.size(); }
 
 private:
-  static bool add_checked(std::int64_t &a, std::int64_t b) {
-    return !__builtin_add_overflow(a, b, &a);
-  }
   std::uint32_t group_of(bucket &b, std::int64_t thread, const std::string &comm,
                          const std::string &cgroup);
   std::int64_t width_;

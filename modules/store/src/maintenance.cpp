@@ -30,15 +30,6 @@ struct arg {
   arg(std::string v) : text(true), t(std::move(v)) {} // NOLINT(google-explicit-constructor)
 };
 
-// Floor of t to a multiple of w (w > 0), also for negative t.
-std::int64_t floor_to(std::int64_t t, std::int64_t w) {
-  std::int64_t q = t / w;
-  if (t % w != 0 && t < 0) {
-    --q;
-  }
-  return q * w;
-}
-
 // The tables whose rows belong to one interval (interval_id first in their primary key).
 constexpr const char *fact_tables[] = {
     "thread_hist_row",  "thread_hist_pack",    "cpu_hist",
@@ -329,50 +320,6 @@ struct maintenance::impl {
     return r;
   }
 
-  // A sum as SQLite's sum() makes it: an error past the 64-bit range.
-  static bool add_checked(std::int64_t &a, std::int64_t b) {
-    return !__builtin_add_overflow(a, b, &a);
-  }
-
-  // One merged thread_hist value: sum(count), sum(total), hist_merge(hist) with hist_merge's
-  // checks (one layout per group, sample counts within 64 bits).
-  struct merged {
-    std::int64_t count = 0;
-    std::int64_t total = 0;
-    stats::histogram hist{};
-    std::uint64_t samples = 0; // sum of hist's slots
-    bool any = false;
-    // Adds a row: its histogram blob bucket by bucket as it is decoded (decode's checks, the
-    // messages hist_merge gives), without a whole histogram per source row. An error fails
-    // the whole bucket, so a half-added histogram is never written.
-    result<void> add(std::int64_t c, std::int64_t t, std::span<const std::uint8_t> blob) {
-      if (!add_checked(count, c) || !add_checked(total, t)) {
-        return make_error("integer overflow");
-      }
-      if (!blob.empty() && stats::valid_layout(blob[0])) {
-        const auto kind = static_cast<stats::layout>(blob[0]);
-        if (!any) {
-          hist.kind = kind;
-          any = true;
-        } else if (hist.kind != kind) {
-          return make_error("hist_merge: histograms of different layouts");
-        }
-      }
-      auto r = stats::for_each_bucket(blob, [this](std::size_t i, std::uint64_t n) -> result<void> {
-        if (hist.slots[i] + n < n || samples + n < n) {
-          return make_error("sample counts overflow 64 bits");
-        }
-        hist.slots[i] += n;
-        samples += n;
-        return {};
-      });
-      if (!r) {
-        return make_error("hist_merge: " + r.err().msg);
-      }
-      return {};
-    }
-  };
-
   // The thread_hist rows of a rollup bucket (args: ?1 new interval id, ?2..?5 as src_ids):
   // each source row's histogram added straight into its (metric, (comm, cgroup) identity) sum
   // as it is read (the thread's identity looked up once), then written in key order.
@@ -390,7 +337,7 @@ struct maintenance::impl {
     static const std::string group_of_thread =
         fmt::format("SELECT g.id FROM (SELECT ?1 AS thread_id) AS x {}", group_join);
     std::unordered_map<std::int64_t, std::optional<std::int64_t>> group_of;
-    std::map<std::pair<std::int64_t, std::int64_t>, merged> per_group; // (metric, group id)
+    std::map<std::pair<std::int64_t, std::int64_t>, hist_sum> per_group; // (metric, group id)
     std::pair<std::int64_t, std::optional<std::int64_t>> last{-1, std::nullopt};
     auto read = each_row(s, [&]() -> result<void> {
       if (sqlite3_column_type(s, 4) != SQLITE_BLOB) {
@@ -413,7 +360,7 @@ struct maintenance::impl {
       }
       const auto *blob = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 4));
       const auto bytes = static_cast<std::size_t>(sqlite3_column_bytes(s, 4));
-      merged &m = per_group[{sqlite3_column_int64(s, 0), *last.second}];
+      hist_sum &m = per_group[{sqlite3_column_int64(s, 0), *last.second}];
       return m.add(sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3),
                    std::span<const std::uint8_t>(blob, bytes));
     });
@@ -488,9 +435,8 @@ struct maintenance::impl {
     return {};
   }
 
-  template <typename Sum>
   result<void> insert_hist_row(const std::string &insert, std::int64_t id, std::int64_t metric,
-                               std::int64_t group, const Sum &m) {
+                               std::int64_t group, const hist_sum &m) {
     const auto blob = stats::encode(m.hist);
     auto ins = prepare(insert);
     if (!ins) {
