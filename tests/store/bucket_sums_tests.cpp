@@ -17,13 +17,6 @@ namespace {
 constexpr std::int64_t t0 = 1'700'000'040'000'000'000; // a whole minute (UTC ns)
 constexpr std::int64_t step = 10 * sec;
 
-rsched::store::retention forever() {
-  rsched::store::retention r;
-  r.keep_raw_ns = r.keep_1m_ns = r.keep_1h_ns = 0;
-  r.max_bytes = 0;
-  return r;
-}
-
 // Interval n of a history: threads under a few (comm, cgroup) groups, one renamed halfway,
 // one listed twice (the writer sums the two rows), blame on process culprits (several pids
 // of one comm and cgroup, one rollup group) and pseudo-culprits, a reboot inside a minute.

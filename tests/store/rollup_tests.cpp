@@ -74,13 +74,6 @@ rsched::store::interval_row synthetic(std::int64_t start, std::mt19937_64 &rng) 
   return iv;
 }
 
-retention forever() {
-  retention r;
-  r.keep_raw_ns = r.keep_1m_ns = r.keep_1h_ns = 0;
-  r.max_bytes = 0;
-  return r;
-}
-
 // Calls maintain() until a call has nothing left to do; returns the summed report.
 rsched::store::maintenance_report settle(writer &w, std::int64_t now) {
   rsched::store::maintenance_report sum;

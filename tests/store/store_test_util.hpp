@@ -101,6 +101,14 @@ inline std::int64_t scalar_int(rsched::store::reader &r, std::string_view sql) {
   return as_int(t.rows[0][0]);
 }
 
+// Retention that keeps everything (no age or size limit).
+inline rsched::store::retention forever() {
+  rsched::store::retention r;
+  r.keep_raw_ns = r.keep_1m_ns = r.keep_1h_ns = 0;
+  r.max_bytes = 0;
+  return r;
+}
+
 inline rsched::store::writer open_writer(const std::string &path) {
   auto w = rsched::store::writer::open(path);
   INFO("error: " << (w.ok() ? std::string() : w.err().msg));

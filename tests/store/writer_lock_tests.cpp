@@ -54,13 +54,6 @@ writer open_unlocked(const std::string &path) {
   return std::move(w).value();
 }
 
-retention forever() {
-  retention r;
-  r.keep_raw_ns = r.keep_1m_ns = r.keep_1h_ns = 0;
-  r.max_bytes = 0;
-  return r;
-}
-
 void settle(writer &w, std::int64_t now) {
   for (int i = 0; i < 1000; ++i) {
     auto r = w.maintain(now);
