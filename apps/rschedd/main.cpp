@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -285,7 +286,17 @@ int run(const rschedd::options &opt) {
   rc.stats = opt.stats;
   rc.note = [](std::string_view s) { note("{}", s); };
   rc.cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
-  rc.new_interval = [&] { cgroups.new_interval(); };
+  // Once a minute the heap's free pages go back to the kernel (malloc_trim also releases free
+  // pages inside the heap, which the trim threshold set in main never does): what a burst of
+  // threads or a long maintenance step took does not stay resident for good. A few ms a minute.
+  rc.new_interval = [&, last_trim = std::chrono::steady_clock::now()]() mutable {
+    cgroups.new_interval();
+    if (const auto now = std::chrono::steady_clock::now();
+        now - last_trim >= std::chrono::minutes(1)) {
+      malloc_trim(0);
+      last_trim = now;
+    }
+  };
   if (mstate) {
     rc.done = [&](const store::interval_row &row, const interval_outcome &o) {
       mstate->add(row, o);
@@ -405,7 +416,7 @@ int main(int argc, char **argv) {
   // Every interval builds and frees a few MB of per-thread buffers. glibc would hand them back
   // to the kernel each time (mmap for large blocks, trimming the heap top) and fault every page
   // in again the next second: keep them in the heap instead (measured: a fifth of rschedd's CPU
-  // time at 1000 threads went to those page faults).
+  // time at 1000 threads went to those page faults). run() trims the heap once a minute.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);
   try {

@@ -103,7 +103,7 @@ bool recorder::step() {
   }
   full_reads_ += snap->full ? 1U : 0U;
   const std::int64_t parse = snap->parse_cpu_ns;
-  auto d = tracker_.advance(*snap);
+  auto d = tracker_.advance(std::move(*snap));
   *snap = {}; // freed here: counted with the delta
   const std::int64_t cpu2 = thread_cpu_ns();
   acc_.add_tick(std::move(d), cfg_.per_second);

@@ -239,7 +239,7 @@ void merge_rows(std::vector<thread_sample> &rows) {
 }
 } // namespace
 
-interval_delta delta_tracker::advance(const snapshot &snap) {
+interval_delta delta_tracker::advance(snapshot &&snap) {
   interval_delta out;
   out.threads.reserve(snap.live.size() + snap.dead.size() + snap.segments.size());
   ++generation_;
@@ -301,14 +301,14 @@ interval_delta delta_tracker::advance(const snapshot &snap) {
   }
 
   // Baselines are updated in place: no per-read copy of the whole table.
-  for (const auto &t : snap.live) {
+  for (auto &t : snap.live) {
     if (!buried.empty() && buried.contains(t.key)) {
       continue;
     }
     auto [it, fresh] = prev_threads_.try_emplace(t.key); // a new baseline is all zero
     baseline &b = it->second;
     emit_split(t, b.c);
-    b.c = t.c;
+    b.c = std::move(t.c);
     b.missing_reads = 0;
     b.seen = generation_;
   }

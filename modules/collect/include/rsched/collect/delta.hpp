@@ -36,7 +36,13 @@ public:
   explicit delta_tracker(unsigned grace_reads = 8) : grace_reads_(grace_reads) {}
 
   // Deltas since the previous call (the first call diffs against zero).
-  interval_delta advance(const snapshot &snap);
+  interval_delta advance(const snapshot &snap) { return advance(snapshot(snap)); }
+  // The same, taking the snapshot's live counters as the new baselines instead of copying
+  // them: each thread's old baseline is freed as soon as its delta is taken, so its blocks
+  // serve the next thread's delta (base/block_cache.hpp) and a read never holds three copies
+  // of every thread's histograms (snapshot, baseline, delta), only about two. `snap` is left
+  // with its live threads' counters moved from.
+  interval_delta advance(snapshot &&snap);
 
   [[nodiscard]] std::size_t tracked_threads() const { return prev_threads_.size(); }
 
