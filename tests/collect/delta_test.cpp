@@ -333,3 +333,30 @@ TEST_CASE("segments of a thread no read lists any more are counted before they a
   CHECK(d3.threads[0].comm == "a");
   CHECK(d3.threads[0].c.m[id::sched_delay].count == 3);
 }
+
+TEST_CASE("advance taking the snapshot gives the same deltas as advance copying it", "[collect]") {
+  // The recorder moves each read's counters into the baselines; the deltas must not change
+  // (a moved-from baseline or a partial read that relies on a kept baseline would show here).
+  delta_tracker copying;
+  delta_tracker moving;
+  const std::vector<std::vector<thread_sample>> reads = {
+      {thread(10, 1, 5, 500), thread(11, 1, 1, 10)},
+      {thread(10, 1, 8, 800)}, // 11 unchanged: not listed (a partial read)
+      {thread(10, 1, 8, 800), thread(11, 1, 4, 70), thread(12, 3, 2, 20)},
+      {thread(11, 1, 9, 200), thread(12, 3, 2, 20)},
+  };
+  for (const auto &live : reads) {
+    snapshot s;
+    s.full = false;
+    s.live = live;
+    const auto want = copying.advance(s);
+    snapshot moved = s;
+    const auto got = moving.advance(std::move(moved));
+    REQUIRE(got.threads.size() == want.threads.size());
+    for (std::size_t i = 0; i < want.threads.size(); ++i) {
+      CHECK(got.threads[i].key == want.threads[i].key);
+      CHECK(got.threads[i].c == want.threads[i].c);
+    }
+  }
+  CHECK(moving.tracked_threads() == copying.tracked_threads());
+}
