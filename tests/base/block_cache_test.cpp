@@ -71,3 +71,41 @@ TEST_CASE("block_cache: blocks freed on another thread go to that thread's cache
   CHECK(there == 1);
   CHECK(cache::cached() == here);
 }
+
+TEST_CASE("block_cache: a trim frees the blocks that stayed cached since the previous one",
+          "[base]") {
+  // Run on a thread of its own: its caches start empty, whatever the other tests left.
+  std::thread([] {
+    struct other {
+      std::array<std::uint64_t, 41> v{};
+    };
+    using other_cache = block_cache<sizeof(other)>;
+    {
+      std::vector<cached_ptr<other>> v;
+      for (int i = 0; i < 100; ++i) {
+        v.push_back(make_cached<other>());
+      }
+    }
+    CHECK(other_cache::cached() == 100);
+    // Never below 0 since the thread's first block: nothing was idle the whole time.
+    CHECK(trim_block_caches() == 0);
+    CHECK(other_cache::cached() == 100);
+    {
+      std::vector<cached_ptr<other>> v;
+      for (int i = 0; i < 30; ++i) {
+        v.push_back(make_cached<other>()); // the churn of a period: 30 in use at most
+      }
+    }
+    CHECK(other_cache::cached() == 100);
+    CHECK(trim_block_caches() == 70); // 70 never left the cache
+    CHECK(other_cache::cached() == 30);
+    auto keep = make_cached<other>(); // one in use at the trim, 29 idle since the last
+    CHECK(trim_block_caches() == 29);
+    CHECK(other_cache::cached() == 0);
+    keep.reset();
+    CHECK(other_cache::cached() == 1);
+    CHECK(trim_block_caches() == 0); // freed after the count began: it was not idle all along
+    CHECK(trim_block_caches() == 1);
+    CHECK(other_cache::cached() == 0);
+  }).join();
+}

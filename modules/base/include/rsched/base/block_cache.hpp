@@ -12,6 +12,9 @@
 // The cache itself is plain thread-local data (nothing to destroy, so usable during any
 // thread-local or static destruction); a guard, created with a thread's first block, frees
 // that thread's cached blocks when it ends and sends its later frees straight to the heap.
+// trim_block_caches() gives back what a thread's caches did not need since its last call: the
+// blocks that stayed cached all along (the fewest the cache held since then), so a burst of
+// threads does not stay resident for good while the steady churn keeps its blocks.
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -34,12 +37,37 @@ inline void set_block_cache_cap(std::size_t n) noexcept {
   detail::block_cache_cap_ref() = n;
 }
 
+namespace detail {
+// The trim functions of the block sizes the calling thread has cached (registered by its first
+// block of each size; a handful of sizes exist).
+struct block_trimmers {
+  static constexpr std::size_t max = 16;
+  std::size_t (*fn[max])() = {};
+  std::size_t n = 0;
+};
+inline block_trimmers &trimmers() noexcept {
+  thread_local block_trimmers t; // constant-initialised, trivially destructible
+  return t;
+}
+} // namespace detail
+
+// Frees the calling thread's cached blocks that were not needed since its previous call (or
+// since the thread's first block); returns how many.
+inline std::size_t trim_block_caches() noexcept {
+  std::size_t freed = 0;
+  auto &t = detail::trimmers();
+  for (std::size_t i = 0; i < t.n; ++i) {
+    freed += t.fn[i]();
+  }
+  return freed;
+}
+
 template <std::size_t Size> class block_cache {
 public:
   static_assert(Size >= sizeof(void *));
 
   static void *get() {
-    thread_local guard g; // frees the cache when the thread ends
+    ensure_guard();
     state &s = mine();
     if (s.head == nullptr) {
       return ::operator new(Size);
@@ -47,6 +75,7 @@ public:
     void *p = s.head;
     std::memcpy(&s.head, p, sizeof(p));
     --s.n;
+    s.low = s.n < s.low ? s.n : s.low;
     return p;
   }
   static void put(void *p) noexcept {
@@ -55,6 +84,7 @@ public:
       ::operator delete(p);
       return;
     }
+    ensure_guard(); // a thread that only frees caches too, and is trimmed and cleaned up
     std::memcpy(p, &s.head, sizeof(s.head));
     s.head = p;
     ++s.n;
@@ -66,10 +96,29 @@ private:
   struct state {
     void *head = nullptr;
     std::size_t n = 0;
-    bool gone = false; // the thread is ending: no more caching
+    std::size_t low = 0; // the fewest blocks cached since the last trim: not needed since
+    bool gone = false;   // the thread is ending: no more caching
   };
+  // Frees `low` blocks (unused since the last trim); the count starts again at what is left.
+  static std::size_t trim() noexcept {
+    state &s = mine();
+    const std::size_t drop = s.low;
+    for (std::size_t i = 0; i < drop && s.head != nullptr; ++i) {
+      void *p = s.head;
+      std::memcpy(&s.head, p, sizeof(p));
+      ::operator delete(p);
+      --s.n;
+    }
+    s.low = s.n;
+    return drop;
+  }
   struct guard {
-    guard() = default;
+    guard() {
+      auto &t = detail::trimmers();
+      if (t.n < detail::block_trimmers::max) {
+        t.fn[t.n++] = &trim;
+      }
+    }
     guard(const guard &) = delete;
     guard &operator=(const guard &) = delete;
     ~guard() {
@@ -80,9 +129,13 @@ private:
         ::operator delete(p);
       }
       s.n = 0;
+      s.low = 0;
       s.gone = true;
     }
   };
+  static void ensure_guard() {
+    thread_local guard g; // frees the cache when the thread ends
+  }
   static state &mine() noexcept {
     thread_local state s; // constant-initialised, trivially destructible
     return s;
