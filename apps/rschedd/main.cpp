@@ -306,12 +306,15 @@ int run(const rschedd::options &opt) {
     };
   }
 
-  // What the recorder does not collect itself: perf counter times, schedstat deltas, and the
-  // daemon's own health (CPU time, RSS, its BPF programs' run time).
+  // What the recorder does not collect itself: perf counter times, schedstat deltas, the CPU
+  // topology and sched_ext state, and the daemon's own health (CPU time, RSS, its BPF programs'
+  // run time).
   counter_times times(perf->sets);
   self_health health(&*prog);
+  machine_feed machine("/sys", [](std::string_view s) { note("{}", s); });
   rc.enrich = [&](store::interval_row &row) {
     times.add_to(row);
+    machine.add_to(row);
     if (schedstat) {
       schedstat->add_to(row);
     }

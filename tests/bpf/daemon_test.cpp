@@ -110,6 +110,38 @@ TEST_CASE_METHOD(test::db_dir, "-r records every interval including the last par
 }
 
 TEST_CASE_METHOD(test::db_dir,
+                 "a recording stores this boot's CPU topology and the per-CPU "
+                 "views carry each CPU's LLC and node",
+                 "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  test::daemon d({"--db", db, "-i", "1", "-r", "3"});
+  REQUIRE(d.wait_attached());
+  const auto rc = d.wait_exit(10000);
+  INFO(d.stderr_text());
+  REQUIRE(rc.has_value());
+  REQUIRE(*rc == 0);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  // One set for the boot, in force from the boot (since_ns 0), every online CPU in it.
+  const auto topo = query(db, "SELECT count(*), count(DISTINCT since_ns), min(since_ns), "
+                              "count(llc), min(t.boot_id = i.boot_id) FROM cpu_topology AS t, "
+                              "(SELECT boot_id FROM intervals LIMIT 1) AS i");
+  CHECK(as_int(topo[0][0]) == online);
+  CHECK(as_int(topo[0][1]) == 1);
+  CHECK(as_int(topo[0][2]) == 0);
+  CHECK(as_int(topo[0][3]) == online);
+  CHECK(as_int(topo[0][4]) == 1);
+  const auto rows = query(db, "SELECT count(*), count(llc), count(node) FROM cpu_sched_delay");
+  CHECK(as_int(rows[0][0]) > 0);
+  CHECK(as_int(rows[0][1]) == as_int(rows[0][0]));
+  // sched_ext: NULL where the kernel has none (this CI kernel), a state where it has.
+  const bool scx = std::filesystem::exists("/sys/kernel/sched_ext");
+  CHECK(as_int(query(db, "SELECT count(scx_state) FROM intervals")[0][0]) ==
+        (scx ? as_int(query(db, "SELECT count(*) FROM intervals")[0][0]) : 0));
+}
+
+TEST_CASE_METHOD(test::db_dir,
                  "a hostile comm recorded by BPF round-trips exactly through rsched-sql --csv",
                  "[root][bpf]") {
   if (!test::bpf_available()) {

@@ -4,6 +4,7 @@
 #include "rsched/rschedd/options.hpp"
 #include "rsched/rschedd/startup.hpp"
 
+#include "../topology/fake_sysfs.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -169,4 +170,70 @@ TEST_CASE("pressure_rows: the interval's threads' cgroups, their ancestors and t
   CHECK(rows[1].throttled_ns == 300);
   CHECK(rows[2].cgroup == "/a/b");
   CHECK(rows[2].full_ns == 1);
+}
+
+TEST_CASE("machine_feed: the topology with the first interval and after hotplug, sched_ext "
+          "every interval",
+          "[rschedd]") {
+  using rsched::topology::testing::fake_cpu;
+  rsched::topology::testing::fake_sysfs sys;
+  for (unsigned c = 0; c < 4; ++c) {
+    fake_cpu f;
+    f.package = 0;
+    f.core = static_cast<int>(c);
+    f.l3 = c < 2 ? "0-1" : "2-3";
+    sys.cpu(c, f);
+  }
+  sys.node(0, "0-3");
+  sys.write("devices/system/cpu/online", "0-3\n");
+  std::vector<std::string> notes;
+  machine_feed feed(sys.root(), [&](std::string_view s) { notes.emplace_back(s); });
+
+  rsched::store::interval_row first;
+  feed.add_to(first);
+  REQUIRE(first.topology.size() == 4);
+  CHECK(first.topology[1].llc == 0);
+  CHECK(first.topology[2].llc == 1);
+  CHECK(first.topology[3].node == 0);
+  CHECK(first.topology[3].core == 3);
+  CHECK_FALSE(first.sched_ext.has_value()); // no kernel/sched_ext: none
+
+  rsched::store::interval_row second;
+  feed.add_to(second);
+  CHECK(second.topology.empty()); // unchanged: not read again
+
+  // CPU 3 goes offline; a BPF scheduler is loaded.
+  sys.write("devices/system/cpu/cpu3/online", "0\n");
+  sys.write("devices/system/cpu/online", "0-2\n");
+  sys.write("kernel/sched_ext/state", "enabled\n");
+  sys.write("kernel/sched_ext/enable_seq", "1\n");
+  sys.write("kernel/sched_ext/root/ops", "scx_lavd\n");
+  rsched::store::interval_row third;
+  feed.add_to(third);
+  CHECK(third.topology.size() == 3);
+  REQUIRE(third.sched_ext.has_value());
+  CHECK(*third.sched_ext == rsched::store::sched_ext_row{"enabled", "scx_lavd", 1});
+
+  // Passed again about once a minute (the writer keeps it only if the file lacks it).
+  int resent = 0;
+  for (int i = 0; i < 60; ++i) {
+    rsched::store::interval_row r;
+    feed.add_to(r);
+    resent += r.topology.empty() ? 0 : 1;
+    if (!r.topology.empty()) {
+      CHECK(r.topology == third.topology);
+    }
+  }
+  CHECK(resent == 1);
+  CHECK(notes.empty());
+
+  // A broken sched_ext directory: one note, recording goes on without the state.
+  std::filesystem::remove(sys.root() / "kernel/sched_ext/state");
+  for (int i = 0; i < 3; ++i) {
+    rsched::store::interval_row r;
+    feed.add_to(r);
+    CHECK_FALSE(r.sched_ext.has_value());
+  }
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("sched_ext state not recorded") != std::string::npos);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // A synthetic history for the SQL function tests and the docs/SQL.md examples: known samples per
-// comm, a gap, a restart, an injected spike where comm "hog" has large delays, a hostile comm and
-// one annotation. All times are UTC on 2026-11-20.
+// comm, a gap, a restart, an injected spike where comm "hog" has large delays, a hostile comm, one
+// annotation, two CPUs with an LLC each, and a BPF scheduler enabled at 14:15 (with the
+// annotation rschedd writes for it). All times are UTC on 2026-11-20.
 #include "rsched/store/annotations.hpp"
 #include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
@@ -29,6 +30,7 @@ constexpr std::int64_t spike_end = t1403 + 30 * sec;
 constexpr std::int64_t gap_start = t1300 + 40 * minute; // [13:40, 13:45): not recording
 constexpr std::int64_t gap_end = t1300 + 45 * minute;
 constexpr std::int64_t history_end = t1300 + 90 * minute; // 14:30
+constexpr std::int64_t scx_start = t1300 + 75 * minute;   // 14:15: scx_lavd enabled
 constexpr std::int64_t interval = 10 * sec;
 inline const std::string hostile = "ev\"il,\n\x1b[31m'; DROP\t\xff"; // 15 bytes
 
@@ -162,6 +164,14 @@ inline void build(history &h) {
                      {"/batch.slice", spike ? interval / 2 : interval / 100, 0,
                       spike ? 8 * sec : sec / 10, 100, spike ? 40 : 0, spike ? 4 * sec : 0},
                      {"/web.slice", spike ? interval / 2 : interval / 50, 0, 3 * sec, {}, {}, {}}};
+    // Schema 9: CPUs 0 and 1 on one node with an LLC each (recorded with the first interval of
+    // each run), and the BPF scheduler scx_lavd enabled at 14:15 (rschedd's writer adds the
+    // annotation "sched_ext enabled: scx_lavd").
+    if (ts == t1300 || ts == gap_end) {
+      iv.topology = {{0, 0, 0, 0, 0, 0}, {1, 1, 0, 0, 1, 0}};
+    }
+    iv.sched_ext = ts < scx_start ? rsched::store::sched_ext_row{"disabled", "", 0}
+                                  : rsched::store::sched_ext_row{"enabled", "scx_lavd", 1};
     iv.final_interval = ts + interval == gap_start; // rschedd stopped before the gap
     // ... and was restarted after it without --delay-clock runqueue
     iv.delay_clock = ts < gap_start ? "runqueue" : "monotonic";

@@ -163,21 +163,46 @@ TEST_CASE("public views have exactly the documented columns", "[store]") {
   using v = std::vector<std::string>;
   CHECK(columns_of(r, "sched_delay") ==
         v{"ts", "dur", "tid", "pid", "comm", "cgroup", "count", "total_ns", "hist", "tier"});
+  // Schema 9: per-CPU views end with the CPU's LLC group and NUMA node.
   CHECK(columns_of(r, "cpu_sched_delay") ==
-        v{"ts", "dur", "cpu", "count", "total_ns", "hist", "tier"});
+        v{"ts", "dur", "cpu", "count", "total_ns", "hist", "tier", "llc", "node"});
+  CHECK(columns_of(r, "cpu_busy") ==
+        v{"ts", "dur", "cpu", "count", "total_ns", "hist", "tier", "llc", "node"});
   CHECK(columns_of(r, "runq_depth") ==
         v{"ts", "dur", "tid", "pid", "comm", "cgroup", "count", "hist", "tier"});
   for (const char *suffix : {"_1m", "_1h"}) {
     CHECK(columns_of(r, std::string("sched_delay") + suffix) == columns_of(r, "sched_delay"));
     CHECK(columns_of(r, std::string("timeslice") + suffix) == columns_of(r, "timeslice"));
+    CHECK(columns_of(r, std::string("cpu_sched_delay") + suffix) ==
+          columns_of(r, "cpu_sched_delay"));
   }
-  CHECK(columns_of(r, "intervals") ==
-        v{"id",          "start_ns",           "dur_ns",          "boot_id",
-          "flags",       "drops_task_state",   "drops_graveyard", "drops_stale_tid",
-          "drops_no_rq", "discarded_too_long", "groups",          "drops_perf_read",
-          "tier",        "collect_ns",         "write_ns",        "maint_ns",
-          "cpu_ns",      "rss_bytes",          "bpf_run_ns",      "bpf_run_cnt",
-          "delay_clock", "drops_segment"});
+  CHECK(columns_of(r, "intervals") == v{"id",
+                                        "start_ns",
+                                        "dur_ns",
+                                        "boot_id",
+                                        "flags",
+                                        "drops_task_state",
+                                        "drops_graveyard",
+                                        "drops_stale_tid",
+                                        "drops_no_rq",
+                                        "discarded_too_long",
+                                        "groups",
+                                        "drops_perf_read",
+                                        "tier",
+                                        "collect_ns",
+                                        "write_ns",
+                                        "maint_ns",
+                                        "cpu_ns",
+                                        "rss_bytes",
+                                        "bpf_run_ns",
+                                        "bpf_run_cnt",
+                                        "delay_clock",
+                                        "drops_segment",
+                                        "scx_state",
+                                        "scx_ops",
+                                        "scx_enable_seq"});
+  CHECK(columns_of(r, "cpu_topology") ==
+        v{"boot_id", "since_ns", "cpu", "core", "package", "die", "llc", "node"});
   // timeline: ts and dur (schema 6), then every column of intervals.
   auto timeline_cols = v{"ts", "dur"};
   for (const auto &c : columns_of(r, "intervals")) {

@@ -168,7 +168,8 @@ TEST_CASE("v2 and v3 tables and views have exactly the documented columns", "[st
               "total_ns", "voluntary_ns", "involuntary_ns"}));
   CHECK(columns_of(r, "sleep") == with({"count", "total_ns", "hist"}));
   CHECK(columns_of(r, "waking_delay") == with({"count", "total_ns", "hist"}));
-  CHECK(columns_of(r, "cpu_idle") == v{"ts", "dur", "cpu", "count", "total_ns", "hist", "tier"});
+  CHECK(columns_of(r, "cpu_idle") ==
+        v{"ts", "dur", "cpu", "count", "total_ns", "hist", "tier", "llc", "node"}); // llc, node: v9
   CHECK(columns_of(r, "migration") == with({"count", "cross_ccx", "cross_numa"}));
   CHECK(columns_of(r, "migration_rate") ==
         with({"seconds", "total", "hist", "cross_ccx_hist", "cross_numa_hist"}));
@@ -176,10 +177,11 @@ TEST_CASE("v2 and v3 tables and views have exactly the documented columns", "[st
         with({"user_cycles", "kernel_cycles", "user_instructions", "kernel_instructions"}));
   CHECK(columns_of(r, "perf_events") == with({"event", "value", "rate_hist"}));
   CHECK(columns_of(r, "perf_counter_time") ==
-        v{"ts", "dur", "cpu", "counter", "enabled_ns", "running_ns", "tier"});
-  CHECK(columns_of(r, "schedstat_cpu") == v{"ts", "dur", "cpu", "field", "delta", "tier"});
+        v{"ts", "dur", "cpu", "counter", "enabled_ns", "running_ns", "tier", "llc", "node"});
+  CHECK(columns_of(r, "schedstat_cpu") ==
+        v{"ts", "dur", "cpu", "field", "delta", "tier", "llc", "node"});
   CHECK(columns_of(r, "schedstat_domain") ==
-        v{"ts", "dur", "cpu", "domain", "name", "field", "delta", "tier"});
+        v{"ts", "dur", "cpu", "domain", "name", "field", "delta", "tier", "llc", "node"});
 
   CHECK(columns_of(r, "thread_migration") ==
         v{"interval_id", "thread_id", "count", "cross_ccx", "cross_numa"});

@@ -1,6 +1,7 @@
 // The per-interval additions of extras.hpp.
 #include "rsched/rschedd/extras.hpp"
 
+#include "rsched/collect/sched_ext.hpp"
 #include "rsched/schedstat/render.hpp"
 
 #include <algorithm>
@@ -191,6 +192,57 @@ void self_health::add_to(store::interval_row &row) {
     row.bpf_run_cnt = static_cast<std::int64_t>(bpf_now->run_cnt - bpf_prev_->run_cnt);
   }
   bpf_prev_ = bpf_now;
+}
+
+std::vector<store::cpu_topology_row> topology_rows(const topology::topology &t) {
+  std::vector<store::cpu_topology_row> out;
+  out.reserve(t.cpus.size());
+  for (const auto &c : t.cpus) {
+    out.push_back({c.cpu, c.core, c.package, c.die, c.llc, c.numa});
+  }
+  return out;
+}
+
+machine_feed::machine_feed(std::filesystem::path sysfs, std::function<void(std::string_view)> note)
+    : sysfs_(std::move(sysfs)), note_(std::move(note)) {}
+
+void machine_feed::add_to(store::interval_row &row) {
+  // The online mask: a CPU that came or went changes it (a missing file reads as "").
+  std::string online;
+  {
+    std::ifstream in(sysfs_ / "devices" / "system" / "cpu" / "online");
+    std::getline(in, online);
+  }
+  if (!online_ || online != *online_) {
+    auto t = topology::load(sysfs_);
+    if (t) {
+      rows_ = topology_rows(*t);
+      row.topology = rows_;
+      online_ = std::move(online);
+      since_sent_ = 0;
+      topology_noted_ = false;
+    } else if (!topology_noted_ && note_) {
+      note_("rschedd: CPU topology not recorded: " + t.err().msg + "\n");
+      topology_noted_ = true;
+    }
+  } else if (++since_sent_ >= resend_every) {
+    // Again now and then: the writer stores it only if the file lacks it (an interval whose
+    // write failed took it along).
+    row.topology = rows_;
+    since_sent_ = 0;
+  }
+  auto scx = collect::read_sched_ext(sysfs_);
+  if (!scx) {
+    if (!sched_ext_noted_ && note_) {
+      note_("rschedd: sched_ext state not recorded: " + scx.err().msg + "\n");
+      sched_ext_noted_ = true;
+    }
+    return;
+  }
+  sched_ext_noted_ = false;
+  if (*scx) {
+    row.sched_ext = store::sched_ext_row{(*scx)->state, (*scx)->ops, (*scx)->enable_seq};
+  }
 }
 
 } // namespace rsched::rschedd

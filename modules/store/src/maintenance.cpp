@@ -497,7 +497,8 @@ struct maintenance::impl {
           fmt::format("INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, drops_task_state, "
                       "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
                       "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
-                      "bpf_run_ns, bpf_run_cnt, delay_clock, drops_segment) "
+                      "bpf_run_ns, bpf_run_cnt, delay_clock, drops_segment, scx_state, "
+                      "scx_ops, scx_enable_seq) "
                       "SELECT ?4, sum(dur_ns), ?3, 0, sum(drops_task_state), sum(drops_graveyard), "
                       "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
                       "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
@@ -506,7 +507,12 @@ struct maintenance::impl {
                       // latency used two (an old interval's unknown clock counts as one)
                       "CASE WHEN count(DISTINCT CASE WHEN groups & 1 THEN "
                       "coalesce(delay_clock, '') END) > 1 THEN 'mixed' "
-                      "ELSE max(delay_clock) END, sum(drops_segment) "
+                      "ELSE max(delay_clock) END, sum(drops_segment), "
+                      // sched_ext: the one state and scheduler of the sources, or 'mixed'
+                      "CASE WHEN count(DISTINCT coalesce(scx_state, '')) > 1 THEN 'mixed' "
+                      "ELSE max(scx_state) END, "
+                      "CASE WHEN count(DISTINCT coalesce(scx_ops, '')) > 1 THEN 'mixed' "
+                      "ELSE max(scx_ops) END, max(scx_enable_seq) "
                       "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
                       "start_ns < ?5",
                       groups_or());

@@ -338,8 +338,30 @@ struct view_spec {
   std::string where; // "": none
 };
 
+// A view with columns after `tier` (", x AS y": schema v9's llc and node of per-CPU views).
+struct tailed_view {
+  view_spec v;
+  std::string tail;
+};
+
 constexpr const char *thread_cols = "i.start_ns AS ts, i.dur_ns AS dur, t.tid AS tid, t.pid AS "
                                     "pid, t.comm AS comm, t.cgroup AS cgroup";
+
+// Schema v9: the LLC group and NUMA node of the CPU `cpu` (an expression of the view) in the
+// topology in force at the row's start (cpu_topology: the latest set of the row's boot that
+// starts at or before it); NULL when none was recorded (intervals written before version 9)
+// or the CPU is not in it (offline then).
+std::string topology_tail(std::string_view cpu) {
+  std::string out;
+  for (const char *col : {"llc", "node"}) {
+    out += fmt::format(
+        ", (SELECT p.{0} FROM cpu_topology AS p WHERE p.boot_id = i.boot_id AND p.since_ns = "
+        "(SELECT max(q.since_ns) FROM cpu_topology AS q WHERE q.boot_id = i.boot_id AND "
+        "q.since_ns <= i.start_ns) AND p.cpu = {1}) AS {0}",
+        col, cpu);
+  }
+  return out;
+}
 
 // The view of a metric alone (registry: `view`): one row per thread or CPU and interval.
 view_spec metric_view(const metrics::def &d) {
@@ -563,8 +585,8 @@ std::vector<view_spec> v5_view_specs() {
   };
 }
 
-// CREATE VIEW statements of `v` for every tier.
-std::string create_views(const view_spec &v) {
+// CREATE VIEW statements of `v` for every tier, `tail` after the tier column.
+std::string create_views(const view_spec &v, std::string_view tail = {}) {
   const std::pair<const char *, const char *> variants[] = {
       {"", finest_tier}, {"_1m", "i.tier = 1"}, {"_1h", "i.tier = 2"}};
   std::string select = v.select;
@@ -574,8 +596,8 @@ std::string create_views(const view_spec &v) {
   std::string sql;
   for (const auto &[suffix, filter] : variants) {
     sql += fmt::format(
-        "CREATE VIEW {}{} AS\n  SELECT {}, i.tier AS tier\n  FROM {}\n  WHERE {}{}{};\n", v.name,
-        suffix, select, v.from, filter, v.where.empty() ? "" : " AND ", v.where);
+        "CREATE VIEW {}{} AS\n  SELECT {}, i.tier AS tier{}\n  FROM {}\n  WHERE {}{}{};\n", v.name,
+        suffix, select, tail, v.from, filter, v.where.empty() ? "" : " AND ", v.where);
   }
   return sql;
 }
@@ -626,6 +648,45 @@ CREATE TABLE thread_hist_pack(
 );
 CREATE VIRTUAL TABLE thread_hist USING rsched_thread_hist;
 )sql";
+
+// Schema v8 -> v9 (issue 18): each boot's CPU topology, so per-CPU views group by LLC and
+// NUMA node; the kernel's sched_ext state per interval.
+constexpr const char *upgrade_v8_to_v9_tables = R"sql(CREATE TABLE cpu_topology(
+  boot_id     TEXT NOT NULL,
+  since_ns    INTEGER NOT NULL,                  -- UTC ns the set is in force from; 0: the boot
+  cpu         INTEGER NOT NULL,
+  core        INTEGER,                           -- core_id (unique within a package); NULL unknown
+  package     INTEGER,                           -- physical_package_id
+  die         INTEGER,                           -- dense die/CCX id
+  llc         INTEGER,                           -- dense last-level-cache group id
+  node        INTEGER,                           -- NUMA node
+  PRIMARY KEY(boot_id, since_ns, cpu)
+) WITHOUT ROWID;
+ALTER TABLE intervals ADD COLUMN scx_state TEXT; -- /sys/kernel/sched_ext/state; NULL: no sched_ext
+ALTER TABLE intervals ADD COLUMN scx_ops TEXT;   -- the BPF scheduler (root/ops); NULL: none
+ALTER TABLE intervals ADD COLUMN scx_enable_seq INTEGER; -- enable_seq
+)sql";
+
+// The per-CPU views that schema v9 recreates with `llc` and `node` after `tier`: the CPU
+// metrics' views and the per-CPU views of other tables (as view_specs() has them).
+std::vector<tailed_view> v9_cpu_view_specs() {
+  std::vector<tailed_view> v;
+  for (const auto &d : metrics::registry) {
+    if (!d.view.empty() && d.where == metrics::scope::cpu) {
+      v.push_back({metric_view(d), topology_tail("c.cpu")});
+    }
+  }
+  const std::pair<const char *, const char *> others[] = {
+      {"perf_counter_time", "c.cpu"}, {"schedstat_cpu", "s.cpu"}, {"schedstat_domain", "d.cpu"}};
+  for (const auto &spec : view_specs()) {
+    for (const auto &[name, cpu] : others) {
+      if (spec.name == name) {
+        v.push_back({spec, topology_tail(cpu)});
+      }
+    }
+  }
+  return v;
+}
 
 std::string v3_views() {
   std::string sql;
@@ -796,6 +857,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 7) {
     return db_state::version7;
   }
+  if (*ver == 8) {
+    return db_state::version8;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -850,6 +914,34 @@ result<void> set_user_version(sqlite3 *db) {
 
 } // namespace
 
+namespace {
+// Schema v8 -> v9: the table and columns, then every per-CPU view the database has dropped and
+// created again with the topology columns (a CPU metric's view that it lacks is created by
+// insert_new_metrics, already with them).
+result<void> upgrade_v8_to_v9(sqlite3 *db) {
+  if (auto r = exec(db, upgrade_v8_to_v9_tables); !r) {
+    return r;
+  }
+  for (const auto &[v, tail] : v9_cpu_view_specs()) {
+    const std::string exists = fmt::format(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name = '{}'", v.name);
+    auto n = query_int(db, exists.c_str());
+    if (!n) {
+      return n.err();
+    }
+    if (*n == 0) {
+      continue;
+    }
+    const std::string sql = fmt::format("DROP VIEW {0};\nDROP VIEW {0}_1m;\nDROP VIEW {0}_1h;\n{1}",
+                                        v.name, create_views(v, tail));
+    if (auto r = exec(db, sql.c_str()); !r) {
+      return r;
+    }
+  }
+  return {};
+}
+} // namespace
+
 result<void> create(sqlite3 *db, const std::string &path) {
   // Retention deletes old rows; incremental auto-vacuum lets the daemon give the freed pages
   // back to the file system a few at a time. It must be chosen before the first table exists.
@@ -883,6 +975,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = exec(db, upgrade_v7_to_v8); !r) {
           return r;
         }
+        if (auto r = upgrade_v8_to_v9(db); !r) {
+          return r;
+        }
         if (auto r = insert_new_metrics(db); !r) {
           return r;
         }
@@ -903,7 +998,8 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
                            : from == db_state::version4 ? 4
                            : from == db_state::version5 ? 5
                            : from == db_state::version6 ? 6
-                                                        : 7;
+                           : from == db_state::version7 ? 7
+                                                        : 8;
   const std::string what = fmt::format("upgrading schema from version {}", from_version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
     if (state == db_state::version1) {
@@ -929,22 +1025,23 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
     // runqueue clock then).
     if (state != db_state::version4 && state != db_state::version5 && state != db_state::version6 &&
-        state != db_state::version7) {
+        state != db_state::version7 && state != db_state::version8) {
       if (auto r = exec(db, upgrade_v3_to_v4); !r) {
         return r;
       }
     }
-    if (state != db_state::version5 && state != db_state::version6 && state != db_state::version7) {
+    if (state != db_state::version5 && state != db_state::version6 && state != db_state::version7 &&
+        state != db_state::version8) {
       if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
         return r;
       }
     }
-    if (state != db_state::version6 && state != db_state::version7) {
+    if (state != db_state::version6 && state != db_state::version7 && state != db_state::version8) {
       if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
         return r;
       }
     }
-    if (state != db_state::version7) {
+    if (state != db_state::version7 && state != db_state::version8) {
       if (auto r = exec(db, upgrade_v6_to_v7); !r) {
         return r;
       }
@@ -957,6 +1054,16 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     if (*packed == 0) {
       if (auto r = exec(db, upgrade_v7_to_v8); !r) {
+        return r;
+      }
+    }
+    // The same for v9's table.
+    auto topo = query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cpu_topology'");
+    if (!topo) {
+      return topo.err();
+    }
+    if (*topo == 0) {
+      if (auto r = upgrade_v8_to_v9(db); !r) {
         return r;
       }
     }
@@ -994,7 +1101,9 @@ result<void> insert_new_metrics(sqlite3 *db) {
         fmt::format("INSERT INTO metric(id, name, unit, layout) VALUES({}, '{}', '{}', {});\n",
                     d.db_id, d.name, d.unit, static_cast<int>(d.layout));
     if (!d.view.empty()) {
-      sql += create_views(metric_view(d));
+      // A CPU metric's view has the topology columns (schema v9 made every per-CPU view so).
+      sql += create_views(metric_view(d),
+                          d.where == metrics::scope::cpu ? topology_tail("c.cpu") : std::string());
     }
     if (auto r = exec(db, sql.c_str()); !r) {
       return r;

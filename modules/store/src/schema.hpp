@@ -24,6 +24,7 @@ enum class db_state {
   version5, // schema version 5 (timeline without ts and dur): readable; the writer upgrades
   version6, // schema version 6 (annotation_summary with start_ns, end_ns): readable; upgraded
   version7, // schema version 7 (thread_hist a table): readable; upgraded
+  version8, // schema version 8 (no topology, no sched_ext): readable; upgraded
   current,  // an rsched database of schema_version
 };
 

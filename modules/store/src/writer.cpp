@@ -1,5 +1,6 @@
 #include "rsched/store/writer.hpp"
 
+#include "rsched/base/timefmt.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/store/hist_pack.hpp"
 
@@ -171,6 +172,13 @@ struct writer::impl {
   SQLite::Statement ins_cgroup;
   SQLite::Statement sel_cgroup;
   SQLite::Statement ins_cgroup_cpu;
+  // Schema v9: the boot's topology in force, replaced or added to; the sched_ext state of the
+  // interval before, and the annotation of a change.
+  SQLite::Statement sel_topology;
+  SQLite::Statement del_topology;
+  SQLite::Statement ins_topology;
+  SQLite::Statement sel_prev_scx;
+  SQLite::Statement ins_annotation;
   SQLite::Statement begin;
   SQLite::Statement commit;
   // Ids of rows that are committed: thread identity, perf event name, schedstat field name and
@@ -199,9 +207,9 @@ struct writer::impl {
                          "drops_task_state, drops_graveyard, drops_stale_tid, drops_no_rq, "
                          "discarded_too_long, groups, drops_perf_read, collect_ns, maint_ns, "
                          "cpu_ns, rss_bytes, bpf_run_ns, bpf_run_cnt, delay_clock, "
-                         "drops_segment) "
+                         "drops_segment, scx_state, scx_ops, scx_enable_seq) "
                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                         "?15, ?16, ?17, ?18, ?19)"),
+                         "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
         upd_write_ns(db, "UPDATE intervals SET write_ns = ?2 WHERE id = ?1"),
         ins_thread(db, "INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, "
                        "cgroup, last_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
@@ -244,6 +252,16 @@ struct writer::impl {
         ins_cgroup_cpu(db, "INSERT INTO cgroup_cpu(interval_id, cgroup_id, some_ns, full_ns, "
                            "usage_ns, periods, throttled, throttled_ns) "
                            "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        sel_topology(db, "SELECT cpu, core, package, die, llc, node FROM cpu_topology "
+                         "WHERE boot_id = ?1 AND since_ns = (SELECT max(since_ns) FROM "
+                         "cpu_topology WHERE boot_id = ?1) ORDER BY cpu"),
+        del_topology(db, "DELETE FROM cpu_topology WHERE boot_id = ?1 AND since_ns = ?2"),
+        ins_topology(db, "INSERT INTO cpu_topology(boot_id, since_ns, cpu, core, package, die, "
+                         "llc, node) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        sel_prev_scx(db, "SELECT boot_id, scx_state, scx_ops, scx_enable_seq FROM intervals "
+                         "WHERE tier = 0 AND start_ns < ?1 ORDER BY start_ns DESC LIMIT 1"),
+        ins_annotation(db, "INSERT INTO annotations(start_ns, end_ns, source, text, tags, "
+                           "created_ns) VALUES(?1, ?2, 'rschedd', ?3, 'sched_ext', ?4)"),
         begin(db, "BEGIN IMMEDIATE"), commit(db, "COMMIT") {}
 
   // Leaves the connection as it was before write(): statements reset, transaction rolled back.
@@ -277,6 +295,11 @@ struct writer::impl {
                     &ins_cgroup,
                     &sel_cgroup,
                     &ins_cgroup_cpu,
+                    &sel_topology,
+                    &del_topology,
+                    &ins_topology,
+                    &sel_prev_scx,
+                    &ins_annotation,
                     &begin,
                     &commit}) {
       s->tryReset();
@@ -690,8 +713,83 @@ struct writer::impl {
     insert_deltas(ins_schedstat_domain, interval_id, dom);
   }
 
+  // Schema v9: `iv.topology` when it is not the set in force for the boot. The boot's first set
+  // is in force from the boot (since_ns 0), a later one from this interval's start.
+  void write_topology(const interval_row &iv) {
+    if (iv.topology.empty()) {
+      return;
+    }
+    std::vector<cpu_topology_row> want = iv.topology;
+    std::sort(want.begin(), want.end(), [](const auto &a, const auto &b) { return a.cpu < b.cpu; });
+    std::vector<cpu_topology_row> have;
+    sel_topology.reset();
+    sel_topology.bindNoCopy(1, iv.boot_id);
+    const auto opt_int = [](const SQLite::Column &c) {
+      return c.isNull() ? -1 : static_cast<int>(c.getInt64());
+    };
+    while (sel_topology.executeStep()) {
+      have.push_back({static_cast<std::uint32_t>(sel_topology.getColumn(0).getInt64()),
+                      opt_int(sel_topology.getColumn(1)), opt_int(sel_topology.getColumn(2)),
+                      opt_int(sel_topology.getColumn(3)), opt_int(sel_topology.getColumn(4)),
+                      opt_int(sel_topology.getColumn(5))});
+    }
+    sel_topology.reset();
+    if (have == want) {
+      return;
+    }
+    const std::int64_t since = have.empty() ? 0 : iv.start_ns;
+    rerun(del_topology, iv.boot_id, since); // a set at the very same instant is replaced
+    for (const auto &c : want) {
+      ins_topology.reset();
+      ins_topology.bindNoCopy(1, iv.boot_id);
+      ins_topology.bind(2, since);
+      ins_topology.bind(3, std::int64_t{c.cpu});
+      const int vals[] = {c.core, c.package, c.die, c.llc, c.node};
+      for (int i = 0; i < 5; ++i) {
+        if (vals[i] < 0) {
+          ins_topology.bind(4 + i);
+        } else {
+          ins_topology.bind(4 + i, vals[i]);
+        }
+      }
+      ins_topology.exec();
+    }
+  }
+
+  // Schema v9: the annotation of a sched_ext change since the raw interval before this one, when
+  // it is of the same boot (enable_seq counts from the boot). Runs before the interval's insert.
+  void annotate_sched_ext(const interval_row &iv) {
+    if (!iv.sched_ext) {
+      return;
+    }
+    std::optional<sched_ext_row> before;
+    sel_prev_scx.reset();
+    sel_prev_scx.bind(1, iv.start_ns);
+    if (sel_prev_scx.executeStep() && sel_prev_scx.getColumn(0).getString() == iv.boot_id &&
+        !sel_prev_scx.getColumn(1).isNull()) {
+      before =
+          sched_ext_row{sel_prev_scx.getColumn(1).getString(),
+                        sel_prev_scx.getColumn(2).isNull() ? std::string()
+                                                           : sel_prev_scx.getColumn(2).getString(),
+                        sel_prev_scx.getColumn(3).getInt64()};
+    }
+    sel_prev_scx.reset();
+    const std::string text = sched_ext_change(before ? &*before : nullptr, *iv.sched_ext);
+    if (text.empty()) {
+      return;
+    }
+    // The change happened between the previous read and this one: the interval is its span.
+    ins_annotation.reset();
+    ins_annotation.bind(1, iv.start_ns);
+    ins_annotation.bind(2, iv.start_ns + iv.dur_ns);
+    ins_annotation.bindNoCopy(3, text);
+    ins_annotation.bind(4, timefmt::realtime_now_ns());
+    ins_annotation.exec();
+  }
+
   void write_tx(const interval_row &iv) {
     run(begin);
+    annotate_sched_ext(iv);
 
     ins_interval.reset();
     ins_interval.bind(1, iv.start_ns);
@@ -720,6 +818,19 @@ struct writer::impl {
       ins_interval.bindNoCopy(18, iv.delay_clock);
     }
     ins_interval.bind(19, to_i64(iv.drops[RSCHED_DROP_SEGMENT]));
+    if (iv.sched_ext) {
+      ins_interval.bindNoCopy(20, iv.sched_ext->state);
+      if (iv.sched_ext->ops.empty()) {
+        ins_interval.bind(21);
+      } else {
+        ins_interval.bindNoCopy(21, iv.sched_ext->ops);
+      }
+      ins_interval.bind(22, iv.sched_ext->enable_seq);
+    } else {
+      for (int i = 20; i <= 22; ++i) {
+        ins_interval.bind(i);
+      }
+    }
     ins_interval.exec();
     const std::int64_t interval_id = db.getLastInsertRowid();
     sums().begin(interval_id, iv.boot_id, iv.start_ns);
@@ -778,6 +889,7 @@ struct writer::impl {
     write_counter_times(interval_id, iv);
     write_schedstat(interval_id, iv, tx);
     write_cgroup_cpu(interval_id, iv, tx);
+    write_topology(iv);
 
     run(commit);
     sums().commit();

@@ -150,3 +150,38 @@ result<void> validate(const interval_row &iv) {
 }
 
 } // namespace rsched::store::detail
+
+namespace rsched::store {
+
+std::string sched_ext_change(const sched_ext_row *before, const sched_ext_row &after) {
+  if (before == nullptr) {
+    return {};
+  }
+  const auto active = [](const sched_ext_row &x) { return x.state == "enabled"; };
+  const auto name = [](const sched_ext_row &x) {
+    return x.ops.empty() ? std::string("(unnamed)") : x.ops;
+  };
+  const bool was = active(*before);
+  const bool is = active(after);
+  if (!was && is) {
+    return "sched_ext enabled: " + name(after);
+  }
+  if (was && !is) {
+    return "sched_ext disabled (was " + name(*before) + ")";
+  }
+  if (was && before->ops != after.ops) {
+    return "sched_ext: " + name(after) + " replaced " + name(*before);
+  }
+  if (before->enable_seq != after.enable_seq) {
+    if (is) {
+      return "sched_ext re-enabled: " + name(after);
+    }
+    // Between two reads that both saw it disabled (not a read in the middle of a transition).
+    if (before->state == "disabled" && after.state == "disabled") {
+      return "sched_ext enabled and disabled again";
+    }
+  }
+  return {};
+}
+
+} // namespace rsched::store

@@ -10,6 +10,7 @@
 #include "rsched/schedstat/delta.hpp"
 #include "rsched/schedstat/schedstat.hpp"
 #include "rsched/store/records.hpp"
+#include "rsched/topology/topology.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -108,6 +109,31 @@ private:
   std::int64_t cpu_prev_ = 0;
   std::optional<bpf::program::run_totals> bpf_prev_;
 };
+
+// The machine around the threads (schema v9): the CPU topology with a run's first interval and
+// again after a CPU came or went (devices/system/cpu/online, one small file, is compared every
+// interval; the topology itself is read only then, and passed again every minute or so, which
+// the writer stores only if the file lacks it), and the sched_ext state every interval
+// (nothing where the kernel has none). A read that fails is noted once and skipped.
+class machine_feed {
+public:
+  explicit machine_feed(std::filesystem::path sysfs = "/sys",
+                        std::function<void(std::string_view)> note = {});
+  void add_to(store::interval_row &row);
+
+private:
+  std::filesystem::path sysfs_;
+  std::function<void(std::string_view)> note_;
+  static constexpr unsigned resend_every = 60; // intervals
+  std::optional<std::string> online_; // the online mask the last topology sent was read with
+  std::vector<store::cpu_topology_row> rows_; // that topology
+  unsigned since_sent_ = 0;
+  bool topology_noted_ = false;
+  bool sched_ext_noted_ = false;
+};
+
+// The store's rows of a topology (unknown ids stay -1).
+std::vector<store::cpu_topology_row> topology_rows(const topology::topology &t);
 
 // rschedd's resident set size in bytes (/proc/self/statm), nullopt when it cannot be read.
 std::optional<std::int64_t> self_rss_bytes();

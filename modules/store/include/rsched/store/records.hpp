@@ -13,7 +13,7 @@
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 8;
+inline constexpr int schema_version = 9;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // A histogram-valued metric's value; its id in thread_hist.metric / cpu_hist.metric is the
@@ -116,6 +116,35 @@ struct cpu_row {
   metrics::cpu_set m; // every CPU metric of the registry, by id
 };
 
+// Schema v9: one online CPU's place in the machine (rsched/topology/topology.hpp, as plain
+// numbers: the store knows nothing of sysfs). -1 unknown.
+struct cpu_topology_row {
+  std::uint32_t cpu = 0;
+  int core = -1;    // topology/core_id (unique only within a package)
+  int package = -1; // physical_package_id
+  int die = -1;     // dense die/CCX id
+  int llc = -1;     // dense last-level-cache group id
+  int node = -1;    // NUMA node
+  friend bool operator==(const cpu_topology_row &, const cpu_topology_row &) = default;
+};
+
+// Schema v9: the kernel's sched_ext state (/sys/kernel/sched_ext), read at an interval's end.
+struct sched_ext_row {
+  std::string state; // "enabled", "disabled", "enabling", "disabling", ... as the kernel says
+  std::string ops;   // the loaded BPF scheduler's name (root/ops), "" none
+  std::int64_t enable_seq = 0; // how many times a BPF scheduler was enabled since boot
+  friend bool operator==(const sched_ext_row &, const sched_ext_row &) = default;
+};
+
+// The annotation text for a sched_ext change from `before` (the state at the previous interval
+// of the same boot; nullptr: not known) to `after`, "" when there is none to mark: a scheduler
+// enabled ("sched_ext enabled: scx_lavd"), disabled ("sched_ext disabled (was scx_lavd)"),
+// replaced by another ("sched_ext: scx_bpfland replaced scx_lavd"), enabled again
+// ("sched_ext re-enabled: scx_lavd"), or enabled and disabled between two reads
+// ("sched_ext enabled and disabled again"). Only "enabled" counts as active: a transition state
+// (enabling, disabling) is marked once the kernel reports where it went.
+std::string sched_ext_change(const sched_ext_row *before, const sched_ext_row &after);
+
 struct interval_row {
   std::int64_t start_ns = 0;   // UTC wall clock (CLOCK_REALTIME) ns at the start of the interval
   std::int64_t dur_ns = 0;     // length (CLOCK_MONOTONIC) ns
@@ -151,6 +180,14 @@ struct interval_row {
   // Schema v5: CPU pressure and throttling of the cgroups that had activity, their ancestors
   // and the system ("/").
   std::vector<cgroup_cpu_row> cgroup_cpu;
+
+  // Schema v9: the CPU topology as read at this interval (rschedd passes it with the first
+  // interval of a run and after a CPU came or went; empty: unchanged). The writer stores it
+  // only when it differs from the one in force for the boot (table cpu_topology).
+  std::vector<cpu_topology_row> topology;
+  // Schema v9: sched_ext (nullopt: the kernel has none, NULL columns). A change from the
+  // previous interval of the database is also written as an annotation (source "rschedd").
+  std::optional<sched_ext_row> sched_ext;
 };
 
 } // namespace rsched::store
