@@ -20,7 +20,7 @@ struct sched_ext_state {
 
 // nullopt when the kernel has no sched_ext (no <sysfs_root>/kernel/sched_ext directory). Each
 // value is a file's text without its trailing newline, exact bytes otherwise (ops is whatever
-// name the scheduler gave itself). A missing `enable_seq` (kernels before 6.13) reads 0 and a
+// name the scheduler gave itself). A missing `enable_seq` (older kernels) reads 0 and a
 // missing `root/ops` none; a missing `state`, a file that cannot be read, or an enable_seq that
 // is not a number is an error naming the path.
 result<std::optional<sched_ext_state>>
