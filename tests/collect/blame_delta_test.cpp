@@ -20,7 +20,7 @@ culprit who(std::uint32_t tgid, const char *comm, std::uint64_t cgroup = 1) {
 
 blame_slot slot(std::uint32_t gen, const culprit &c, std::uint64_t ns, std::uint64_t waits,
                 std::uint64_t preempts = 0) {
-  return {gen, c, {ns, waits, preempts}};
+  return {gen, c, {ns, waits, preempts}, 0, {}};
 }
 
 } // namespace

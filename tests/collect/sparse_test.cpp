@@ -65,7 +65,7 @@ TEST_CASE("deltas leave metrics and blame slots without news unwritten", "[colle
   CHECK_FALSE(d.blame.slots.allocated());
 
   // A blame slot with new counts is the only one written.
-  cur.blame.slots[3] = {1, {7, 1, {}}, {500, 1, 0}};
+  cur.blame.slots[3] = {1, {7, 1, {}}, {500, 1, 0}, 0, {}};
   const auto b = collect::delta(cur, prev);
   REQUIRE(b.blame.slots.allocated());
   CHECK(b.blame.slots[3].n == collect::blame_counts{500, 1, 0});

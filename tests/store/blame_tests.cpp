@@ -57,12 +57,16 @@ TEST_CASE_METHOD(new_db, "blame rows: the views, names of pseudo-culprits, sums 
   iv.threads[1].blame.push_back(culprit(67, "a,\"b\"\x1b[2J", "", 0, 0, 1));
   write_ok(w, iv);
   auto r = open_reader(path);
+  // Schema 9: where and how the culprit and the waiting thread were scheduled, after tier.
   CHECK(columns_of(r, "delay_blame") ==
         std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "by_pid", "by_comm",
-                                 "by_cgroup", "wait_ns", "count", "tier"});
-  CHECK(columns_of(r, "preemption") == std::vector<std::string>{"ts", "dur", "tid", "pid", "comm",
-                                                                "cgroup", "by_pid", "by_comm",
-                                                                "by_cgroup", "count", "tier"});
+                                 "by_cgroup", "wait_ns", "count", "tier", "by_cpu", "by_policy",
+                                 "by_prio", "policy", "prio"});
+  CHECK(columns_of(r, "preemption") ==
+        std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "by_pid", "by_comm",
+                                 "by_cgroup", "count", "tier", "by_cpu", "by_policy", "by_prio",
+                                 "policy", "prio"});
+  CHECK(columns_of(r, "delay_blame_1m") == columns_of(r, "delay_blame"));
   // Per thread, the parts add up to sched_delay.total_ns.
   auto eq = run(r, "SELECT d.tid, d.total_ns, (SELECT sum(wait_ns) FROM delay_blame AS b WHERE "
                    "b.tid = d.tid AND b.ts = d.ts) FROM sched_delay AS d ORDER BY d.tid");
@@ -464,4 +468,99 @@ TEST_CASE_METHOD(new_db, "annotation_summary reads each annotation's own span, p
   CHECK(run_error(r, "SELECT annotation_margin(-1)").find("negative") != std::string::npos);
   CHECK(run_error(r, "SELECT annotation_margin('soon')").find("invalid duration") !=
         std::string::npos);
+}
+
+TEST_CASE("priority inversion: a higher class's low-priority task outranking a thread raised "
+          "in its own",
+          "[store][blame]") {
+  using rsched::store::priority_inversion;
+  // (policy, task->prio): SCHED_NORMAL 0 with prio 120 + nice, SCHED_FIFO 1 with 99 - rt prio.
+  CHECK(priority_inversion(0, 100, 1, 98));        // nice -20 behind FIFO 1: the staged case
+  CHECK(priority_inversion(7, 100, 1, 98));        // sched_ext counts as the fair class
+  CHECK(priority_inversion(0, 110, 2, 51));        // nice -10 behind RR 48
+  CHECK_FALSE(priority_inversion(0, 110, 1, 24));  // nice -10 behind FIFO 75: meant higher
+  CHECK_FALSE(priority_inversion(0, 120, 1, 98));  // nice 0 asked for nothing
+  CHECK_FALSE(priority_inversion(0, 100, 1, 0));   // behind FIFO 99
+  CHECK_FALSE(priority_inversion(0, 139, 1, 98));  // nice 19 asked for nothing
+  CHECK_FALSE(priority_inversion(5, 120, 1, 98));  // SCHED_IDLE asked for nothing
+  CHECK_FALSE(priority_inversion(0, 100, 0, 139)); // one class: the kernel weighs nice itself
+  CHECK_FALSE(priority_inversion(1, 0, 1, 98));
+  CHECK_FALSE(priority_inversion(1, 49, 6, 0)); // deadline tasks are meant to meet deadlines
+  CHECK(priority_inversion(1, 0, 6, 0) == false);
+  CHECK_FALSE(priority_inversion(0, 100, -1, -1)); // not known
+  CHECK_FALSE(priority_inversion(-1, -1, 1, 98));
+}
+
+TEST_CASE("inversions(): episodes of a raised thread waiting behind a low real-time task",
+          "[store][blame]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  const auto batch = [](std::uint64_t ns, int cpu) {
+    blame_row b = culprit(88, "batch", "/batch", ns, 3);
+    b.cpu = cpu;
+    b.policy = 1; // SCHED_FIFO priority 1
+    b.prio = 98;
+    b.waiter_policy = 0; // nice -20
+    b.waiter_prio = 100;
+    return b;
+  };
+  const auto web = [] { // the same thread behind a nice 0 thread: not an inversion
+    blame_row b = culprit(99, "web", "/web", 9'000'000, 4);
+    b.cpu = 0;
+    b.policy = 0;
+    b.prio = 120;
+    b.waiter_policy = 0;
+    b.waiter_prio = 100;
+    return b;
+  };
+  {
+    auto w = open_writer(path);
+    w.set_retention(forever());
+    // Intervals 0, 1, 2 and 4 (one without it in between): one episode; 8: another.
+    for (int k = 0; k < 12; ++k) {
+      auto t = make_thread(5, "ui\x1b[1m", {1'000'000});
+      if (k <= 2 || k == 4) {
+        t.blame = {batch(10'000'000, 1), web(), pseudo(culprit_kind::idle, 100'000, 1)};
+      } else if (k == 8) {
+        t.blame = {batch(5'000'000, 0)};
+      } else {
+        t.blame = {web()};
+      }
+      write_ok(w, make_interval(t0 + k * 10 * sec, {t}));
+      REQUIRE(w.maintain(t0 + (k + 1) * 10 * sec).ok());
+    }
+  }
+  auto r = open_reader(path);
+  const auto all = run(r, "SELECT ts, dur, end_ts, tid, pid, comm, policy, prio, by_pid, by_comm, "
+                          "by_policy, by_prio, cpu, wait_ns, waits, intervals FROM inversions()");
+  REQUIRE(all.rows.size() == 2);
+  const auto &e = all.rows[0];
+  CHECK(as_int(e[0]) == t0);
+  CHECK(as_int(e[1]) == 50 * sec);
+  CHECK(as_int(e[2]) == t0 + 50 * sec);
+  CHECK(as_int(e[3]) == 5);
+  CHECK(as_text(e[5]) == "ui\x1b[1m");
+  CHECK(as_int(e[6]) == 0);
+  CHECK(as_int(e[7]) == 100);
+  CHECK(as_int(e[8]) == 88);
+  CHECK(as_text(e[9]) == "batch");
+  CHECK(as_int(e[10]) == 1);
+  CHECK(as_int(e[11]) == 98);
+  CHECK(as_int(e[12]) == 1);
+  CHECK(as_int(e[13]) == 40'000'000);
+  CHECK(as_int(e[14]) == 12);
+  CHECK(as_int(e[15]) == 4);
+  CHECK(as_int(all.rows[1][0]) == t0 + 80 * sec);
+  CHECK(as_int(all.rows[1][12]) == 0);
+  CHECK(as_int(all.rows[1][13]) == 5'000'000);
+  // min_wait leaves the short one out; a window takes the intervals overlapping it.
+  CHECK(scalar_int(r, "SELECT count(*) FROM inversions(NULL, NULL, '20ms')") == 1);
+  CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM inversions({}, {})", t0 + 75 * sec,
+                                  t0 + 200 * sec)) == 1);
+  // The views have the columns too; rollup rows keep no priorities.
+  CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame WHERE by_comm = 'batch' AND by_prio = 98 "
+                      "AND policy = 0 AND prio = 100 AND tier = 0") == 5);
+  CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame_1m WHERE by_prio IS NOT NULL") == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame WHERE by_comm = '<idle>' AND by_prio IS "
+                      "NULL") == 4);
 }

@@ -98,6 +98,17 @@ inline void blame(rsched::store::thread_row &t, bool spike) {
     return b;
   };
   const std::uint64_t main = total * 9 / 10;
+  // Schema 9: how each side was scheduled. web runs at nice -5 (prio 115), db at nice 0, and
+  // hog is a SCHED_FIFO priority 1 batch job (prio 98) on CPU 0: web waiting behind it is a
+  // priority inversion; db behind it is not (nothing was asked for db).
+  const auto sched = [&t](blame_row &b) {
+    const bool hog_runs = b.comm == "hog";
+    b.cpu = hog_runs ? 0 : 1;
+    b.policy = hog_runs ? 1 : 0;
+    b.prio = hog_runs ? 98 : b.comm == "web" ? 115 : 120;
+    b.waiter_policy = t.comm == "hog" ? 1 : 0;
+    b.waiter_prio = t.comm == "hog" ? 98 : t.comm == "web" ? 115 : 120;
+  };
   if (t.comm == "web" || t.comm == "db") {
     if (spike) {
       t.blame = {process(30, "hog", "/batch.slice", main, n, t.comm == "web" ? 30 : 0),
@@ -112,6 +123,11 @@ inline void blame(rsched::store::thread_row &t, bool spike) {
   } else if (t.comm == "hog") {
     t.blame = {process(10, "web", "/web.slice", main, n, 0),
                pseudo(culprit_kind::unknown, total - main, 1)};
+  }
+  for (auto &b : t.blame) {
+    if (b.kind == culprit_kind::process) {
+      sched(b);
+    }
   }
 }
 

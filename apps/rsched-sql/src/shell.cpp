@@ -1031,6 +1031,7 @@ std::vector<std::string> completions(std::string_view before, std::string_view w
                                                     "coverage",
                                                     "gaps",
                                                     "blame",
+                                                    "inversions",
                                                     "bucket",
                                                     "annotation_margin",
                                                     "fmt_time",

@@ -168,6 +168,9 @@ struct rsched_runner {
 	char comm[RSCHED_COMM_LEN];
 	__u32 tgid; /* 0 with tid 0: the idle task */
 	__u32 tid;  /* the first thread of the run (a run of one culprit's threads is one entry) */
+	__u8 policy; /* that thread's task->policy and task->prio + 1 (priority inversion) */
+	__u8 prio1;
+	__u8 pad[6];
 };
 
 struct rsched_runners {
@@ -555,7 +558,7 @@ enum {
 /* Charges `ns` of a thread's wait to runner `e`; `seen` marks the culprits already counted in
  * this wait (each one's `waits` counts the wait once). */
 static __always_inline void blame_add(struct rsched_task_state *st, const struct rsched_runner *e,
-				      __u64 ns, __u32 *seen)
+				      __u64 ns, __u32 *seen, __u32 cpu)
 {
 	struct rsched_blame *b = &st->blame;
 
@@ -577,6 +580,9 @@ static __always_inline void blame_add(struct rsched_task_state *st, const struct
 		return;
 	}
 	__u32 k = (__u32)i & (RSCHED_BLAME_SLOTS - 1);
+	b->cpu[k] = (__u16)cpu;
+	b->policy[k] = e->policy;
+	b->prio1[k] = e->prio1;
 	b->slot[k].wait_ns += ns;
 	if (!(*seen & (1u << k))) {
 		*seen |= 1u << k;
@@ -594,7 +600,7 @@ struct blame_walk {
 	__u32 head;	  /* the ring's head at the switch-in; entry k is ring[head - 1 - k] */
 	__u32 seen;
 	__u32 skip; /* entries walked before this loop (the loop's index counts from 0) */
-	__u32 pad;
+	__u32 cpu;  /* the CPU whose runners these are */
 };
 
 /* Entry `k + w->skip` of the walk. The loop index, not a counter in `w`, selects the entry: the
@@ -609,7 +615,7 @@ static __always_inline long blame_step_at(__u32 k, struct blame_walk *w)
 		return 1; /* nothing older */
 	__u64 from = ts > w->start ? ts : w->start;
 	if (w->end > from) {
-		blame_add(w->st, e, w->end - from, &w->seen);
+		blame_add(w->st, e, w->end - from, &w->seen, w->cpu);
 		w->attributed += w->end - from;
 	}
 	if (ts <= w->start)
@@ -635,7 +641,7 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
 				       __u64 delta, __u32 cpu)
 {
 	struct rsched_blame *b = &st->blame;
-	struct blame_walk w = {.st = st, .start = t0, .end = t1};
+	struct blame_walk w = {.st = st, .start = t0, .end = t1, .cpu = cpu};
 	__u32 zero = 0;
 
 	if (st->wait_cpu == cpu) {
@@ -659,7 +665,7 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
  * idle task (next_tid 0) or a thread of process `tgid` running as `nst`'s attribution took the
  * CPU. */
 static __always_inline void blame_preempt(struct rsched_task_state *st, __u32 next_tid, __u32 tgid,
-					  struct rsched_task_state *nst)
+					  struct rsched_task_state *nst, __u8 policy, __u8 prio1)
 {
 	struct rsched_blame *b = &st->blame;
 
@@ -672,10 +678,15 @@ static __always_inline void blame_preempt(struct rsched_task_state *st, __u32 ne
 		return;
 	}
 	int i = blame_slot(st, tgid, nst->cgroup_id, nst->comm);
-	if (i < 0)
+	if (i < 0) {
 		b->other_preempts++;
-	else
-		b->slot[(__u32)i & (RSCHED_BLAME_SLOTS - 1)].preempts++;
+	} else {
+		__u32 k = (__u32)i & (RSCHED_BLAME_SLOTS - 1);
+		b->slot[k].preempts++;
+		b->cpu[k] = (__u16)bpf_get_smp_processor_id();
+		b->policy[k] = policy;
+		b->prio1[k] = prio1;
+	}
 }
 
 /* Records this CPU's runner from `ts` on: the idle task (tid 0), or thread `tid` of process
@@ -683,7 +694,7 @@ static __always_inline void blame_preempt(struct rsched_task_state *st, __u32 ne
  * under one comm and cgroup) share an entry: a wait behind a thousand short threads of one
  * process is one piece, and the ring reaches back further. */
 static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 cgroup,
-					const char *comm)
+					const char *comm, __u8 policy, __u8 prio1)
 {
 	__u32 zero = 0;
 	struct rsched_runners *r = bpf_map_lookup_elem(&runners, &zero);
@@ -710,6 +721,8 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 	e->tgid = tgid;
 	e->cgroup_id = cgroup;
 	__builtin_memcpy(e->comm, comm, RSCHED_COMM_LEN);
+	e->policy = policy;
+	e->prio1 = prio1;
 	r->head = h + 1;
 }
 
@@ -720,16 +733,18 @@ static __always_inline void push_next(__u64 ts, struct task_struct *next, __u32 
 	__u64 name[2] = {};
 
 	if (!next_tid) {
-		push_runner(ts, 0, 0, 0, (const char *)name);
+		push_runner(ts, 0, 0, 0, (const char *)name, 0, 0);
 		return;
 	}
 	__u32 tgid = (__u32)READ(btf, next, tgid);
+	__u8 policy = (__u8)READ(btf, next, policy);
+	__u8 prio1 = (__u8)(READ(btf, next, prio) + 1);
 	if (nst) {
-		push_runner(ts, next_tid, tgid, nst->cgroup_id, nst->comm);
+		push_runner(ts, next_tid, tgid, nst->cgroup_id, nst->comm, policy, prio1);
 		return;
 	}
 	comm_of((char *)name, next, btf);
-	push_runner(ts, next_tid, tgid, cgroup_of(next, btf), (const char *)name);
+	push_runner(ts, next_tid, tgid, cgroup_of(next, btf), (const char *)name, policy, prio1);
 }
 
 /* The monotonic clock of this event, read on first use. */
@@ -792,7 +807,9 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				st->sleep_ns = runnable ? 0 : NOW();
 			if (ON(RSCHED_G_BLAME) && runnable) {
 				blame_preempt(st, next_tid,
-					      next_tid ? (__u32)READ(btf, next, tgid) : 0, nst);
+					      next_tid ? (__u32)READ(btf, next, tgid) : 0, nst,
+					      (__u8)READ(btf, next, policy),
+					      (__u8)(READ(btf, next, prio) + 1));
 				mark_dirty(st, prev, btf);
 			}
 		}
@@ -847,8 +864,11 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			count_drop(RSCHED_DROP_TOO_LONG);
 		} else {
 			add_delay(&st->delay, delta, &st->used, RSCHED_USED_DELAY);
-			if (ON(RSCHED_G_BLAME))
+			if (ON(RSCHED_G_BLAME)) {
+				st->blame.waiter_policy = (__u8)READ(btf, next, policy);
+				st->blame.waiter_prio1 = (__u8)(READ(btf, next, prio) + 1);
 				blame_wait(st, t0, arrive, delta, bpf_get_smp_processor_id());
+			}
 			mark_dirty(st, next, btf);
 			if (cs)
 				add_delay(&cs->delay, delta, NULL, 0);

@@ -95,10 +95,13 @@ void from_abi(const rsched_blame &b, blame_state &out) {
     s.who.cgroup_id = k.cgroup_id;
     std::memcpy(s.who.comm.data(), k.comm, s.who.comm.size());
     s.n = {k.wait_ns, k.waits, k.preempts};
+    s.cpu = b.cpu[i];
+    s.prio = {b.policy[i], b.prio1[i]};
   }
   out.idle = {b.idle_ns, b.idle_waits, b.idle_preempts};
   out.unknown = {b.unknown_ns, b.unknown_waits, 0};
   out.other = {b.other_ns, b.other_waits, b.other_preempts};
+  out.waiter = {b.waiter_policy, b.waiter_prio1};
 }
 
 thread_sample from_abi(const rsched_task_record &r) {
@@ -148,9 +151,10 @@ blame_state delta(const blame_state &cur, const blame_state &prev) {
     // A slot that took a new culprit since the previous read restarted from 0.
     const blame_counts n = c.gen == p.gen ? sub(c.n, p.n) : c.n;
     if (!n.empty()) {
-      d.slots[i] = {c.gen, c.who, n};
+      d.slots[i] = {c.gen, c.who, n, c.cpu, c.prio};
     }
   }
+  d.waiter = cur.waiter;
   d.idle = sub(cur.idle, prev.idle);
   d.unknown = sub(cur.unknown, prev.unknown);
   d.other = sub(cur.other, prev.other);
@@ -176,6 +180,8 @@ void accumulate(blame_state &into, const blame_state &d) {
     }
     if (same != nullptr) {
       same->n += s.n;
+      same->cpu = s.cpu; // the later tick's
+      same->prio = s.prio;
     } else if (free != nullptr) {
       *free = s;
     } else {
@@ -185,6 +191,9 @@ void accumulate(blame_state &into, const blame_state &d) {
   into.idle += d.idle;
   into.unknown += d.unknown;
   into.other += d.other;
+  if (d.waiter.known()) {
+    into.waiter = d.waiter; // the later tick's
+  }
 }
 
 namespace {

@@ -16,12 +16,15 @@ namespace {
 void add_blame(acc_thread &a, const collect::blame_state &b) {
   for (const auto &s : b.slots) {
     if (!s.n.empty()) {
-      a.culprits[s.who] += s.n;
+      a.culprits[s.who] += {s.n, s.cpu, s.prio};
     }
   }
   a.idle += b.idle;
   a.unknown += b.unknown;
   a.other += b.other;
+  if (b.waiter.known()) {
+    a.waiter = b.waiter;
+  }
 }
 
 } // namespace
@@ -99,6 +102,9 @@ void merge_into(acc_thread &into, const acc_thread &a) {
   into.idle += a.idle;
   into.unknown += a.unknown;
   into.other += a.other;
+  if (a.waiter.known()) {
+    into.waiter = a.waiter;
+  }
 }
 
 // The blame rows of a thread: the store::max_culprits culprits with the most wait (then
@@ -108,18 +114,19 @@ void add_blame_rows(store::thread_row &r, const acc_thread &a,
   if (a.culprits.empty() && a.idle.empty() && a.unknown.empty() && a.other.empty()) {
     return;
   }
-  std::vector<std::pair<const collect::culprit *, collect::blame_counts>> order;
+  std::vector<std::pair<const collect::culprit *, const acc_thread::culprit_acc *>> order;
   order.reserve(a.culprits.size());
-  for (const auto &[who, n] : a.culprits) {
-    order.emplace_back(&who, n);
+  for (const auto &[who, c] : a.culprits) {
+    order.emplace_back(&who, &c);
   }
   std::stable_sort(order.begin(), order.end(), [](const auto &x, const auto &y) {
-    return std::tie(x.second.wait_ns, x.second.preempts, x.second.waits) >
-           std::tie(y.second.wait_ns, y.second.preempts, y.second.waits);
+    return std::tie(x.second->n.wait_ns, x.second->n.preempts, x.second->n.waits) >
+           std::tie(y.second->n.wait_ns, y.second->n.preempts, y.second->n.waits);
   });
   collect::blame_counts other = a.other;
   for (std::size_t i = 0; i < order.size(); ++i) {
-    const auto &[who, n] = order[i];
+    const auto &[who, c] = order[i];
+    const collect::blame_counts &n = c->n;
     if (i >= store::max_culprits) {
       other += n;
       continue;
@@ -132,6 +139,15 @@ void add_blame_rows(store::thread_row &r, const acc_thread &a,
     b.wait_ns = n.wait_ns;
     b.waits = n.waits;
     b.preempts = n.preempts;
+    if (c->prio.known()) {
+      b.cpu = c->cpu;
+      b.policy = c->prio.policy;
+      b.prio = c->prio.prio1 - 1;
+    }
+    if (a.waiter.known()) {
+      b.waiter_policy = a.waiter.policy;
+      b.waiter_prio = a.waiter.prio1 - 1;
+    }
   }
   const std::pair<store::culprit_kind, collect::blame_counts> pseudo[] = {
       {store::culprit_kind::idle, a.idle},

@@ -665,7 +665,18 @@ constexpr const char *upgrade_v8_to_v9_tables = R"sql(CREATE TABLE cpu_topology(
 ALTER TABLE intervals ADD COLUMN scx_state TEXT; -- /sys/kernel/sched_ext/state; NULL: no sched_ext
 ALTER TABLE intervals ADD COLUMN scx_ops TEXT;   -- the BPF scheduler (root/ops); NULL: none
 ALTER TABLE intervals ADD COLUMN scx_enable_seq INTEGER; -- enable_seq
+ALTER TABLE thread_blame ADD COLUMN cpu INTEGER;     -- the culprit ran there (process culprits)
+ALTER TABLE thread_blame ADD COLUMN policy INTEGER;  -- its task->policy (SCHED_*)
+ALTER TABLE thread_blame ADD COLUMN prio INTEGER;    -- its task->prio (0-99 RT, 100-139 nice)
+ALTER TABLE thread_blame ADD COLUMN waiter_policy INTEGER; -- the waiting thread's, likewise
+ALTER TABLE thread_blame ADD COLUMN waiter_prio INTEGER;
 )sql";
+
+// Schema v9: delay_blame and preemption end with where and how the culprit and the waiting
+// thread were scheduled (priority inversion; NULL for pseudo-culprits and rollup rows).
+constexpr const char *v9_blame_tail =
+    ", b.cpu AS by_cpu, b.policy AS by_policy, b.prio AS by_prio, b.waiter_policy AS policy, "
+    "b.waiter_prio AS prio";
 
 // The per-CPU views that schema v9 recreates with `llc` and `node` after `tier`: the CPU
 // metrics' views and the per-CPU views of other tables (as view_specs() has them).
@@ -922,7 +933,13 @@ result<void> upgrade_v8_to_v9(sqlite3 *db) {
   if (auto r = exec(db, upgrade_v8_to_v9_tables); !r) {
     return r;
   }
-  for (const auto &[v, tail] : v9_cpu_view_specs()) {
+  std::vector<tailed_view> views = v9_cpu_view_specs();
+  for (const auto &v : v5_view_specs()) {
+    if (v.name == "delay_blame" || v.name == "preemption") {
+      views.push_back({v, v9_blame_tail});
+    }
+  }
+  for (const auto &[v, tail] : views) {
     const std::string exists = fmt::format(
         "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name = '{}'", v.name);
     auto n = query_int(db, exists.c_str());

@@ -170,13 +170,19 @@ std::vector<tvf> &definitions() {
        {"victim", "start_time", "end_time"},
        0,
        blame_fn},
+      {"inversions",
+       {"ts", "dur", "end_ts", "tid", "pid", "comm", "policy", "prio", "by_pid", "by_comm",
+        "by_policy", "by_prio", "cpu", "wait_ns", "waits", "intervals"},
+       {"start_time", "end_time", "min_wait"},
+       0,
+       inversions_fn},
   };
   static const bool modes_set = [] {
     for (auto &d : defs) {
       const std::string name = d.name;
       if (name == "during" || name == "around") {
         d.merge = union_of_starts(d.name);
-      } else if (name == "gaps" || name == "spikes") {
+      } else if (name == "gaps" || name == "spikes" || name == "inversions") {
         d.merge = by_time;
         d.host_column = true;
       } else if (name == "compare") {

@@ -3,7 +3,9 @@
 #include "tvf_blame.hpp"
 
 #include "rsched/base/text.hpp"
+#include "rsched/store/records.hpp"
 
+#include "sql_functions.hpp"
 #include "sqlite_util.hpp"
 #include "table_functions.hpp"
 #include "tvf_window.hpp"
@@ -12,6 +14,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
+#include <optional>
 #include <set>
 #include <sqlite3.h>
 
@@ -29,6 +33,16 @@ bool has_table(sqlite3 *db, const char *name) {
     return false;
   }
   sqlite3_bind_text(st->get(), 1, name, -1, SQLITE_STATIC);
+  return sqlite3_step(st->get()) == SQLITE_ROW;
+}
+
+bool has_column(sqlite3 *db, const char *table, const char *column) {
+  auto st = prepare_stmt(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2");
+  if (!st) {
+    return false;
+  }
+  sqlite3_bind_text(st->get(), 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st->get(), 2, column, -1, SQLITE_STATIC);
   return sqlite3_step(st->get()) == SQLITE_ROW;
 }
 
@@ -444,6 +458,120 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     r.push_back(opt(p->throttled_ns));
     r.push_back(opt(p->victim_some_pct));
     r.push_back(opt(p->system_some_pct));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+} // namespace rsched::store::detail
+
+namespace rsched::store::detail {
+
+// inversions([start, end, min_wait]): the raw intervals' blame rows that are priority
+// inversions (store::priority_inversion), per waiting thread and culprit process, run together
+// into episodes: an episode goes on while the pair's next such interval starts within one
+// interval length of the previous one's end. Episodes whose summed wait is below min_wait are
+// left out. Rollup rows keep no priorities (they are per comm): only raw intervals are read.
+result<rows> inversions_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  auto w = window_args(db, ctx, args, 0, 1, "inversions");
+  if (!w) {
+    return w.err();
+  }
+  std::int64_t min_wait = 0;
+  if (args.size() > 2 && args[2] != nullptr && sqlite3_value_type(args[2]) != SQLITE_NULL) {
+    auto d = duration_arg(args[2], "inversions: min_wait");
+    if (!d) {
+      return d.err();
+    }
+    min_wait = *d;
+  }
+  if (!has_table(db, "thread_blame") || !has_column(db, "thread_blame", "waiter_prio")) {
+    return make_error("inversions: this database has no scheduling priorities in its blame "
+                      "(recorded before schema 9; rschedd -g blame records them)");
+  }
+  auto st = prepare_stmt(
+      db, fmt::format("SELECT i.start_ns, i.dur_ns, b.thread_id, b.culprit_id, t.tid, t.pid, "
+                      "t.comm, b.waiter_policy, b.waiter_prio, c.pid, c.comm, b.policy, b.prio, "
+                      "b.cpu, b.wait_ns, b.waits FROM intervals AS i CROSS JOIN thread_blame AS "
+                      "b ON b.interval_id = i.id JOIN thread AS t ON t.id = b.thread_id JOIN "
+                      "culprit AS c ON c.id = b.culprit_id WHERE i.tier = 0 AND {} AND c.kind = "
+                      "0 AND b.prio IS NOT NULL AND b.waiter_prio IS NOT NULL AND b.wait_ns > 0 "
+                      "ORDER BY b.thread_id, b.culprit_id, i.start_ns",
+                      overlaps(db, "i", w->first)));
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, w->first);
+  sqlite3_bind_int64(st->get(), 2, w->second);
+  struct episode {
+    std::int64_t thread = 0, culprit = 0, start = 0, end = 0, gap = 0;
+    std::int64_t wait_ns = 0, waits = 0, intervals = 0;
+    row ident; // tid, pid, comm, policy, prio, by_pid, by_comm, by_policy, by_prio, cpu
+  };
+  std::vector<episode> done;
+  std::optional<episode> cur;
+  const auto close = [&] {
+    if (cur && cur->wait_ns >= min_wait) {
+      done.push_back(std::move(*cur));
+    }
+    cur.reset();
+  };
+  const auto text = [](sqlite3_stmt *s, int i) {
+    const auto *p = static_cast<const char *>(sqlite3_column_blob(s, i));
+    return std::string(p != nullptr ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
+  };
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    sqlite3_stmt *s = st->get();
+    const auto i64 = [s](int i) { return sqlite3_column_int64(s, i); };
+    const int policy = static_cast<int>(i64(7));
+    const int prio = static_cast<int>(i64(8));
+    const int by_policy = static_cast<int>(i64(11));
+    const int by_prio = static_cast<int>(i64(12));
+    if (!priority_inversion(policy, prio, by_policy, by_prio)) {
+      continue;
+    }
+    const std::int64_t start = i64(0);
+    const std::int64_t dur = i64(1);
+    const bool same =
+        cur && cur->thread == i64(2) && cur->culprit == i64(3) && start <= cur->end + cur->gap;
+    if (!same) {
+      close();
+      cur = episode{i64(2), i64(3), start, start, 0, 0, 0, 0, {}};
+    }
+    cur->end = start + dur;
+    cur->gap = dur;
+    cur->wait_ns += i64(14);
+    cur->waits += i64(15);
+    ++cur->intervals;
+    // The latest interval's identity and scheduling (a thread renamed in the episode shows
+    // its latest name).
+    cur->ident = {i64(4),
+                  i64(5),
+                  text(s, 6),
+                  std::int64_t{policy},
+                  std::int64_t{prio},
+                  i64(9),
+                  text(s, 10),
+                  std::int64_t{by_policy},
+                  std::int64_t{by_prio},
+                  sqlite3_column_type(s, 13) == SQLITE_NULL ? value{} : value{i64(13)}};
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(std::string("inversions: ") + sqlite3_errmsg(db));
+  }
+  close();
+  std::stable_sort(done.begin(), done.end(), [](const episode &a, const episode &b) {
+    return a.start != b.start ? a.start < b.start : a.wait_ns > b.wait_ns;
+  });
+  rows out;
+  out.reserve(done.size());
+  for (auto &e : done) {
+    row r{e.start, e.end - e.start, e.end};
+    std::move(e.ident.begin(), e.ident.end(), std::back_inserter(r));
+    r.emplace_back(e.wait_ns);
+    r.emplace_back(e.waits);
+    r.emplace_back(e.intervals);
     out.push_back(std::move(r));
   }
   return out;

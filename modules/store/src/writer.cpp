@@ -167,7 +167,10 @@ struct writer::impl {
   SQLite::Statement ins_blame_batch;
   struct blame_out {
     std::int64_t thread, culprit, wait_ns, waits, preempts;
+    // Schema v9: the culprit's CPU, policy and prio and the waiter's policy and prio; -1 NULL.
+    std::array<int, 5> sched;
   };
+  static constexpr int blame_cols = 10; // bound per row of the batch (?1 is the interval)
   std::vector<blame_out> blame_rows;
   SQLite::Statement ins_cgroup;
   SQLite::Statement sel_cgroup;
@@ -245,7 +248,8 @@ struct writer::impl {
         sel_culprit(db, "SELECT id FROM culprit WHERE boot_id = ?1 AND pid = ?2 AND comm = ?3 "
                         "AND cgroup = ?4 AND kind = ?5"),
         ins_blame(db, "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, "
-                      "waits, preempts) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
+                      "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio) "
+                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
         ins_blame_batch(db, blame_batch_sql()),
         ins_cgroup(db, "INSERT OR IGNORE INTO cgroup(path, last_ns) VALUES(?1, ?2)"),
         sel_cgroup(db, "SELECT id FROM cgroup WHERE path = ?1"),
@@ -442,6 +446,7 @@ struct writer::impl {
     struct culprit_sum {
       std::uint64_t wait_ns = 0, waits = 0, preempts = 0;
       detail::bucket_sums::culprit_group who; // the culprit's rollup group
+      std::array<int, 5> sched{-1, -1, -1, -1, -1};
     };
     std::map<std::int64_t, culprit_sum> by_culprit;
     for (const auto &b : t.blame) {
@@ -458,20 +463,44 @@ struct writer::impl {
       x.wait_ns = sat_add(x.wait_ns, b.wait_ns);
       x.waits = sat_add(x.waits, b.waits);
       x.preempts = sat_add(x.preempts, b.preempts);
+      if (b.kind == culprit_kind::process && b.prio >= 0) {
+        x.sched = {b.cpu, b.policy, b.prio, b.waiter_policy, b.waiter_prio};
+      }
     }
     for (const auto &[id, x] : by_culprit) {
-      blame_rows.push_back({thread, id, to_i64(x.wait_ns), to_i64(x.waits), to_i64(x.preempts)});
+      blame_rows.push_back(
+          {thread, id, to_i64(x.wait_ns), to_i64(x.waits), to_i64(x.preempts), x.sched});
       const auto &b = blame_rows.back();
       sums().add_blame(thread, t.comm, t.cgroup, id, x.who, b.wait_ns, b.waits, b.preempts);
     }
   }
 
+  // Binds row `b` to parameters `at`, `at` + 1, ... (blame_cols of them).
+  static void bind_blame(SQLite::Statement &s, int at, const blame_out &b) {
+    s.bind(at, b.thread);
+    s.bind(at + 1, b.culprit);
+    s.bind(at + 2, b.wait_ns);
+    s.bind(at + 3, b.waits);
+    s.bind(at + 4, b.preempts);
+    for (int k = 0; k < 5; ++k) {
+      const int v = b.sched[static_cast<std::size_t>(k)];
+      if (v < 0) {
+        s.bind(at + 5 + k);
+      } else {
+        s.bind(at + 5 + k, v);
+      }
+    }
+  }
+
   static std::string blame_batch_sql() {
     std::string sql = "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, "
-                      "waits, preempts) VALUES";
+                      "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio) VALUES";
     for (int r = 0; r < blame_batch; ++r) {
-      sql += fmt::format("{}(?1,?{},?{},?{},?{},?{})", r == 0 ? "" : ",", 5 * r + 2, 5 * r + 3,
-                         5 * r + 4, 5 * r + 5, 5 * r + 6);
+      sql += r == 0 ? "(?1" : ",(?1";
+      for (int c = 0; c < blame_cols; ++c) {
+        sql += fmt::format(",?{}", blame_cols * r + 2 + c);
+      }
+      sql += ")";
     }
     return sql;
   }
@@ -484,18 +513,16 @@ struct writer::impl {
       ins_blame_batch.reset();
       ins_blame_batch.bind(1, interval_id);
       for (int r = 0; r < blame_batch; ++r) {
-        const auto &b = blame_rows[i + static_cast<std::size_t>(r)];
-        ins_blame_batch.bind(5 * r + 2, b.thread);
-        ins_blame_batch.bind(5 * r + 3, b.culprit);
-        ins_blame_batch.bind(5 * r + 4, b.wait_ns);
-        ins_blame_batch.bind(5 * r + 5, b.waits);
-        ins_blame_batch.bind(5 * r + 6, b.preempts);
+        bind_blame(ins_blame_batch, blame_cols * r + 2,
+                   blame_rows[i + static_cast<std::size_t>(r)]);
       }
       ins_blame_batch.exec();
     }
     for (; i < blame_rows.size(); ++i) {
-      const auto &b = blame_rows[i];
-      rerun(ins_blame, interval_id, b.thread, b.culprit, b.wait_ns, b.waits, b.preempts);
+      ins_blame.reset();
+      ins_blame.bind(1, interval_id);
+      bind_blame(ins_blame, 2, blame_rows[i]);
+      ins_blame.exec();
     }
     blame_rows.clear();
   }

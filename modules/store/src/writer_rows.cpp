@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace rsched::store::detail {
 
 bool has_data(const hist_value &v) {
@@ -152,6 +154,43 @@ result<void> validate(const interval_row &iv) {
 } // namespace rsched::store::detail
 
 namespace rsched::store {
+
+namespace {
+// Scheduling classes by rank (SCHED_DEADLINE 6 > SCHED_FIFO 1 / SCHED_RR 2 > the rest: NORMAL 0,
+// BATCH 3, IDLE 5, EXT 7), and a thread's position within its class, 0 (lowest) to 1.
+int class_rank(int policy) {
+  switch (policy) {
+  case 6:
+    return 2;
+  case 1:
+  case 2:
+    return 1;
+  default:
+    return 0;
+  }
+}
+double class_position(int policy, int prio) {
+  if (policy == 6) {
+    return 1.0;
+  }
+  if (policy == 1 || policy == 2) { // prio = 99 - rt_priority, rt_priority 1..99
+    return std::clamp((98.0 - prio) / 98.0, 0.0, 1.0);
+  }
+  if (policy == 5) {
+    return 0.0;
+  }
+  return std::clamp((139.0 - prio) / 39.0, 0.0, 1.0); // prio = 120 + nice, nice -20..19
+}
+} // namespace
+
+bool priority_inversion(int policy, int prio, int by_policy, int by_prio) {
+  if (policy < 0 || prio < 0 || by_policy < 0 || by_prio < 0) {
+    return false;
+  }
+  const bool raised = class_rank(policy) > 0 || (policy != 5 && prio < 120); // nice < 0
+  return raised && class_rank(by_policy) > class_rank(policy) &&
+         class_position(policy, prio) > class_position(by_policy, by_prio);
+}
 
 std::string sched_ext_change(const sched_ext_row *before, const sched_ext_row &after) {
   if (before == nullptr) {

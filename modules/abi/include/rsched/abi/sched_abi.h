@@ -138,6 +138,11 @@ struct rsched_blame {
 	__u32 tgid[RSCHED_BLAME_SLOTS]; /* slot i's culprit process */
 	__u16 gen[RSCHED_BLAME_SLOTS];	/* bumped when slot i takes a new culprit; 0 = never used */
 	__u16 epoch[RSCHED_BLAME_SLOTS]; /* blame_epoch (low 16 bits) at slot i's last update */
+	/* Priority inversion: slot i's culprit as it last ran while the thread waited (or took the
+	 * CPU from it): the CPU, its task->policy and task->prio + 1 (0 = not seen yet). */
+	__u16 cpu[RSCHED_BLAME_SLOTS];
+	__u8 policy[RSCHED_BLAME_SLOTS];
+	__u8 prio1[RSCHED_BLAME_SLOTS];
 	struct rsched_blame_slot slot[RSCHED_BLAME_SLOTS];
 	__u64 idle_ns; /* <idle>: nothing else ran (leaving idle, the wakeup path) */
 	__u64 idle_waits;
@@ -148,6 +153,11 @@ struct rsched_blame {
 	__u64 other_ns; /* <other>: culprits past the slots while all were in use */
 	__u64 other_waits;
 	__u64 other_preempts;
+	/* The thread itself at its last switch-in after a wait: task->policy, task->prio + 1 (0 =
+	 * no wait seen yet). */
+	__u8 waiter_policy;
+	__u8 waiter_prio1;
+	__u8 pad[6];
 };
 
 /* Per-thread cumulative state. Lives in task-local storage (tp_btf mode) or in a tid-keyed hash
@@ -228,7 +238,7 @@ struct rsched_task_record {
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
  * drain does not write them); readers must take only the used groups. With the default groups a
- * record is 1200 bytes instead of 4832. The graveyard and the raw_tp map keep whole
+ * record is 1200 bytes instead of 4904. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
 	RSCHED_ITER_LATENCY_BYTES =
@@ -306,10 +316,10 @@ struct rsched_drop_stats {
 RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOTS, "delay stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame_slot) == 48, "blame slot");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 56 * RSCHED_BLAME_SLOTS + 64, "blame");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 16 + 960, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 60 * RSCHED_BLAME_SLOTS + 64 + 8, "blame");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 16 + 1032, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 16 + 960, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 16 + 1032, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");

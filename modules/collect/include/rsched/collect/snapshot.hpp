@@ -54,10 +54,23 @@ struct culprit {
   friend auto operator<=>(const culprit &, const culprit &) = default;
 };
 
+// How the kernel scheduled a thread (priority inversion): task->policy (SCHED_NORMAL 0, FIFO 1,
+// RR 2, BATCH 3, IDLE 5, DEADLINE 6, EXT 7) and task->prio + 1 (0 = not seen).
+struct sched_prio {
+  std::uint8_t policy = 0;
+  std::uint8_t prio1 = 0;
+  [[nodiscard]] bool known() const { return prio1 != 0; }
+  friend bool operator==(const sched_prio &, const sched_prio &) = default;
+};
+
 struct blame_slot {
   std::uint32_t gen = 0; // the kernel slot's occupant number; 0 = never used
   culprit who;
   blame_counts n;
+  // The culprit as it last ran while the thread waited, or took the CPU from it: where and how
+  // it was scheduled then (not differenced: the latest read's).
+  std::uint16_t cpu = 0;
+  sched_prio prio;
   friend bool operator==(const blame_slot &, const blame_slot &) = default;
 };
 
@@ -120,6 +133,7 @@ struct blame_state {
   blame_counts idle;    // <idle>: nothing else ran (leaving idle, the wakeup path)
   blame_counts unknown; // <unknown>: not attributable (no preempts)
   blame_counts other;   // <other>: culprits past the slots
+  sched_prio waiter;    // the thread itself at its latest switch-in after a wait
   [[nodiscard]] bool empty() const {
     bool none = idle.empty() && unknown.empty() && other.empty();
     for (const auto &s : slots) {

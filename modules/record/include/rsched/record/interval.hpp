@@ -31,8 +31,24 @@ struct acc_thread {
   std::vector<stats::histogram> event_rates; // log2, one per generic event
   // Blame over the ticks, per culprit (s.c.blame is not used here): to_row keeps the
   // store::max_culprits with the most wait and sums the rest into <other>.
-  std::map<collect::culprit, collect::blame_counts> culprits;
+  // Per culprit also where and how it was last scheduled while the thread waited (priority
+  // inversion; prio unknown until seen).
+  struct culprit_acc {
+    collect::blame_counts n;
+    std::uint16_t cpu = 0;
+    collect::sched_prio prio;
+    culprit_acc &operator+=(const culprit_acc &o) {
+      n += o.n;
+      if (o.prio.known()) { // the later one's
+        cpu = o.cpu;
+        prio = o.prio;
+      }
+      return *this;
+    }
+  };
+  std::map<collect::culprit, culprit_acc> culprits;
   collect::blame_counts idle, unknown, other;
+  collect::sched_prio waiter; // the thread at its latest switch-in after a wait
 };
 
 class interval_acc {

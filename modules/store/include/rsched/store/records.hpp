@@ -41,6 +41,16 @@ struct blame_row {
   std::uint64_t wait_ns = 0;  // it ran this long on the CPU while the thread waited there
   std::uint64_t waits = 0;    // scheduling delays of the thread it had a part in
   std::uint64_t preempts = 0; // involuntary switches of the thread in which it took the CPU
+  // Schema v9 (priority inversion), process culprits only; -1 unknown (NULL in the database).
+  // The culprit as it last ran while the thread waited (or took the CPU from it): the CPU and
+  // its scheduling policy (SCHED_NORMAL 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6, EXT 7) and
+  // kernel priority (task->prio: 0-99 real-time, 99 - rt_priority; 100-139 for nice -20..19).
+  int cpu = -1;
+  int policy = -1;
+  int prio = -1;
+  // The waiting thread as it was scheduled at its latest switch-in after a wait.
+  int waiter_policy = -1;
+  int waiter_prio = -1;
 };
 
 // CPU pressure and bandwidth throttling of a cgroup ("/" = the whole system) in one interval:
@@ -135,6 +145,19 @@ struct sched_ext_row {
   std::int64_t enable_seq = 0; // how many times a BPF scheduler was enabled since boot
   friend bool operator==(const sched_ext_row &, const sched_ext_row &) = default;
 };
+
+// Priority inversion (docs/SQL.md, "inversions"): whether a thread scheduled as (`policy`,
+// `prio`) (task->policy, task->prio) waiting while one scheduled as (`by_policy`, `by_prio`) ran
+// is an inversion of what their owners asked for. Three conditions: the waiter was raised in its
+// class (a fair-class thread with nice < 0; a real-time one always), the culprit's scheduling
+// class outranks the waiter's (deadline > real-time > fair, sched_ext and idle), so the waiter's
+// priority cannot help it, and the waiter stands higher in its class than the culprit in its
+// own (positions 0..1: real-time priority 1..99, nice 19..-20; deadline 1). A nice -20 thread
+// waiting behind a SCHED_FIFO priority 1 batch job is one; behind FIFO 99, or a nice -10 thread
+// behind FIFO 75, is not (the owner put that task above); a nice 0 thread waiting behind any
+// real-time task is not (nothing was asked for it). Within one class the kernel orders by the
+// owners' priorities itself: never an inversion.
+bool priority_inversion(int policy, int prio, int by_policy, int by_prio);
 
 // The annotation text for a sched_ext change from `before` (the state at the previous interval
 // of the same boot; nullptr: not known) to `after`, "" when there is none to mark: a scheduler
