@@ -166,8 +166,8 @@ struct rsched_runner {
 	__u64 ts;	 /* when it was switched in (the delay clock); 0 = empty */
 	__u64 cgroup_id; /* its attribution (comm, cgroup) */
 	char comm[RSCHED_COMM_LEN];
-	__u32 tgid; /* 0 with tid 0: the idle task */
-	__u32 tid;  /* the first thread of the run (a run of one culprit's threads is one entry) */
+	__u32 tgid;  /* 0 with tid 0: the idle task */
+	__u32 tid;   /* the first thread of the run (a run of one culprit's threads is one entry) */
 	__u8 policy; /* that thread's task->policy and task->prio + 1 (priority inversion) */
 	__u8 prio1;
 	__u8 pad[6];
