@@ -257,3 +257,51 @@ TEST_CASE("a 1-minute rollup keeps one sched_ext state or says mixed", "[store][
   CHECK(as_text(m.rows[1][1]) == "mixed");
   CHECK(as_int(m.rows[1][2]) == 1);
 }
+
+TEST_CASE("a real version 8 database is upgraded in place to version 9", "[store]") {
+  // tests/store/data/v8.db: 3 s recorded by rschedd at schema 8 (commit 01331f2) with
+  // -g latency,sleep,migration,blame.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  copy_fixture("v8.db", path);
+  std::vector<std::vector<value>> before;
+  {
+    auto r = open_reader(path);
+    REQUIRE(scalar_int(r, "PRAGMA user_version") == 8);
+    before = run(r, "SELECT cpu, sum(count), sum(total_ns) FROM cpu_sched_delay GROUP BY cpu "
+                    "ORDER BY cpu")
+                 .rows;
+    REQUIRE_FALSE(before.empty());
+    CHECK(run_error(r, "SELECT llc FROM cpu_sched_delay").find("no such column") !=
+          std::string::npos);
+    CHECK(run_error(r, "SELECT * FROM inversions()").find("before schema 9") !=
+          std::string::npos);
+  }
+  const std::int64_t next = [&] {
+    auto r = open_reader(path);
+    return scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
+  }();
+  const std::string boot = [&] {
+    auto r = open_reader(path);
+    return as_text(run(r, "SELECT boot_id FROM intervals LIMIT 1").rows.at(0).at(0));
+  }();
+  {
+    auto w = open_writer(path);
+    auto iv = interval_at(next);
+    iv.boot_id = boot;
+    iv.topology = machine();
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+  // The old rows are as they were, with the topology now recorded for their boot (since 0).
+  CHECK(run(r, "SELECT cpu, sum(count), sum(total_ns) FROM cpu_sched_delay WHERE ts < " +
+                   std::to_string(next) + " GROUP BY cpu ORDER BY cpu")
+            .rows == before);
+  CHECK(scalar_int(r, "SELECT count(*) FROM cpu_sched_delay WHERE llc IS NULL") == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE scx_state IS NOT NULL") == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame WHERE by_prio IS NOT NULL AND ts < " +
+                          std::to_string(next)) == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM inversions()") == 0);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}

@@ -495,7 +495,11 @@ result<rows> inversions_fn(sqlite3 *db, const fn_context &ctx, const args_t &arg
                       "b.cpu, b.wait_ns, b.waits FROM intervals AS i CROSS JOIN thread_blame AS "
                       "b ON b.interval_id = i.id JOIN thread AS t ON t.id = b.thread_id JOIN "
                       "culprit AS c ON c.id = b.culprit_id WHERE i.tier = 0 AND {} AND c.kind = "
-                      "0 AND b.prio IS NOT NULL AND b.waiter_prio IS NOT NULL AND b.wait_ns > 0 "
+                      "0 AND b.wait_ns > 0 "
+                      // only what priority_inversion can accept: a raised fair-class waiter
+                      // behind a real-time or deadline task (the sort is then of those alone)
+                      "AND b.policy IN (1, 2, 6) AND b.waiter_policy NOT IN (1, 2, 5, 6) AND "
+                      "b.waiter_prio < 120 AND b.prio IS NOT NULL "
                       "ORDER BY b.thread_id, b.culprit_id, i.start_ns",
                       overlaps(db, "i", w->first)));
   if (!st) {
