@@ -355,8 +355,12 @@ void run_inversion(const std::string &mode) {
   REQUIRE_FALSE(ep.empty());
   CHECK(as_int(ep[0][0]) == raised);
   CHECK(as_int(ep[0][10]) >= 2'000'000'000); // it persisted: seconds, not one interval
-  // The inverted wait is the part of the recorded delay blamed on the batch job.
-  CHECK(inverted == b.wait_ns["rs-batch"]);
+  // The inverted wait is the part of the recorded delay blamed on the batch job, all but what
+  // the job ran before it had made itself SCHED_FIFO (the children name themselves, then change
+  // their scheduling: a CI run had 4 ms of 2.19 s blamed on the job while it was still nice 0,
+  // correctly not an inversion).
+  CHECK(inverted <= b.wait_ns["rs-batch"]);
+  CHECK(inverted >= b.wait_ns["rs-batch"] - 20'000'000);
   // The nice 0 thread waited behind the same job, but is not listed; nor is anyone else.
   CHECK(others == 0);
   CHECK(recorded(rec.db, plain).wait_ns["rs-batch"] > 0);
