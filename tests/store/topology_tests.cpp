@@ -274,8 +274,7 @@ TEST_CASE("a real version 8 database is upgraded in place to version 9", "[store
     REQUIRE_FALSE(before.empty());
     CHECK(run_error(r, "SELECT llc FROM cpu_sched_delay").find("no such column") !=
           std::string::npos);
-    CHECK(run_error(r, "SELECT * FROM inversions()").find("before schema 9") !=
-          std::string::npos);
+    CHECK(run_error(r, "SELECT * FROM inversions()").find("before schema 9") != std::string::npos);
   }
   const std::int64_t next = [&] {
     auto r = open_reader(path);
