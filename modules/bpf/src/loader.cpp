@@ -500,10 +500,11 @@ void program::set_full_read(bool all) {
   }
 }
 
-void program::begin_read() {
+std::uint32_t program::begin_read() {
   if (p_->skel->bss != nullptr) {
-    __atomic_add_fetch(&p_->skel->bss->blame_epoch, 1, __ATOMIC_SEQ_CST);
+    return __atomic_add_fetch(&p_->skel->bss->blame_epoch, 1, __ATOMIC_SEQ_CST);
   }
+  return 0;
 }
 
 result<int> program::open_task_iter() const {

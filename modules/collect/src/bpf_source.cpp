@@ -22,9 +22,10 @@ std::int64_t thread_cpu_ns() {
 
 // parse_iter_records, its CPU time added to `ns`.
 result<void> parse_timed(std::span<const char> bytes, std::uint32_t groups,
-                         std::vector<thread_sample> &out, std::int64_t &ns) {
+                         std::vector<thread_sample> &out, std::int64_t &ns,
+                         std::uint32_t blame_epoch = 0) {
   const std::int64_t t0 = thread_cpu_ns();
-  auto r = parse_iter_records(bytes, groups, out);
+  auto r = parse_iter_records(bytes, groups, out, blame_epoch);
   ns += thread_cpu_ns() - t0;
   return r;
 }
@@ -65,7 +66,8 @@ template <typename K, typename V> result<void> read_batch(int fd, bool drain, st
 // partial record a read may end in, never the whole output. A full read at 10,000 threads
 // is tens of MB of records; buffered whole, that buffer stayed in the process for good.
 result<void> read_iter(const bpf::program &prog, std::vector<char> &buf,
-                       std::vector<thread_sample> &out, std::int64_t &parse_ns) {
+                       std::vector<thread_sample> &out, std::int64_t &parse_ns,
+                       std::uint32_t blame_epoch) {
   auto fd = prog.open_task_iter();
   if (!fd) {
     return fd.err();
@@ -92,8 +94,8 @@ result<void> read_iter(const bpf::program &prog, std::vector<char> &buf,
     used += static_cast<std::size_t>(n);
     const std::size_t whole = used - used % rec;
     if (whole > 0) {
-      if (auto r =
-              parse_timed(std::span<const char>(buf.data(), whole), prog.groups(), out, parse_ns);
+      if (auto r = parse_timed(std::span<const char>(buf.data(), whole), prog.groups(), out,
+                               parse_ns, blame_epoch);
           !r) {
         ::close(*fd);
         return r;
@@ -104,14 +106,16 @@ result<void> read_iter(const bpf::program &prog, std::vector<char> &buf,
   }
   ::close(*fd);
   // Left over: a record cut short, which parse_iter_records reports.
-  return parse_timed(std::span<const char>(buf.data(), used), prog.groups(), out, parse_ns);
+  return parse_timed(std::span<const char>(buf.data(), used), prog.groups(), out, parse_ns,
+                     blame_epoch);
 }
 
 } // namespace
 
 result<snapshot> bpf_source::read() {
   snapshot snap;
-  prog_.begin_read();
+  // Live records leave out the blame slots unchanged since this epoch's previous reads.
+  const std::uint32_t epoch = prog_.begin_read();
   // Order matters: live first, then the graveyard. A thread that dies between the two reads is
   // missing from `live` and present in `dead` (fine); one that died before shows only as dead.
   if (prog_.mode() == bpf::attach_mode::tp_btf) {
@@ -140,14 +144,14 @@ result<snapshot> bpf_source::read() {
         if (!bytes) {
           return bytes.err();
         }
-        if (auto r = parse_timed(*bytes, prog_.groups(), snap.live, snap.parse_cpu_ns); !r) {
+        if (auto r = parse_timed(*bytes, prog_.groups(), snap.live, snap.parse_cpu_ns, epoch); !r) {
           return r.err();
         }
       }
     }
     if (iterate) {
       prog_.set_full_read(snap.full);
-      if (auto r = read_iter(prog_, iter_buf_, snap.live, snap.parse_cpu_ns); !r) {
+      if (auto r = read_iter(prog_, iter_buf_, snap.live, snap.parse_cpu_ns, epoch); !r) {
         return r.err();
       }
     }
@@ -158,7 +162,7 @@ result<snapshot> bpf_source::read() {
     }
     snap.live.reserve(recs.size());
     for (const auto &rec : recs) {
-      from_abi(rec, snap.live.emplace_back());
+      from_abi(rec, snap.live.emplace_back(), epoch);
     }
   }
   std::vector<rsched_task_record> dead;

@@ -59,7 +59,7 @@ void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out) {
   fill_kernel(out, s);
 }
 
-void from_abi(const rsched_task_record &r, thread_sample &t) {
+void from_abi(const rsched_task_record &r, thread_sample &t, std::uint32_t blame_epoch) {
   t.key = {r.id.tid, r.id.start_time};
   t.tgid = r.id.tgid;
   t.cgroup_id = r.id.cgroup_id;
@@ -76,18 +76,35 @@ void from_abi(const rsched_task_record &r, thread_sample &t) {
   for (std::size_t i = 0; i < t.c.counters.size(); ++i) {
     t.c.counters[i] = r.st.counters[i];
   }
-  from_abi(r.st.blame, t.c.blame);
+  from_abi(r.st.blame, t.c.blame, blame_epoch);
 }
 
-void from_abi(const rsched_blame &b, blame_state &out) {
-  bool used = false; // a slot that never took a culprit has gen 0 (the kernel skips 0)
+void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch) {
+  // A slot that never took a culprit has gen 0 (the kernel skips 0). With an epoch, a slot the
+  // kernel last updated three or more epochs ago is stale: the kernel's own rule for giving a
+  // slot away (its counts were read), one epoch safer than "read by the previous read".
+  std::uint16_t stale = 0;
+  bool used = false;
   for (std::size_t i = 0; i < out.slots.size(); ++i) {
-    used = used || b.gen[i] != 0;
+    if (b.gen[i] == 0) {
+      continue;
+    }
+    if (epoch != 0 &&
+        static_cast<std::uint16_t>(static_cast<std::uint16_t>(epoch) - b.epoch[i]) >= 3) {
+      stale = static_cast<std::uint16_t>(stale | (1U << i));
+    } else {
+      used = true;
+    }
   }
+  out.stale = stale;
   if (!used) {
     out.slots = {};
   }
   for (std::size_t i = 0; used && i < out.slots.size(); ++i) {
+    if ((stale >> i & 1U) != 0) {
+      out.slots[i] = {};
+      continue;
+    }
     const rsched_blame_slot &k = b.slot[i];
     blame_slot &s = out.slots[i];
     s.gen = b.gen[i];
@@ -145,7 +162,13 @@ blame_counts sub(const blame_counts &cur, const blame_counts &prev) {
 blame_state delta(const blame_state &cur, const blame_state &prev) {
   blame_state d;
   // Only slots with new counts are written (d's slots stay unallocated when none has).
+  // A slot stale in `cur` counts nothing new; one stale in `prev` (a baseline that never read
+  // it) has an unknown start: its counts are skipped once and read again next time.
+  const unsigned skip = static_cast<unsigned>(cur.stale | prev.stale);
   for (std::size_t i = 0; cur.slots.allocated() && i < d.slots.size(); ++i) {
+    if ((skip >> i & 1U) != 0) {
+      continue;
+    }
     const blame_slot &c = cur.slots[i];
     const blame_slot &p = prev.slots[i];
     // A slot that took a new culprit since the previous read restarted from 0.
@@ -228,6 +251,31 @@ void accumulate(thread_counters &into, const thread_counters &d) {
 }
 
 namespace {
+// The baseline after a live read `cur`: its counters, except the blame slots it left out as
+// stale, which keep the baseline's values. A new baseline (`fresh`) never read them: they stay
+// marked stale (unknown) until a read copies them.
+void rebase(thread_counters &base, thread_counters &&cur, bool fresh) {
+  const std::uint16_t stale = cur.blame.stale;
+  if (stale == 0) {
+    base = std::move(cur);
+    return;
+  }
+  const std::uint16_t unknown =
+      fresh ? stale : static_cast<std::uint16_t>(base.blame.stale & stale);
+  blame_slots kept = std::move(base.blame.slots);
+  blame_slots read = std::move(cur.blame.slots);
+  base = std::move(cur);
+  // The slots this read copied replace the baseline's. When it copied none, every slot it did
+  // not leave out is unused (gen 0) here and in the baseline alike.
+  for (std::size_t i = 0; read.allocated() && i < blame_slots::size(); ++i) {
+    if ((stale >> i & 1U) == 0) {
+      kept[i] = std::as_const(read)[i];
+    }
+  }
+  base.blame.slots = std::move(kept);
+  base.blame.stale = unknown;
+}
+
 // Merges the rows of one thread and attribution (a rename A -> B -> A within one read). Rare:
 // only reads that applied a segment come here.
 void merge_rows(std::vector<thread_sample> &rows) {
@@ -317,7 +365,7 @@ interval_delta delta_tracker::advance(snapshot &&snap) {
     auto [it, fresh] = prev_threads_.try_emplace(t.key); // a new baseline is all zero
     baseline &b = it->second;
     emit_split(t, b.c);
-    b.c = std::move(t.c);
+    rebase(b.c, std::move(t.c), fresh);
     b.missing_reads = 0;
     b.seen = generation_;
   }

@@ -44,7 +44,7 @@ const char *take_hist(const char *at, metrics::set<S> &m, std::size_t i, stats::
 } // namespace
 
 result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t groups,
-                                std::vector<thread_sample> &out) {
+                                std::vector<thread_sample> &out, std::uint32_t blame_epoch) {
   const std::size_t rec = rsched_iter_record_size(groups);
   if (bytes.size() % rec != 0) {
     return make_error("task iterator returned a partial record");
@@ -86,7 +86,7 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
     if ((groups & RSCHED_G_BLAME) != 0) {
       rsched_blame b;
       (void)take(at, &b, sizeof(b));
-      from_abi(b, t.c.blame);
+      from_abi(b, t.c.blame, blame_epoch);
     }
   }
   return {};

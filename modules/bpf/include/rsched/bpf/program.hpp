@@ -84,8 +84,9 @@ public:
   // whose counters changed since they were last read (false, the default).
   void set_full_read(bool all);
   // Starts a new read epoch for the blame group's slot reuse (every read, before it): a thread's
-  // culprit slot is given to another culprit only when its counts were read since.
-  void begin_read();
+  // culprit slot is given to another culprit only when its counts were read since. Returns the
+  // new epoch (0 when the program has no .bss, which never happens with rsched's).
+  std::uint32_t begin_read();
   // A fresh read fd over the task iterator (tp_btf mode); the caller reads and closes it.
   [[nodiscard]] result<int> open_task_iter() const;
   // Dirty-list reads (read_mode() == dirty_list). flip_dirty_list() ends the read epoch and says

@@ -134,6 +134,14 @@ struct blame_state {
   blame_counts unknown; // <unknown>: not attributable (no preempts)
   blame_counts other;   // <other>: culprits past the slots
   sched_prio waiter;    // the thread itself at its latest switch-in after a wait
+  // A live read's slots that were not copied (bit i: slot i): the kernel last updated them at
+  // least three reads ago, so they hold what the thread's previous read found (its baseline
+  // has them) and count nothing new. Every thread of a busy machine waits behind some other
+  // process sooner or later; copying and differencing 16 unchanged slots per thread per read
+  // made rschedd's cost grow with its age (10,000 threads: 57 -> 80 ms per interval within
+  // four minutes). Deltas and sums never have stale slots.
+  std::uint16_t stale = 0;
+  static_assert(RSCHED_BLAME_SLOTS <= 16);
   [[nodiscard]] bool empty() const {
     bool none = idle.empty() && unknown.empty() && other.empty();
     for (const auto &s : slots) {
@@ -232,15 +240,20 @@ struct interval_delta {
 };
 
 // Conversions from the ABI structs.
-void from_abi(const rsched_blame &b, blame_state &out);
+// `epoch`: the blame epoch of a live read (bpf::program::begin_read), whose slots not updated
+// in the last three epochs are left out as stale (blame_state::stale); 0: every slot copied
+// (final and segment records, tests).
+void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch = 0);
 void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out);
 thread_sample from_abi(const rsched_task_record &r);
-void from_abi(const rsched_task_record &r, thread_sample &out); // fills `out` in place
+// Fills `out` in place (`blame_epoch`: as for the blame above).
+void from_abi(const rsched_task_record &r, thread_sample &out, std::uint32_t blame_epoch = 0);
 
 // Appends the samples of the task iterator's compact records (layout: sched_abi.h,
 // rsched_iter_record_size) of a run with `groups` (enum rsched_group bits) to `out`. Bytes that
-// are not whole records are an error and append nothing.
+// are not whole records are an error and append nothing. `blame_epoch`: as for from_abi (live
+// records; 0 for segment records).
 result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t groups,
-                                std::vector<thread_sample> &out);
+                                std::vector<thread_sample> &out, std::uint32_t blame_epoch = 0);
 
 } // namespace rsched::collect
