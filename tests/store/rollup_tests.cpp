@@ -4,12 +4,14 @@
 // version 2 database (recorded by the previous rschedd). Schema 4: the delay clock and the
 // segment drops of each interval, their rollups, and the upgrade of a real version 3 database.
 #include "rsched/store/reader.hpp"
+#include "rsched/store/tier_plan.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "store_test_util.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -521,7 +523,7 @@ TEST_CASE("real version 2, 3, 4 and 8 databases upgraded in place have the schem
   { auto w = open_writer(fresh); }
   auto rf = open_reader(fresh);
   const auto want = schema_of(rf);
-  for (const char *name : {"v2.db", "v3.db", "v4.db", "v8.db"}) {
+  for (const char *name : {"v2.db", "v3.db", "v4.db", "v8.db", "v9.db"}) {
     INFO(name);
     const auto path = dir.file(name);
     copy_fixture(name, path);
@@ -672,4 +674,227 @@ TEST_CASE_METHOD(new_db,
   };
   CHECK(clock_of(t0) == "monotonic");
   CHECK(clock_of(t0 + minute) == "mixed");
+}
+
+// ---- Schema 10: the main views answer from the coarsest exact tier --------------------------
+
+TEST_CASE("plan_tiers: whole hours from the 1-hour tier, whole minutes from the 1-minute tier",
+          "[store][rollup][tiers]") {
+  using rsched::store::plan_tiers;
+  using rsched::store::tier_bounds;
+  using rsched::store::tier_segment;
+  tier_bounds b;
+  b.built = {0, t0 + 3 * hour + 5 * minute, t0 + 3 * hour};
+  const std::vector<std::int64_t> none;
+  // Ragged start and end: the view, then minutes, hours, minutes, the view.
+  CHECK(plan_tiers(t0 + 90 * sec, t0 + 2 * hour + 3 * minute + 7 * sec, b, none) ==
+        std::vector<tier_segment>{
+            {0, t0 + 90 * sec, t0 + 2 * minute},
+            {1, t0 + 2 * minute, t0 + hour},
+            {2, t0 + hour, t0 + 2 * hour},
+            {1, t0 + 2 * hour, t0 + 2 * hour + 3 * minute},
+            {0, t0 + 2 * hour + 3 * minute, t0 + 2 * hour + 3 * minute + 7 * sec}});
+  // Past what is built: the view (the minute in progress, the hour not rolled up yet).
+  CHECK(plan_tiers(t0 + 3 * hour, t0 + 4 * hour, b, none) ==
+        std::vector<tier_segment>{{1, t0 + 3 * hour, t0 + 3 * hour + 5 * minute},
+                                  {0, t0 + 3 * hour + 5 * minute, t0 + 4 * hour}});
+  // A late raw interval: its minute from the view, its hour from minutes.
+  CHECK(plan_tiers(t0, t0 + 2 * hour, b, {t0 + hour + 10 * minute}) ==
+        std::vector<tier_segment>{{2, t0, t0 + hour},
+                                  {1, t0 + hour, t0 + hour + 10 * minute},
+                                  {0, t0 + hour + 10 * minute, t0 + hour + 11 * minute},
+                                  {1, t0 + hour + 11 * minute, t0 + 2 * hour}});
+  // Deleted by retention: the 1-hour tier before its cutoff (the view shows nothing there
+  // either), minutes before theirs.
+  b.cutoff = {t0 + 2 * hour, t0 + hour + 30 * minute, t0 + hour};
+  CHECK(plan_tiers(t0, t0 + 2 * hour, b, none) ==
+        std::vector<tier_segment>{{0, t0, t0 + hour}, {2, t0 + hour, t0 + 2 * hour}});
+  b.cutoff = {0, 0, 0};
+  // A window inside one minute: the view alone.
+  CHECK(plan_tiers(t0 + 5 * sec, t0 + 50 * sec, b, none) ==
+        std::vector<tier_segment>{{0, t0 + 5 * sec, t0 + 50 * sec}});
+  // Before the epoch's minute boundaries too (negative times round down).
+  b.cutoff.fill(std::numeric_limits<std::int64_t>::min());
+  CHECK(plan_tiers(-90 * sec, 0, b, none) ==
+        std::vector<tier_segment>{{0, -90 * sec, -60 * sec}, {1, -60 * sec, 0}});
+}
+
+namespace {
+
+// The tier-invariant questions of every kind of view, {V} standing for the view's name.
+const std::vector<std::pair<std::string, std::string>> routed_questions = {
+    {"sched_delay", "SELECT comm, sum(count), sum(total_ns), hex(hist_merge(hist)), "
+                    "hist_percentile(hist, 99) FROM {V} {W} GROUP BY comm ORDER BY comm"},
+    {"cpu_sched_delay",
+     "SELECT cpu, sum(count), hex(hist_merge(hist)) FROM {V} {W} GROUP BY cpu ORDER BY cpu"},
+    {"runq_depth", "SELECT comm, hist_percentile(hist, 50) FROM {V} {W} GROUP BY comm ORDER BY 1"},
+    {"timeslice", "SELECT comm, sum(voluntary_count), sum(involuntary_ns), "
+                  "hex(hist_merge(voluntary_hist)) FROM {V} {W} GROUP BY comm ORDER BY 1"},
+    {"migration", "SELECT comm, sum(count), sum(cross_ccx) FROM {V} {W} GROUP BY comm ORDER BY 1"},
+    {"perf_events", "SELECT event, sum(value) FROM {V} {W} GROUP BY event ORDER BY 1"},
+    {"schedstat_cpu",
+     "SELECT cpu, field, sum(delta) FROM {V} {W} GROUP BY cpu, field ORDER BY 1, 2"},
+    {"cpu_idle", "SELECT hist_percentile(hist, 99), sum(total_ns) FROM {V} {W}"},
+};
+
+std::string routed_sql(const std::string &q, const std::string &view, const std::string &where) {
+  std::string s = q;
+  s.replace(s.find("{V}"), 3, view);
+  s.replace(s.find("{W}"), 3, where);
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("the main views answer whole minutes and hours from the rollups, as the finest tier "
+          "would",
+          "[store][rollup][tiers]") {
+  history h(4);
+  auto [w, r, end] = std::tie(h.w, h.r, h.end); // references into h
+  // A raw interval written after its minute was rolled up (a restart within the minute): that
+  // minute, and its hour, must come from raw rows.
+  std::mt19937_64 rng(7);
+  write_ok(w, synthetic(t0 + hour + 10 * minute + 5 * sec, rng));
+  settle(w, end);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0 AND flags & 4 <> 0") == 1);
+
+  // Phases of retention, as in the test above: everything kept; raw kept 2 hours; 1-minute
+  // rows kept 3 hours as well.
+  retention keep = forever();
+  for (int phase = 0; phase < 3; ++phase) {
+    if (phase == 1) {
+      keep.keep_raw_ns = 2 * hour;
+    } else if (phase == 2) {
+      keep.keep_1m_ns = 3 * hour;
+    }
+    w.set_retention(keep);
+    settle(w, end);
+    // A fresh reader each phase (the writer's retention is seen by any connection anyway).
+    auto rr = open_reader(h.path);
+    std::mt19937_64 pick(100 + static_cast<unsigned>(phase));
+    int rollup_scans = 0;
+    for (int n = 0; n < 60; ++n) {
+      // Windows from before the history to past its end, whole or ragged, open or closed.
+      const std::int64_t a =
+          t0 - 10 * minute + static_cast<std::int64_t>(pick() % (5 * 3600)) * sec;
+      const std::int64_t len = static_cast<std::int64_t>(pick() % (3 * 3600)) * sec;
+      std::string where =
+          "WHERE ts >= " + std::to_string(pick() % 3 == 0 ? a / minute * minute : a);
+      if (pick() % 4 != 0) {
+        where += " AND ts < " + std::to_string(a + len);
+      }
+      for (const auto &[view, q] : routed_questions) {
+        INFO("phase " << phase << ": " << routed_sql(q, view, where));
+        const auto routed = run(rr, routed_sql(q, view, where)).rows;
+        for (const auto &t : rr.take_tier_reads()) {
+          rollup_scans += t.tier > 0 ? 1 : 0;
+        }
+        CHECK(routed == run(rr, routed_sql(q, "main." + view, where)).rows);
+      }
+    }
+    CHECK(rollup_scans > 100); // the rollups did answer
+  }
+}
+
+TEST_CASE("what a routed view read, and why a scan read the finest tier",
+          "[store][rollup][tiers]") {
+  history h(3);
+  auto &r = h.r;
+  const std::string win = " WHERE ts >= " + std::to_string(t0 + 30 * sec) + " AND ts < " +
+                          std::to_string(t0 + 2 * hour);
+  run(r, "SELECT comm, hist_percentile(hist, 99) FROM sched_delay" + win + " GROUP BY comm");
+  auto reads = r.take_tier_reads();
+  REQUIRE(reads.size() == 3);
+  CHECK(reads[0].tier == 0); // the ragged 30 s at the start
+  CHECK(reads[0].from == t0 + 30 * sec);
+  CHECK(reads[0].to == t0 + minute);
+  CHECK(reads[1].tier == 1);
+  CHECK(reads[1].to == t0 + hour);
+  CHECK(reads[2].tier == 2);
+  CHECK(reads[2].from == t0 + hour);
+  CHECK(reads[2].rows == 3); // three comms, one hour
+  CHECK(r.take_tier_reads().empty());
+
+  const auto why = [&](const std::string &sql) {
+    run(r, sql);
+    auto rs = r.take_tier_reads();
+    REQUIRE(rs.size() == 1);
+    CHECK(rs[0].tier == 0);
+    return rs[0].why;
+  };
+  CHECK_THAT(why("SELECT tid, sum(count) FROM sched_delay" + win + " GROUP BY tid"),
+             Catch::Contains("per-thread column"));
+  CHECK_THAT(why("SELECT comm, count(*) FROM sched_delay" + win + " GROUP BY comm"),
+             Catch::Contains("count()"));
+  CHECK_THAT(why("SELECT ts / 600000000000, sum(count) FROM sched_delay" + win + " GROUP BY 1"),
+             Catch::Contains("ts other than"));
+  CHECK_THAT(why("SELECT comm, count FROM sched_delay" + win), Catch::Contains("lists rows"));
+  r.set_tier_routing(false);
+  CHECK_FALSE(r.tier_routing());
+  CHECK_THAT(why("SELECT comm, sum(count) FROM sched_delay" + win + " GROUP BY comm"),
+             Catch::Contains("routing is off"));
+  r.set_tier_routing(true);
+
+  // Many raw rows: one remark per scan, naming the view and the reason.
+  std::vector<std::string> notes;
+  r.on_notice([&](const std::string &s) { notes.push_back(s); }, 1000);
+  run(r, "SELECT tid, sum(count) FROM sched_delay" + win + " GROUP BY tid");
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Catch::Contains("sched_delay: 1000 rows read from the finest tier") &&
+                           Catch::Contains("per-thread column"));
+  run(r, "SELECT comm, sum(count) FROM sched_delay" + win + " GROUP BY comm");
+  CHECK(notes.size() == 1); // routed: 30 s of raw rows only
+  r.take_tier_reads();
+
+  // main.VIEW is the file's own view; the routed one has its columns and answers text bounds
+  // as the view does (numeric affinity of ts).
+  std::vector<std::string> file_view;
+  for (const auto &row : run(r, "SELECT name FROM pragma_table_info('sched_delay', 'main')").rows) {
+    file_view.push_back(as_text(row[0]));
+  }
+  CHECK(columns_of(r, "sched_delay") == file_view);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_temp_master WHERE name = 'sched_delay'") == 1);
+  CHECK(scalar_int(r, "SELECT sum(count) FROM sched_delay WHERE ts >= '" + std::to_string(t0) +
+                          "' AND comm = 'beta'") ==
+        scalar_int(r, "SELECT sum(count) FROM main.sched_delay WHERE ts >= " + std::to_string(t0) +
+                          " AND comm = 'beta'"));
+}
+
+TEST_CASE("the version 10 upgrade marks the raw intervals of minutes their rollup misses",
+          "[store][rollup][tiers]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  std::int64_t end = 0;
+  {
+    auto w = open_writer(path);
+    end = record(w, 1, forever());
+    settle(w, end);
+    std::mt19937_64 rng(3);
+    write_ok(w, synthetic(t0 + 20 * minute + 5 * sec, rng)); // after its minute was built
+    settle(w, end);
+  }
+  // As a version 9 file had it: no mark, no index.
+  raw_exec(path,
+           "UPDATE intervals SET flags = flags & ~4; DROP INDEX intervals_late; "
+           "UPDATE meta SET value = '9' WHERE key = 'schema_version'; PRAGMA user_version = 9");
+  { auto w = open_writer(path); }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+  // Every raw interval of that minute (six of 10 s and the late one), nothing else.
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE flags & 4 <> 0") == 7);
+  CHECK(scalar_int(r, "SELECT min(start_ns) FROM intervals WHERE flags & 4 <> 0") ==
+        t0 + 20 * minute);
+  CHECK(scalar_int(r, "SELECT max(start_ns) FROM intervals WHERE flags & 4 <> 0") ==
+        t0 + 20 * minute + 50 * sec);
+  // And the views answer that hour from raw rows and minutes, exactly.
+  const std::string q = "SELECT comm, sum(count), hex(hist_merge(hist)) FROM {V} {W} GROUP BY comm "
+                        "ORDER BY comm";
+  const std::string where = "WHERE ts >= " + std::to_string(t0);
+  const auto routed = run(r, routed_sql(q, "sched_delay", where)).rows;
+  bool finest_late_minute = false;
+  for (const auto &t : r.take_tier_reads()) {
+    finest_late_minute = finest_late_minute || (t.tier == 0 && t.from == t0 + 20 * minute);
+  }
+  CHECK(finest_late_minute);
+  CHECK(routed == run(r, routed_sql(q, "main.sched_delay", where)).rows);
 }

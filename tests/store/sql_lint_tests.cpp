@@ -100,3 +100,28 @@ TEST_CASE("per-row and per-group uses of the histogram scalars are allowed", "[s
     CHECK_FALSE(e.has_value());
   }
 }
+
+TEST_CASE("tier_variant_reason: which statements the rollups may answer", "[store][lint][tiers]") {
+  using rsched::store::tier_variant_reason;
+  // Sums, merges and percentiles over a window, grouped by what rollups keep.
+  CHECK_FALSE(tier_variant_reason("SELECT comm, hist_percentile(hist, 99) FROM sched_delay WHERE "
+                                  "ts >= 5 GROUP BY comm"));
+  CHECK_FALSE(tier_variant_reason("select sum(count) from sched_delay where 10 < ts and ts<=20"));
+  CHECK_FALSE(tier_variant_reason("SELECT hist_max(hist_merge(hist)) FROM cpu_idle WHERE d.ts "
+                                  "BETWEEN 1 AND 2"));
+  CHECK_FALSE(tier_variant_reason("SELECT comm, total(total_ns) FROM \"sched_delay\" -- ts\n "
+                                  "WHERE ts != 3 GROUP BY comm"));
+  // Anything that sees rows one by one, or cuts time finer than a bucket.
+  CHECK(tier_variant_reason("SELECT comm, count(*) FROM sched_delay GROUP BY comm").value() ==
+        "count() describes rows, and rollup rows are not raw ones");
+  CHECK(tier_variant_reason("SELECT max(count) FROM sched_delay").has_value());
+  CHECK(tier_variant_reason("SELECT AVG(total_ns) FROM sched_delay").has_value());
+  CHECK(tier_variant_reason("SELECT sum(count) OVER (ORDER BY comm) FROM sched_delay"));
+  CHECK(tier_variant_reason("SELECT ts / 60e9, sum(count) FROM sched_delay GROUP BY 1"));
+  CHECK(tier_variant_reason("SELECT comm, sum(count) FROM sched_delay GROUP BY comm ORDER BY ts"));
+  CHECK(tier_variant_reason("SELECT sum(count) / sum(dur) FROM sched_delay"));
+  CHECK(tier_variant_reason("SELECT comm, count FROM sched_delay WHERE ts > 0"));
+  // Text that only looks like them is not.
+  CHECK_FALSE(tier_variant_reason("SELECT comm, sum(count) FROM sched_delay WHERE comm = 'ts, "
+                                  "count(*), dur' GROUP BY comm"));
+}

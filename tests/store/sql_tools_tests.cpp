@@ -202,9 +202,10 @@ TEST_CASE("during and around select the intervals of the window, through the ind
         t1403 - 10 * sec);
   CHECK(scalar_int(r, "SELECT count(*) FROM during('2026-11-20 13:41', '2026-11-20 13:44')") == 0);
   std::string plan;
-  for (const auto &row : run(r, "EXPLAIN QUERY PLAN SELECT count(*) FROM sched_delay WHERE ts IN "
-                                "around('2026-11-20 14:03', '5m')")
-                             .rows) {
+  for (const auto &row :
+       run(r, "EXPLAIN QUERY PLAN SELECT count(*) FROM main.sched_delay WHERE ts IN "
+              "around('2026-11-20 14:03', '5m')")
+           .rows) {
     plan += as_text(row[3]) + "\n";
   }
   INFO(plan);

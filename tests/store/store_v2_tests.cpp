@@ -220,7 +220,7 @@ TEST_CASE("time-range queries on the v2 views use the start_ns index", "[store]"
   for (const auto &view : views) {
     for (const char *where : {"ts > 10", "ts BETWEEN 10 AND 20"}) {
       INFO(view << " WHERE " << where);
-      const std::string details = query_plan(r, "SELECT * FROM " + view + " WHERE " + where);
+      const std::string details = query_plan(r, "SELECT * FROM main." + view + " WHERE " + where);
       INFO(details);
       CHECK_THAT(details, Catch::Contains("INDEX intervals_start_ns (start_ns>"));
       CHECK(indexed_hist_plan(details));

@@ -7,6 +7,7 @@
 #include "sql_functions.hpp"
 #include "sqlite_util.hpp"
 #include "vtab_hist.hpp"
+#include "vtab_tiered.hpp"
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
@@ -351,6 +352,7 @@ std::string statement_verb(const char *p, const char *end) {
 struct reader::impl {
   // Declared first: destroyed after the connection, whose functions and authorizer point to them.
   detail::fn_context ctx;
+  detail::tier_router router;                 // the routed data views (vtab_tiered.hpp)
   std::unique_ptr<detail::guard_state> guard; // null: writable connection (tests, :memory:)
   // open_hosts: each host's own connection (ctx.hosts points into them), and their names.
   std::vector<reader> host_readers;
@@ -419,6 +421,18 @@ result<reader> reader::open(const std::string &path, bool read_only) {
     }
     auto p = std::make_unique<impl>(std::move(db));
     if (auto r = detail::register_functions(p->db.getHandle(), &p->ctx); !r) {
+      return make_error(fmt::format("{}: {}", path, r.err().msg));
+    }
+    // Sorts and groups of long windows (hist blobs by the ten thousand) stay in memory instead
+    // of spilling to temporary files, and the pages of a query's window are cached once read.
+    if (auto r = detail::exec(h, "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536"); !r) {
+      return make_error(fmt::format("{}: {}", path, r.err().msg));
+    }
+    // The data views answer long windows from the rollups (schema 10 on).
+    if (auto r = detail::register_tiered_module(h, &p->router); !r) {
+      return make_error(fmt::format("{}: {}", path, r.err().msg));
+    }
+    if (auto r = detail::shadow_tiered_views(h); !r) {
       return make_error(fmt::format("{}: {}", path, r.err().msg));
     }
     if (read_only) {
@@ -714,6 +728,30 @@ const std::vector<std::string> &reader::hosts() const {
   return p_ ? p_->host_names : none;
 }
 
+void reader::set_tier_routing(bool on) {
+  if (p_) {
+    p_->router.enabled = on;
+  }
+}
+
+bool reader::tier_routing() const {
+  return p_ && p_->router.enabled;
+}
+
+std::vector<tier_read> reader::take_tier_reads() {
+  if (!p_) {
+    return {};
+  }
+  return std::exchange(p_->router.reads, {});
+}
+
+void reader::on_notice(std::function<void(const std::string &)> f, std::int64_t rows) {
+  if (p_) {
+    p_->router.warn = std::move(f);
+    p_->router.warn_rows = rows;
+  }
+}
+
 result<void> reader::exec(std::string_view sql, const result_sink &sink) {
   if (!p_) {
     return make_error("store reader used after move");
@@ -772,6 +810,13 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
               std::string_view(start, static_cast<std::size_t>(cur - start)))) {
         return make_error(
             fmt::format("{}: {}", position(sql, offset(start) + bad->offset, true), bad->message));
+      }
+      // Whether the routed data views may answer this statement from rollup rows.
+      {
+        auto why =
+            tier_variant_reason(std::string_view(start, static_cast<std::size_t>(cur - start)));
+        p_->router.statement_ok = !why.has_value();
+        p_->router.statement_why = why.value_or("");
       }
       const int ncol = sqlite3_column_count(st.get());
       if (ncol > 0 && sink.on_columns) {

@@ -672,6 +672,28 @@ ALTER TABLE thread_blame ADD COLUMN waiter_policy INTEGER; -- the waiting thread
 ALTER TABLE thread_blame ADD COLUMN waiter_prio INTEGER;
 )sql";
 
+// Schema v9 -> v10 (issue 19): raw intervals whose minute may be missing from the 1-minute tier
+// are marked (intervals.flags bit 2), so that the data views can answer whole minutes and hours
+// from the rollups wherever those are exact (vtab_tiered.hpp). A raw interval is written late
+// when its minute was rolled up before it was written (a restart within the minute, a clock set
+// back): the writer marks it as it inserts it. In an older file such minutes are found by
+// their lengths: the 1-minute row of a boot's minute holds the sum of its raw intervals' dur_ns
+// (maintenance.cpp), and every raw interval of a minute whose sum differs is marked.
+constexpr const char *upgrade_v9_to_v10 = R"sql(WITH raw AS (
+  SELECT start_ns - start_ns % 60000000000 AS m, boot_id, sum(dur_ns) AS d
+  FROM intervals
+  WHERE tier = 0 AND start_ns < (SELECT built_ns FROM tiers WHERE tier = 1)
+  GROUP BY 1, 2
+), bad AS (
+  SELECT raw.m, raw.boot_id FROM raw
+  LEFT JOIN intervals AS u ON u.tier = 1 AND u.start_ns = raw.m AND u.boot_id = raw.boot_id
+  WHERE u.dur_ns IS NOT raw.d
+)
+UPDATE intervals SET flags = flags | 4
+WHERE tier = 0 AND (start_ns - start_ns % 60000000000, boot_id) IN (SELECT m, boot_id FROM bad);
+CREATE INDEX intervals_late ON intervals(start_ns) WHERE tier = 0 AND flags & 4 <> 0;
+)sql";
+
 // Schema v9: delay_blame and preemption end with where and how the culprit and the waiting
 // thread were scheduled (priority inversion; NULL for pseudo-culprits and rollup rows).
 constexpr const char *v9_blame_tail =
@@ -871,6 +893,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 8) {
     return db_state::version8;
   }
+  if (*ver == 9) {
+    return db_state::version9;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -995,6 +1020,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = upgrade_v8_to_v9(db); !r) {
           return r;
         }
+        if (auto r = exec(db, upgrade_v9_to_v10); !r) {
+          return r;
+        }
         if (auto r = insert_new_metrics(db); !r) {
           return r;
         }
@@ -1016,7 +1044,8 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
                            : from == db_state::version5 ? 5
                            : from == db_state::version6 ? 6
                            : from == db_state::version7 ? 7
-                                                        : 8;
+                           : from == db_state::version8 ? 8
+                                                        : 9;
   const std::string what = fmt::format("upgrading schema from version {}", from_version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
     if (state == db_state::version1) {
@@ -1042,23 +1071,24 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
     // runqueue clock then).
     if (state != db_state::version4 && state != db_state::version5 && state != db_state::version6 &&
-        state != db_state::version7 && state != db_state::version8) {
+        state != db_state::version7 && state != db_state::version8 && state != db_state::version9) {
       if (auto r = exec(db, upgrade_v3_to_v4); !r) {
         return r;
       }
     }
     if (state != db_state::version5 && state != db_state::version6 && state != db_state::version7 &&
-        state != db_state::version8) {
+        state != db_state::version8 && state != db_state::version9) {
       if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
         return r;
       }
     }
-    if (state != db_state::version6 && state != db_state::version7 && state != db_state::version8) {
+    if (state != db_state::version6 && state != db_state::version7 && state != db_state::version8 &&
+        state != db_state::version9) {
       if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
         return r;
       }
     }
-    if (state != db_state::version7 && state != db_state::version8) {
+    if (state != db_state::version7 && state != db_state::version8 && state != db_state::version9) {
       if (auto r = exec(db, upgrade_v6_to_v7); !r) {
         return r;
       }
@@ -1081,6 +1111,16 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     if (*topo == 0) {
       if (auto r = upgrade_v8_to_v9(db); !r) {
+        return r;
+      }
+    }
+    // And v10's index.
+    auto late = query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'intervals_late'");
+    if (!late) {
+      return late.err();
+    }
+    if (*late == 0) {
+      if (auto r = exec(db, upgrade_v9_to_v10); !r) {
         return r;
       }
     }

@@ -25,6 +25,7 @@ enum class db_state {
   version6, // schema version 6 (annotation_summary with start_ns, end_ns): readable; upgraded
   version7, // schema version 7 (thread_hist a table): readable; upgraded
   version8, // schema version 8 (no topology, no sched_ext): readable; upgraded
+  version9, // schema version 9 (raw intervals written late into a rollup unmarked): upgraded
   current,  // an rsched database of schema_version
 };
 

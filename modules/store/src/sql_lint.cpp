@@ -422,4 +422,60 @@ std::optional<sql_lint_error> check_histogram_aggregation(std::string_view state
   return linter(statement, tokenize(statement)).run();
 }
 
+std::optional<std::string> tier_variant_reason(std::string_view statement) {
+  const auto toks = tokenize(statement);
+  const auto word = [&](std::size_t i) -> std::string_view {
+    return i < toks.size() && (toks[i].kind == tok::word || toks[i].kind == tok::quoted)
+               ? std::string_view(toks[i].lower)
+               : std::string_view();
+  };
+  // A comparison operator ending just before token i, or starting at it: "<", "<=", ">", ">=",
+  // "=", "==", "!=" and "<>" are one or two `other` tokens.
+  const auto cmp_char = [&](std::size_t i) {
+    if (i >= toks.size() || toks[i].kind != tok::other) {
+      return false;
+    }
+    const char ch = statement[toks[i].begin];
+    return ch == '<' || ch == '>' || ch == '=' || ch == '!';
+  };
+  bool aggregates = false;
+  for (std::size_t i = 0; i < toks.size(); ++i) {
+    const std::string_view w = word(i);
+    if (w.empty()) {
+      continue;
+    }
+    const bool call =
+        toks[i].kind == tok::word && i + 1 < toks.size() && toks[i + 1].kind == tok::lparen;
+    if (call && (w == "count" || w == "avg" || w == "min" || w == "max")) {
+      return fmt::format("{}() describes rows, and rollup rows are not raw ones", w);
+    }
+    if (w == "over" && toks[i].kind == tok::word) {
+      return std::string("a window function sees rows one by one");
+    }
+    if (call && (w == "sum" || w == "total" || w == "hist_merge" || w == "hist_percentile" ||
+                 w == "hist_percentile_error" || w == "group_concat")) {
+      aggregates = true;
+    }
+    if (w == "group" && word(i + 1) == "by") {
+      aggregates = true;
+    }
+    if (w == "dur") {
+      return std::string("it names dur, which a rollup row sums over its bucket");
+    }
+    if (w == "ts") {
+      // Allowed only as one side of a comparison (a window): ts >= x, x < t.ts, ts BETWEEN.
+      const bool before = i > 0 && cmp_char(i - 1);
+      const bool after = cmp_char(i + 1) || word(i + 1) == "between";
+      if (!before && !after) {
+        return std::string("it uses ts other than in a window condition (a rollup row's ts is "
+                           "its bucket's start)");
+      }
+    }
+  }
+  if (!aggregates) {
+    return std::string("it lists rows rather than adding them up");
+  }
+  return std::nullopt;
+}
+
 } // namespace rsched::store

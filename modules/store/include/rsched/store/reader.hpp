@@ -32,6 +32,16 @@ struct host_file {
   std::string path;
 };
 
+// What one scan of a data view read from one tier (reader::take_tier_reads, `.tiers on`).
+struct tier_read {
+  std::string view;
+  int tier = 0;          // 2: the view's _1h rows, 1: its _1m rows, 0: the view (finest kept)
+  std::int64_t from = 0; // the ts range it covered, UTC ns: [from, to); 0, 0 for a scan of the
+  std::int64_t to = 0;   // whole view (no window routed)
+  std::int64_t rows = 0; // rows read
+  std::string why;       // tier 0 read whole: why no rollup could answer ("" when routed)
+};
+
 class reader {
 public:
   // Opens an existing database read-only (mode=ro, busy_timeout) unless `read_only` is false
@@ -82,6 +92,18 @@ public:
   // Fixes what `now` means for the time functions (tests, reproducible examples); nullopt =
   // the real clock (default).
   void set_now(std::optional<std::int64_t> utc_ns);
+
+  // Whether the data views answer whole minutes and hours of a window from the rollups where
+  // they are exact (docs/SQL.md, "Which tier answers"): on by default; off, every view reads
+  // the finest tier kept, as `main.VIEW` always does. Databases before schema 10 and
+  // connections over several hosts are never routed.
+  void set_tier_routing(bool on);
+  [[nodiscard]] bool tier_routing() const;
+  // What the data views read since the previous call, scan by scan and tier by tier.
+  std::vector<tier_read> take_tier_reads();
+  // Receives a one-line remark when one scan of a data view has read `rows` rows from the
+  // finest tier (and why no rollup answered). Default: none.
+  void on_notice(std::function<void(const std::string &)> f, std::int64_t rows = 2'000'000);
 
   // True when `sql` ends in a complete statement (sqlite3_complete), for multi-line input.
   static bool complete(std::string_view sql);

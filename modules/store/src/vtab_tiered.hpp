@@ -1,0 +1,58 @@
+#pragma once
+// The data views answered from the coarsest exact tier (schema v10, issue 19). A reader shadows
+// each data view V of the file (one with V_1m and V_1h) by a TEMP virtual table of the same
+// name, module `rsched_tiered`, with V's columns. A scan that uses no per-thread column (tid,
+// pid, the culprit's pid, CPU and priorities) in a statement whose answer does not depend on
+// how rows are cut in time (sql_lint.hpp, tier_invariant) reads every whole hour of its ts
+// window that the 1-hour tier holds exactly from V_1h, every other whole minute that the
+// 1-minute tier holds exactly from V_1m, and the rest (the ragged edges, minutes not rolled up
+// yet, minutes with a raw interval written after their rollup) from V itself, the finest tier
+// kept at each moment. Every other scan reads V as it is. `main.V` always names the file's view.
+//
+// A rollup bucket is exact when it holds every raw interval of its moments: it was built
+// (tiers.built_ns past its end), is kept (at or after the tier's cutoff_ns), and no raw
+// interval of its moments was written after it was built (intervals.flags bit 2, found through
+// the partial index intervals_late). Sums, histogram merges and so percentiles are then the
+// same from either side; the test is tests/store/tiered_tests.cpp (randomized windows).
+#include "rsched/base/result.hpp"
+#include "rsched/store/reader.hpp"
+#include "rsched/store/tier_plan.hpp"
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace rsched::store::detail {
+
+using store::hour_ns;
+using store::minute_ns;
+using store::plan_tiers;
+using store::tier_bounds;
+using store::tier_segment;
+// Per connection: whether routing is on, whether the running statement allows it, and what the
+// scans read. Owned by the reader; the module's tables point to it.
+using store::tier_read;
+
+struct tier_router {
+  bool enabled = true;
+  bool statement_ok = true;     // set by reader::exec for each statement (tier_invariant)
+  std::string statement_why;    // why not, when it does not
+  std::vector<tier_read> reads; // appended by every scan, taken by the shell
+  // Called once per scan that has read `warn_rows` raw rows, with a one-line remark.
+  std::function<void(const std::string &)> warn;
+  std::int64_t warn_rows = 2'000'000;
+};
+
+// Registers module rsched_tiered on `db`, its tables reporting to `router` (which outlives the
+// connection's statements).
+result<void> register_tiered_module(sqlite3 *db, tier_router *router);
+
+// Creates temp.V over every data view V of the main database that has V_1m and V_1h, when the
+// database is of schema 10 (the late marks exist). Returns the views shadowed.
+result<std::vector<std::string>> shadow_tiered_views(sqlite3 *db);
+
+} // namespace rsched::store::detail
