@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <sqlite3.h>
 #include <sstream>
@@ -547,6 +548,85 @@ std::int64_t history_end(store::reader &r) {
   return end / minute * minute;
 }
 
+// The main views' questions of issue 19, each answered by the routed view (whole hours and
+// minutes from the rollups) and by main.sched_delay, the file's own view (the finest tier
+// kept at every moment: what every release before schema 10 read), with a check that both
+// answers are the same rows. The finest side runs once (it takes seconds).
+int routed(store::reader &r, std::int64_t end, int runs) {
+  const auto time_of =
+      [&](const std::string &sql, int n,
+          std::vector<std::vector<store::value>> &out) -> std::optional<std::vector<double>> {
+    std::vector<double> t;
+    for (int i = 0; i < n; ++i) {
+      out.clear();
+      store::result_sink s;
+      s.on_row = [&](const std::vector<store::value> &row) { out.push_back(row); };
+      const auto t0 = clk::now();
+      if (auto e = r.exec(sql, s); !e) {
+        fmt::print(stderr, "rsched-history-bench: {}: {}\n", sql, e.err().msg);
+        return std::nullopt;
+      }
+      t.push_back(ms_since(t0));
+    }
+    return t;
+  };
+  struct q {
+    std::string name;
+    std::string sql; // {V}: the view
+  };
+  std::vector<q> qs;
+  for (const auto &[name, w] : {std::pair{"hour", hour}, std::pair{"day", day},
+                                std::pair{"week", 7 * day}, std::pair{"30 days", 30 * day}}) {
+    qs.push_back({fmt::format("p99 per comm from the main view, the last {}", name),
+                  fmt::format("SELECT comm, hist_percentile(hist, 99) FROM {{V}} WHERE ts >= {} "
+                              "GROUP BY comm ORDER BY comm",
+                              end - w)});
+  }
+  qs.push_back({"p99 per thread (tid) from the main view, the last hour",
+                fmt::format("SELECT tid, hist_percentile(hist, 99) FROM {{V}} WHERE ts >= {} "
+                            "GROUP BY tid ORDER BY tid",
+                            end - hour)});
+  fmt::print(
+      "\nThe main view routed (rollups for whole hours and minutes) against main.sched_delay "
+      "(the finest tier kept):\n");
+  for (const auto &x : qs) {
+    std::vector<std::vector<store::value>> a;
+    std::vector<std::vector<store::value>> b;
+    auto ta = time_of(fmt::format(fmt::runtime(x.sql), fmt::arg("V", "sched_delay")), runs, a);
+    auto tiers = r.take_tier_reads();
+    auto tb = time_of(fmt::format(fmt::runtime(x.sql), fmt::arg("V", "main.sched_delay")), 1, b);
+    if (!ta || !tb) {
+      return 1;
+    }
+    std::int64_t by_tier[3] = {0, 0, 0};
+    for (const auto &t : tiers) {
+      by_tier[std::clamp(t.tier, 0, 2)] += t.rows;
+    }
+    const std::string read = fmt::format("rows read per run: 1h {}, 1m {}, finest {}",
+                                         by_tier[2] / runs, by_tier[1] / runs, by_tier[0] / runs);
+    fmt::print("{:<58} routed first {:8.1f} ms median {:8.1f} ms | finest {:9.1f} ms | {} | {} "
+               "rows, {}\n",
+               x.name, ta->front(), pct(*ta, 50), tb->front(), a == b ? "same answer" : "DIFFERENT",
+               a.size(), read);
+  }
+  const std::vector<q> fns = {
+      {"spikes('sched_delay', '3x') over the last day",
+       fmt::format("SELECT count(*) FROM spikes('sched_delay', '3x', {}, {})", end - day, end)},
+      {"compare() of the last day with the day before",
+       fmt::format("SELECT count(*) FROM compare({}, {}, {}, {})", end - 2 * day, end - day,
+                   end - day, end)},
+  };
+  for (const auto &x : fns) {
+    std::vector<std::vector<store::value>> a;
+    auto t = time_of(x.sql, std::max(1, std::min(runs, 2)), a);
+    if (!t) {
+      return 1;
+    }
+    fmt::print("{:<58} first {:8.1f} ms median {:8.1f} ms\n", x.name, t->front(), pct(*t, 50));
+  }
+  return 0;
+}
+
 int query(const std::string &path, int runs) {
   auto r = store::reader::open(path);
   if (!r) {
@@ -601,7 +681,7 @@ int query(const std::string &path, int runs) {
     fmt::print("{:<75} first {:7.1f} ms  median {:7.1f} ms  ({} rows)\n", x.name, t.front(),
                pct(t, 50), rows);
   }
-  return 0;
+  return routed(*r, end, runs);
 }
 
 // The pictures of rsched-sql on the year: a day's heatmap from the 1-minute tier, an hour's from

@@ -295,7 +295,7 @@ TEST_CASE("rsched-sql shell: a PagerDuty incidents export imports as it comes, o
 
 TEST_CASE("rsched-sql completion: new dot commands, modes and functions", "[rsched-sql]") {
   const std::vector<std::string> names;
-  CHECK(completions("", ".ti", true, names) == std::vector<std::string>{".timer"});
+  CHECK(completions("", ".ti", true, names) == std::vector<std::string>{".tiers", ".timer"});
   CHECK(completions("", ".o", true, names) == std::vector<std::string>{".once", ".output"});
   CHECK(completions("", ".im", true, names) == std::vector<std::string>{".import-incidents"});
   CHECK(completions(".mode ", "j", true, names) == std::vector<std::string>{"json", "jsonl"});

@@ -57,6 +57,11 @@ constexpr const char *help_text =
 .read FILE               run the statements and dot commands of FILE
 .schema [PATTERN]        CREATE statements of the objects whose name is LIKE PATTERN
 .tables                  list the tables and views
+.tiers on|off|finest|auto
+                         on: after each statement, which tiers the data views read and how
+                         many rows (on stderr); finest: every view reads the finest tier
+                         kept, as main.VIEW does; auto (default): whole minutes and hours
+                         of a window from the rollups where they answer exactly
 .timer on|off            print the run time of each statement (on stderr)
 .tz [UTC|local|ZONE]     the zone times are shown and read in (IANA name: Europe/Berlin)
 Statements end with ';' and may span lines; Ctrl-C cancels a running query.
@@ -259,13 +264,19 @@ shell::shell(store::reader &db, std::ostream &out, std::ostream &err, output_con
     : db_(db), out_(out), err_(err), printer_(out, cfg), terminal_escape_(cfg.escape_csv_text),
       terminal_max_rows_(cfg.max_rows) {
   apply_zone(db_, cfg.zone);
+  // A scan that reads millions of raw rows says so, and why no rollup could answer it.
+  db_.on_notice([this](const std::string &s) {
+    err_ << program_name << ": note: " << text::escape_for_terminal(s) << '\n';
+    err_.flush();
+  });
 }
 
 const std::vector<std::string> &shell::dot_commands() {
   static const std::vector<std::string> names = {
-      ".exit",   ".headers", ".heatmap", ".help",   ".import-incidents", ".pager", ".mark",
-      ".mode",   ".once",    ".plot",    ".report", ".output",           ".quit",  ".read",
-      ".schema", ".tables",  ".timer",   ".tz"};
+      ".exit",   ".headers", ".heatmap", ".help", ".import-incidents",
+      ".pager",  ".mark",    ".mode",    ".once", ".plot",
+      ".report", ".output",  ".quit",    ".read", ".schema",
+      ".tables", ".tiers",   ".timer",   ".tz"};
   return names;
 }
 
@@ -385,6 +396,24 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
       report_error("error writing the .once file");
       return status::failed;
     }
+  }
+  if (tiers_) {
+    for (const auto &t : db_.take_tier_reads()) {
+      const char *name = t.tier == 2 ? "1h" : t.tier == 1 ? "1m" : "finest";
+      if (t.from == 0 && t.to == 0) {
+        err_ << fmt::format("tiers: {} finest {} rows, the finest tier kept{}\n",
+                            text::escape_for_terminal(t.view), t.rows,
+                            t.why.empty() ? "" : " (" + t.why + ")");
+      } else {
+        err_ << fmt::format("tiers: {} {} {} rows, {} to {}{}\n", text::escape_for_terminal(t.view),
+                            name, t.rows, timefmt::format_time(t.from, db_.zone()),
+                            timefmt::format_time(t.to, db_.zone()),
+                            t.why.empty() ? "" : " (" + t.why + ")");
+      }
+    }
+    err_.flush();
+  } else {
+    (void)db_.take_tier_reads();
   }
   if (timer_) {
     err_ << fmt::format("Run Time: real {:.3f} s\n",
@@ -697,6 +726,13 @@ shell::status shell::run_dot(std::string_view line) {
   }
   if (cmd.name == ".headers") {
     return on_off(printer_.config().headers, ".headers on|off");
+  }
+  if (cmd.name == ".tiers") {
+    if (args.size() == 1 && (args[0] == "finest" || args[0] == "auto")) {
+      db_.set_tier_routing(args[0] == "auto");
+      return status::ok;
+    }
+    return on_off(tiers_, ".tiers on|off|finest|auto");
   }
   if (cmd.name == ".timer") {
     return on_off(timer_, ".timer on|off");
@@ -1059,6 +1095,10 @@ std::vector<std::string> completions(std::string_view before, std::string_view w
     } else if (cmd.args.empty() && (cmd.name == ".headers" || cmd.name == ".timer")) {
       offer("on");
       offer("off");
+    } else if (cmd.args.empty() && cmd.name == ".tiers") {
+      for (const char *m : {"on", "off", "finest", "auto"}) {
+        offer(m);
+      }
     } else if (cmd.args.empty() && cmd.name == ".tz") {
       offer("UTC");
       offer("local");

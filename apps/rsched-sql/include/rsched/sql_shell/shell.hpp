@@ -116,6 +116,7 @@ private:
   std::string db_path_;
   bool bail_ = false;
   bool timer_ = false;
+  bool tiers_ = false; // .tiers on: what the data views read, after each statement
   bool no_data_ = false;
   int read_depth_ = 0;
   volatile std::sig_atomic_t interrupted_ = 0;
