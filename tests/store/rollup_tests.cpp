@@ -898,3 +898,52 @@ TEST_CASE("the version 10 upgrade marks the raw intervals of minutes their rollu
   CHECK(finest_late_minute);
   CHECK(routed == run(r, routed_sql(q, "main.sched_delay", where)).rows);
 }
+
+TEST_CASE("compare() reads whole minutes and hours from the rollups, with the same answer",
+          "[store][rollup][tiers]") {
+  history h(4);
+  auto [w, r, end] = std::tie(h.w, h.r, h.end); // references into h
+  std::mt19937_64 rng(11);
+  write_ok(w, synthetic(t0 + 2 * hour + 30 * minute + 5 * sec, rng)); // a late raw interval
+  // One that crosses a minute's end (as rschedd's 1 s intervals do), late as well.
+  write_ok(w, synthetic(t0 + 3 * hour + 55 * sec, rng));
+  retention keep = forever();
+  keep.keep_raw_ns = 2 * hour; // and raw rows gone before the last two hours
+  w.set_retention(keep);
+  settle(w, end);
+  // A window whose end cuts the minute after the crossing interval's start.
+  const std::string fixed = "SELECT * FROM compare(" + std::to_string(t0) + ", " +
+                            std::to_string(t0 + hour) + ", " + std::to_string(t0 + 2 * hour) +
+                            ", " + std::to_string(t0 + 3 * hour + minute + 30 * sec) + ")";
+  const auto fixed_routed = run(r, fixed).rows;
+  r.set_tier_routing(false);
+  CHECK(fixed_routed == run(r, fixed).rows);
+  r.set_tier_routing(true);
+  std::mt19937_64 pick(5);
+  for (int n = 0; n < 40; ++n) {
+    const auto at = [&] {
+      return t0 - 5 * minute + static_cast<std::int64_t>(pick() % (4 * 3600 + 600)) * sec;
+    };
+    std::int64_t a1 = at();
+    std::int64_t a2 = at();
+    std::int64_t b1 = at();
+    std::int64_t b2 = at();
+    if (a1 > a2) {
+      std::swap(a1, a2);
+    }
+    if (b1 > b2) {
+      std::swap(b1, b2);
+    }
+    for (const char *by : {"comm", "cpu"}) {
+      const std::string sql = "SELECT * FROM compare(" + std::to_string(a1) + ", " +
+                              std::to_string(a2) + ", " + std::to_string(b1) + ", " +
+                              std::to_string(b2) + ", '" + by + "')";
+      INFO(sql);
+      r.set_tier_routing(true);
+      const auto routed = run(r, sql).rows;
+      r.set_tier_routing(false);
+      CHECK(routed == run(r, sql).rows);
+    }
+  }
+  r.set_tier_routing(true);
+}

@@ -731,6 +731,7 @@ const std::vector<std::string> &reader::hosts() const {
 void reader::set_tier_routing(bool on) {
   if (p_) {
     p_->router.enabled = on;
+    p_->ctx.tier_routing = on;
   }
 }
 

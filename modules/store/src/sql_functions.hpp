@@ -62,6 +62,9 @@ struct fn_context {
   // The margin around each annotation's span in annotation_delay / annotation_summary, ns
   // (annotation_margin(dur) sets it for the connection).
   std::int64_t annotation_margin_ns = 0;
+  // Whether compare() may read whole minutes and hours from the rollups (reader's tier
+  // routing, vtab_tiered.hpp); true unless the reader turned it off.
+  bool tier_routing = true;
   // Empty, or the hosts of a connection over several hosts (vtab.cpp runs the table functions
   // on each of them).
   std::vector<host_source> hosts;

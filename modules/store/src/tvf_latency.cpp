@@ -8,6 +8,7 @@
 #include "table_functions.hpp"
 #include "tvf_blame.hpp"
 #include "tvf_window.hpp"
+#include "vtab_tiered.hpp"
 
 #include <fmt/format.h>
 
@@ -461,6 +462,121 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
 
 // ---- compare -------------------------------------------------------------------------------
 
+namespace {
+
+// Adds the histograms of `m` per key of the intervals of `src` (a tier's rows of `intervals`,
+// or the timeline) that start in [from, to) into `out`.
+result<void> add_starting_in(sqlite3 *db, metric_source m, int tier, std::int64_t from,
+                             std::int64_t to, const std::string &key,
+                             std::map<value, stats::histogram> &out) {
+  const std::string src = tier == 0 ? timeline(db) : "intervals";
+  const std::string in_tier = tier == 0 ? "" : fmt::format(" AND i.tier = {}", tier);
+  const std::string sql =
+      m.cpu ? fmt::format("SELECT c.cpu, c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON "
+                          "c.interval_id = i.id AND c.metric = ?3 WHERE i.start_ns >= ?1 AND "
+                          "i.start_ns < ?2{}",
+                          src, in_tier)
+            : fmt::format("SELECT t.{}, h.hist FROM {} AS i CROSS JOIN thread_hist AS h ON "
+                          "h.interval_id = i.id AND h.metric = ?3 JOIN thread AS t ON t.id = "
+                          "h.thread_id WHERE i.start_ns >= ?1 AND i.start_ns < ?2{}",
+                          key, src, in_tier);
+  auto st = prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, from);
+  sqlite3_bind_int64(st->get(), 2, to);
+  sqlite3_bind_int64(st->get(), 3, m.id);
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    auto h = col_hist(st->get(), 1);
+    if (!h) {
+      return make_error("stored histogram: " + h.err().msg);
+    }
+    value k;
+    if (sqlite3_column_type(st->get(), 0) == SQLITE_INTEGER) {
+      k = std::int64_t{sqlite3_column_int64(st->get(), 0)};
+    } else {
+      k = column_text(st->get(), 0);
+    }
+    auto [it, fresh] = out.try_emplace(std::move(k), stats::histogram{h->kind, {}});
+    if (auto r = stats::merge_into(it->second, *h); !r) {
+      return r.err();
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
+// compare's side: per key, the merged histogram of the intervals overlapping [a, b). The whole
+// minutes inside the window are planned as the routed views plan them (vtab_tiered.hpp): whole
+// hours and minutes from the rollups where exact, the rest from the timeline by start time;
+// the ragged ends keep load()'s overlap rule (an interval that starts before the first whole
+// minute and reaches into the window counts; one that starts in the whole minutes is theirs).
+result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_context &ctx,
+                                                       metric_source m, std::int64_t a,
+                                                       std::int64_t b, const std::string &key) {
+  std::map<value, stats::histogram> out;
+  const auto add_loaded = [&](std::int64_t x, std::int64_t y,
+                              std::optional<std::int64_t> from) -> result<void> {
+    auto data = load(db, m, x, y, key);
+    if (!data) {
+      return data.err();
+    }
+    for (const auto &d : *data) {
+      if (from && d.iv.start < *from) {
+        continue; // started inside the whole minutes: read there
+      }
+      for (const auto &k : d.by_key) {
+        auto [it, fresh] = out.try_emplace(k.key, stats::histogram{k.h.kind, {}});
+        if (auto r = stats::merge_into(it->second, k.h); !r) {
+          return r.err();
+        }
+      }
+    }
+    return {};
+  };
+  const auto ceil_min = [](std::int64_t v) {
+    const std::int64_t f = v / minute_ns * minute_ns;
+    return f < v ? f + minute_ns : f;
+  };
+  std::optional<std::vector<tier_segment>> plan;
+  const std::int64_t a2 =
+      a > std::numeric_limits<std::int64_t>::max() - minute_ns ? a : ceil_min(a);
+  const std::int64_t b2 = b < 0 ? b : b / minute_ns * minute_ns;
+  if (ctx.tier_routing && a2 < b2) {
+    auto p = plan_window(db, a2, b2);
+    if (!p) {
+      return p.err();
+    }
+    plan = std::move(*p);
+  }
+  if (!plan) {
+    if (auto r = add_loaded(a, b, std::nullopt); !r) {
+      return r.err();
+    }
+    return out;
+  }
+  if (auto r = add_loaded(a, a2, std::nullopt); !r) {
+    return r.err();
+  }
+  for (const auto &s : *plan) {
+    if (auto r = add_starting_in(db, m, s.tier, s.from, s.to, key, out); !r) {
+      return r.err();
+    }
+  }
+  if (b2 < b) {
+    if (auto r = add_loaded(b2, b, b2); !r) {
+      return r.err();
+    }
+  }
+  return out;
+}
+
+} // namespace
+
 result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   auto wa = window_args(db, ctx, args, 0, 1, "compare");
   if (!wa) {
@@ -488,16 +604,14 @@ result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   std::map<value, side> keys;
   for (int which = 0; which < 2; ++which) {
     const auto &w = which == 0 ? *wa : *wb;
-    auto data = load(db, m, w.first, w.second, m.cpu ? "comm" : by);
+    auto data = window_hists(db, ctx, m, w.first, w.second, m.cpu ? "comm" : by);
     if (!data) {
       return data.err();
     }
-    for (const auto &d : *data) {
-      for (const auto &k : d.by_key) {
-        auto &s = keys[k.key];
-        if (auto r = stats::merge_into(which == 0 ? s.a : s.b, k.h); !r) {
-          return r.err();
-        }
+    for (const auto &[k, h] : *data) {
+      auto &s = keys[k];
+      if (auto r = stats::merge_into(which == 0 ? s.a : s.b, h); !r) {
+        return r.err();
       }
     }
   }

@@ -544,8 +544,19 @@ std::optional<std::pair<std::int64_t, std::int64_t>> window_of(const table *t, c
   return std::pair{lo, hi};
 }
 
-// The parts of a routed scan over [lo, hi): nullopt when the database cannot say (no tiers).
-result<std::optional<std::vector<part>>> route(sqlite3 *db, std::int64_t lo, std::int64_t hi) {
+} // namespace
+
+result<std::optional<std::vector<tier_segment>>> plan_window(sqlite3 *db, std::int64_t lo,
+                                                             std::int64_t hi) {
+  using out_t = std::optional<std::vector<tier_segment>>;
+  auto marks = query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = "
+                             "'intervals_late'");
+  if (!marks) {
+    return marks.err();
+  }
+  if (*marks == 0) {
+    return out_t(); // before schema 10: late raw intervals are not marked
+  }
   auto ext = prepare_stmt(db, "SELECT min(start_ns), max(start_ns) FROM intervals");
   if (!ext) {
     return ext.err();
@@ -554,13 +565,13 @@ result<std::optional<std::vector<part>>> route(sqlite3 *db, std::int64_t lo, std
     return make_error(sqlite3_errmsg(db));
   }
   if (sqlite3_column_type(ext->get(), 0) == SQLITE_NULL) {
-    return std::optional<std::vector<part>>(std::vector<part>{}); // no data at all
+    return out_t(std::vector<tier_segment>{}); // no data at all
   }
   lo = std::max<std::int64_t>(lo, sqlite3_column_int64(ext->get(), 0));
   const std::int64_t last = sqlite3_column_int64(ext->get(), 1);
   hi = last < hi ? last + 1 : hi;
   if (lo >= hi) {
-    return std::optional<std::vector<part>>(std::vector<part>{});
+    return out_t(std::vector<tier_segment>{});
   }
   tier_bounds b;
   auto tiers = prepare_stmt(db, "SELECT tier, built_ns, cutoff_ns FROM tiers WHERE tier < 3");
@@ -581,7 +592,7 @@ result<std::optional<std::vector<part>>> route(sqlite3 *db, std::int64_t lo, std
     return make_error(sqlite3_errmsg(db));
   }
   if (seen < 3) {
-    return std::optional<std::vector<part>>();
+    return out_t();
   }
   // The same terms as the partial index intervals_late, which SQLite then reads.
   auto late = prepare_stmt(db, "SELECT DISTINCT start_ns - start_ns % 60000000000 FROM intervals "
@@ -600,9 +611,23 @@ result<std::optional<std::vector<part>>> route(sqlite3 *db, std::int64_t lo, std
   if (rc != SQLITE_DONE) {
     return make_error(sqlite3_errmsg(db));
   }
+  return out_t(plan_tiers(lo, hi, b, minutes));
+}
+
+namespace {
+
+// The parts of a routed scan over [lo, hi): nullopt when the database cannot say (no tiers).
+result<std::optional<std::vector<part>>> route(sqlite3 *db, std::int64_t lo, std::int64_t hi) {
+  auto segs = plan_window(db, lo, hi);
+  if (!segs) {
+    return segs.err();
+  }
+  if (!*segs) {
+    return std::optional<std::vector<part>>();
+  }
   std::vector<part> parts;
-  for (const auto &s : plan_tiers(lo, hi, b, minutes)) {
-    parts.push_back({s.tier, s.from, s.to, true});
+  for (const auto &x : **segs) {
+    parts.push_back({x.tier, x.from, x.to, true});
   }
   return std::optional<std::vector<part>>(std::move(parts));
 }

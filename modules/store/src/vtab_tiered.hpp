@@ -47,6 +47,12 @@ struct tier_router {
   std::int64_t warn_rows = 2'000'000;
 };
 
+// The plan of a ts window [lo, hi) on `db` (clamped to its intervals): plan_tiers with the
+// tiers' state and the late minutes read from the database; nullopt before schema 10 (late
+// raw intervals unmarked) or without tiers.
+result<std::optional<std::vector<tier_segment>>> plan_window(sqlite3 *db, std::int64_t lo,
+                                                             std::int64_t hi);
+
 // Registers module rsched_tiered on `db`, its tables reporting to `router` (which outlives the
 // connection's statements).
 result<void> register_tiered_module(sqlite3 *db, tier_router *router);
