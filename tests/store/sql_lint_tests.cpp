@@ -125,3 +125,24 @@ TEST_CASE("tier_variant_reason: which statements the rollups may answer", "[stor
   CHECK_FALSE(tier_variant_reason("SELECT comm, sum(count) FROM sched_delay WHERE comm = 'ts, "
                                   "count(*), dur' GROUP BY comm"));
 }
+
+TEST_CASE("tier_variant_reason: measures only summed or merged as they are",
+          "[store][lint][tiers]") {
+  using rsched::store::tier_variant_reason;
+  CHECK_FALSE(tier_variant_reason("SELECT comm, sum(d.count), hist_percentile(d.hist, 99) FROM "
+                                  "sched_delay AS d WHERE d.ts >= 1 GROUP BY comm"));
+  CHECK_FALSE(tier_variant_reason("SELECT hist_max(hist_merge(hist)), sum(total_ns) / "
+                                  "sum(count) FROM sched_delay WHERE ts >= 1"));
+  // A condition on a measure, a measure in an expression or a DISTINCT: per row.
+  CHECK(tier_variant_reason("SELECT comm, sum(count) FROM sched_delay WHERE count > 10 GROUP BY "
+                            "comm")
+            .value() ==
+        "it uses count other than summed or merged as it is (a rollup row holds many samples)");
+  CHECK(tier_variant_reason("SELECT sum(CASE WHEN count > 5 THEN count END) FROM sched_delay"));
+  CHECK(tier_variant_reason("SELECT sum(count * 2) FROM sched_delay"));
+  CHECK(tier_variant_reason("SELECT sum(DISTINCT count) FROM sched_delay"));
+  CHECK(tier_variant_reason("SELECT hist_percentile(hist, 99) FROM sched_delay WHERE "
+                            "hist_max(hist) > 1000"));
+  CHECK(tier_variant_reason("SELECT sum(some_pct) FROM cpu_pressure"));
+  CHECK(tier_variant_reason("SELECT group_concat(comm) FROM sched_delay GROUP BY cgroup"));
+}

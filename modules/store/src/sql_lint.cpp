@@ -429,6 +429,7 @@ std::optional<std::string> tier_variant_reason(std::string_view statement) {
                ? std::string_view(toks[i].lower)
                : std::string_view();
   };
+  const auto is = [&](std::size_t i, tok k) { return i < toks.size() && toks[i].kind == k; };
   // A comparison operator ending just before token i, or starting at it: "<", "<=", ">", ">=",
   // "=", "==", "!=" and "<>" are one or two `other` tokens.
   const auto cmp_char = [&](std::size_t i) {
@@ -438,23 +439,63 @@ std::optional<std::string> tier_variant_reason(std::string_view statement) {
     const char ch = statement[toks[i].begin];
     return ch == '<' || ch == '>' || ch == '=' || ch == '!';
   };
+  // The aggregates whose result is the same over raw rows and over their rollups (sums and
+  // histogram merges), and the data views' measure columns (what rollup rows add up). A
+  // measure is allowed only as the first argument of one of them, as itself: sum(count),
+  // hist_percentile(d.hist, 99); not sum(count * 2) or sum(CASE WHEN count > 5 ...), whose
+  // answer depends on how the samples are split into rows.
+  constexpr std::array<std::string_view, 5> additive = {"sum", "total", "hist_merge",
+                                                        "hist_percentile", "hist_percentile_error"};
+  constexpr std::array<std::string_view, 33> measures = {"count",
+                                                         "total_ns",
+                                                         "hist",
+                                                         "voluntary_count",
+                                                         "involuntary_count",
+                                                         "voluntary_hist",
+                                                         "involuntary_hist",
+                                                         "voluntary_ns",
+                                                         "involuntary_ns",
+                                                         "seconds",
+                                                         "total",
+                                                         "cross_ccx_hist",
+                                                         "cross_numa_hist",
+                                                         "cross_ccx",
+                                                         "cross_numa",
+                                                         "user_cycles",
+                                                         "kernel_cycles",
+                                                         "user_instructions",
+                                                         "kernel_instructions",
+                                                         "value",
+                                                         "rate_hist",
+                                                         "enabled_ns",
+                                                         "running_ns",
+                                                         "delta",
+                                                         "wait_ns",
+                                                         "some_ns",
+                                                         "full_ns",
+                                                         "some_pct",
+                                                         "full_pct",
+                                                         "usage_ns",
+                                                         "periods",
+                                                         "throttled",
+                                                         "throttled_ns"};
   bool aggregates = false;
   for (std::size_t i = 0; i < toks.size(); ++i) {
     const std::string_view w = word(i);
     if (w.empty()) {
       continue;
     }
-    const bool call =
-        toks[i].kind == tok::word && i + 1 < toks.size() && toks[i + 1].kind == tok::lparen;
-    if (call && (w == "count" || w == "avg" || w == "min" || w == "max")) {
+    const bool call = toks[i].kind == tok::word && is(i + 1, tok::lparen);
+    if (call && (w == "count" || w == "avg" || w == "min" || w == "max" || w == "group_concat" ||
+                 w == "string_agg" || w.rfind("json", 0) == 0)) {
       return fmt::format("{}() describes rows, and rollup rows are not raw ones", w);
     }
     if (w == "over" && toks[i].kind == tok::word) {
       return std::string("a window function sees rows one by one");
     }
-    if (call && (w == "sum" || w == "total" || w == "hist_merge" || w == "hist_percentile" ||
-                 w == "hist_percentile_error" || w == "group_concat")) {
+    if (call && one_of(additive, w)) {
       aggregates = true;
+      continue;
     }
     if (w == "group" && word(i + 1) == "by") {
       aggregates = true;
@@ -469,6 +510,21 @@ std::optional<std::string> tier_variant_reason(std::string_view statement) {
       if (!before && !after) {
         return std::string("it uses ts other than in a window condition (a rollup row's ts is "
                            "its bucket's start)");
+      }
+    }
+    if (!call && (w == "some_pct" || w == "full_pct")) {
+      return fmt::format("it uses {}, a ratio of each row's own length", w);
+    }
+    if (!call && one_of(measures, w)) {
+      // The reference, qualified or not, must be a whole first argument of an additive call.
+      const std::size_t first = i >= 2 && is(i - 1, tok::dot) && !word(i - 2).empty() ? i - 2 : i;
+      const bool in_call = first >= 2 && is(first - 1, tok::lparen) &&
+                           toks[first - 2].kind == tok::word && one_of(additive, word(first - 2));
+      const bool whole = is(i + 1, tok::rparen) || is(i + 1, tok::comma);
+      if (!in_call || !whole) {
+        return fmt::format("it uses {} other than summed or merged as it is (a rollup row "
+                           "holds many samples)",
+                           w);
       }
     }
   }

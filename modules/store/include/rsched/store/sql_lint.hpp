@@ -27,10 +27,12 @@ std::optional<sql_lint_error> check_histogram_aggregation(std::string_view state
 
 // Why a statement's answer may depend on how rows are cut in time, or nullopt when it does not:
 // the data views may then answer it from rollup rows (docs/SQL.md, "Which tier answers").
-// Conservative text analysis: the statement must add up (GROUP BY, or sum, total, hist_merge,
-// hist_percentile, hist_percentile_error, group_concat), name `ts` only as one side of a
-// comparison (a window), never `dur`, and call no count, avg, min, max or window function,
-// anywhere in it (subqueries included). The reason is a phrase ("it names dur, ...").
+// Conservative text analysis of the whole statement (subqueries included): it must add up
+// (GROUP BY, or sum, total, hist_merge, hist_percentile, hist_percentile_error), use the data
+// views' measure columns (count, total_ns, hist, wait_ns, ...) only as the whole first argument
+// of one of those, name `ts` only as one side of a comparison (a window), never `dur`, and call
+// no count, avg, min, max, group_concat, JSON aggregate or window function. The reason is a
+// phrase ("it names dur, ...").
 std::optional<std::string> tier_variant_reason(std::string_view statement);
 
 } // namespace rsched::store
