@@ -145,4 +145,10 @@ TEST_CASE("tier_variant_reason: measures only summed or merged as they are",
                             "hist_max(hist) > 1000"));
   CHECK(tier_variant_reason("SELECT sum(some_pct) FROM cpu_pressure"));
   CHECK(tier_variant_reason("SELECT group_concat(comm) FROM sched_delay GROUP BY cgroup"));
+  // Sums of anything but a measure count rows.
+  CHECK(tier_variant_reason("SELECT comm, sum(1) FROM sched_delay GROUP BY comm").value() ==
+        "sum() of something other than a measure column as it is");
+  CHECK(tier_variant_reason("SELECT total(length(comm)) FROM sched_delay"));
+  CHECK(tier_variant_reason("SELECT hist_percentile(hist_merge(hist), 99) FROM sched_delay"));
+  CHECK_FALSE(tier_variant_reason("SELECT hist_percentile(d.hist, 99) FROM sched_delay AS d"));
 }

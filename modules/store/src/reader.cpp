@@ -814,10 +814,10 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
       }
       // Whether the routed data views may answer this statement from rollup rows.
       {
-        auto why =
-            tier_variant_reason(std::string_view(start, static_cast<std::size_t>(cur - start)));
-        p_->router.statement_ok = !why.has_value();
-        p_->router.statement_why = why.value_or("");
+        auto text = tier_text_of(std::string_view(start, static_cast<std::size_t>(cur - start)));
+        p_->router.statement_ok = !text.why.has_value();
+        p_->router.statement_why = text.why.value_or("");
+        p_->router.ts_terms = text.ts_terms;
       }
       const int ncol = sqlite3_column_count(st.get());
       if (ncol > 0 && sink.on_columns) {

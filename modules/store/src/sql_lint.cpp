@@ -151,6 +151,41 @@ bool one_of(const std::array<std::string_view, N> &set, std::string_view w) {
   return std::find(set.begin(), set.end(), w) != set.end();
 }
 
+// The data views' measure columns: what rollup rows add up (tier_text_of).
+constexpr std::array<std::string_view, 33> measure_columns = {"count",
+                                                              "total_ns",
+                                                              "hist",
+                                                              "voluntary_count",
+                                                              "involuntary_count",
+                                                              "voluntary_hist",
+                                                              "involuntary_hist",
+                                                              "voluntary_ns",
+                                                              "involuntary_ns",
+                                                              "seconds",
+                                                              "total",
+                                                              "cross_ccx_hist",
+                                                              "cross_numa_hist",
+                                                              "cross_ccx",
+                                                              "cross_numa",
+                                                              "user_cycles",
+                                                              "kernel_cycles",
+                                                              "user_instructions",
+                                                              "kernel_instructions",
+                                                              "value",
+                                                              "rate_hist",
+                                                              "enabled_ns",
+                                                              "running_ns",
+                                                              "delta",
+                                                              "wait_ns",
+                                                              "some_ns",
+                                                              "full_ns",
+                                                              "some_pct",
+                                                              "full_pct",
+                                                              "usage_ns",
+                                                              "periods",
+                                                              "throttled",
+                                                              "throttled_ns"};
+
 enum class clause { result, from, where, group, having, window, order, limit };
 
 struct candidate {
@@ -422,7 +457,16 @@ std::optional<sql_lint_error> check_histogram_aggregation(std::string_view state
   return linter(statement, tokenize(statement)).run();
 }
 
+bool is_measure_column(std::string_view name) {
+  return one_of(measure_columns, name);
+}
+
 std::optional<std::string> tier_variant_reason(std::string_view statement) {
+  return tier_text_of(statement).why;
+}
+
+tier_text tier_text_of(std::string_view statement) {
+  tier_text out;
   const auto toks = tokenize(statement);
   const auto word = [&](std::size_t i) -> std::string_view {
     return i < toks.size() && (toks[i].kind == tok::word || toks[i].kind == tok::quoted)
@@ -446,39 +490,7 @@ std::optional<std::string> tier_variant_reason(std::string_view statement) {
   // answer depends on how the samples are split into rows.
   constexpr std::array<std::string_view, 5> additive = {"sum", "total", "hist_merge",
                                                         "hist_percentile", "hist_percentile_error"};
-  constexpr std::array<std::string_view, 33> measures = {"count",
-                                                         "total_ns",
-                                                         "hist",
-                                                         "voluntary_count",
-                                                         "involuntary_count",
-                                                         "voluntary_hist",
-                                                         "involuntary_hist",
-                                                         "voluntary_ns",
-                                                         "involuntary_ns",
-                                                         "seconds",
-                                                         "total",
-                                                         "cross_ccx_hist",
-                                                         "cross_numa_hist",
-                                                         "cross_ccx",
-                                                         "cross_numa",
-                                                         "user_cycles",
-                                                         "kernel_cycles",
-                                                         "user_instructions",
-                                                         "kernel_instructions",
-                                                         "value",
-                                                         "rate_hist",
-                                                         "enabled_ns",
-                                                         "running_ns",
-                                                         "delta",
-                                                         "wait_ns",
-                                                         "some_ns",
-                                                         "full_ns",
-                                                         "some_pct",
-                                                         "full_pct",
-                                                         "usage_ns",
-                                                         "periods",
-                                                         "throttled",
-                                                         "throttled_ns"};
+
   bool aggregates = false;
   for (std::size_t i = 0; i < toks.size(); ++i) {
     const std::string_view w = word(i);
@@ -488,12 +500,24 @@ std::optional<std::string> tier_variant_reason(std::string_view statement) {
     const bool call = toks[i].kind == tok::word && is(i + 1, tok::lparen);
     if (call && (w == "count" || w == "avg" || w == "min" || w == "max" || w == "group_concat" ||
                  w == "string_agg" || w.rfind("json", 0) == 0)) {
-      return fmt::format("{}() describes rows, and rollup rows are not raw ones", w);
+      out.why = fmt::format("{}() describes rows, and rollup rows are not raw ones", w);
+      return out;
     }
     if (w == "over" && toks[i].kind == tok::word) {
-      return std::string("a window function sees rows one by one");
+      out.why = std::string("a window function sees rows one by one");
+      return out;
     }
     if (call && one_of(additive, w)) {
+      // Its first argument must be a measure column as it is: sum(1) or sum(length(comm))
+      // count rows, which rollups do not keep.
+      std::size_t arg = i + 2;
+      const bool qualified = is(arg + 1, tok::dot) && !word(arg).empty();
+      const std::size_t col = qualified ? arg + 2 : arg;
+      if (!one_of(measure_columns, word(col)) ||
+          !(is(col + 1, tok::rparen) || is(col + 1, tok::comma))) {
+        out.why = fmt::format("{}() of something other than a measure column as it is", w);
+        return out;
+      }
       aggregates = true;
       continue;
     }
@@ -501,37 +525,43 @@ std::optional<std::string> tier_variant_reason(std::string_view statement) {
       aggregates = true;
     }
     if (w == "dur") {
-      return std::string("it names dur, which a rollup row sums over its bucket");
+      out.why = std::string("it names dur, which a rollup row sums over its bucket");
+      return out;
     }
     if (w == "ts") {
       // Allowed only as one side of a comparison (a window): ts >= x, x < t.ts, ts BETWEEN.
       const bool before = i > 0 && cmp_char(i - 1);
       const bool after = cmp_char(i + 1) || word(i + 1) == "between";
+      out.ts_terms += word(i + 1) == "between" ? 2 : 1;
       if (!before && !after) {
-        return std::string("it uses ts other than in a window condition (a rollup row's ts is "
-                           "its bucket's start)");
+        out.why = std::string("it uses ts other than in a window condition (a rollup row's ts is "
+                              "its bucket's start)");
+        return out;
       }
     }
     if (!call && (w == "some_pct" || w == "full_pct")) {
-      return fmt::format("it uses {}, a ratio of each row's own length", w);
+      out.why = fmt::format("it uses {}, a ratio of each row's own length", w);
+      return out;
     }
-    if (!call && one_of(measures, w)) {
+    if (!call && one_of(measure_columns, w)) {
       // The reference, qualified or not, must be a whole first argument of an additive call.
       const std::size_t first = i >= 2 && is(i - 1, tok::dot) && !word(i - 2).empty() ? i - 2 : i;
       const bool in_call = first >= 2 && is(first - 1, tok::lparen) &&
                            toks[first - 2].kind == tok::word && one_of(additive, word(first - 2));
       const bool whole = is(i + 1, tok::rparen) || is(i + 1, tok::comma);
       if (!in_call || !whole) {
-        return fmt::format("it uses {} other than summed or merged as it is (a rollup row "
-                           "holds many samples)",
-                           w);
+        out.why = fmt::format("it uses {} other than summed or merged as it is (a rollup row "
+                              "holds many samples)",
+                              w);
+        return out;
       }
     }
   }
   if (!aggregates) {
-    return std::string("it lists rows rather than adding them up");
+    out.why = std::string("it lists rows rather than adding them up");
+    return out;
   }
-  return std::nullopt;
+  return out;
 }
 
 } // namespace rsched::store

@@ -41,6 +41,7 @@ struct tier_router {
   bool enabled = true;
   bool statement_ok = true;     // set by reader::exec for each statement (tier_invariant)
   std::string statement_why;    // why not, when it does not
+  int ts_terms = -1;            // its comparisons on ts (sql_lint: tier_text)
   std::vector<tier_read> reads; // appended by every scan, taken by the shell
   // Called once per scan that has read `warn_rows` raw rows, with a one-line remark.
   std::function<void(const std::string &)> warn;

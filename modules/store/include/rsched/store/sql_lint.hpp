@@ -35,4 +35,18 @@ std::optional<sql_lint_error> check_histogram_aggregation(std::string_view state
 // phrase ("it names dur, ...").
 std::optional<std::string> tier_variant_reason(std::string_view statement);
 
+// The same analysis, with what a routed scan needs to merge rows before the statement sees
+// them: `ts_terms`, the comparisons on `ts` the statement makes (BETWEEN counts two). A scan
+// that received as many ts constraints as that applies every one itself, so the statement
+// never reads ts of a row.
+struct tier_text {
+  std::optional<std::string> why; // as tier_variant_reason
+  int ts_terms = 0;
+};
+tier_text tier_text_of(std::string_view statement);
+
+// Whether `name` (lower case) is one of the data views' measure columns (count, total_ns,
+// hist, wait_ns, value, ...): what rollup rows add up.
+bool is_measure_column(std::string_view name);
+
 } // namespace rsched::store
