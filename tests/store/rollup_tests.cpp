@@ -757,6 +757,13 @@ TEST_CASE("the main views answer whole minutes and hours from the rollups, as th
   write_ok(w, synthetic(t0 + hour + 10 * minute + 5 * sec, rng));
   settle(w, end);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0 AND flags & 4 <> 0") == 1);
+  // A gap of 50 minutes (the daemon stopped), then 40 more minutes of history.
+  for (std::int64_t t = end + 50 * minute; t < end + 90 * minute; t += step) {
+    write_ok(w, synthetic(t, rng));
+    REQUIRE(w.maintain(t + step).ok());
+  }
+  end += 90 * minute;
+  settle(w, end);
 
   // Phases of retention, as in the test above: everything kept; raw kept 2 hours; 1-minute
   // rows kept 3 hours as well.

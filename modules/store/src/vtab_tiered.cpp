@@ -505,13 +505,21 @@ int advance(table *t, cursor *c) {
     if (rc == SQLITE_ROW) {
       ++c->rows;
       ++c->rowid;
-      if (c->parts[c->at].tier == 0 && ++c->raw_rows == t->router->warn_rows && !c->warned &&
-          t->router->warn) {
+      if (c->parts[c->at].tier == 0 && t->router != nullptr &&
+          ++c->raw_rows == t->router->warn_rows && !c->warned && t->router->warn) {
         c->warned = true;
-        t->router->warn(
-            fmt::format("{}: {} rows read from the finest tier so far{}", t->view, c->raw_rows,
-                        c->why.empty() ? std::string(" (a window that the rollups do not cover)")
-                                       : fmt::format(" ({})", c->why)));
+        // Why, and the faster formulation.
+        const std::string hint =
+            c->why.empty() ? std::string(" (a window the rollups do not cover yet)")
+            : !t->router->enabled
+                ? fmt::format(" ({}; .tiers auto reads whole minutes and hours from the rollups)",
+                              c->why)
+                : fmt::format(" ({}; per comm, cgroup or CPU, sum()/hist_merge()/"
+                              "hist_percentile() of the measures over a ts window read the "
+                              "rollups: docs/SQL.md, \"Which tier answers\")",
+                              c->why);
+        t->router->warn(fmt::format("{}: {} rows read from the finest tier so far{}", t->view,
+                                    c->raw_rows, hint));
       }
       c->eof = false;
       return SQLITE_OK;
