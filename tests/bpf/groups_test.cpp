@@ -188,13 +188,17 @@ TEST_CASE_METHOD(test::db_dir,
     }
     // Each sleep is a voluntary switch, and so is the exit. A timer that fires while the child
     // is preempted between arming it and blocking (a loaded machine) ends that "sleep" before
-    // it began: the kernel then counts one voluntary switch fewer, and so must we.
+    // it began: the kernel then counts one voluntary switch fewer, and so must we. And a sleep
+    // ends at its switch-in, which this VM sometimes never shows to sched_switch (see "What
+    // cannot be counted" below): one sample fewer again (a fresh-clone CI run and 1 of 8 runs
+    // by hand: 24 samples, 26 voluntary switches, no drops).
     const auto voluntary = kernel.begin()->second.voluntary;
     INFO("per interval (ts:count:min): " << per_interval << "; drops "
                                          << as_int(query(db, "SELECT sum(drops) FROM health")[0][0])
                                          << "; kernel voluntary switches " << voluntary);
     CHECK(as_int(rows[0][0]) >=
-          std::min<std::int64_t>(25, static_cast<std::int64_t>(voluntary) - 1));
+          std::min<std::int64_t>(25, static_cast<std::int64_t>(voluntary) - 1) - 1);
+    CHECK(as_int(rows[0][0]) <= 25);
     CHECK(as_int(rows[0][0]) >= 20);
   }
   const auto bucket20 = stats::bucket_bounds(stats::layout::latency,
