@@ -101,7 +101,7 @@ void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch) {
     out.slots = {};
   }
   for (std::size_t i = 0; used && i < out.slots.size(); ++i) {
-    if ((stale >> i & 1U) != 0) {
+    if ((static_cast<unsigned>(stale) >> i & 1U) != 0) {
       out.slots[i] = {};
       continue;
     }
@@ -268,7 +268,7 @@ void rebase(thread_counters &base, thread_counters &&cur, bool fresh) {
   // The slots this read copied replace the baseline's. When it copied none, every slot it did
   // not leave out is unused (gen 0) here and in the baseline alike.
   for (std::size_t i = 0; read.allocated() && i < blame_slots::size(); ++i) {
-    if ((stale >> i & 1U) == 0) {
+    if ((static_cast<unsigned>(stale) >> i & 1U) == 0) {
       kept[i] = std::as_const(read)[i];
     }
   }
