@@ -109,3 +109,45 @@ TEST_CASE("block_cache: a trim frees the blocks that stayed cached since the pre
     CHECK(other_cache::cached() == 0);
   }).join();
 }
+
+TEST_CASE("block_cache: a stack of free blocks, the last freed first; a trim frees the idle "
+          "bottom",
+          "[base]") {
+  std::thread([] {
+    struct third {
+      std::array<std::uint64_t, 43> v{};
+    };
+    using third_cache = block_cache<sizeof(third)>;
+    std::vector<void *> order; // the order the blocks were freed in
+    {
+      std::vector<cached_ptr<third>> v;
+      for (int i = 0; i < 1000; ++i) { // past the stack's first room of 256
+        v.push_back(make_cached<third>());
+      }
+      for (auto &p : v) {
+        order.push_back(p.get());
+        p.reset();
+      }
+    }
+    CHECK(third_cache::cached() == 1000);
+    CHECK(trim_block_caches() == 0);
+    {
+      // Taken in reverse order of freeing: the most recent (warmest) first.
+      std::vector<cached_ptr<third>> v;
+      for (int i = 0; i < 10; ++i) {
+        v.push_back(make_cached<third>());
+        CHECK(v.back().get() == order[order.size() - 1 - static_cast<std::size_t>(i)]);
+      }
+    }
+    // 990 stayed all along: the trim frees those (the bottom), the 10 taken remain.
+    CHECK(trim_block_caches() == 990);
+    REQUIRE(third_cache::cached() == 10);
+    std::set<void *> left;
+    std::vector<cached_ptr<third>> v;
+    for (int i = 0; i < 10; ++i) {
+      v.push_back(make_cached<third>());
+      left.insert(v.back().get());
+    }
+    CHECK(left == std::set<void *>(order.end() - 10, order.end()));
+  }).join();
+}
