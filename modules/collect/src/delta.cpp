@@ -1,6 +1,7 @@
 #include "rsched/collect/delta.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -41,6 +42,7 @@ void fill(metrics::set<S> &out, std::size_t i, const char *at, stats::layout l) 
   v.hist.kind = l;
   std::memcpy(v.hist.slots.data(), at + sizeof(head), slots * sizeof(std::uint64_t));
   std::fill(v.hist.slots.begin() + static_cast<std::ptrdiff_t>(slots), v.hist.slots.end(), 0);
+  v.spans = metrics::all_spans;
 }
 
 template <metrics::scope S, typename State>
@@ -79,7 +81,11 @@ void from_abi(const rsched_task_record &r, thread_sample &t, std::uint32_t blame
   from_abi(r.st.blame, t.c.blame, blame_epoch);
 }
 
-void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch) {
+namespace {
+// from_abi(rsched_blame) over `b`'s fields other than its slots, and `slot_at(i)`, which gives
+// slot i's (read only for the slots copied).
+template <typename SlotAt>
+void blame_from(const rsched_blame &b, SlotAt &&slot_at, blame_state &out, std::uint32_t epoch) {
   // A slot that never took a culprit has gen 0 (the kernel skips 0). With an epoch, a slot the
   // kernel last updated three or more epochs ago is stale: the kernel's own rule for giving a
   // slot away (its counts were read), one epoch safer than "read by the previous read".
@@ -97,15 +103,15 @@ void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch) {
     }
   }
   out.stale = stale;
-  if (!used) {
-    out.slots = {};
-  }
+  // A new array (all empty) for the slots in use; unused and stale slots stay empty.
+  out.slots = {};
+  out.live = 0;
   for (std::size_t i = 0; used && i < out.slots.size(); ++i) {
-    if ((static_cast<unsigned>(stale) >> i & 1U) != 0) {
-      out.slots[i] = {};
+    if (b.gen[i] == 0 || (static_cast<unsigned>(stale) >> i & 1U) != 0) {
       continue;
     }
-    const rsched_blame_slot &k = b.slot[i];
+    out.live = static_cast<std::uint16_t>(out.live | (1U << i));
+    const rsched_blame_slot k = slot_at(i);
     blame_slot &s = out.slots[i];
     s.gen = b.gen[i];
     s.who.tgid = b.tgid[i];
@@ -120,6 +126,31 @@ void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch) {
   out.other = {b.other_ns, b.other_waits, b.other_preempts};
   out.waiter = {b.waiter_policy, b.waiter_prio1};
 }
+} // namespace
+
+void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch) {
+  blame_from(
+      b, [&b](std::size_t i) { return b.slot[i]; }, out, epoch);
+}
+
+void blame_from_record(const char *at, blame_state &out, std::uint32_t epoch) {
+  // The fields before the slots and after them; a slot's 48 bytes only when it is copied (most
+  // of a busy thread's 16 slots are stale: its 768 bytes are not read).
+  constexpr std::size_t head = offsetof(rsched_blame, slot);
+  constexpr std::size_t tail = offsetof(rsched_blame, idle_ns);
+  static_assert(tail == head + sizeof(rsched_blame::slot));
+  rsched_blame b; // slots not filled: blame_from reads them through slot_at
+  std::memcpy(&b, at, head);
+  std::memcpy(reinterpret_cast<char *>(&b) + tail, at + tail, sizeof(rsched_blame) - tail);
+  blame_from(
+      b,
+      [at](std::size_t i) {
+        rsched_blame_slot k;
+        std::memcpy(&k, at + head + i * sizeof(rsched_blame_slot), sizeof(k));
+        return k;
+      },
+      out, epoch);
+}
 
 thread_sample from_abi(const rsched_task_record &r) {
   thread_sample t;
@@ -128,11 +159,7 @@ thread_sample from_abi(const rsched_task_record &r) {
 }
 
 namespace {
-void delta_into(metrics::value &d, const metrics::value &cur, const metrics::value &prev) {
-  d.count = sub(cur.count, prev.count);
-  d.total = sub(cur.total, prev.total);
-  stats::delta_into(d.hist, cur.hist, prev.hist);
-}
+using metrics::delta_into;
 
 // d = cur - prev, metric by metric; a metric without new samples stays unwritten in d (a value
 // that went down restarts from `cur`, and an unwritten `cur` is zero: nothing to keep).
@@ -164,19 +191,19 @@ blame_state delta(const blame_state &cur, const blame_state &prev) {
   // Only slots with new counts are written (d's slots stay unallocated when none has).
   // A slot stale in `cur` counts nothing new; one stale in `prev` (a baseline that never read
   // it) has an unknown start: its counts are skipped once and read again next time.
+  // Slots outside cur's `live` are empty in cur: nothing new there.
   const unsigned skip = static_cast<unsigned>(cur.stale | prev.stale);
-  for (std::size_t i = 0; cur.slots.allocated() && i < d.slots.size(); ++i) {
-    if ((skip >> i & 1U) != 0) {
-      continue;
-    }
+  d.live = 0;
+  cur.for_each_live(~skip, [&](std::size_t i) {
     const blame_slot &c = cur.slots[i];
     const blame_slot &p = prev.slots[i];
     // A slot that took a new culprit since the previous read restarted from 0.
     const blame_counts n = c.gen == p.gen ? sub(c.n, p.n) : c.n;
     if (!n.empty()) {
       d.slots[i] = {c.gen, c.who, n, c.cpu, c.prio};
+      d.live = static_cast<std::uint16_t>(d.live | (1U << i));
     }
-  }
+  });
   d.waiter = cur.waiter;
   d.idle = sub(cur.idle, prev.idle);
   d.unknown = sub(cur.unknown, prev.unknown);
@@ -185,32 +212,35 @@ blame_state delta(const blame_state &cur, const blame_state &prev) {
 }
 
 void accumulate(blame_state &into, const blame_state &d) {
-  for (std::size_t k = 0; d.slots.allocated() && k < d.slots.size(); ++k) {
+  d.for_each_live(~0U, [&](std::size_t k) {
     const blame_slot &s = d.slots[k];
     if (s.n.empty()) {
-      continue;
+      return;
     }
-    blame_slot *free = nullptr;
-    blame_slot *same = nullptr;
-    for (auto &t : into.slots) {
+    std::size_t free = blame_slots::size();
+    std::size_t same = blame_slots::size();
+    for (std::size_t i = 0; i < blame_slots::size(); ++i) {
+      const blame_slot &t = std::as_const(into.slots)[i];
       if (!t.n.empty() && t.who == s.who) {
-        same = &t;
+        same = i;
         break;
       }
-      if (free == nullptr && t.n.empty()) {
-        free = &t;
+      if (free == blame_slots::size() && t.n.empty()) {
+        free = i;
       }
     }
-    if (same != nullptr) {
-      same->n += s.n;
-      same->cpu = s.cpu; // the later tick's
-      same->prio = s.prio;
-    } else if (free != nullptr) {
-      *free = s;
+    if (same != blame_slots::size()) {
+      blame_slot &t = into.slots[same];
+      t.n += s.n;
+      t.cpu = s.cpu; // the later tick's
+      t.prio = s.prio;
+    } else if (free != blame_slots::size()) {
+      into.slots[free] = s;
+      into.live = static_cast<std::uint16_t>(into.live | (1U << free));
     } else {
       into.other += s.n;
     }
-  }
+  });
   into.idle += d.idle;
   into.unknown += d.unknown;
   into.other += d.other;
@@ -251,29 +281,80 @@ void accumulate(thread_counters &into, const thread_counters &d) {
 }
 
 namespace {
-// The baseline after a live read `cur`: its counters, except the blame slots it left out as
+// The baseline's blame after a live read `cur`: the read's, except the slots it left out as
 // stale, which keep the baseline's values. A new baseline (`fresh`) never read them: they stay
 // marked stale (unknown) until a read copies them.
-void rebase(thread_counters &base, thread_counters &&cur, bool fresh) {
-  const std::uint16_t stale = cur.blame.stale;
+void rebase_blame(blame_state &base, blame_state &&cur, bool fresh) {
+  const std::uint16_t stale = cur.stale;
   if (stale == 0) {
     base = std::move(cur);
     return;
   }
-  const std::uint16_t unknown =
-      fresh ? stale : static_cast<std::uint16_t>(base.blame.stale & stale);
-  blame_slots kept = std::move(base.blame.slots);
-  blame_slots read = std::move(cur.blame.slots);
+  const std::uint16_t unknown = fresh ? stale : static_cast<std::uint16_t>(base.stale & stale);
+  const std::uint16_t base_live = base.live;
+  const std::uint16_t read_live = cur.live;
+  blame_slots kept = std::move(base.slots);
+  blame_slots read = std::move(cur.slots);
   base = std::move(cur);
   // The slots this read copied replace the baseline's. When it copied none, every slot it did
-  // not leave out is unused (gen 0) here and in the baseline alike.
+  // not leave out is unused (gen 0) here and in the baseline alike. A slot outside the read's
+  // `live` is empty: the baseline's is emptied where it may hold something.
   for (std::size_t i = 0; read.allocated() && i < blame_slots::size(); ++i) {
-    if ((static_cast<unsigned>(stale) >> i & 1U) == 0) {
+    if ((static_cast<unsigned>(stale) >> i & 1U) != 0) {
+      continue;
+    }
+    if ((read_live >> i & 1U) != 0) {
       kept[i] = std::as_const(read)[i];
+    } else if ((base_live >> i & 1U) != 0 && kept.allocated()) {
+      kept[i] = {};
     }
   }
-  base.blame.slots = std::move(kept);
-  base.blame.stale = unknown;
+  const auto kept_live = static_cast<std::uint16_t>(base_live & stale);
+  base.slots = std::move(kept);
+  base.stale = unknown;
+  base.live = static_cast<std::uint16_t>(kept_live | (read_live & ~stale));
+}
+
+// The baseline after a live read `cur`: its counters, the blame as rebase_blame says.
+void rebase(thread_counters &base, thread_counters &&cur, bool fresh) {
+  base.m = std::move(cur.m);
+  base.migrations = cur.migrations;
+  base.counters = cur.counters;
+  rebase_blame(base.blame, std::move(cur.blame), fresh);
+}
+
+// delta_into(d, cur, base) then rebase(base, cur), without a copy of either: each histogram's
+// delta is written over the baseline's old value, whose block then passes to d, and cur's block
+// becomes the baseline. At 10,000 threads this is every live read's work; the blocks of the
+// two copies a thread's values take change hands instead of being allocated and filled.
+void delta_rebase(thread_counters &d, thread_counters &base, thread_counters &&cur, bool fresh) {
+  for (std::size_t i = 0; i < metrics::thread_set::n; ++i) {
+    if (!cur.m.has(i)) {
+      base.m.reset(i); // unwritten in cur: zero; no delta
+      continue;
+    }
+    if (base.m.has(i)) {
+      metrics::value &p = base.m.at(i);
+      delta_into(p, std::as_const(cur.m).at(i), p);
+      d.m.swap_at(i, base.m);
+    } else {
+      d.m.at(i) = std::as_const(cur.m).at(i); // from zero
+    }
+    if (const metrics::value &v = std::as_const(d.m).at(i); v.empty() && v.total == 0) {
+      d.m.reset(i);
+    }
+    base.m.swap_at(i, cur.m);
+  }
+  d.migrations = {sub(cur.migrations.count, base.migrations.count),
+                  sub(cur.migrations.cross_ccx, base.migrations.cross_ccx),
+                  sub(cur.migrations.cross_numa, base.migrations.cross_numa)};
+  for (std::size_t i = 0; i < d.counters.size(); ++i) {
+    d.counters[i] = sub(cur.counters[i], base.counters[i]);
+  }
+  d.blame = delta(cur.blame, base.blame);
+  base.migrations = cur.migrations;
+  base.counters = cur.counters;
+  rebase_blame(base.blame, std::move(cur.blame), fresh);
 }
 
 // Merges the rows of one thread and attribution (a rename A -> B -> A within one read). Rare:
@@ -315,6 +396,19 @@ interval_delta delta_tracker::advance(snapshot &&snap) {
     }
   };
   static const thread_counters zero{};
+  // emit(t, base) and rebase(base, t), the delta written over the old baseline's values.
+  const auto emit_rebase = [&out](thread_sample &t, thread_counters &base, bool fresh) {
+    thread_sample &d = out.threads.emplace_back();
+    d.key = t.key;
+    d.tgid = t.tgid;
+    d.cgroup_id = t.cgroup_id;
+    d.comm = t.comm;
+    d.dead = t.dead;
+    delta_rebase(d.c, base, std::move(t.c), fresh);
+    if (d.c.empty()) {
+      out.threads.pop_back();
+    }
+  };
 
   for (const auto &s : snap.segments) {
     waiting_[s.key].segs.push_back(s);
@@ -357,15 +451,42 @@ interval_delta delta_tracker::advance(snapshot &&snap) {
     buried.insert(t.key);
   }
 
-  // Baselines are updated in place: no per-read copy of the whole table.
-  for (auto &t : snap.live) {
-    if (!buried.empty() && buried.contains(t.key)) {
+  // Baselines are updated in place: no per-read copy of the whole table. Their look-ups first,
+  // all of them (independent of each other, so the CPU overlaps their cache misses), then the
+  // deltas, each baseline's values fetched a few threads ahead.
+  struct found {
+    baseline *b;
+    bool fresh;
+  };
+  std::vector<found> bases(snap.live.size(), found{nullptr, false});
+  for (std::size_t k = 0; k < snap.live.size(); ++k) {
+    const thread_key &key = snap.live[k].key;
+    if (!buried.empty() && buried.contains(key)) {
       continue;
     }
-    auto [it, fresh] = prev_threads_.try_emplace(t.key); // a new baseline is all zero
-    baseline &b = it->second;
-    emit_split(t, b.c);
-    rebase(b.c, std::move(t.c), fresh);
+    auto [it, fresh] = prev_threads_.try_emplace(key); // a new baseline is all zero
+    bases[k] = {&it->second, fresh};
+  }
+  constexpr std::size_t ahead = 4;
+  for (std::size_t k = 0; k < snap.live.size(); ++k) {
+    if (k + ahead < snap.live.size() && bases[k + ahead].b != nullptr) {
+      bases[k + ahead].b->c.m.prefetch();
+      bases[k + ahead].b->c.blame.prefetch();
+      snap.live[k + ahead].c.m.prefetch();
+      snap.live[k + ahead].c.blame.prefetch();
+    }
+    if (bases[k].b == nullptr) {
+      continue; // buried
+    }
+    thread_sample &t = snap.live[k];
+    baseline &b = *bases[k].b;
+    const bool fresh = bases[k].fresh;
+    if (waiting_.empty() || !waiting_.contains(t.key)) {
+      emit_rebase(t, b.c, fresh); // the common case: no segment splits the delta
+    } else {
+      emit_split(t, b.c);
+      rebase(b.c, std::move(t.c), fresh);
+    }
     b.missing_reads = 0;
     b.seen = generation_;
   }

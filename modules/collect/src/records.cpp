@@ -31,6 +31,8 @@ const char *take_hist(const char *at, metrics::set<S> &m, std::size_t i, stats::
   metrics::value &v = m.at(i);
   v.count = head[0];
   v.total = head[1];
+  v.spans = static_cast<metrics::span_mask>(bits); // the used groups are the value's spans
+  static_assert(span == metrics::span_slots);
   for (std::size_t g = 0; g < spans; ++g) {
     if ((bits >> g & 1U) != 0) {
       const std::size_t n = std::min(span, slots - g * span);
@@ -84,9 +86,7 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
       at = take(at, t.c.counters.data(), sizeof(t.c.counters));
     }
     if ((groups & RSCHED_G_BLAME) != 0) {
-      rsched_blame b;
-      (void)take(at, &b, sizeof(b));
-      from_abi(b, t.c.blame, blame_epoch);
+      blame_from_record(at, t.c.blame, blame_epoch);
     }
   }
   return {};

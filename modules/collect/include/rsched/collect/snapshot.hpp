@@ -141,15 +141,38 @@ struct blame_state {
   // made rschedd's cost grow with its age (10,000 threads: 57 -> 80 ms per interval within
   // four minutes). Deltas and sums never have stale slots.
   std::uint16_t stale = 0;
+  // The slots that may be in use (bit i: slot i); every other slot is empty (gen 0, no counts).
+  // A superset, every slot by default: whoever writes a slot directly keeps it one. The read,
+  // the delta and the rebase narrow it to the slots a thread uses, so that their walks read
+  // those instead of all sixteen (1 KB) of every thread. Not part of the value (==).
+  std::uint16_t live = 0xFFFF;
   static_assert(RSCHED_BLAME_SLOTS <= 16);
+  // Calls fn(i) for each slot i of `mask` that `live` may hold.
+  template <typename Fn> void for_each_live(unsigned mask, Fn &&fn) const {
+    if (!slots.allocated()) {
+      return;
+    }
+    for (unsigned m = mask & live & ((1U << RSCHED_BLAME_SLOTS) - 1); m != 0; m &= m - 1) {
+      fn(static_cast<std::size_t>(__builtin_ctz(m)));
+    }
+  }
   [[nodiscard]] bool empty() const {
     bool none = idle.empty() && unknown.empty() && other.empty();
-    for (const auto &s : slots) {
-      none = none && s.n.empty();
-    }
+    for_each_live(~0U, [&](std::size_t i) { none = none && slots[i].n.empty(); });
     return none;
   }
-  friend bool operator==(const blame_state &, const blame_state &) = default;
+  // Asks the CPU to fetch the slots in use ahead of a walk over many threads (a hint).
+  void prefetch() const noexcept {
+    for_each_live(~static_cast<unsigned>(stale), [&](std::size_t i) {
+      const char *p = reinterpret_cast<const char *>(&slots[i]);
+      __builtin_prefetch(p);
+      __builtin_prefetch(p + sizeof(blame_slot) - 1);
+    });
+  }
+  friend bool operator==(const blame_state &a, const blame_state &b) {
+    return a.slots == b.slots && a.idle == b.idle && a.unknown == b.unknown && a.other == b.other &&
+           a.waiter == b.waiter && a.stale == b.stale;
+  }
 };
 
 struct thread_counters {
@@ -244,6 +267,9 @@ struct interval_delta {
 // in the last three epochs are left out as stale (blame_state::stale); 0: every slot copied
 // (final and segment records, tests).
 void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch = 0);
+// The same from the bytes of an rsched_blame in a record (no alignment): copies only the slots
+// it keeps.
+void blame_from_record(const char *at, blame_state &out, std::uint32_t epoch = 0);
 void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out);
 thread_sample from_abi(const rsched_task_record &r);
 // Fills `out` in place (`blame_epoch`: as for the blame above).

@@ -208,14 +208,47 @@ template <scope S> constexpr auto entries() {
   return out;
 }
 
+using stats::all_spans;
+using stats::for_each_span;
+using stats::span_bit;
+using stats::span_count;
+using stats::span_mask;
+using stats::span_slots;
+
 // One histogram-valued metric of one thread or CPU: samples, their exact sum (ns for
 // durations) and their histogram.
 struct value {
   std::uint64_t count = 0;
   std::uint64_t total = 0;
+  // The spans of `hist` that may hold counts (a superset: the slots of every other span are
+  // zero). Whoever writes hist.slots directly keeps it a superset; all_spans is always true.
+  // Not part of the value: equality compares the counts only. Beside the counts, in the
+  // block's first cache line with them.
+  span_mask spans = all_spans;
   stats::histogram hist{stats::layout::latency, {}};
-  [[nodiscard]] bool empty() const { return count == 0 && hist.empty(); }
-  friend bool operator==(const value &, const value &) = default;
+  [[nodiscard]] bool empty() const {
+    if (count != 0) {
+      return false;
+    }
+    bool any = false;
+    for_each_span(spans, [&](std::size_t a, std::size_t b) {
+      for (std::size_t s = a; s < b; ++s) {
+        any |= hist.slots[s] != 0;
+      }
+    });
+    return !any;
+  }
+  // One sample of `v` in the histogram (the per-second metrics).
+  void add_sample(std::uint64_t v) {
+    const std::size_t slot = stats::slot_of(hist.kind, v);
+    hist.slots[slot] += 1;
+    spans = static_cast<span_mask>(spans | span_bit(slot));
+    count += 1;
+    total += v;
+  }
+  friend bool operator==(const value &a, const value &b) {
+    return a.count == b.count && a.total == b.total && a.hist == b.hist;
+  }
 };
 
 // The values of every metric of scope S, indexed by metric id, each histogram in its layout.
@@ -254,6 +287,17 @@ public:
   [[nodiscard]] bool has(std::size_t i) const { return v_[i] != nullptr; }
   // Forgets position i (reads give the empty value again).
   void reset(std::size_t i) { v_[i].reset(); }
+  // Asks the CPU to fetch the written values' first cache lines (counts, spans) ahead of a
+  // walk over many sets (a hint: nothing is read).
+  void prefetch() const noexcept {
+    for (const auto &x : v_) {
+      if (x) {
+        __builtin_prefetch(x.get());
+      }
+    }
+  }
+  // Exchanges position i with o's (the blocks change hands; nothing is copied).
+  void swap_at(std::size_t i, set &o) noexcept { v_[i].swap(o.v_[i]); }
   [[nodiscard]] bool empty() const {
     for (const auto &x : v_) {
       if (x && !x->empty()) {
@@ -304,13 +348,69 @@ private:
 using thread_set = set<scope::thread>;
 using cpu_set = set<scope::cpu>;
 
-// a += b: samples, sum and histogram (of one metric: the layouts are equal).
+// a += b: samples, sum and histogram (of one metric: the layouts are equal); b's spans only.
 inline void add(value &a, const value &b) {
   a.count += b.count;
   a.total += b.total;
-  for (std::size_t s = 0; s < stats::max_slots; ++s) {
-    a.hist.slots[s] += b.hist.slots[s];
+  for_each_span(b.spans, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t s = lo; s < hi; ++s) {
+      a.hist.slots[s] += b.hist.slots[s];
+    }
+  });
+  a.spans = static_cast<span_mask>(a.spans | b.spans);
+}
+
+// d = cur - prev for two cumulative values of one thread or CPU, field by field; d may be
+// prev itself (the delta is then written over the baseline). Reads the spans of `cur` (and of
+// prev's that cur has not); d's spans are the ones that changed. A count that went down counts
+// from zero again; so does the histogram when a bucket went down (the counters were reset: a
+// new thread behind a reused key), its delta then being `cur`'s.
+inline void delta_into(value &d, const value &cur, const value &prev) {
+  const auto sub = [](std::uint64_t c, std::uint64_t p) { return c >= p ? c - p : c; };
+  bool down = false;
+  // Slots of prev outside cur's spans are zero in cur: any count there went down.
+  for_each_span(static_cast<span_mask>(prev.spans & ~cur.spans),
+                [&](std::size_t lo, std::size_t hi) {
+                  for (std::size_t s = lo; s < hi; ++s) {
+                    down |= prev.hist.slots[s] != 0;
+                  }
+                });
+  span_mask changed = 0;
+  for_each_span(cur.spans, [&](std::size_t lo, std::size_t hi) {
+    std::uint64_t any = 0;
+    unsigned went_down = 0;
+    for (std::size_t s = lo; s < hi; ++s) {
+      const std::uint64_t c = cur.hist.slots[s];
+      const std::uint64_t p = prev.hist.slots[s];
+      went_down |= static_cast<unsigned>(c < p);
+      any |= c ^ p;
+    }
+    down |= went_down != 0;
+    changed = static_cast<span_mask>(changed | (any != 0 ? span_bit(lo) : 0));
+  });
+  d.count = sub(cur.count, prev.count);
+  d.total = sub(cur.total, prev.total);
+  if (down) {
+    d.hist = cur.hist;
+    d.spans = cur.spans;
+    return;
   }
+  d.hist.kind = cur.hist.kind;
+  // d's slots outside cur's spans must be zero (prev's are, as checked above).
+  if (&d != &prev) {
+    for_each_span(static_cast<span_mask>(d.spans & ~cur.spans),
+                  [&](std::size_t lo, std::size_t hi) {
+                    for (std::size_t s = lo; s < hi; ++s) {
+                      d.hist.slots[s] = 0;
+                    }
+                  });
+  }
+  for_each_span(cur.spans, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t s = lo; s < hi; ++s) {
+      d.hist.slots[s] = cur.hist.slots[s] - prev.hist.slots[s];
+    }
+  });
+  d.spans = changed;
 }
 
 // a += b, metric by metric (layouts are equal by construction).

@@ -60,6 +60,24 @@ inline void encode_into(const histogram &h, std::vector<std::uint8_t> &out) {
   }
 }
 
+// The same, reading only the spans of `spans` (every other slot of h is zero).
+inline void encode_into(const histogram &h, std::vector<std::uint8_t> &out, span_mask spans) {
+  out.clear();
+  out.push_back(static_cast<std::uint8_t>(h.kind));
+  std::int64_t prev = -1;
+  const std::size_t n = slot_count(h.kind);
+  for_each_span(spans, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t s = lo; s < hi && s < n; ++s) {
+      if (h.slots[s] == 0) {
+        continue;
+      }
+      detail::put_varint(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(s) - prev - 1));
+      detail::put_varint(out, h.slots[s]);
+      prev = static_cast<std::int64_t>(s);
+    }
+  });
+}
+
 inline std::vector<std::uint8_t> encode(const histogram &h) {
   std::vector<std::uint8_t> out;
   out.reserve(16);

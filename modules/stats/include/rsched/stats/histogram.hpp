@@ -120,6 +120,29 @@ inline std::size_t slot_of(layout l, std::uint64_t value) {
   return 0;
 }
 
+// Spans: a histogram's slots in groups of span_slots (the kernel's `used` groups, sched_abi.h).
+// Bit k of a span mask covers slots [k * span_slots, (k + 1) * span_slots): 64 bytes, so a
+// thread that woke a few times in a second has its counts in one or two cache lines of the
+// 600-byte histogram, and a walk told which spans may hold counts reads only those.
+inline constexpr std::size_t span_slots = RSCHED_USED_SPAN;
+inline constexpr std::size_t span_count = (max_slots + span_slots - 1) / span_slots;
+using span_mask = std::uint16_t;
+static_assert(span_count <= 16);
+inline constexpr span_mask all_spans = static_cast<span_mask>((1U << span_count) - 1);
+constexpr span_mask span_bit(std::size_t slot) {
+  return static_cast<span_mask>(1U << (slot / span_slots));
+}
+// Calls fn(first, last) (slot indexes, last exclusive) for each span of `m`, in slot order.
+template <typename Fn> constexpr void for_each_span(span_mask m, Fn &&fn) {
+  m = static_cast<span_mask>(m & all_spans);
+  while (m != 0) {
+    const auto k = static_cast<std::size_t>(__builtin_ctz(m));
+    m = static_cast<span_mask>(m & (m - 1));
+    const std::size_t first = k * span_slots;
+    fn(first, first + span_slots < max_slots ? first + span_slots : max_slots);
+  }
+}
+
 struct histogram {
   layout kind = layout::latency;
   std::array<std::uint64_t, max_slots> slots{}; // slots past slot_count(kind) stay 0
