@@ -6,6 +6,8 @@
 
 #include <cstring>
 #include <map>
+#include <string>
+#include <tuple>
 
 using namespace rsched;
 using namespace rsched::record;
@@ -210,4 +212,45 @@ TEST_CASE("Blame rows: the culprits with the most wait over the ticks, the rest 
     sum += x.wait_ns;
   }
   CHECK(sum == 2 * (78 * 1000 + 55));
+}
+
+TEST_CASE("Thousands of threads over ticks: each attribution adds up, rows in attribution order",
+          "[record]") {
+  // Past the accumulator's first index sizes; threads come and go between ticks, a few rename.
+  interval_acc acc;
+  std::map<std::tuple<std::uint32_t, std::uint64_t, std::string>, std::uint64_t> want;
+  for (std::uint64_t tick = 0; tick < 4; ++tick) {
+    collect::interval_delta d;
+    for (std::uint32_t tid = 1; tid <= 3000; ++tid) {
+      if ((tid + tick) % 5 == 0) {
+        continue; // no samples this tick
+      }
+      const std::string comm = tid % 97 == 0 && tick >= 2 ? "renamed" : "w";
+      const std::uint64_t cg = 1 + tid % 3;
+      const std::uint64_t n = 1 + (tid * 7 + tick) % 11;
+      d.threads.push_back(sample(tid, comm, cg, n));
+      want[{tid, cg, comm}] += n;
+    }
+    acc.add_tick(std::move(d), false);
+  }
+  const auto row = to_row(std::move(acc), path_of, {});
+  REQUIRE(row.threads.size() == want.size());
+  auto it = want.begin();
+  for (const auto &r : row.threads) {
+    const auto &[tid, cg, comm] = it->first;
+    CHECK(r.tid == tid);
+    CHECK(r.cgroup == path_of(cg));
+    CHECK(r.comm == comm);
+    CHECK(r.m[metric::sched_delay].count == it->second);
+    CHECK(r.m[metric::sched_delay].hist.total() == it->second);
+    ++it;
+  }
+  // The accumulator is empty again, and takes a new interval.
+  acc.clear();
+  collect::interval_delta d;
+  d.threads = {sample(4, "x", 1, 2)};
+  acc.add_tick(std::move(d), false);
+  const auto next = to_row(acc, path_of, {});
+  REQUIRE(next.threads.size() == 1);
+  CHECK(next.threads[0].m[metric::sched_delay].count == 2);
 }

@@ -14,11 +14,11 @@ namespace {
 
 // Adds a tick's blame (slot by slot: one slot per culprit) to the interval's, per culprit.
 void add_blame(acc_thread &a, const collect::blame_state &b) {
-  for (const auto &s : b.slots) {
-    if (!s.n.empty()) {
-      a.culprits[s.who] += {s.n, s.cpu, s.prio};
+  b.for_each_live(~0U, [&](std::size_t i) {
+    if (const auto &s = b.slots[i]; !s.n.empty()) {
+      a.culprit(s.who) += {s.n, s.cpu, s.prio};
     }
-  }
+  });
   a.idle += b.idle;
   a.unknown += b.unknown;
   a.other += b.other;
@@ -34,11 +34,50 @@ void interval_acc::add_tick(const collect::interval_delta &d, bool per_second) {
   add_tick(std::move(copy), per_second);
 }
 
+namespace {
+std::size_t hash_of(const attr_key &k) {
+  std::uint64_t h = (k.key.start_time * 0x9E3779B97F4A7C15ULL) ^ k.key.tid;
+  h ^= k.cgroup_id * 0xC2B2AE3D27D4EB4FULL;
+  h ^= std::hash<std::string>{}(k.comm);
+  h ^= h >> 29;
+  return static_cast<std::size_t>(h * 0xBF58476D1CE4E5B9ULL);
+}
+} // namespace
+
+void interval_acc::rehash(std::size_t slots) {
+  index_.assign(slots, empty_slot);
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    std::size_t at = hash_of(rows_[i].key) & (slots - 1);
+    while (index_[at] != empty_slot) {
+      at = (at + 1) & (slots - 1);
+    }
+    index_[at] = static_cast<std::uint32_t>(i);
+  }
+}
+
+std::size_t interval_acc::find_or_add(attr_key &&k) {
+  if (2 * (rows_.size() + 1) > index_.size()) {
+    rehash(std::max<std::size_t>(64, 2 * index_.size()));
+  }
+  const std::size_t mask = index_.size() - 1;
+  std::size_t at = hash_of(k) & mask;
+  for (; index_[at] != empty_slot; at = (at + 1) & mask) {
+    if (rows_[index_[at]].key == k) {
+      return index_[at];
+    }
+  }
+  index_[at] = static_cast<std::uint32_t>(rows_.size());
+  rows_.push_back({std::move(k), {}});
+  return rows_.size() - 1;
+}
+
 void interval_acc::add_tick(collect::interval_delta &&d, bool per_second) {
   constexpr auto defs = metrics::entries<metrics::scope::thread>();
   for (auto &t : d.threads) {
-    auto [it, fresh] = threads_.try_emplace(attr_key{t.key, t.cgroup_id, t.comm});
-    acc_thread &a = it->second;
+    const std::size_t before = rows_.size();
+    const std::size_t at = find_or_add(attr_key{t.key, t.cgroup_id, t.comm});
+    const bool fresh = at == before;
+    acc_thread &a = rows_[at].a;
     if (!t.c.blame.empty()) {
       add_blame(a, t.c.blame);
     }
@@ -60,10 +99,7 @@ void interval_acc::add_tick(collect::interval_delta &&d, bool per_second) {
       for (std::size_t i = 0; i < defs.size(); ++i) {
         if (defs[i].from == metrics::origin::per_second) {
           const std::uint64_t v = collect::tally_of(migrations, defs[i].samples);
-          metrics::value &m = a.s.c.m.at(i);
-          m.count += 1;
-          m.total += v;
-          m.hist.add(v);
+          a.s.c.m.at(i).add_sample(v);
         }
       }
     }
@@ -97,7 +133,7 @@ void merge_into(acc_thread &into, const acc_thread &a) {
     (void)stats::merge_into(into.event_rates[e], a.event_rates[e]);
   }
   for (const auto &[who, n] : a.culprits) {
-    into.culprits[who] += n;
+    into.culprit(who) += n;
   }
   into.idle += a.idle;
   into.unknown += a.unknown;
@@ -119,9 +155,14 @@ void add_blame_rows(store::thread_row &r, const acc_thread &a,
   for (const auto &[who, c] : a.culprits) {
     order.emplace_back(&who, &c);
   }
-  std::stable_sort(order.begin(), order.end(), [](const auto &x, const auto &y) {
-    return std::tie(x.second->n.wait_ns, x.second->n.preempts, x.second->n.waits) >
-           std::tie(y.second->n.wait_ns, y.second->n.preempts, y.second->n.waits);
+  // The most wait first (then preemptions, waits); equals in culprit order.
+  std::sort(order.begin(), order.end(), [](const auto &x, const auto &y) {
+    const auto kx = std::tie(x.second->n.wait_ns, x.second->n.preempts, x.second->n.waits);
+    const auto ky = std::tie(y.second->n.wait_ns, y.second->n.preempts, y.second->n.waits);
+    if (kx != ky) {
+      return kx > ky;
+    }
+    return *x.first < *y.first;
   });
   collect::blame_counts other = a.other;
   for (std::size_t i = 0; i < order.size(); ++i) {
@@ -244,8 +285,28 @@ store::interval_row make_row(interval_acc &acc,
     one_thread.clear();
     copies.clear();
   };
+  // In attribution order (rows of one thread adjacent), as the store's rows always came:
+  // sorted by thread and cgroup id first, the comm only for a thread's rows of one cgroup.
+  auto &rows = acc.threads();
+  struct pos {
+    collect::thread_key key;
+    std::uint64_t cgroup_id;
+    std::uint32_t at;
+  };
+  std::vector<pos> order;
+  order.reserve(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    order.push_back({rows[i].key.key, rows[i].key.cgroup_id, static_cast<std::uint32_t>(i)});
+  }
+  std::sort(order.begin(), order.end(), [&rows](const pos &x, const pos &y) {
+    if (x.key != y.key || x.cgroup_id != y.cgroup_id) {
+      return std::tie(x.key, x.cgroup_id) < std::tie(y.key, y.cgroup_id);
+    }
+    return rows[x.at].key.comm < rows[y.at].key.comm;
+  });
   const collect::thread_key *current = nullptr;
-  for (auto &[key, a] : acc.threads()) {
+  for (const pos &next : order) {
+    auto &[key, a] = rows[next.at];
     if (current != nullptr && !(*current == key.key)) {
       flush(*current);
     }

@@ -6,6 +6,7 @@
 #include "rsched/collect/snapshot.hpp"
 #include "rsched/store/records.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,9 +47,19 @@ struct acc_thread {
       return *this;
     }
   };
-  std::map<collect::culprit, culprit_acc> culprits;
+  // One entry per culprit, in the order first seen (a thread has a few; a vector searched
+  // linearly instead of a map allocated per thread and interval).
+  std::vector<std::pair<collect::culprit, culprit_acc>> culprits;
   collect::blame_counts idle, unknown, other;
   collect::sched_prio waiter; // the thread at its latest switch-in after a wait
+  culprit_acc &culprit(const collect::culprit &who) {
+    for (auto &[w, c] : culprits) {
+      if (w == who) {
+        return c;
+      }
+    }
+    return culprits.emplace_back(who, culprit_acc{}).second;
+  }
 };
 
 class interval_acc {
@@ -62,22 +73,36 @@ public:
   // The same, taking the tick's samples over instead of copying them.
   void add_tick(collect::interval_delta &&d, bool per_second);
 
-  [[nodiscard]] const std::map<attr_key, acc_thread> &threads() const { return threads_; }
+  struct entry {
+    attr_key key;
+    acc_thread a;
+  };
+  // One entry per thread and attribution, in the order first seen.
+  [[nodiscard]] const std::vector<entry> &threads() const { return rows_; }
   // For to_row(interval_acc &&), which moves the values out.
-  std::map<attr_key, acc_thread> &threads() { return threads_; }
+  std::vector<entry> &threads() { return rows_; }
   [[nodiscard]] const std::map<std::uint32_t, collect::cpu_sample> &cpus() const { return cpus_; }
   [[nodiscard]] const collect::drop_counters &drops() const { return drops_; }
   [[nodiscard]] std::size_t events() const { return events_; }
 
+  // Forgets the interval; the memory of its rows and index is kept for the next one (a busy
+  // machine has the same ten thousand threads every second).
   void clear() {
-    threads_.clear();
+    rows_.clear();
+    std::fill(index_.begin(), index_.end(), empty_slot);
     cpus_.clear();
     drops_ = {};
   }
 
 private:
+  // rows_ position of `k`, or of a new entry for it (open addressing over index_: no node
+  // allocated per thread and interval).
+  std::size_t find_or_add(attr_key &&k);
+  void rehash(std::size_t slots);
+  static constexpr std::uint32_t empty_slot = 0xFFFFFFFFU;
   std::size_t events_;
-  std::map<attr_key, acc_thread> threads_;
+  std::vector<entry> rows_;
+  std::vector<std::uint32_t> index_; // rows_ positions by hash; a power of two, at most half full
   std::map<std::uint32_t, collect::cpu_sample> cpus_;
   collect::drop_counters drops_{};
 };
