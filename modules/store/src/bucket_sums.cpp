@@ -33,7 +33,8 @@ result<void> hist_sum::add(std::int64_t c, std::int64_t t, std::span<const std::
   return {};
 }
 
-bool hist_sum::add(std::int64_t c, std::int64_t t, const stats::histogram &h) {
+bool hist_sum::add(std::int64_t c, std::int64_t t, const stats::histogram &h,
+                   stats::span_mask spans) {
   if (!add_checked(count, c) || !add_checked(total, t)) {
     return false;
   }
@@ -45,19 +46,23 @@ bool hist_sum::add(std::int64_t c, std::int64_t t, const stats::histogram &h) {
   }
   // No slot can pass 64 bits unless the sum of all slots does (each is at most the sum): one
   // check, then a branch-free add. The sum of h's own slots may wrap only if a slot is huge.
-  const std::size_t n = stats::slot_count(h.kind);
+  // Slots past the layout's and outside `spans` are zero.
   std::uint64_t more = 0;
   bool wrapped = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    wrapped |= __builtin_add_overflow(more, h.slots[i], &more);
-  }
+  stats::for_each_span(spans, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      wrapped |= __builtin_add_overflow(more, h.slots[i], &more);
+    }
+  });
   if (wrapped || samples + more < more) {
     return false;
   }
   samples += more;
-  for (std::size_t i = 0; i < n; ++i) {
-    hist.slots[i] += h.slots[i];
-  }
+  stats::for_each_span(spans, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      hist.slots[i] += h.slots[i];
+    }
+  });
   return true;
 }
 
@@ -79,8 +84,7 @@ void bucket_sums::begin(std::int64_t interval_id, std::string_view boot_id, std:
     cur_ = buckets_.emplace_back(std::move(k)).get();
   }
   cur_interval_ = interval_id;
-  cur_->last_hist = nullptr;
-  cur_->last_hist_key = {-1, 0};
+  cur_->last_hist = {};
 }
 
 std::uint32_t bucket_sums::group_of(bucket &b, std::int64_t thread, const std::string &comm,
@@ -99,19 +103,23 @@ std::uint32_t bucket_sums::group_of(bucket &b, std::int64_t thread, const std::s
 
 void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &comm,
                            const std::string &cgroup, std::int64_t count, std::int64_t total,
-                           const stats::histogram &h) {
+                           const stats::histogram &h, stats::span_mask spans) {
   if (cur_ == nullptr || cur_->broken) {
     return;
   }
   bucket &b = *cur_;
   const std::uint32_t g = group_of(b, thread, comm, cgroup);
-  hist_sum *s = b.last_hist; // rows come metric by metric, most of a group's in a row
-  if (s == nullptr || b.last_hist_key != std::pair{metric, g}) {
-    s = &b.hists[{metric, g}]; // map nodes stay where they are
-    b.last_hist = s;
-    b.last_hist_key = {metric, g};
+  hist_sum *s = nullptr;
+  if (metric >= 0 && static_cast<std::size_t>(metric) < b.last_hist.size()) {
+    auto &l = b.last_hist[static_cast<std::size_t>(metric)];
+    if (l.sum == nullptr || l.group != g) {
+      l = {g, &b.hists[{metric, g}]}; // map nodes stay where they are
+    }
+    s = l.sum;
+  } else {
+    s = &b.hists[{metric, g}];
   }
-  if (!s->add(count, total, h)) {
+  if (!s->add(count, total, h, spans)) {
     b.broken = true; // the rollup from the rows reports the error
   }
 }
@@ -143,7 +151,7 @@ void bucket_sums::add_blame(std::int64_t thread, const std::string &comm, const 
 void bucket_sums::commit() {
   if (cur_ != nullptr) {
     cur_->intervals.push_back(cur_interval_);
-    cur_->last_hist = nullptr;
+    cur_->last_hist = {};
   }
   cur_ = nullptr;
 }
@@ -151,7 +159,7 @@ void bucket_sums::commit() {
 void bucket_sums::discard() {
   if (cur_ != nullptr) {
     cur_->broken = true;
-    cur_->last_hist = nullptr;
+    cur_->last_hist = {};
   }
   cur_ = nullptr;
 }

@@ -14,6 +14,7 @@
 #include "rsched/base/result.hpp"
 #include "rsched/stats/histogram.hpp"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,8 +53,10 @@ struct hist_sum {
   // Adds a row from its histogram blob, bucket by bucket as it is decoded (decode's checks,
   // hist_merge's messages). An error leaves the sum half-added: the caller fails the bucket.
   result<void> add(std::int64_t c, std::int64_t t, std::span<const std::uint8_t> blob);
-  // Adds a row from its histogram; false where add(blob) would fail.
-  bool add(std::int64_t c, std::int64_t t, const stats::histogram &h);
+  // Adds a row from its histogram (only its `spans` may hold counts); false where add(blob)
+  // would fail.
+  bool add(std::int64_t c, std::int64_t t, const stats::histogram &h,
+           stats::span_mask spans = stats::all_spans);
 };
 
 class bucket_sums {
@@ -98,8 +101,13 @@ public:
     std::map<culprit_group, std::uint32_t> culprit_index;
     std::unordered_map<std::int64_t, std::uint32_t> group_of_thread;  // thread identity id
     std::unordered_map<std::int64_t, std::uint32_t> group_of_culprit; // culprit identity id
-    std::pair<int, std::uint32_t> last_hist_key{-1, 0}; // (metric, group) of last_hist
-    hist_sum *last_hist = nullptr;
+    // Per metric id (below last_hist.size()), the group of its latest sum and the sum: a
+    // thread's metrics come one after the other, most of a group's threads in a row.
+    struct last {
+      std::uint32_t group = 0;
+      hist_sum *sum = nullptr;
+    };
+    std::array<last, 16> last_hist{};
   };
 
   explicit bucket_sums(std::int64_t width_ns) : width_(width_ns) {}
@@ -108,7 +116,8 @@ public:
   void begin(std::int64_t interval_id, std::string_view boot_id, std::int64_t start_ns);
   // One thread_hist row of the interval (thread identity id, its comm and cgroup).
   void add_hist(int metric, std::int64_t thread, const std::string &comm, const std::string &cgroup,
-                std::int64_t count, std::int64_t total, const stats::histogram &h);
+                std::int64_t count, std::int64_t total, const stats::histogram &h,
+                stats::span_mask spans = stats::all_spans);
   // One thread_blame row of the interval.
   void add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
                  std::int64_t culprit, const culprit_group &who, std::int64_t wait_ns,

@@ -33,6 +33,9 @@
 #include <mutex>
 #include <set>
 #include <sqlite3.h>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <unistd.h>
@@ -62,19 +65,47 @@ constexpr std::size_t thread_cache_limit = 65536;
 // (4 MiB); it grows past that only while a reader holds one snapshot for a long time.
 constexpr const char *journal_size_limit = "PRAGMA journal_size_limit = 16777216";
 
+// Identity of a thread row within one boot: the writer's cache holds the ids of one boot's
+// threads at a time (see thread_cache_boot).
 struct thread_key {
-  std::string boot_id;
   std::uint32_t tid = 0;
   std::uint64_t start_time_ns = 0;
   std::string comm;
   std::string cgroup;
-  // tid first: the cache's look-ups then rarely compare the (equal, 36-byte) boot ids.
-  auto operator<=>(const thread_key &o) const {
-    return std::tie(tid, start_time_ns, comm, cgroup, boot_id) <=>
-           std::tie(o.tid, o.start_time_ns, o.comm, o.cgroup, o.boot_id);
-  }
-  bool operator==(const thread_key &) const = default;
 };
+// The same, looking at a row's strings (a look-up copies nothing).
+struct thread_key_ref {
+  std::uint32_t tid = 0;
+  std::uint64_t start_time_ns = 0;
+  std::string_view comm;
+  std::string_view cgroup;
+};
+struct thread_key_hash {
+  using is_transparent = void;
+  std::size_t operator()(const thread_key_ref &k) const noexcept {
+    std::size_t h = std::hash<std::uint64_t>{}(k.start_time_ns * 0x9E3779B97F4A7C15ULL ^ k.tid);
+    h ^= std::hash<std::string_view>{}(k.comm) + 0x9E3779B9U + (h << 6) + (h >> 2);
+    h ^= std::hash<std::string_view>{}(k.cgroup) + 0x9E3779B9U + (h << 6) + (h >> 2);
+    return h;
+  }
+  std::size_t operator()(const thread_key &k) const noexcept {
+    return (*this)(thread_key_ref{k.tid, k.start_time_ns, k.comm, k.cgroup});
+  }
+};
+struct thread_key_eq {
+  using is_transparent = void;
+  static thread_key_ref ref(const thread_key &k) {
+    return {k.tid, k.start_time_ns, k.comm, k.cgroup};
+  }
+  static const thread_key_ref &ref(const thread_key_ref &k) { return k; }
+  template <typename A, typename B> bool operator()(const A &a, const B &b) const noexcept {
+    const thread_key_ref x = ref(a);
+    const thread_key_ref y = ref(b);
+    return x.tid == y.tid && x.start_time_ns == y.start_time_ns && x.comm == y.comm &&
+           x.cgroup == y.cgroup;
+  }
+};
+using thread_cache = std::unordered_map<thread_key, std::int64_t, thread_key_hash, thread_key_eq>;
 
 // Identity of a culprit row (blame).
 struct culprit_key {
@@ -141,9 +172,10 @@ struct writer::impl {
   SQLite::Statement upd_write_ns;
   SQLite::Statement ins_thread;
   SQLite::Statement sel_thread;
-  // One thread_hist_pack row per metric: every thread's value of the interval in one blob.
+  // One thread_hist_pack row per metric: every thread's value of the interval in one blob,
+  // the metrics' packs built side by side in one pass over the threads.
   SQLite::Statement ins_thread_pack;
-  pack_builder pack;
+  std::array<pack_builder, metrics::thread_set::n> packs;
   std::vector<std::uint8_t> hist_blob;
   SQLite::Statement ins_cpu_hist;
   SQLite::Statement ins_migration;
@@ -186,7 +218,8 @@ struct writer::impl {
   SQLite::Statement commit;
   // Ids of rows that are committed: thread identity, perf event name, schedstat field name and
   // scheduling domain -> id.
-  std::map<thread_key, std::int64_t> threads;
+  thread_cache threads;
+  std::string threads_boot; // the boot of the ids in `threads`
   std::map<std::string, std::int64_t> events;
   std::map<std::string, std::int64_t> fields;
   std::map<domain_key, std::int64_t> domains;
@@ -196,7 +229,7 @@ struct writer::impl {
   // Ids created or looked up in the running (not yet committed) transaction: they enter the
   // caches only after COMMIT, since a rollback would take newly inserted rows with it.
   struct pending {
-    std::map<thread_key, std::int64_t> threads;
+    thread_cache threads;
     std::map<std::string, std::int64_t> events;
     std::map<std::string, std::int64_t> fields;
     std::map<domain_key, std::int64_t> domains;
@@ -359,29 +392,38 @@ struct writer::impl {
     return id;
   }
 
-  // thread.id of `t`, inserting the identity when it is new (or known from an earlier run of the
-  // daemon, or evicted from the cache: then the SELECT finds it).
-  std::int64_t thread_id(const thread_key &key, std::uint32_t pid, std::int64_t now, pending &tx) {
-    return cached(threads, tx.threads, key, [&] {
-      return insert_or_select(
-          ins_thread, sel_thread,
-          [&](SQLite::Statement &s) {
-            s.bindNoCopy(1, key.boot_id);
-            s.bind(2, key.tid);
-            s.bind(3, pid);
-            s.bind(4, to_i64(key.start_time_ns));
-            s.bindNoCopy(5, key.comm);
-            s.bindNoCopy(6, key.cgroup);
-            s.bind(7, now);
-          },
-          [&](SQLite::Statement &s) {
-            s.bindNoCopy(1, key.boot_id);
-            s.bind(2, key.tid);
-            s.bind(3, to_i64(key.start_time_ns));
-            s.bindNoCopy(4, key.comm);
-            s.bindNoCopy(5, key.cgroup);
-          });
-    });
+  // thread.id of `t` in boot `boot_id` (threads_boot), inserting the identity when it is new (or
+  // known from an earlier run of the daemon, or evicted from the cache: then the SELECT finds
+  // it). The committed cache, then this transaction's, then the database.
+  std::int64_t thread_id(const std::string &boot_id, const thread_row &t, std::int64_t now,
+                         pending &tx) {
+    const thread_key_ref ref{t.tid, t.start_time_ns, t.comm, t.cgroup};
+    if (auto it = threads.find(ref); it != threads.end()) {
+      return it->second;
+    }
+    if (auto it = tx.threads.find(ref); it != tx.threads.end()) {
+      return it->second;
+    }
+    const std::int64_t id = insert_or_select(
+        ins_thread, sel_thread,
+        [&](SQLite::Statement &s) {
+          s.bindNoCopy(1, boot_id);
+          s.bind(2, t.tid);
+          s.bind(3, t.pid);
+          s.bind(4, to_i64(t.start_time_ns));
+          s.bindNoCopy(5, t.comm);
+          s.bindNoCopy(6, t.cgroup);
+          s.bind(7, now);
+        },
+        [&](SQLite::Statement &s) {
+          s.bindNoCopy(1, boot_id);
+          s.bind(2, t.tid);
+          s.bind(3, to_i64(t.start_time_ns));
+          s.bindNoCopy(4, t.comm);
+          s.bindNoCopy(5, t.cgroup);
+        });
+    tx.threads.emplace(thread_key{t.tid, t.start_time_ns, t.comm, t.cgroup}, id);
+    return id;
   }
 
   // perf_event.id of a definition. A name keeps the type and config it was first stored with.
@@ -564,34 +606,56 @@ struct writer::impl {
     rerun_blob(s, interval_id, defs[i].db_id, key, v, stats::encode(v.hist));
   }
 
-  // Metric i of every row (in thread id order) that has samples of it, as one packed row.
-  void insert_thread_hists(std::int64_t interval_id,
-                           const std::vector<std::pair<std::int64_t, const thread_row *>> &rows,
-                           std::size_t i) {
+  // The positions of scope S's metrics in the order of their ids in the database.
+  template <metrics::scope S> static constexpr auto in_db_id_order() {
+    constexpr auto defs = metrics::entries<S>();
+    std::array<std::size_t, defs.size()> order{};
+    for (std::size_t i = 0; i < defs.size(); ++i) {
+      order[i] = i;
+    }
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return defs[a].db_id < defs[b].db_id; });
+    return order;
+  }
+
+  // Row t's metric values with samples into their metrics' packs (rows come in thread id order)
+  // and the minute's sums.
+  void pack_thread_hists(std::int64_t id, const thread_row &t) {
     constexpr auto defs = metrics::entries<metrics::scope::thread>();
-    pack.clear();
-    for (const auto &[id, t] : rows) {
-      if (!t->m.has(i) || !has_data(t->m.at(i))) {
+    for (std::size_t i = 0; i < defs.size(); ++i) {
+      if (!t.m.has(i)) {
         continue;
       }
-      const hist_value &v = t->m.at(i);
-      sums().add_hist(defs[i].db_id, id, t->comm, t->cgroup, to_i64(v.count), to_i64(v.total),
-                      v.hist);
-      stats::encode_into(v.hist, hist_blob);
-      if (!pack.add(id, to_i64(v.count), to_i64(v.total), hist_blob)) {
+      const hist_value &v = t.m.at(i);
+      if (!has_data(v)) {
+        continue;
+      }
+      sums().add_hist(defs[i].db_id, id, t.comm, t.cgroup, to_i64(v.count), to_i64(v.total), v.hist,
+                      v.spans);
+      stats::encode_into(v.hist, hist_blob, v.spans);
+      if (!packs[i].add(id, to_i64(v.count), to_i64(v.total), hist_blob)) {
         throw std::logic_error("thread_hist_pack: thread ids out of order");
       }
     }
-    if (pack.size() == 0) {
-      return;
+  }
+
+  // The packs pack_thread_hists built, one thread_hist_pack row per metric with samples.
+  void insert_thread_packs(std::int64_t interval_id) {
+    constexpr auto defs = metrics::entries<metrics::scope::thread>();
+    for (const std::size_t i : in_db_id_order<metrics::scope::thread>()) { // primary-key order
+      pack_builder &pack = packs[i];
+      if (pack.size() == 0) {
+        continue;
+      }
+      const auto &blob = pack.finish();
+      ins_thread_pack.reset();
+      ins_thread_pack.bind(1, interval_id);
+      ins_thread_pack.bind(2, defs[i].db_id);
+      ins_thread_pack.bind(3, static_cast<std::int64_t>(pack.size()));
+      ins_thread_pack.bindNoCopy(4, blob.data(), static_cast<int>(blob.size()));
+      ins_thread_pack.exec();
+      pack.clear();
     }
-    const auto &blob = pack.finish();
-    ins_thread_pack.reset();
-    ins_thread_pack.bind(1, interval_id);
-    ins_thread_pack.bind(2, defs[i].db_id);
-    ins_thread_pack.bind(3, static_cast<std::int64_t>(pack.size()));
-    ins_thread_pack.bindNoCopy(4, blob.data(), static_cast<int>(blob.size()));
-    ins_thread_pack.exec();
   }
 
   static void rerun_blob(SQLite::Statement &s, std::int64_t interval_id, int metric,
@@ -605,18 +669,6 @@ struct writer::impl {
     s.bind(5, to_i64(v.total));
     s.bindNoCopy(6, blob.data(), static_cast<int>(blob.size()));
     s.exec();
-  }
-
-  // The positions of scope S's metrics in the order of their ids in the database.
-  template <metrics::scope S> static constexpr auto in_db_id_order() {
-    constexpr auto defs = metrics::entries<S>();
-    std::array<std::size_t, defs.size()> order{};
-    for (std::size_t i = 0; i < defs.size(); ++i) {
-      order[i] = i;
-    }
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return defs[a].db_id < defs[b].db_id; });
-    return order;
   }
 
   void write_thread_events(std::int64_t interval_id, std::int64_t thread, const thread_row &t,
@@ -878,41 +930,67 @@ struct writer::impl {
     // Resolve thread ids; rows of one identity that appear twice in the input are summed (the
     // primary keys allow one row per thread and metric in an interval).
     // Rows point into the input; only a duplicate gets a summed copy (rows are ~6 KB each).
+    if (threads_boot != iv.boot_id) {
+      threads.clear(); // the cache holds one boot's identities
+      threads_boot = iv.boot_id;
+    }
     std::vector<std::pair<std::int64_t, const thread_row *>> rows;
     rows.reserve(iv.threads.size());
-    std::deque<thread_row> summed;
-    std::unordered_map<std::int64_t, std::size_t> row_of;
-    row_of.reserve(iv.threads.size());
-    for (const auto &t : iv.threads) {
+    const std::size_t ahead = 4; // rows whose values are being fetched while one is checked
+    for (std::size_t k = 0; k < iv.threads.size(); ++k) {
+      if (k + ahead < iv.threads.size()) {
+        iv.threads[k + ahead].m.prefetch();
+      }
+      const thread_row &t = iv.threads[k];
+      if (auto r = validate_thread(t, iv.events.size()); !r) {
+        throw std::invalid_argument(r.err().msg); // the transaction is rolled back
+      }
       if (!has_any(t)) {
         continue;
       }
-      const thread_key key{iv.boot_id, t.tid, t.start_time_ns, t.comm, t.cgroup};
-      const std::int64_t id = thread_id(key, t.pid, iv.start_ns, tx);
-      if (auto [it, added] = row_of.emplace(id, rows.size()); !added) {
-        auto &row = rows[it->second].second;
-        if (summed.empty() || row != &summed.back()) {
-          row = &summed.emplace_back(*row); // deque: earlier copies stay where they are
-        }
-        add_row(summed.back(), t);
-        continue;
-      }
-      rows.emplace_back(id, &t);
+      rows.emplace_back(thread_id(iv.boot_id, t, iv.start_ns, tx), &t);
     }
     // In primary-key order, table by table: every insert then appends at the right edge of
     // its b-tree (no search from the root, no split that leaves half-full pages behind).
-    std::sort(rows.begin(), rows.end(),
-              [](const auto &a, const auto &b) { return a.first < b.first; });
-    for (const std::size_t i : in_db_id_order<metrics::scope::thread>()) {
-      insert_thread_hists(interval_id, rows, i);
+    // Rows of one identity that appear twice in the input are then adjacent, and summed (the
+    // primary keys allow one row per thread and metric in an interval): only a duplicate gets
+    // a summed copy.
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+    std::deque<thread_row> summed; // deque: earlier copies stay where they are
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      if (kept > 0 && rows[kept - 1].first == rows[k].first) {
+        auto &row = rows[kept - 1].second;
+        if (summed.empty() || row != &summed.back()) {
+          row = &summed.emplace_back(*row);
+        }
+        add_row(summed.back(), *rows[k].second);
+        continue;
+      }
+      rows[kept++] = rows[k];
     }
-    for (const auto &[id, t] : rows) {
-      write_thread(interval_id, id, *t, event_ids);
+    rows.resize(kept);
+    // One pass over the threads (at 10,000 threads each pass over their rows and values is a
+    // few ms of cache misses): histograms into the packs, migration and perf rows inserted
+    // (thread id order), blame rows collected; then the packs and the blame rows.
+    for (auto &p : packs) {
+      p.clear();
     }
     blame_rows.clear();
-    for (const auto &[id, t] : rows) {
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      if (k + 2 * ahead < rows.size()) {
+        __builtin_prefetch(rows[k + 2 * ahead].second); // the row, then (below) its values
+      }
+      if (k + ahead < rows.size()) {
+        rows[k + ahead].second->m.prefetch();
+      }
+      const auto &[id, t] = rows[k];
+      pack_thread_hists(id, *t);
+      write_thread(interval_id, id, *t, event_ids);
       write_blame(id, *t, iv.boot_id, iv.start_ns, tx);
     }
+    insert_thread_packs(interval_id);
     insert_blame_rows(interval_id);
 
     write_cpus(interval_id, iv);

@@ -7,7 +7,7 @@
 namespace rsched::store::detail {
 
 bool has_data(const hist_value &v) {
-  return v.count != 0 || !v.hist.empty();
+  return !v.empty(); // samples, or counts in the histogram's spans
 }
 
 bool has_migrations(const thread_row &t) {
@@ -55,6 +55,7 @@ void add_value(hist_value &a, const hist_value &b) {
   a.count = sat_add(a.count, b.count);
   a.total = sat_add(a.total, b.total);
   (void)stats::merge_into(a.hist, b.hist);
+  a.spans = static_cast<metrics::span_mask>(a.spans | b.spans);
 }
 
 template <metrics::scope S> void add_values(metrics::set<S> &a, const metrics::set<S> &b) {
@@ -104,28 +105,30 @@ void add_row(cpu_row &a, const cpu_row &b) {
   add_values(a.m, b.m);
 }
 
+result<void> validate_thread(const thread_row &t, std::size_t events) {
+  if (!layouts_ok(t.m)) {
+    return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
+  }
+  for (const auto &[idx, v] : t.events) {
+    if (idx >= events) {
+      return make_error(fmt::format("thread {}: perf event index {} out of range", t.tid, idx));
+    }
+  }
+  for (const auto &[idx, h] : t.event_rates) {
+    if (idx >= events) {
+      return make_error(fmt::format("thread {}: perf event index {} out of range", t.tid, idx));
+    }
+    if (!h.empty() && h.kind != stats::layout::log2) {
+      return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
+    }
+  }
+  return {};
+}
+
 result<void> validate(const interval_row &iv) {
   for (const auto &e : iv.events) {
     if (e.name.empty()) {
       return make_error("perf event with an empty name");
-    }
-  }
-  for (const auto &t : iv.threads) {
-    if (!layouts_ok(t.m)) {
-      return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
-    }
-    for (const auto &[idx, v] : t.events) {
-      if (idx >= iv.events.size()) {
-        return make_error(fmt::format("thread {}: perf event index {} out of range", t.tid, idx));
-      }
-    }
-    for (const auto &[idx, h] : t.event_rates) {
-      if (idx >= iv.events.size()) {
-        return make_error(fmt::format("thread {}: perf event index {} out of range", t.tid, idx));
-      }
-      if (!h.empty() && h.kind != stats::layout::log2) {
-        return make_error(fmt::format("thread {}: histogram of the wrong layout", t.tid));
-      }
     }
   }
   for (const auto &c : iv.cpus) {
