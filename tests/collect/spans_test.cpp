@@ -239,9 +239,9 @@ TEST_CASE("a record's blame read slot by slot equals the whole struct's", "[coll
 
 TEST_CASE("blame read with its slots in use marked gives the deltas of every slot walked",
           "[collect][spans][blame]") {
-  // The same reads twice: as parsed (blame_state::live narrowed to the slots in use) and with
-  // every slot marked live (the walk over all sixteen, as before). Slots take new culprits,
-  // grow, go stale for a few epochs and come back.
+  // The same reads twice: as parsed (blame_slots::live: the slots in use) and with every slot
+  // marked live (the walk over all sixteen, as before). Slots take new culprits, grow, go stale
+  // for a few epochs and come back.
   std::mt19937_64 rng(21);
   collect::delta_tracker narrow;
   collect::delta_tracker wide;
@@ -280,7 +280,8 @@ TEST_CASE("blame read with its slots in use marked gives the deltas of every slo
     }
     collect::snapshot w = a;
     for (auto &s : w.live) {
-      s.c.blame.live = 0xFFFF;
+      (void)s.c.blame.slots.begin(); // marks every slot
+      REQUIRE(s.c.blame.slots.live() == 0xFFFF);
     }
     const auto got = narrow.advance(std::move(a));
     const auto want = wide.advance(std::move(w));

@@ -105,12 +105,10 @@ void blame_from(const rsched_blame &b, SlotAt &&slot_at, blame_state &out, std::
   out.stale = stale;
   // A new array (all empty) for the slots in use; unused and stale slots stay empty.
   out.slots = {};
-  out.live = 0;
   for (std::size_t i = 0; used && i < out.slots.size(); ++i) {
     if (b.gen[i] == 0 || (static_cast<unsigned>(stale) >> i & 1U) != 0) {
       continue;
     }
-    out.live = static_cast<std::uint16_t>(out.live | (1U << i));
     const rsched_blame_slot k = slot_at(i);
     blame_slot &s = out.slots[i];
     s.gen = b.gen[i];
@@ -191,9 +189,8 @@ blame_state delta(const blame_state &cur, const blame_state &prev) {
   // Only slots with new counts are written (d's slots stay unallocated when none has).
   // A slot stale in `cur` counts nothing new; one stale in `prev` (a baseline that never read
   // it) has an unknown start: its counts are skipped once and read again next time.
-  // Slots outside cur's `live` are empty in cur: nothing new there.
+  // Slots cur never wrote are empty in cur: nothing new there.
   const unsigned skip = static_cast<unsigned>(cur.stale | prev.stale);
-  d.live = 0;
   cur.for_each_live(~skip, [&](std::size_t i) {
     const blame_slot &c = cur.slots[i];
     const blame_slot &p = prev.slots[i];
@@ -201,7 +198,6 @@ blame_state delta(const blame_state &cur, const blame_state &prev) {
     const blame_counts n = c.gen == p.gen ? sub(c.n, p.n) : c.n;
     if (!n.empty()) {
       d.slots[i] = {c.gen, c.who, n, c.cpu, c.prio};
-      d.live = static_cast<std::uint16_t>(d.live | (1U << i));
     }
   });
   d.waiter = cur.waiter;
@@ -236,7 +232,6 @@ void accumulate(blame_state &into, const blame_state &d) {
       t.prio = s.prio;
     } else if (free != blame_slots::size()) {
       into.slots[free] = s;
-      into.live = static_cast<std::uint16_t>(into.live | (1U << free));
     } else {
       into.other += s.n;
     }
@@ -291,28 +286,24 @@ void rebase_blame(blame_state &base, blame_state &&cur, bool fresh) {
     return;
   }
   const std::uint16_t unknown = fresh ? stale : static_cast<std::uint16_t>(base.stale & stale);
-  const std::uint16_t base_live = base.live;
-  const std::uint16_t read_live = cur.live;
   blame_slots kept = std::move(base.slots);
   blame_slots read = std::move(cur.slots);
   base = std::move(cur);
   // The slots this read copied replace the baseline's. When it copied none, every slot it did
-  // not leave out is unused (gen 0) here and in the baseline alike. A slot outside the read's
-  // `live` is empty: the baseline's is emptied where it may hold something.
+  // not leave out is unused (gen 0) here and in the baseline alike. A slot the read did not
+  // write is empty (unused): so is the baseline's.
   for (std::size_t i = 0; read.allocated() && i < blame_slots::size(); ++i) {
     if ((static_cast<unsigned>(stale) >> i & 1U) != 0) {
       continue;
     }
-    if ((read_live >> i & 1U) != 0) {
+    if ((read.live() >> i & 1U) != 0) {
       kept[i] = std::as_const(read)[i];
-    } else if ((base_live >> i & 1U) != 0 && kept.allocated()) {
-      kept[i] = {};
+    } else {
+      kept.clear(i);
     }
   }
-  const auto kept_live = static_cast<std::uint16_t>(base_live & stale);
   base.slots = std::move(kept);
   base.stale = unknown;
-  base.live = static_cast<std::uint16_t>(kept_live | (read_live & ~stale));
 }
 
 // The baseline after a live read `cur`: its counters, the blame as rebase_blame says.

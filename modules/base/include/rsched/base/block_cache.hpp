@@ -62,15 +62,22 @@ inline std::size_t trim_block_caches() noexcept {
   return freed;
 }
 
-template <std::size_t Size> class block_cache {
+// `Tag` gives a cache of its own to blocks of one size that must not mix with others of that
+// size (zeroed_blocks below).
+template <std::size_t Size, typename Tag = void> class block_cache {
 public:
   static_assert(Size >= sizeof(void *));
 
   static void *get() {
+    void *p = try_get();
+    return p != nullptr ? p : ::operator new(Size);
+  }
+  // A cached block, or nullptr when there is none.
+  static void *try_get() {
     ensure_guard();
     state &s = mine();
     if (s.n == 0) {
-      return ::operator new(Size);
+      return nullptr;
     }
     --s.n;
     s.low = s.n < s.low ? s.n : s.low;
@@ -161,6 +168,24 @@ private:
     thread_local state s; // constant-initialised, trivially destructible
     return s;
   }
+};
+
+// Blocks handed out all zero, for objects whose owner zeroes what it wrote before giving the
+// block back (put): a big array of which a few elements are used is then not cleared whole at
+// every allocation, only where it was written.
+template <std::size_t Size> struct zeroed_blocks {
+  struct tag {};
+  using cache = block_cache<Size, tag>;
+  static void *get() {
+    if (void *p = cache::try_get()) {
+      return p;
+    }
+    void *p = ::operator new(Size);
+    std::memset(p, 0, Size);
+    return p;
+  }
+  // `p` must be all zero again.
+  static void put(void *p) noexcept { cache::put(p); }
 };
 
 template <typename T> struct cached_delete {

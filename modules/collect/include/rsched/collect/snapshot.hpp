@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,33 +82,73 @@ struct blame_slot {
 // The kernel's blame slots of a thread, allocated only once one is written (most threads of a
 // big server never wait behind another one: 16 empty slots are 1 KB per thread and copy).
 // Reading a slot nobody wrote gives an empty one; the non-const accessors allocate.
+// The slots written are tracked (live()): a busy thread uses one or two of its sixteen, and the
+// walks over every thread's slots (the read, the delta, the rebase, the interval's sums) visit
+// those only. Every write goes through a non-const accessor, which marks its slot (iterators
+// mark all), so a slot outside live() is empty; an array is given back to its cache with only
+// its live slots cleared, and handed out all zero (base::zeroed_blocks) without clearing its
+// 1 KB again.
 class blame_slots {
 public:
   using array = std::array<blame_slot, RSCHED_BLAME_SLOTS>;
+  using mask = std::uint16_t;
+  static_assert(RSCHED_BLAME_SLOTS <= 16);
   blame_slots() = default;
-  blame_slots(const blame_slots &o) : p_(o.p_ ? base::make_cached<array>(*o.p_) : nullptr) {}
+  blame_slots(const blame_slots &o) { *this = o; }
   blame_slots &operator=(const blame_slots &o) {
     if (this != &o) {
       if (!o.p_) {
-        p_.reset();
-      } else if (p_) {
-        *p_ = *o.p_;
+        release();
       } else {
-        p_ = base::make_cached<array>(*o.p_);
+        mut() = *o.p_;
+        live_ = o.live_;
       }
     }
     return *this;
   }
-  blame_slots(blame_slots &&) noexcept = default;
-  blame_slots &operator=(blame_slots &&) noexcept = default;
-  ~blame_slots() = default;
+  blame_slots(blame_slots &&o) noexcept : p_(o.p_), live_(o.live_) {
+    o.p_ = nullptr;
+    o.live_ = 0;
+  }
+  blame_slots &operator=(blame_slots &&o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = o.p_;
+      live_ = o.live_;
+      o.p_ = nullptr;
+      o.live_ = 0;
+    }
+    return *this;
+  }
+  ~blame_slots() { release(); }
 
   static constexpr std::size_t size() { return RSCHED_BLAME_SLOTS; }
   [[nodiscard]] bool allocated() const { return p_ != nullptr; }
-  blame_slot &operator[](std::size_t i) { return mut()[i]; }
+  // The slots written since allocation (and not cleared since); every other slot is empty.
+  [[nodiscard]] mask live() const { return live_; }
+  blame_slot &operator[](std::size_t i) {
+    array &a = mut();
+    live_ = static_cast<mask>(live_ | (1U << i));
+    return a[i];
+  }
   const blame_slot &operator[](std::size_t i) const { return view()[i]; }
-  array::iterator begin() { return mut().begin(); }
-  array::iterator end() { return mut().end(); }
+  // Empties slot i.
+  void clear(std::size_t i) {
+    if (p_ != nullptr && (live_ >> i & 1U) != 0) {
+      (*p_)[i] = {};
+      live_ = static_cast<mask>(live_ & ~(1U << i));
+    }
+  }
+  array::iterator begin() {
+    array &a = mut();
+    live_ = all;
+    return a.begin();
+  }
+  array::iterator end() {
+    array &a = mut();
+    live_ = all;
+    return a.end();
+  }
   [[nodiscard]] array::const_iterator begin() const { return view().begin(); }
   [[nodiscard]] array::const_iterator end() const { return view().end(); }
   friend bool operator==(const blame_slots &a, const blame_slots &b) {
@@ -115,17 +156,35 @@ public:
   }
 
 private:
+  static constexpr mask all = static_cast<mask>((1U << RSCHED_BLAME_SLOTS) - 1);
+  using blocks = base::zeroed_blocks<sizeof(array)>;
   [[nodiscard]] const array &view() const {
     static const array none{};
     return p_ ? *p_ : none;
   }
   array &mut() {
     if (!p_) {
-      p_ = base::make_cached<array>();
+      // All zero: the empty slots (a zero-filled blame_slot is the empty one).
+      p_ = static_cast<array *>(blocks::get());
+      live_ = 0;
     }
     return *p_;
   }
-  base::cached_ptr<array> p_; // memory: base/block_cache.hpp
+  // Gives the array back, cleared where it was written.
+  void release() noexcept {
+    if (p_ == nullptr) {
+      return;
+    }
+    for (unsigned m = live_; m != 0; m &= m - 1) {
+      std::memset(static_cast<void *>(&(*p_)[static_cast<std::size_t>(__builtin_ctz(m))]), 0,
+                  sizeof(blame_slot));
+    }
+    blocks::put(p_);
+    p_ = nullptr;
+    live_ = 0;
+  }
+  array *p_ = nullptr; // memory: base/block_cache.hpp (zeroed_blocks)
+  mask live_ = 0;
 };
 
 struct blame_state {
@@ -141,18 +200,10 @@ struct blame_state {
   // made rschedd's cost grow with its age (10,000 threads: 57 -> 80 ms per interval within
   // four minutes). Deltas and sums never have stale slots.
   std::uint16_t stale = 0;
-  // The slots that may be in use (bit i: slot i); every other slot is empty (gen 0, no counts).
-  // A superset, every slot by default: whoever writes a slot directly keeps it one. The read,
-  // the delta and the rebase narrow it to the slots a thread uses, so that their walks read
-  // those instead of all sixteen (1 KB) of every thread. Not part of the value (==).
-  std::uint16_t live = 0xFFFF;
-  static_assert(RSCHED_BLAME_SLOTS <= 16);
-  // Calls fn(i) for each slot i of `mask` that `live` may hold.
+  // Calls fn(i) for each slot i of `mask` that was written (blame_slots::live: the others are
+  // empty).
   template <typename Fn> void for_each_live(unsigned mask, Fn &&fn) const {
-    if (!slots.allocated()) {
-      return;
-    }
-    for (unsigned m = mask & live & ((1U << RSCHED_BLAME_SLOTS) - 1); m != 0; m &= m - 1) {
+    for (unsigned m = mask & slots.live(); m != 0; m &= m - 1) {
       fn(static_cast<std::size_t>(__builtin_ctz(m)));
     }
   }
@@ -169,10 +220,7 @@ struct blame_state {
       __builtin_prefetch(p + sizeof(blame_slot) - 1);
     });
   }
-  friend bool operator==(const blame_state &a, const blame_state &b) {
-    return a.slots == b.slots && a.idle == b.idle && a.unknown == b.unknown && a.other == b.other &&
-           a.waiter == b.waiter && a.stale == b.stale;
-  }
+  friend bool operator==(const blame_state &, const blame_state &) = default;
 };
 
 struct thread_counters {
