@@ -145,28 +145,30 @@ void merge_into(acc_thread &into, const acc_thread &a) {
 
 // The blame rows of a thread: the store::max_culprits culprits with the most wait (then
 // preemptions), the rest summed into <other>, then the pseudo-culprits with counts.
-void add_blame_rows(store::thread_row &r, const acc_thread &a,
+void add_blame_rows(store::thread_row &r, acc_thread &a,
                     const std::function<std::string(std::uint64_t)> &cgroup_path) {
   if (a.culprits.empty() && a.idle.empty() && a.unknown.empty() && a.other.empty()) {
     return;
   }
-  std::vector<std::pair<const collect::culprit *, const acc_thread::culprit_acc *>> order;
-  order.reserve(a.culprits.size());
-  for (const auto &[who, c] : a.culprits) {
-    order.emplace_back(&who, &c);
-  }
-  // The most wait first (then preemptions, waits); equals in culprit order.
+  // The most wait first (then preemptions, waits); equals in culprit order. Sorted in place:
+  // the thread's culprits are not used again.
+  auto &order = a.culprits;
   std::sort(order.begin(), order.end(), [](const auto &x, const auto &y) {
-    const auto kx = std::tie(x.second->n.wait_ns, x.second->n.preempts, x.second->n.waits);
-    const auto ky = std::tie(y.second->n.wait_ns, y.second->n.preempts, y.second->n.waits);
+    const auto kx = std::tie(x.second.n.wait_ns, x.second.n.preempts, x.second.n.waits);
+    const auto ky = std::tie(y.second.n.wait_ns, y.second.n.preempts, y.second.n.waits);
     if (kx != ky) {
       return kx > ky;
     }
-    return *x.first < *y.first;
+    return x.first < y.first;
   });
+  // One allocation of the rows' exact number: the kept culprits, then the pseudo-culprits.
+  const bool others = !a.other.empty() || order.size() > store::max_culprits;
+  r.blame.reserve(std::min(order.size(), store::max_culprits) + (a.idle.empty() ? 0U : 1U) +
+                  (a.unknown.empty() ? 0U : 1U) + (others ? 1U : 0U));
   collect::blame_counts other = a.other;
   for (std::size_t i = 0; i < order.size(); ++i) {
-    const auto &[who, c] = order[i];
+    const collect::culprit *who = &order[i].first;
+    const acc_thread::culprit_acc *c = &order[i].second;
     const collect::blame_counts &n = c->n;
     if (i >= store::max_culprits) {
       other += n;
