@@ -125,7 +125,8 @@ void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &c
 }
 
 void bucket_sums::add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
-                            std::int64_t culprit, const culprit_group &who, std::int64_t wait_ns,
+                            std::int64_t culprit, std::string_view culprit_comm,
+                            std::string_view culprit_cgroup, int kind, std::int64_t wait_ns,
                             std::int64_t waits, std::int64_t preempts) {
   if (cur_ == nullptr || cur_->broken) {
     return;
@@ -134,6 +135,7 @@ void bucket_sums::add_blame(std::int64_t thread, const std::string &comm, const 
   const std::uint32_t g = group_of(b, thread, comm, cgroup);
   auto [c, fresh] = b.group_of_culprit.try_emplace(culprit, 0);
   if (fresh) {
+    culprit_group who{std::string(culprit_comm), std::string(culprit_cgroup), kind};
     auto [k, added] =
         b.culprit_index.try_emplace(who, static_cast<std::uint32_t>(b.culprits.size()));
     if (added) {

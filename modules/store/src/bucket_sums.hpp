@@ -119,8 +119,10 @@ public:
                 std::int64_t count, std::int64_t total, const stats::histogram &h,
                 stats::span_mask spans = stats::all_spans);
   // One thread_blame row of the interval.
+  // (the culprit's comm, cgroup and kind: its rollup group, read when the culprit is new)
   void add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
-                 std::int64_t culprit, const culprit_group &who, std::int64_t wait_ns,
+                 std::int64_t culprit, std::string_view culprit_comm,
+                 std::string_view culprit_cgroup, int kind, std::int64_t wait_ns,
                  std::int64_t waits, std::int64_t preempts);
   // The interval's transaction committed / failed (its bucket is not used then).
   void commit();

@@ -82,11 +82,12 @@ struct thread_key_ref {
 };
 struct thread_key_hash {
   using is_transparent = void;
+  // The thread alone: its rows under other comms or cgroups (renames, moves) share a bucket,
+  // and no string is hashed per thread and interval.
   std::size_t operator()(const thread_key_ref &k) const noexcept {
-    std::size_t h = std::hash<std::uint64_t>{}(k.start_time_ns * 0x9E3779B97F4A7C15ULL ^ k.tid);
-    h ^= std::hash<std::string_view>{}(k.comm) + 0x9E3779B9U + (h << 6) + (h >> 2);
-    h ^= std::hash<std::string_view>{}(k.cgroup) + 0x9E3779B9U + (h << 6) + (h >> 2);
-    return h;
+    const std::uint64_t h =
+        (k.start_time_ns ^ (std::uint64_t{k.tid} << 40)) * 0x9E3779B97F4A7C15ULL;
+    return static_cast<std::size_t>(h ^ (h >> 31));
   }
   std::size_t operator()(const thread_key &k) const noexcept {
     return (*this)(thread_key_ref{k.tid, k.start_time_ns, k.comm, k.cgroup});
@@ -107,34 +108,59 @@ struct thread_key_eq {
 };
 using thread_cache = std::unordered_map<thread_key, std::int64_t, thread_key_hash, thread_key_eq>;
 
-// Identity of a culprit row (blame).
+// Identity of a culprit row (blame) within one boot (the cache holds one boot's, as for
+// threads; pseudo-culprits are boot '' in the table, shared by every boot).
 struct culprit_key {
-  std::string boot_id; // '' for pseudo-culprits
   std::uint32_t pid = 0;
+  int kind = 0;
   std::string comm;
   std::string cgroup;
-  int kind = 0;
-  // pid and kind first, boot id last (see thread_key).
-  auto operator<=>(const culprit_key &o) const {
-    return std::tie(pid, kind, comm, cgroup, boot_id) <=>
-           std::tie(o.pid, o.kind, o.comm, o.cgroup, o.boot_id);
-  }
-  bool operator==(const culprit_key &) const = default;
 };
+struct culprit_ref {
+  std::uint32_t pid = 0;
+  int kind = 0;
+  std::string_view comm;
+  std::string_view cgroup;
+};
+struct culprit_key_hash {
+  using is_transparent = void;
+  std::size_t operator()(const culprit_ref &k) const noexcept {
+    const std::uint64_t pk = std::uint64_t{k.pid} << 8 | static_cast<std::uint8_t>(k.kind);
+    std::size_t h = std::hash<std::uint64_t>{}(pk * 0x9E3779B97F4A7C15ULL);
+    h ^= std::hash<std::string_view>{}(k.comm) + 0x9E3779B9U + (h << 6) + (h >> 2);
+    h ^= std::hash<std::string_view>{}(k.cgroup) + 0x9E3779B9U + (h << 6) + (h >> 2);
+    return h;
+  }
+  std::size_t operator()(const culprit_key &k) const noexcept {
+    return (*this)(culprit_ref{k.pid, k.kind, k.comm, k.cgroup});
+  }
+};
+struct culprit_key_eq {
+  using is_transparent = void;
+  static culprit_ref ref(const culprit_key &k) { return {k.pid, k.kind, k.comm, k.cgroup}; }
+  static const culprit_ref &ref(const culprit_ref &k) { return k; }
+  template <typename A, typename B> bool operator()(const A &a, const B &b) const noexcept {
+    const culprit_ref x = ref(a);
+    const culprit_ref y = ref(b);
+    return x.pid == y.pid && x.kind == y.kind && x.comm == y.comm && x.cgroup == y.cgroup;
+  }
+};
+using culprit_cache =
+    std::unordered_map<culprit_key, std::int64_t, culprit_key_hash, culprit_key_eq>;
 
-// The culprit row of `b` in boot `boot_id`: pseudo-culprits are shared by every boot.
-culprit_key culprit_of(const blame_row &b, const std::string &boot_id) {
+// The culprit row of `b` (its boot: the interval's for a process, '' for a pseudo-culprit).
+culprit_ref culprit_of(const blame_row &b) {
   switch (b.kind) {
   case culprit_kind::idle:
-    return {"", 0, "<idle>", "", 1};
+    return {0, 1, "<idle>", ""};
   case culprit_kind::unknown:
-    return {"", 0, "<unknown>", "", 2};
+    return {0, 2, "<unknown>", ""};
   case culprit_kind::other:
-    return {"", 0, "<other>", "", 3};
+    return {0, 3, "<other>", ""};
   case culprit_kind::process:
     break;
   }
-  return {boot_id, b.pid, b.comm, b.cgroup, 0};
+  return {b.pid, 0, b.comm, b.cgroup};
 }
 
 // Identity of a scheduling domain row (schedstat_domain_def).
@@ -223,7 +249,7 @@ struct writer::impl {
   std::map<std::string, std::int64_t> events;
   std::map<std::string, std::int64_t> fields;
   std::map<domain_key, std::int64_t> domains;
-  std::map<culprit_key, std::int64_t> culprits;
+  culprit_cache culprits; // of threads_boot, as `threads`
   std::map<std::string, std::int64_t> cgroups;
 
   // Ids created or looked up in the running (not yet committed) transaction: they enter the
@@ -233,7 +259,7 @@ struct writer::impl {
     std::map<std::string, std::int64_t> events;
     std::map<std::string, std::int64_t> fields;
     std::map<domain_key, std::int64_t> domains;
-    std::map<culprit_key, std::int64_t> culprits;
+    culprit_cache culprits;
     std::map<std::string, std::int64_t> cgroups;
   };
 
@@ -459,17 +485,30 @@ struct writer::impl {
     });
   }
 
-  std::int64_t culprit_id(const culprit_key &key, std::int64_t now, pending &tx) {
-    return cached(culprits, tx.culprits, key, [&] {
-      return insert_or_select(
-          ins_culprit, sel_culprit,
-          [&](SQLite::Statement &s) {
-            SQLite::bind(s, key.boot_id, key.pid, key.comm, key.cgroup, key.kind, now);
-          },
-          [&](SQLite::Statement &s) {
-            SQLite::bind(s, key.boot_id, key.pid, key.comm, key.cgroup, key.kind);
-          });
-    });
+  // culprit.id of `who` (a process of boot `boot_id`, or a pseudo-culprit), as thread_id.
+  std::int64_t culprit_id(const culprit_ref &who, const std::string &boot_id, std::int64_t now,
+                          pending &tx) {
+    if (auto it = culprits.find(who); it != culprits.end()) {
+      return it->second;
+    }
+    if (auto it = tx.culprits.find(who); it != tx.culprits.end()) {
+      return it->second;
+    }
+    // Not cached: rare (a new culprit), so the key's strings are copied for the binds.
+    culprit_key key{who.pid, who.kind, std::string(who.comm), std::string(who.cgroup)};
+    const std::string boot = who.kind == 0 ? boot_id : std::string();
+    const auto bind_key = [&](SQLite::Statement &s) {
+      SQLite::bind(s, boot, key.pid, key.comm, key.cgroup, key.kind);
+    };
+    const std::int64_t id = insert_or_select(
+        ins_culprit, sel_culprit,
+        [&](SQLite::Statement &s) {
+          bind_key(s);
+          s.bind(6, now);
+        },
+        bind_key);
+    tx.culprits.emplace(std::move(key), id);
+    return id;
   }
 
   std::int64_t cgroup_id(const std::string &cgroup, std::int64_t now, pending &tx) {
@@ -488,23 +527,19 @@ struct writer::impl {
     if (t.blame.empty()) {
       return;
     }
-    struct culprit_sum {
-      std::uint64_t wait_ns = 0, waits = 0, preempts = 0;
-      detail::bucket_sums::culprit_group who; // the culprit's rollup group
-      std::array<int, 5> sched{-1, -1, -1, -1, -1};
-    };
-    std::map<std::int64_t, culprit_sum> by_culprit;
+    by_culprit.clear(); // a few per thread: a vector kept from thread to thread
     for (const auto &b : t.blame) {
       if (b.wait_ns == 0 && b.waits == 0 && b.preempts == 0) {
         continue;
       }
-      culprit_key who = culprit_of(b, boot_id);
-      const std::int64_t id = culprit_id(who, now, tx);
-      auto [it, fresh] = by_culprit.try_emplace(id);
-      if (fresh) {
-        it->second.who = {std::move(who.comm), std::move(who.cgroup), who.kind};
+      const culprit_ref who = culprit_of(b);
+      const std::int64_t id = culprit_id(who, boot_id, now, tx);
+      auto it = std::find_if(by_culprit.begin(), by_culprit.end(),
+                             [id](const culprit_sum &c) { return c.id == id; });
+      if (it == by_culprit.end()) {
+        it = by_culprit.insert(by_culprit.end(), culprit_sum{id, who});
       }
-      culprit_sum &x = it->second;
+      culprit_sum &x = *it;
       x.wait_ns = sat_add(x.wait_ns, b.wait_ns);
       x.waits = sat_add(x.waits, b.waits);
       x.preempts = sat_add(x.preempts, b.preempts);
@@ -512,13 +547,25 @@ struct writer::impl {
         x.sched = {b.cpu, b.policy, b.prio, b.waiter_policy, b.waiter_prio};
       }
     }
-    for (const auto &[id, x] : by_culprit) {
+    // In culprit id order (the table's key order).
+    std::sort(by_culprit.begin(), by_culprit.end(),
+              [](const culprit_sum &a, const culprit_sum &b) { return a.id < b.id; });
+    for (const auto &x : by_culprit) {
       blame_rows.push_back(
-          {thread, id, to_i64(x.wait_ns), to_i64(x.waits), to_i64(x.preempts), x.sched});
+          {thread, x.id, to_i64(x.wait_ns), to_i64(x.waits), to_i64(x.preempts), x.sched});
       const auto &b = blame_rows.back();
-      sums().add_blame(thread, t.comm, t.cgroup, id, x.who, b.wait_ns, b.waits, b.preempts);
+      sums().add_blame(thread, t.comm, t.cgroup, x.id, x.who.comm, x.who.cgroup, x.who.kind,
+                       b.wait_ns, b.waits, b.preempts);
     }
   }
+  // One thread's blame summed per culprit identity (write_blame's scratch).
+  struct culprit_sum {
+    std::int64_t id = 0;
+    culprit_ref who; // views of the thread's first row of the culprit
+    std::uint64_t wait_ns = 0, waits = 0, preempts = 0;
+    std::array<int, 5> sched{-1, -1, -1, -1, -1};
+  };
+  std::vector<culprit_sum> by_culprit;
 
   // Binds row `b` to parameters `at`, `at` + 1, ... (blame_cols of them).
   static void bind_blame(SQLite::Statement &s, int at, const blame_out &b) {
@@ -931,13 +978,17 @@ struct writer::impl {
     // primary keys allow one row per thread and metric in an interval).
     // Rows point into the input; only a duplicate gets a summed copy (rows are ~6 KB each).
     if (threads_boot != iv.boot_id) {
-      threads.clear(); // the cache holds one boot's identities
+      threads.clear(); // the caches hold one boot's identities
+      culprits.clear();
       threads_boot = iv.boot_id;
     }
     std::vector<std::pair<std::int64_t, const thread_row *>> rows;
     rows.reserve(iv.threads.size());
     const std::size_t ahead = 4; // rows whose values are being fetched while one is checked
     for (std::size_t k = 0; k < iv.threads.size(); ++k) {
+      if (k + 2 * ahead < iv.threads.size()) {
+        __builtin_prefetch(&iv.threads[k + 2 * ahead].m);
+      }
       if (k + ahead < iv.threads.size()) {
         iv.threads[k + ahead].m.prefetch();
       }
@@ -980,7 +1031,7 @@ struct writer::impl {
     blame_rows.clear();
     for (std::size_t k = 0; k < rows.size(); ++k) {
       if (k + 2 * ahead < rows.size()) {
-        __builtin_prefetch(rows[k + 2 * ahead].second); // the row, then (below) its values
+        __builtin_prefetch(&rows[k + 2 * ahead].second->m); // the row, then (below) its values
       }
       if (k + ahead < rows.size()) {
         rows[k + ahead].second->m.prefetch();
@@ -1018,7 +1069,9 @@ result<writer> writer::open(const std::string &path) {
 
 result<writer> writer::open(const std::string &path, const open_options &opt) {
   try {
-    int flags = SQLite::OPEN_READWRITE;
+    // One thread uses the connection at a time (the recorder's): SQLite's per-call mutexes,
+    // ~1 % of the recorder's CPU at 10,000 threads, are not needed.
+    int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_NOMUTEX;
     writer_lock lock; // declared before db: on every exit the connection closes first
     if (is_memory(path)) {
       flags |= SQLite::OPEN_CREATE;
