@@ -296,7 +296,7 @@ void rebase_blame(blame_state &base, blame_state &&cur, bool fresh) {
     if ((static_cast<unsigned>(stale) >> i & 1U) != 0) {
       continue;
     }
-    if ((read.live() >> i & 1U) != 0) {
+    if ((static_cast<unsigned>(read.live()) >> i & 1U) != 0) {
       kept[i] = std::as_const(read)[i];
     } else {
       kept.clear(i);

@@ -134,7 +134,7 @@ public:
   const blame_slot &operator[](std::size_t i) const { return view()[i]; }
   // Empties slot i.
   void clear(std::size_t i) {
-    if (p_ != nullptr && (live_ >> i & 1U) != 0) {
+    if (p_ != nullptr && (static_cast<unsigned>(live_) >> i & 1U) != 0) {
       (*p_)[i] = {};
       live_ = static_cast<mask>(live_ & ~(1U << i));
     }
