@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -152,6 +154,221 @@ result<std::vector<iv_data>> load(sqlite3 *db, metric_source m, std::int64_t a, 
   return out;
 }
 
+// One series of per-interval figures (a victim key's, or every thread's merged): what the
+// spike detection needs of each interval's merged histogram.
+struct series_point {
+  std::size_t index;                // into the scanned intervals
+  std::optional<std::uint64_t> p99; // none: nothing to rank (an empty histogram)
+  std::uint64_t samples = 0;        // the histogram's total count
+};
+struct scanned {
+  std::vector<interval_info> ivs; // intervals with rows, in time order
+  std::map<value, std::vector<series_point>> series;
+};
+
+// The histogram rows of `m` in intervals overlapping [a, b) of the threads matching `vs`, as
+// series: per interval, every row merged (`all`) or merged per key (the `key` column for thread
+// metrics, the CPU for CPU metrics), reduced to its p99 and sample count as the interval ends.
+// Streams: what it keeps is a few numbers per interval and key, not the rows' histograms (a day
+// of a busy machine is tens of millions of rows). The same rows and order as load().
+result<scanned> scan_series(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
+                            const std::string &key, const victims &vs, bool all, double p) {
+  const std::string src = timeline(db);
+  const std::string sql =
+      m.cpu ? fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, "
+                          "c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id "
+                          "AND c.metric = ?3 WHERE {} ORDER BY i.start_ns, i.id",
+                          src, overlaps(db, "i", a))
+            : fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, "
+                          "h.thread_id, h.hist FROM {} AS i CROSS JOIN thread_hist AS h "
+                          "ON h.interval_id = i.id AND h.metric = ?3{} WHERE {} "
+                          "ORDER BY i.start_ns, i.id",
+                          src,
+                          // The victims' threads chosen in SQL too (as load() does): a row
+                          // SQLite hands back has its histogram read, and a narrow victim
+                          // skips most of them.
+                          vs.empty() ? std::string()
+                                     : fmt::format(" JOIN thread AS t ON t.id = h.thread_id "
+                                                   "AND {}",
+                                                   victims_sql(vs, 4)),
+                          overlaps(db, "i", a));
+  auto st = prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  sqlite3_bind_int64(st->get(), 3, m.id);
+  if (!m.cpu) {
+    bind_victims(st->get(), vs, 4);
+  }
+  // A thread metric's key and victim filter come from the thread's identity, looked up once
+  // per thread (a day has tens of millions of rows of a few thousand threads), not joined per
+  // row; nullopt: the thread does not match the victims (or has no identity, as a join drops).
+  std::unordered_map<std::int64_t, std::optional<value>> key_of;
+  stmt_ptr ident;
+  if (!m.cpu) {
+    auto q = prepare_stmt(db, fmt::format("SELECT t.{} FROM thread AS t WHERE t.id = ?1 AND {}",
+                                          key, victims_sql(vs, 2)));
+    if (!q) {
+      return q.err();
+    }
+    ident = std::move(*q);
+  }
+  const auto key_of_thread = [&](std::int64_t thread) -> result<const std::optional<value> *> {
+    auto [it, fresh] = key_of.try_emplace(thread);
+    if (fresh) {
+      sqlite3_stmt *q = ident.get();
+      sqlite3_reset(q);
+      sqlite3_bind_int64(q, 1, thread);
+      bind_victims(q, vs, 2);
+      const int r = sqlite3_step(q);
+      if (r == SQLITE_ROW) {
+        it->second = sqlite3_column_type(q, 0) == SQLITE_INTEGER
+                         ? value{std::int64_t{sqlite3_column_int64(q, 0)}}
+                         : value{column_text(q, 0)};
+      } else if (r != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+    }
+    return &it->second;
+  };
+  scanned out;
+  std::map<value, stats::histogram> per_key; // the current interval's
+  stats::histogram merged;
+  bool any_row = false;
+  const auto point = [p](std::size_t index, const stats::histogram &h) {
+    series_point pt{index, std::nullopt, h.total()};
+    if (auto r = stats::percentile(h, p)) {
+      pt.p99 = r->value;
+    }
+    return pt;
+  };
+  const auto flush = [&] {
+    if (!any_row) {
+      return;
+    }
+    const std::size_t index = out.ivs.size() - 1;
+    if (all) {
+      out.series[value{}].push_back(point(index, merged));
+    }
+    for (auto &[k, h] : per_key) {
+      out.series[k].push_back(point(index, h));
+    }
+    per_key.clear();
+    any_row = false;
+  };
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    sqlite3_stmt *s = st->get();
+    const std::int64_t id = sqlite3_column_int64(s, 0);
+    value k;
+    if (m.cpu) {
+      k = std::int64_t{sqlite3_column_int64(s, 5)};
+    } else {
+      auto tk = key_of_thread(sqlite3_column_int64(s, 5));
+      if (!tk) {
+        return tk.err();
+      }
+      if (!**tk) {
+        continue; // not one of the victims
+      }
+      k = ***tk;
+    }
+    auto h = col_hist(s, 6);
+    if (!h) {
+      return make_error("stored histogram: " + h.err().msg);
+    }
+    if (out.ivs.empty() || out.ivs.back().id != id) {
+      flush();
+      out.ivs.push_back({id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2),
+                         column_text(s, 3), sqlite3_column_int64(s, 4) != 0});
+      merged = stats::histogram{h->kind, {}};
+    }
+    any_row = true;
+    // Every row of an interval is of one layout (as load() merged them all, checked here).
+    if (merged.kind != h->kind) {
+      return make_error("cannot merge histograms of different layouts");
+    }
+    if (all) {
+      (void)stats::merge_into(merged, *h);
+      continue;
+    }
+    auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h->kind, {}});
+    if (auto r = stats::merge_into(it->second, *h); !r) {
+      return r.err();
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  flush();
+  return out;
+}
+
+// A run of a series that spans an interval: its samples above `threshold` in the rows of its
+// key (every row for `all`) are counted per comm (CPU for a CPU metric) into contrib[run].
+struct run_need {
+  value key;
+  std::size_t run;
+  std::uint64_t threshold;
+  bool operator<(const run_need &o) const { return key < o.key; }
+};
+
+// For each interval id of `needs` (its runs sorted by key), its rows of the threads matching
+// `vs` read once, whatever the number of runs that span it.
+result<void> add_above(sqlite3 *db, metric_source m, const std::string &key, const victims &vs,
+                       bool all, const std::map<std::int64_t, std::vector<run_need>> &needs,
+                       std::vector<std::map<value, double>> &contrib) {
+  const std::string sql =
+      m.cpu ? std::string("SELECT c.cpu, '', c.hist FROM cpu_hist AS c WHERE c.interval_id = ?1 "
+                          "AND c.metric = ?2")
+            : fmt::format("SELECT t.{}, t.comm, h.hist FROM thread_hist AS h JOIN thread AS t ON "
+                          "t.id = h.thread_id WHERE h.interval_id = ?1 AND h.metric = ?2 AND {}",
+                          key, victims_sql(vs, 3));
+  auto st = prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_stmt *s = st->get();
+  for (const auto &[id, runs] : needs) {
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, m.id);
+    bind_victims(s, vs, 3);
+    int rc = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      value k;
+      if (sqlite3_column_type(s, 0) == SQLITE_INTEGER) {
+        k = std::int64_t{sqlite3_column_int64(s, 0)};
+      } else {
+        k = column_text(s, 0);
+      }
+      auto lo = runs.begin();
+      auto hi = runs.end();
+      if (!all) {
+        const run_need probe{k, 0, 0};
+        std::tie(lo, hi) = std::equal_range(runs.begin(), runs.end(), probe);
+      }
+      if (lo == hi) {
+        continue;
+      }
+      auto h = col_hist(s, 2);
+      if (!h) {
+        return make_error("stored histogram: " + h.err().msg);
+      }
+      const value who = m.cpu ? k : value{column_text(s, 1)};
+      for (auto it = lo; it != hi; ++it) {
+        contrib[it->run][who] += count_above(*h, it->threshold);
+      }
+    }
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+  }
+  return {};
+}
+
 std::string key_text(const value &k) {
   if (const auto *i = std::get_if<std::int64_t>(&k)) {
     return fmt::format("cpu {}", *i);
@@ -201,12 +418,6 @@ result<threshold_arg> parse_threshold(sqlite3_value *v) {
   return t;
 }
 
-// One series of per-interval histograms (a victim key's, or every thread's merged).
-struct series_point {
-  std::size_t index; // into the loaded intervals
-  stats::histogram h;
-};
-
 struct spike_run {
   std::size_t first, last; // into the series
   std::uint64_t peak;
@@ -215,7 +426,7 @@ struct spike_run {
 };
 
 // Runs of consecutive intervals of one series whose p99 is above the threshold.
-std::vector<spike_run> detect(const std::vector<iv_data> &data,
+std::vector<spike_run> detect(const std::vector<interval_info> &ivs,
                               const std::vector<series_point> &pts, const threshold_arg &thr,
                               std::int64_t window_start, std::uint64_t min_samples) {
   struct over_t {
@@ -224,22 +435,22 @@ std::vector<spike_run> detect(const std::vector<iv_data> &data,
     std::uint64_t threshold;
   };
   std::vector<std::uint64_t> history; // p99 of previous points
+  std::vector<std::uint64_t> last;    // the baseline's points, reused
   std::vector<over_t> over;
   for (std::size_t i = 0; i < pts.size(); ++i) {
     const auto &pt = pts[i];
-    const auto pr = stats::percentile(pt.h, spike_p);
-    if (!pr) {
+    if (!pt.p99) {
       continue;
     }
+    const std::uint64_t p99 = *pt.p99;
     // Every interval with samples is part of the baseline; one with fewer than min_samples is
     // not judged itself.
-    const bool judged = pt.h.total() >= min_samples;
+    const bool judged = pt.samples >= min_samples;
     std::optional<std::uint64_t> t;
     if (thr.multiple) {
       if (!history.empty()) {
         const std::size_t n = std::min(history.size(), baseline_intervals);
-        std::vector<std::uint64_t> last(history.end() - static_cast<std::ptrdiff_t>(n),
-                                        history.end());
+        last.assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
         std::nth_element(last.begin(), last.begin() + static_cast<std::ptrdiff_t>(n / 2),
                          last.end());
         t = static_cast<std::uint64_t>(static_cast<double>(last[n / 2]) * *thr.multiple);
@@ -247,13 +458,13 @@ std::vector<spike_run> detect(const std::vector<iv_data> &data,
     } else {
       t = thr.absolute < 0 ? 0 : static_cast<std::uint64_t>(thr.absolute);
     }
-    history.push_back(pr->value);
-    const auto &iv = data[pt.index].iv;
+    history.push_back(p99);
+    const auto &iv = ivs[pt.index];
     if (!judged || iv.start + iv.dur <= window_start || !t) {
       continue;
     }
-    if (pr->value > *t) {
-      over.push_back({i, pr->value, *t});
+    if (p99 > *t) {
+      over.push_back({i, p99, *t});
     }
   }
   std::vector<spike_run> runs;
@@ -263,8 +474,8 @@ std::vector<spike_run> detect(const std::vector<iv_data> &data,
     // boot, no gap) above the threshold.
     std::size_t e = k;
     while (e + 1 < over.size() && pts[over[e + 1].at].index == pts[over[e].at].index + 1) {
-      const auto &p = data[pts[over[e].at].index].iv;
-      const auto &n = data[pts[over[e + 1].at].index].iv;
+      const auto &p = ivs[pts[over[e].at].index];
+      const auto &n = ivs[pts[over[e + 1].at].index];
       if (p.boot != n.boot || n.start - p.end() > p.dur / 2) {
         break;
       }
@@ -361,29 +572,11 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   if (vic->what != victim::kind::all) {
     vs.push_back(*vic);
   }
-  auto data = load(db, *m, from, w->second, key_col, vs);
+  auto data = scan_series(db, *m, from, w->second, key_col, vs, all, spike_p);
   if (!data) {
     return data.err();
   }
-  // The series: one merged, or one per key.
-  std::map<value, std::vector<series_point>> series;
-  for (std::size_t i = 0; i < data->size(); ++i) {
-    const auto &d = (*data)[i];
-    if (all) {
-      series[value{}].push_back({i, d.merged});
-      continue;
-    }
-    std::map<value, stats::histogram> per_key;
-    for (const auto &k : d.by_key) {
-      auto [it, fresh] = per_key.try_emplace(k.key, stats::histogram{k.h.kind, {}});
-      if (auto r = stats::merge_into(it->second, k.h); !r) {
-        return r.err();
-      }
-    }
-    for (auto &[key, h] : per_key) {
-      series[key].push_back({i, std::move(h)});
-    }
-  }
+  const auto &ivs = data->ivs;
   struct out_row {
     std::int64_t start;
     value key;
@@ -393,62 +586,76 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   // The causes read blame and pressure rows: skipped (empty) where none were recorded.
   const bool any_blame = !m->cpu && m->id == 1 && recorded_in(db, "thread_blame", from, w->second);
   const bool any_pressure = recorded_in(db, "cgroup_cpu", from, w->second);
-  for (auto &[key, pts] : series) {
-    for (auto &run : detect(*data, pts, *thr, w->first, min_samples)) {
-      // Which comms (CPUs for a CPU metric) had the samples above the threshold.
-      std::map<value, double> contrib;
+  // Which comms (CPUs for a CPU metric) had the samples above the threshold: the intervals of
+  // the runs read again, each once (the scan kept no rows).
+  struct found {
+    const value *key;
+    const std::vector<series_point> *pts;
+    spike_run run;
+  };
+  std::vector<found> runs;
+  std::map<std::int64_t, std::vector<run_need>> needs;
+  for (auto &[key, pts] : data->series) {
+    for (auto &run : detect(ivs, pts, *thr, w->first, min_samples)) {
       for (std::size_t j = run.first; j <= run.last; ++j) {
-        for (const auto &k : (*data)[pts[j].index].by_key) {
-          if (!all && !(k.key == key)) {
-            continue;
-          }
-          const value who = m->cpu ? k.key : value{k.comm};
-          contrib[who] += count_above(k.h, run.threshold);
-        }
+        needs[ivs[pts[j].index].id].push_back({key, runs.size(), run.threshold});
       }
-      std::vector<std::pair<value, double>> ranked(contrib.begin(), contrib.end());
-      std::stable_sort(ranked.begin(), ranked.end(),
-                       [](const auto &x, const auto &y) { return x.second > y.second; });
-      const auto &first = (*data)[pts[run.first].index].iv;
-      const auto &last = (*data)[pts[run.last].index].iv;
-      // The likely cause: who ran while these threads waited (scheduling delay), the
-      // throttling of their cgroups and the CPU pressure over the run.
-      victims who = vs;
-      if (!all && !m->cpu) {
-        victim k;
-        if (by == "pid") {
-          k.what = victim::kind::pid;
-          k.number = std::get<std::int64_t>(key);
-        } else {
-          k.what = by == "comm" ? victim::kind::comm : victim::kind::cgroup;
-          k.text = std::get<std::string>(key);
-          k.descendants = false;
-        }
-        who.push_back(std::move(k));
-      }
-      std::vector<culprit_sum> culprits;
-      if (any_blame) {
-        auto c = blame_of(db, who, first.start, last.end());
-        if (!c) {
-          return c.err();
-        }
-        culprits = std::move(*c);
-      }
-      auto p = any_pressure ? pressure_of(db, who, first.start, last.end())
-                            : result<pressure_sum>(pressure_sum{});
-      if (!p) {
-        return p.err();
-      }
-      value victim_v =
-          all ? value{vic->what == victim::kind::all ? std::string("all") : vic->describe()} : key;
-      outs.push_back(
-          {first.start,
-           key,
-           {first.start, last.end() - first.start, last.end(), static_cast<std::int64_t>(run.peak),
-            (*data)[pts[run.peak_at].index].iv.start, top_text(ranked),
-            static_cast<std::int64_t>(run.threshold), std::move(victim_v),
-            cause_text(culprits, *p)}});
+      runs.push_back({&key, &pts, run});
     }
+  }
+  for (auto &[id, list] : needs) {
+    std::stable_sort(list.begin(), list.end());
+  }
+  std::vector<std::map<value, double>> contrib(runs.size());
+  if (auto r = add_above(db, *m, key_col, vs, all, needs, contrib); !r) {
+    return r.err();
+  }
+  needs.clear();
+  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+    const value &key = *runs[ri].key;
+    const auto &pts = *runs[ri].pts;
+    const spike_run &run = runs[ri].run;
+    std::vector<std::pair<value, double>> ranked(contrib[ri].begin(), contrib[ri].end());
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto &x, const auto &y) { return x.second > y.second; });
+    const auto &first = ivs[pts[run.first].index];
+    const auto &last = ivs[pts[run.last].index];
+    // The likely cause: who ran while these threads waited (scheduling delay), the
+    // throttling of their cgroups and the CPU pressure over the run.
+    victims who = vs;
+    if (!all && !m->cpu) {
+      victim k;
+      if (by == "pid") {
+        k.what = victim::kind::pid;
+        k.number = std::get<std::int64_t>(key);
+      } else {
+        k.what = by == "comm" ? victim::kind::comm : victim::kind::cgroup;
+        k.text = std::get<std::string>(key);
+        k.descendants = false;
+      }
+      who.push_back(std::move(k));
+    }
+    std::vector<culprit_sum> culprits;
+    if (any_blame) {
+      auto c = blame_of(db, who, first.start, last.end());
+      if (!c) {
+        return c.err();
+      }
+      culprits = std::move(*c);
+    }
+    auto p = any_pressure ? pressure_of(db, who, first.start, last.end())
+                          : result<pressure_sum>(pressure_sum{});
+    if (!p) {
+      return p.err();
+    }
+    value victim_v =
+        all ? value{vic->what == victim::kind::all ? std::string("all") : vic->describe()} : key;
+    outs.push_back({first.start,
+                    key,
+                    {first.start, last.end() - first.start, last.end(),
+                     static_cast<std::int64_t>(run.peak), ivs[pts[run.peak_at].index].start,
+                     top_text(ranked), static_cast<std::int64_t>(run.threshold),
+                     std::move(victim_v), cause_text(culprits, *p)}});
   }
   std::stable_sort(outs.begin(), outs.end(), [](const out_row &x, const out_row &y) {
     return x.start != y.start ? x.start < y.start : x.key < y.key;

@@ -66,7 +66,7 @@ constexpr std::size_t thread_cache_limit = 65536;
 constexpr const char *journal_size_limit = "PRAGMA journal_size_limit = 16777216";
 
 // Identity of a thread row within one boot: the writer's cache holds the ids of one boot's
-// threads at a time (see thread_cache_boot).
+// threads at a time (threads_boot).
 struct thread_key {
   std::uint32_t tid = 0;
   std::uint64_t start_time_ns = 0;
