@@ -264,7 +264,7 @@ int main(int argc, char **argv) {
     } else if (g == "migration") {
       groups |= RSCHED_G_MIGRATION;
     } else if (g == "blame") {
-      groups |= RSCHED_G_BLAME | RSCHED_G_LATENCY;
+      groups |= static_cast<unsigned>(RSCHED_G_BLAME) | static_cast<unsigned>(RSCHED_G_LATENCY);
     } else {
       return usage("groups: latency, migration, blame");
     }
@@ -273,8 +273,8 @@ int main(int argc, char **argv) {
 
   // As rschedd's main and run(): the recorder thread's block caches, the heap's thresholds.
   base::set_block_cache_cap(65536);
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024 * 1024);
   for (const char *suffix : {"", "-wal", "-shm"}) {
     std::error_code ec;
     std::filesystem::remove(db + suffix, ec);

@@ -308,7 +308,8 @@ store::interval_row make_row(interval_acc &acc,
   });
   const collect::thread_key *current = nullptr;
   for (const pos &next : order) {
-    auto &[key, a] = rows[next.at];
+    const auto &key = rows[next.at].key;
+    acc_thread &a = rows[next.at].a;
     if (current != nullptr && !(*current == key.key)) {
       flush(*current);
     }

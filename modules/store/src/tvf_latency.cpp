@@ -489,7 +489,7 @@ std::vector<spike_run> detect(const std::vector<interval_info> &ivs,
         r.threshold = over[j].threshold;
       }
     }
-    runs.push_back(std::move(r));
+    runs.push_back(r);
     k = e + 1;
   }
   return runs;
