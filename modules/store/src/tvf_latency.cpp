@@ -434,8 +434,11 @@ std::vector<spike_run> detect(const std::vector<interval_info> &ivs,
     std::uint64_t p99;
     std::uint64_t threshold;
   };
-  std::vector<std::uint64_t> history; // p99 of previous points
-  std::vector<std::uint64_t> last;    // the baseline's points, reused
+  // The p99s of the previous (at most baseline_intervals) points: in order (`history`, a ring
+  // once full) and sorted (`sorted`), so the median is read, not selected, at each point.
+  std::vector<std::uint64_t> history;
+  std::vector<std::uint64_t> sorted;
+  std::size_t oldest = 0; // into history, once it holds baseline_intervals points
   std::vector<over_t> over;
   for (std::size_t i = 0; i < pts.size(); ++i) {
     const auto &pt = pts[i];
@@ -448,17 +451,22 @@ std::vector<spike_run> detect(const std::vector<interval_info> &ivs,
     const bool judged = pt.samples >= min_samples;
     std::optional<std::uint64_t> t;
     if (thr.multiple) {
-      if (!history.empty()) {
-        const std::size_t n = std::min(history.size(), baseline_intervals);
-        last.assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
-        std::nth_element(last.begin(), last.begin() + static_cast<std::ptrdiff_t>(n / 2),
-                         last.end());
-        t = static_cast<std::uint64_t>(static_cast<double>(last[n / 2]) * *thr.multiple);
+      if (!sorted.empty()) {
+        t = static_cast<std::uint64_t>(static_cast<double>(sorted[sorted.size() / 2]) *
+                                       *thr.multiple);
       }
     } else {
       t = thr.absolute < 0 ? 0 : static_cast<std::uint64_t>(thr.absolute);
     }
-    history.push_back(p99);
+    if (history.size() < baseline_intervals) {
+      history.push_back(p99);
+    } else {
+      const std::uint64_t gone = history[oldest];
+      sorted.erase(std::lower_bound(sorted.begin(), sorted.end(), gone));
+      history[oldest] = p99;
+      oldest = (oldest + 1) % baseline_intervals;
+    }
+    sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), p99), p99);
     const auto &iv = ivs[pt.index];
     if (!judged || iv.start + iv.dur <= window_start || !t) {
       continue;
