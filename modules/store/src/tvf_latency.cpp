@@ -315,10 +315,12 @@ struct run_need {
   bool operator<(const run_need &o) const { return key < o.key; }
 };
 
-// For each interval id of `needs` (its runs sorted by key), its rows of the threads matching
+// For each interval of `needs` (a position in `ivs`, so in time order as the old per-run sums
+// were added; its runs sorted by key), its rows of the threads matching
 // `vs` read once, whatever the number of runs that span it.
 result<void> add_above(sqlite3 *db, metric_source m, const std::string &key, const victims &vs,
-                       bool all, const std::map<std::int64_t, std::vector<run_need>> &needs,
+                       bool all, const std::vector<interval_info> &ivs,
+                       const std::map<std::size_t, std::vector<run_need>> &needs,
                        std::vector<std::map<value, double>> &contrib) {
   const std::string sql =
       m.cpu ? std::string("SELECT c.cpu, '', c.hist FROM cpu_hist AS c WHERE c.interval_id = ?1 "
@@ -331,7 +333,8 @@ result<void> add_above(sqlite3 *db, metric_source m, const std::string &key, con
     return st.err();
   }
   sqlite3_stmt *s = st->get();
-  for (const auto &[id, runs] : needs) {
+  for (const auto &[at, runs] : needs) {
+    const std::int64_t id = ivs[at].id;
     sqlite3_reset(s);
     sqlite3_bind_int64(s, 1, id);
     sqlite3_bind_int64(s, 2, m.id);
@@ -602,20 +605,20 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     spike_run run;
   };
   std::vector<found> runs;
-  std::map<std::int64_t, std::vector<run_need>> needs;
+  std::map<std::size_t, std::vector<run_need>> needs;
   for (auto &[key, pts] : data->series) {
     for (auto &run : detect(ivs, pts, *thr, w->first, min_samples)) {
       for (std::size_t j = run.first; j <= run.last; ++j) {
-        needs[ivs[pts[j].index].id].push_back({key, runs.size(), run.threshold});
+        needs[pts[j].index].push_back({key, runs.size(), run.threshold});
       }
       runs.push_back({&key, &pts, run});
     }
   }
-  for (auto &[id, list] : needs) {
+  for (auto &[at, list] : needs) {
     std::stable_sort(list.begin(), list.end());
   }
   std::vector<std::map<value, double>> contrib(runs.size());
-  if (auto r = add_above(db, *m, key_col, vs, all, needs, contrib); !r) {
+  if (auto r = add_above(db, *m, key_col, vs, all, ivs, needs, contrib); !r) {
     return r.err();
   }
   needs.clear();
