@@ -245,9 +245,9 @@ void accumulate(blame_state &into, const blame_state &d) {
 }
 
 namespace {
-// d = cur - prev, written in place (no 3.6 KB temporary per thread).
-void delta_into(thread_counters &d, const thread_counters &cur, const thread_counters &prev) {
-  delta_into(d.m, cur.m, prev.m);
+// Everything but the histograms: d = cur - prev for the migration tallies, the perf counters
+// and the blame.
+void delta_rest(thread_counters &d, const thread_counters &cur, const thread_counters &prev) {
   d.migrations = {sub(cur.migrations.count, prev.migrations.count),
                   sub(cur.migrations.cross_ccx, prev.migrations.cross_ccx),
                   sub(cur.migrations.cross_numa, prev.migrations.cross_numa)};
@@ -255,6 +255,12 @@ void delta_into(thread_counters &d, const thread_counters &cur, const thread_cou
     d.counters[i] = sub(cur.counters[i], prev.counters[i]);
   }
   d.blame = delta(cur.blame, prev.blame);
+}
+
+// d = cur - prev, written in place (no 3.6 KB temporary per thread).
+void delta_into(thread_counters &d, const thread_counters &cur, const thread_counters &prev) {
+  delta_into(d.m, cur.m, prev.m);
+  delta_rest(d, cur, prev);
 }
 } // namespace
 
@@ -306,12 +312,18 @@ void rebase_blame(blame_state &base, blame_state &&cur, bool fresh) {
   base.stale = unknown;
 }
 
-// The baseline after a live read `cur`: its counters, the blame as rebase_blame says.
-void rebase(thread_counters &base, thread_counters &&cur, bool fresh) {
-  base.m = std::move(cur.m);
+// The baseline after a live read `cur`, but for the histograms: its tallies and counters, the
+// blame as rebase_blame says.
+void rebase_rest(thread_counters &base, thread_counters &&cur, bool fresh) {
   base.migrations = cur.migrations;
   base.counters = cur.counters;
   rebase_blame(base.blame, std::move(cur.blame), fresh);
+}
+
+// The baseline after a live read `cur`.
+void rebase(thread_counters &base, thread_counters &&cur, bool fresh) {
+  base.m = std::move(cur.m);
+  rebase_rest(base, std::move(cur), fresh);
 }
 
 // delta_into(d, cur, base) then rebase(base, cur), without a copy of either: each histogram's
@@ -336,16 +348,8 @@ void delta_rebase(thread_counters &d, thread_counters &base, thread_counters &&c
     }
     base.m.swap_at(i, cur.m);
   }
-  d.migrations = {sub(cur.migrations.count, base.migrations.count),
-                  sub(cur.migrations.cross_ccx, base.migrations.cross_ccx),
-                  sub(cur.migrations.cross_numa, base.migrations.cross_numa)};
-  for (std::size_t i = 0; i < d.counters.size(); ++i) {
-    d.counters[i] = sub(cur.counters[i], base.counters[i]);
-  }
-  d.blame = delta(cur.blame, base.blame);
-  base.migrations = cur.migrations;
-  base.counters = cur.counters;
-  rebase_blame(base.blame, std::move(cur.blame), fresh);
+  delta_rest(d, cur, base);
+  rebase_rest(base, std::move(cur), fresh);
 }
 
 // Merges the rows of one thread and attribution (a rename A -> B -> A within one read). Rare:
