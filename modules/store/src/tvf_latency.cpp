@@ -81,79 +81,6 @@ result<metric_source> metric_of(sqlite3 *db, sqlite3_value *v, const char *fn) {
   return metric_source{false, sqlite3_column_int64(st->get(), 0)};
 }
 
-// Per interval: merged histogram of the metric and per row its key (a comm, cgroup, pid or CPU),
-// its comm ("" for CPU rows) and histogram.
-struct keyed {
-  value key;
-  std::string comm;
-  stats::histogram h;
-};
-struct iv_data {
-  interval_info iv;
-  stats::histogram merged;
-  std::vector<keyed> by_key;
-};
-
-// Histogram rows of `m` in intervals overlapping [a, b) of the threads matching `vs`, grouped by
-// interval. `key` names the grouping column for thread metrics: "comm", "cgroup" or "pid" (CPU
-// metrics always group by CPU).
-result<std::vector<iv_data>> load(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
-                                  const std::string &key, const victims &vs = {}) {
-  const std::string src = timeline(db);
-  const std::string sql =
-      m.cpu ? fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, "
-                          "'', c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON c.interval_id = "
-                          "i.id AND c.metric = ?3 WHERE {} ORDER BY i.start_ns, i.id",
-                          src, overlaps(db, "i", a))
-            : fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, t.{}, "
-                          "t.comm, h.hist FROM {} AS i CROSS JOIN thread_hist AS h "
-                          "ON h.interval_id = i.id AND h.metric = ?3 "
-                          "JOIN thread AS t ON t.id = h.thread_id "
-                          "WHERE {} AND {} "
-                          "ORDER BY i.start_ns, i.id",
-                          key, src, overlaps(db, "i", a), victims_sql(vs, 4));
-  auto st = prepare_stmt(db, sql);
-  if (!st) {
-    return st.err();
-  }
-  sqlite3_bind_int64(st->get(), 1, a);
-  sqlite3_bind_int64(st->get(), 2, b);
-  sqlite3_bind_int64(st->get(), 3, m.id);
-  bind_victims(st->get(), vs, 4);
-  std::vector<iv_data> out;
-  int rc = 0;
-  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
-    sqlite3_stmt *s = st->get();
-    const std::int64_t id = sqlite3_column_int64(s, 0);
-    auto h = col_hist(s, 7);
-    if (!h) {
-      return make_error("stored histogram: " + h.err().msg);
-    }
-    if (out.empty() || out.back().iv.id != id) {
-      iv_data d;
-      d.iv = {id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2), column_text(s, 3),
-              sqlite3_column_int64(s, 4) != 0};
-      d.merged = stats::histogram{h->kind, {}};
-      out.push_back(std::move(d));
-    }
-    auto &d = out.back();
-    if (auto r = stats::merge_into(d.merged, *h); !r) {
-      return r.err();
-    }
-    value k;
-    if (sqlite3_column_type(s, 5) == SQLITE_INTEGER) {
-      k = std::int64_t{sqlite3_column_int64(s, 5)};
-    } else {
-      k = column_text(s, 5);
-    }
-    d.by_key.push_back({std::move(k), column_text(s, 6), *h});
-  }
-  if (rc != SQLITE_DONE) {
-    return make_error(sqlite3_errmsg(db));
-  }
-  return out;
-}
-
 // One series of per-interval figures (a victim key's, or every thread's merged): what the
 // spike detection needs of each interval's merged histogram.
 struct series_point {
@@ -166,13 +93,15 @@ struct scanned {
   std::map<value, std::vector<series_point>> series;
 };
 
-// The histogram rows of `m` in intervals overlapping [a, b) of the threads matching `vs`, as
-// series: per interval, every row merged (`all`) or merged per key (the `key` column for thread
-// metrics, the CPU for CPU metrics), reduced to its p99 and sample count as the interval ends.
-// Streams: what it keeps is a few numbers per interval and key, not the rows' histograms (a day
-// of a busy machine is tens of millions of rows). The same rows and order as load().
-result<scanned> scan_series(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
-                            const std::string &key, const victims &vs, bool all, double p) {
+// Streams the histogram rows of `m` in intervals overlapping [a, b) of the threads matching
+// `vs`, in time order: on_interval(interval_info) before the first row of each interval that
+// has one, then on_row(key, histogram) per row, the key being the `key` column of the row's
+// thread ("comm", "cgroup" or "pid") or, for a CPU metric, the CPU. Nothing is kept: a day of a
+// busy machine is tens of millions of rows. Rows of threads without an identity are skipped.
+template <typename OnInterval, typename OnRow>
+result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
+                       const std::string &key, const victims &vs, OnInterval &&on_interval,
+                       OnRow &&on_row) {
   const std::string src = timeline(db);
   const std::string sql =
       m.cpu ? fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, "
@@ -184,9 +113,8 @@ result<scanned> scan_series(sqlite3 *db, metric_source m, std::int64_t a, std::i
                           "ON h.interval_id = i.id AND h.metric = ?3{} WHERE {} "
                           "ORDER BY i.start_ns, i.id",
                           src,
-                          // The victims' threads chosen in SQL too (as load() does): a row
-                          // SQLite hands back has its histogram read, and a narrow victim
-                          // skips most of them.
+                          // The victims' threads chosen in SQL too: a row SQLite hands back
+                          // has its histogram read, and a narrow victim skips most of them.
                           vs.empty() ? std::string()
                                      : fmt::format(" JOIN thread AS t ON t.id = h.thread_id "
                                                    "AND {}",
@@ -233,31 +161,7 @@ result<scanned> scan_series(sqlite3 *db, metric_source m, std::int64_t a, std::i
     }
     return &it->second;
   };
-  scanned out;
-  std::map<value, stats::histogram> per_key; // the current interval's
-  stats::histogram merged;
-  bool any_row = false;
-  const auto point = [p](std::size_t index, const stats::histogram &h) {
-    series_point pt{index, std::nullopt, h.total()};
-    if (auto r = stats::percentile(h, p)) {
-      pt.p99 = r->value;
-    }
-    return pt;
-  };
-  const auto flush = [&] {
-    if (!any_row) {
-      return;
-    }
-    const std::size_t index = out.ivs.size() - 1;
-    if (all) {
-      out.series[value{}].push_back(point(index, merged));
-    }
-    for (auto &[k, h] : per_key) {
-      out.series[k].push_back(point(index, h));
-    }
-    per_key.clear();
-    any_row = false;
-  };
+  std::optional<std::int64_t> current; // the interval of the last row passed on
   int rc = 0;
   while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
     sqlite3_stmt *s = st->get();
@@ -279,28 +183,73 @@ result<scanned> scan_series(sqlite3 *db, metric_source m, std::int64_t a, std::i
     if (!h) {
       return make_error("stored histogram: " + h.err().msg);
     }
-    if (out.ivs.empty() || out.ivs.back().id != id) {
-      flush();
-      out.ivs.push_back({id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2),
-                         column_text(s, 3), sqlite3_column_int64(s, 4) != 0});
-      merged = stats::histogram{h->kind, {}};
+    if (current != id) {
+      current = id;
+      on_interval(interval_info{id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2),
+                                column_text(s, 3), sqlite3_column_int64(s, 4) != 0});
     }
-    any_row = true;
-    // Every row of an interval is of one layout (as load() merged them all, checked here).
-    if (merged.kind != h->kind) {
-      return make_error("cannot merge histograms of different layouts");
-    }
-    if (all) {
-      (void)stats::merge_into(merged, *h);
-      continue;
-    }
-    auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h->kind, {}});
-    if (auto r = stats::merge_into(it->second, *h); !r) {
+    if (auto r = on_row(std::move(k), std::move(*h)); !r) {
       return r.err();
     }
   }
   if (rc != SQLITE_DONE) {
     return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
+// The rows of scan_rows() as series: per interval, every row merged (`all`) or merged per key,
+// reduced to its p99 and sample count as the interval ends (a few numbers per interval and key
+// are kept, not the rows' histograms).
+result<scanned> scan_series(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
+                            const std::string &key, const victims &vs, bool all, double p) {
+  scanned out;
+  std::map<value, stats::histogram> per_key; // the current interval's
+  std::optional<stats::histogram> merged;    // the current interval's; none before its 1st row
+  const auto point = [p](std::size_t index, const stats::histogram &h) {
+    series_point pt{index, std::nullopt, h.total()};
+    if (auto r = stats::percentile(h, p)) {
+      pt.p99 = r->value;
+    }
+    return pt;
+  };
+  const auto flush = [&] {
+    if (!merged) {
+      return;
+    }
+    const std::size_t index = out.ivs.size() - 1;
+    if (all) {
+      out.series[value{}].push_back(point(index, *merged));
+    }
+    for (auto &[k, h] : per_key) {
+      out.series[k].push_back(point(index, h));
+    }
+    per_key.clear();
+    merged.reset();
+  };
+  auto r = scan_rows(
+      db, m, a, b, key, vs,
+      [&](interval_info &&iv) {
+        flush();
+        out.ivs.push_back(std::move(iv));
+      },
+      [&](value &&k, stats::histogram &&h) -> result<void> {
+        if (!merged) {
+          merged = stats::histogram{h.kind, {}};
+        }
+        // Every row of an interval is of one layout.
+        if (merged->kind != h.kind) {
+          return make_error("cannot merge histograms of different layouts");
+        }
+        if (all) {
+          (void)stats::merge_into(*merged, h);
+          return {};
+        }
+        auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h.kind, {}});
+        return stats::merge_into(it->second, h);
+      });
+  if (!r) {
+    return r.err();
   }
   flush();
   return out;
@@ -731,30 +680,25 @@ result<void> add_starting_in(sqlite3 *db, metric_source m, int tier, std::int64_
 // compare's side: per key, the merged histogram of the intervals overlapping [a, b). The whole
 // minutes inside the window are planned as the routed views plan them (vtab_tiered.hpp): whole
 // hours and minutes from the rollups where exact, the rest from the timeline by start time;
-// the ragged ends keep load()'s overlap rule (an interval that starts before the first whole
+// the ragged ends keep the timeline's overlap rule (an interval that starts before the first whole
 // minute and reaches into the window counts; one that starts in the whole minutes is theirs).
 result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_context &ctx,
                                                        metric_source m, std::int64_t a,
                                                        std::int64_t b, const std::string &key) {
   std::map<value, stats::histogram> out;
-  const auto add_loaded = [&](std::int64_t x, std::int64_t y,
+  const auto add_scanned = [&](std::int64_t x, std::int64_t y,
                               std::optional<std::int64_t> from) -> result<void> {
-    auto data = load(db, m, x, y, key);
-    if (!data) {
-      return data.err();
-    }
-    for (const auto &d : *data) {
-      if (from && d.iv.start < *from) {
-        continue; // started inside the whole minutes: read there
-      }
-      for (const auto &k : d.by_key) {
-        auto [it, fresh] = out.try_emplace(k.key, stats::histogram{k.h.kind, {}});
-        if (auto r = stats::merge_into(it->second, k.h); !r) {
-          return r.err();
-        }
-      }
-    }
-    return {};
+    bool skip = false; // an interval that started inside the whole minutes: read there
+    return scan_rows(
+        db, m, x, y, key, victims{},
+        [&](const interval_info &iv) { skip = from && iv.start < *from; },
+        [&](value &&k, stats::histogram &&h) -> result<void> {
+          if (skip) {
+            return {};
+          }
+          auto [it, fresh] = out.try_emplace(std::move(k), stats::histogram{h.kind, {}});
+          return stats::merge_into(it->second, h);
+        });
   };
   const auto ceil_min = [](std::int64_t v) {
     const std::int64_t f = v / minute_ns * minute_ns;
@@ -772,12 +716,12 @@ result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_con
     plan = std::move(*p);
   }
   if (!plan) {
-    if (auto r = add_loaded(a, b, std::nullopt); !r) {
+    if (auto r = add_scanned(a, b, std::nullopt); !r) {
       return r.err();
     }
     return out;
   }
-  if (auto r = add_loaded(a, a2, std::nullopt); !r) {
+  if (auto r = add_scanned(a, a2, std::nullopt); !r) {
     return r.err();
   }
   for (const auto &s : *plan) {
@@ -786,7 +730,7 @@ result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_con
     }
   }
   if (b2 < b) {
-    if (auto r = add_loaded(b2, b, b2); !r) {
+    if (auto r = add_scanned(b2, b, b2); !r) {
       return r.err();
     }
   }
