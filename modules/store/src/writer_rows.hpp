@@ -36,12 +36,13 @@ bool has_any(const thread_row &t);
 void add_row(thread_row &a, const thread_row &b);
 void add_row(cpu_row &a, const cpu_row &b);
 
-// Checks an interval before anything of it is written: metric layouts, perf event indexes and
-// names, schedstat field names. The error names the thread or CPU.
-// Everything of an interval but its threads' rows, which validate_thread checks one by one as
-// the writer reaches them (at 10,000 threads a pass of its own over every thread's values cost
-// a few ms of cache misses); a bad row fails the interval's transaction, which is rolled back.
+// Checks an interval before anything of it is written, but for its threads' rows: perf event
+// names, the CPUs' metric layouts, schedstat field names, pressure rows. The error names the CPU
+// where there is one.
 result<void> validate(const interval_row &iv);
+// Checks one thread's row (metric layouts, perf event indexes) as the writer reaches it: at
+// 10,000 threads a pass of its own over every thread's values cost a few ms of cache misses. A
+// bad row fails the interval's transaction, which is rolled back. The error names the thread.
 result<void> validate_thread(const thread_row &t, std::size_t events);
 
 } // namespace rsched::store::detail

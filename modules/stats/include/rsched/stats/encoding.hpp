@@ -45,22 +45,8 @@ inline bool get_varint(std::span<const std::uint8_t> in, std::size_t &pos, std::
 }
 } // namespace detail
 
-// Encodes into `out` (cleared first; its capacity is reused).
-inline void encode_into(const histogram &h, std::vector<std::uint8_t> &out) {
-  out.clear();
-  out.push_back(static_cast<std::uint8_t>(h.kind));
-  std::int64_t prev = -1;
-  for (std::size_t s = 0; s < slot_count(h.kind); ++s) {
-    if (h.slots[s] == 0) {
-      continue;
-    }
-    detail::put_varint(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(s) - prev - 1));
-    detail::put_varint(out, h.slots[s]);
-    prev = static_cast<std::int64_t>(s);
-  }
-}
-
-// The same, reading only the spans of `spans` (every other slot of h is zero).
+// Encodes into `out` (cleared first; its capacity is reused), reading only the spans of
+// `spans` (every other slot of h is zero).
 inline void encode_into(const histogram &h, std::vector<std::uint8_t> &out, span_mask spans) {
   out.clear();
   out.push_back(static_cast<std::uint8_t>(h.kind));
@@ -76,6 +62,10 @@ inline void encode_into(const histogram &h, std::vector<std::uint8_t> &out, span
       prev = static_cast<std::int64_t>(s);
     }
   });
+}
+
+inline void encode_into(const histogram &h, std::vector<std::uint8_t> &out) {
+  encode_into(h, out, all_spans);
 }
 
 inline std::vector<std::uint8_t> encode(const histogram &h) {
