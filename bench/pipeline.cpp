@@ -14,9 +14,11 @@
 //
 //   build/bench/rsched-pipeline-bench [--threads N] [--intervals K] [--block B] [--db PATH]
 //                                     [--groups latency,migration,blame]
-#include "rsched/base/block_cache.hpp"
+// The database is a new file: by default in a directory of its own under /var/tmp, removed at
+// the end; --db names a file that must not exist yet (and is kept).
 #include "rsched/collect/snapshot.hpp"
 #include "rsched/collect/source.hpp"
+#include "rsched/rschedd/options.hpp"
 #include "rsched/rschedd/recorder.hpp"
 #include "rsched/store/writer.hpp"
 
@@ -24,12 +26,13 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <malloc.h>
 #include <map>
 #include <random>
 #include <string>
@@ -226,7 +229,7 @@ int main(int argc, char **argv) {
   std::size_t threads = 10'000;
   long intervals = 600;
   long block = 60;
-  std::string db = "/tmp/rsched-pipeline-bench.db";
+  std::string db; // default: a new directory under /var/tmp
   std::string groups_arg = "latency,migration,blame";
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -255,30 +258,35 @@ int main(int argc, char **argv) {
   if (threads == 0 || intervals <= 0 || block <= 0) {
     return usage("threads, intervals and block must be positive");
   }
-  std::uint32_t groups = 0;
+  std::vector<std::string> tokens;
   for (std::size_t p = 0; p <= groups_arg.size();) {
     const std::size_t e = std::min(groups_arg.find(',', p), groups_arg.size());
-    const std::string g = groups_arg.substr(p, e - p);
-    if (g == "latency") {
-      groups |= RSCHED_G_LATENCY;
-    } else if (g == "migration") {
-      groups |= RSCHED_G_MIGRATION;
-    } else if (g == "blame") {
-      groups |= static_cast<unsigned>(RSCHED_G_BLAME) | static_cast<unsigned>(RSCHED_G_LATENCY);
-    } else {
-      return usage("groups: latency, migration, blame");
-    }
+    tokens.push_back(groups_arg.substr(p, e - p));
     p = e + 1;
   }
-
-  // As rschedd's main and run(): the recorder thread's block caches, the heap's thresholds.
-  base::set_block_cache_cap(65536);
-  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
-  mallopt(M_TRIM_THRESHOLD, 128 * 1024 * 1024);
-  for (const char *suffix : {"", "-wal", "-shm"}) {
-    std::error_code ec;
-    std::filesystem::remove(db + suffix, ec);
+  auto sel = rschedd::parse_groups(tokens); // rschedd's -g
+  constexpr std::uint32_t played = RSCHED_G_LATENCY | RSCHED_G_MIGRATION | RSCHED_G_BLAME;
+  if (!sel || (sel->groups & ~played) != 0) {
+    return usage("groups: latency, migration, blame (what the synthetic source plays)");
   }
+  const std::uint32_t groups = sel->groups;
+
+  std::filesystem::path own_dir;
+  if (db.empty()) {
+    std::string tmpl = "/var/tmp/rsched-pipeline-bench.XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      std::fprintf(stderr, "rsched-pipeline-bench: cannot create a directory under /var/tmp: %s\n",
+                   std::strerror(errno));
+      return 1;
+    }
+    own_dir = tmpl;
+    db = (own_dir / "bench.db").string();
+  } else if (std::error_code ec; std::filesystem::exists(db, ec) || ec) {
+    return usage("--db: the file exists (the bench writes a new database; give a new path)");
+  }
+  // rschedd's heap and recorder-thread settings (recorder.hpp).
+  rschedd::tune_heap();
+  rschedd::tune_recorder_thread();
   auto w = store::writer::open(db);
   if (!w) {
     std::fprintf(stderr, "rsched-pipeline-bench: %s\n", w.err().msg.c_str());
@@ -306,15 +314,19 @@ int main(int argc, char **argv) {
   long ticks = 0;
   cfg.new_interval = [&ticks] { // rschedd's once-a-minute trim, on the simulated clock
     if (++ticks % 60 == 0) {
-      base::trim_block_caches();
-      malloc_trim(0);
+      rschedd::trim_heap();
     }
   };
   rschedd::recorder rec(cfg, src, clock, &sink);
   rec.setup();
   while (rec.step()) {
   }
-  if (rec.finish() != 0) {
+  const int rc = rec.finish();
+  if (!own_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(own_dir, ec);
+  }
+  if (rc != 0) {
     return 1;
   }
 

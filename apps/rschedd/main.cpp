@@ -1,6 +1,5 @@
 // rschedd: attaches rsched's BPF programs, and every interval turns the kernel-side counters into
 // per-thread and per-CPU deltas, records them into SQLite and (on a terminal) shows them live.
-#include "rsched/base/block_cache.hpp"
 #include "rsched/base/text.hpp"
 #include "rsched/bpf/program.hpp"
 #include "rsched/collect/cgroup.hpp"
@@ -28,7 +27,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <malloc.h>
 #include <memory>
 #include <optional>
 #include <sched.h>
@@ -286,16 +284,12 @@ int run(const rschedd::options &opt) {
   rc.stats = opt.stats;
   rc.note = [](std::string_view s) { note("{}", s); };
   rc.cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
-  // Once a minute the blocks the recorder's caches did not need in that minute are freed
-  // (base/block_cache.hpp) and the heap's free pages go back to the kernel (malloc_trim also
-  // releases free pages inside the heap, which the trim threshold set in main never does): what
-  // a burst of threads or a long maintenance step took does not stay resident for good.
+  // Once a minute: the heap trimmed (recorder.hpp, trim_heap).
   rc.new_interval = [&, last_trim = std::chrono::steady_clock::now()]() mutable {
     cgroups.new_interval();
     if (const auto now = std::chrono::steady_clock::now();
         now - last_trim >= std::chrono::minutes(1)) {
-      rsched::base::trim_block_caches();
-      malloc_trim(0);
+      rsched::rschedd::trim_heap();
       last_trim = now;
     }
   };
@@ -375,9 +369,7 @@ int run(const rschedd::options &opt) {
   if (pressure) {
     pressure->rebase();
   }
-  // This thread allocates and frees a few metric values and blame slots per active thread
-  // every interval: keep enough freed ones for 10,000 threads (base/block_cache.hpp).
-  rsched::base::set_block_cache_cap(65536);
+  rsched::rschedd::tune_recorder_thread();
   rec.setup();
   while (rec.step()) {
   }
@@ -418,12 +410,7 @@ int main(int argc, char **argv) {
     fmt::print("{}\n", rsched::topology::to_json(*topo));
     return 0;
   }
-  // Every interval builds and frees a few MB of per-thread buffers. glibc would hand them back
-  // to the kernel each time (mmap for large blocks, trimming the heap top) and fault every page
-  // in again the next second: keep them in the heap instead (measured: a fifth of rschedd's CPU
-  // time at 1000 threads went to those page faults). run() trims the heap once a minute.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  rsched::rschedd::tune_heap(); // run() trims it once a minute
   try {
     return run(*opt);
   } catch (const std::exception &e) {

@@ -1,5 +1,6 @@
 #include "rsched/rschedd/recorder.hpp"
 
+#include "rsched/base/block_cache.hpp"
 #include "rsched/base/text.hpp"
 #include "rsched/rschedd/live.hpp"
 
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <ctime>
+#include <malloc.h>
 #include <utility>
 
 namespace rsched::rschedd {
@@ -256,6 +258,20 @@ int recorder::finish() {
   note(fmt::format("rschedd: stopped after {:.1f} s\n",
                    static_cast<double>(clock_.mono_ns() - mono0_) / 1e9));
   return status_;
+}
+
+void tune_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024 * 1024);
+}
+
+void tune_recorder_thread() {
+  base::set_block_cache_cap(65536);
+}
+
+void trim_heap() {
+  base::trim_block_caches();
+  malloc_trim(0);
 }
 
 } // namespace rsched::rschedd
