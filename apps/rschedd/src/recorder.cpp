@@ -260,16 +260,16 @@ int recorder::finish() {
   return status_;
 }
 
-void tune_heap() {
+void tune_heap() noexcept {
   mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
   mallopt(M_TRIM_THRESHOLD, 128 * 1024 * 1024);
 }
 
-void tune_recorder_thread() {
+void tune_recorder_thread() noexcept {
   base::set_block_cache_cap(65536);
 }
 
-void trim_heap() {
+void trim_heap() noexcept {
   base::trim_block_caches();
   malloc_trim(0);
 }

@@ -188,7 +188,7 @@ result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_
       on_interval(interval_info{id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2),
                                 column_text(s, 3), sqlite3_column_int64(s, 4) != 0});
     }
-    if (auto r = on_row(std::move(k), std::move(*h)); !r) {
+    if (auto r = on_row(std::move(k), *h); !r) {
       return r.err();
     }
   }
@@ -233,7 +233,7 @@ result<scanned> scan_series(sqlite3 *db, metric_source m, std::int64_t a, std::i
         flush();
         out.ivs.push_back(std::move(iv));
       },
-      [&](value &&k, stats::histogram &&h) -> result<void> {
+      [&](value &&k, const stats::histogram &h) -> result<void> {
         if (!merged) {
           merged = stats::histogram{h.kind, {}};
         }
@@ -687,12 +687,12 @@ result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_con
                                                        std::int64_t b, const std::string &key) {
   std::map<value, stats::histogram> out;
   const auto add_scanned = [&](std::int64_t x, std::int64_t y,
-                              std::optional<std::int64_t> from) -> result<void> {
+                               std::optional<std::int64_t> from) -> result<void> {
     bool skip = false; // an interval that started inside the whole minutes: read there
     return scan_rows(
         db, m, x, y, key, victims{},
         [&](const interval_info &iv) { skip = from && iv.start < *from; },
-        [&](value &&k, stats::histogram &&h) -> result<void> {
+        [&](value &&k, const stats::histogram &h) -> result<void> {
           if (skip) {
             return {};
           }

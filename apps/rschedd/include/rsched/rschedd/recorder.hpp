@@ -169,14 +169,14 @@ private:
 // builds and frees a few MB of per-thread buffers, which glibc would hand back to the kernel
 // each time (mmap for large blocks, trimming the heap top) and fault in again the next second
 // (measured: a fifth of rschedd's CPU at 1000 threads). trim_heap() gives them back instead.
-void tune_heap();
+void tune_heap() noexcept;
 // On the recorder's thread, before its first interval: its block caches keep enough freed metric
 // values and blame slots for 10,000 threads (base/block_cache.hpp).
-void tune_recorder_thread();
+void tune_recorder_thread() noexcept;
 // Once a minute, on the recorder's thread: frees the blocks its caches did not need in that
 // minute and gives the heap's free pages back to the kernel (malloc_trim also releases free
 // pages inside the heap, which tune_heap's trim threshold never does), so that what a burst of
 // threads or a long maintenance step took does not stay resident for good.
-void trim_heap();
+void trim_heap() noexcept;
 
 } // namespace rsched::rschedd
