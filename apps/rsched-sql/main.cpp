@@ -1,6 +1,7 @@
 // rsched-sql: SQL over the history recorded by rschedd (see `rsched-sql --help`).
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
+#include "rsched/sql_shell/files.hpp"
 #include "rsched/sql_shell/interactive.hpp"
 #include "rsched/sql_shell/options.hpp"
 #include "rsched/sql_shell/pictures.hpp"
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <pwd.h>
 #include <string>
 #include <string_view>
@@ -139,15 +141,16 @@ int run(int argc, char **argv) {
     return std::cout ? sq::exit_ok : sq::exit_failure;
   }
 
-  std::ofstream file_out;
+  std::optional<rsched::safe_file> file_out;
   if (opt.output_file) {
-    file_out.open(*opt.output_file, std::ios::binary | std::ios::trunc);
-    if (!file_out) {
-      print_error("cannot open '" + *opt.output_file + "' for writing");
+    auto f = rsched::safe_file::create(*opt.output_file, sq::stream_file());
+    if (!f) {
+      print_error(f.err().msg);
       return sq::exit_failure;
     }
+    file_out.emplace(std::move(*f));
   }
-  std::ostream &out = opt.output_file ? static_cast<std::ostream &>(file_out) : std::cout;
+  std::ostream &out = file_out ? file_out->stream() : std::cout;
   const bool out_is_terminal = !opt.output_file && isatty(STDOUT_FILENO) != 0;
 
   sq::output_config cfg;
@@ -186,11 +189,15 @@ int run(int argc, char **argv) {
     rc = sq::exit_no_data;
   }
 
-  out.flush();
+  if (file_out) {
+    if (auto c = file_out->commit(); !c) {
+      print_error(c.err().msg);
+      return sq::exit_failure;
+    }
+  }
   std::cout.flush();
-  if (!out || !std::cout) {
-    print_error(opt.output_file ? "error writing to " + *opt.output_file
-                                : std::string("error writing to standard output"));
+  if (!std::cout) {
+    print_error("error writing to standard output");
     return sq::exit_failure;
   }
   return rc;

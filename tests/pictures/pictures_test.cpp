@@ -16,14 +16,17 @@
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace store_test;
@@ -434,6 +437,68 @@ TEST_CASE("rsched-sql heatmap, plot and report from the command line", "[picture
   }
 }
 
+// Issue 30: every file rsched-sql writes goes through rsched::safe_file. A link planted at the
+// output name or at the old predictable temporary (FILE.tmp) is replaced, never written through,
+// and what copies the history is created 0640 (no wider than the database), not 0644.
+TEST_CASE("rsched-sql's output files never write through a planted link, and are 0640",
+          "[pictures][files]") {
+  setenv("TZ", "UTC", 1);
+  const mode_t old_umask = ::umask(022);
+  temp_dir out;
+  temp_dir elsewhere;
+  const std::string victim = elsewhere.file("precious");
+  const std::string victim_tmp = elsewhere.file("precious.tmp");
+  const std::string from = epoch(t0 + 60 * minute);
+  const std::string to = epoch(t0 + 120 * minute);
+  struct cmd {
+    std::string name;
+    std::vector<std::string> args; // FILE stands for the output name
+  };
+  const std::vector<cmd> cmds = {
+      {"export openmetrics", {"export", "openmetrics", "--from", from, "--to", to, "-o", "FILE"}},
+      {"export perfetto", {"export", "perfetto", "--from", from, "--to", to, "-o", "FILE"}},
+      {"report", {"report", "--from", from, "--to", to, "-o", "FILE"}},
+      {"heatmap", {"heatmap", "--from", from, "--to", to, "-o", "FILE"}},
+      {"plot", {"plot", "-c", "SELECT ts, count FROM sched_delay LIMIT 5", "-o", "FILE"}},
+      {"-o", {"-o", "FILE", "-c", "SELECT count(*) FROM intervals"}},
+      {".output", {"-c", ".output FILE", "-c", "SELECT count(*) FROM intervals"}},
+      {".once", {"-c", ".once FILE", "-c", "SELECT count(*) FROM intervals"}},
+  };
+  for (const auto &c : cmds) {
+    INFO(c.name);
+    const std::string file = out.file("out-" + std::to_string(&c - cmds.data()));
+    {
+      std::ofstream v(victim, std::ios::trunc);
+      v << "precious\n";
+      std::ofstream t(victim_tmp, std::ios::trunc);
+      t << "precious tmp\n";
+    }
+    REQUIRE(::chmod(victim.c_str(), 0600) == 0);
+    REQUIRE(::symlink(victim.c_str(), file.c_str()) == 0);
+    REQUIRE(::symlink(victim_tmp.c_str(), (file + ".tmp").c_str()) == 0);
+    std::vector<std::string> argv = {binary, history()};
+    for (const auto &a : c.args) {
+      std::string arg = a;
+      if (const auto at = arg.find("FILE"); at != std::string::npos) {
+        arg.replace(at, 4, file);
+      }
+      argv.push_back(arg);
+    }
+    const auto r = exec(argv);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(read_file(victim) == "precious\n");
+    CHECK(read_file(victim_tmp) == "precious tmp\n");
+    struct stat st {};
+    REQUIRE(::lstat(file.c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(st.st_size > 0);
+    ::unlink((file + ".tmp").c_str());
+  }
+  ::umask(old_umask);
+}
+
 TEST_CASE("bad picture arguments are one-line errors with exit 2", "[pictures]") {
   const std::string &db = history();
   // Exit 2: an argument (or its value) is wrong; 1: the SQL given failed.
@@ -715,7 +780,7 @@ TEST_CASE("export: bad arguments are one line and exit 2", "[pictures][export]")
   CHECK(r.status == 1);
   CHECK(r.err.find("no recorded interval") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(out.file("x.om")));
-  CHECK_FALSE(std::filesystem::exists(out.file("x.om") + ".tmp"));
+  CHECK(std::filesystem::is_empty(out.str())); // no temporary left behind either
 }
 
 TEST_CASE("export openmetrics: promtool backfills it and the blocks hold the same totals",

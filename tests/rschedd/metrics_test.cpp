@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <arpa/inet.h>
 #include <chrono>
@@ -452,7 +453,9 @@ TEST_CASE("The textfile (--metrics-textfile) takes the latest interval atomicall
     CHECK((std::filesystem::status(path).permissions() & std::filesystem::perms::others_read) !=
           std::filesystem::perms::none);
   }
-  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  // Nothing but the file itself: no temporary left behind.
+  CHECK(std::distance(std::filesystem::directory_iterator(tmp.str()),
+                      std::filesystem::directory_iterator()) == 1);
 
   metrics_board b2;
   b2.publish(m);
@@ -464,6 +467,49 @@ TEST_CASE("The textfile (--metrics-textfile) takes the latest interval atomicall
   CHECK(r.err().msg.find("No such file or directory") != std::string::npos);
   CHECK(r.err().msg.find('\x1b') == std::string::npos);
   REQUIRE(n2.size() == 1);
+}
+
+// Issue 30: the textfile directory is often node_exporter's (another user's). A link planted at
+// FILE or at the old predictable FILE.tmp must never make root truncate and rewrite what it
+// points at; FILE is replaced by a new 0644 file.
+TEST_CASE("The textfile never writes through a link planted at FILE or FILE.tmp", "[metrics]") {
+  test::temp_dir tmp;
+  test::temp_dir elsewhere;
+  const std::string path = tmp.str() + "/rsched.prom";
+  const std::string victim = elsewhere.str() + "/root-file";
+  const std::string victim_tmp = elsewhere.str() + "/root-file-2";
+  for (const auto &v : {victim, victim_tmp}) {
+    std::ofstream(v) << "precious\n";
+    REQUIRE(::chmod(v.c_str(), 0600) == 0);
+  }
+  REQUIRE(::symlink(victim.c_str(), path.c_str()) == 0);
+  REQUIRE(::symlink(victim_tmp.c_str(), (path + ".tmp").c_str()) == 0);
+  metrics_config cfg;
+  cfg.start_ns = t0;
+  metrics_state m(cfg);
+  m.add(interval(t0, {thread(1, "\" /path/x.so \"", "/a", 10)}), {});
+  metrics_board board;
+  board.publish(m);
+  {
+    metrics_textfile tf(path, board, nullptr);
+    REQUIRE(tf.flush());
+  }
+  for (const auto &v : {victim, victim_tmp}) {
+    std::ifstream in(v);
+    std::stringstream text;
+    text << in.rdbuf();
+    CHECK(text.str() == "precious\n");
+    CHECK((std::filesystem::status(v).permissions() & std::filesystem::perms::all) ==
+          (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+  }
+  CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(path)));
+  CHECK((std::filesystem::status(path).permissions() & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+         std::filesystem::perms::group_read | std::filesystem::perms::others_read));
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str().find("rsched_intervals_total 1") != std::string::npos);
 }
 
 TEST_CASE("Every family the endpoint serves is in the dashboard's list (tests/dist), and the "

@@ -4,6 +4,7 @@
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
 #include "rsched/sql_shell/export.hpp"
+#include "rsched/sql_shell/files.hpp"
 #include "rsched/stats/encoding.hpp"
 
 #include "sql_util.hpp"
@@ -13,7 +14,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <fstream>
 #include <map>
 #include <set>
 
@@ -715,16 +715,7 @@ result<export_args> parse_export_args(const std::vector<std::string> &args) {
 namespace {
 
 result<void> write_file(const std::string &path, const std::string &doc) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) {
-    return make_error(fmt::format("cannot open '{}' for writing", path));
-  }
-  f << doc;
-  f.flush();
-  if (!f) {
-    return make_error(fmt::format("error writing to '{}'", path));
-  }
-  return {};
+  return write_file_safely(path, doc, document_file());
 }
 
 error usage(const error &e) {
@@ -823,17 +814,17 @@ result<void> run_picture(store::reader &db, const std::string &kind,
       auto st = write(db, *a, w->first, w->second, *target.out);
       return st ? result<void>{} : result<void>{st.err()};
     }
-    // Into a temporary file renamed over FILE at the end: never a half-written export.
-    const std::string tmp = *a->output + ".tmp";
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    // Into a temporary renamed over FILE at the end (safe_file): never a half-written export.
+    auto f = safe_file::create(*a->output, document_file());
     if (!f) {
-      return make_error(fmt::format("cannot open '{}' for writing", tmp));
+      return f.err();
     }
-    auto st = write(db, *a, w->first, w->second, f);
-    f.close();
-    if (!st || !f || std::rename(tmp.c_str(), a->output->c_str()) != 0) {
-      std::remove(tmp.c_str());
-      return st ? make_error(fmt::format("error writing '{}'", *a->output)) : st.err();
+    auto st = write(db, *a, w->first, w->second, f->stream());
+    if (!st) {
+      return st.err(); // the temporary is removed, FILE is left as it was
+    }
+    if (auto c = f->commit(); !c) {
+      return c.err();
     }
     note = a->format == "perfetto"
                ? fmt::format("perfetto trace ({} events) written to {}", st->points, *a->output)

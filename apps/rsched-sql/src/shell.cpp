@@ -1,6 +1,7 @@
 #include "rsched/sql_shell/shell.hpp"
 
 #include "rsched/base/text.hpp"
+#include "rsched/sql_shell/files.hpp"
 #include "rsched/sql_shell/input.hpp"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/store/annotations.hpp"
@@ -356,9 +357,9 @@ void shell::route_output() {
   auto &cfg = printer_.config();
   std::ostream *dest = &out_;
   if (once_file_) {
-    dest = once_file_.get();
+    dest = &once_file_->stream();
   } else if (output_file_) {
-    dest = output_file_.get();
+    dest = &output_file_->stream();
   }
   printer_.set_stream(*dest);
   const bool to_out = dest == &out_;
@@ -388,12 +389,11 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
   const bool interrupted = interrupted_ != 0;
   interrupted_ = 0;
   if (once_file_) {
-    once_file_->flush();
-    const bool ok = static_cast<bool>(*once_file_);
+    const auto c = once_file_->commit();
     once_file_.reset();
     route_output();
-    if (!ok && r) {
-      report_error("error writing the .once file");
+    if (!c && r) {
+      report_error(c.err().msg);
       return status::failed;
     }
   }
@@ -507,13 +507,17 @@ shell::status shell::query_lines(std::string_view sql, std::vector<std::string> 
   return status::ok;
 }
 
-shell::status shell::open_output(const std::string &file, std::unique_ptr<std::ofstream> &slot) {
-  auto f = std::make_unique<std::ofstream>(file, std::ios::binary | std::ios::trunc);
-  if (!*f) {
-    report_error(fmt::format("cannot open '{}' for writing", file));
+shell::status shell::open_output(const std::string &file, std::unique_ptr<safe_file> &slot) {
+  if (slot) {
+    (void)slot->commit(); // the previous file is closed first (its errors were the statements')
+    slot.reset();
+  }
+  auto f = safe_file::create(file, stream_file());
+  if (!f) {
+    report_error(f.err().msg);
     return status::failed;
   }
-  slot = std::move(f);
+  slot = std::make_unique<safe_file>(std::move(*f));
   return status::ok;
 }
 
@@ -528,9 +532,9 @@ shell::status shell::dot_picture(const std::string &kind, const std::vector<std:
   // (.output, .once) or a pipe; with -o FILE an SVG (HTML for .report) there.
   std::ostream *dest = &out_;
   if (once_file_) {
-    dest = once_file_.get();
+    dest = &once_file_->stream();
   } else if (output_file_) {
-    dest = output_file_.get();
+    dest = &output_file_->stream();
   }
   picture_target t;
   t.out = dest;
@@ -742,7 +746,14 @@ shell::status shell::run_dot(std::string_view line) {
       return usage(".output [FILE]");
     }
     if (args.empty() || args[0] == "stdout") {
-      output_file_.reset();
+      if (output_file_) {
+        const auto c = output_file_->commit();
+        output_file_.reset();
+        if (!c) {
+          report_error(c.err().msg);
+          return status::failed;
+        }
+      }
       return status::ok;
     }
     return open_output(args[0], output_file_);

@@ -1,6 +1,7 @@
 // rschedd's Prometheus side (metrics.hpp).
 #include "rsched/rschedd/metrics.hpp"
 
+#include "rsched/base/safe_file.hpp"
 #include "rsched/base/text.hpp"
 
 #include <fmt/format.h>
@@ -828,40 +829,17 @@ result<void> metrics_textfile::write_once() {
   if (t.generation == 0 || t.generation <= written_gen_) {
     return {};
   }
-  const std::string tmp = path_ + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return make_error(
-        fmt::format("cannot write {}: {}", text::escape_for_terminal(tmp), std::strerror(errno)));
-  }
-  // Readable by node_exporter (another user) whatever the umask (the service's is 0027).
-  (void)::fchmod(fd, 0644);
-  std::string_view left = *t.body;
-  while (!left.empty()) {
-    const ssize_t n = ::write(fd, left.data(), left.size());
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return make_error(
-          fmt::format("cannot write {}: {}", text::escape_for_terminal(tmp), std::strerror(e)));
-    }
-    left.remove_prefix(static_cast<std::size_t>(n));
-  }
-  if (::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return make_error(
-        fmt::format("cannot write {}: {}", text::escape_for_terminal(tmp), std::strerror(e)));
-  }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return make_error(fmt::format("cannot rename {} to {}: {}", text::escape_for_terminal(tmp),
-                                  text::escape_for_terminal(path_), std::strerror(e)));
+  // A temporary with an unpredictable name opened O_EXCL|O_NOFOLLOW in FILE's directory, renamed
+  // over FILE (rsched::safe_file): the directory may belong to node_exporter's user, who could
+  // otherwise plant a link at a predictable name and make root write through it. 0644 whatever
+  // the umask (the service's is 0027): node_exporter reads it as another user. No fsync: the
+  // file is rewritten every interval and a crash loses at most that interval's text.
+  safe_file::options o;
+  o.mode = 0644;
+  o.apply_umask = false;
+  o.sync = false;
+  if (auto w = write_file_safely(path_, *t.body, o); !w) {
+    return w.err();
   }
   written_gen_ = t.generation;
   return {};

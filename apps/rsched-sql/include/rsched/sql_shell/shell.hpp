@@ -3,6 +3,7 @@
 // store::reader, prints results through a printer and errors as one line each. No terminal, no
 // readline: the interactive loop (interactive.hpp) and the tests drive it.
 #include "rsched/base/result.hpp"
+#include "rsched/base/safe_file.hpp"
 #include "rsched/base/timefmt.hpp"
 #include "rsched/sql_shell/options.hpp"
 #include "rsched/sql_shell/output.hpp"
@@ -94,7 +95,7 @@ private:
   // Reports on stderr when the window a statement asked for is only partly recorded.
   void note_coverage(std::int64_t a, std::int64_t b);
   status query_lines(std::string_view sql, std::vector<std::string> &lines);
-  status open_output(const std::string &file, std::unique_ptr<std::ofstream> &slot);
+  status open_output(const std::string &file, std::unique_ptr<safe_file> &slot);
   void route_output(); // points the printer at the .once file, the .output file or `out_`
   status dot_mark(const std::vector<std::string> &args);
   status dot_picture(const std::string &kind, const std::vector<std::string> &args);
@@ -111,8 +112,8 @@ private:
   // Writes a rendered result to `out_`, or through the pager when it is wider or taller than
   // the terminal.
   void emit_paged(const std::string &text);
-  std::unique_ptr<std::ofstream> output_file_; // .output FILE (sticky)
-  std::unique_ptr<std::ofstream> once_file_;   // .once FILE (next statement)
+  std::unique_ptr<safe_file> output_file_; // .output FILE (sticky)
+  std::unique_ptr<safe_file> once_file_;   // .once FILE (next statement)
   std::string db_path_;
   bool bail_ = false;
   bool timer_ = false;

@@ -217,7 +217,8 @@ private:
 };
 
 // --metrics-textfile FILE: after each published interval the 0.0.4 text (what node_exporter's
-// textfile collector reads) goes to FILE.tmp, then replaces FILE by rename, on its own thread.
+// textfile collector reads) goes to a temporary with an unpredictable name beside FILE, then
+// replaces FILE by rename (rsched::safe_file), on its own thread.
 class metrics_textfile {
 public:
   metrics_textfile(std::string path, metrics_board &board,

@@ -1,0 +1,68 @@
+#pragma once
+// rsched::safe_file: the one way rsched creates a file (docs/ARCHITECTURE.md, "Files rsched
+// creates"). rschedd and often rsched-sql run as root and write into directories other users may
+// own (node_exporter's textfile directory, /tmp, a shared export directory), where a planted
+// symlink or a pre-created file at a predictable name would otherwise make root write through it.
+//
+// A file is written as a temporary with an unpredictable name in the target's directory, opened
+// O_CREAT|O_EXCL|O_NOFOLLOW (it never opens anything that already exists), and renamed over the
+// target: a rename replaces a symlink or a file at the target name, it never writes through it.
+// Two ways to publish:
+//   - at_commit: the target appears, whole, at commit() (exports, pictures, reports, the textfile);
+//     a safe_file destroyed before commit() removes its temporary and leaves the target as it was.
+//   - at_open: the new (empty) file replaces the target at once and is then written as it goes
+//     (.output and -o, which stream like the sqlite3 shell's).
+// Where the target is a character device or a FIFO reached directly or through a symlink that root
+// or the caller owns (/dev/stdout, /dev/null, a named pipe), it is opened for writing as it is:
+// no file is created or replaced there. A symlink owned by anyone else is never followed.
+#include "rsched/base/result.hpp"
+
+#include <sys/types.h>
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+namespace rsched {
+
+class safe_file {
+public:
+  enum class publish { at_commit, at_open };
+  struct options {
+    mode_t mode = 0640;      // the file's permission bits
+    bool apply_umask = true; // false: exactly `mode` whatever the umask (the textfile: 0644)
+    publish when = publish::at_commit;
+    bool sync = true; // fsync the file before the rename and the directory after it
+  };
+
+  // Creates the temporary (or, at_open, the published file). Errors: one line naming the path.
+  static result<safe_file> create(const std::string &target, const options &o);
+  static result<safe_file> create(const std::string &target) { return create(target, options{}); }
+
+  safe_file(safe_file &&) noexcept;
+  safe_file &operator=(safe_file &&) noexcept;
+  safe_file(const safe_file &) = delete;
+  safe_file &operator=(const safe_file &) = delete;
+  ~safe_file(); // not committed (at_commit): the temporary is removed, the target untouched
+
+  // A buffered stream over the file. Check it (or write()'s result) before commit().
+  std::ostream &stream();
+  result<void> write(std::string_view bytes);
+  // Flushes, fsyncs and (at_commit) renames over the target. After it the object is spent.
+  result<void> commit();
+
+  [[nodiscard]] const std::string &target() const;
+  [[nodiscard]] const std::string &temp_path() const; // empty once published, or for a device
+
+private:
+  struct state;
+  explicit safe_file(std::unique_ptr<state> s);
+  std::unique_ptr<state> s_;
+};
+
+// Writes `bytes` to `target` through a safe_file in one call.
+result<void> write_file_safely(const std::string &target, std::string_view bytes,
+                               const safe_file::options &o);
+
+} // namespace rsched

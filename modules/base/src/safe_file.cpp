@@ -1,0 +1,299 @@
+#include "rsched/base/safe_file.hpp"
+
+#include "rsched/base/text.hpp"
+
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <streambuf>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+namespace rsched {
+
+namespace {
+
+std::string shown(const std::string &path) {
+  return text::escape_for_terminal(path);
+}
+
+error sys_error(const char *what, const std::string &path, int e) {
+  return make_error(std::string(what) + " '" + shown(path) + "': " + std::strerror(e), e);
+}
+
+// A buffered streambuf over a file descriptor that remembers the first write error.
+class fd_buf final : public std::streambuf {
+public:
+  explicit fd_buf(int fd) : fd_(fd), buf_(1 << 16) { setp(buf_.data(), buf_.data() + buf_.size()); }
+  [[nodiscard]] int error() const { return err_; }
+  void set_fd(int fd) { fd_ = fd; }
+
+protected:
+  int_type overflow(int_type ch) override {
+    if (drain() != 0) {
+      return traits_type::eof();
+    }
+    if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(ch);
+      pbump(1);
+    }
+    return traits_type::not_eof(ch);
+  }
+  int sync() override { return drain(); }
+  std::streamsize xsputn(const char *s, std::streamsize n) override {
+    const auto room = static_cast<std::streamsize>(epptr() - pptr());
+    if (n <= room) {
+      traits_type::copy(pptr(), s, static_cast<std::size_t>(n));
+      pbump(static_cast<int>(n));
+      return n;
+    }
+    if (drain() != 0) {
+      return 0;
+    }
+    if (n < static_cast<std::streamsize>(buf_.size())) {
+      traits_type::copy(pptr(), s, static_cast<std::size_t>(n));
+      pbump(static_cast<int>(n));
+      return n;
+    }
+    return put_all(s, static_cast<std::size_t>(n)) ? n : 0;
+  }
+
+private:
+  bool put_all(const char *p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) {
+        continue;
+      }
+      if (w <= 0) {
+        err_ = w < 0 ? errno : EIO;
+        return false;
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    return true;
+  }
+  int drain() {
+    if (err_ != 0) {
+      return -1;
+    }
+    const auto n = static_cast<std::size_t>(pptr() - pbase());
+    const bool ok = n == 0 || put_all(pbase(), n);
+    setp(buf_.data(), buf_.data() + buf_.size());
+    return ok ? 0 : -1;
+  }
+
+  int fd_;
+  std::vector<char> buf_;
+  int err_ = 0;
+};
+
+std::string dir_of(const std::string &path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    return ".";
+  }
+  return slash == 0 ? std::string("/") : path.substr(0, slash);
+}
+
+std::string base_of(const std::string &path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// 16 hex digits from the kernel's CSPRNG: a name nobody can plant ahead of us.
+std::string random_suffix() {
+  std::array<unsigned char, 8> b{};
+  std::size_t got = 0;
+  while (got < b.size()) {
+    const ssize_t n = getrandom(b.data() + got, b.size() - got, 0);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      break; // the O_EXCL open still refuses any planted name; the name is then less random
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : b) {
+    s += hex[c >> 4U];
+    s += hex[c & 15U];
+  }
+  return s;
+}
+
+} // namespace
+
+struct safe_file::state {
+  std::string target;
+  std::string temp; // not yet renamed over the target
+  int fd = -1;
+  options opt;
+  bool device = false;
+  bool done = false;
+  fd_buf buf{-1};
+  std::ostream os{&buf};
+
+  ~state() {
+    if (fd >= 0) {
+      if (temp.empty()) {
+        os.flush(); // published already (at_open, a device): what was written stays written
+      }
+      ::close(fd);
+    }
+    if (!temp.empty()) {
+      ::unlink(temp.c_str());
+    }
+  }
+};
+
+safe_file::safe_file(std::unique_ptr<state> s) : s_(std::move(s)) {}
+safe_file::safe_file(safe_file &&) noexcept = default;
+safe_file &safe_file::operator=(safe_file &&) noexcept = default;
+safe_file::~safe_file() = default;
+
+const std::string &safe_file::target() const {
+  return s_->target;
+}
+const std::string &safe_file::temp_path() const {
+  return s_->temp;
+}
+std::ostream &safe_file::stream() {
+  return s_->os;
+}
+
+result<safe_file> safe_file::create(const std::string &target, const options &o) {
+  if (target.empty()) {
+    return make_error("no file name given", EINVAL);
+  }
+  auto s = std::make_unique<state>();
+  s->target = target;
+  s->opt = o;
+
+  struct stat lst {};
+  if (::lstat(target.c_str(), &lst) == 0) {
+    bool follow = !S_ISLNK(lst.st_mode);
+    struct stat st = lst;
+    if (S_ISLNK(lst.st_mode) && (lst.st_uid == 0 || lst.st_uid == ::geteuid()) &&
+        ::stat(target.c_str(), &st) == 0) {
+      follow = true; // a link root or we made (/dev/stdout): what it points at decides
+    }
+    if (follow && S_ISDIR(st.st_mode)) {
+      return make_error("cannot write '" + shown(target) + "': it is a directory", EISDIR);
+    }
+    if (follow && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+      const int fd = ::open(target.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+      if (fd < 0) {
+        return sys_error("cannot open", target, errno);
+      }
+      s->fd = fd;
+      s->device = true;
+      s->buf.set_fd(fd);
+      return safe_file(std::move(s));
+    }
+  } else if (errno != ENOENT) {
+    return sys_error("cannot write", target, errno);
+  }
+
+  const std::string dir = dir_of(target);
+  std::string base = base_of(target);
+  if (base.empty()) {
+    return make_error("cannot write '" + shown(target) + "': no file name", EINVAL);
+  }
+  if (base.size() > 200) {
+    base.resize(200); // the temporary's name stays under NAME_MAX
+  }
+  const std::string prefix = (dir == "/" ? std::string() : dir) + "/." + base + ".";
+  int fd = -1;
+  std::string temp;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    temp = prefix + random_suffix() + ".tmp";
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+                o.mode);
+    if (fd < 0 && errno != EEXIST) {
+      return sys_error("cannot create a file in", dir, errno);
+    }
+  }
+  if (fd < 0) {
+    return make_error("cannot create a file in '" + shown(dir) + "': every name taken", EEXIST);
+  }
+  s->fd = fd;
+  s->temp = temp;
+  s->buf.set_fd(fd);
+  if (!o.apply_umask && ::fchmod(fd, o.mode) != 0) {
+    return sys_error("cannot chmod", temp, errno);
+  }
+  if (o.when == publish::at_open) {
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      return sys_error("cannot create", target, errno);
+    }
+    s->temp.clear();
+  }
+  return safe_file(std::move(s));
+}
+
+result<void> safe_file::write(std::string_view bytes) {
+  s_->os.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!s_->os) {
+    const int e = s_->buf.error() != 0 ? s_->buf.error() : EIO;
+    return sys_error("cannot write", s_->target, e);
+  }
+  return {};
+}
+
+result<void> safe_file::commit() {
+  state &s = *s_;
+  if (s.done) {
+    return make_error("'" + shown(s.target) + "' was already written", EINVAL);
+  }
+  s.done = true;
+  s.os.flush();
+  if (!s.os) {
+    const int e = s.buf.error() != 0 ? s.buf.error() : EIO;
+    return sys_error("cannot write", s.target, e);
+  }
+  if (s.opt.sync && !s.device && ::fsync(s.fd) != 0) {
+    return sys_error("cannot write", s.target, errno);
+  }
+  const int fd = std::exchange(s.fd, -1);
+  if (::close(fd) != 0 && !s.device) {
+    return sys_error("cannot write", s.target, errno);
+  }
+  if (s.device || s.temp.empty()) {
+    return {};
+  }
+  if (::rename(s.temp.c_str(), s.target.c_str()) != 0) {
+    return sys_error("cannot write", s.target, errno);
+  }
+  s.temp.clear();
+  if (s.opt.sync) {
+    const int dfd = ::open(dir_of(s.target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd); // the rename is durable; a failure here loses nothing written
+      ::close(dfd);
+    }
+  }
+  return {};
+}
+
+result<void> write_file_safely(const std::string &target, std::string_view bytes,
+                               const safe_file::options &o) {
+  auto f = safe_file::create(target, o);
+  if (!f) {
+    return f.err();
+  }
+  if (auto w = f->write(bytes); !w) {
+    return w;
+  }
+  return f->commit();
+}
+
+} // namespace rsched
