@@ -63,14 +63,35 @@ private:
 class vector_sink final : public interval_sink {
 public:
   result<void> write(const store::interval_row &row) override {
-    if (fail) {
+    const std::size_t call = calls++;
+    if (fail || (call >= fail_from && call < fail_until)) {
       return make_error("disk full");
     }
     rows.push_back(row);
     return {};
   }
+  result<void> note_lost(std::int64_t start_ns, std::int64_t end_ns, std::uint64_t intervals,
+                         const std::string &error) override {
+    if (fail_notes > 0) {
+      --fail_notes;
+      return make_error("still full");
+    }
+    lost.push_back({start_ns, end_ns, intervals, error});
+    return {};
+  }
+  struct lost_span {
+    std::int64_t start_ns;
+    std::int64_t end_ns;
+    std::uint64_t intervals;
+    std::string error;
+  };
   std::vector<store::interval_row> rows;
+  std::vector<lost_span> lost;
   bool fail = false;
+  std::size_t calls = 0;
+  std::size_t fail_from = 0; // writes number fail_from .. fail_until - 1 fail
+  std::size_t fail_until = 0;
+  int fail_notes = 0; // so many note_lost calls fail first
 };
 
 } // namespace rsched::rschedd::test

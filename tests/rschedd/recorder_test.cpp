@@ -222,6 +222,33 @@ TEST_CASE("recorder: display filters hide threads from the display, never from t
   CHECK(unfiltered.find("other") != std::string::npos);
 }
 
+TEST_CASE("recorder: intervals lost to failing writes are noted in the database once writing "
+          "works again (gaps() says \"write failed\")",
+          "[rschedd]") {
+  std::vector<collect::snapshot> snaps;
+  for (std::uint64_t i = 1; i <= 7; ++i) {
+    snaps.push_back(snap({thread(10, i)}));
+  }
+  test::fake_source src(std::move(snaps));
+  test::fake_clock clock;
+  test::vector_sink sink;
+  sink.fail_from = 2; // the 3rd, 4th and 5th writes fail
+  sink.fail_until = 5;
+  sink.fail_notes = 1; // and the first try to note it too: it is tried again with the next
+  std::vector<std::string> notes;
+  recorder r(config(s, false, 7 * s, &notes), src, clock, &sink);
+  CHECK(run(r) == 0);
+  REQUIRE(sink.rows.size() == 4);
+  REQUIRE(sink.lost.size() == 1);
+  const auto &l = sink.lost[0];
+  CHECK(l.intervals == 3);
+  CHECK(l.error == "disk full");
+  // From the first lost interval's start to the last one's end: where the hole is.
+  CHECK(l.start_ns == sink.rows[1].start_ns + sink.rows[1].dur_ns);
+  CHECK(l.end_ns == sink.rows[2].start_ns);
+  CHECK(any_contains(notes, "writing intervals again"));
+}
+
 TEST_CASE("recorder: nothing written, or a failed read, is exit status 1", "[rschedd]") {
   SECTION("every write fails") {
     test::fake_source src({snap({thread(10, 1)}), snap({thread(10, 2)})});

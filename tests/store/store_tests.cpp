@@ -155,6 +155,41 @@ TEST_CASE("the writer brings an older health view up to date and stalled interva
   CHECK(scalar_int(r, "SELECT count(*) FROM gaps() WHERE reason = 'recorder stalled'") == 1);
 }
 
+TEST_CASE("a span lost to failing writes is a gap that says so, with the error", "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  const std::int64_t t0 = 1'700'000'000 * sec;
+  {
+    auto w = open_writer(path);
+    for (std::int64_t i : {0, 1, 2, 8, 9}) { // 3..7 were lost
+      rsched::store::interval_row iv;
+      iv.start_ns = t0 + i * sec;
+      iv.dur_ns = sec;
+      iv.boot_id = "b";
+      write_ok(w, iv);
+    }
+    REQUIRE(w.note_write_failure(t0 + 3 * sec, t0 + 8 * sec, 5,
+                                 "rsched.db: writing interval: database or disk is full")
+                .ok());
+    // A later hole with no failure noted stays "not recording".
+    rsched::store::interval_row iv;
+    iv.start_ns = t0 + 20 * sec;
+    iv.dur_ns = sec;
+    iv.boot_id = "b";
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  const auto t = run(r, "SELECT ts, end_ts, reason FROM gaps() ORDER BY ts");
+  REQUIRE(t.rows.size() == 2);
+  CHECK(as_int(t.rows[0][0]) == t0 + 3 * sec);
+  CHECK(as_int(t.rows[0][1]) == t0 + 8 * sec);
+  CHECK(as_text(t.rows[0][2]) ==
+        "write failed: rsched.db: writing interval: database or disk is full (5 intervals lost)");
+  CHECK(as_text(t.rows[1][2]) == "not recording");
+  CHECK(scalar_int(r, "SELECT count(*) FROM annotations WHERE source = 'rschedd' AND tags = "
+                      "'write-failed'") == 1);
+}
+
 TEST_CASE("public views have exactly the documented columns", "[store]") {
   temp_dir dir;
   const auto path = dir.file("rsched.db");

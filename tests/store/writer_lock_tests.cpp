@@ -48,7 +48,9 @@ std::string open_error(const std::string &path, const open_options &opt = {}) {
 }
 
 writer open_unlocked(const std::string &path) {
-  auto w = writer::open(path, open_options{false});
+  open_options o;
+  o.lock = false;
+  auto w = writer::open(path, o);
   INFO("error: " << (w.ok() ? std::string() : w.err().msg));
   REQUIRE(w.ok());
   return std::move(w).value();

@@ -179,6 +179,11 @@ void recorder::end_interval(std::int64_t now_mono) {
         note(fmt::format("rschedd: writing interval failed: {}\n", w.err().msg));
         reported_write_error_ = true;
       }
+      if (!lost_) {
+        lost_ = lost_span{row.start_ns, row.start_ns, 0, w.err().msg};
+      }
+      lost_->end_ns = row.start_ns + row.dur_ns;
+      ++lost_->intervals;
     } else {
       if (reported_write_error_) {
         note("rschedd: writing intervals again; the time in between is a gap\n");
@@ -186,6 +191,12 @@ void recorder::end_interval(std::int64_t now_mono) {
       reported_write_error_ = false;
       ++intervals_written_;
       outcome.written = true;
+      // What was lost is said in the database, so that gaps() can tell a failed write from a
+      // stopped recorder. Kept and tried again after the next write if this fails.
+      if (lost_ &&
+          sink_->note_lost(lost_->start_ns, lost_->end_ns, lost_->intervals, lost_->error)) {
+        lost_.reset();
+      }
     }
     write_end = clock_.mono_ns();
     outcome.write_ns = write_end - write_start;

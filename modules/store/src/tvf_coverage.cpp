@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <sqlite3.h>
 #include <string>
 #include <vector>
@@ -69,8 +71,32 @@ namespace {
 struct gap {
   std::int64_t start;
   std::int64_t end;
-  const char *reason;
+  std::string reason;
 };
+
+// Why rschedd lost [a, b) when it was because writes failed: the text of the annotation it adds
+// once writing works again (store::writer::note_write_failure), e.g. "write failed: ... database
+// or disk is full (5 intervals lost)". nullopt when none overlaps.
+std::optional<std::string> write_failure_in(sqlite3 *db, std::int64_t a, std::int64_t b) {
+  sqlite3_stmt *raw = nullptr;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT text FROM annotations WHERE source = 'rschedd' AND tags = "
+                         "'write-failed' AND start_ns < ?2 AND coalesce(end_ns, start_ns) > ?1 "
+                         "ORDER BY start_ns LIMIT 1",
+                         -1, &raw, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(raw);
+    return std::nullopt;
+  }
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt *)> st(raw, sqlite3_finalize);
+  sqlite3_bind_int64(raw, 1, a);
+  sqlite3_bind_int64(raw, 2, b);
+  if (sqlite3_step(raw) != SQLITE_ROW) {
+    return std::nullopt;
+  }
+  const auto *text = sqlite3_column_text(raw, 0);
+  const int n = sqlite3_column_bytes(raw, 0);
+  return std::string(reinterpret_cast<const char *>(text), static_cast<std::size_t>(n));
+}
 
 // Uncovered stretches of [a, b) (docs/SQL.md, "Coverage and gaps").
 result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
@@ -123,7 +149,14 @@ result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
       reason = "not recording";
     }
     if (reason != nullptr && hole > 0) {
-      out.push_back({std::max(p.end(), a), std::min(n.start, b), reason});
+      std::string why = reason;
+      if (p.boot == n.boot && !p.final_iv) {
+        // The recorder ran on but its writes failed (a full or failing disk): say so.
+        if (auto f = write_failure_in(db, p.end(), n.start)) {
+          why = std::move(*f);
+        }
+      }
+      out.push_back({std::max(p.end(), a), std::min(n.start, b), std::move(why)});
     }
   }
   const auto &last = ivs->back();
@@ -148,7 +181,7 @@ result<rows> gaps_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   }
   rows out;
   for (const auto &x : *g) {
-    out.push_back({x.start, x.end - x.start, x.end, std::string(x.reason)});
+    out.push_back({x.start, x.end - x.start, x.end, x.reason});
   }
   return out;
 }

@@ -1129,6 +1129,13 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     // then not open a WAL database at all.
     int persist = 1;
     sqlite3_file_control(h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+    // The -wal and -shm files exist from here on: all three (and our directory) to the readers'
+    // group, when one is asked for.
+    if (opt.group && !is_memory(path)) {
+      if (auto r = share_with_group(path, *opt.group); !r) {
+        return r.err();
+      }
+    }
 
     if (*state == detail::db_state::empty) {
       if (auto r = detail::create(h, path); !r) {
@@ -1205,6 +1212,28 @@ result<void> writer::write(const interval_row &iv) {
   } catch (const std::exception &e) {
     p_->abort();
     return make_error(fmt::format("{}: writing interval: {}", p_->path, e.what()));
+  }
+}
+
+result<void> writer::note_write_failure(std::int64_t start_ns, std::int64_t end_ns,
+                                        std::uint64_t intervals, const std::string &error) {
+  if (!p_) {
+    return make_error("store writer used after move");
+  }
+  try {
+    SQLite::Statement ins(p_->db, "INSERT INTO annotations(start_ns, end_ns, source, text, tags, "
+                                  "created_ns) VALUES (?, ?, 'rschedd', ?, 'write-failed', ?)");
+    ins.bind(1, start_ns);
+    ins.bind(2, end_ns);
+    ins.bind(3, fmt::format("write failed: {} ({} interval{} lost)", error, intervals,
+                            intervals == 1 ? "" : "s"));
+    ins.bind(4, static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count()));
+    ins.exec();
+    return {};
+  } catch (const std::exception &e) {
+    return make_error(fmt::format("{}: noting the lost intervals: {}", p_->path, e.what()));
   }
 }
 

@@ -78,6 +78,56 @@ result<void> create_file(const std::string &path) {
   return {};
 }
 
+namespace {
+
+// Group `gid` and the `add` permission bits on `p` if it is ours (lstat: a link is never
+// followed) and of the kind `want_dir` says. false: not ours or not that kind, left alone.
+result<bool> give_group(const std::string &p, gid_t gid, mode_t add, bool want_dir) {
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return false;
+    }
+    const int e = errno;
+    return make_error(fmt::format("{}: {}", p, errno_text(e)), e);
+  }
+  if ((want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) || st.st_uid != ::geteuid()) {
+    return false;
+  }
+  if (st.st_gid != gid && ::lchown(p.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    const int e = errno;
+    return make_error(fmt::format("{}: cannot give it group {}: {}", p, gid, errno_text(e)), e);
+  }
+  const mode_t mode = (st.st_mode & 07777 & ~static_cast<mode_t>(S_IWGRP)) | add;
+  if (mode != (st.st_mode & 07777) && ::chmod(p.c_str(), mode) != 0) {
+    const int e = errno;
+    return make_error(fmt::format("{}: chmod: {}", p, errno_text(e)), e);
+  }
+  return true;
+}
+
+} // namespace
+
+result<void> share_with_group(const std::string &path, gid_t gid) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) {
+    dir = ".";
+  }
+  struct stat st {};
+  // Only a private directory of ours: never /tmp or a directory someone else shares with us.
+  if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IRWXO) == 0) {
+    if (auto r = give_group(dir, gid, S_IRGRP | S_IXGRP, true); !r) {
+      return r.err();
+    }
+  }
+  for (const char *suffix : {"", "-wal", "-shm"}) {
+    if (auto r = give_group(path + suffix, gid, S_IRGRP, false); !r) {
+      return r.err();
+    }
+  }
+  return {};
+}
+
 // The writer lock (one writer per database, docs/SCHEMA.md "One writer per database"). An open
 // file description lock (F_OFD_SETLK) on the database file itself, on bytes far past any data
 // SQLite could write (SQLite's own POSIX locks are at 1 GiB and in the -shm file, so the two never

@@ -27,6 +27,12 @@ result<void> make_dirs(const std::filesystem::path &dir);
 // -shm files the mode (and, as root, the owner) of the database file, so they follow.
 result<void> create_file(const std::string &path);
 
+// Gives the database at `path`, its -wal and -shm files (those that exist) and, when it is a
+// private directory of ours (owned by this user, no permission for others), its directory the
+// group `gid` with group read (and search for the directory). Files owned by another user are
+// left alone. docs/SCHEMA.md, "Who can read the history".
+result<void> share_with_group(const std::string &path, gid_t gid);
+
 // The writer lock (one writer per database, docs/SCHEMA.md "One writer per database"; how it
 // works: writer_file.cpp). Released when destroyed.
 class writer_lock {

@@ -63,6 +63,12 @@ public:
   virtual result<void> write(const store::interval_row &row) = 0;
   // Bounded housekeeping after each write (rollups, retention); errors are reported once.
   virtual result<void> maintain(std::int64_t /*now_real_ns*/) { return {}; }
+  // Once writing works again: the intervals of [start_ns, end_ns) were lost to failing writes,
+  // the first with `error` (store::writer::note_write_failure). Tried again until it succeeds.
+  virtual result<void> note_lost(std::int64_t /*start_ns*/, std::int64_t /*end_ns*/,
+                                 std::uint64_t /*intervals*/, const std::string & /*error*/) {
+    return {};
+  }
 };
 
 // What the recorder did with an interval besides building it (for recorder_config::done).
@@ -144,6 +150,14 @@ private:
   bool stop_ = false;
   int status_ = 0;
   bool reported_write_error_ = false;
+  // The span lost to failing writes, still to be noted in the database (note_lost).
+  struct lost_span {
+    std::int64_t start_ns = 0;
+    std::int64_t end_ns = 0;
+    std::uint64_t intervals = 0;
+    std::string error;
+  };
+  std::optional<lost_span> lost_;
   bool reported_maint_error_ = false;
   bool reported_stall_ = false;
   std::uint64_t intervals_written_ = 0;

@@ -3,8 +3,11 @@
 #include "rsched/base/result.hpp"
 #include "rsched/store/records.hpp"
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace rsched::store {
@@ -37,6 +40,11 @@ struct open_options {
   // Take the writer lock (one writer per database). Only tests turn it off, to show that the
   // rollups and retention stay exact with a second writer that bypassed the lock.
   bool lock = true;
+  // Readers without root (docs/SCHEMA.md, "Who can read the history"): the database, its -wal
+  // and -shm files get this group and group read (0640), and so does the database's directory
+  // (0750) when it is a private one of ours (owned by us, nothing granted to others). nullopt:
+  // ownership is left as it is.
+  std::optional<gid_t> group;
 };
 
 class writer {
@@ -67,6 +75,13 @@ public:
   // Writes one interval (intervals row, thread, CPU, perf counter time and schedstat rows) in a
   // single transaction with prepared statements. On error nothing of the interval is written.
   result<void> write(const interval_row &iv);
+
+  // Records that the intervals of [start_ns, end_ns) (UTC ns) were lost to failing writes
+  // (`intervals` of them, the first failure's message `error`), once writing works again: an
+  // annotation with source 'rschedd' and tag 'write-failed' that gaps() reads to say why that
+  // time is missing (docs/SQL.md, "Coverage and gaps").
+  result<void> note_write_failure(std::int64_t start_ns, std::int64_t end_ns,
+                                  std::uint64_t intervals, const std::string &error);
 
   // Background upkeep, called by the daemon after each write: rolls complete minutes of raw
   // intervals into the 1-minute tier and complete hours of that into the 1-hour tier (merging
