@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <grp.h>
 #include <memory>
 #include <optional>
 #include <sched.h>
@@ -71,6 +72,27 @@ std::string read_boot_id() {
   return id;
 }
 
+// The group that may read the history (--db-group; docs/SCHEMA.md, "Who can read the history"):
+// the named one, which must exist, or by default `rsched` when the install step created it.
+result<std::optional<gid_t>> readers_group(const std::optional<std::string> &name) {
+  if (name && name->empty()) {
+    return std::optional<gid_t>{};
+  }
+  const std::string want = name ? *name : std::string("rsched");
+  std::vector<char> buf(16384);
+  struct group gr {};
+  struct group *found = nullptr;
+  const int rc = ::getgrnam_r(want.c_str(), &gr, buf.data(), buf.size(), &found);
+  if (found != nullptr) {
+    return std::optional<gid_t>{gr.gr_gid};
+  }
+  if (!name) {
+    return std::optional<gid_t>{}; // no rsched group here: root alone reads the history
+  }
+  return make_error(fmt::format("--db-group {}: {}", text::escape_for_terminal(want),
+                                rc != 0 ? std::strerror(rc) : "no such group"));
+}
+
 // The store writer as the recorder's sink.
 class writer_sink final : public interval_sink {
 public:
@@ -82,6 +104,10 @@ public:
       return m.err();
     }
     return {};
+  }
+  result<void> note_lost(std::int64_t start_ns, std::int64_t end_ns, std::uint64_t intervals,
+                         const std::string &error) override {
+    return w_.note_write_failure(start_ns, end_ns, intervals, error);
   }
 
 private:
@@ -107,6 +133,16 @@ int run(const rschedd::options &opt) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   std::uint32_t groups = opt.groups.groups;
+  // Before anything is loaded: a --db-group that does not exist is the only line.
+  std::optional<gid_t> db_group;
+  if (!opt.no_db) {
+    auto g = readers_group(opt.db_group);
+    if (!g) {
+      note("rschedd: {}\n", g.err().msg);
+      return 1;
+    }
+    db_group = *g;
+  }
 
   // Prometheus: the endpoint binds before anything is loaded, so a taken port is the only line.
   // Its threads start here, before the recorder switches to SCHED_FIFO (they keep the normal
@@ -229,7 +265,9 @@ int run(const rschedd::options &opt) {
 
   std::optional<store::writer> db;
   if (!opt.no_db) {
-    auto w = store::writer::open(opt.db_path);
+    store::open_options oo;
+    oo.group = db_group;
+    auto w = store::writer::open(opt.db_path, oo);
     if (!w) {
       note("rschedd: {}\n", w.err().msg);
       return 1;

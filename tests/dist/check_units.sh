@@ -39,7 +39,8 @@ setup() {
   shift
   rm -rf "$dir"
   mkdir -p "$dir/$name.d"
-  sed "s|@RSCHEDD_PATH@|$exe|g" "$unit_in" >"$dir/$name"
+  sed -e "s|@RSCHEDD_PATH@|$exe|g" -e "s|@RSCHED_SYSUSERS_CONF@|$src/dist/sysusers.d/rsched.conf|g" \
+    "$unit_in" >"$dir/$name"
   if grep -n '@[A-Za-z_]*@' "$dir/$name"; then
     fail "rschedd.service has a CMake @VARIABLE@ this check does not fill in"
   fi
@@ -157,4 +158,13 @@ for label, values in (("rschedd.service", base_env),
 EOF
 [[ $cmdline_ok == yes ]] || fail "the command line check failed (above)"
 
-echo "OK: rschedd.service and rschedd.service.d/metrics.conf"
+echo "== sysusers.d/rsched.conf (the readers' group the unit creates before rschedd starts)"
+mkdir -p "$tmp/root/etc"
+systemd-sysusers --root="$tmp/root" "$src/dist/sysusers.d/rsched.conf" >/dev/null 2>&1 ||
+  fail "systemd-sysusers rejects dist/sysusers.d/rsched.conf"
+grep -q '^rsched:x:[0-9]*:$' "$tmp/root/etc/group" || fail "sysusers.d/rsched.conf made no rsched group"
+grep -q "^ExecStartPre=+/usr/bin/systemd-sysusers $src/dist/sysusers.d/rsched.conf\$" "$tmp/base/$name" ||
+  fail "the unit does not create the readers' group before it starts"
+echo "    group rsched created in a scratch root"
+
+echo "OK: rschedd.service, rschedd.service.d/metrics.conf and sysusers.d/rsched.conf"

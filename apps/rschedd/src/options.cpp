@@ -203,6 +203,12 @@ result<options> parse_options(const std::vector<std::string> &args) {
       o.db_path = *v;
     } else if (flag == "--no-db") {
       o.no_db = true;
+    } else if (flag == "--db-group") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      o.db_group = *v;
     } else if (flag == "--bpf-mode") {
       auto v = value();
       if (!v) {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <sqlite3.h>
 #include <string>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -64,6 +65,14 @@ result<std::unique_ptr<SQLite::Database>> open_rw(const std::string &path) {
     const int e = errno;
     return make_error(fmt::format("{}: {}", path, e == ENOENT ? "no such file" : std::strerror(e)),
                       e);
+  }
+  // A reader of the history (the readers' group) is not a writer: one clear line rather than
+  // SQLite's "attempt to write a readonly database" half-way through.
+  if (::access(path.c_str(), W_OK) != 0 && (errno == EACCES || errno == EPERM)) {
+    return make_error(fmt::format("{}: annotations are written as root (or the database's "
+                                  "owner); this user may read the history, not change it",
+                                  path),
+                      EACCES);
   }
   return detail::sqlite_guard(path + ": ", [&]() -> result<std::unique_ptr<SQLite::Database>> {
     auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE, busy_timeout_ms);

@@ -32,6 +32,10 @@ struct options {
   std::optional<std::uint64_t> run_time_s;
   std::string db_path = store::default_db_path;
   bool no_db = false;
+  // --db-group NAME: the group that may read the history (docs/SCHEMA.md, "Who can read the
+  // history"). nullopt: `rsched` when that group exists; "" (--db-group '') leaves ownership as
+  // it is.
+  std::optional<std::string> db_group;
   bpf::attach_mode mode = bpf::attach_mode::automatic;
   std::uint32_t graveyard_entries = 16384;
   std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
@@ -95,6 +99,9 @@ inline constexpr const char *usage_text =
     "  -r, --run-time SECONDS   stop after this long (the last partial interval is recorded)\n"
     "      --db PATH            database (default /var/lib/rsched/rsched.db)\n"
     "      --no-db              live display only, record nothing\n"
+    "      --db-group NAME      members of group NAME may read the history without root: the\n"
+    "                           database (0640) and its directory (0750) get that group\n"
+    "                           (default: rsched when it exists; '' leaves them as they are)\n"
     "      --bpf-mode MODE      auto (default), tp_btf or raw_tp\n"
     "      --live-read HOW      tp_btf mode: auto (default), dirty-list or iterator: read only\n"
     "                           the threads that changed from a list the tracepoints fill, or\n"
