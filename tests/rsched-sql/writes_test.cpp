@@ -195,3 +195,53 @@ TEST_CASE("rsched-sql writes: endless inputs are bounded, not an abort", "[rsche
   CHECK(p.status == 0);
   CHECK(count_annotations(db) == "n\r\n1\r\n");
 }
+
+TEST_CASE("rsched-sql writes: importing the same incidents twice adds them once (issue 30)",
+          "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const std::string json = dir.file("incidents.json");
+  std::ofstream(json, std::ios::binary)
+      << R"([{"start": "2026-11-20T14:00:00Z", "end": "2026-11-20T14:05:00Z", "text": "outage"},
+             {"start": "2026-11-20T14:10:00Z", "text": "deploy"}])";
+  const auto first = run_sql({db, "--csv", "-c", ".import-incidents " + json});
+  INFO(first.err);
+  CHECK(first.status == 0);
+  CHECK(first.err == "2 annotations imported from " + json + ": start=start, end=end, text=text\n");
+  const auto again = run_sql({db, "--csv", "-c", ".import-incidents " + json});
+  INFO(again.err);
+  CHECK(again.status == 0);
+  CHECK(again.err == "0 annotations imported (2 already there) from " + json +
+                         ": start=start, end=end, "
+                         "text=text\n");
+  CHECK(again.out.empty()); // nothing added, nothing listed
+  // One more incident in the file: only it is added.
+  std::ofstream(json, std::ios::binary)
+      << R"([{"start": "2026-11-20T14:00:00Z", "end": "2026-11-20T14:05:00Z", "text": "outage"},
+             {"start": "2026-11-20T14:10:00Z", "text": "deploy"},
+             {"start": "2026-11-20T14:20:00Z", "text": "rollback"}])";
+  const auto third = run_sql({db, "--csv", "-c", ".import-incidents " + json});
+  CHECK(third.status == 0);
+  CHECK(third.err.rfind("1 annotations imported (2 already there) from ", 0) == 0);
+  CHECK(third.out == "id,start_ns,end_ns,text,source\r\n3,1795184400000000000,,rollback,import:" +
+                         json + "\r\n");
+  CHECK(count_annotations(db) == "n\r\n3\r\n");
+}
+
+TEST_CASE("rsched-sql writes: an incident file that is not an array of incidents exits 1",
+          "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const std::string f = dir.file("incidents.json");
+  for (const std::string &content :
+       {std::string(R"({"incidents": [{"start": "2026-11-20T14:00:00Z", "text": "x"}]})"),
+        std::string("42\n"), std::string("\"2026-11-20T14:00:00Z\"\n")}) {
+    INFO(content);
+    std::ofstream(f, std::ios::binary | std::ios::trunc) << content;
+    const auto r = run_sql({db, "-c", ".import-incidents " + f});
+    CHECK(r.status == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err == "rsched-sql: importing incidents: JSON: expected an array of objects\n");
+  }
+  CHECK(count_annotations(db) == "n\r\n0\r\n");
+}

@@ -41,7 +41,8 @@ constexpr const char *help_text =
                          add the annotations of a CSV (header: start,end,text,source,tags) or
                          JSON (array of objects with those keys) timeline; a PagerDuty
                          incidents export is recognised, other columns are ignored, --map
-                         names the columns (start=created_on,text=description)
+                         names the columns (start=created_on,text=description); a row whose
+                         source, times and text are already there is not added again
 .mark TEXT [--at T] [--until T] [--tags a,b]
                          add an annotation (T: '2026-11-20 14:03', '2h ago', now, ...)
 .mode MODE               table, box, markdown, line (for people: ns with units, times in
@@ -643,7 +644,8 @@ shell::status shell::dot_import(const std::vector<std::string> &args) {
   for (const auto &c : rep->ignored) {
     ignored += (ignored.empty() ? "" : ", ") + text::escape_for_terminal(c);
   }
-  err_ << fmt::format("{} annotations imported from {}{}: {}{}\n", rep->ids.size(),
+  err_ << fmt::format("{} annotations imported{} from {}{}: {}{}\n", rep->ids.size(),
+                      rep->already == 0 ? "" : fmt::format(" ({} already there)", rep->already),
                       text::escape_for_terminal(file),
                       rep->recognised.empty() ? "" : " (" + rep->recognised + ")", how,
                       ignored.empty() ? "" : "; ignored columns: " + ignored);

@@ -100,14 +100,38 @@ result<std::unique_ptr<SQLite::Database>> open_rw(const std::string &path) {
 }
 
 // All of `v` in one IMMEDIATE transaction (rolled back on any error); their ids into `ids`.
+// With `skip_known`, an annotation whose source, start_ns, end_ns and text (exact bytes) equal
+// an existing row's (or one added earlier in the same call) is not added but counted in
+// `*known`: the lookup runs in the write transaction, so two imports cannot both add it. It
+// uses the index on start_ns (annotations_start_ns): no schema change.
 result<void> insert_all(SQLite::Database &db, const std::string &path,
-                        const std::vector<annotation> &v, std::vector<std::int64_t> *ids) {
+                        const std::vector<annotation> &v, std::vector<std::int64_t> *ids,
+                        bool skip_known = false, std::size_t *known = nullptr) {
   return detail::sqlite_guard(path + ": adding annotations: ", [&]() -> result<void> {
     SQLite::Transaction tx(db, SQLite::TransactionBehavior::IMMEDIATE);
     SQLite::Statement ins(db, "INSERT INTO annotations(start_ns, end_ns, source, text, tags, "
                               "created_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    SQLite::Statement find(db, "SELECT 1 FROM annotations WHERE start_ns = ?1 AND end_ns IS ?2 "
+                               "AND source = ?3 AND text = ?4 LIMIT 1");
     const std::int64_t now = timefmt::realtime_now_ns();
     for (const auto &a : v) {
+      if (skip_known) {
+        find.reset();
+        find.bind(1, a.start_ns);
+        if (a.end_ns) {
+          find.bind(2, *a.end_ns);
+        } else {
+          find.bind(2); // NULL: IS matches NULL
+        }
+        find.bindNoCopy(3, a.source);
+        find.bindNoCopy(4, a.text);
+        if (find.executeStep()) {
+          if (known != nullptr) {
+            ++*known;
+          }
+          continue;
+        }
+      }
       ins.reset();
       ins.bind(1, a.start_ns);
       if (a.end_ns) {
@@ -150,7 +174,10 @@ result<std::vector<detail::incident_record>> records_of(std::string_view content
     while (i < content.size() && std::strchr(" \t\r\n", content[i]) != nullptr) {
       ++i;
     }
-    fmt = i < content.size() && content[i] == '[' ? incident_format::json : incident_format::csv;
+    // '[' and '{' start no sensible CSV header; a whole document that is one JSON value (42,
+    // "x", true) is a JSON file that holds no incidents, not a CSV file without rows.
+    const bool json = i < content.size() && (content[i] == '[' || content[i] == '{');
+    fmt = json || detail::is_json_value(content) ? incident_format::json : incident_format::csv;
   }
   if (fmt == incident_format::json) {
     return detail::json_records(content);
@@ -370,7 +397,7 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
   if (!db) {
     return db.err();
   }
-  if (auto r = insert_all(**db, path, out, &rep.ids); !r) {
+  if (auto r = insert_all(**db, path, out, &rep.ids, true, &rep.already); !r) {
     return r.err();
   }
   return rep;

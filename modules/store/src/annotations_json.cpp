@@ -22,7 +22,10 @@ public:
   std::string err;
 
   bool null() override { return value(std::nullopt); }
-  bool boolean(bool /*val*/) override { return wrong("booleans are not accepted"); }
+  bool boolean(bool /*val*/) override {
+    // Outside an object the value's kind is not the problem: it is where it stands.
+    return depth_ < 2 ? value(std::nullopt) : wrong("booleans are not accepted");
+  }
   bool number_integer(number_integer_t val) override { return value(std::to_string(val)); }
   bool number_unsigned(number_unsigned_t val) override { return value(std::to_string(val)); }
   bool number_float(number_float_t /*val*/, const string_t &s) override { return value(s); }
@@ -126,6 +129,10 @@ result<std::vector<incident_record>> json_records(std::string_view content) {
     return make_error(sax.err.empty() ? std::string("JSON: invalid") : sax.err);
   }
   return std::move(sax.records);
+}
+
+bool is_json_value(std::string_view content) {
+  return nlohmann::json::accept(content.begin(), content.end());
 }
 
 } // namespace rsched::store::detail

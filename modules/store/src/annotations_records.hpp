@@ -23,4 +23,7 @@ result<std::vector<incident_record>> csv_records(std::string_view content);
 // (syntax, invalid UTF-8) or the object and field (a value of the wrong kind).
 result<std::vector<incident_record>> json_records(std::string_view content);
 
+// True when `content` as a whole is one JSON value (RFC 8259, white space around it allowed).
+bool is_json_value(std::string_view content);
+
 } // namespace rsched::store::detail

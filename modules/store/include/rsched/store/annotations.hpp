@@ -3,6 +3,7 @@
 // call (busy timeout, one transaction), so it never blocks rschedd for long.
 #include "rsched/base/result.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,9 +31,13 @@ enum class incident_format { automatic, csv, json };
 // `source`, `tags`; times in any form rsched::timefmt::parse_time accepts) or JSON (an array of
 // objects with the same keys; values are strings, numbers (read as their text), null or, for tags,
 // arrays of strings; JSON must be UTF-8 as RFC 8259 says, CSV fields are taken as exact bytes).
-// All rows in one transaction; any bad row fails the whole import with a one-line error naming
-// the row (the byte, or the JSON object and field, for a malformed file). Returns the number of
-// annotations added.
+// The format is JSON when the file starts (after white space) with '[' or '{' or is as a whole
+// a JSON value, CSV otherwise; JSON that is not an array of objects (a top-level object, a
+// scalar) is an error. All rows in one transaction; any bad row fails the whole import with a
+// one-line error naming the row (the byte, or the JSON object and field, for a malformed file).
+// Importing is idempotent: a row whose source, start, end and text (exact bytes) equal an
+// annotation already in the database, or an earlier row of the same file, is not added again
+// (tags are not compared). Returns the number of annotations added.
 result<std::size_t> import_incidents(const std::string &path, std::string_view content,
                                      incident_format fmt, std::string_view source,
                                      std::int64_t now_ns);
@@ -49,8 +54,9 @@ struct incident_import {
   std::vector<std::pair<std::string, std::string>> map; // field -> column
 };
 struct incident_import_report {
-  std::vector<std::int64_t> ids;                            // the annotations added, in order
-  std::string recognised;                                   // "PagerDuty incidents export", ""
+  std::vector<std::int64_t> ids; // the annotations added, in order
+  std::size_t already = 0;       // rows not added: the same source, start, end and text were there
+  std::string recognised;        // "PagerDuty incidents export", ""
   std::vector<std::pair<std::string, std::string>> mapping; // field -> column used
   std::vector<std::string> ignored;                         // columns used for nothing, sorted
 };
