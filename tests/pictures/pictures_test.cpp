@@ -886,9 +886,15 @@ TEST_CASE("export perfetto: a JSON trace with delay tracks, annotations, spikes 
                                           "cpu = {} AND ts = {}",
                                           cpu, ts))));
   }
-  // The comms, the hostile one under its terminal-safe name; web's burst is in its p99.
+  // The comms; web's burst is in its p99. The hostile one as every rsched JSON has text that is
+  // not UTF-8 (rsched/base/text.hpp): U+FFFD for the byte, the exact bytes in "name_hex".
   CHECK(counters.count("web") == 1);
-  CHECK(counters.count(rsched::text::escape_for_terminal(evil_comm)) == 1);
+  const std::string evil_shown = "ev\"il,<b>&\x1b[2J\xef\xbf\xbd";
+  REQUIRE(counters.count(evil_shown) == 1);
+  for (const auto &e : counters[evil_shown]) {
+    CHECK(e.at("name_hex") == rsched::text::to_hex(evil_comm));
+  }
+  CHECK_FALSE(counters["web"].front().contains("name_hex"));
   double web_peak = 0;
   for (const auto &e : counters["web"]) {
     web_peak = std::max(web_peak, e.at("args").at("p99_ms").get<double>());

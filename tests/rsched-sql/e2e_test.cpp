@@ -182,6 +182,84 @@ TEST_CASE("rsched-sql e2e: --json and --jsonl keep the hostile comm exact", "[rs
   CHECK(l.out == "{\"tid\":7}\n{\"tid\":42}\n");
 }
 
+namespace {
+
+// python3 reads `file` as strict UTF-8 and parses it with json (one document, or one per line
+// with `lines`), refuses any string holding a lone surrogate (what "\udcff" decodes to), and
+// prints each row object as json.dumps(sort_keys, ensure_ascii) with one line per "_hex" member:
+// "'KEY' <- b'the bytes of KEY_hex'" (Python's ascii() and repr()).
+std::string strict_json_rows(const std::string &file, bool lines) {
+  static const std::string script = R"(
+import json, sys
+text = open(sys.argv[1], 'rb').read().decode('utf-8')  # strict: invalid UTF-8 raises
+docs = [json.loads(l) for l in text.splitlines()] if sys.argv[2] == 'lines' else [json.loads(text)]
+def check(v):
+    if isinstance(v, str):
+        v.encode('utf-8')  # a lone surrogate raises
+    elif isinstance(v, list):
+        for x in v: check(x)
+    elif isinstance(v, dict):
+        for k, x in v.items(): check(k); check(x)
+for d in docs:
+    check(d)
+    for r in d if isinstance(d, list) else [d]:
+        print(json.dumps(r, sort_keys=True, ensure_ascii=True))
+        for k in sorted(r):
+            if k + '_hex' in r:
+                print(ascii(k), '<-', bytes.fromhex(r[k + '_hex']))
+)";
+  const auto r =
+      rsched::test::run_program({"python3", "-c", script, file, lines ? "lines" : "doc"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return r.out;
+}
+
+} // namespace
+
+TEST_CASE("rsched-sql e2e: --json and --jsonl are strict JSON, invalid UTF-8 as U+FFFD and hex "
+          "(issue 30)",
+          "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const std::string file = dir.file("out.json");
+  const std::string sql = "SELECT comm, CAST(x'61ff62' AS TEXT) AS s, CAST(x'eda080' AS TEXT) AS "
+                          "sur, CAST(x'f09f9880' AS TEXT) AS ok, x'00ff' AS b FROM sched_delay "
+                          "ORDER BY tid";
+  const auto r = run_sql({db, "--json", "-o", file, "-c", sql});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(
+      strict_json_rows(file, false) ==
+      R"({"b": "00ff", "comm": "plain", "ok": "\ud83d\ude00", "s": "a\ufffdb", "s_hex": "61ff62", "sur": "\ufffd\ufffd\ufffd", "sur_hex": "eda080"})"
+      "\n"
+      R"('s' <- b'a\xffb')"
+      "\n"
+      R"('sur' <- b'\xed\xa0\x80')"
+      "\n"
+      R"({"b": "00ff", "comm": "evil\"c,o\u001b[2Jm", "ok": "\ud83d\ude00", "s": "a\ufffdb", "s_hex": "61ff62", "sur": "\ufffd\ufffd\ufffd", "sur_hex": "eda080"})"
+      "\n"
+      R"('s' <- b'a\xffb')"
+      "\n"
+      R"('sur' <- b'\xed\xa0\x80')"
+      "\n");
+  // JSON lines; a column name that is not UTF-8 (the user's SQL) is U+FFFD in the key too.
+  const auto l = run_sql({db, "--jsonl", "-o", file, "-c",
+                          "SELECT CAST(x'c0af' AS TEXT) AS \"k\xff\", 'x' AS k2 UNION ALL "
+                          "SELECT 'fine', CAST(x'80' AS TEXT)"});
+  INFO(l.err);
+  REQUIRE(l.status == 0);
+  CHECK(strict_json_rows(file, true) ==
+        R"({"k2": "x", "k\ufffd": "\ufffd\ufffd", "k\ufffd_hex": "c0af"})"
+        "\n"
+        R"('k\ufffd' <- b'\xc0\xaf')"
+        "\n"
+        R"({"k2": "\ufffd", "k2_hex": "80", "k\ufffd": "fine"})"
+        "\n"
+        R"('k2' <- b'\x80')"
+        "\n");
+}
+
 TEST_CASE("rsched-sql e2e: -o writes results to a file", "[rsched-sql]") {
   temp_dir dir;
   const std::string db = make_db(dir);

@@ -51,11 +51,28 @@ TEST_CASE("rsched-sql JSON: strings follow RFC 8259 and stay terminal-safe", "[r
   CHECK(json(text("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80")) ==
         "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""); // valid UTF-8 passes through
   CHECK(json(text("csi\xc2\x9b")) == "\"csi\\u009b\"");   // C1 control escaped
-  // Bytes that are not UTF-8: \udcXX (surrogateescape), never a raw byte.
-  CHECK(json(text("bad\xff\xfe")) == "\"bad\\udcff\\udcfe\"");
-  CHECK(json(text("trunc\xc3")) == "\"trunc\\udcc3\"");
-  CHECK(json(text("\xed\xa0\x80")) == "\"\\udced\\udca0\\udc80\""); // an encoded surrogate
-  CHECK(json(text("\xc0\xaf")) == "\"\\udcc0\\udcaf\"");            // overlong '/'
+  // Bytes that are not UTF-8: U+FFFD each (never a raw byte, never a lone surrogate \udcXX that
+  // strict parsers refuse); json_object adds the exact bytes as "<column>_hex".
+  const std::string r = "\xef\xbf\xbd";
+  CHECK(json(text("bad\xff\xfe")) == "\"bad" + r + r + "\"");
+  CHECK(json(text("trunc\xc3")) == "\"trunc" + r + "\"");
+  CHECK(json(text("\xed\xa0\x80")) == "\"" + r + r + r + "\""); // an encoded surrogate
+  CHECK(json(text("\xc0\xaf")) == "\"" + r + r + "\"");         // overlong '/'
+}
+
+TEST_CASE("rsched-sql JSON: a text that is not UTF-8 has its exact bytes in <column>_hex",
+          "[rsched-sql]") {
+  const std::string r = "\xef\xbf\xbd";
+  CHECK(json_object({"comm", "n"}, {text("a\xff"), value{std::int64_t{1}}}) ==
+        "{\"comm\":\"a" + r + "\",\"comm_hex\":\"61ff\",\"n\":1}");
+  // Valid UTF-8 (U+FFFD itself included): no _hex member.
+  CHECK(json_object({"comm"}, {text("a" + r)}) == "{\"comm\":\"a" + r + "\"}");
+  // The name is taken by a column (or by another _hex member of the row): "_hex" again.
+  CHECK(json_object({"c", "c_hex", "d"}, {text("\xff"), text("\xfe"), text("ok")}) ==
+        "{\"c\":\"" + r + "\",\"c_hex_hex\":\"ff\",\"c_hex\":\"" + r +
+            "\",\"c_hex_hex_hex\":\"fe\",\"d\":\"ok\"}");
+  CHECK(run(output_mode::jsonl, {"s"}, {{text("\x80")}, {text("x")}}) ==
+        "{\"s\":\"" + r + "\",\"s_hex\":\"80\"}\n{\"s\":\"x\"}\n");
 }
 
 TEST_CASE("rsched-sql JSON: values", "[rsched-sql]") {

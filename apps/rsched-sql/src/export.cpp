@@ -284,7 +284,9 @@ result<export_stats> write_openmetrics(store::reader &db, const export_args &a, 
 namespace {
 
 // A Chrome JSON trace (the "JSON trace format" ui.perfetto.dev and chrome://tracing open), one
-// event per line.
+// event per line. Names and texts as every rsched JSON has them (rsched/base/text.hpp): invalid
+// UTF-8 as U+FFFD, the exact bytes then in a "<key>_hex" member beside the string ("name_hex" of
+// an event, "source_hex" in its args); the viewers ignore members they do not know.
 class trace {
 public:
   explicit trace(std::ostream &out) : out_(&out) {
@@ -295,9 +297,9 @@ public:
   void process(int pid, std::string_view name) {
     begin();
     line_ += fmt::format("{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_name\","
-                         "\"args\":{{\"name\":",
+                         "\"args\":{{",
                          pid);
-    string(name);
+    text::append_json_text_member(line_, "name", name);
     line_ += "}}";
     end();
     begin();
@@ -311,8 +313,8 @@ public:
   void counter(int pid, std::string_view name, std::int64_t ts_ns,
                const std::vector<std::pair<const char *, double>> &args) {
     begin();
-    line_ += fmt::format("{{\"ph\":\"C\",\"pid\":{},\"tid\":0,\"ts\":{},\"name\":", pid, us(ts_ns));
-    string(name);
+    line_ += fmt::format("{{\"ph\":\"C\",\"pid\":{},\"tid\":0,\"ts\":{},", pid, us(ts_ns));
+    text::append_json_text_member(line_, "name", name);
     line_ += ",\"args\":{";
     bool first = true;
     for (const auto &[key, v] : args) {
@@ -329,13 +331,13 @@ public:
   void slice(int pid, int tid, std::string_view name, std::int64_t ts_ns, std::int64_t dur_ns,
              const std::vector<std::pair<const char *, std::string>> &args) {
     begin();
-    line_ += fmt::format("{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"name\":", pid,
-                         tid, us(ts_ns), us(std::max<std::int64_t>(dur_ns, 0)));
-    string(name);
+    line_ += fmt::format("{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},", pid, tid,
+                         us(ts_ns), us(std::max<std::int64_t>(dur_ns, 0)));
+    text::append_json_text_member(line_, "name", name);
     line_ += ",\"args\":{";
     for (std::size_t i = 0; i < args.size(); ++i) {
-      line_ += fmt::format("{}\"{}\":", i == 0 ? "" : ",", args[i].first);
-      string(args[i].second);
+      line_ += i == 0 ? "" : ",";
+      text::append_json_text_member(line_, args[i].first, args[i].second);
     }
     line_ += "}}";
     end();
@@ -352,8 +354,6 @@ private:
     const auto a = ns < 0 ? -static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
     return fmt::format("{}{}.{:03}", sign, a / 1000, a % 1000);
   }
-  // Names and texts as the terminal shows them (valid UTF-8 always), then JSON-escaped.
-  void string(std::string_view s) { append_json_string(line_, text::escape_for_terminal(s)); }
   void begin() {
     line_.clear();
     if (events_ != 0) {

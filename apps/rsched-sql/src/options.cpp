@@ -333,12 +333,14 @@ Output:
          integers in decimal (raw ns), reals with enough digits to round-trip, blobs as
          x'<lowercase hex>'. Text is written byte for byte as stored, except when standard
          output is a terminal, where it is escaped as in table mode.
-  json   RFC 8259, UTF-8: NULL is null, integers raw (ns), reals round-trip (non-finite as
-         null), blobs as a string of lowercase hex. Strings escape '"', '\', control
-         characters, DEL and C1 controls as \uXXXX; a byte that is not part of valid UTF-8 is
-         written as \udcXX (XX the byte: Python's surrogateescape), so
-         json.loads(s).encode('utf-8', 'surrogateescape') gives back the exact bytes. JSON
-         output never carries a raw control byte.
+  json   RFC 8259, valid UTF-8 that strict parsers accept: NULL is null, integers raw (ns),
+         reals round-trip (non-finite as null), blobs as a string of lowercase hex. Strings
+         escape '"', '\', control characters, DEL and C1 controls as \uXXXX. A text that is
+         not valid UTF-8 has U+FFFD for each byte that is not part of it, followed by a
+         member "<column>_hex" with its exact bytes in lowercase hex ("comm":"web\ufffd",
+         "comm_hex":"776562ff"; more "_hex" while the name is taken); without that member the
+         string is exact. JSON output never carries a raw control byte. jsonl: the same, one
+         object per row and line.
 
 Exit status: 0 success; 1 the database could not be opened or a statement failed; 2 bad
 usage; 3 no data: a statement whose SQL calls t(, ago(, around( or during( (written

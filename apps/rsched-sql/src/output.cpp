@@ -102,72 +102,6 @@ std::string csv_header(const std::vector<std::string> &columns, bool escape_text
   return out;
 }
 
-void append_json_string(std::string &out, std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
-  auto u_escape = [&](unsigned hi, unsigned char c) {
-    out += "\\u";
-    out += hex[(hi >> 4) & 0xF];
-    out += hex[hi & 0xF];
-    out += hex[c >> 4];
-    out += hex[c & 0xF];
-  };
-  out += '"';
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          u_escape(0x00, c);
-        } else {
-          out += static_cast<char>(c);
-        }
-      }
-      ++i;
-      continue;
-    }
-    // Multi-byte UTF-8: the same validation as text::escape_for_terminal.
-    const text::utf8_char u = text::decode_utf8(s, i);
-    const bool valid = u.len != 0;
-    const std::size_t len = u.len;
-    const std::uint32_t cp = u.cp;
-    if (!valid) {
-      u_escape(0xDC, c); // surrogateescape
-      ++i;
-      continue;
-    }
-    if (cp >= 0x80 && cp <= 0x9F) {
-      u_escape(0x00, static_cast<unsigned char>(cp)); // C1 control
-    } else {
-      out.append(s.substr(i, len));
-    }
-    i += len;
-  }
-  out += '"';
-}
-
 void append_json_value(std::string &out, const store::value &v) {
   std::visit(
       [&](const auto &x) {
@@ -179,14 +113,10 @@ void append_json_value(std::string &out, const store::value &v) {
         } else if constexpr (std::is_same_v<T, double>) {
           out += std::isfinite(x) ? format_real(x) : std::string("null");
         } else if constexpr (std::is_same_v<T, std::string>) {
-          append_json_string(out, x);
+          text::append_json_string(out, x);
         } else {
-          static constexpr char hex[] = "0123456789abcdef";
           out += '"';
-          for (const std::uint8_t b : x) {
-            out += hex[b >> 4];
-            out += hex[b & 0xF];
-          }
+          out += text::to_hex(std::string_view(reinterpret_cast<const char *>(x.data()), x.size()));
           out += '"';
         }
       },
@@ -196,13 +126,34 @@ void append_json_value(std::string &out, const store::value &v) {
 std::string json_object(const std::vector<std::string> &columns,
                         const std::vector<store::value> &row) {
   std::string out = "{";
+  std::vector<std::string> hex_keys; // the "_hex" members of this row so far
   for (std::size_t i = 0; i < row.size(); ++i) {
     if (i != 0) {
       out += ',';
     }
-    append_json_string(out, i < columns.size() ? std::string_view(columns[i]) : "");
+    const std::string_view key = i < columns.size() ? std::string_view(columns[i]) : "";
+    text::append_json_string(out, key);
     out += ':';
-    append_json_value(out, row[i]);
+    const auto *s = std::get_if<std::string>(&row[i]);
+    if (s == nullptr || text::append_json_string(out, *s)) {
+      if (s == nullptr) {
+        append_json_value(out, row[i]);
+      }
+      continue;
+    }
+    // Not valid UTF-8: the exact bytes in "<column>_hex", "_hex" added again while the name is
+    // a column of the result or another such member (keys stay unique).
+    std::string hex_key = std::string(key) + "_hex";
+    while (std::find(columns.begin(), columns.end(), hex_key) != columns.end() ||
+           std::find(hex_keys.begin(), hex_keys.end(), hex_key) != hex_keys.end()) {
+      hex_key += "_hex";
+    }
+    out += ',';
+    text::append_json_string(out, hex_key);
+    out += ":\"";
+    out += text::to_hex(*s);
+    out += '"';
+    hex_keys.push_back(std::move(hex_key));
   }
   out += '}';
   return out;

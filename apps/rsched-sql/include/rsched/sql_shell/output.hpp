@@ -4,8 +4,8 @@
 //
 // CSV is data: text is written byte for byte as stored (any bytes, not only UTF-8) unless the
 // caller asks for terminal escaping (stdout is a terminal). JSON is data too and is always safe on
-// a terminal (every control character is a \u escape; see append_json_string). The human modes
-// escape every text cell and column name through rsched::text::escape_for_terminal, whatever
+// a terminal (every control character is a \u escape; see text::append_json_string). The human
+// modes escape every text cell and column name through rsched::text::escape_for_terminal, whatever
 // stdout is, so they never carry a raw control byte; they also show ns columns with units and
 // UTC ns timestamps as times in the display zone.
 #include "rsched/base/timefmt.hpp"
@@ -40,18 +40,14 @@ void append_csv_field(std::string &out, const store::value &v, bool escape_text)
 std::string csv_record(const std::vector<store::value> &row, bool escape_text);
 std::string csv_header(const std::vector<std::string> &columns, bool escape_text);
 
-// Appends `s` as a JSON string (with the quotes). '"' and '\' are escaped, \b \f \n \r \t as
-// such, other C0 controls, DEL and the C1 controls (U+0080..U+009F) as \u00XX; valid UTF-8 passes
-// through. A byte that is not part of valid UTF-8 becomes \udcXX (XX the byte, a lone low
-// surrogate: Python's "surrogateescape"), so the exact bytes can be recovered and valid text is
-// never confused with them.
-void append_json_string(std::string &out, std::string_view s);
-
-// Appends one value as JSON: null, integer, real (non-finite: null), string, blob as a string of
-// lowercase hex.
+// Appends one value as JSON: null, integer, real (non-finite: null), string (per
+// text::append_json_string: U+FFFD for each byte that is not part of valid UTF-8), blob as a
+// string of lowercase hex.
 void append_json_value(std::string &out, const store::value &v);
 
-// One JSON object {"col":value,...} for a row (no line end).
+// One JSON object {"col":value,...} for a row (no line end). A text value that is not valid UTF-8
+// is followed by a member "<col>_hex" with its exact bytes in lowercase hex (rsched/base/text.hpp);
+// when a column of the result already has that name, "_hex" is added again until the name is free.
 std::string json_object(const std::vector<std::string> &columns,
                         const std::vector<store::value> &row);
 

@@ -108,6 +108,31 @@ inline std::size_t display_width(std::string_view s) {
   return w;
 }
 
+// ---- JSON ----------------------------------------------------------------------------------
+// Every JSON rsched writes (rsched-sql --json/--jsonl, export perfetto) is valid UTF-8 that strict
+// parsers accept (jq; Python's json.loads of the bytes decoded as strict UTF-8): no raw control
+// byte, no lone surrogate escape. Text that is not valid UTF-8 (a comm or cgroup name is any bytes)
+// is written lossy and exact side by side:
+//   comm = "a\xff\xfeb"   ->   "comm":"a<U+FFFD><U+FFFD>b","comm_hex":"61fffe62"
+// the string has U+FFFD for each byte that is not part of valid UTF-8, and, only then, a sibling
+// member named with "_hex" added holds the exact bytes in lowercase hex
+// (bytes.fromhex(obj["comm_hex"]) gives them back). Without a "_hex" member the string is exact.
+
+// Appends `s` as a JSON string literal with its quotes. '"' and '\' are escaped, \b \f \n \r
+// \t as such, the other C0 controls, DEL and the C1 controls (U+0080..U+009F) as \u00XX (so the
+// output is safe on a terminal); other valid UTF-8 passes through; each byte that is not part of
+// valid UTF-8 (a stray continuation byte, a truncated sequence, an overlong form, an encoded
+// surrogate, above U+10FFFF: decode_utf8's rules) becomes U+FFFD, written as its UTF-8 bytes.
+// Returns true when `s` was valid UTF-8 (the literal is exact), false when a byte was replaced.
+bool append_json_string(std::string &out, std::string_view s);
+
+// Lowercase hex of bytes: "61fffe62".
+std::string to_hex(std::string_view bytes);
+
+// Appends the member "key":"value" and, when `value` is not valid UTF-8, the member
+// "<key>_hex":"<to_hex(value)>" after it (with a comma).
+void append_json_text_member(std::string &out, std::string_view key, std::string_view value);
+
 // A duration in ns with a unit and three significant digits: "950 ns", "1.50 µs", "45.7 ms",
 // "12.3 s", "250 s"; whole ns below 1 µs print without decimals. `ns` must be finite.
 std::string format_duration_ns(double ns);
