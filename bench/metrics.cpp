@@ -1,13 +1,14 @@
 // What rschedd's /metrics costs on a big machine, synthetic: every interval 1,000 active threads
 // (in 200 cgroups, 300 comms, every thread metric with samples, 3 culprits each) on 64 CPUs.
 // Prints the recorder thread's share (metrics_state::add and the published copy), the render of
-// each format (once per interval and format, on the server's threads), the size of a scrape, and
+// each format (once per interval and format, on the server's thread), the size of a scrape, and
 // scrapes over loopback HTTP (one client, then four at once) with the recording-side cost
 // measured while they run.
 //   build/bench/rsched-metrics-bench [THREADS] [CPUS] [INTERVALS]
 #include "rsched/rschedd/metrics.hpp"
 
 #include "rsched/openmetrics/openmetrics.hpp"
+#include "rsched/rschedd/http_server.hpp"
 
 #include <fmt/format.h>
 #include <sys/socket.h>

@@ -7,6 +7,7 @@
 #include "rsched/collect/source.hpp"
 #include "rsched/rschedd/extras.hpp"
 #include "rsched/rschedd/filter.hpp"
+#include "rsched/rschedd/http_server.hpp"
 #include "rsched/rschedd/live.hpp"
 #include "rsched/rschedd/metrics.hpp"
 #include "rsched/rschedd/options.hpp"

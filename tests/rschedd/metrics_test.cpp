@@ -2,6 +2,7 @@
 // series, that every series only grows, the numbers against the intervals they came from, hostile
 // names, content negotiation, the HTTP server's bounds and the textfile. No root, no BPF.
 #include "rsched/openmetrics/openmetrics.hpp"
+#include "rsched/rschedd/http_server.hpp"
 #include "rsched/rschedd/metrics.hpp"
 
 #include "support/net.hpp"
@@ -11,7 +12,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <arpa/inet.h>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -139,6 +143,137 @@ std::string get(const std::string &path, const std::string &accept = "") {
   return "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
          (accept.empty() ? std::string() : "Accept: " + accept + "\r\n") + "\r\n";
 }
+
+using clk = std::chrono::steady_clock;
+
+double ms_since(clk::time_point t) {
+  return std::chrono::duration<double, std::milli>(clk::now() - t).count();
+}
+
+// A non-blocking TCP socket connecting to 127.0.0.1:`port` (the connection may still be under
+// way), or -1.
+int connect_nonblocking(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return -1;
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// GET /metrics as a scraper with a deadline does it: connecting, sending and reading the whole
+// reply (the server closes after it) all within `deadline_ms`. The reply, empty when it did not
+// all come in time.
+std::string scrape_within(int port, int deadline_ms) {
+  const auto start = clk::now();
+  const auto left = [&] { return deadline_ms - static_cast<int>(ms_since(start)); };
+  const int fd = connect_nonblocking(port);
+  if (fd < 0) {
+    return {};
+  }
+  std::string reply;
+  pollfd p{fd, POLLOUT, 0};
+  if (poll(&p, 1, std::max(left(), 0)) == 1 && (p.revents & POLLOUT) != 0) {
+    const std::string req = get("/metrics");
+    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      p = {fd, POLLIN, 0};
+      while (left() > 0 && poll(&p, 1, left()) == 1) {
+        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0) {
+          close(fd);
+          return left() >= 0 ? reply : std::string();
+        }
+        if (n < 0) {
+          break;
+        }
+        reply.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+  }
+  close(fd);
+  return {};
+}
+
+// Whether the server has closed `fd` (EOF or reset), waiting at most `wait_ms`.
+bool closed_by_server(int fd, int wait_ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, wait_ms) != 1) {
+    return false;
+  }
+  char c = 0;
+  return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+// Slowloris: `n` clients that each send one byte of a request every 1 to 2 s, and connect
+// again when the server closes them; all on one thread.
+class tricklers {
+public:
+  tricklers(int port, int n) : thread_([this, port, n] { run(port, n); }) {}
+  ~tricklers() {
+    stop_ = true;
+    thread_.join();
+  }
+  tricklers(const tricklers &) = delete;
+  tricklers &operator=(const tricklers &) = delete;
+  // How many times the server closed one of them.
+  [[nodiscard]] std::uint64_t closed() const { return closed_; }
+
+private:
+  void run(int port, int n) {
+    const std::string req =
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nUser-Agent: " + std::string(300, 'a') + "\r\n\r\n";
+    struct client {
+      int fd = -1;
+      std::size_t sent = 0;
+      clk::time_point next;
+    };
+    std::vector<client> cs(static_cast<std::size_t>(n));
+    std::uint64_t turn = 0;
+    const auto pause = [&] { return std::chrono::milliseconds(1000 + (turn++ * 277) % 1000); };
+    while (!stop_) {
+      for (auto &c : cs) {
+        const auto now = clk::now();
+        if (c.fd < 0) {
+          c.fd = connect_nonblocking(port);
+          c.sent = 0;
+          c.next = now + pause();
+          continue;
+        }
+        pollfd p{c.fd, POLLIN | POLLRDHUP, 0};
+        if (poll(&p, 1, 0) == 1) { // a reply, EOF, a reset or a failed connect
+          close(c.fd);
+          c.fd = -1;
+          ++closed_;
+          continue;
+        }
+        if (now >= c.next) {
+          // Fails (ignored) while the connection is still being set up.
+          (void)send(c.fd, req.data() + c.sent % req.size(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          ++c.sent;
+          c.next = now + pause();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (auto &c : cs) {
+      if (c.fd >= 0) {
+        close(c.fd);
+      }
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> closed_{0};
+  std::thread thread_;
+};
 
 } // namespace
 
@@ -376,10 +511,9 @@ TEST_CASE("metrics_server: GET /metrics serves the latest interval in the format
   metrics_board board;
   board.publish(m);
   server_limits lim;
-  lim.workers = 2;
-  lim.queued = 2;
-  lim.timeout_s = 1;
-  lim.keep_alive_s = 1;
+  lim.max_connections = 6;
+  lim.header_timeout_ms = 1000;
+  lim.keep_alive_ms = 1000;
   auto srv = metrics_server::start({"127.0.0.1", 0}, board, lim);
   REQUIRE(srv);
   const int port = (*srv)->port();
@@ -407,8 +541,8 @@ TEST_CASE("metrics_server: GET /metrics serves the latest interval in the format
                           std::string(1'000'000, 'x');
   const std::string refused = http(port, big);
   CHECK(refused.rfind("HTTP/1.1 200", 0) != 0);
-  // Stalled clients (connected, never sending) hold a worker for at most the timeout: more of
-  // them than workers and queue together, and a scrape still gets through, while intervals are
+  // Stalled clients (connected, never sending), more of them than the server keeps open: the
+  // oldest make room for newer ones, and a scrape gets through at once, while intervals are
   // published all along (the recorder never waits for the server).
   std::vector<int> stalled;
   for (int i = 0; i < 8; ++i) {
@@ -420,7 +554,7 @@ TEST_CASE("metrics_server: GET /metrics serves the latest interval in the format
     m.add(interval(t0 + (i + 1) * s, {thread(1, "pg", "/a", 1)}), {});
     board.publish(m);
   }
-  reply = http(port, get("/metrics"), 20000);
+  reply = scrape_within(port, 2000);
   CHECK(reply.rfind("HTTP/1.1 200", 0) == 0);
   CHECK(reply.find("rsched_intervals_total 51") != std::string::npos);
   for (int fd : stalled) {
@@ -578,4 +712,187 @@ TEST_CASE("metrics_server: stopped right after it started (rschedd failing at st
   REQUIRE_FALSE(taken);
   CHECK(taken.err().msg.find("cannot listen on 127.0.0.1:") != std::string::npos);
   CHECK(taken.err().msg.find('\n') == std::string::npos);
+}
+
+TEST_CASE("metrics_server: 64 clients trickling their headers (slowloris) for 20 s; a scrape "
+          "every 0.5 s is answered within 2 s, and recording goes on",
+          "[metrics]") {
+  metrics_config cfg;
+  cfg.start_ns = t0;
+  metrics_state m(cfg);
+  metrics_board board;
+  board.publish(m);
+  auto srv = metrics_server::start({"127.0.0.1", 0}, board);
+  REQUIRE(srv);
+  const int port = (*srv)->port();
+
+  std::atomic<bool> stop{false};
+  double worst_publish_ms = 0;
+  std::thread recorder([&] { // an interval every 100 ms
+    for (int i = 1; !stop; ++i) {
+      m.add(interval(t0 + i * s, {thread(1, "pg", "/a", 1)}), {});
+      const auto t = clk::now();
+      board.publish(m);
+      worst_publish_ms = std::max(worst_publish_ms, ms_since(t));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  int scrapes = 0;
+  int late = 0;
+  std::uint64_t closed = 0;
+  {
+    tricklers attack(port, 64);
+    std::this_thread::sleep_for(std::chrono::seconds(1)); // all connected, trickling
+    const auto start = clk::now();
+    auto next = start;
+    while (clk::now() - start < std::chrono::seconds(20)) {
+      std::this_thread::sleep_until(next);
+      next += std::chrono::milliseconds(500);
+      const auto t = clk::now();
+      const std::string reply = scrape_within(port, 2000);
+      ++scrapes;
+      if (reply.rfind("HTTP/1.1 200", 0) != 0 ||
+          reply.find("rsched_intervals_total ") == std::string::npos) {
+        ++late;
+        WARN("scrape " << scrapes << " not answered within 2 s (" << ms_since(t) << " ms)");
+      }
+      if (clk::now() > next) {
+        next = clk::now();
+      }
+    }
+    closed = attack.closed();
+  }
+  stop = true;
+  recorder.join();
+  CHECK(scrapes >= 30);
+  CHECK(late == 0);
+  // The server closed the tricklers at their header deadline, again and again.
+  CHECK(closed >= 64 * 4);
+  CHECK(worst_publish_ms < 100);
+}
+
+TEST_CASE("metrics_server: 300 connections opened at once and left idle are closed at the "
+          "header deadline, and a scrape is answered meanwhile",
+          "[metrics]") {
+  metrics_board board;
+  metrics_config cfg;
+  cfg.start_ns = t0;
+  board.publish(metrics_state(cfg));
+  auto srv = metrics_server::start({"127.0.0.1", 0}, board);
+  REQUIRE(srv);
+  const int port = (*srv)->port();
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = connect_nonblocking(port);
+    REQUIRE(fd >= 0);
+    idle.push_back(fd);
+  }
+  const auto opened = clk::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string reply = scrape_within(port, 2000);
+  CHECK(reply.rfind("HTTP/1.1 200", 0) == 0);
+  // Not closed before the deadline (but for the few beyond the connection limit).
+  const auto still_open =
+      std::count_if(idle.begin(), idle.end(), [](int fd) { return !closed_by_server(fd, 0); });
+  CHECK(still_open >= 200);
+  // Every idle one is closed by the server within the deadline (2 s) and some slack.
+  int open = 0;
+  for (int fd : idle) {
+    const int left = 4000 - static_cast<int>(ms_since(opened));
+    open += closed_by_server(fd, std::max(left, 0)) ? 0 : 1;
+    close(fd);
+  }
+  CHECK(open == 0);
+  CHECK(scrape_within(port, 2000).rfind("HTTP/1.1 200", 0) == 0);
+}
+
+TEST_CASE("metrics_server: HEAD, 404, 405, an oversized head, pipelining, keep-alive rules and "
+          "the deadlines of a connection",
+          "[metrics]") {
+  metrics_config cfg;
+  cfg.start_ns = t0;
+  metrics_board board;
+  board.publish(metrics_state(cfg));
+  server_limits lim;
+  lim.header_timeout_ms = 500;
+  lim.keep_alive_ms = 500;
+  lim.keep_alive_max = 2;
+  auto srv = metrics_server::start({"127.0.0.1", 0}, board, lim);
+  REQUIRE(srv);
+  const int port = (*srv)->port();
+  const auto count = [](const std::string &text, const std::string &what) {
+    std::size_t n = 0;
+    for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) {
+      ++n;
+    }
+    return n;
+  };
+
+  // HEAD: the headers of GET (its Content-Length), no body.
+  const std::string got = http(port, get("/metrics"));
+  const std::string length = got.substr(got.find("Content-Length: "));
+  std::string head = http(port, "HEAD /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+  CHECK(head.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(head.find(length.substr(0, length.find('\r'))) != std::string::npos);
+  CHECK(head.ends_with("\r\n\r\n"));
+  CHECK(http(port, get("/")).find("\r\n\r\nrschedd: scheduler history metrics at /metrics\n") !=
+        std::string::npos);
+  CHECK(http(port, get("/metrics/x")).rfind("HTTP/1.1 404", 0) == 0);
+  const std::string post = http(port, "POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
+  CHECK(post.rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(post.find("Allow: GET, HEAD\r\n") != std::string::npos);
+  // A head over 8 KiB: 431 and closed (the rest of what it sent is read and dropped, so the
+  // reply is not lost to a reset).
+  const std::string big =
+      http(port, "GET /metrics HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n");
+  CHECK(big.rfind("HTTP/1.1 431", 0) == 0);
+  CHECK(http(port, "GET /metrics HTTP/2.0\r\n\r\n").rfind("HTTP/1.1 505", 0) == 0);
+  // Bytes that are no request (a TLS hello, with NULs): 400.
+  const std::string hello("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 15);
+  CHECK(http(port, hello).rfind("HTTP/1.1 400", 0) == 0);
+
+  // Pipelined, keep-alive: two answers, the second (keep_alive_max) says close and closes.
+  auto t = clk::now();
+  const std::string two = http(port, "GET /metrics HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n"
+                                     "GET /metrics HTTP/1.1\r\n\r\n");
+  CHECK(count(two, "HTTP/1.1 200") == 2);
+  CHECK(count(two, "Connection: keep-alive\r\n") == 1);
+  CHECK(count(two, "Connection: close\r\n") == 1);
+  CHECK(ms_since(t) < 400); // closed at once, not at a deadline
+  // HTTP/1.0: closed after one answer unless it asks for keep-alive.
+  t = clk::now();
+  const std::string one = http(port, "GET / HTTP/1.0\r\n\r\nGET / HTTP/1.0\r\n\r\n");
+  CHECK(count(one, "HTTP/1.1 200") == 1);
+  CHECK(one.find("Connection: close\r\n") != std::string::npos);
+  CHECK(ms_since(t) < 400);
+  const std::string ka =
+      http(port, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET / HTTP/1.0\r\n\r\n");
+  CHECK(count(ka, "HTTP/1.1 200") == 2);
+
+  // A head not complete within header_timeout_ms of the accept is closed then, however it
+  // trickles; an idle kept-alive connection keep_alive_ms after its answer.
+  int fd = test::connect_loopback(port);
+  REQUIRE(fd >= 0);
+  t = clk::now();
+  for (const char c : std::string("GET /metr")) {
+    REQUIRE(send(fd, &c, 1, MSG_NOSIGNAL) == 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  }
+  CHECK(closed_by_server(fd, 3000));
+  CHECK(ms_since(t) >= 450);
+  CHECK(ms_since(t) < 1500);
+  close(fd);
+  fd = test::connect_loopback(port);
+  REQUIRE(fd >= 0);
+  const std::string req = "GET / HTTP/1.1\r\n\r\n";
+  REQUIRE(send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+  pollfd p{fd, POLLIN, 0};
+  REQUIRE(poll(&p, 1, 2000) == 1);
+  char buf[4096];
+  CHECK(recv(fd, buf, sizeof buf, 0) > 0); // the answer
+  t = clk::now();
+  CHECK(closed_by_server(fd, 3000));
+  CHECK(ms_since(t) >= 400);
+  CHECK(ms_since(t) < 1500);
+  close(fd);
 }

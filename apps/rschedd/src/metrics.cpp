@@ -5,21 +5,16 @@
 #include "rsched/base/text.hpp"
 
 #include <fmt/format.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <fcntl.h>
-#include <httplib.h>
 #include <sstream>
 #include <unistd.h>
 #include <utility>
@@ -632,154 +627,6 @@ om::format negotiate(std::string_view accept) {
 std::string_view content_type(om::format f) {
   return f == om::format::openmetrics ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
                                       : "text/plain; version=0.0.4; charset=utf-8";
-}
-
-// --- metrics_server ---
-
-namespace {
-
-// cpp-httplib's pool has an unbounded queue: this one holds at most `max_queued` connections
-// and makes the accept loop wait when it is full (the kernel's backlog then fills, and further
-// connections are refused there), so a flood of connections costs a bounded amount of memory.
-class bounded_pool final : public httplib::TaskQueue {
-public:
-  bounded_pool(std::size_t workers, std::size_t max_queued) : max_(max_queued) {
-    for (std::size_t i = 0; i < workers; ++i) {
-      threads_.emplace_back([this] { work(); });
-    }
-  }
-  ~bounded_pool() override = default;
-  bounded_pool(const bounded_pool &) = delete;
-  bounded_pool &operator=(const bounded_pool &) = delete;
-
-  void enqueue(std::function<void()> fn) override {
-    std::unique_lock lock(mu_);
-    room_.wait(lock, [&] { return stop_ || jobs_.size() < max_; });
-    if (stop_) {
-      return;
-    }
-    jobs_.push_back(std::move(fn));
-    lock.unlock();
-    ready_.notify_one();
-  }
-  void shutdown() override {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    ready_.notify_all();
-    room_.notify_all();
-    for (auto &t : threads_) {
-      t.join();
-    }
-  }
-
-private:
-  void work() {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock lock(mu_);
-        ready_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty()) {
-          return; // stopping, nothing left
-        }
-        fn = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      room_.notify_one();
-      fn();
-    }
-  }
-
-  std::size_t max_;
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::condition_variable room_;
-  std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_;
-  bool stop_ = false;
-};
-
-} // namespace
-
-struct metrics_server::impl {
-  httplib::Server server;
-};
-
-result<std::unique_ptr<metrics_server>>
-metrics_server::start(const listen_address &a, metrics_board &board, const server_limits &lim) {
-  std::unique_ptr<metrics_server> s(new metrics_server());
-  s->impl_ = std::make_unique<impl>();
-  httplib::Server &srv = s->impl_->server;
-  srv.new_task_queue = [lim] { return new bounded_pool(lim.workers, lim.queued); };
-  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, with which a second
-  // rschedd on the same port would bind too and the kernel would split the scrapes between them.
-  srv.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  srv.set_payload_max_length(lim.max_body);
-  srv.set_read_timeout(lim.timeout_s, 0);
-  srv.set_write_timeout(lim.timeout_s, 0);
-  srv.set_keep_alive_max_count(lim.keep_alive_max);
-  srv.set_keep_alive_timeout(lim.keep_alive_s);
-  srv.Get("/metrics", [&board](const httplib::Request &req, httplib::Response &res) {
-    const om::format f = negotiate(req.get_header_value("Accept"));
-    const metrics_board::text t = board.render(f);
-    // The body is shared with the cache: a scrape copies it once into the response.
-    res.set_content(*t.body, std::string(content_type(f)).c_str());
-  });
-  srv.Get("/", [](const httplib::Request &, httplib::Response &res) {
-    res.set_content("rschedd: scheduler history metrics at /metrics\n", "text/plain");
-  });
-  errno = 0;
-  int port = a.port;
-  if (a.port == 0) {
-    port = srv.bind_to_any_port(a.host);
-    if (port < 0) {
-      port = -1;
-    }
-  } else if (!srv.bind_to_port(a.host, a.port)) {
-    port = -1;
-  }
-  if (port < 0) {
-    const int e = errno;
-    return make_error(fmt::format("cannot listen on {}:{} for --metrics-listen{}", a.host, a.port,
-                                  e != 0 ? fmt::format(" ({})", std::strerror(e)) : ""));
-  }
-  s->port_ = port;
-  s->address_ = a.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", a.host, port)
-                                                      : fmt::format("{}:{}", a.host, port);
-  // The server's threads (this one and the workers it starts) run at nice 10 and, created
-  // before the recorder switches to SCHED_FIFO, under the normal policy: scrapes yield to
-  // recording.
-  s->thread_ = std::thread([srv_ptr = &srv, done = &s->done_] {
-    (void)setpriority(PRIO_PROCESS, 0, 10);
-    srv_ptr->listen_after_bind();
-    *done = true;
-  });
-  // Server::stop() only acts on a running server: a stop before the accept loop has started
-  // would leave it accepting forever and the destructor's join waiting on it (rschedd exiting
-  // on a startup error right after this). Return once it runs.
-  for (int i = 0; i < 5000 && !srv.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!srv.is_running()) {
-    return make_error(fmt::format("the --metrics-listen server on {} did not start", s->address_));
-  }
-  return s;
-}
-
-metrics_server::~metrics_server() {
-  // stop() until the accept loop has ended: a stop that came before the loop ran is lost.
-  while (impl_ && thread_.joinable() && !done_) {
-    impl_->server.stop();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (thread_.joinable()) {
-    thread_.join();
-  }
 }
 
 // --- metrics_textfile ---

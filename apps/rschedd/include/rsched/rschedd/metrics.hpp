@@ -5,8 +5,8 @@
 //
 // The recorder thread only adds each interval to a metrics_state (~1.5 µs per thread
 // row) and publishes a copy of it (a few hundred KB at most: the series are bounded); rendering
-// the text happens on the reader's thread (the HTTP server's workers, the textfile writer), so a
-// slow, hostile or hammering scraper never holds up recording.
+// the text happens on the reader's thread (the HTTP server's event loop, http_server.hpp; the
+// textfile writer), so a slow, hostile or hammering scraper never holds up recording.
 //
 // Cardinality is bounded: per-CPU series (one per CPU that had data), and for cgroups, comms and
 // culprits at most `top` named series each plus one for the rest ("other"). Which keys are named
@@ -25,7 +25,6 @@
 #include "rsched/store/records.hpp"
 
 #include <array>
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -181,40 +180,6 @@ result<listen_address> parse_listen_address(std::string_view s);
 // application/openmetrics-text (unless with q=0), else the 0.0.4 text format.
 openmetrics::format negotiate(std::string_view accept);
 std::string_view content_type(openmetrics::format f);
-
-// How much a scraper may take of the server (the defaults are rschedd's).
-struct server_limits {
-  std::size_t workers = 4;          // connections served at once
-  std::size_t queued = 8;           // accepted and waiting; then the accept loop waits (backlog)
-  std::size_t max_body = 8192;      // bytes of a request body (a scrape has none)
-  int timeout_s = 5;                // reading a request, writing a response
-  int keep_alive_s = 2;             // an idle kept-alive connection holds a worker this long
-  std::size_t keep_alive_max = 100; // requests per connection
-};
-
-// GET /metrics on a small pool of worker threads (cpp-httplib), within server_limits: a flood of
-// connections costs bounded memory and threads, a stalled client at most timeout_s of one worker.
-// Recording never waits for it (the board is only read).
-class metrics_server {
-public:
-  static result<std::unique_ptr<metrics_server>>
-  start(const listen_address &a, metrics_board &board, const server_limits &lim = {});
-  ~metrics_server();
-  metrics_server(const metrics_server &) = delete;
-  metrics_server &operator=(const metrics_server &) = delete;
-  [[nodiscard]] int port() const { return port_; }
-  [[nodiscard]] const std::string &address() const { return address_; }
-
-  struct impl;
-
-private:
-  metrics_server() = default;
-  std::unique_ptr<impl> impl_;
-  std::thread thread_;
-  std::atomic<bool> done_{false}; // the accept loop has returned
-  int port_ = 0;
-  std::string address_;
-};
 
 // --metrics-textfile FILE: after each published interval the 0.0.4 text (what node_exporter's
 // textfile collector reads) goes to a temporary with an unpredictable name beside FILE, then
