@@ -3,8 +3,8 @@
 # python3 and chromium (headless) are for the tests of rsched-sql's pictures (tests/pictures);
 # fonts-dejavu-core is the font the SVGs and the report ask for first; prometheus brings promtool,
 # which backfills rsched-sql's OpenMetrics export and scrapes rschedd's /metrics in tests (label
-# "tools" and "root"). libcpp-httplib-dev: the HTTP server of rschedd --metrics-listen. systemd
-# brings systemd-analyze, which checks the unit and its metrics drop-in (tests/dist).
+# "tools" and "root"). systemd brings systemd-analyze, which checks the unit and its metrics
+# drop-in (tests/dist). rschedd's /metrics endpoint needs no HTTP library (its own epoll loop).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -12,7 +12,6 @@ apt-get install -y -q --no-install-recommends \
   ca-certificates cmake make g++ pkg-config \
   clang clang-15 llvm libbpf-dev bpftool \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
-  libcpp-httplib-dev \
   nlohmann-json3-dev libhowardhinnant-date-dev libcli11-dev \
   stress-ng tmux procps systemd \
   python3 chromium fonts-dejavu-core prometheus
