@@ -896,3 +896,37 @@ TEST_CASE("metrics_server: HEAD, 404, 405, an oversized head, pipelining, keep-a
   CHECK(ms_since(t) < 1500);
   close(fd);
 }
+
+TEST_CASE("metrics_server: an IPv6 address ([::1]:0)", "[metrics]") {
+  metrics_board board;
+  auto srv = metrics_server::start({"::1", 0}, board);
+  if (!srv) { // a host without IPv6 loopback
+    WARN("no IPv6 here: " << srv.err().msg);
+    CHECK(srv.err().msg.find("cannot listen on ::1:0") != std::string::npos);
+    return;
+  }
+  const int port = (*srv)->port();
+  CHECK((*srv)->address() == "[::1]:" + std::to_string(port));
+  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(static_cast<std::uint16_t>(port));
+  a.sin6_addr = in6addr_loopback;
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
+  const std::string req = "GET / HTTP/1.0\r\n\r\n";
+  REQUIRE(send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+  std::string reply;
+  char buf[4096];
+  pollfd p{fd, POLLIN, 0};
+  while (poll(&p, 1, 2000) == 1) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      break;
+    }
+    reply.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  CHECK(reply.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(reply.ends_with("rschedd: scheduler history metrics at /metrics\n"));
+}
