@@ -1,0 +1,1 @@
+SELECT comm, hist_percentile(hist, 99), hist_max(hist) FROM sched_delay GROUP BY comm

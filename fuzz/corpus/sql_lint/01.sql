@@ -1,0 +1,1 @@
+SELECT HIST_MEAN(d.hist), count(*) FROM sched_delay AS d

@@ -1,0 +1,1 @@
+select count(*), hist_count("hist") from sched_delay

@@ -1,0 +1,1 @@
+SELECT comm, round(hist_pct(hist, 99) / 1e6, 1) FROM sched_delay GROUP BY 1

@@ -1,0 +1,1 @@
+SELECT comm FROM sched_delay GROUP BY comm ORDER BY hist_fraction_above(hist, '1ms')

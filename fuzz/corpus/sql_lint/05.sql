@@ -1,0 +1,1 @@
+SELECT * FROM (SELECT comm, hist_count_above(hist, 5) AS n FROM sched_delay GROUP BY comm)

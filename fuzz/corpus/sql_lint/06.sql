@@ -1,0 +1,1 @@
+WITH x AS (SELECT max(ts), hist_max(hist) FROM sched_delay) SELECT * FROM x

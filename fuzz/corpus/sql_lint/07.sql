@@ -1,0 +1,1 @@
+SELECT hist_max(hist) FROM sched_delay UNION ALL SELECT hist_max(hist) FROM sched_delay GROUP BY comm

@@ -1,0 +1,1 @@
+SELECT comm, hist_merge(hist) AS m FROM sched_delay GROUP BY comm ORDER BY hist_max(m)

@@ -1,0 +1,1 @@
+SELECT hist_max(hist), sum(count) OVER (PARTITION BY comm ORDER BY ts) FROM sched_delay

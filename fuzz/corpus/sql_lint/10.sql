@@ -1,0 +1,1 @@
+SELECT comm, count(*) FILTER (WHERE hist_max(hist) > 5) FROM sched_delay GROUP BY comm

@@ -1,0 +1,1 @@
+SELECT hist_max(X'01'), count(*) FROM sched_delay

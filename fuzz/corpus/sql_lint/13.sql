@@ -1,0 +1,1 @@
+SELECT "hist_max(hist)" FROM t GROUP BY 1

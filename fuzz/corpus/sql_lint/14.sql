@@ -1,0 +1,1 @@
+SELECT comm, count(*) FROM sched_delay GROUP BY comm; SELECT hist_max(hist) FROM sched_delay

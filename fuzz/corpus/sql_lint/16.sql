@@ -1,0 +1,1 @@
+SELECT comm, hist_percentile(hist, 99) FROM sched_delay WHERE ts BETWEEN 10 AND 20 GROUP BY comm

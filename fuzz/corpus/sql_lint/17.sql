@@ -1,0 +1,1 @@
+select sum(count) from sched_delay where 10 < ts and ts<=20

@@ -1,0 +1,1 @@
+SELECT ts / 60e9, sum(count) FROM sched_delay GROUP BY 1

@@ -1,0 +1,1 @@
+SELECT sum(count) / sum(dur) FROM sched_delay

@@ -1,0 +1,1 @@
+SELECT comm, sum(count) FROM sched_delay WHERE comm = 'ts, dur' AND ts > :since GROUP BY comm

@@ -1,0 +1,1 @@
+SELECT [count], `hist`, @p, $x FROM sched_delay
