@@ -142,6 +142,18 @@ TEST_CASE("format_time in UTC and round trips", "[base]") {
   }
 }
 
+TEST_CASE("format_time at the ends of the 64-bit range", "[base]") {
+  // The first second of the range: its whole second times 1e9 is below INT64_MIN (found by
+  // fuzz/timefmt_fuzz.cpp; the overflow is UB, which the sanitizer build stops on).
+  constexpr std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const zone utc = zone::utc();
+  CHECK(format_time(min, utc) == "1677-09-21 00:12:43.145+00:00");
+  CHECK(format_time(min + 854'775'807, utc) == "1677-09-21 00:12:43.999+00:00");
+  CHECK(format_time(max, utc) == "2262-04-11 23:47:16.854+00:00");
+  CHECK(format_time(min, named("Europe/Berlin")) == "1677-09-21 01:06:11.145+00:53");
+}
+
 TEST_CASE("zone::parse", "[base]") {
   CHECK(zone::parse("UTC")->k == zone::kind::utc);
   CHECK(zone::parse("utc")->k == zone::kind::utc);

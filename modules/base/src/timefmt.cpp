@@ -515,7 +515,12 @@ result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns, const 
 std::string format_time(std::int64_t utc_ns, const zone &z) {
   using namespace detail;
   const std::int64_t secs = floor_div(utc_ns, ns_per_s);
-  const std::int64_t sub = utc_ns - secs * ns_per_s;
+  // Not utc_ns - secs * ns_per_s: in the first second of the range (1677-09-21 00:12:43.145..)
+  // secs * ns_per_s is below INT64_MIN.
+  std::int64_t sub = utc_ns % ns_per_s;
+  if (sub < 0) {
+    sub += ns_per_s;
+  }
   const std::int64_t off = offset_at(secs, z);
   const std::int64_t local = secs + off;
   const std::int64_t days = floor_div(local, 86400);
