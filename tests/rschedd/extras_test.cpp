@@ -142,7 +142,7 @@ TEST_CASE("banner: upstream's lines, hostile patterns escaped", "[rschedd]") {
   CHECK(b.find("  - PID: 42\n") != std::string::npos);
   CHECK(b.find("  - Runtime limit: 5 seconds\n") != std::string::npos);
   CHECK(b.find("  - Metric groups: latency, slice\n") != std::string::npos);
-  auto plain = parse_options({});
+  auto plain = parse_options({"--no-db"});
   REQUIRE(plain);
   CHECK(banner(*plain) == "Starting rsched\n");
 }

@@ -1,4 +1,5 @@
 #include "rsched/rschedd/options.hpp"
+#include "rsched/rschedd/startup.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -153,6 +154,55 @@ TEST_CASE("rschedd retention and map size options", "[rschedd]") {
     CHECK(e.err().msg.find('\n') == std::string::npos);
     CHECK(e.err().msg.find(args[0]) != std::string::npos);
   }
+}
+
+TEST_CASE("a --keep-* value without a unit is refused in one line naming the flag and the units",
+          "[rschedd]") {
+  // Read as seconds, "--keep-raw 2" (meant as two days) kept two seconds of history.
+  for (const std::string flag : {"--keep-raw", "--keep-1m", "--keep-1h"}) {
+    for (const std::string v : {"2", "365", "1.5", "30 "}) {
+      for (const auto &args : std::vector<std::vector<std::string>>{{flag, v}, {flag + "=" + v}}) {
+        auto e = parse_options(args);
+        INFO(flag << " '" << v << "'");
+        REQUIRE_FALSE(e.ok());
+        const std::string bare = v == "30 " ? "30" : v;
+        CHECK(e.err().msg == flag + " " + bare + ": a duration needs a unit (" + bare + "d? " +
+                                 bare + "h?): s, m, h, d, w");
+      }
+    }
+  }
+  // With a unit (any the time grammar knows) or 0 (forever) it is taken as before.
+  auto o = parse_options(
+      {"--keep-raw", "2d", "--keep-1m", "36h", "--keep-1h=1w", "--keep-raw", "90 minutes"});
+  REQUIRE(o.ok());
+  CHECK(o->keep.keep_raw_ns == 90LL * 60 * 1'000'000'000);
+  CHECK(o->keep.keep_1m_ns == 36LL * 3600 * 1'000'000'000);
+  CHECK(o->keep.keep_1h_ns == 7LL * 86400 * 1'000'000'000);
+  auto forever = parse_options({"--keep-1h", "0"});
+  REQUIRE(forever.ok());
+  CHECK(forever->keep.keep_1h_ns == 0);
+}
+
+TEST_CASE("the retention in effect is in \"Options active\"", "[rschedd]") {
+  auto d = parse_options({});
+  REQUIRE(d.ok());
+  const std::string b = rsched::rschedd::banner(*d);
+  INFO(b);
+  CHECK(b == "Starting rsched\nOptions active:\n"
+             "  - Retention: raw 2d, 1m 30d, 1h 365d; size cap 8G\n");
+  auto o = parse_options(
+      {"--keep-raw", "36h", "--keep-1m", "90m", "--keep-1h", "0", "--max-size", "1536M"});
+  REQUIRE(o.ok());
+  CHECK(rsched::rschedd::banner(*o).find(
+            "  - Retention: raw 36h, 1m 90m, 1h forever; size cap 1536M\n") != std::string::npos);
+  auto n = parse_options({"--max-size", "0", "--keep-raw", "1.5s"});
+  REQUIRE(n.ok());
+  CHECK(rsched::rschedd::banner(*n).find("1m 30d, 1h 365d; size cap none\n") != std::string::npos);
+  CHECK(rsched::rschedd::banner(*n).find("raw 1500ms") != std::string::npos);
+  // Recording nothing, there is nothing to keep.
+  auto live = parse_options({"--no-db"});
+  REQUIRE(live.ok());
+  CHECK(rsched::rschedd::banner(*live) == "Starting rsched\n");
 }
 
 TEST_CASE("rschedd --view and --rt-priority", "[rschedd]") {

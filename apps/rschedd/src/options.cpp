@@ -98,10 +98,20 @@ static result<std::uint64_t> parse_u64(const std::string &flag, const std::strin
 }
 } // namespace detail
 
-// "2d", "30d", "12h", "0" (forever): a duration of the time grammar (rsched-sql's dur()).
+// "2d", "30d", "12h", "0" (forever): a duration of the time grammar (rsched-sql's dur()) with
+// its unit. A bare number is refused: the grammar would read it as seconds, and "--keep-raw 2"
+// meant as two days kept two seconds of history.
 static result<std::int64_t> parse_keep(const std::string &flag, const std::string &v) {
   if (v == "0") {
     return std::int64_t{0};
+  }
+  const auto first = v.find_first_not_of(' ');
+  const auto last = v.find_last_not_of(' ');
+  const std::string bare = first == std::string::npos ? v : v.substr(first, last - first + 1);
+  if (!bare.empty() && bare.find_first_not_of("0123456789.") == std::string::npos &&
+      bare.find_first_of("0123456789") != std::string::npos) {
+    return make_error(flag + " " + bare + ": a duration needs a unit (" + bare + "d? " + bare +
+                      "h?): s, m, h, d, w");
   }
   auto d = timefmt::parse_duration(v);
   if (!d || *d <= 0) {

@@ -7,9 +7,12 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cerrno>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace rsched::rschedd {
 
@@ -21,6 +24,40 @@ std::string escaped_list(const std::vector<std::string> &v) {
     s += (s.empty() ? "" : ", ") + text::escape_for_terminal(x);
   }
   return s;
+}
+
+// A retention as --keep-* takes it: the largest unit that divides it exactly ("2d", "12h",
+// "90m"), "forever" for 0.
+std::string keep_label(std::int64_t ns) {
+  if (ns <= 0) {
+    return "forever";
+  }
+  constexpr std::array<std::pair<std::int64_t, const char *>, 7> units{{{86'400'000'000'000, "d"},
+                                                                        {3'600'000'000'000, "h"},
+                                                                        {60'000'000'000, "m"},
+                                                                        {1'000'000'000, "s"},
+                                                                        {1'000'000, "ms"},
+                                                                        {1'000, "us"},
+                                                                        {1, "ns"}}};
+  for (const auto &[per, unit] : units) {
+    if (ns % per == 0) {
+      return fmt::format("{}{}", ns / per, unit);
+    }
+  }
+  return fmt::format("{}ns", ns);
+}
+
+// A size as --max-size takes it: "8G", "500M", "4096"; "none" for 0.
+std::string size_label(std::uint64_t bytes) {
+  if (bytes == 0) {
+    return "none";
+  }
+  for (const auto &[shift, unit] : {std::pair{40U, "T"}, {30U, "G"}, {20U, "M"}, {10U, "K"}}) {
+    if (bytes % (std::uint64_t{1} << shift) == 0) {
+      return fmt::format("{}{}", bytes >> shift, unit);
+    }
+  }
+  return std::to_string(bytes);
 }
 
 } // namespace
@@ -86,6 +123,12 @@ std::string banner(const options &opt) {
     add((g.groups & RSCHED_G_BLAME) != 0, "blame");
     add(g.pressure, "pressure");
     active += "  - Metric groups: " + escaped_list(names) + "\n";
+  }
+  if (!opt.no_db) {
+    // Always shown: how long each tier is kept decides what can still be asked tomorrow.
+    active += fmt::format("  - Retention: raw {}, 1m {}, 1h {}; size cap {}\n",
+                          keep_label(opt.keep.keep_raw_ns), keep_label(opt.keep.keep_1m_ns),
+                          keep_label(opt.keep.keep_1h_ns), size_label(opt.keep.max_bytes));
   }
   if (!active.empty()) {
     out += "Options active:\n" + active;

@@ -13,7 +13,8 @@
 
 namespace rsched::rschedd {
 
-// Upstream's startup banner (for stderr: stdout is the live display).
+// Upstream's startup banner (for stderr: stdout is the live display), plus the retention in
+// effect when recording to a database ("  - Retention: raw 2d, 1m 30d, 1h 365d; size cap 8G").
 std::string banner(const options &opt);
 
 // The perf group's counters, opened. Where the PMU is missing (as in most VMs) the IPC set
