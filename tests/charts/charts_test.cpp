@@ -135,6 +135,26 @@ TEST_CASE("the heatmap SVG: one cell per non-empty bucket with its numbers, gaps
   const std::string many = to_svg(std::vector<heatmap>{h, h}, "two", o);
   CHECK(count_of(many, "class=\"heatmap\"") == 2);
   CHECK(sum_of(many, "data-count") == 2 * h.total());
+  // An annotation's text is in the first panel only (outline, label, tooltip); the others
+  // have its fill.
+  CHECK(count_of(many, "class=\"mark\"") == 1);
+  CHECK(count_of(many, "deploy &lt;v42&gt;") == 2); // label and tooltip
+  CHECK(count_of(many, "fill=\"rgba(40,110,200,0.13)\"") == 2);
+  // Bands that overlap on screen are one fill; a text is cut to 200 characters in its tooltip,
+  // 40 in its label.
+  auto crowded = h;
+  crowded.marks.clear();
+  for (int i = 0; i < 1000; ++i) {
+    crowded.marks.push_back({t0 + 10 * sec + i, t0 + 10 * sec + i, std::string(5000, 'x')});
+  }
+  const std::string c = to_svg(crowded, o);
+  CHECK(count_of(c, "fill=\"rgba(40,110,200,0.13)\"") == 1);
+  CHECK(count_of(c, "class=\"mark\"") == 1000);
+  CHECK(c.find(std::string(201, 'x')) == std::string::npos);
+  CHECK(c.find(std::string(200, 'x') + "...") != std::string::npos);
+  CHECK(count_of(c, "more annotations not drawn") == 0);
+  crowded.marks_not_drawn = 12;
+  CHECK(count_of(to_svg(crowded, o), "12 more annotations not drawn") == 1);
 }
 
 TEST_CASE("the terminal heatmap fits the terminal, escape-free without colour", "[charts]") {

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -497,6 +498,120 @@ TEST_CASE("rsched-sql's output files never write through a planted link, and are
     ::unlink((file + ".tmp").c_str());
   }
   ::umask(old_umask);
+}
+
+namespace {
+
+// A copy of the history with `sql` run on it (annotations added), in `dir`.
+std::string history_with(temp_dir &dir, const std::string &name, const std::string &sql) {
+  const std::string path = dir.file(name);
+  for (const char *suffix : {"", "-wal"}) {
+    if (std::filesystem::exists(history() + suffix)) {
+      std::filesystem::copy_file(history() + suffix, path + suffix);
+    }
+  }
+  auto w = reader::open(path, false);
+  REQUIRE(w.ok());
+  const auto r = w->exec(sql, {});
+  INFO((r.ok() ? std::string() : r.err().msg));
+  REQUIRE(r.ok());
+  return path;
+}
+
+} // namespace
+
+TEST_CASE("the report bounds what it copies of annotations: a 20 MB text, 100,000 of them",
+          "[pictures]") {
+  // Once one 20 MB annotation made a 276 MB report (the text in every chart panel) and a
+  // million imported ones a 4.2 GB report in 133 s. Whatever the database holds, the report has
+  // at most 200 annotations (rsched::sql_shell::max_marks), each text read up to 4096
+  // characters (shown 200 in the table and in the pictures' tooltips, 40 as a label): here
+  // they add less than 1 MiB to the same report without them (about 4 MB: 180 columns, three
+  // heatmaps of four panels).
+  setenv("TZ", "UTC", 1);
+  temp_dir dir;
+  const std::string from = epoch(t0 + 60 * minute);
+  const std::string to = epoch(t0 + 120 * minute);
+  const std::string page = dir.file("r.html");
+  const auto plain = exec({binary, history(), "report", "--from", from, "--to", to, "-o", page});
+  REQUIRE(plain.status == 0);
+  const std::size_t bound = read_file(page).size() + (1U << 20);
+  SECTION("one 20 MB annotation: cut, escaped, in the document a few times, never whole") {
+    // 20 MB: a hostile start, then 'A's, then a tail that must never reach the report.
+    const std::string db = history_with(
+        dir, "big.db",
+        fmt::format(
+            "INSERT INTO annotations(start_ns, end_ns, source, text, created_ns) "
+            "VALUES({}, {}, 'import:big.csv', '<script>x</script>' || printf('%.*c', 20000000, "
+            "'A') || 'TAIL-NEVER-SHOWN', 0)",
+            t0 + 80 * minute, t0 + 85 * minute));
+    const auto r = exec({binary, db, "report", "--from", from, "--to", to, "-o", page});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::string html = read_file(page);
+    CHECK(html.size() < bound);
+    CHECK(html.find("TAIL-NEVER-SHOWN") == std::string::npos);
+    CHECK(html.find("<script") == std::string::npos); // hostile text is data
+    const std::string escaped = "&lt;script&gt;x&lt;/script&gt;";
+    // Its start: in the table (200 characters) and the cell's tooltip (4096 and the cut note);
+    // the label and tooltip of its band in the timeline, the heatmap and the first panel of the
+    // three small multiples.
+    CHECK(occurrences(html, escaped) == 12);
+    CHECK(html.find(std::string(4096 - 18, 'A') + "... [cut: the first 4096 characters]\"") !=
+          std::string::npos);
+    CHECK(html.find(std::string(4096 - 18 + 1, 'A')) == std::string::npos);
+    CHECK(occurrences(html, "A... [cut: the first 4096 characters]") == 1);
+    CHECK(occurrences(html, "&gt;" + std::string(200 - 18, 'A') + "...") == 6); // table, pictures
+    CHECK(parse_check(page, true).rfind("ok ", 0) == 0);
+    // What load_marks hands the pictures: the text cut in SQL, with its note.
+    auto rd = reader::open(db, true);
+    REQUIRE(rd.ok());
+    auto m = rsched::sql_shell::load_marks(*rd, t0 + 60 * minute, t0 + 120 * minute);
+    REQUIRE(m.ok());
+    CHECK(m->total == 2);
+    REQUIRE(m->marks.size() == 2);
+    const auto &big = m->marks[0].start == t0 + 80 * minute ? m->marks[0] : m->marks[1];
+    CHECK(big.text.size() == rsched::sql_shell::mark_text_chars +
+                                 std::string(rsched::sql_shell::mark_cut_note).size());
+    CHECK(big.text.rfind("<script>x</script>AAA", 0) == 0);
+  }
+  SECTION("100,000 annotations in the window: 200 listed, the rest counted") {
+    const std::string db = history_with(
+        dir, "many.db",
+        fmt::format("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < "
+                    "99999) INSERT INTO annotations(start_ns, end_ns, source, text, created_ns) "
+                    "SELECT {} + i * 36000000, NULL, 'import:bulk.csv', 'bulk <' || i || '>', 0 "
+                    "FROM n",
+                    t0 + 60 * minute));
+    const auto r = exec({binary, db, "report", "--from", from, "--to", to, "-o", page});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::string html = read_file(page);
+    CHECK(html.size() < bound);
+    CHECK(parse_check(page, true).rfind("ok ", 0) == 0);
+    // The annotation written by hand comes first, whatever was imported.
+    CHECK(html.find("deploy &lt;v2&gt; &amp; &quot;rollback&quot;") != std::string::npos);
+    const auto table = html.find("<h2>Annotations</h2>");
+    REQUIRE(table != std::string::npos);
+    const std::string rows = html.substr(table, html.find("</table>", table) - table);
+    CHECK(occurrences(rows, "<tr><td>") == 200);
+    CHECK(html.find("99801 more not shown: 100001 annotations overlap the window") !=
+          std::string::npos);
+    CHECK(occurrences(html, "99801 more annotations not drawn") == 5); // each picture says so
+    // A plot over several hosts (--host) draws at most as many, hand-written ones first.
+    const std::string svg = dir.file("p.svg");
+    const auto p = exec({binary, "--host", "a=" + db, "--host", "b=" + history(), "plot", "-c",
+                         fmt::format("SELECT bucket(ts, '1m') AS t, count(*) AS n FROM "
+                                     "sched_delay WHERE ts >= t('{}') AND ts < t('{}') GROUP BY 1",
+                                     from, to),
+                         "-o", svg});
+    INFO(p.err);
+    REQUIRE(p.status == 0);
+    const std::string plot = read_file(svg);
+    CHECK(occurrences(plot, "class=\"mark\"") == 200);
+    CHECK(occurrences(plot, "<title>deploy &lt;v2&gt;") == 2); // one per host
+    CHECK(plot.find("more annotations not drawn</text>") != std::string::npos);
+  }
 }
 
 TEST_CASE("bad picture arguments are one-line errors with exit 2", "[pictures]") {

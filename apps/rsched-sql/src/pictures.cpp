@@ -226,26 +226,74 @@ std::vector<charts::span> gaps_of(store::reader &db, std::int64_t a, std::int64_
   return out;
 }
 
-std::vector<charts::span> marks_of(store::reader &db, std::int64_t a, std::int64_t b) {
-  std::vector<charts::span> out;
-  if (!has_object(db, "annotations")) {
-    return out;
-  }
-  if (auto r = query(db, fmt::format("SELECT start_ns, coalesce(end_ns, start_ns), text FROM "
-                                     "annotations WHERE start_ns < {} AND coalesce(end_ns, "
-                                     "start_ns) >= {} ORDER BY start_ns",
-                                     b, a))) {
-    for (const auto &row : r->rows) {
-      const auto s = int_of(row[0]);
-      const auto e = int_of(row[1]);
-      if (s && e) {
-        const auto *t = std::get_if<std::string>(&row[2]);
-        out.push_back({*s, *e, t != nullptr ? *t : std::string()});
+// The length in bytes of the first `n` characters of `s` as SQLite's substr() counts them (a
+// byte from 0xC0 up takes the continuation bytes after it), or nullopt when `s` has no more.
+std::optional<std::size_t> sqlite_chars(std::string_view s, std::size_t n) {
+  std::size_t i = 0;
+  for (std::size_t c = 0; c < n; ++c) {
+    if (i >= s.size()) {
+      return std::nullopt;
+    }
+    if (static_cast<unsigned char>(s[i++]) >= 0xC0) {
+      while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) {
+        ++i;
       }
     }
   }
+  return i < s.size() ? std::optional<std::size_t>(i) : std::nullopt;
+}
+
+} // namespace
+
+result<mark_list> load_marks(store::reader &db, std::int64_t from, std::int64_t to) {
+  mark_list out;
+  if (!has_object(db, "annotations")) {
+    return out;
+  }
+  const std::string overlap =
+      fmt::format("start_ns < {} AND coalesce(end_ns, start_ns) >= {}", to, from);
+  auto n = query(db, "SELECT count(*) FROM annotations WHERE " + overlap);
+  if (!n) {
+    return n.err();
+  }
+  out.total = n->rows.empty() ? 0 : int_of(n->rows[0][0]).value_or(0);
+  if (out.total == 0) {
+    return out;
+  }
+  // The choice reads the times and the source only; the texts of the chosen rows alone are
+  // read, and only their first characters leave SQLite. Over several hosts the rows are
+  // (host, id).
+  const bool hosts = !db.hosts().empty();
+  auto r = query(
+      db, fmt::format("SELECT start_ns, coalesce(end_ns, start_ns), substr(text, 1, {0}) FROM "
+                      "annotations WHERE {1} IN (SELECT {2} FROM annotations WHERE {3} ORDER BY "
+                      "source LIKE 'import:%', coalesce(end_ns, start_ns) - start_ns DESC, "
+                      "start_ns, id LIMIT {4}) ORDER BY start_ns, id",
+                      mark_text_chars + 1, hosts ? "(host, id)" : "id", hosts ? "host, id" : "id",
+                      overlap, max_marks));
+  if (!r) {
+    return r.err();
+  }
+  for (const auto &row : r->rows) {
+    const auto s = int_of(row[0]);
+    const auto e = int_of(row[1]);
+    if (!s || !e) {
+      continue;
+    }
+    std::string text;
+    if (const auto *t = std::get_if<std::string>(&row[2])) {
+      text = *t;
+      if (const auto cut = sqlite_chars(text, mark_text_chars)) {
+        text.resize(*cut);
+        text += mark_cut_note;
+      }
+    }
+    out.marks.push_back({*s, *e, std::move(text)});
+  }
   return out;
 }
+
+namespace {
 
 std::string key_text(const store::value &v) {
   if (const auto *s = std::get_if<std::string>(&v)) {
@@ -409,7 +457,12 @@ result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatm
     }
   }
   const auto gaps = gaps_of(db, from, to);
-  const auto marks = marks_of(db, from, to);
+  mark_list marks;
+  if (a.marks) {
+    marks = *a.marks;
+  } else if (auto m = load_marks(db, from, to)) {
+    marks = std::move(*m);
+  }
   std::string what = a.view;
   if (!a.where.empty()) {
     what += " where " + a.where;
@@ -463,7 +516,8 @@ result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatm
       }
     }
     h.gaps = gaps;
-    h.marks = marks;
+    h.marks = marks.marks;
+    h.marks_not_drawn = marks.total - static_cast<std::int64_t>(marks.marks.size());
     h.source.clear();
     for (const auto &src : sources) {
       h.source += (h.source.empty() ? "" : " + ") + src;
@@ -535,7 +589,11 @@ result<charts::series_chart> load_plot(store::reader &db, const plot_args &a) {
   }
   if (!c.x.empty()) {
     c.gaps = gaps_of(db, c.x.front(), c.x.back());
-    c.marks = marks_of(db, c.x.front(), c.x.back());
+    auto m = a.marks ? result<mark_list>(*a.marks) : load_marks(db, c.x.front(), c.x.back());
+    if (m) {
+      c.marks = std::move(m->marks);
+      c.marks_not_drawn = m->total - static_cast<std::int64_t>(c.marks.size());
+    }
   }
   return c;
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace rsched::sql_shell {
 
@@ -55,6 +56,27 @@ figure { margin: 10px 0 18px 0; }
 figcaption { color: #555; font-size: 12px; margin-top: 2px; }
 )";
 
+// How many characters of an annotation's text the report shows in its table (the text read,
+// up to mark_text_chars, is the cell's tooltip when longer).
+constexpr std::size_t shown_chars = 200;
+
+// `s` cut to `n` characters (a UTF-8 lead byte with its continuation bytes, or any other byte),
+// "..." appended; nullopt when it is not longer.
+std::optional<std::string> shortened(const std::string &s, std::size_t n) {
+  std::size_t i = 0;
+  for (std::size_t c = 0; c < n && i < s.size(); ++c) {
+    if (static_cast<unsigned char>(s[i++]) >= 0xC0) {
+      while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) {
+        ++i;
+      }
+    }
+  }
+  if (i >= s.size()) {
+    return std::nullopt;
+  }
+  return s.substr(0, i) + "...";
+}
+
 std::string table_html(const std::vector<std::string> &head,
                        const std::vector<std::vector<std::pair<std::string, bool>>> &rows) {
   std::string out = "<table><tr>";
@@ -79,6 +101,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   base.from = a.from;
   base.to = a.to;
   base.where = a.where;
+  base.marks = mark_list{}; // read once the window is known, below
   // The window, as the heatmap reads it; the other pictures take it (and its step) from there.
   auto main_map = load_heatmap(db, base, svg_columns);
   if (!main_map) {
@@ -158,6 +181,18 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
             "error bound, docs/SQL.md).</p>\n";
   }
 
+  // The annotations of the window, read once, bounded (load_marks): drawn on the timeline and
+  // every heatmap, listed below.
+  auto marks = load_marks(db, from, to);
+  if (!marks) {
+    return marks.err();
+  }
+  base.marks = *marks;
+  for (auto &h : *main_map) {
+    h.marks = marks->marks;
+    h.marks_not_drawn = marks->total - static_cast<std::int64_t>(marks->marks.size());
+  }
+
   // Spikes, per comm, with their cause; they also mark the timeline.
   std::vector<charts::span> spike_marks;
   std::vector<std::vector<store::value>> spikes;
@@ -179,6 +214,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
     pa.title =
         "p50 and p99 scheduling delay per " + text::format_duration_ns(static_cast<double>(step));
     pa.log = true;
+    pa.marks = *marks;
     auto c = load_plot(db, pa);
     if (!c) {
       return c.err();
@@ -202,24 +238,26 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
           "<figcaption>Every sample of the window: time across, delay up (log2 rows), colour "
           "for how many.</figcaption></figure>\n";
 
-  if (has_object(db, "annotations")) {
-    auto n = query(db, fmt::format("SELECT start_ns, end_ns, text FROM annotations WHERE "
-                                   "start_ns < {} AND coalesce(end_ns, start_ns) >= {} ORDER BY "
-                                   "start_ns LIMIT 50",
-                                   to, from));
-    if (!n) {
-      return n.err();
+  if (!marks->marks.empty()) {
+    html += "<h2>Annotations</h2>\n<table><tr><th>from</th><th>until</th><th>text</th></tr>\n";
+    for (const auto &m : marks->marks) {
+      const auto cut = shortened(m.text, shown_chars);
+      html += fmt::format("<tr><td>{}</td><td>{}</td>{}{}</td></tr>\n",
+                          xml_text(timefmt::format_time(m.start, zone)),
+                          m.end != m.start ? xml_text(timefmt::format_time(m.end, zone))
+                                           : std::string("–"),
+                          cut ? "<td title=\"" + xml_text(m.text) + "\">" : std::string("<td>"),
+                          xml_text(cut ? *cut : m.text));
     }
-    if (!n->rows.empty()) {
-      html += "<h2>Annotations</h2>\n";
-      std::vector<std::vector<std::pair<std::string, bool>>> rows;
-      for (const auto &r : n->rows) {
-        const auto e = int_of(r[1]);
-        rows.push_back({{timefmt::format_time(int_of(r[0]).value_or(0), zone), false},
-                        {e ? timefmt::format_time(*e, zone) : std::string("–"), false},
-                        {text_of(r[2]), false}});
-      }
-      html += table_html({"from", "until", "text"}, rows);
+    html += "</table>\n";
+    const auto shown = static_cast<std::int64_t>(marks->marks.size());
+    if (marks->total > shown) {
+      html += fmt::format(
+          "<p class=\"note\">{} more not shown: {} annotations overlap the window, the table "
+          "and the pictures have {} of them (those not imported first, then the longest, then "
+          "the earliest). All of them: <code>SELECT * FROM annotations WHERE start_ns &lt; {} "
+          "AND coalesce(end_ns, start_ns) &gt;= {}</code></p>\n",
+          marks->total - shown, marks->total, shown, to, from);
     }
   }
 
@@ -316,6 +354,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
     }
   }
   heatmap_args cpu;
+  cpu.marks = *marks;
   cpu.view = "cpu_sched_delay";
   cpu.from_ns = from;
   cpu.to_ns = to;

@@ -142,6 +142,11 @@ std::string truncate_chars(std::string_view s, std::size_t n) {
   return i < s.size() ? std::string(s.substr(0, i)) + "..." : std::string(s);
 }
 
+// "999800 more annotations not drawn" when some were left out.
+std::string not_drawn(std::int64_t left_out) {
+  return fmt::format("{} more annotation{} not drawn", left_out, left_out == 1 ? "" : "s");
+}
+
 // The width of a label of font-size 10 (XML-escaped text): about 6 px a character, an entity
 // one character.
 double label_width(std::string_view xml) {
@@ -208,23 +213,35 @@ void mark_fills(std::string &out, const frame &f, std::int64_t from, std::int64_
   const auto x_of = [&](std::int64_t t) {
     return f.left + f.width * static_cast<double>(std::clamp(t, from, to) - from) / window;
   };
+  // Bands that overlap on screen are one fill: at most one rect per couple of pixels, however
+  // many annotations the window holds.
+  std::vector<std::pair<double, double>> xs;
   for (const auto &m : marks) {
     if (m.end < from || m.start >= to) {
       continue;
     }
     const double x0 = x_of(m.start);
-    const double w = std::max(2.0, x_of(m.end) - x0);
+    xs.emplace_back(x0, x0 + std::max(2.0, x_of(m.end) - x0));
+  }
+  std::sort(xs.begin(), xs.end());
+  for (std::size_t i = 0; i < xs.size();) {
+    double x1 = xs[i].second;
+    std::size_t j = i + 1;
+    while (j < xs.size() && xs[j].first <= x1) {
+      x1 = std::max(x1, xs[j].second);
+      ++j;
+    }
     out += fmt::format(R"~(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" )~"
                        R"~(fill="rgba(40,110,200,0.13)"/>)~",
-                       x0, f.top, w, f.height);
+                       xs[i].first, f.top, x1 - xs[i].first, f.height);
     out += "\n";
+    i = j;
   }
 }
 
 // Gaps (hatched) and annotations (outlined bands with their text above) over a plot area.
 void spans(std::string &out, const frame &f, std::int64_t from, std::int64_t to,
-           const std::vector<span> &gaps, const std::vector<span> &marks, const timefmt::zone &z,
-           bool mark_labels) {
+           const std::vector<span> &gaps, const std::vector<span> &marks, const timefmt::zone &z) {
   const double window = static_cast<double>(std::max<std::int64_t>(to - from, 1));
   const auto x_of = [&](std::int64_t t) {
     return f.left + f.width * static_cast<double>(std::clamp(t, from, to) - from) / window;
@@ -254,34 +271,34 @@ void spans(std::string &out, const frame &f, std::int64_t from, std::int64_t to,
     }
     const double x0 = x_of(m.start);
     const double w = std::max(2.0, x_of(m.end) - x0);
-    out +=
-        fmt::format(R"~(<rect class="mark" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" )~"
-                    R"~(fill="none" stroke="rgba(40,110,200,0.8)" )~"
-                    R"~(stroke-width="1" data-start="{}" data-end="{}"><title>{} ({})</title>)~"
-                    "</rect>",
-                    x0, f.top, w, f.height, m.start, m.end, xml_text(m.text),
-                    xml_text(timefmt::format_time(m.start, z)));
-    if (mark_labels) {
-      const std::string label = xml_text(truncate_chars(m.text, 40));
-      const double lw = label_width(label);
-      double lx = x0 + 2;
-      if (lx + lw > right) {
-        lx = std::max(f.left, right - lw);
-      }
-      if (lx >= label_end + 6) {
-        out += fmt::format(
-            R"~(<text class="mark-label" x="{:.1f}" y="{:.1f}" fill="#1a4f99" font-size="10">{}</text>)~",
-            lx, f.top - 3, label);
-        label_end = lx + lw;
-      }
+    out += fmt::format(
+        R"~(<rect class="mark" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" )~"
+        R"~(fill="none" stroke="rgba(40,110,200,0.8)" )~"
+        R"~(stroke-width="1" data-start="{}" data-end="{}"><title>{} ({})</title>)~"
+        "</rect>",
+        x0, f.top, w, f.height, m.start, m.end, xml_text(truncate_chars(m.text, mark_title_chars)),
+        xml_text(timefmt::format_time(m.start, z)));
+    const std::string label = xml_text(truncate_chars(m.text, mark_label_chars));
+    const double lw = label_width(label);
+    double lx = x0 + 2;
+    if (lx + lw > right) {
+      lx = std::max(f.left, right - lw);
+    }
+    if (lx >= label_end + 6) {
+      out += fmt::format(
+          R"~(<text class="mark-label" x="{:.1f}" y="{:.1f}" fill="#1a4f99" font-size="10">{}</text>)~",
+          lx, f.top - 3, label);
+      label_end = lx + lw;
     }
     out += "\n";
   }
 }
 
 // One heatmap panel into `out` at `f` (plot area), colours scaled to `max_cell`.
+// `mark_text`: the annotations outlined with their labels and tooltips (the first panel); else
+// only their fill.
 void heatmap_panel(std::string &out, const heatmap &h, const frame &f, std::uint64_t max_cell,
-                   const svg_options &o, bool x_labels) {
+                   const svg_options &o, bool x_labels, bool mark_text) {
   const double rh = static_cast<double>(o.row_height);
   const double cw = f.width / static_cast<double>(h.columns());
   out +=
@@ -332,8 +349,8 @@ void heatmap_panel(std::string &out, const heatmap &h, const frame &f, std::uint
                        f.left - 4, y, xml_text(label));
     out += "\n";
   }
-  spans(out, f, h.col0, h.col0 + static_cast<std::int64_t>(h.columns()) * h.step, h.gaps, h.marks,
-        o.zone, true);
+  spans(out, f, h.col0, h.col0 + static_cast<std::int64_t>(h.columns()) * h.step, h.gaps,
+        mark_text ? h.marks : std::vector<span>{}, o.zone);
   time_axis(out, f, h.col0, h.col0 + static_cast<std::int64_t>(h.columns()) * h.step, o.zone,
             x_labels);
 }
@@ -408,7 +425,7 @@ std::string to_svg(const std::vector<heatmap> &panels, const std::string &title,
     body += fmt::format("<g class=\"heatmap\" data-panel=\"{}\" data-step=\"{}\" "
                         "data-source=\"{}\">\n",
                         i, p.step, xml_text(p.source));
-    heatmap_panel(body, p, f, max_cell, o, !many || i + 1 == panels.size());
+    heatmap_panel(body, p, f, max_cell, o, !many || i + 1 == panels.size(), i == 0);
     body += "</g>\n";
     y = f.top + f.height + (!many || i + 1 == panels.size() ? 40 : 8);
   }
@@ -422,10 +439,12 @@ std::string to_svg(const std::vector<heatmap> &panels, const std::string &title,
                      xml_text(title), total);
   if (!panels.empty()) {
     const auto &p = panels.front();
-    out += fmt::format(R"~(<text x="{:.1f}" y="18" text-anchor="end" fill="#777" )~"
-                       R"~(font-size="10">{} columns{}</text>)~",
-                       f.left + f.width, text::format_duration_ns(static_cast<double>(p.step)),
-                       p.source.empty() ? std::string() : " · from " + xml_text(p.source));
+    out +=
+        fmt::format(R"~(<text x="{:.1f}" y="18" text-anchor="end" fill="#777" )~"
+                    R"~(font-size="10">{} columns{}{}</text>)~",
+                    f.left + f.width, text::format_duration_ns(static_cast<double>(p.step)),
+                    p.source.empty() ? std::string() : " · from " + xml_text(p.source),
+                    p.marks_not_drawn > 0 ? " · " + not_drawn(p.marks_not_drawn) : std::string());
   }
   out += "\n" + body + "</svg>\n";
   return out;
@@ -536,7 +555,7 @@ std::string to_svg(const series_chart &c, const svg_options &o) {
     body += "\n";
   }
   mark_fills(body, f, from, to, c.marks);
-  spans(body, f, from, to, c.gaps, c.marks, o.zone, true);
+  spans(body, f, from, to, c.gaps, c.marks, o.zone);
   // the series: a polyline per run of points without a hole
   const bool dots = c.x.size() <= 600;
   for (std::size_t s = 0; s < c.y.size(); ++s) {
@@ -589,6 +608,11 @@ std::string to_svg(const series_chart &c, const svg_options &o) {
   out += fmt::format(R"~(<text x="10" y="18" font-size="13" font-weight="bold" fill="#111">{})~"
                      R"~(</text>)~",
                      xml_text(c.title));
+  if (c.marks_not_drawn > 0) {
+    out += fmt::format(R"~(<text x="{:.1f}" y="18" text-anchor="end" fill="#777" )~"
+                       R"~(font-size="10">{}</text>)~",
+                       f.left + f.width, not_drawn(c.marks_not_drawn));
+  }
   out += "\n" + body;
   if (!any) {
     out += fmt::format(R"~(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" fill="#888">no )~"

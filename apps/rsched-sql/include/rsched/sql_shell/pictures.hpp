@@ -15,6 +15,21 @@
 
 namespace rsched::sql_shell {
 
+// The annotations a picture draws and the report lists, bounded whatever the database holds
+// (one 20 MB text, a million imported rows): at most max_marks of those that overlap the window
+// (start before its end, end or instant at or after its start), chosen in this order: those
+// not imported first (source not 'import:...': marks written by hand, rschedd's own), then the
+// longest, then the earliest; each text read with SQL's substr(), at most mark_text_chars
+// characters, a longer one cut there and ending in mark_cut_note. Sorted by start time.
+inline constexpr std::size_t max_marks = 200;
+inline constexpr std::size_t mark_text_chars = 4096;
+inline constexpr const char *mark_cut_note = "... [cut: the first 4096 characters]";
+struct mark_list {
+  std::vector<charts::span> marks;
+  std::int64_t total = 0; // how many annotations overlap the window in all
+};
+result<mark_list> load_marks(store::reader &db, std::int64_t from, std::int64_t to);
+
 // heatmap [--view VIEW] [--where SQL] [--from T] [--to T] [--step DUR] [--by cpu|comm|cgroup]
 //         [--top N] [--max DUR] [--column COL] [-o FILE.svg]
 struct heatmap_args {
@@ -33,6 +48,7 @@ struct heatmap_args {
   std::optional<std::int64_t> from_ns;
   std::optional<std::int64_t> to_ns;
   std::optional<std::int64_t> step_ns;
+  std::optional<mark_list> marks; // the window's annotations, read once by the report
 };
 
 // plot -c SQL [--log] [--title TEXT] [-o FILE.svg]: the first column a time (UTC ns), the others
@@ -42,6 +58,7 @@ struct plot_args {
   bool log = false;
   std::optional<std::string> title;
   std::optional<std::string> output;
+  std::optional<mark_list> marks; // the annotations to draw, read once by the report
 };
 
 // report [--from T] [--to T] [--where SQL] [-o FILE.html]

@@ -39,6 +39,10 @@ std::vector<bin> log_bins(stats::layout l, std::optional<std::uint64_t> clip = s
 std::string value_label(stats::layout l, std::uint64_t v);
 
 // A recording gap or an annotation: [start, end) UTC ns (end == start: a point in time).
+// An annotation's text is drawn at most mark_label_chars characters long above its band and
+// mark_title_chars in its tooltip (cut with "..."), in the first panel of small multiples only.
+inline constexpr std::size_t mark_label_chars = 40;
+inline constexpr std::size_t mark_title_chars = 200;
 struct span {
   std::int64_t start = 0;
   std::int64_t end = 0;
@@ -56,6 +60,8 @@ struct heatmap {
   std::vector<std::vector<std::uint64_t>> counts; // [column][row]
   std::vector<span> gaps;                         // times nothing was recorded
   std::vector<span> marks;                        // annotations
+  std::int64_t marks_not_drawn =
+      0;              // annotations of the window left out of `marks` (said top right)
   std::string source; // where the rows came from ("sched_delay_1m + sched_delay"), "" unknown
   [[nodiscard]] std::size_t columns() const { return counts.size(); }
   [[nodiscard]] std::uint64_t total() const;
@@ -84,12 +90,15 @@ struct svg_options {
 // One heatmap as a standalone SVG document. Each cell is a <rect class="cell"> with data-t0
 // (column start, ns), data-lo and data-hi (the row's bounds; data-hi empty for the open row),
 // data-count and a <title> tooltip (time, range, count, % of its column, cumulative %). Gaps are
-// hatched bands (class "gap"), annotations translucent bands with their text (class "mark").
+// hatched bands (class "gap"), annotations translucent bands with their text (class "mark";
+// overlapping fills merged into one).
 // Each panel is a <g class="heatmap"> with data-source (heatmap::source) and data-step (ns); the
 // column width and the source are also printed top right.
 std::string to_svg(const heatmap &h, const svg_options &o = {});
 
 // Small multiples: one heatmap per panel (same window and rows), stacked, each with its title.
+// The annotations are outlined, labelled and given a tooltip in the first panel; the others
+// show their translucent fill only (a text is in the picture once, whatever the panels).
 std::string to_svg(const std::vector<heatmap> &panels, const std::string &title,
                    const svg_options &o = {});
 
@@ -109,6 +118,7 @@ struct series_chart {
   bool log = false;                                  // log y axis (values <= 0 are left out)
   std::vector<span> gaps;
   std::vector<span> marks;
+  std::int64_t marks_not_drawn = 0; // annotations left out of `marks` (said top right)
 };
 
 // The smallest and largest finite y values drawn (only > 0 on a log axis); none when there is
