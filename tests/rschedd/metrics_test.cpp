@@ -153,19 +153,7 @@ double ms_since(clk::time_point t) {
 // A non-blocking TCP socket connecting to 127.0.0.1:`port` (the connection may still be under
 // way), or -1.
 int connect_nonblocking(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return -1;
-  }
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 && errno != EINPROGRESS) {
-    close(fd);
-    return -1;
-  }
-  return fd;
+  return test::connect_loopback(port, true);
 }
 
 // GET /metrics as a scraper with a deadline does it: connecting, sending and reading the whole

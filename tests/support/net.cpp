@@ -4,14 +4,15 @@
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <cstdint>
 #include <netinet/in.h>
 #include <unistd.h>
 
 namespace rsched::test {
 
-int connect_loopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+int connect_loopback(int port, bool nonblocking) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
   if (fd < 0) {
     return -1;
   }
@@ -19,7 +20,8 @@ int connect_loopback(int port) {
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+  if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 &&
+      !(nonblocking && errno == EINPROGRESS)) {
     close(fd);
     return -1;
   }

@@ -46,16 +46,6 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-std::string_view trim_ows(std::string_view v) {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
-    v.remove_prefix(1);
-  }
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
-    v.remove_suffix(1);
-  }
-  return v;
-}
-
 // The path of a request target (origin-form, absolute-form or "*"), or nullopt when it is none
 // of those. Only visible ASCII is allowed in a target.
 std::optional<std::string_view> path_of(std::string_view target) {
@@ -224,6 +214,16 @@ parse_result parse_request(std::string_view buf, std::size_t max_head) {
   r.keep_alive = r.minor_version == 0 ? conn_keep_alive && !conn_close : !conn_close;
   r.consumed = pos;
   return r;
+}
+
+std::string_view trim_ows(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
+    v.remove_prefix(1);
+  }
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
+    v.remove_suffix(1);
+  }
+  return v;
 }
 
 } // namespace rsched::rschedd::http

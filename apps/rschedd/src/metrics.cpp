@@ -3,6 +3,7 @@
 
 #include "rsched/base/safe_file.hpp"
 #include "rsched/base/text.hpp"
+#include "rsched/rschedd/http_request.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -581,20 +582,6 @@ result<listen_address> parse_listen_address(std::string_view s) {
   return a;
 }
 
-namespace {
-
-std::string_view trim(std::string_view v) {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
-    v.remove_prefix(1);
-  }
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
-    v.remove_suffix(1);
-  }
-  return v;
-}
-
-} // namespace
-
 om::format negotiate(std::string_view accept) {
   // Media ranges separated by ',', each "type/subtype" then ";name=value" parameters. A range
   // with q=0 (any spelling of zero) means "not acceptable".
@@ -604,14 +591,14 @@ om::format negotiate(std::string_view accept) {
     std::string_view range = accept.substr(pos, end - pos);
     pos = end + 1;
     auto semi = range.find(';');
-    if (trim(range.substr(0, semi)) != "application/openmetrics-text") {
+    if (http::trim_ows(range.substr(0, semi)) != "application/openmetrics-text") {
       continue;
     }
     bool acceptable = true;
     while (semi != std::string_view::npos) {
       range.remove_prefix(semi + 1);
       semi = range.find(';');
-      const std::string_view param = trim(range.substr(0, semi));
+      const std::string_view param = http::trim_ows(range.substr(0, semi));
       if (param.size() >= 2 && (param[0] == 'q' || param[0] == 'Q') && param[1] == '=') {
         const std::string_view q = param.substr(2);
         acceptable = q.find_first_of("123456789") != std::string_view::npos;

@@ -4,6 +4,8 @@
 namespace rsched::test {
 
 // A TCP connection to 127.0.0.1:`port` (close it yourself), or -1 when nothing listens there.
-int connect_loopback(int port);
+// `nonblocking`: a non-blocking socket whose connection may still be under way (-1 only when the
+// connect fails at once).
+int connect_loopback(int port, bool nonblocking = false);
 
 } // namespace rsched::test

@@ -42,6 +42,9 @@ struct request {
 
 using parse_result = std::variant<incomplete, error, request>;
 
+// `v` without leading and trailing optional whitespace (spaces and tabs, RFC 9110 "OWS").
+std::string_view trim_ows(std::string_view v);
+
 // The request whose head starts at buf[0]. Pipelined requests: parse again from `consumed`.
 // The views in the result point into `buf`.
 parse_result parse_request(std::string_view buf, std::size_t max_head = 8192);
