@@ -20,6 +20,7 @@
 #include "rsched/topology/topology.hpp"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <chrono>
@@ -146,7 +147,7 @@ int run(const rschedd::options &opt) {
   }
 
   // Prometheus: the endpoint binds before anything is loaded, so a taken port is the only line.
-  // Its threads start here, before the recorder switches to SCHED_FIFO (they keep the normal
+  // Its threads start here, before the recorder sets its own priority (they keep the normal
   // policy at nice 10).
   const bool metrics_on = opt.metrics_listen || opt.metrics_textfile;
   metrics_board board;
@@ -381,10 +382,14 @@ int run(const rschedd::options &opt) {
       };
     }
   }
-  // The recorder's own priority: its work per tick is small and bounded, and with SCHED_FIFO
-  // it keeps its cadence when the CPUs are saturated (measured: intervals of up to 2.5 s under
-  // a switch storm on 2 CPUs at SCHED_OTHER, within 5 ms at SCHED_FIFO 1; docs/PERFORMANCE.md).
-  // Set after the display thread exists: that one runs at nice 10, SCHED_OTHER.
+  // The recorder's own priority (issue 31: it must not cause the latency it records). By default
+  // an ordinary SCHED_OTHER thread at nice 0 (--recorder-nice): preempted after its slice like
+  // any other, it never holds a CPU for the whole of its work (at SCHED_FIFO 1 it held one for up
+  // to 57 ms at 10,000 threads, and every thread queued behind it waited that long). A late tick
+  // only makes a longer interval: intervals are timed by the monotonic clock and nothing is
+  // lost (under a switch storm on 2 CPUs the longest interval was 1.17 s, none stalled).
+  // --rt-priority N is the explicit choice of SCHED_FIFO N, with that cost (docs/PERFORMANCE.md,
+  // "The observer effect"). Set after the display thread exists: that one runs at nice 10.
   if (opt.rt_priority > 0) {
     sched_param sp{};
     sp.sched_priority = static_cast<int>(opt.rt_priority);
@@ -392,6 +397,13 @@ int run(const rschedd::options &opt) {
       note("rschedd: cannot run the recorder at SCHED_FIFO {} ({}); it keeps normal "
            "scheduling and may fall behind when the CPUs are saturated\n",
            opt.rt_priority, std::strerror(errno));
+    }
+  } else {
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), opt.recorder_nice) != 0 &&
+        opt.verbose) {
+      note("rschedd: the recorder keeps its nice value ({}); it may fall behind when the CPUs "
+           "are saturated\n",
+           std::strerror(errno));
     }
   }
 

@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 #include <unistd.h>
+#include <utility>
+#include <vector>
 
 using namespace rsched;
 using namespace std::chrono_literals;
@@ -57,6 +59,57 @@ bool hw_cycles_available() {
   return true;
 }
 } // namespace
+
+// Issue 31: the recorder must not cause the latency it records. By default it is an ordinary
+// thread (SCHED_OTHER, nice 0: preempted after its slice like any other); SCHED_FIFO only when
+// asked with --rt-priority.
+TEST_CASE_METHOD(test::db_dir,
+                 "the recorder is an ordinary thread (SCHED_OTHER, nice 0 or "
+                 "--recorder-nice) unless --rt-priority asks for SCHED_FIFO",
+                 "[root][bpf]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  // policy and nice of rschedd's recorder (its main thread), from /proc/PID/stat.
+  const auto sched_of = [](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string s;
+    std::getline(in, s);
+    std::istringstream rest(s.substr(s.rfind(')') + 2));
+    std::vector<std::string> f;
+    for (std::string w; rest >> w;) {
+      f.push_back(w);
+    }
+    REQUIRE(f.size() > 38);
+    // Fields 19 (nice) and 41 (policy) of proc(5); `f` starts at field 3.
+    return std::make_pair(std::stoi(f[38]), std::stoi(f[16]));
+  };
+  {
+    test::daemon d({"--db", db, "-i", "1"});
+    d.require(d.wait_attached(), "rschedd did not attach");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500)); // past the switch, into a tick
+    const auto [policy, nice] = sched_of(d.pid());
+    CHECK(policy == 0); // SCHED_OTHER
+    CHECK(nice == 0);
+    CHECK(d.stop(SIGINT) == 0);
+  }
+  {
+    test::daemon d({"--db", db, "-i", "1", "--recorder-nice", "-7"});
+    d.require(d.wait_attached(), "rschedd did not attach");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const auto [policy, nice] = sched_of(d.pid());
+    CHECK(policy == 0);
+    CHECK(nice == -7);
+    CHECK(d.stop(SIGINT) == 0);
+  }
+  {
+    test::daemon d({"--db", db, "-i", "1", "--rt-priority", "1"});
+    d.require(d.wait_attached(), "rschedd did not attach");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    CHECK(sched_of(d.pid()).first == 1); // SCHED_FIFO
+    CHECK(d.stop(SIGINT) == 0);
+  }
+}
 
 TEST_CASE("SIGTERM and SIGINT record the partial interval and exit 0", "[root][bpf]") {
   if (!test::bpf_available()) {

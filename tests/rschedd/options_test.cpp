@@ -205,11 +205,11 @@ TEST_CASE("the retention in effect is in \"Options active\"", "[rschedd]") {
   CHECK(rsched::rschedd::banner(*live) == "Starting rsched\n");
 }
 
-TEST_CASE("rschedd --view and --rt-priority", "[rschedd]") {
+TEST_CASE("rschedd --view, --rt-priority and --recorder-nice", "[rschedd]") {
   auto d = parse_options({});
   REQUIRE(d.ok());
   CHECK_FALSE(d->view.has_value()); // compact, or tables with -C / -d
-  CHECK(d->rt_priority == 1);
+  CHECK(d->rt_priority == 0);       // an ordinary thread by default (issue 31)
   auto t = parse_options({"--view", "tables", "--rt-priority", "0"});
   REQUIRE(t.ok());
   CHECK(t->view == std::string("tables"));
@@ -218,8 +218,18 @@ TEST_CASE("rschedd --view and --rt-priority", "[rschedd]") {
   REQUIRE(c.ok());
   CHECK(c->view == std::string("compact"));
   CHECK(c->rt_priority == 99);
-  for (const auto &args : std::vector<std::vector<std::string>>{
-           {"--view", "big"}, {"--view"}, {"--rt-priority", "100"}, {"--rt-priority", "-1"}}) {
+  CHECK(d->recorder_nice == 0);
+  auto n = parse_options({"--recorder-nice", "-20"});
+  REQUIRE(n.ok());
+  CHECK(n->recorder_nice == -20);
+  for (const auto &args : std::vector<std::vector<std::string>>{{"--view", "big"},
+                                                                {"--view"},
+                                                                {"--rt-priority", "100"},
+                                                                {"--rt-priority", "-1"},
+                                                                {"--recorder-nice", "-21"},
+                                                                {"--recorder-nice", "20"},
+                                                                {"--recorder-nice", "x"},
+                                                                {"--recorder-nice", ""}}) {
     auto o = parse_options(args);
     REQUIRE_FALSE(o.ok());
     CHECK(o.err().msg.find('\n') == std::string::npos);

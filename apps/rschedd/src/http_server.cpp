@@ -538,8 +538,8 @@ metrics_server::start(const listen_address &a, metrics_board &board, const serve
       return fail(std::strerror(errno));
     }
   }
-  // The thread runs at nice 10 and, created before the recorder switches to SCHED_FIFO, under
-  // the normal policy: scrapes yield to recording.
+  // The thread runs at nice 10 and, created before the recorder sets its own priority
+  // (--recorder-nice, --rt-priority), under the normal policy: scrapes yield to recording.
   s->thread_ = std::thread([&m] {
     (void)setpriority(PRIO_PROCESS, 0, 10);
     m.run();

@@ -99,7 +99,7 @@ void live_display::offer(live_frame &&f) {
 }
 
 void live_display::run() {
-  // Lowest useful priority: the recorder (SCHED_FIFO when allowed) and the workload come
+  // Lowest useful priority: the recorder (nice 0, or SCHED_FIFO when asked) and the workload come
   // first. A thread inherits its creator's policy, so reset it explicitly.
   sched_param sp{};
   pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);

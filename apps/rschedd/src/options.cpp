@@ -5,6 +5,7 @@
 #include "rsched/base/timefmt.hpp"
 #include "rsched/rschedd/metrics.hpp"
 
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -355,6 +356,18 @@ result<options> parse_options(const std::vector<std::string> &args) {
         return n.err();
       }
       o.rt_priority = static_cast<std::uint32_t>(*n);
+    } else if (flag == "--recorder-nice") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      int n = 0;
+      const auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (v->empty() || ec != std::errc() || p != v->data() + v->size() || n < -20 || n > 19) {
+        return make_error("--recorder-nice '" + text::escape_for_terminal(*v) +
+                          "': a nice value from -20 to 19");
+      }
+      o.recorder_nice = n;
     } else if (flag == "--metrics-listen") {
       auto v = value();
       if (!v) {

@@ -15,7 +15,7 @@
 //   connection is closed; other connections are served meanwhile.
 // - A kept-alive connection serves at most `keep_alive_max` requests; a request with a body is
 //   answered and closed (its body is never read: a scrape has none).
-// The thread runs at nice 10; started before the recorder switches to SCHED_FIFO, it keeps the
+// The thread runs at nice 10; started before the recorder sets its own priority, it keeps the
 // normal policy, so scrapes yield to recording. Recording never waits for it (the board is only
 // read). Rendering a new interval's text (once per interval and format) runs on this thread.
 #include "rsched/base/result.hpp"

@@ -60,7 +60,8 @@ struct options {
   bool stats = false; // --stats: per-interval read/drain/write/maintenance times on stderr
   // --view: the live view on a terminal; unset = compact, or tables with -C / -d.
   std::optional<std::string> view;
-  std::uint32_t rt_priority = 1; // --rt-priority: the recorder's SCHED_FIFO priority, 0 = none
+  std::uint32_t rt_priority = 0; // --rt-priority: the recorder's SCHED_FIFO priority, 0 = none
+  int recorder_nice = 0;         // --recorder-nice: its nice value when not SCHED_FIFO
   store::retention keep;         // --keep-raw, --keep-1m, --keep-1h, --max-size
   // Prometheus (metrics.hpp): --metrics-listen [ADDR:]PORT, --metrics-textfile FILE,
   // --metrics-top N (named cgroups, comms and culprits; the rest is "other").
@@ -124,8 +125,13 @@ inline constexpr const char *usage_text =
     "      --stats              per interval on stderr: threads written, map read (+ deltas),\n"
     "                           database write and maintenance times, RSS, map drain alone,\n"
     "                           reads of every thread\n"
-    "      --rt-priority N      the recorder thread's SCHED_FIFO priority (default 1; 0 = normal\n"
-    "                           scheduling): keeps the interval cadence under CPU saturation\n"
+    "      --recorder-nice N    the recorder thread's nice value (default 0: an ordinary\n"
+    "                           thread, preempted after its slice like any other, so it never\n"
+    "                           makes the threads it records wait for its whole tick)\n"
+    "      --rt-priority N      run the recorder at SCHED_FIFO N instead (default 0 = no):\n"
+    "                           an exact cadence under a switch storm, but every thread queued\n"
+    "                           on its CPU waits for its whole tick (tens of ms at 10,000\n"
+    "                           threads; docs/PERFORMANCE.md)\n"
     "      --metrics-listen [ADDR:]PORT  serve GET /metrics (Prometheus text, or OpenMetrics\n"
     "                           when asked): cumulative histograms per CPU and for the\n"
     "                           busiest cgroups and comms, and rschedd's health. A bare PORT\n"
