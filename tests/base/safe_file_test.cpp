@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -220,6 +221,62 @@ TEST_CASE("safe_file: devices and FIFOs are written as they are, a directory or 
   CHECK(m.err().msg.find('\x1b') == std::string::npos);
   CHECK(m.err().msg.find('\n') == std::string::npos);
   CHECK_FALSE(safe_file::create(""));
+}
+
+TEST_CASE("safe_file: this process's descriptors by name are written through a copy, never "
+          "reopened or replaced; a FIFO nobody reads is an error, not a hang",
+          "[safe_file]") {
+  temp_dir dir;
+  const std::string file = dir.file("redirected");
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "head ", 5) == 5); // a descriptor's position is kept, not reset to 0
+  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    REQUIRE(rsched::write_file_safely(prefix + std::to_string(fd), prefix, safe_file::options{}));
+  }
+  ::close(fd);
+  CHECK(slurp(file) == "head /dev/fd//proc/self/fd/");
+  struct stat st {};
+  REQUIRE(::lstat("/dev/stdout", &st) == 0);
+  CHECK(S_ISLNK(st.st_mode)); // the system's link was never replaced
+  CHECK(entries(dir.str()) == std::vector<std::string>{"redirected"});
+
+  const std::string fifo = dir.file("unread");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto r = rsched::write_file_safely(fifo, "x", safe_file::options{});
+  REQUIRE_FALSE(r);
+  CHECK(r.err().msg.find("no process reads that FIFO") != std::string::npos);
+}
+
+TEST_CASE("safe_file as root: another user's FIFO at the textfile's name is replaced, never "
+          "opened; root's own special files are never replaced",
+          "[root][safe_file]") {
+  if (!rsched::test::root_available("root test of safe_file")) {
+    return;
+  }
+  temp_dir dir;
+  const std::string target = dir.file("rsched.prom");
+  REQUIRE(::mkfifo(target.c_str(), 0666) == 0);
+  REQUIRE(::lchown(target.c_str(), 65534, 65534) == 0);
+  safe_file::options text;
+  text.mode = 0644;
+  text.apply_umask = false;
+  text.devices = false;                                          // the textfile's options
+  REQUIRE(rsched::write_file_safely(target, "metrics\n", text)); // no reader: it would hang
+  CHECK(fs::is_regular_file(fs::symlink_status(target)));
+  CHECK(slurp(target) == "metrics\n");
+
+  // Root's own FIFO, and a block device node: neither opened nor removed.
+  const std::string own = dir.file("own-fifo");
+  REQUIRE(::mkfifo(own.c_str(), 0600) == 0);
+  CHECK_FALSE(rsched::write_file_safely(own, "x", text));
+  CHECK(fs::is_fifo(own));
+  const std::string blk = dir.file("blockdev");
+  REQUIRE(::mknod(blk.c_str(), S_IFBLK | 0600, makedev(7, 200)) == 0);
+  auto b = rsched::write_file_safely(blk, "x", safe_file::options{});
+  REQUIRE_FALSE(b);
+  CHECK(b.err().msg.find("not a regular file") != std::string::npos);
+  CHECK(fs::is_block_file(blk));
 }
 
 TEST_CASE("safe_file as root: links planted by uid 65534 in a directory it owns and in a sticky "

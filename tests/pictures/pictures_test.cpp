@@ -497,6 +497,21 @@ TEST_CASE("rsched-sql's output files never write through a planted link, and are
     CHECK(st.st_size > 0);
     ::unlink((file + ".tmp").c_str());
   }
+  // -o /dev/stdout with stdout redirected to a file (as run_program does): written through the
+  // descriptor, and the system's /dev/stdout link is left alone.
+  for (const auto &args : std::vector<std::vector<std::string>>{
+           {"-o", "/dev/stdout", "--csv", "-c", "SELECT 42 AS answer"},
+           {"export", "openmetrics", "--from", from, "--to", to, "-o", "/dev/stdout"}}) {
+    std::vector<std::string> argv = {binary, history()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = exec(argv);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK_FALSE(r.out.empty());
+    struct stat st {};
+    REQUIRE(::lstat("/dev/stdout", &st) == 0);
+    CHECK(S_ISLNK(st.st_mode));
+  }
   ::umask(old_umask);
 }
 

@@ -672,6 +672,7 @@ result<void> metrics_textfile::write_once() {
   o.mode = 0644;
   o.apply_umask = false;
   o.sync = false;
+  o.devices = false; // a FIFO planted there would block or be swapped: replaced, never opened
   if (auto w = write_file_safely(path_, *t.body, o); !w) {
     return w.err();
   }

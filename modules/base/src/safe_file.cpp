@@ -7,8 +7,11 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <streambuf>
 #include <unistd.h>
 #include <utility>
@@ -94,6 +97,30 @@ private:
   int err_ = 0;
 };
 
+// N when `path` names one of this process's descriptors: /dev/stdin|stdout|stderr, /dev/fd/N,
+// /proc/self/fd/N.
+std::optional<int> own_descriptor(const std::string &path) {
+  if (path == "/dev/stdout") {
+    return 1;
+  }
+  if (path == "/dev/stderr") {
+    return 2;
+  }
+  for (const char *prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string_view p(prefix);
+    if (path.size() > p.size() && path.compare(0, p.size(), p) == 0) {
+      int n = 0;
+      const char *b = path.data() + p.size();
+      const char *e = path.data() + path.size();
+      const auto [end, ec] = std::from_chars(b, e, n);
+      if (ec == std::errc() && end == e && n >= 0) {
+        return n;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::string dir_of(const std::string &path) {
   const auto slash = path.rfind('/');
   if (slash == std::string::npos) {
@@ -178,26 +205,72 @@ result<safe_file> safe_file::create(const std::string &target, const options &o)
   s->target = target;
   s->opt = o;
 
+  // The process's own descriptors by name (/dev/stdout, /dev/fd/1, /proc/self/fd/1): written
+  // through a copy of the descriptor, whatever it is (a terminal, a pipe, a file the shell
+  // opened), never reopened and never replaced (a rename over /dev/stdout would replace the
+  // system's link).
+  if (const auto fdn = own_descriptor(target)) {
+    const int fd = ::fcntl(*fdn, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0) {
+      return sys_error("cannot write", target, errno);
+    }
+    s->fd = fd;
+    s->device = true;
+    s->buf.set_fd(fd);
+    return safe_file(std::move(s));
+  }
   struct stat lst {};
   if (::lstat(target.c_str(), &lst) == 0) {
-    bool follow = !S_ISLNK(lst.st_mode);
+    // What a link root or we made points at decides; anyone else's link is never followed (it
+    // is replaced). `real` is what would be opened.
+    std::string real = target;
     struct stat st = lst;
-    if (S_ISLNK(lst.st_mode) && (lst.st_uid == 0 || lst.st_uid == ::geteuid()) &&
-        ::stat(target.c_str(), &st) == 0) {
-      follow = true; // a link root or we made (/dev/stdout): what it points at decides
+    bool trusted = !S_ISLNK(lst.st_mode);
+    if (S_ISLNK(lst.st_mode) && (lst.st_uid == 0 || lst.st_uid == ::geteuid())) {
+      if (char *r = ::realpath(target.c_str(), nullptr)) {
+        real = r;
+        std::free(r);
+        trusted = ::lstat(real.c_str(), &st) == 0;
+      }
     }
-    if (follow && S_ISDIR(st.st_mode)) {
+    if (trusted && S_ISDIR(st.st_mode)) {
       return make_error("cannot write '" + shown(target) + "': it is a directory", EISDIR);
     }
-    if (follow && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
-      const int fd = ::open(target.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (trusted && o.devices && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+      // Opened without O_CREAT or O_TRUNC, never through a link (O_NOFOLLOW on the resolved
+      // path), non-blocking (a FIFO nobody reads is an error, not a hang), then checked to be
+      // the very file that was looked at: anything swapped in between is closed unwritten.
+      const int fd =
+          ::open(real.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
       if (fd < 0) {
-        return sys_error("cannot open", target, errno);
+        return errno == ENXIO
+                   ? make_error("cannot write '" + shown(target) + "': no process reads that FIFO",
+                                ENXIO)
+                   : sys_error("cannot open", target, errno);
+      }
+      struct stat fst {};
+      if (::fstat(fd, &fst) != 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino ||
+          !(S_ISCHR(fst.st_mode) || S_ISFIFO(fst.st_mode))) {
+        ::close(fd);
+        return make_error("cannot write '" + shown(target) + "': it changed while being opened",
+                          EAGAIN);
+      }
+      const int fl = ::fcntl(fd, F_GETFL);
+      if (fl >= 0) {
+        (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); // then written like any file
       }
       s->fd = fd;
       s->device = true;
       s->buf.set_fd(fd);
       return safe_file(std::move(s));
+    }
+    // Everything else at the name is replaced by the rename: a file, a link (never what it
+    // points at), or, where devices are not written (the textfile), a FIFO or device node
+    // another user put there. A special file of root's or ours standing at the name itself (a
+    // device node in /dev, a socket) is refused: renaming over it would remove it.
+    if (!S_ISLNK(lst.st_mode) && !S_ISREG(lst.st_mode) &&
+        (lst.st_uid == 0 || lst.st_uid == ::geteuid())) {
+      return make_error("cannot write '" + shown(target) + "': not a regular file", EINVAL);
     }
   } else if (errno != ENOENT) {
     return sys_error("cannot write", target, errno);

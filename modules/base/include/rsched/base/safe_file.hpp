@@ -12,9 +12,13 @@
 //     a safe_file destroyed before commit() removes its temporary and leaves the target as it was.
 //   - at_open: the new (empty) file replaces the target at once and is then written as it goes
 //     (.output and -o, which stream like the sqlite3 shell's).
-// Where the target is a character device or a FIFO reached directly or through a symlink that root
-// or the caller owns (/dev/stdout, /dev/null, a named pipe), it is opened for writing as it is:
-// no file is created or replaced there. A symlink owned by anyone else is never followed.
+// This process's own descriptors by name (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N)
+// are written through a copy of the descriptor. Where the target is a character device or a
+// FIFO reached directly or through a symlink that root or the caller owns (/dev/null, a named
+// pipe), it is opened for writing as it is (non-blocking open, then checked to be what was
+// seen: a swap in between is refused unwritten); no file is created or replaced there. A
+// symlink owned by anyone else is never followed. Any other special file (a block device, a
+// socket) is refused.
 #include "rsched/base/result.hpp"
 
 #include <sys/types.h>
@@ -34,6 +38,10 @@ public:
     bool apply_umask = true; // false: exactly `mode` whatever the umask (the textfile: 0644)
     publish when = publish::at_commit;
     bool sync = true; // fsync the file before the rename and the directory after it
+    // Write a character device or FIFO standing at the target (or reached through a link that
+    // root or the caller owns) as it is. false (the textfile, in a directory another user may
+    // own): a FIFO or device node there is replaced like any file, never opened.
+    bool devices = true;
   };
 
   // Creates the temporary (or, at_open, the published file). Errors: one line naming the path.
