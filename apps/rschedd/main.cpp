@@ -84,7 +84,12 @@ result<std::optional<gid_t>> readers_group(const std::optional<std::string> &nam
   std::vector<char> buf(16384);
   struct group gr {};
   struct group *found = nullptr;
-  const int rc = ::getgrnam_r(want.c_str(), &gr, buf.data(), buf.size(), &found);
+  int rc = 0;
+  // A group with many members needs more room than the first guess.
+  while ((rc = ::getgrnam_r(want.c_str(), &gr, buf.data(), buf.size(), &found)) == ERANGE &&
+         buf.size() < (std::size_t{1} << 24)) {
+    buf.resize(buf.size() * 4);
+  }
   if (found != nullptr) {
     return std::optional<gid_t>{gr.gr_gid};
   }

@@ -114,6 +114,21 @@ TEST_CASE("Members of the readers' group query the history without root; others 
   CHECK(mark.err.find("root") != std::string::npos);
   CHECK(test::as_int(test::query(db, "SELECT count(*) FROM annotations")[0][0]) == 0);
 
+  // A directory rschedd did not make (like /root: private, root's) keeps its group and mode;
+  // only the database files in it are shared.
+  const std::string own_dir = where.dir + "/roots-own";
+  REQUIRE(::mkdir(own_dir.c_str(), 0700) == 0);
+  {
+    test::daemon d({"--db", own_dir + "/x.db", "--db-group", grp.name(), "-i", "1", "-r", "1"});
+    d.require(d.wait_attached(), "rschedd did not attach");
+    const auto st = d.wait_exit(15000);
+    REQUIRE(st.has_value());
+    REQUIRE(*st == 0);
+  }
+  CHECK(stat_of(own_dir).st.st_gid == 0);
+  CHECK((stat_of(own_dir).st.st_mode & 07777) == 0700);
+  CHECK(stat_of(own_dir + "/x.db").st.st_gid == grp.gid());
+
   // Restarted with --db-group '': ownership is left as it is (nothing taken back).
   {
     test::daemon d({"--db", db, "--db-group", "", "-i", "1", "-r", "1"});

@@ -1072,13 +1072,17 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     // One thread uses the connection at a time (the recorder's): SQLite's per-call mutexes,
     // ~1 % of the recorder's CPU at 10,000 threads, are not needed.
     int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_NOMUTEX;
-    writer_lock lock; // declared before db: on every exit the connection closes first
+    writer_lock lock;         // declared before db: on every exit the connection closes first
+    bool dir_is_ours = false; // the database's directory is rschedd's own (share_with_group)
     if (is_memory(path)) {
       flags |= SQLite::OPEN_CREATE;
     } else {
-      if (auto r = make_dirs(std::filesystem::path(path).parent_path()); !r) {
-        return r.err();
+      auto made = make_dirs(std::filesystem::path(path).parent_path());
+      if (!made) {
+        return made.err();
       }
+      dir_is_ours = *made || std::filesystem::path(path).parent_path() ==
+                                 std::filesystem::path(default_db_path).parent_path();
       if (auto r = create_file(path); !r) {
         return r.err();
       }
@@ -1132,7 +1136,7 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     // The -wal and -shm files exist from here on: all three (and our directory) to the readers'
     // group, when one is asked for.
     if (opt.group && !is_memory(path)) {
-      if (auto r = share_with_group(path, *opt.group); !r) {
+      if (auto r = share_with_group(path, *opt.group, dir_is_ours); !r) {
         return r.err();
       }
     }

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fcntl.h>
+#include <functional>
 #include <mutex>
 #include <sqlite3.h>
 #include <thread>
@@ -31,12 +32,14 @@ std::string errno_text(int e) {
 
 // Creates the missing directories of `dir`, each with mode 0750 (chmod'ed explicitly so that the
 // daemon's umask does not matter). Existing directories are left as they are.
-result<void> make_dirs(const std::filesystem::path &dir) {
+result<bool> make_dirs(const std::filesystem::path &dir) {
   if (dir.empty()) {
-    return {};
+    return false;
   }
   std::filesystem::path cur;
+  bool created = false;
   for (const auto &part : dir) {
+    created = false;
     cur /= part;
     struct stat st {};
     if (stat(cur.c_str(), &st) == 0) {
@@ -45,7 +48,9 @@ result<void> make_dirs(const std::filesystem::path &dir) {
       }
       continue;
     }
-    if (mkdir(cur.c_str(), dir_mode) != 0 && errno != EEXIST) {
+    if (mkdir(cur.c_str(), dir_mode) == 0) {
+      created = true;
+    } else if (errno != EEXIST) {
       const int e = errno;
       return make_error(fmt::format("{}: cannot create directory: {}", cur.string(), errno_text(e)),
                         e);
@@ -55,7 +60,7 @@ result<void> make_dirs(const std::filesystem::path &dir) {
       return make_error(fmt::format("{}: chmod: {}", cur.string(), errno_text(e)), e);
     }
   }
-  return {};
+  return created;
 }
 
 // Creates the database file with mode 0640 when it does not exist. SQLite gives its -wal and
@@ -80,48 +85,64 @@ result<void> create_file(const std::string &path) {
 
 namespace {
 
-// Group `gid` and the `add` permission bits on `p` if it is ours (lstat: a link is never
-// followed) and of the kind `want_dir` says. false: not ours or not that kind, left alone.
-result<bool> give_group(const std::string &p, gid_t gid, mode_t add, bool want_dir) {
-  struct stat st {};
-  if (::lstat(p.c_str(), &st) != 0) {
-    if (errno == ENOENT) {
-      return false;
+// Group `gid` and the `add` permission bits on `p` if it is ours and of the kind `want_dir` says,
+// through a descriptor opened O_NOFOLLOW and checked with fstat: nothing swapped in after the
+// check (a link to another file) is ever changed. false: not ours or not that kind, left alone.
+// `only_if`: a further condition on what fstat saw.
+result<bool> give_group(const std::string &p, gid_t gid, mode_t add, bool want_dir,
+                        const std::function<bool(const struct stat &)> &only_if) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY |
+                                       (want_dir ? O_DIRECTORY : 0));
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) {
+      return false; // missing, or a link: left alone
     }
     const int e = errno;
     return make_error(fmt::format("{}: {}", p, errno_text(e)), e);
   }
-  if ((want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) || st.st_uid != ::geteuid()) {
-    return false;
-  }
-  if (st.st_gid != gid && ::lchown(p.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+  struct stat st {};
+  result<bool> out = false;
+  if (::fstat(fd, &st) != 0) {
     const int e = errno;
-    return make_error(fmt::format("{}: cannot give it group {}: {}", p, gid, errno_text(e)), e);
+    out = make_error(fmt::format("{}: {}", p, errno_text(e)), e);
+  } else if ((want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) && st.st_uid == ::geteuid() &&
+             (!only_if || only_if(st))) {
+    const mode_t mode = (st.st_mode & 07777 & ~static_cast<mode_t>(S_IWGRP)) | add;
+    if (st.st_gid != gid && ::fchown(fd, static_cast<uid_t>(-1), gid) != 0) {
+      const int e = errno;
+      out = make_error(fmt::format("{}: cannot give it group {}: {}", p, gid, errno_text(e)), e);
+    } else if (mode != (st.st_mode & 07777) && ::fchmod(fd, mode) != 0) {
+      const int e = errno;
+      out = make_error(fmt::format("{}: chmod: {}", p, errno_text(e)), e);
+    } else {
+      out = true;
+    }
   }
-  const mode_t mode = (st.st_mode & 07777 & ~static_cast<mode_t>(S_IWGRP)) | add;
-  if (mode != (st.st_mode & 07777) && ::chmod(p.c_str(), mode) != 0) {
-    const int e = errno;
-    return make_error(fmt::format("{}: chmod: {}", p, errno_text(e)), e);
-  }
-  return true;
+  ::close(fd);
+  return out;
 }
 
 } // namespace
 
-result<void> share_with_group(const std::string &path, gid_t gid) {
+result<void> share_with_group(const std::string &path, gid_t gid, bool dir_is_ours) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) {
     dir = ".";
   }
-  struct stat st {};
-  // Only a private directory of ours: never /tmp or a directory someone else shares with us.
-  if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IRWXO) == 0) {
-    if (auto r = give_group(dir, gid, S_IRGRP | S_IXGRP, true); !r) {
-      return r.err();
-    }
+  // The directory only when it is rschedd's own (created by it, the default one, or already
+  // shared by an earlier start) and private: owned by us, its group root's or already the
+  // readers', nothing granted to others. Never /root, /tmp or a directory shared with a group.
+  if (auto r = give_group(dir, gid, S_IRGRP | S_IXGRP, true,
+                          [&](const struct stat &st) {
+                            return (dir_is_ours || st.st_gid == gid) &&
+                                   (st.st_gid == 0 || st.st_gid == gid) &&
+                                   (st.st_mode & S_IRWXO) == 0;
+                          });
+      !r) {
+    return r.err();
   }
   for (const char *suffix : {"", "-wal", "-shm"}) {
-    if (auto r = give_group(path + suffix, gid, S_IRGRP, false); !r) {
+    if (auto r = give_group(path + suffix, gid, S_IRGRP, false, nullptr); !r) {
       return r.err();
     }
   }

@@ -20,18 +20,21 @@ bool is_corrupt(int rc);
 std::string one_line(std::string s);
 
 // Creates the missing directories of `dir`, each with mode 0750 (chmod'ed explicitly so that the
-// daemon's umask does not matter). Existing directories are left as they are.
-result<void> make_dirs(const std::filesystem::path &dir);
+// daemon's umask does not matter). Existing directories are left as they are. true when `dir`
+// itself was created.
+result<bool> make_dirs(const std::filesystem::path &dir);
 
 // Creates the database file with mode 0640 when it does not exist. SQLite gives its -wal and
 // -shm files the mode (and, as root, the owner) of the database file, so they follow.
 result<void> create_file(const std::string &path);
 
-// Gives the database at `path`, its -wal and -shm files (those that exist) and, when it is a
-// private directory of ours (owned by this user, no permission for others), its directory the
-// group `gid` with group read (and search for the directory). Files owned by another user are
-// left alone. docs/SCHEMA.md, "Who can read the history".
-result<void> share_with_group(const std::string &path, gid_t gid);
+// Gives the database at `path`, its -wal and -shm files (those that exist) the group `gid` with
+// group read, and its directory group read and search when that is rschedd's own (`dir_is_ours`:
+// created by it, or the default directory; or already of that group) and private (owned by
+// this user, group root's or `gid`, nothing for others). Files owned by another user, links and
+// anything swapped in after the check are left alone. docs/SCHEMA.md, "Who can read the
+// history".
+result<void> share_with_group(const std::string &path, gid_t gid, bool dir_is_ours);
 
 // The writer lock (one writer per database, docs/SCHEMA.md "One writer per database"; how it
 // works: writer_file.cpp). Released when destroyed.
