@@ -64,7 +64,8 @@ class vector_sink final : public interval_sink {
 public:
   result<void> write(const store::interval_row &row) override {
     const std::size_t call = calls++;
-    if (fail || (call >= fail_from && call < fail_until)) {
+    if (fail || (call >= fail_from && call < fail_until) ||
+        (call >= fail_from2 && call < fail_until2)) {
       return make_error("disk full");
     }
     rows.push_back(row);
@@ -91,6 +92,8 @@ public:
   std::size_t calls = 0;
   std::size_t fail_from = 0; // writes number fail_from .. fail_until - 1 fail
   std::size_t fail_until = 0;
+  std::size_t fail_from2 = 0; // and a second range
+  std::size_t fail_until2 = 0;
   int fail_notes = 0; // so many note_lost calls fail first
 };
 

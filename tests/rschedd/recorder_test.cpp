@@ -247,6 +247,33 @@ TEST_CASE("recorder: intervals lost to failing writes are noted in the database 
   CHECK(l.start_ns == sink.rows[1].start_ns + sink.rows[1].dur_ns);
   CHECK(l.end_ns == sink.rows[2].start_ns);
   CHECK(any_contains(notes, "writing intervals again"));
+  CHECK(any_contains(notes, "cannot note the lost intervals in the database"));
+}
+
+TEST_CASE("recorder: two outages whose notes fail in between are two spans, never one across "
+          "the intervals written between them",
+          "[rschedd]") {
+  std::vector<collect::snapshot> snaps;
+  for (std::uint64_t i = 1; i <= 9; ++i) {
+    snaps.push_back(snap({thread(10, i)}));
+  }
+  test::fake_source src(std::move(snaps));
+  test::fake_clock clock;
+  test::vector_sink sink;
+  sink.fail_from = 1; // write 1 fails; 2 and 3 are written (the notes after them fail)
+  sink.fail_until = 2;
+  sink.fail_from2 = 4; // writes 4 and 5 fail too
+  sink.fail_until2 = 6;
+  sink.fail_notes = 2;
+  std::vector<std::string> notes;
+  recorder r(config(s, false, 9 * s, &notes), src, clock, &sink);
+  CHECK(run(r) == 0);
+  REQUIRE(sink.lost.size() == 2);
+  CHECK(sink.lost[0].intervals == 1);
+  CHECK(sink.lost[1].intervals == 2);
+  CHECK(sink.lost[0].end_ns == sink.rows[1].start_ns); // ends where writing resumed
+  CHECK(sink.lost[1].start_ns == sink.rows[2].start_ns + sink.rows[2].dur_ns);
+  CHECK(sink.lost[1].end_ns == sink.rows[3].start_ns);
 }
 
 TEST_CASE("recorder: nothing written, or a failed read, is exit status 1", "[rschedd]") {

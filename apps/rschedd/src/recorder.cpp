@@ -192,10 +192,36 @@ void recorder::end_interval(std::int64_t now_mono) {
       ++intervals_written_;
       outcome.written = true;
       // What was lost is said in the database, so that gaps() can tell a failed write from a
-      // stopped recorder. Kept and tried again after the next write if this fails.
-      if (lost_ &&
-          sink_->note_lost(lost_->start_ns, lost_->end_ns, lost_->intervals, lost_->error)) {
+      // stopped recorder. A span ends with the first interval written again; spans not noted
+      // yet are tried again after the next write (at most 64 kept; one still pending at exit
+      // is lost with the process, and its time is then "not recording").
+      if (lost_) {
+        if (lost_pending_.size() == 64) {
+          lost_pending_.erase(lost_pending_.begin());
+        }
+        lost_pending_.push_back(std::move(*lost_));
         lost_.reset();
+      }
+      std::size_t noted = 0;
+      for (const auto &l : lost_pending_) {
+        auto n = sink_->note_lost(l.start_ns, l.end_ns, l.intervals, l.error);
+        if (!n) {
+          if (!reported_note_error_) {
+            note(fmt::format("rschedd: cannot note the lost intervals in the database (tried "
+                             "again after the next write): {}\n",
+                             n.err().msg));
+            reported_note_error_ = true;
+          }
+          break;
+        }
+        ++noted;
+      }
+      if (noted > 0) {
+        lost_pending_.erase(lost_pending_.begin(),
+                            lost_pending_.begin() + static_cast<std::ptrdiff_t>(noted));
+      }
+      if (lost_pending_.empty()) {
+        reported_note_error_ = false;
       }
     }
     write_end = clock_.mono_ns();

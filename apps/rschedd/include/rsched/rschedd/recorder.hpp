@@ -157,7 +157,9 @@ private:
     std::uint64_t intervals = 0;
     std::string error;
   };
-  std::optional<lost_span> lost_;
+  std::optional<lost_span> lost_;       // the span being lost now (writes still failing)
+  std::vector<lost_span> lost_pending_; // ended spans not yet noted (oldest first, at most 64)
+  bool reported_note_error_ = false;
   bool reported_maint_error_ = false;
   bool reported_stall_ = false;
   std::uint64_t intervals_written_ = 0;
