@@ -108,6 +108,19 @@ struct connection {
   bool peer_done = false;        // the client shut its side (EOF)
   clk::time_point deadline;      // closed when it passes
   clk::time_point waiting_since; // when it started waiting for its current request
+  clk::time_point progress;      // writing: when the response started or bytes last went out
+  // How far `in` has been looked at for the end of a head (worth_parsing()), so that a head
+  // trickled in small pieces costs linear time, not a parse of all of it per piece.
+  std::size_t scanned = 0;
+  std::size_t skip = 0;   // leading empty lines of `in` (the parser skips them too)
+  bool started = false;   // `skip` is final: a request line starts there
+  bool line_done = false; // the request line is complete (it was parsed once)
+  void rescan() {
+    scanned = 0;
+    skip = 0;
+    started = false;
+    line_done = false;
+  }
 };
 
 } // namespace
@@ -121,6 +134,7 @@ struct metrics_server::impl {
   std::unordered_map<std::uint64_t, connection> conns;
   std::uint64_t next_key = 2;
   std::optional<clk::time_point> accept_paused_until;
+  bool accept_full = false; // accepting paused because no connection may be displaced
 
   impl(metrics_board &b, const server_limits &l) : board(b), lim(l) {}
   ~impl() {
@@ -138,7 +152,10 @@ struct metrics_server::impl {
 
   void run();
   void accept_all(clk::time_point now);
-  void make_room();
+  // The connection a new one may displace, or conns.end() when none may be.
+  std::unordered_map<std::uint64_t, connection>::iterator victim(clk::time_point now);
+  bool make_room(clk::time_point now);
+  bool worth_parsing(connection &c) const;
   void on_event(std::uint64_t key, std::uint32_t ev, clk::time_point now);
   // Moves the connection as far as it can go without blocking; false when it was closed.
   bool advance(std::uint64_t key, connection &c, clk::time_point now);
@@ -149,7 +166,9 @@ struct metrics_server::impl {
                       std::shared_ptr<const std::string> body, std::string_view extra,
                       bool head_only, bool keep_alive, clk::time_point now);
   void watch(std::uint64_t key, connection &c, std::uint32_t events);
-  void drop(std::uint64_t key);
+  // `abort`: with a reset, dropping what is still unsent (a client that stopped reading would
+  // otherwise keep it in the kernel's memory, and would never see the close).
+  void drop(std::uint64_t key, bool abort = false);
 };
 
 void metrics_server::impl::watch(std::uint64_t key, connection &c, std::uint32_t events) {
@@ -163,34 +182,77 @@ void metrics_server::impl::watch(std::uint64_t key, connection &c, std::uint32_t
   c.events = events;
 }
 
-void metrics_server::impl::drop(std::uint64_t key) {
+void metrics_server::impl::drop(std::uint64_t key, bool abort) {
   const auto it = conns.find(key);
   if (it != conns.end()) {
+    if (abort) {
+      const linger l{1, 0};
+      (void)setsockopt(it->second.fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
     ::close(it->second.fd); // also removes it from the epoll set
     conns.erase(it);
   }
 }
 
-void metrics_server::impl::make_room() {
-  // The connection that has waited longest for a request (lingering ones first: they are done);
-  // never one being answered.
-  const auto rank = [](const connection &c) {
-    return c.st == connection::state::lingering ? clk::time_point::min() : c.waiting_since;
+std::unordered_map<std::uint64_t, connection>::iterator
+metrics_server::impl::victim(clk::time_point now) {
+  // Lingering ones first (they are done), then the one that has gone longest without progress:
+  // waiting for a request, or being answered but taking none of it for write_stall_ms (a client
+  // that pipelines requests and never reads must not hold its slot until the write deadline).
+  // Never one whose answer is going out.
+  const auto stall = std::chrono::milliseconds(lim.write_stall_ms);
+  const auto rank = [&](const connection &c) -> std::optional<clk::time_point> {
+    switch (c.st) {
+    case connection::state::lingering:
+      return clk::time_point::min();
+    case connection::state::reading:
+      return c.waiting_since;
+    case connection::state::writing:
+      break;
+    }
+    return now - c.progress >= stall ? std::optional(c.progress) : std::nullopt;
   };
-  auto victim = conns.end();
+  auto found = conns.end();
+  std::optional<clk::time_point> best;
   for (auto it = conns.begin(); it != conns.end(); ++it) {
-    if (it->second.st != connection::state::writing &&
-        (victim == conns.end() || rank(it->second) < rank(victim->second))) {
-      victim = it;
+    const auto r = rank(it->second);
+    if (r && (!best || *r < *best)) {
+      found = it;
+      best = r;
     }
   }
-  if (victim != conns.end()) {
-    drop(victim->first);
+  return found;
+}
+
+bool metrics_server::impl::make_room(clk::time_point now) {
+  const auto it = victim(now);
+  if (it == conns.end()) {
+    return false;
   }
+  drop(it->first, it->second.st == connection::state::writing);
+  return true;
 }
 
 void metrics_server::impl::accept_all(clk::time_point now) {
   for (int i = 0; i < 64; ++i) { // the rest on the next turn of the loop
+    if (conns.size() >= lim.max_connections && !make_room(now)) {
+      // Every connection is being answered and taking it: the new ones wait in the kernel's
+      // accept queue (rather than be refused) until one closes or stalls (run()).
+      epoll_event e{};
+      e.data.u64 = listen_key;
+      (void)epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listen_fd, &e);
+      accept_full = true;
+      clk::time_point wake = clk::time_point::max();
+      for (const auto &[key, c] : conns) {
+        if (c.st == connection::state::writing) {
+          wake = std::min(wake, c.progress + std::chrono::milliseconds(lim.write_stall_ms));
+        }
+      }
+      accept_paused_until = wake == clk::time_point::max()
+                                ? now + accept_pause // max_connections 0: nothing to wait for
+                                : std::max(wake, now + std::chrono::milliseconds(1));
+      return;
+    }
     const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -203,16 +265,10 @@ void metrics_server::impl::accept_all(clk::time_point now) {
         e.data.u64 = listen_key;
         (void)epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listen_fd, &e);
         accept_paused_until = now + accept_pause;
+        accept_full = false;
         return;
       }
       continue; // ECONNABORTED, EINTR, EPROTO...: that one is gone, the next may be fine
-    }
-    if (conns.size() >= lim.max_connections) {
-      make_room();
-      if (conns.size() >= lim.max_connections) { // every one is being answered
-        ::close(fd);
-        continue;
-      }
     }
     const std::uint64_t key = next_key++;
     connection c;
@@ -228,6 +284,9 @@ void metrics_server::impl::accept_all(clk::time_point now) {
       continue;
     }
     conns.emplace(key, std::move(c));
+    // Its request is usually here already (a scraper sends it as soon as it is connected):
+    // answered now, before another new connection can displace this one as idle.
+    on_event(key, EPOLLIN, now);
   }
 }
 
@@ -301,12 +360,54 @@ void metrics_server::impl::start_response(connection &c, int status, std::string
   c.close_after = !keep_alive;
   c.st = connection::state::writing;
   c.deadline = now + std::chrono::milliseconds(lim.write_timeout_ms);
+  c.progress = now;
+}
+
+bool metrics_server::impl::worth_parsing(connection &c) const {
+  const std::string_view in = c.in;
+  const std::size_t old = c.scanned;
+  c.scanned = in.size();
+  if (in.size() >= lim.max_head || c.peer_done) {
+    return true; // 414 or 431; or the last word before the connection is dropped
+  }
+  while (!c.started && c.skip < in.size()) { // empty lines before the request line
+    if (in[c.skip] == '\n') {
+      ++c.skip;
+    } else if (in[c.skip] == '\r' && c.skip + 1 < in.size() && in[c.skip + 1] == '\n') {
+      c.skip += 2;
+    } else if (in[c.skip] == '\r' && c.skip + 1 == in.size()) {
+      return false; // a CR whose LF is still to come
+    } else {
+      c.started = true;
+    }
+  }
+  if (!c.started) {
+    return false;
+  }
+  // Only what arrived since the last look, and the two bytes before it: an empty line may end
+  // in the new bytes and start in the old ("\n" + "\n", "\n" + "\r\n", "\n\r" + "\n").
+  for (std::size_t i = in.find('\n', std::max(c.skip, old >= 2 ? old - 2 : 0));
+       i != std::string_view::npos; i = in.find('\n', i + 1)) {
+    if (!c.line_done) {
+      c.line_done = true; // the request line: parsed once, so its errors are answered at once
+      return true;
+    }
+    if ((i + 1 < in.size() && in[i + 1] == '\n' && i + 1 >= old) ||
+        (i + 2 < in.size() && in[i + 1] == '\r' && in[i + 2] == '\n' && i + 2 >= old)) {
+      return true; // the empty line ending the head
+    }
+  }
+  return false;
 }
 
 bool metrics_server::impl::advance(std::uint64_t key, connection &c, clk::time_point now) {
   for (;;) {
     switch (c.st) {
     case connection::state::reading: {
+      if (!worth_parsing(c)) {
+        watch(key, c, EPOLLIN);
+        return true;
+      }
       const http::parse_result p = http::parse_request(c.in, lim.max_head);
       if (std::holds_alternative<http::incomplete>(p)) {
         if (c.peer_done) { // it will never be complete
@@ -322,6 +423,7 @@ bool metrics_server::impl::advance(std::uint64_t key, connection &c, clk::time_p
             text_body(fmt::format("{} {}: {}\n", e->status, reason_phrase(e->status), e->reason)),
             {}, false, false, now);
         c.in.clear();
+        c.rescan();
         break;
       }
       const auto &r = std::get<http::request>(p);
@@ -332,10 +434,15 @@ bool metrics_server::impl::advance(std::uint64_t key, connection &c, clk::time_p
       start_response(c, res.status, res.content_type, std::move(res.body), res.extra_headers,
                      r.method == "HEAD", keep_alive, now);
       c.in.erase(0, r.consumed); // the views in `r` are not used past here
+      c.rescan();                // a pipelined head may be complete already
       break;
     }
     case connection::state::writing: {
+      const std::size_t before = c.sent;
       const int w = write_some(c);
+      if (c.sent != before) {
+        c.progress = now;
+      }
       if (w < 0) {
         drop(key);
         return false;
@@ -354,6 +461,7 @@ bool metrics_server::impl::advance(std::uint64_t key, connection &c, clk::time_p
         (void)::shutdown(c.fd, SHUT_WR);
         c.st = connection::state::lingering;
         c.in.clear();
+        c.rescan();
         c.deadline = now + linger_time;
         watch(key, c, EPOLLIN);
         return true;
@@ -459,10 +567,16 @@ void metrics_server::impl::run() {
       }
     }
     for (const auto key : expired) {
-      drop(key);
+      const auto it = conns.find(key);
+      drop(key, it != conns.end() && it->second.st == connection::state::writing);
+    }
+    if (accept_full && accept_paused_until && *accept_paused_until > now &&
+        (conns.size() < lim.max_connections || victim(now) != conns.end())) {
+      accept_paused_until = now; // a connection closed, or one became displaceable
     }
     if (accept_paused_until && *accept_paused_until <= now) {
       accept_paused_until.reset();
+      accept_full = false;
       epoll_event e{};
       e.events = EPOLLIN;
       e.data.u64 = listen_key;

@@ -7,10 +7,14 @@
 // - A connection must send a complete request head within `header_timeout_ms` of being
 //   accepted (however it trickles the bytes), and the next one on a kept-alive connection
 //   within `keep_alive_ms` of the end of the previous response; else it is closed.
+// - A head is parsed when the bytes received complete its request line or its empty line (or
+//   reach `max_head`), not on every read: a head trickled a byte per segment costs linear time.
 // - A head over `max_head` bytes is answered 431 (414 for the request line alone) and closed.
-// - At most `max_connections` are open; a new one beyond that closes the one that has waited
-//   longest for a request (a fresh scraper displaces an idle or trickling connection); when every
-//   open connection is being answered, the new one is closed instead.
+// - At most `max_connections` are open; a new one beyond that closes the one that has gone
+//   longest without progress: waiting for a request (a fresh scraper displaces an idle or
+//   trickling connection), or being answered while taking nothing of it for `write_stall_ms` (a
+//   client that pipelines requests and never reads). When every open connection is being
+//   answered and taking it, new ones wait in the kernel's accept queue until one closes or stalls.
 // - A response is written as the client takes it, within `write_timeout_ms`, else the
 //   connection is closed; other connections are served meanwhile.
 // - A kept-alive connection serves at most `keep_alive_max` requests; a request with a body is
@@ -35,6 +39,8 @@ struct server_limits {
   int header_timeout_ms = 2000;      // from accept to a complete request head
   int keep_alive_ms = 2000;          // from a response's end to the next complete request head
   int write_timeout_ms = 5000;       // to write one response
+  int write_stall_ms = 1000;         // a response none of which the client took for this long
+                                     // may be displaced by a new connection
   std::size_t keep_alive_max = 100;  // requests per connection
 };
 
