@@ -90,6 +90,10 @@ TEST_CASE("annotations JSON: one-line errors name the byte or the object and fie
        "JSON object 2, field 'text': nested objects are not accepted"},
       {R"([{"start": 1, "tags": ["a", 2]}])", "JSON object 1, field 'tags': expected a string"},
       {R"([{"start": 1, "tags": [["a"]]}])", "JSON object 1, field 'tags': expected a string"},
+      // A key with a newline and an escape sequence (found by the incident_json fuzz target):
+      // still one line, the key shown escaped.
+      {R"([{"bad\nkey\u001b[2J": [1]}])",
+       "JSON object 1, field 'bad\\x0akey\\x1b[2J': expected a string"},
   };
   for (const auto &c : cases) {
     INFO(c.json);

@@ -3,6 +3,8 @@
 // nanoseconds, "1700000000.123456789", does not go through a double).
 #include "annotations_records.hpp"
 
+#include "rsched/base/text.hpp"
+
 #include <fmt/format.h>
 
 #include <cstddef>
@@ -113,7 +115,9 @@ private:
   }
   bool wrong(const std::string &m) {
     if (depth_ >= 2) {
-      err = fmt::format("JSON object {}, field '{}': {}", records.size(), key_, m);
+      // The key is the file's: a newline or an escape sequence in it stays data, one line.
+      err = fmt::format("JSON object {}, field '{}': {}", records.size(),
+                        text::escape_for_terminal(key_), m);
     } else {
       err = fmt::format("JSON: {}", m);
     }
