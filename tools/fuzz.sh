@@ -10,6 +10,9 @@
 #              seeds; review before committing). Without it the seeds are never written.
 #     TARGET   only these (incident_csv, incident_json, timefmt, sql_lint, hist_blob, ...)
 #   RSCHED_FUZZ_BUILD   the build directory (default build-fuzz)
+#   RSCHED_FUZZ_SEED    libFuzzer's -seed (default 0: a new random seed each run). CI fixes it,
+#                       so that a run explores the same inputs first every time: a crash found
+#                       there is found again by the same commit, never by chance on a later one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -84,7 +87,7 @@ while IFS=$'\t' read -r name bin seeds max_len dict; do
     cp -r "$seeds/." "$work/corpus/"
   fi
   args=(-max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048
-    -print_final_stats=1 -artifact_prefix="$work/artifacts/")
+    -seed="${RSCHED_FUZZ_SEED:-0}" -print_final_stats=1 -artifact_prefix="$work/artifacts/")
   if [ -n "$dict" ]; then
     args+=(-dict="$dict")
   fi
