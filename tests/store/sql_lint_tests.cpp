@@ -60,6 +60,17 @@ TEST_CASE("a histogram scalar on a bare column of an aggregating query is refuse
   CHECK(two.substr(e->offset, 9) == "hist_mean");
 }
 
+// Found by the sql_lint fuzz target: the hint quotes the statement, whose newlines made it
+// two lines. Whitespace runs are one space there.
+TEST_CASE("the refusal's hint is one line whatever the statement's layout", "[store][lint]") {
+  const auto e = check_histogram_aggregation(
+      "SELECT comm,\n  hist_mean(\n    hist\n  )\nFROM sched_delay\nGROUP BY comm");
+  REQUIRE(e.has_value());
+  CHECK(e->message.find('\n') == std::string::npos);
+  CHECK(e->message.find("hist_mean(hist)") != std::string::npos);
+  CHECK(e->message.find("hist_mean(hist_merge(hist))") != std::string::npos);
+}
+
 TEST_CASE("per-row and per-group uses of the histogram scalars are allowed", "[store]") {
   for (const std::string sql : {
            "SELECT ts, comm, hist_max(hist), hist_pct(hist, 99) FROM sched_delay",

@@ -279,11 +279,31 @@ private:
     }
   }
 
+  // `v` on one line: every run of whitespace or control bytes (a statement's newlines) becomes
+  // one space, so the hint quoting the statement stays one line.
+  static std::string one_line(std::string_view v) {
+    std::string out;
+    bool space = false;
+    for (const char ch : v) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (u < 0x20 || u == 0x7f || ch == ' ') {
+        space = true;
+        continue;
+      }
+      if (space && !out.empty()) {
+        out += ' ';
+      }
+      space = false;
+      out += ch;
+    }
+    return out;
+  }
+
   void report(const candidate &c) {
     const token &name = t_[c.name_tok];
     const std::string_view fn = s_.substr(name.begin, name.end - name.begin);
-    const std::string_view arg = s_.substr(c.arg_begin, c.arg_end - c.arg_begin);
-    const std::string_view rest = s_.substr(c.arg_end, c.rest_end - c.arg_end);
+    const std::string arg = one_line(s_.substr(c.arg_begin, c.arg_end - c.arg_begin));
+    const std::string rest = one_line(s_.substr(c.arg_end, c.rest_end - c.arg_end));
     std::string group_form = fmt::format("{}(hist_merge({}){})", fn, arg, rest);
     if (name.lower == "hist_pct") {
       group_form = fmt::format("hist_percentile({}{})", arg, rest);
