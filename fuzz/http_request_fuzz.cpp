@@ -18,8 +18,8 @@ namespace {
 namespace http = rsched::rschedd::http;
 
 bool inside(std::string_view part, std::string_view whole) {
-  return part.empty() || (part.data() >= whole.data() &&
-                          part.data() + part.size() <= whole.data() + whole.size());
+  return part.empty() ||
+         (part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size());
 }
 
 void check_one(std::string_view buf, std::size_t max_head) {

@@ -1,9 +1,9 @@
 // JSON incident timelines as records, read with nlohmann-json's SAX parser: the document is never
 // built as a tree, and a number keeps the text it was written with (an epoch time with
 // nanoseconds, "1700000000.123456789", does not go through a double).
-#include "annotations_records.hpp"
-
 #include "rsched/base/text.hpp"
+
+#include "annotations_records.hpp"
 
 #include <fmt/format.h>
 
