@@ -110,7 +110,7 @@ TEST_CASE("block_cache: a trim frees the blocks that stayed cached since the pre
   }).join();
 }
 
-TEST_CASE("block_cache: a stack of free blocks, the last freed first; a trim frees the idle "
+TEST_CASE("block_cache: a stack of free blocks, the last freed first, a trim frees the idle "
           "bottom",
           "[base]") {
   std::thread([] {

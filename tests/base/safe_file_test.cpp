@@ -84,7 +84,7 @@ struct umask_guard {
 
 } // namespace
 
-TEST_CASE("safe_file: the target appears whole at commit; an uncommitted file leaves the target "
+TEST_CASE("safe_file: the target appears whole at commit, an uncommitted file leaves the target "
           "as it was and no temporary behind",
           "[safe_file]") {
   temp_dir dir;
@@ -224,7 +224,7 @@ TEST_CASE("safe_file: devices and FIFOs are written as they are, a directory or 
 }
 
 TEST_CASE("safe_file: this process's descriptors by name are written through a copy, never "
-          "reopened or replaced; a FIFO nobody reads is an error, not a hang",
+          "reopened or replaced, a FIFO nobody reads is an error, not a hang",
           "[safe_file]") {
   temp_dir dir;
   const std::string file = dir.file("redirected");
@@ -249,7 +249,7 @@ TEST_CASE("safe_file: this process's descriptors by name are written through a c
 }
 
 TEST_CASE("safe_file as root: another user's FIFO at the textfile's name is replaced, never "
-          "opened; root's own special files are never replaced",
+          "opened, root's own special files are never replaced",
           "[root][safe_file]") {
   if (!rsched::test::root_available("root test of safe_file")) {
     return;

@@ -58,8 +58,8 @@ test::program_output as_nobody(const std::string &groups, const std::vector<std:
 
 } // namespace
 
-TEST_CASE("Members of the readers' group query the history without root; others cannot read "
-          "it; a member's annotation is refused in one line",
+TEST_CASE("Members of the readers' group query the history without root, others cannot read "
+          "it, a member's annotation is refused in one line",
           "[root][bpf][readers]") {
   if (!test::bpf_available()) {
     return;

@@ -76,7 +76,7 @@ TEST_CASE("ancestors of a cgroup path", "[pressure]") {
   CHECK(ancestors("/a/b/c") == std::vector<std::string>{"/a/b", "/a", "/"});
 }
 
-TEST_CASE("interval rows: active cgroups, their ancestors and the system; new and gone ones",
+TEST_CASE("interval rows: active cgroups, their ancestors and the system, new and gone ones",
           "[pressure]") {
   readings prev{{"/", {1000, 0, 50, {}, {}, {}}},
                 {"/sys", {10, 0, 5, {}, {}, {}}},

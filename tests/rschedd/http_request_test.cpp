@@ -90,7 +90,7 @@ TEST_CASE("parse_request: pipelined requests, each from where the last ended", "
   CHECK(incomplete_(rest));
 }
 
-TEST_CASE("parse_request: CRLF, bare LF and mixed endings; a stray CR is refused", "[http]") {
+TEST_CASE("parse_request: CRLF, bare LF and mixed endings, a stray CR is refused", "[http]") {
   CHECK(ok("GET / HTTP/1.1\r\nHost: x\r\n\r\n").path == "/");
   CHECK(ok("GET / HTTP/1.1\nHost: x\n\n").path == "/");
   CHECK(ok("GET / HTTP/1.1\r\nHost: x\n\r\n").path == "/");
@@ -116,7 +116,7 @@ TEST_CASE("parse_request: keep-alive as HTTP/1.0 and 1.1 define it", "[http]") {
   CHECK(later.keep_alive);
 }
 
-TEST_CASE("parse_request: no Host is fine; bodies are reported; several Accept are joined",
+TEST_CASE("parse_request: no Host is fine, bodies are reported, several Accept are joined",
           "[http]") {
   CHECK(ok("GET /metrics HTTP/1.1\r\n\r\n").path == "/metrics");
   CHECK_FALSE(ok("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").has_body);

@@ -392,7 +392,7 @@ TEST_CASE("metrics_state: an idle cgroup gives its slot back and a new one start
   CHECK(num(v, R"(rsched_cgroup_sched_delay_seconds_count{cgroup="other"})") == 2);
 }
 
-TEST_CASE("metrics_state: hostile comms and cgroups are label values, never markup; comms "
+TEST_CASE("metrics_state: hostile comms and cgroups are label values, never markup, comms "
           "that cannot be told from the rest count in it",
           "[metrics]") {
   metrics_config cfg;
@@ -452,7 +452,7 @@ TEST_CASE("metrics_state: runqueue depth is an integer histogram with exact le b
   CHECK(num(v, R"(rsched_cgroup_runqueue_depth_sum{cgroup="/a"})") == 109);
 }
 
-TEST_CASE("Listen addresses (--metrics-listen): a bare port is loopback; bad ones are one line",
+TEST_CASE("Listen addresses (--metrics-listen): a bare port is loopback, bad ones are one line",
           "[metrics]") {
   auto a = parse_listen_address("9466");
   REQUIRE(a);
@@ -551,7 +551,7 @@ TEST_CASE("metrics_server: GET /metrics serves the latest interval in the format
   }
 }
 
-TEST_CASE("The textfile (--metrics-textfile) takes the latest interval atomically; a "
+TEST_CASE("The textfile (--metrics-textfile) takes the latest interval atomically, a "
           "place that cannot take it is one line",
           "[metrics]") {
   test::temp_dir tmp;
@@ -703,7 +703,7 @@ TEST_CASE("metrics_server: stopped right after it started (rschedd failing at st
   CHECK(taken.err().msg.find('\n') == std::string::npos);
 }
 
-TEST_CASE("metrics_server: 64 clients trickling their headers (slowloris) for 20 s; a scrape "
+TEST_CASE("metrics_server: 64 clients trickling their headers (slowloris) for 20 s, a scrape "
           "every 0.5 s is answered within 2 s, and recording goes on",
           "[metrics]") {
   metrics_config cfg;
