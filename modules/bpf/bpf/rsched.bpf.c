@@ -175,8 +175,7 @@ struct rsched_runner {
 
 struct rsched_runners {
 	struct rsched_runner ring[RSCHED_BLAME_RING];
-	__u32 head; /* entries written so far; the newest is ring[(head - 1) % RSCHED_BLAME_RING] */
-	__u32 pad;
+	__u64 head; /* entries written so far; the newest is ring[(head - 1) % RSCHED_BLAME_RING] */
 };
 
 /* 0 -> per-CPU ring of recent runners (blame group) */
@@ -186,6 +185,33 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rsched_runners);
 } runners SEC(".maps");
+
+/* Blame's coarse record: what ran on a CPU before its ring reaches. An epoch of level 0 is
+ * RSCHED_BLAME_EPOCH_RUNS consecutive ring entries (entry h is in epoch h / EPOCH_RUNS); one of
+ * level l + 1 merges RSCHED_BLAME_FANOUT epochs of level l. Each keeps, exactly, the time of its
+ * top runners (`top[i].ts` holds ns run, not a timestamp), of the idle task, and of the rest
+ * together (`other_ns`): a runner enters the top when its time beats the smallest there, whose
+ * time then goes to `other_ns`. */
+struct rsched_epoch {
+	__u64 seq1;	/* the epoch's number + 1 at this level; 0 = never used */
+	__u64 start;	/* the delay clock at its first entry */
+	__u64 end;	/* ... at the first entry of the next epoch; 0 = still open */
+	__u64 idle_ns;
+	__u64 other_ns;
+	struct rsched_runner top[RSCHED_BLAME_EPOCH_TOP];
+};
+
+struct rsched_epoch_level {
+	struct rsched_epoch rec[RSCHED_BLAME_EPOCHS]; /* epoch n in rec[n % RSCHED_BLAME_EPOCHS] */
+};
+
+/* level -> per-CPU epochs of that level (blame group; one entry without it) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RSCHED_BLAME_LEVELS);
+	__type(key, __u32);
+	__type(value, struct rsched_epoch_level);
+} epochs SEC(".maps");
 
 /* Bumped by user space before every read (mmapped .bss): a blame slot last updated at least
  * three epochs ago has had its counts read, so it may be given to a new culprit. */
@@ -499,17 +525,21 @@ static __always_inline bool comm_eq(const char *a, const char *b)
 /* Blame: a culprit's slot in the thread's blame. Its own slot if it has one; else a slot never
  * used or not updated for three reads (its counts have been read), which takes the culprit on
  * (`gen` moves on, the counts restart from 0); else -1: <other>. */
-static __noinline int blame_search(struct rsched_task_state *st, __u32 tgid, __u64 cgroup,
-				   const char *comm)
+__noinline int rsched_blame_search(struct rsched_task_state *st, __u32 tgid, __u64 cgroup,
+				   __u64 comm0, __u64 comm1)
 {
+	if (!st)
+		return -1;
 	struct rsched_blame *b = &st->blame;
 	__u16 epoch = (__u16)blame_epoch;
 
-	/* Rolled loops whose every branch returns: the verifier walks each slot once. */
+	/* Rolled loops whose every branch returns: the verifier walks each slot once. A global
+	 * function (the comm passed as two words): checked once, not at every caller. */
 #pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < RSCHED_BLAME_SLOTS; i++) {
+		const __u64 *c = (const __u64 *)b->slot[i].comm;
 		if (b->gen[i] && b->tgid[i] == tgid && b->slot[i].cgroup_id == cgroup &&
-		    comm_eq(b->slot[i].comm, comm)) {
+		    c[0] == comm0 && c[1] == comm1) {
 			b->epoch[i] = epoch;
 			st->blame_hint = i;
 			return (int)i;
@@ -524,10 +554,12 @@ static __noinline int blame_search(struct rsched_task_state *st, __u32 tgid, __u
 			b->epoch[i] = epoch;
 			b->tgid[i] = tgid;
 			s->cgroup_id = cgroup;
-			__builtin_memcpy(s->comm, comm, RSCHED_COMM_LEN);
+			((__u64 *)s->comm)[0] = comm0;
+			((__u64 *)s->comm)[1] = comm1;
 			s->wait_ns = 0;
 			s->waits = 0;
 			s->preempts = 0;
+			s->approx_ns = 0;
 			st->blame_hint = i;
 			return (int)i;
 		}
@@ -547,7 +579,8 @@ static __always_inline int blame_slot(struct rsched_task_state *st, __u32 tgid, 
 		b->epoch[h] = (__u16)blame_epoch;
 		return (int)h;
 	}
-	return blame_search(st, tgid, cgroup, comm);
+	return rsched_blame_search(st, tgid, cgroup, ((const __u64 *)comm)[0],
+				   ((const __u64 *)comm)[1]);
 }
 
 enum {
@@ -555,52 +588,160 @@ enum {
 	BLAME_SEEN_OTHER = 2u << RSCHED_BLAME_SLOTS,
 };
 
-/* Charges `ns` of a thread's wait to runner `e`; `seen` marks the culprits already counted in
- * this wait (each one's `waits` counts the wait once). */
-static __always_inline void blame_add(struct rsched_task_state *st, const struct rsched_runner *e,
-				      __u64 ns, __u32 *seen, __u32 cpu)
+/* Charges `ns` of a thread's wait to runner `e` (the idle task when e->tid is 0); `seen` marks
+ * the culprits already counted in this wait (each one's `waits` counts the wait once). `flags`:
+ * the CPU where it ran, | BLAME_APPROX when the charge is an estimate (a share of a coarse
+ * epoch), counted in the culprit's approx_ns too. A global function: the verifier checks it once,
+ * not at every caller on every path. */
+#define BLAME_APPROX (1u << 31)
+
+__noinline int rsched_blame_add(struct rsched_task_state *st, const struct rsched_runner *e,
+				__u64 ns, __u32 *seen, __u32 flags)
 {
+	if (!st || !e || !seen)
+		return 0;
 	struct rsched_blame *b = &st->blame;
+	bool approx = flags & BLAME_APPROX;
 
 	if (!e->tid) {
 		b->idle_ns += ns;
+		if (approx)
+			b->idle_approx_ns += ns;
 		if (!(*seen & BLAME_SEEN_IDLE)) {
 			*seen |= BLAME_SEEN_IDLE;
 			b->idle_waits++;
 		}
-		return;
+		return 0;
 	}
 	int i = blame_slot(st, e->tgid, e->cgroup_id, e->comm);
 	if (i < 0) {
 		b->other_ns += ns;
+		if (approx)
+			b->other_approx_ns += ns;
 		if (!(*seen & BLAME_SEEN_OTHER)) {
 			*seen |= BLAME_SEEN_OTHER;
 			b->other_waits++;
 		}
-		return;
+		return 0;
 	}
 	__u32 k = (__u32)i & (RSCHED_BLAME_SLOTS - 1);
-	b->cpu[k] = (__u16)cpu;
+	b->cpu[k] = (__u16)(flags & 0xffff);
 	b->policy[k] = e->policy;
 	b->prio1[k] = e->prio1;
 	b->slot[k].wait_ns += ns;
+	if (approx)
+		b->slot[k].approx_ns += ns;
 	if (!(*seen & (1u << k))) {
 		*seen |= 1u << k;
 		b->slot[k].waits++;
 	}
+	return 0;
 }
 
-/* The walk back through a CPU's runners over one wait [start, end). */
+/* One wait's walk over a CPU's records, without pointers (a global function's argument): the
+ * wait there is [start, end); what is newer than `end` has been charged. */
+struct blame_span {
+	__u64 start;	  /* the wait on this CPU began here */
+	__u64 end;	  /* what is newer has been walked */
+	__u64 attributed; /* ns charged */
+	__u32 seen;	  /* culprits counted in this wait (rsched_blame_add) */
+	__u32 cpu;	  /* the CPU whose runners these are */
+	__u32 done;	  /* the wait's start was reached (or nothing older is known) */
+	__u32 pad;
+};
+
+/* Scales `ns` by part / whole (part <= whole), in 2^-20 steps, without 64-bit overflow. */
+static __always_inline __u64 share_of(__u64 ns, __u64 part, __u64 whole)
+{
+	if (whole >= (1ULL << 44)) { /* one step: whole < 2^64, so < 2^44 after it */
+		whole >>= 20;
+		part >>= 20;
+	}
+	if (!whole)
+		return 0;
+	__u64 f = (part << 20) / whole;
+	return (ns * f) >> 20;
+}
+
+/* Charges the part [sp->start, sp->end) of epoch `ep` that the wait covers: all of it exactly
+ * when the wait began before the epoch, else (the epoch the wait began in) a share of each of its
+ * runners in proportion to the overlap, counted as estimated; the parts add up to the overlap,
+ * the rest of the epoch's named runners going to <other>. */
+__noinline int rsched_blame_epoch(struct rsched_task_state *st, struct rsched_epoch *ep,
+				  struct blame_span *sp)
+{
+	if (!st || !ep || !sp)
+		return 0;
+	__u64 s = ep->start, e = ep->end;
+	if (!e || e <= s) {
+		sp->done = 1;
+		return 0;
+	}
+	if (e > sp->end)
+		e = sp->end; /* the newer part is walked already */
+	bool whole = s >= sp->start;
+	__u64 from = whole ? s : sp->start;
+	if (e <= from) {
+		sp->done = 1;
+		return 0;
+	}
+	__u64 overlap = e - from, span = ep->end - s, left = overlap;
+	if (whole && span != overlap)
+		whole = false; /* clipped at its end: a share too */
+	__u32 flags = (sp->cpu & 0xffff) | (whole ? 0 : BLAME_APPROX);
+	__u32 seen = sp->seen;
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_BLAME_EPOCH_TOP; i++) {
+		struct rsched_runner *t = &ep->top[i];
+		if (!t->tid || !left)
+			continue; /* only kept when named: an empty slot has no time */
+		__u64 part = whole ? t->ts : share_of(t->ts, overlap, span);
+		if (part > left)
+			part = left;
+		if (!part)
+			continue;
+		rsched_blame_add(st, t, part, &seen, flags);
+		left -= part;
+	}
+	if (left) {
+		__u64 idle = whole ? ep->idle_ns : share_of(ep->idle_ns, overlap, span);
+		if (idle > left)
+			idle = left;
+		if (idle) {
+			struct rsched_runner none = {};
+			rsched_blame_add(st, &none, idle, &seen, flags);
+			left -= idle;
+		}
+	}
+	if (left) {
+		struct rsched_blame *b = &st->blame;
+		b->other_ns += left;
+		if (!whole)
+			b->other_approx_ns += left;
+		if (!(seen & BLAME_SEEN_OTHER)) {
+			seen |= BLAME_SEEN_OTHER;
+			b->other_waits++;
+		}
+	}
+	sp->seen = seen;
+	sp->attributed += overlap;
+	sp->end = from;
+	if (!whole || from <= sp->start)
+		sp->done = 1;
+	return 0;
+}
+
+/* The walk back through a CPU's runners over one wait: the exact ring entries of the open epoch
+ * and the one before it, then the epochs of each level, newest first. */
 struct blame_walk {
 	struct rsched_task_state *st;
 	struct rsched_runners *r;
-	__u64 start;	  /* the wait on this CPU began here */
-	__u64 end;	  /* what is newer has been walked */
-	__u64 attributed; /* ns charged to runners */
-	__u32 head;	  /* the ring's head at the switch-in; entry k is ring[head - 1 - k] */
-	__u32 seen;
-	__u32 skip; /* entries walked before this loop (the loop's index counts from 0) */
-	__u32 cpu;  /* the CPU whose runners these are */
+	struct rsched_epoch_level *lv; /* the level being walked */
+	struct blame_span sp;
+	__u64 ep_hi; /* the level's newest epoch to walk (index k walks ep_hi - k) */
+	__u64 head;  /* the ring's head at the walk; entry k is ring[head - 1 - k] */
+	__u32 skip;  /* entries walked before this loop (the loop's index counts from 0) */
+	__u32 pad;
 };
 
 /* Entry `k + w->skip` of the walk. The loop index, not a counter in `w`, selects the entry: the
@@ -611,52 +752,150 @@ static __always_inline long blame_step_at(__u32 k, struct blame_walk *w)
 		&w->r->ring[(w->head - 1 - w->skip - k) & (RSCHED_BLAME_RING - 1)];
 	__u64 ts = e->ts;
 
-	if (!ts)
+	if (!ts) {
+		w->sp.done = 1;
 		return 1; /* nothing older */
-	__u64 from = ts > w->start ? ts : w->start;
-	if (w->end > from) {
-		blame_add(w->st, e, w->end - from, &w->seen, w->cpu);
-		w->attributed += w->end - from;
 	}
-	if (ts <= w->start)
+	__u64 from = ts > w->sp.start ? ts : w->sp.start;
+	if (w->sp.end > from) {
+		rsched_blame_add(w->st, e, w->sp.end - from, &w->sp.seen, w->sp.cpu & 0xffff);
+		w->sp.attributed += w->sp.end - from;
+	}
+	if (ts <= w->sp.start) {
+		w->sp.done = 1;
 		return 1; /* the runner the wait began under: done */
-	if (ts < w->end)
-		w->end = ts;
+	}
+	if (ts < w->sp.end)
+		w->sp.end = ts;
 	return 0;
 }
 
 static long blame_step(__u32 k, struct blame_walk *w) { return blame_step_at(k, w); }
 
-/* The rest of a walk, past its first entry. */
-static __noinline void blame_walk_on(struct blame_walk *w)
+/* The rest of the exact walk, past its first entry: `n` entries in all. */
+static __noinline void blame_walk_on(struct blame_walk *w, __u32 n)
 {
 	w->skip = 1;
-	bpf_loop(RSCHED_BLAME_RING - 1, blame_step, w, 0);
+	if (n > RSCHED_BLAME_RING - 1)
+		n = RSCHED_BLAME_RING - 1;
+	if (n > 1)
+		bpf_loop(n - 1, blame_step, w, 0);
+}
+
+/* Epoch `ep_hi - k` of the level being walked. */
+static long blame_epoch_step(__u32 k, struct blame_walk *w)
+{
+	if (w->sp.done || k > w->ep_hi)
+		return 1;
+	__u64 n = w->ep_hi - k;
+	struct rsched_epoch *ep = &w->lv->rec[n & (RSCHED_BLAME_EPOCHS - 1)];
+	if (ep->seq1 != n + 1) {
+		w->sp.done = 1; /* overwritten, or never recorded: what is older is unknown */
+		return 1;
+	}
+	rsched_blame_epoch(w->st, ep, &w->sp);
+	return w->sp.done ? 1 : 0;
+}
+
+/* Walks a CPU's records over [start, end): `r` its ring, `cpu` its number, `remote` when it is
+ * not this CPU (a migrated wait's first part: read while that CPU may write, a torn entry can
+ * misplace a share of the part but never make the parts exceed it). Returns ns charged. */
+static __noinline void blame_walk_cpu(struct rsched_task_state *st, struct blame_span *sp,
+				      bool remote)
+{
+	struct blame_walk w = {};
+	__u32 zero = 0;
+
+	if (!st || !sp || sp->end <= sp->start)
+		return;
+	w.st = st;
+	w.sp.start = sp->start;
+	w.sp.end = sp->end;
+	w.sp.cpu = sp->cpu;
+	w.sp.seen = sp->seen;
+	w.r = remote ? bpf_map_lookup_percpu_elem(&runners, &zero, w.sp.cpu)
+		     : bpf_map_lookup_elem(&runners, &zero);
+	if (!w.r)
+		return;
+	w.head = w.r->head;
+	/* Exact: the open epoch's entries and those of the one before (all in the ring). */
+	__u64 cur = w.head / RSCHED_BLAME_EPOCH_RUNS;
+	__u32 n = (__u32)(cur ? w.head - (cur - 1) * RSCHED_BLAME_EPOCH_RUNS : w.head);
+	if (n == 0)
+		goto out;
+	/* Most waits lie within the newest runner's time: no loop then. */
+	if (blame_step_at(0, &w) == 0)
+		blame_walk_on(&w, n);
+	if (w.sp.done || cur < 2)
+		goto out;
+	/* Coarse: level 0 epochs from cur - 2 down to the first that level 1 starts after, then
+	 * level 1 likewise, then level 2 as far as it holds. */
+	__u64 hi = cur - 2; /* newest epoch to walk at this level */
+#pragma clang loop unroll(disable)
+	for (__u32 l = 0; l < RSCHED_BLAME_LEVELS; l++) {
+		/* the level's newest epoch that may still be open: the one holding entry head - 1 */
+		__u64 newest = (w.head - 1) / RSCHED_BLAME_EPOCH_RUNS;
+		for (__u32 j = 0; j < l; j++)
+			newest /= RSCHED_BLAME_FANOUT;
+		__u64 oldest = newest >= RSCHED_BLAME_EPOCHS - 1 ? newest - (RSCHED_BLAME_EPOCHS - 1) : 0;
+		/* stop where the next level's epochs begin (they hold what is older), except at the last */
+		__u64 lo = oldest;
+		if (l + 1 < RSCHED_BLAME_LEVELS)
+			lo = (oldest + RSCHED_BLAME_FANOUT - 1) / RSCHED_BLAME_FANOUT * RSCHED_BLAME_FANOUT;
+		__u32 key = l;
+		w.lv = remote ? bpf_map_lookup_percpu_elem(&epochs, &key, w.sp.cpu)
+			      : bpf_map_lookup_elem(&epochs, &key);
+		if (!w.lv)
+			break;
+		if (hi + 1 > lo) {
+			w.ep_hi = hi;
+			bpf_loop((__u32)(hi + 1 - lo), blame_epoch_step, &w, 0);
+		}
+		if (w.sp.done || lo == 0 || l + 1 == RSCHED_BLAME_LEVELS)
+			break;
+		hi = lo / RSCHED_BLAME_FANOUT - 1;
+	}
+out:
+	sp->seen = w.sp.seen;
+	sp->attributed = w.sp.attributed;
 }
 
 /* Blames a thread's scheduling delay of `delta` (enqueued at t0, switched in at t1 on `cpu`) on
- * what ran on the CPU meanwhile, newest first. What the ring does not reach, and the part spent
- * waiting on another CPU before a migration, is <unknown>: the parts add up to delta. */
+ * what ran meanwhile on the CPU where it waited, newest first; after a migration while waiting,
+ * the part before it on the CPU it left. Only what is older than all of a CPU's records, or a
+ * wait's part before an earlier migration, is <unknown>: the parts add up to delta. */
 static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, __u64 t1,
 				       __u64 delta, __u32 cpu)
 {
 	struct rsched_blame *b = &st->blame;
-	struct blame_walk w = {.st = st, .start = t0, .end = t1, .cpu = cpu};
-	__u32 zero = 0;
+	__u64 attributed = 0;
 
 	if (st->wait_cpu == cpu) {
+		__u64 since = t0;
 		if (st->wait_since > t0 && st->wait_since < t1)
-			w.start = st->wait_since;
-		w.r = bpf_map_lookup_elem(&runners, &zero);
-		if (w.r) {
-			w.head = w.r->head;
-			/* Most waits lie within the newest runner's time: no loop then. */
-			if (blame_step_at(0, &w) == 0)
-				blame_walk_on(&w);
+			since = st->wait_since;
+		struct blame_span w = {.start = since, .end = t1, .cpu = cpu};
+		blame_walk_cpu(st, &w, false);
+		attributed = w.attributed;
+		/* the part before a migration, on the CPU it left (never more than the rest) */
+		if (st->mig_from && since > t0 && st->mig_cpu != cpu &&
+		    st->mig_cpu < RSCHED_MAX_CPUS &&
+		    bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_map_lookup_percpu_elem)) {
+			__u64 from = st->mig_from > t0 ? st->mig_from : t0;
+			__u64 room = delta > attributed ? delta - attributed : 0;
+			if (since - from > room)
+				from = since - room;
+			w.start = from;
+			w.end = since;
+			w.cpu = st->mig_cpu;
+			w.attributed = 0;
+			blame_walk_cpu(st, &w, true);
+			attributed += w.attributed;
 		}
 	}
-	if (delta > w.attributed) {
-		b->unknown_ns += delta - w.attributed;
+	st->mig_from = 0;
+	if (delta > attributed) {
+		b->unknown_ns += delta - attributed;
 		b->unknown_waits++;
 	}
 }
@@ -689,10 +928,104 @@ static __always_inline void blame_preempt(struct rsched_task_state *st, __u32 ne
 	}
 }
 
+/* Adds `ns` run by `e` (its `ts` unused; tid 0: idle) to epoch `ep`: to its entry among the
+ * top runners, or into a free one, or in place of the smallest when `ns` beats it (whose time
+ * goes to other_ns), else to other_ns. Exact: only which runners are named is a choice. A global
+ * function: the verifier checks it once, not once per path of its callers. */
+__noinline int rsched_epoch_add(struct rsched_epoch *ep, const struct rsched_runner *e, __u64 ns)
+{
+	if (!ep || !e)
+		return 0;
+	if (!e->tid) {
+		ep->idle_ns += ns;
+		return 0;
+	}
+	__u32 min_i = 0;
+	__u64 min_ns = ~0ULL;
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_BLAME_EPOCH_TOP; i++) {
+		struct rsched_runner *t = &ep->top[i];
+		if (t->tgid == e->tgid && t->tid && t->cgroup_id == e->cgroup_id &&
+		    comm_eq(t->comm, e->comm)) {
+			t->ts += ns;
+			t->policy = e->policy;
+			t->prio1 = e->prio1;
+			return 0;
+		}
+		__u64 have = t->tid ? t->ts : 0;
+		if (have < min_ns) {
+			min_ns = have;
+			min_i = i;
+		}
+	}
+	if (min_ns && ns <= min_ns) {
+		ep->other_ns += ns;
+		return 0;
+	}
+	if (min_i >= RSCHED_BLAME_EPOCH_TOP)
+		return 0;
+	struct rsched_runner *t = &ep->top[min_i];
+	ep->other_ns += min_ns;
+	__builtin_memcpy(t, e, sizeof(*t));
+	t->ts = ns;
+	return 0;
+}
+
+/* Epoch `n`'s record at a level: opened at `ts` (its contents cleared) when it holds another. */
+static __always_inline struct rsched_epoch *epoch_open(struct rsched_epoch_level *lv, __u64 n,
+						       __u64 ts)
+{
+	struct rsched_epoch *ep = &lv->rec[n & (RSCHED_BLAME_EPOCHS - 1)];
+	if (ep->seq1 != n + 1) {
+		__builtin_memset(ep, 0, sizeof(*ep));
+		ep->seq1 = n + 1;
+		ep->start = ts;
+	}
+	return ep;
+}
+
+/* Level-0 epoch `n` closed at `ts`: merged into its epoch of level 1, which closes too when `n`
+ * was the last of its fan-out, and so on up. Once per level-0 epoch: the merges cost
+ * RSCHED_BLAME_EPOCH_TOP + 2 adds per level per RSCHED_BLAME_EPOCH_RUNS switches. */
+static __noinline void epoch_close(__u64 n, __u64 ts)
+{
+	__u32 key = 0;
+	struct rsched_epoch_level *lv = bpf_map_lookup_elem(&epochs, &key);
+	if (!lv)
+		return;
+	struct rsched_epoch *ep = &lv->rec[n & (RSCHED_BLAME_EPOCHS - 1)];
+	if (ep->seq1 != n + 1)
+		return;
+	ep->end = ts;
+#pragma clang loop unroll(disable)
+	for (__u32 l = 1; l < RSCHED_BLAME_LEVELS; l++) {
+		key = l;
+		lv = bpf_map_lookup_elem(&epochs, &key);
+		if (!lv)
+			return;
+		__u64 up = n / RSCHED_BLAME_FANOUT;
+		struct rsched_epoch *cur = epoch_open(lv, up, ep->start);
+#pragma clang loop unroll(disable)
+		for (__u32 i = 0; i < RSCHED_BLAME_EPOCH_TOP; i++) {
+			struct rsched_runner *t = &ep->top[i];
+			if (t->tid && t->ts)
+				rsched_epoch_add(cur, t, t->ts);
+		}
+		cur->idle_ns += ep->idle_ns;
+		cur->other_ns += ep->other_ns;
+		if ((n + 1) % RSCHED_BLAME_FANOUT != 0)
+			return; /* the epoch above stays open */
+		cur->end = ts;
+		ep = cur;
+		n = up;
+	}
+}
+
 /* Records this CPU's runner from `ts` on: the idle task (tid 0), or thread `tid` of process
  * `tgid` running as (`cgroup`, `comm`). Consecutive runners of one culprit (threads of a process
  * under one comm and cgroup) share an entry: a wait behind a thousand short threads of one
- * process is one piece, and the ring reaches back further. */
+ * process is one piece, and the ring reaches back further. The entry that ends here is added to
+ * its epoch's record; every RSCHED_BLAME_EPOCH_RUNS entries an epoch closes. */
 static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 cgroup,
 					const char *comm, __u8 policy, __u8 prio1)
 {
@@ -701,9 +1034,22 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 
 	if (!r)
 		return;
-	__u32 h = r->head;
+	__u64 h = r->head;
 	struct rsched_runner *last = &r->ring[(h - 1) & (RSCHED_BLAME_RING - 1)];
 	struct rsched_runner *e = &r->ring[h & (RSCHED_BLAME_RING - 1)];
+	if (tid && last->ts && last->tid && last->tgid == tgid && last->cgroup_id == cgroup &&
+	    comm_eq(last->comm, comm))
+		return; /* the same culprit runs on */
+	struct rsched_epoch_level *lv = bpf_map_lookup_elem(&epochs, &zero);
+	if (lv && h && last->ts && ts > last->ts) {
+		__u64 n = (h - 1) / RSCHED_BLAME_EPOCH_RUNS;
+		struct rsched_epoch *ep = epoch_open(lv, n, last->ts);
+		rsched_epoch_add(ep, last, ts - last->ts);
+		if (h % RSCHED_BLAME_EPOCH_RUNS == 0)
+			epoch_close(n, ts);
+	}
+	if (lv && h % RSCHED_BLAME_EPOCH_RUNS == 0)
+		epoch_open(lv, h / RSCHED_BLAME_EPOCH_RUNS, ts);
 	if (!tid) {
 		e->ts = ts;
 		e->tid = 0;
@@ -713,9 +1059,6 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 		r->head = h + 1;
 		return;
 	}
-	if (last->ts && last->tid && last->tgid == tgid && last->cgroup_id == cgroup &&
-	    comm_eq(last->comm, comm))
-		return; /* the same culprit runs on */
 	e->ts = ts;
 	e->tid = tid;
 	e->tgid = tgid;
@@ -787,6 +1130,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				if (ON(RSCHED_G_BLAME) && runnable) {
 					st->wait_cpu = bpf_get_smp_processor_id();
 					st->wait_since = st->enqueue_ns;
+					st->mig_from = 0;
 				}
 			}
 			if (ON(RSCHED_G_WAKING) && runnable)
@@ -908,6 +1252,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 			/* the runqueue it waits on: the CPU the wakeup chose */
 			st->wait_cpu = (__u32)task_cpu_of(p, btf);
 			st->wait_since = st->enqueue_ns;
+			st->mig_from = 0;
 		}
 	}
 	if (!rq) {
@@ -964,9 +1309,18 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	if (!st)
 		return 0;
 	if (ON(RSCHED_G_BLAME) && st->enqueue_ns) {
-		/* moved while waiting: it waits on dest now (what came before is <unknown>) */
+		/* Moved while waiting: it waits on dest now. The part so far, on src, is blamed on
+		 * src's runners at switch-in (blame_wait); a part before an earlier move of this wait
+		 * is <unknown>. The runqueue clock is still src's here. */
+		__u64 at = delay_rq_clock ? rq_clock_of(p, btf) : bpf_ktime_get_ns();
+		if (st->wait_cpu == (__u32)src) {
+			st->mig_from = st->wait_since ? st->wait_since : st->enqueue_ns;
+			st->mig_cpu = (__u32)src;
+		} else {
+			st->mig_from = 0;
+		}
 		st->wait_cpu = (__u32)dest_cpu;
-		st->wait_since = delay_rq_clock ? rq_clock_of(p, btf) : bpf_ktime_get_ns();
+		st->wait_since = at;
 	}
 	if (!ON(RSCHED_G_MIGRATION))
 		return 0;

@@ -295,6 +295,12 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
       err != 0) {
     return make_error("bad counter map size: " + errno_text(err), -err);
   }
+  // Blame's coarse record of older runners (~21 KB a level per CPU): one level entry without it.
+  if (int err = bpf_map__set_max_entries(
+          s->maps.epochs, (opt.groups & RSCHED_G_BLAME) != 0 ? RSCHED_BLAME_LEVELS : 1U);
+      err != 0) {
+    return make_error("bad blame epoch map size: " + errno_text(err), -err);
+  }
   // Only the state map of the chosen mode is created.
   bpf_map__set_autocreate(s->maps.task_state, btf);
   bpf_map__set_autocreate(s->maps.task_hash, !btf);

@@ -115,13 +115,13 @@ void blame_from(const rsched_blame &b, SlotAt &&slot_at, blame_state &out, std::
     s.who.tgid = b.tgid[i];
     s.who.cgroup_id = k.cgroup_id;
     std::memcpy(s.who.comm.data(), k.comm, s.who.comm.size());
-    s.n = {k.wait_ns, k.waits, k.preempts};
+    s.n = {k.wait_ns, k.waits, k.preempts, k.approx_ns};
     s.cpu = b.cpu[i];
     s.prio = {b.policy[i], b.prio1[i]};
   }
-  out.idle = {b.idle_ns, b.idle_waits, b.idle_preempts};
-  out.unknown = {b.unknown_ns, b.unknown_waits, 0};
-  out.other = {b.other_ns, b.other_waits, b.other_preempts};
+  out.idle = {b.idle_ns, b.idle_waits, b.idle_preempts, b.idle_approx_ns};
+  out.unknown = {b.unknown_ns, b.unknown_waits, 0, 0};
+  out.other = {b.other_ns, b.other_waits, b.other_preempts, b.other_approx_ns};
   out.waiter = {b.waiter_policy, b.waiter_prio1};
 }
 } // namespace
@@ -132,8 +132,8 @@ void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch) {
 }
 
 void blame_from_record(const char *at, blame_state &out, std::uint32_t epoch) {
-  // The fields before the slots and after them; a slot's 48 bytes only when it is copied (most
-  // of a busy thread's 16 slots are stale: its 768 bytes are not read).
+  // The fields before the slots and after them; a slot's 56 bytes only when it is copied (most
+  // of a busy thread's 16 slots are stale: its 896 bytes are not read).
   constexpr std::size_t head = offsetof(rsched_blame, slot);
   constexpr std::size_t tail = offsetof(rsched_blame, idle_ns);
   static_assert(tail == head + sizeof(rsched_blame::slot));
@@ -180,7 +180,7 @@ void delta_into(metrics::set<S> &d, const metrics::set<S> &cur, const metrics::s
 namespace {
 blame_counts sub(const blame_counts &cur, const blame_counts &prev) {
   return {sub(cur.wait_ns, prev.wait_ns), sub(cur.waits, prev.waits),
-          sub(cur.preempts, prev.preempts)};
+          sub(cur.preempts, prev.preempts), sub(cur.approx_ns, prev.approx_ns)};
 }
 } // namespace
 

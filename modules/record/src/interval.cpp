@@ -182,6 +182,7 @@ void add_blame_rows(store::thread_row &r, acc_thread &a,
     b.wait_ns = n.wait_ns;
     b.waits = n.waits;
     b.preempts = n.preempts;
+    b.approx_ns = n.approx_ns;
     if (c->prio.known()) {
       b.cpu = c->cpu;
       b.policy = c->prio.policy;
@@ -203,6 +204,7 @@ void add_blame_rows(store::thread_row &r, acc_thread &a,
       b.wait_ns = n.wait_ns;
       b.waits = n.waits;
       b.preempts = n.preempts;
+      b.approx_ns = n.approx_ns;
     }
   }
 }

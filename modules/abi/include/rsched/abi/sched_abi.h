@@ -48,6 +48,15 @@ enum {
 	 * CPU (a power of two: the ring index is masked). */
 	RSCHED_BLAME_SLOTS = 16,
 	RSCHED_BLAME_RING = 512,
+	/* Blame's coarse record of older runners per CPU: an epoch is RSCHED_BLAME_EPOCH_RUNS
+	 * ring entries, summarised as its top RSCHED_BLAME_EPOCH_TOP runners plus idle and the
+	 * rest. Three levels, RSCHED_BLAME_EPOCHS records each; an epoch of level l + 1 merges
+	 * RSCHED_BLAME_FANOUT epochs of level l (reach: 256 x 64 x 16 x 16 = 4M runs). */
+	RSCHED_BLAME_EPOCH_RUNS = 256,
+	RSCHED_BLAME_EPOCH_TOP = 6,
+	RSCHED_BLAME_EPOCHS = 64,
+	RSCHED_BLAME_FANOUT = 16,
+	RSCHED_BLAME_LEVELS = 3,
 };
 
 /* Metric groups, a bit mask in the BPF rodata `groups`: code of an unselected group is dead
@@ -128,6 +137,7 @@ struct rsched_blame_slot {
 	__u64 wait_ns;	/* time it ran on the CPU while the thread waited there */
 	__u64 waits;	/* scheduling delays it had a part in */
 	__u64 preempts; /* involuntary switches of the thread in which it took the CPU */
+	__u64 approx_ns; /* the part of wait_ns estimated: a share of a coarse epoch's span */
 };
 
 /* A thread's blame: the parts of its scheduling delay always add up to delay.total_ns (the same
@@ -153,6 +163,8 @@ struct rsched_blame {
 	__u64 other_ns; /* <other>: culprits past the slots while all were in use */
 	__u64 other_waits;
 	__u64 other_preempts;
+	__u64 idle_approx_ns;  /* the part of idle_ns, other_ns estimated (as slot.approx_ns) */
+	__u64 other_approx_ns;
 	/* The thread itself at its last switch-in after a wait: task->policy, task->prio + 1 (0 =
 	 * no wait seen yet). */
 	__u8 waiter_policy;
@@ -199,6 +211,11 @@ struct rsched_task_state {
 	__u32 wait_cpu;
 	__u32 blame_hint; /* the culprit slot found last (checked first) */
 	__u64 wait_since;
+	/* A migration while waiting: the wait's part [mig_from, wait_since) was on CPU mig_cpu
+	 * (mig_from 0: none), blamed at switch-in on that CPU's runners. */
+	__u64 mig_from;
+	__u32 mig_cpu;
+	__u32 pad2;
 	struct rsched_blame blame; /* who ran while it waited, who preempted it (blame group) */
 };
 
@@ -238,7 +255,7 @@ struct rsched_task_record {
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
  * drain does not write them); readers must take only the used groups. With the default groups a
- * record is 1200 bytes instead of 4904. The graveyard and the raw_tp map keep whole
+ * record is 1200 bytes instead of 5064. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
 	RSCHED_ITER_LATENCY_BYTES =
@@ -315,11 +332,11 @@ struct rsched_drop_stats {
 #endif
 RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOTS, "delay stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_blame_slot) == 48, "blame slot");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 60 * RSCHED_BLAME_SLOTS + 64 + 8, "blame");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 16 + 1032, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_blame_slot) == 56, "blame slot");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 68 * RSCHED_BLAME_SLOTS + 64 + 8 + 16, "blame");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 32 + 1176, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 16 + 1032, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 32 + 1176, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");

@@ -37,11 +37,13 @@ struct blame_counts {
   std::uint64_t wait_ns = 0;  // time the culprit ran on the CPU while the thread waited there
   std::uint64_t waits = 0;    // scheduling delays it had a part in
   std::uint64_t preempts = 0; // involuntary switches of the thread in which it took the CPU
+  std::uint64_t approx_ns = 0; // the part of wait_ns estimated (a share of a coarse epoch)
   [[nodiscard]] bool empty() const { return wait_ns == 0 && waits == 0 && preempts == 0; }
   blame_counts &operator+=(const blame_counts &o) {
     wait_ns += o.wait_ns;
     waits += o.waits;
     preempts += o.preempts;
+    approx_ns += o.approx_ns;
     return *this;
   }
   friend bool operator==(const blame_counts &, const blame_counts &) = default;

@@ -41,6 +41,9 @@ struct blame_row {
   std::uint64_t wait_ns = 0;  // it ran this long on the CPU while the thread waited there
   std::uint64_t waits = 0;    // scheduling delays of the thread it had a part in
   std::uint64_t preempts = 0; // involuntary switches of the thread in which it took the CPU
+  // Schema v11: the part of wait_ns estimated (a share of a CPU's coarse epoch of runners, in
+  // proportion to what ran there): its true value lies within approx_ns of wait_ns's.
+  std::uint64_t approx_ns = 0;
   // Schema v9 (priority inversion), process culprits only; -1 unknown (NULL in the database).
   // The culprit as it last ran while the thread waited (or took the CPU from it): the CPU and
   // its scheduling policy (SCHED_NORMAL 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6, EXT 7) and
