@@ -7,6 +7,7 @@
 #include "root_test_util.hpp"
 
 #include <catch2/catch.hpp>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -366,6 +367,162 @@ void run_inversion(const std::string &mode) {
   CHECK(recorded(rec.db, plain).wait_ns["rs-batch"] > 0);
 }
 
+// The victim's blame by culprit process (pid), with the estimated part: wait_ns, approx_ns.
+std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> by_pid(const std::string &db,
+                                                                     pid_t victim) {
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> out;
+  for (const auto &row : test::query(db, "SELECT coalesce(by_pid, -1), sum(wait_ns), 0 "
+                                         "FROM delay_blame WHERE pid = " +
+                                             std::to_string(victim) + " GROUP BY 1")) {
+    out[as_int(row[0])] = {as_int(row[1]), as_int(row[2])};
+  }
+  return out;
+}
+
+// A switch storm on one CPU: two processes, both named rs-storm, ping-pong through pipes at
+// SCHED_FIFO 1 in bursts of `burst_ms` with 10 ms pauses; a nice 0 victim spins on the same CPU
+// and waits out every burst, so each of its waits spans (burst rate x burst) runs: the old ring
+// of 512 recent runs left 82 % of such waits <unknown>. The storm counts its round trips, so
+// the runs per wait are measured, not assumed.
+void run_storm(const std::string &mode, int burst_ms) {
+  test::recording rec({"-i", "1", "-g", "blame", "--bpf-mode", mode});
+  keep_off_cpu(rec.d.pid());
+  auto *trips = static_cast<std::uint64_t *>(mmap(
+      nullptr, sizeof(std::uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(trips != MAP_FAILED);
+  *trips = 0;
+  int ab[2];
+  int ba[2];
+  REQUIRE(pipe(ab) == 0);
+  REQUIRE(pipe(ba) == 0);
+  const std::uint64_t end = mono_ns() + 4'000'000'000ULL;
+  const pid_t victim = test::fork_child([&] {
+    become("rs-victim", false);
+    spin_ns(end + 100'000'000 - mono_ns());
+  });
+  const pid_t b = test::fork_child([&] {
+    become("rs-storm", true);
+    char c = 0;
+    while (read(ab[0], &c, 1) == 1 && c == 'x') {
+      if (write(ba[1], &c, 1) != 1) {
+        break;
+      }
+    }
+  });
+  const pid_t a = test::fork_child([&] {
+    become("rs-storm", true);
+    char c = 'x';
+    std::uint64_t n = 0;
+    sleep_ns(50'000'000); // the victim runs first
+    while (mono_ns() < end) {
+      const std::uint64_t until = mono_ns() + static_cast<std::uint64_t>(burst_ms) * 1'000'000;
+      while (mono_ns() < until) {
+        if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1) {
+          _exit(6);
+        }
+        ++n;
+      }
+      sleep_ns(10'000'000);
+    }
+    *trips = n;
+    c = 'q';
+    (void)write(ab[1], &c, 1);
+  });
+  close(ab[0]);
+  close(ab[1]);
+  close(ba[0]);
+  close(ba[1]);
+  (void)zombie_counts(a);
+  (void)zombie_counts(b);
+  (void)zombie_counts(victim);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
+  const std::uint64_t runs = 2 * *trips; // a round trip is two switches, each a new runner
+  munmap(trips, sizeof(std::uint64_t));
+  auto all = recorded(rec.db, victim);
+  auto pids = by_pid(rec.db, victim);
+  const std::int64_t storm = pids[a].first + pids[b].first;
+  const std::int64_t unknown = all.wait_ns["<unknown>"];
+  std::int64_t approx = 0;
+  for (const auto &[pid, w] : pids) {
+    approx += w.second;
+  }
+  // The waits that span the storm: the victim's waits of over half a burst.
+  const auto long_waits =
+      test::query(rec.db, "SELECT coalesce(sum(count), 0) FROM sched_delay WHERE pid = " +
+                              std::to_string(victim));
+  const double per_wait =
+      all.delay_count > 0 ? static_cast<double>(runs) / static_cast<double>(all.delay_count) : 0;
+  std::printf("blame storm[%s, %d ms bursts]: %llu runs, %lld waits (%.0f runs per wait); "
+              "storm %.1f %% (pid %d %.1f %%, pid %d %.1f %%), unknown %.2f %%, estimated "
+              "%.1f %%; %s\n",
+              mode.c_str(), burst_ms, static_cast<unsigned long long>(runs),
+              static_cast<long long>(all.delay_count), per_wait,
+              100.0 * static_cast<double>(storm) / static_cast<double>(all.delay_total), a,
+              100.0 * static_cast<double>(pids[a].first) / static_cast<double>(all.delay_total), b,
+              100.0 * static_cast<double>(pids[b].first) / static_cast<double>(all.delay_total),
+              100.0 * static_cast<double>(unknown) / static_cast<double>(all.delay_total),
+              100.0 * static_cast<double>(approx) / static_cast<double>(all.delay_total),
+              describe(all).c_str());
+  INFO(mode << ": " << describe(all) << "; runs " << runs << ", per wait " << per_wait);
+  (void)long_waits;
+  REQUIRE(all.delay_count > 0);
+  // The waits span at least 10,000 runs each (on average: the victim waits out every burst).
+  CHECK(per_wait >= 10'000.0);
+  // Every delay sample is blamed, to the nanosecond.
+  CHECK(all.total_wait == all.delay_total);
+  // Nothing is unknown for being outrun, and the storm's two processes are two culprits.
+  CHECK(unknown * 20 <= all.delay_total);
+  CHECK(storm * 100 >= all.delay_total * 85);
+  CHECK(pids[a].first * 4 >= all.delay_total);
+  CHECK(pids[b].first * 4 >= all.delay_total);
+  // The estimate is bounded by a wait's first coarse epoch.
+  CHECK(approx <= all.delay_total / 2);
+}
+
+// A wait that began on CPU 1 (behind a SCHED_FIFO hog) and ended on CPU 0 after a migration:
+// the hog, halfway through its burst, moves the waiting victim to CPU 0 (sched_setaffinity
+// migrates a queued task), then back. The part on CPU 1 was <unknown> before; it is the hog's.
+void run_migrated(const std::string &mode) {
+  test::recording rec({"-i", "1", "-g", "blame", "--bpf-mode", mode});
+  keep_off_cpu(rec.d.pid());
+  const std::uint64_t end = mono_ns() + 3'000'000'000ULL;
+  const pid_t victim = test::fork_child([&] {
+    become("rs-victim", false);
+    spin_ns(end + 100'000'000 - mono_ns());
+  });
+  const pid_t hog = test::fork_child([&] {
+    become("rs-hog", true);
+    cpu_set_t here;
+    cpu_set_t there;
+    CPU_ZERO(&here);
+    CPU_ZERO(&there);
+    CPU_SET(cpu, &here);
+    CPU_SET(0, &there);
+    sleep_ns(20'000'000);
+    while (mono_ns() < end) {
+      spin_ns(20'000'000); // the victim waits behind it on CPU 1
+      if (sched_setaffinity(victim, sizeof(there), &there) != 0) {
+        _exit(7);
+      }
+      spin_ns(5'000'000);
+      if (sched_setaffinity(victim, sizeof(here), &here) != 0) { // back to wait again
+        _exit(7);
+      }
+      sleep_ns(10'000'000);
+    }
+  });
+  (void)zombie_counts(hog);
+  (void)zombie_counts(victim);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
+  auto b = recorded(rec.db, victim);
+  std::printf("blame migrated[%s]: %s\n", mode.c_str(), describe(b).c_str());
+  INFO(mode << ": " << describe(b));
+  REQUIRE(b.delay_total > 1'000'000'000LL); // ~20 ms of every 35
+  CHECK(b.total_wait == b.delay_total);
+  CHECK(b.wait_ns["rs-hog"] >= b.delay_total * 8 / 10);
+  CHECK(b.wait_ns["<unknown>"] <= b.delay_total / 20);
+}
+
 } // namespace
 
 TEST_CASE("Priority inversion: a nice -20 thread behind a SCHED_FIFO 1 batch job is listed by "
@@ -407,5 +564,34 @@ TEST_CASE("Blame: preemptions of a spinning victim name the SCHED_FIFO thread th
   if (test::bpf_available() && two_cpus()) {
     run_preempt("tp_btf");
     run_preempt("raw_tp");
+  }
+}
+
+TEST_CASE("Blame: a switch storm whose waits span over 10,000 runs each is still named, by "
+          "process (tp_btf)",
+          "[root][bpf][blame]") {
+  if (test::bpf_available() && two_cpus()) {
+    run_storm("tp_btf", 60);
+  }
+}
+
+TEST_CASE("Blame: the same storm in raw_tp mode", "[root][bpf][blame]") {
+  if (test::bpf_available() && two_cpus()) {
+    run_storm("raw_tp", 60);
+  }
+}
+
+TEST_CASE("Blame: the part of a wait before a migration goes to the runners of the CPU it left",
+          "[root][bpf][blame]") {
+  if (test::bpf_available() && two_cpus()) {
+    run_migrated("tp_btf");
+    run_migrated("raw_tp");
+  }
+}
+
+TEST_CASE("Blame: storm waits of over 40,000 runs, past the first level of epochs, are named",
+          "[root][bpf][blame]") {
+  if (test::bpf_available() && two_cpus()) {
+    run_storm("tp_btf", 250);
   }
 }

@@ -193,9 +193,9 @@ struct {
  * together (`other_ns`): a runner enters the top when its time beats the smallest there, whose
  * time then goes to `other_ns`. */
 struct rsched_epoch {
-	__u64 seq1;	/* the epoch's number + 1 at this level; 0 = never used */
-	__u64 start;	/* the delay clock at its first entry */
-	__u64 end;	/* ... at the first entry of the next epoch; 0 = still open */
+	__u64 seq1;  /* the epoch's number + 1 at this level; 0 = never used */
+	__u64 start; /* the delay clock at its first entry */
+	__u64 end;   /* ... at the first entry of the next epoch; 0 = still open */
 	__u64 idle_ns;
 	__u64 other_ns;
 	struct rsched_runner top[RSCHED_BLAME_EPOCH_TOP];
@@ -647,7 +647,7 @@ struct blame_span {
 	__u32 seen;	  /* culprits counted in this wait (rsched_blame_add) */
 	__u32 cpu;	  /* the CPU whose runners these are */
 	__u32 done;	  /* the wait's start was reached (or nothing older is known) */
-	__u32 pad;
+	__u32 self_tgid;  /* the waiting thread's process */
 };
 
 /* Scales `ns` by part / whole (part <= whole), in 2^-20 steps, without 64-bit overflow. */
@@ -690,12 +690,31 @@ __noinline int rsched_blame_epoch(struct rsched_task_state *st, struct rsched_ep
 		whole = false; /* clipped at its end: a share too */
 	__u32 flags = (sp->cpu & 0xffff) | (whole ? 0 : BLAME_APPROX);
 	__u32 seen = sp->seen;
+	/* A share: the waiter itself (its process as it runs now) did not run while it waited, so
+	 * its time in the epoch, before the wait, is taken out and the rest shared in proportion.
+	 */
+	__u64 base = span;
+	__u32 self = RSCHED_BLAME_EPOCH_TOP;
+	if (!whole) {
+#pragma clang loop unroll(disable)
+		for (__u32 i = 0; i < RSCHED_BLAME_EPOCH_TOP; i++) {
+			struct rsched_runner *t = &ep->top[i];
+			if (t->tid && t->tgid == sp->self_tgid && t->cgroup_id == st->cgroup_id &&
+			    comm_eq(t->comm, st->comm)) {
+				self = i;
+				base = span > t->ts ? span - t->ts : 0;
+				break;
+			}
+		}
+		if (base < overlap)
+			base = overlap;
+	}
 #pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < RSCHED_BLAME_EPOCH_TOP; i++) {
 		struct rsched_runner *t = &ep->top[i];
-		if (!t->tid || !left)
+		if (!t->tid || !left || i == self)
 			continue; /* only kept when named: an empty slot has no time */
-		__u64 part = whole ? t->ts : share_of(t->ts, overlap, span);
+		__u64 part = whole ? t->ts : share_of(t->ts, overlap, base);
 		if (part > left)
 			part = left;
 		if (!part)
@@ -704,7 +723,7 @@ __noinline int rsched_blame_epoch(struct rsched_task_state *st, struct rsched_ep
 		left -= part;
 	}
 	if (left) {
-		__u64 idle = whole ? ep->idle_ns : share_of(ep->idle_ns, overlap, span);
+		__u64 idle = whole ? ep->idle_ns : share_of(ep->idle_ns, overlap, base);
 		if (idle > left)
 			idle = left;
 		if (idle) {
@@ -813,6 +832,7 @@ static __noinline void blame_walk_cpu(struct rsched_task_state *st, struct blame
 	w.sp.end = sp->end;
 	w.sp.cpu = sp->cpu;
 	w.sp.seen = sp->seen;
+	w.sp.self_tgid = sp->self_tgid;
 	w.r = remote ? bpf_map_lookup_percpu_elem(&runners, &zero, w.sp.cpu)
 		     : bpf_map_lookup_elem(&runners, &zero);
 	if (!w.r)
@@ -833,15 +853,19 @@ static __noinline void blame_walk_cpu(struct rsched_task_state *st, struct blame
 	__u64 hi = cur - 2; /* newest epoch to walk at this level */
 #pragma clang loop unroll(disable)
 	for (__u32 l = 0; l < RSCHED_BLAME_LEVELS; l++) {
-		/* the level's newest epoch that may still be open: the one holding entry head - 1 */
+		/* the level's newest epoch that may still be open: the one holding entry head - 1
+		 */
 		__u64 newest = (w.head - 1) / RSCHED_BLAME_EPOCH_RUNS;
 		for (__u32 j = 0; j < l; j++)
 			newest /= RSCHED_BLAME_FANOUT;
-		__u64 oldest = newest >= RSCHED_BLAME_EPOCHS - 1 ? newest - (RSCHED_BLAME_EPOCHS - 1) : 0;
-		/* stop where the next level's epochs begin (they hold what is older), except at the last */
+		__u64 oldest =
+			newest >= RSCHED_BLAME_EPOCHS - 1 ? newest - (RSCHED_BLAME_EPOCHS - 1) : 0;
+		/* stop where the next level's epochs begin (they hold what is older), except at the
+		 * last */
 		__u64 lo = oldest;
 		if (l + 1 < RSCHED_BLAME_LEVELS)
-			lo = (oldest + RSCHED_BLAME_FANOUT - 1) / RSCHED_BLAME_FANOUT * RSCHED_BLAME_FANOUT;
+			lo = (oldest + RSCHED_BLAME_FANOUT - 1) / RSCHED_BLAME_FANOUT *
+			     RSCHED_BLAME_FANOUT;
 		__u32 key = l;
 		w.lv = remote ? bpf_map_lookup_percpu_elem(&epochs, &key, w.sp.cpu)
 			      : bpf_map_lookup_elem(&epochs, &key);
@@ -865,7 +889,7 @@ out:
  * the part before it on the CPU it left. Only what is older than all of a CPU's records, or a
  * wait's part before an earlier migration, is <unknown>: the parts add up to delta. */
 static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, __u64 t1,
-				       __u64 delta, __u32 cpu)
+				       __u64 delta, __u32 cpu, __u32 tgid)
 {
 	struct rsched_blame *b = &st->blame;
 	__u64 attributed = 0;
@@ -874,7 +898,7 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
 		__u64 since = t0;
 		if (st->wait_since > t0 && st->wait_since < t1)
 			since = st->wait_since;
-		struct blame_span w = {.start = since, .end = t1, .cpu = cpu};
+		struct blame_span w = {.start = since, .end = t1, .cpu = cpu, .self_tgid = tgid};
 		blame_walk_cpu(st, &w, false);
 		attributed = w.attributed;
 		/* the part before a migration, on the CPU it left (never more than the rest) */
@@ -1211,7 +1235,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			if (ON(RSCHED_G_BLAME)) {
 				st->blame.waiter_policy = (__u8)READ(btf, next, policy);
 				st->blame.waiter_prio1 = (__u8)(READ(btf, next, prio) + 1);
-				blame_wait(st, t0, arrive, delta, bpf_get_smp_processor_id());
+				blame_wait(st, t0, arrive, delta, bpf_get_smp_processor_id(),
+					   (__u32)READ(btf, next, tgid));
 			}
 			mark_dirty(st, next, btf);
 			if (cs)
@@ -1310,8 +1335,8 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 		return 0;
 	if (ON(RSCHED_G_BLAME) && st->enqueue_ns) {
 		/* Moved while waiting: it waits on dest now. The part so far, on src, is blamed on
-		 * src's runners at switch-in (blame_wait); a part before an earlier move of this wait
-		 * is <unknown>. The runqueue clock is still src's here. */
+		 * src's runners at switch-in (blame_wait); a part before an earlier move of this
+		 * wait is <unknown>. The runqueue clock is still src's here. */
 		__u64 at = delay_rq_clock ? rq_clock_of(p, btf) : bpf_ktime_get_ns();
 		if (st->wait_cpu == (__u32)src) {
 			st->mig_from = st->wait_since ? st->wait_since : st->enqueue_ns;

@@ -297,7 +297,8 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   }
   // Blame's coarse record of older runners (~21 KB a level per CPU): one level entry without it.
   if (int err = bpf_map__set_max_entries(
-          s->maps.epochs, (opt.groups & RSCHED_G_BLAME) != 0 ? RSCHED_BLAME_LEVELS : 1U);
+          s->maps.epochs,
+          (opt.groups & RSCHED_G_BLAME) != 0 ? static_cast<__u32>(RSCHED_BLAME_LEVELS) : 1U);
       err != 0) {
     return make_error("bad blame epoch map size: " + errno_text(err), -err);
   }

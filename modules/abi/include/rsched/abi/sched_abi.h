@@ -134,9 +134,9 @@ enum rsched_used_bit {
 struct rsched_blame_slot {
 	__u64 cgroup_id;
 	char comm[RSCHED_COMM_LEN];
-	__u64 wait_ns;	/* time it ran on the CPU while the thread waited there */
-	__u64 waits;	/* scheduling delays it had a part in */
-	__u64 preempts; /* involuntary switches of the thread in which it took the CPU */
+	__u64 wait_ns;	 /* time it ran on the CPU while the thread waited there */
+	__u64 waits;	 /* scheduling delays it had a part in */
+	__u64 preempts;	 /* involuntary switches of the thread in which it took the CPU */
 	__u64 approx_ns; /* the part of wait_ns estimated: a share of a coarse epoch's span */
 };
 
@@ -163,7 +163,7 @@ struct rsched_blame {
 	__u64 other_ns; /* <other>: culprits past the slots while all were in use */
 	__u64 other_waits;
 	__u64 other_preempts;
-	__u64 idle_approx_ns;  /* the part of idle_ns, other_ns estimated (as slot.approx_ns) */
+	__u64 idle_approx_ns; /* the part of idle_ns, other_ns estimated (as slot.approx_ns) */
 	__u64 other_approx_ns;
 	/* The thread itself at its last switch-in after a wait: task->policy, task->prio + 1 (0 =
 	 * no wait seen yet). */

@@ -34,9 +34,9 @@ using counter_values = std::array<std::uint64_t, RSCHED_COUNTER_SLOTS>;
 // Blame group (sched_abi.h, struct rsched_blame): what ran while a thread waited, who
 // preempted it.
 struct blame_counts {
-  std::uint64_t wait_ns = 0;  // time the culprit ran on the CPU while the thread waited there
-  std::uint64_t waits = 0;    // scheduling delays it had a part in
-  std::uint64_t preempts = 0; // involuntary switches of the thread in which it took the CPU
+  std::uint64_t wait_ns = 0;   // time the culprit ran on the CPU while the thread waited there
+  std::uint64_t waits = 0;     // scheduling delays it had a part in
+  std::uint64_t preempts = 0;  // involuntary switches of the thread in which it took the CPU
   std::uint64_t approx_ns = 0; // the part of wait_ns estimated (a share of a coarse epoch)
   [[nodiscard]] bool empty() const { return wait_ns == 0 && waits == 0 && preempts == 0; }
   blame_counts &operator+=(const blame_counts &o) {
