@@ -57,16 +57,20 @@ TEST_CASE_METHOD(new_db, "blame rows: the views, names of pseudo-culprits, sums 
   iv.threads[1].blame.push_back(culprit(67, "a,\"b\"\x1b[2J", "", 0, 0, 1));
   write_ok(w, iv);
   auto r = open_reader(path);
-  // Schema 9: where and how the culprit and the waiting thread were scheduled, after tier.
+  // Schema 9: where and how the culprit and the waiting thread were scheduled, after tier;
+  // schema 11: the part of the wait estimated, last.
   CHECK(columns_of(r, "delay_blame") ==
         std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "by_pid", "by_comm",
                                  "by_cgroup", "wait_ns", "count", "tier", "by_cpu", "by_policy",
-                                 "by_prio", "policy", "prio"});
+                                 "by_prio", "policy", "prio", "approx_ns"});
   CHECK(columns_of(r, "preemption") ==
         std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "by_pid", "by_comm",
                                  "by_cgroup", "count", "tier", "by_cpu", "by_policy", "by_prio",
-                                 "policy", "prio"});
+                                 "policy", "prio", "approx_ns"});
   CHECK(columns_of(r, "delay_blame_1m") == columns_of(r, "delay_blame"));
+  CHECK(columns_of(r, "delay_blame_1h") == columns_of(r, "delay_blame"));
+  CHECK(columns_of(r, "preemption_1m") == columns_of(r, "preemption"));
+  CHECK(columns_of(r, "preemption_1h") == columns_of(r, "preemption"));
   // Per thread, the parts add up to sched_delay.total_ns.
   auto eq = run(r, "SELECT d.tid, d.total_ns, (SELECT sum(wait_ns) FROM delay_blame AS b WHERE "
                    "b.tid = d.tid AND b.ts = d.ts) FROM sched_delay AS d ORDER BY d.tid");
@@ -106,6 +110,7 @@ TEST_CASE_METHOD(new_db, "blame rows of one culprit given twice for a thread are
   auto r = open_reader(path);
   CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame") == 1);
   CHECK(scalar_int(r, "SELECT wait_ns FROM delay_blame") == 2'000'000);
+  CHECK(scalar_int(r, "SELECT approx_ns FROM delay_blame") == 0);
   CHECK(scalar_int(r, "SELECT count FROM preemption") == 3);
   // A thread with nothing but a preemption (its delay comes next interval) still has its row.
   auto only = make_thread(6, "p", {});
@@ -398,7 +403,7 @@ TEST_CASE_METHOD(new_db,
   CHECK(as_int(t.rows[0][0]) == t0 + 70 * 10 * sec);
   CHECK(as_int(t.rows[0][1]) == 30 * sec);
   CHECK(as_text(t.rows[0][2]) == "svc");
-  CHECK(as_text(t.rows[0][3]) == "storm 95% of the wait, <idle> 5%");
+  CHECK(as_text(t.rows[0][3]) == "storm[1] 95% of the wait, <idle> 5%");
   // A victim pattern narrows the search; by cgroup names the cgroup.
   CHECK(run(r, "SELECT * FROM spikes('sched_delay', '3x', NULL, NULL, 'storm')").rows.empty());
   auto c =
@@ -600,4 +605,248 @@ TEST_CASE("inversions(): episodes of a raised thread waiting behind a low real-t
   CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame_1m WHERE by_prio IS NOT NULL") == 0);
   CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame WHERE by_comm = '<idle>' AND by_prio IS "
                       "NULL") == 4);
+}
+
+namespace {
+
+// Maintenance until it has nothing left to do.
+void settle(writer &w, std::int64_t now) {
+  for (int i = 0; i < 10000; ++i) {
+    auto r = w.maintain(now);
+    INFO("maintain: " << (r.ok() ? std::string() : r.err().msg));
+    REQUIRE(r.ok());
+    if (r->idle()) {
+      return;
+    }
+  }
+  FAIL("maintenance never settled");
+}
+
+// victim() with estimated parts (schema 11): 1.5 ms of hog's 3.5 ms, 0.1 ms of <idle>'s 0.3 ms.
+rsched::store::thread_row estimated_victim(std::uint32_t tid, const std::string &comm) {
+  auto t = victim(tid, comm);
+  t.blame[0].approx_ns = 1'500'000;
+  t.blame[1].approx_ns = 100'000;
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("approx_ns: written, merged per culprit, rolled up exactly from the sums and from the "
+          "rows, summed by blame()",
+          "[store][blame][rollup]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  // Six 10-s intervals a minute. The thread has two rows of hog (the writer merges them: 4.5 ms,
+  // 2 ms of it estimated) and a preemption-only <other>.
+  const auto iv = [](int i) {
+    auto t = estimated_victim(10, "db");
+    auto more = culprit(77, "hog", "/batch", 1'000'000, 1);
+    more.approx_ns = 500'000;
+    t.blame.push_back(more);
+    return make_interval(t0 + i * 10 * sec, {t});
+  };
+  {
+    auto w = open_writer(path);
+    w.set_retention(forever());
+    for (int i = 0; i < 7; ++i) {
+      write_ok(w, iv(i));
+    }
+    auto m = w.maintain(t0 + 70 * sec); // minute 0, from this writer's sums
+    REQUIRE(m.ok());
+    CHECK(m->buckets_from_sums == 1);
+    for (int i = 7; i < 9; ++i) {
+      write_ok(w, iv(i));
+    }
+  }
+  {
+    auto w = open_writer(path); // minute 1 by two writers: rolled up from the rows
+    w.set_retention(forever());
+    for (int i = 9; i < 12; ++i) {
+      write_ok(w, iv(i));
+    }
+    write_ok(w, make_interval(t0 + 2 * minute, {make_thread(1, "later", {1})}));
+    auto m = w.maintain(t0 + 3 * minute);
+    REQUIRE(m.ok());
+    CHECK(m->buckets_from_sums == 0);
+    settle(w, t0 + 3 * minute);
+  }
+  auto r = open_reader(path);
+  auto raw = run(r, "SELECT by_comm, wait_ns, approx_ns FROM delay_blame WHERE ts = " +
+                        std::to_string(t0) + " ORDER BY by_comm");
+  REQUIRE(raw.rows.size() == 3); // <other> had a preemption only
+  CHECK(as_text(raw.rows[0][0]) == "<idle>");
+  CHECK(as_int(raw.rows[0][2]) == 100'000);
+  CHECK(as_text(raw.rows[1][0]) == "<unknown>");
+  CHECK(as_int(raw.rows[1][2]) == 0); // written as 0, not NULL
+  CHECK(as_text(raw.rows[2][0]) == "hog");
+  CHECK(as_int(raw.rows[2][1]) == 4'500'000);
+  CHECK(as_int(raw.rows[2][2]) == 2'000'000);
+  CHECK(scalar_int(r, "SELECT approx_ns FROM preemption WHERE by_comm = '<other>' AND ts = " +
+                          std::to_string(t0)) == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame WHERE approx_ns IS NULL") == 0);
+  // Both minutes' rollups hold the exact sums, whichever way they were merged.
+  auto m = run(r, "SELECT ts, by_comm, wait_ns, approx_ns FROM delay_blame_1m ORDER BY ts, "
+                  "by_comm");
+  REQUIRE(m.rows.size() == 6);
+  for (std::size_t k = 0; k < 6; ++k) {
+    INFO(k);
+    CHECK(as_int(m.rows[k][0]) == t0 + static_cast<std::int64_t>(k / 3) * minute);
+    CHECK(as_int(m.rows[k][2]) == 6 * as_int(raw.rows[k % 3][1]));
+    CHECK(as_int(m.rows[k][3]) == 6 * as_int(raw.rows[k % 3][2]));
+  }
+  CHECK(scalar_int(r, "SELECT sum(approx_ns) FROM preemption_1m WHERE by_comm = '<other>'") == 0);
+  // blame() sums the window's estimates per culprit, after the existing columns.
+  auto b = run(r, "SELECT * FROM blame('db')");
+  REQUIRE(b.headers.size() == 1);
+  CHECK(b.headers[0].back() == "approx_ns");
+  CHECK(b.headers[0].size() == 14);
+  auto hog = run(r, "SELECT by_pid, wait_ns, approx_ns FROM blame('db') WHERE by_comm = 'hog'");
+  REQUIRE(hog.rows.size() == 1);
+  CHECK(as_int(hog.rows[0][0]) == 77);
+  CHECK(as_int(hog.rows[0][1]) == 12 * 4'500'000);
+  CHECK(as_int(hog.rows[0][2]) == 12 * 2'000'000);
+  CHECK(scalar_int(r, "SELECT approx_ns FROM blame('db') WHERE by_comm = '<unknown>'") == 0);
+  // Routed through the rollups (a sum over a ts window), the same.
+  CHECK(scalar_int(r, "SELECT sum(approx_ns) FROM delay_blame WHERE ts >= " + std::to_string(t0) +
+                          " AND ts < " + std::to_string(t0 + 2 * minute)) ==
+        12 * (2'000'000 + 100'000));
+}
+
+TEST_CASE_METHOD(new_db, "an estimate is part of the wait: approx_ns is at most wait_ns",
+                 "[store][blame]") {
+  auto t = make_thread(5, "v", {1'000'000});
+  auto b = culprit(9, "hog", "/", 1'000'000, 1);
+  b.approx_ns = 3'000'000; // inconsistent input
+  t.blame = {b};
+  write_ok(w, make_interval(t0, {t}));
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT approx_ns FROM delay_blame") == 1'000'000);
+}
+
+TEST_CASE("a real version 10 database is upgraded: thread_blame.approx_ns, NULL in the rows "
+          "before, last in the blame views",
+          "[store][blame]") {
+  // tests/store/data/v10.db: v9.db (recorded by rschedd at schema 9) upgraded by the schema 10
+  // writer (commit 72b1b54), which wrote two intervals of blame (victim() of 'db', hog pid 77)
+  // and rolled their minute up.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  copy_fixture("v10.db", path);
+  const std::string old_cols = "ts, dur, tid, pid, comm, cgroup, by_pid, by_comm, by_cgroup, "
+                               "wait_ns, count, tier, by_cpu, by_policy, by_prio, policy, prio";
+  const std::string order = " ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17";
+  std::vector<std::vector<value>> raw_before, m_before;
+  std::vector<std::string> blame_cols, preempt_cols;
+  std::int64_t old_rows = 0;
+  std::int64_t next = 0;
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "PRAGMA user_version") == 10);
+    blame_cols = columns_of(r, "delay_blame");
+    preempt_cols = columns_of(r, "preemption");
+    CHECK(blame_cols.back() == "prio");
+    raw_before = run(r, "SELECT " + old_cols + " FROM delay_blame" + order).rows;
+    m_before = run(r, "SELECT " + old_cols + " FROM delay_blame_1m" + order).rows;
+    REQUIRE(raw_before.size() > 10);
+    REQUIRE_FALSE(m_before.empty());
+    old_rows = scalar_int(r, "SELECT count(*) FROM thread_blame");
+    next = scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
+    // Read as it is: blame() has the column, NULL throughout.
+    CHECK(scalar_int(r, "SELECT count(*) FROM blame(NULL) WHERE approx_ns IS NULL") ==
+          scalar_int(r, "SELECT count(*) FROM blame(NULL)"));
+  }
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(next, {estimated_victim(3, "fresh")}));
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+  // The columns they had, in their places, then approx_ns; every tier alike.
+  blame_cols.emplace_back("approx_ns");
+  preempt_cols.emplace_back("approx_ns");
+  for (const char *tier : {"", "_1m", "_1h"}) {
+    INFO(tier);
+    CHECK(columns_of(r, std::string("delay_blame") + tier) == blame_cols);
+    CHECK(columns_of(r, std::string("preemption") + tier) == preempt_cols);
+  }
+  // The old rows are all there, unchanged, without an estimate.
+  const std::string before = " WHERE ts < " + std::to_string(next);
+  CHECK(run(r, "SELECT " + old_cols + " FROM delay_blame" + before + order).rows == raw_before);
+  CHECK(run(r, "SELECT " + old_cols + " FROM delay_blame_1m" + order).rows == m_before);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame WHERE approx_ns IS NULL") == old_rows);
+  CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame" + before + " AND approx_ns IS NOT NULL") ==
+        0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM delay_blame_1m WHERE approx_ns IS NOT NULL") == 0);
+  // The new rows carry theirs.
+  auto fresh = run(r, "SELECT by_comm, approx_ns FROM delay_blame WHERE comm = 'fresh' ORDER BY "
+                      "by_comm");
+  REQUIRE(fresh.rows.size() == 3);
+  CHECK(as_int(fresh.rows[0][1]) == 100'000); // <idle>
+  CHECK(as_int(fresh.rows[1][1]) == 0);       // <unknown>
+  CHECK(as_int(fresh.rows[2][1]) == 1'500'000);
+  // blame(): the sum of what is known (hog[77] ran in old and new rows), NULL where every row is
+  // older.
+  CHECK(scalar_int(r, "SELECT approx_ns FROM blame(NULL) WHERE by_comm = 'hog'") == 1'500'000);
+  CHECK(scalar_int(r, "SELECT count(*) FROM blame(NULL, 0, " + std::to_string(next) +
+                          ") WHERE approx_ns IS NOT NULL") == 0);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}
+
+TEST_CASE("spikes' cause names culprit processes with their pid; rollup culprits by comm",
+          "[store][blame]") {
+  // 'svc' waits 20 times a minute; in minutes 70..72 for 7.7 ms each, behind two compilers of
+  // one name (46 % and 44 %) and <idle> (10 %). One 60-s interval a minute.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  w.set_retention(forever());
+  const std::uint64_t total = 20 * 7'700'000;
+  for (int i = 0; i < 80; ++i) {
+    const bool spike = i >= 70 && i < 73;
+    auto svc = make_thread(2, "svc", std::vector<std::uint64_t>(20, spike ? 7'700'000 : 600'000));
+    if (spike) {
+      svc.blame = {culprit(31337, "cc1plus", "/build", total * 46 / 100, 20),
+                   culprit(31340, "cc1plus", "/build", total * 44 / 100, 20),
+                   pseudo(culprit_kind::idle, total * 10 / 100, 20)};
+      svc.blame[0].approx_ns = 1'000'000;
+    }
+    auto iv = make_interval(t0 + i * minute, {svc});
+    iv.dur_ns = minute;
+    write_ok(w, iv);
+  }
+  write_ok(w, make_interval(t0 + 80 * minute, {make_thread(1, "later", {1})}));
+  settle(w, t0 + 81 * minute);
+  {
+    auto r = open_reader(path);
+    auto t = run(r, "SELECT ts, dur, victim, cause FROM spikes('sched_delay', '3x')");
+    REQUIRE(t.rows.size() == 1);
+    CHECK(as_int(t.rows[0][0]) == t0 + 70 * minute);
+    CHECK(as_text(t.rows[0][3]) == "cc1plus[31337] 46% of the wait, cc1plus[31340] 44%");
+    // blame() has them apart too.
+    auto b = run(r, "SELECT by_pid, by_comm FROM blame('svc') ORDER BY wait_ns DESC");
+    REQUIRE(b.rows.size() == 3);
+    CHECK(as_int(b.rows[0][0]) == 31337);
+    CHECK(as_int(b.rows[1][0]) == 31340);
+  }
+  // Raw rows past retention: the timeline is the 1-minute tier, whose culprits are per comm.
+  rsched::store::retention keep = forever();
+  keep.keep_raw_ns = minute;
+  w.set_retention(keep);
+  settle(w, t0 + 82 * minute);
+  auto r = open_reader(path);
+  REQUIRE(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0 AND start_ns < " +
+                            std::to_string(t0 + 80 * minute)) == 0);
+  auto t = run(r, "SELECT ts, victim, cause FROM spikes('sched_delay', '3x')");
+  REQUIRE(t.rows.size() == 1);
+  CHECK(as_int(t.rows[0][0]) == t0 + 70 * minute);
+  CHECK(as_text(t.rows[0][2]) == "cc1plus 90% of the wait, <idle> 10%");
+  auto b = run(r, "SELECT by_pid, by_comm, wait_ns, approx_ns FROM blame('svc') ORDER BY wait_ns "
+                  "DESC");
+  REQUIRE(b.rows.size() == 2);
+  CHECK(is_null(b.rows[0][0]));
+  CHECK(as_text(b.rows[0][1]) == "cc1plus");
+  CHECK(as_int(b.rows[0][2]) ==
+        static_cast<std::int64_t>(3 * (total * 46 / 100 + total * 44 / 100)));
+  CHECK(as_int(b.rows[0][3]) == 3 * 1'000'000);
 }

@@ -49,12 +49,14 @@ rsched::store::interval_row interval(int n, std::mt19937_64 &rng) {
       b.wait_ns = rng() % 3'000'000;
       b.waits = 1 + rng() % 4;
       b.preempts = rng() % 3;
+      b.approx_ns = b.wait_ns / (1 + rng() % 4); // schema 11: the part estimated
       t.blame.push_back(b);
     }
     if (rng() % 2 == 0) {
       blame_row b;
       b.kind = rng() % 2 == 0 ? culprit_kind::idle : culprit_kind::other;
       b.wait_ns = rng() % 400'000;
+      b.approx_ns = b.wait_ns / (1 + rng() % 4);
       b.waits = 1;
       t.blame.push_back(b);
     }
@@ -104,7 +106,8 @@ std::vector<std::vector<value>> rollups(const std::string &path) {
                       "ORDER BY 1, 2, 3, 4, 5, 6")
                    .rows;
   auto blame = run(r, "SELECT i.tier, i.start_ns, i.boot_id, t.comm, t.cgroup, c.comm, c.cgroup, "
-                      "c.kind, b.wait_ns, b.waits, b.preempts FROM thread_blame AS b JOIN "
+                      "c.kind, b.wait_ns, b.waits, b.preempts, b.approx_ns FROM thread_blame AS "
+                      "b JOIN "
                       "intervals AS i ON i.id = b.interval_id JOIN thread AS t ON t.id = "
                       "b.thread_id JOIN culprit AS c ON c.id = b.culprit_id WHERE i.tier > 0 "
                       "ORDER BY 1, 2, 3, 4, 5, 6, 7, 8")

@@ -262,9 +262,10 @@ TEST_CASE("spikes finds the injected window and names hog first", "[store]") {
   REQUIRE(per.rows.size() == 2);
   CHECK(as_text(per.rows[0][2]) == "hog");
   CHECK(as_text(per.rows[0][3]) ==
-        "web 90% of the wait, <unknown> 10%; throttled 12.0 s (/batch.slice); CPU pressure 60%");
+        "web[10] 90% of the wait, <unknown> 10%; throttled 12.0 s (/batch.slice); CPU pressure "
+        "60%");
   CHECK(as_text(per.rows[1][2]) == "web");
-  CHECK(as_text(per.rows[1][3]) == "hog 90% of the wait, <idle> 10%; CPU pressure 60%");
+  CHECK(as_text(per.rows[1][3]) == "hog[30] 90% of the wait, <idle> 10%; CPU pressure 60%");
   for (const auto &row : per.rows) {
     CHECK(as_int(row[0]) == spike_start);
     CHECK(as_int(row[1]) == 30 * sec);

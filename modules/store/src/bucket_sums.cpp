@@ -127,7 +127,7 @@ void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &c
 void bucket_sums::add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
                             std::int64_t culprit, std::string_view culprit_comm,
                             std::string_view culprit_cgroup, int kind, std::int64_t wait_ns,
-                            std::int64_t waits, std::int64_t preempts) {
+                            std::int64_t waits, std::int64_t preempts, std::int64_t approx_ns) {
   if (cur_ == nullptr || cur_->broken) {
     return;
   }
@@ -145,7 +145,7 @@ void bucket_sums::add_blame(std::int64_t thread, const std::string &comm, const 
   }
   blame_sum &s = b.blame[{g, c->second}];
   if (!add_checked(s.wait_ns, wait_ns) || !add_checked(s.waits, waits) ||
-      !add_checked(s.preempts, preempts)) {
+      !add_checked(s.preempts, preempts) || !add_checked(s.approx_ns, approx_ns)) {
     b.broken = true;
   }
 }

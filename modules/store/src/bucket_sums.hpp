@@ -5,9 +5,9 @@
 // thread_blame rows; reading them back and grouping them by (comm, cgroup) in SQL took ~1 s of
 // CPU a minute. The writer adds each row it writes to its minute's sums instead: per metric and
 // (comm, cgroup) the count, total and histogram; per (comm, cgroup) of the waiting thread and
-// (comm, cgroup, kind) of the culprit the wait, waits and preemptions. The rollup uses a
-// bucket's sums only when they hold exactly the bucket's intervals: every raw interval of that
-// boot and minute in the database was written and committed by this writer, and nothing
+// (comm, cgroup, kind) of the culprit the wait, waits, preemptions and estimated wait. The rollup
+// uses a bucket's sums only when they hold exactly the bucket's intervals: every raw interval of
+// that boot and minute in the database was written and committed by this writer, and nothing
 // overflowed or failed on the way (otherwise it reads the rows as before, which also reports
 // any overflow). Sums are the same values SQL's sum() and hist_merge() give, so the rollup
 // rows are identical either way (tests/store/bucket_sums_tests.cpp compares them).
@@ -66,6 +66,7 @@ public:
     std::int64_t wait_ns = 0;
     std::int64_t waits = 0;
     std::int64_t preempts = 0;
+    std::int64_t approx_ns = 0; // schema v11
   };
   struct culprit_group {
     std::string comm;
@@ -123,7 +124,7 @@ public:
   void add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
                  std::int64_t culprit, std::string_view culprit_comm,
                  std::string_view culprit_cgroup, int kind, std::int64_t wait_ns,
-                 std::int64_t waits, std::int64_t preempts);
+                 std::int64_t waits, std::int64_t preempts, std::int64_t approx_ns);
   // The interval's transaction committed / failed (its bucket is not used then).
   void commit();
   void discard();

@@ -162,9 +162,10 @@ std::vector<std::string> rollup_statements() {
                   "(boot_id = '' AND pid = 0 AND kind = 0 AND (comm, cgroup) IN "
                   "(SELECT comm, cgroup FROM culprit WHERE id IN ({0}))))",
                   culprits),
+      // approx_ns (v11): NULL in older rows, which sum() skips (nothing was estimated then).
       fmt::format("INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, waits, "
-                  "preempts) SELECT ?1, g.id, r.id, sum(x.wait_ns), sum(x.waits), "
-                  "sum(x.preempts) FROM thread_blame AS x {} "
+                  "preempts, approx_ns) SELECT ?1, g.id, r.id, sum(x.wait_ns), sum(x.waits), "
+                  "sum(x.preempts), sum(x.approx_ns) FROM thread_blame AS x {} "
                   "JOIN culprit AS c ON c.id = x.culprit_id JOIN culprit AS r ON "
                   "r.boot_id = '' AND r.pid = 0 AND r.comm = c.comm AND r.cgroup = c.cgroup AND "
                   "r.kind = c.kind WHERE {} GROUP BY g.id, r.id",
@@ -410,9 +411,11 @@ struct maintenance::impl {
         }
       }
       const std::string insert = "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, "
-                                 "wait_ns, waits, preempts) VALUES(?1, ?2, ?3, ?4, ?5, ?6)";
+                                 "wait_ns, waits, preempts, approx_ns) VALUES(?1, ?2, ?3, ?4, "
+                                 "?5, ?6, ?7)";
       for (const auto &[key, v] : rows) {
-        if (auto r = run(insert, {id, key.first, key.second, v->wait_ns, v->waits, v->preempts});
+        if (auto r = run(insert, {id, key.first, key.second, v->wait_ns, v->waits, v->preempts,
+                                  v->approx_ns});
             !r) {
           return r;
         }

@@ -700,6 +700,14 @@ constexpr const char *v9_blame_tail =
     ", b.cpu AS by_cpu, b.policy AS by_policy, b.prio AS by_prio, b.waiter_policy AS policy, "
     "b.waiter_prio AS prio";
 
+// Schema v10 -> v11 (issue 31): the part of a culprit's wait_ns that was estimated (a share of
+// a CPU's coarse epoch of old runners, in proportion to what ran in it; the true value lies
+// within approx_ns of wait_ns). NULL in the rows written before: the kernel side estimated
+// nothing then (that part was <unknown>). delay_blame and preemption end with it, after the
+// v9 columns (upgrade_v10_to_v11).
+constexpr const char *upgrade_v10_to_v11_tables =
+    "ALTER TABLE thread_blame ADD COLUMN approx_ns INTEGER; -- ns of wait_ns estimated\n";
+
 // The per-CPU views that schema v9 recreates with `llc` and `node` after `tier`: the CPU
 // metrics' views and the per-CPU views of other tables (as view_specs() has them).
 std::vector<tailed_view> v9_cpu_view_specs() {
@@ -896,6 +904,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 9) {
     return db_state::version9;
   }
+  if (*ver == 10) {
+    return db_state::version10;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -943,6 +954,37 @@ result<void> in_transaction(sqlite3 *db, const std::string &path, const char *wh
   return {};
 }
 
+// The schema version of a state that is an rsched database (current: schema_version).
+int version_of(db_state s) {
+  switch (s) {
+  case db_state::empty:
+    return 0;
+  case db_state::version1:
+    return 1;
+  case db_state::version2:
+    return 2;
+  case db_state::version3:
+    return 3;
+  case db_state::version4:
+    return 4;
+  case db_state::version5:
+    return 5;
+  case db_state::version6:
+    return 6;
+  case db_state::version7:
+    return 7;
+  case db_state::version8:
+    return 8;
+  case db_state::version9:
+    return 9;
+  case db_state::version10:
+    return 10;
+  case db_state::current:
+    break;
+  }
+  return schema_version;
+}
+
 result<void> set_user_version(sqlite3 *db) {
   const std::string pragma = fmt::format("PRAGMA user_version = {}", schema_version);
   return exec(db, pragma.c_str());
@@ -981,6 +1023,20 @@ result<void> upgrade_v8_to_v9(sqlite3 *db) {
     }
   }
   return {};
+}
+
+// Schema v10 -> v11: the column, then delay_blame and preemption (all tiers) dropped and created
+// again with approx_ns after the v9 columns.
+result<void> upgrade_v10_to_v11(sqlite3 *db) {
+  std::string sql = upgrade_v10_to_v11_tables;
+  const std::string tail = std::string(v9_blame_tail) + ", b.approx_ns AS approx_ns";
+  for (const auto &v : v5_view_specs()) {
+    if (v.name == "delay_blame" || v.name == "preemption") {
+      sql += fmt::format("DROP VIEW {0};\nDROP VIEW {0}_1m;\nDROP VIEW {0}_1h;\n{1}", v.name,
+                         create_views(v, tail));
+    }
+  }
+  return exec(db, sql.c_str());
 }
 } // namespace
 
@@ -1023,6 +1079,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = exec(db, upgrade_v9_to_v10); !r) {
           return r;
         }
+        if (auto r = upgrade_v10_to_v11(db); !r) {
+          return r;
+        }
         if (auto r = insert_new_metrics(db); !r) {
           return r;
         }
@@ -1037,17 +1096,10 @@ result<void> create(sqlite3 *db, const std::string &path) {
 }
 
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
-  const int from_version = from == db_state::version1   ? 1
-                           : from == db_state::version2 ? 2
-                           : from == db_state::version3 ? 3
-                           : from == db_state::version4 ? 4
-                           : from == db_state::version5 ? 5
-                           : from == db_state::version6 ? 6
-                           : from == db_state::version7 ? 7
-                           : from == db_state::version8 ? 8
-                                                        : 9;
+  const int from_version = version_of(from);
   const std::string what = fmt::format("upgrading schema from version {}", from_version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
+    const int v = version_of(state);
     if (state == db_state::version1) {
       if (auto r = exec(db, upgrade_v1_to_v2); !r) {
         return r;
@@ -1057,7 +1109,7 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
         return r;
       }
     }
-    if (state == db_state::version1 || state == db_state::version2) {
+    if (v <= 2) {
       if (auto r = exec(db, v3_views_with_tables().c_str()); !r) {
         return r;
       }
@@ -1070,25 +1122,22 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
     // runqueue clock then).
-    if (state != db_state::version4 && state != db_state::version5 && state != db_state::version6 &&
-        state != db_state::version7 && state != db_state::version8 && state != db_state::version9) {
+    if (v <= 3) {
       if (auto r = exec(db, upgrade_v3_to_v4); !r) {
         return r;
       }
     }
-    if (state != db_state::version5 && state != db_state::version6 && state != db_state::version7 &&
-        state != db_state::version8 && state != db_state::version9) {
+    if (v <= 4) {
       if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
         return r;
       }
     }
-    if (state != db_state::version6 && state != db_state::version7 && state != db_state::version8 &&
-        state != db_state::version9) {
+    if (v <= 5) {
       if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
         return r;
       }
     }
-    if (state != db_state::version7 && state != db_state::version8 && state != db_state::version9) {
+    if (v <= 6) {
       if (auto r = exec(db, upgrade_v6_to_v7); !r) {
         return r;
       }
@@ -1121,6 +1170,17 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     if (*late == 0) {
       if (auto r = exec(db, upgrade_v9_to_v10); !r) {
+        return r;
+      }
+    }
+    // And v11's column.
+    auto approx = query_int(db, "SELECT count(*) FROM pragma_table_info('thread_blame') WHERE "
+                                "name = 'approx_ns'");
+    if (!approx) {
+      return approx.err();
+    }
+    if (*approx == 0) {
+      if (auto r = upgrade_v10_to_v11(db); !r) {
         return r;
       }
     }

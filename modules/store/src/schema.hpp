@@ -1,6 +1,6 @@
 #pragma once
-// Schema of the rsched database (docs/SCHEMA.md; version 8, upgraded in place from versions 1
-// to 7) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
+// Schema of the rsched database (docs/SCHEMA.md; version 11, upgraded in place from versions 1
+// to 10) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
 // connection and never throws.
 #include "rsched/base/result.hpp"
 
@@ -16,17 +16,18 @@ inline constexpr std::int32_t application_id = 0x72736368;
 
 // What an opened database holds.
 enum class db_state {
-  empty,    // no schema objects, application_id and user_version 0: a new database
-  version1, // an rsched database of schema version 1: readable; the writer upgrades it
-  version2, // schema version 2 (no rollup tiers): readable; the writer upgrades it
-  version3, // schema version 3 (no delay clock, no segment drops): readable; the writer upgrades
-  version4, // schema version 4 (no blame, no pressure): readable; the writer upgrades
-  version5, // schema version 5 (timeline without ts and dur): readable; the writer upgrades
-  version6, // schema version 6 (annotation_summary with start_ns, end_ns): readable; upgraded
-  version7, // schema version 7 (thread_hist a table): readable; upgraded
-  version8, // schema version 8 (no topology, no sched_ext): readable; upgraded
-  version9, // schema version 9 (raw intervals written late into a rollup unmarked): upgraded
-  current,  // an rsched database of schema_version
+  empty,     // no schema objects, application_id and user_version 0: a new database
+  version1,  // an rsched database of schema version 1: readable; the writer upgrades it
+  version2,  // schema version 2 (no rollup tiers): readable; the writer upgrades it
+  version3,  // schema version 3 (no delay clock, no segment drops): readable; the writer upgrades
+  version4,  // schema version 4 (no blame, no pressure): readable; the writer upgrades
+  version5,  // schema version 5 (timeline without ts and dur): readable; the writer upgrades
+  version6,  // schema version 6 (annotation_summary with start_ns, end_ns): readable; upgraded
+  version7,  // schema version 7 (thread_hist a table): readable; upgraded
+  version8,  // schema version 8 (no topology, no sched_ext): readable; upgraded
+  version9,  // schema version 9 (raw intervals written late into a rollup unmarked): upgraded
+  version10, // schema version 10 (blame without approx_ns): upgraded
+  current,   // an rsched database of schema_version
 };
 
 // Classifies the database behind `db`. Everything that is neither empty nor a current rsched
@@ -42,7 +43,7 @@ result<db_state> check(sqlite3 *db, const std::string &path);
 // creates nothing.
 result<void> create(sqlite3 *db, const std::string &path);
 
-// Upgrades a schema version 1 to 6 database (`from`) to the current version in place, in one
+// Upgrades a schema version 1 to 10 database (`from`) to the current version in place, in one
 // IMMEDIATE transaction (new tables and views, new intervals columns, metric rows, meta,
 // user_version). v1 tables, views and rows are kept as they are. Re-checks inside the transaction:
 // a database another process upgraded meanwhile is left alone. On error nothing changes.

@@ -152,7 +152,7 @@ bool one_of(const std::array<std::string_view, N> &set, std::string_view w) {
 }
 
 // The data views' measure columns: what rollup rows add up (tier_text_of).
-constexpr std::array<std::string_view, 33> measure_columns = {"count",
+constexpr std::array<std::string_view, 34> measure_columns = {"count",
                                                               "total_ns",
                                                               "hist",
                                                               "voluntary_count",
@@ -177,6 +177,7 @@ constexpr std::array<std::string_view, 33> measure_columns = {"count",
                                                               "running_ns",
                                                               "delta",
                                                               "wait_ns",
+                                                              "approx_ns",
                                                               "some_ns",
                                                               "full_ns",
                                                               "some_pct",

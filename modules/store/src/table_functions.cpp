@@ -166,7 +166,7 @@ std::vector<tvf> &definitions() {
       {"blame",
        {"by_pid", "by_comm", "by_cgroup", "wait_ns", "share_pct", "waits", "preempts", "cpu_ns",
         "cgroup_cpu_ns", "victim_wait_ns", "victim_throttled_ns", "victim_pressure_pct",
-        "cpu_pressure_pct"},
+        "cpu_pressure_pct", "approx_ns"},
        {"victim", "start_time", "end_time"},
        0,
        blame_fn},

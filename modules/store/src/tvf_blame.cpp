@@ -201,14 +201,17 @@ result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::in
   if (!has_table(db, "thread_blame")) {
     return out;
   }
+  // One culprit per process (pid) and the comm and cgroup it ran as; per (comm, cgroup) on
+  // rollup rows (pid 0). approx_ns from schema 11 on (NULL in older rows: sum() skips them).
   const std::string sql = fmt::format(
       "SELECT c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END, c.comm, "
-      "c.cgroup, sum(x.wait_ns), sum(x.waits), sum(x.preempts) "
+      "c.cgroup, sum(x.wait_ns), sum(x.waits), sum(x.preempts), {} "
       "FROM {} AS i CROSS JOIN thread_blame AS x ON x.interval_id = i.id "
       "JOIN thread AS t ON t.id = x.thread_id JOIN culprit AS c ON c.id = x.culprit_id "
       "WHERE {} AND {} "
       "GROUP BY c.kind, c.pid, c.comm, c.cgroup",
-      timeline(db), overlaps(db, "i", a), victims_sql(v, 3));
+      has_column(db, "thread_blame", "approx_ns") ? "sum(x.approx_ns)" : "NULL", timeline(db),
+      overlaps(db, "i", a), victims_sql(v, 3));
   auto st = prepare_window(db, sql, a, b, v);
   if (!st) {
     return st.err();
@@ -226,6 +229,9 @@ result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::in
     c.wait_ns = sqlite3_column_int64(s, 4);
     c.waits = sqlite3_column_int64(s, 5);
     c.preempts = sqlite3_column_int64(s, 6);
+    if (sqlite3_column_type(s, 7) != SQLITE_NULL) {
+      c.approx_ns = sqlite3_column_int64(s, 7);
+    }
     out.push_back(std::move(c));
   }
   if (rc != SQLITE_DONE) {
@@ -317,6 +323,17 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
   return p;
 }
 
+namespace {
+// A culprit as cause_text names it: a process comm[pid], anything else by its name.
+std::string culprit_name(const culprit_sum &c) {
+  std::string name = text::escape_for_terminal(c.comm);
+  if (c.kind == 0 && c.pid && *c.pid > 0) {
+    name += fmt::format("[{}]", *c.pid);
+  }
+  return name;
+}
+} // namespace
+
 std::string cause_text(const std::vector<culprit_sum> &culprits, const pressure_sum &p) {
   std::int64_t total = 0;
   for (const auto &c : culprits) {
@@ -333,8 +350,8 @@ std::string cause_text(const std::vector<culprit_sum> &culprits, const pressure_
       if (shown > 0 && pct < 5.0) {
         break;
       }
-      out += fmt::format("{}{} {:.0f}%{}", shown == 0 ? "" : ", ",
-                         text::escape_for_terminal(c.comm), pct, shown == 0 ? " of the wait" : "");
+      out += fmt::format("{}{} {:.0f}%{}", shown == 0 ? "" : ", ", culprit_name(c), pct,
+                         shown == 0 ? " of the wait" : "");
       ++shown;
     }
   }
@@ -440,7 +457,7 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     // Built step by step: GCC 12 reports a false -Wmaybe-uninitialized on std::variant
     // temporaries in conditional expressions.
     row r;
-    r.reserve(13);
+    r.reserve(14);
     r.push_back(opt(c.pid));
     r.emplace_back(c.comm);
     r.emplace_back(c.cgroup);
@@ -458,6 +475,7 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     r.push_back(opt(p->throttled_ns));
     r.push_back(opt(p->victim_some_pct));
     r.push_back(opt(p->system_some_pct));
+    r.push_back(opt(c.approx_ns));
     out.push_back(std::move(r));
   }
   return out;

@@ -48,6 +48,8 @@ struct culprit_sum {
   std::int64_t wait_ns = 0;
   std::int64_t waits = 0;
   std::int64_t preempts = 0;
+  // Schema v11: the part of wait_ns estimated; nullopt when every row was written before.
+  std::optional<std::int64_t> approx_ns;
 };
 
 // The victims' blame in intervals overlapping [a, b), culprits by wait (then preemptions),
@@ -72,8 +74,9 @@ struct pressure_sum {
 };
 result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b);
 
-// One line naming a likely cause: "hog 91% of the wait, <idle> 5%; throttled 1.20 s (/app);
-// CPU pressure 35%".
+// One line naming a likely cause: "hog[4242] 91% of the wait, <idle> 5%; throttled 1.20 s
+// (/app); CPU pressure 35%". A culprit process is named comm[pid] (two processes of one name
+// are two culprits); pseudo-culprits and rollup culprits (per comm, no pid) by name alone.
 std::string cause_text(const std::vector<culprit_sum> &culprits, const pressure_sum &p);
 
 } // namespace rsched::store::detail

@@ -227,8 +227,9 @@ struct writer::impl {
     std::int64_t thread, culprit, wait_ns, waits, preempts;
     // Schema v9: the culprit's CPU, policy and prio and the waiter's policy and prio; -1 NULL.
     std::array<int, 5> sched;
+    std::int64_t approx_ns; // schema v11: the part of wait_ns estimated
   };
-  static constexpr int blame_cols = 10; // bound per row of the batch (?1 is the interval)
+  static constexpr int blame_cols = 11; // bound per row of the batch (?1 is the interval)
   std::vector<blame_out> blame_rows;
   SQLite::Statement ins_cgroup;
   SQLite::Statement sel_cgroup;
@@ -310,8 +311,8 @@ struct writer::impl {
         sel_culprit(db, "SELECT id FROM culprit WHERE boot_id = ?1 AND pid = ?2 AND comm = ?3 "
                         "AND cgroup = ?4 AND kind = ?5"),
         ins_blame(db, "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, "
-                      "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio) "
-                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                      "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio, "
+                      "approx_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
         ins_blame_batch(db, blame_batch_sql()),
         ins_cgroup(db, "INSERT OR IGNORE INTO cgroup(path, last_ns) VALUES(?1, ?2)"),
         sel_cgroup(db, "SELECT id FROM cgroup WHERE path = ?1"),
@@ -543,6 +544,7 @@ struct writer::impl {
       x.wait_ns = sat_add(x.wait_ns, b.wait_ns);
       x.waits = sat_add(x.waits, b.waits);
       x.preempts = sat_add(x.preempts, b.preempts);
+      x.approx_ns = sat_add(x.approx_ns, b.approx_ns);
       if (b.kind == culprit_kind::process && b.prio >= 0) {
         x.sched = {b.cpu, b.policy, b.prio, b.waiter_policy, b.waiter_prio};
       }
@@ -551,18 +553,19 @@ struct writer::impl {
     std::sort(by_culprit.begin(), by_culprit.end(),
               [](const culprit_sum &a, const culprit_sum &b) { return a.id < b.id; });
     for (const auto &x : by_culprit) {
-      blame_rows.push_back(
-          {thread, x.id, to_i64(x.wait_ns), to_i64(x.waits), to_i64(x.preempts), x.sched});
+      // The estimated part is part of wait_ns (and stays so where a sum saturated).
+      blame_rows.push_back({thread, x.id, to_i64(x.wait_ns), to_i64(x.waits), to_i64(x.preempts),
+                            x.sched, to_i64(std::min(x.approx_ns, x.wait_ns))});
       const auto &b = blame_rows.back();
       sums().add_blame(thread, t.comm, t.cgroup, x.id, x.who.comm, x.who.cgroup, x.who.kind,
-                       b.wait_ns, b.waits, b.preempts);
+                       b.wait_ns, b.waits, b.preempts, b.approx_ns);
     }
   }
   // One thread's blame summed per culprit identity (write_blame's scratch).
   struct culprit_sum {
     std::int64_t id = 0;
     culprit_ref who; // views of the thread's first row of the culprit
-    std::uint64_t wait_ns = 0, waits = 0, preempts = 0;
+    std::uint64_t wait_ns = 0, waits = 0, preempts = 0, approx_ns = 0;
     std::array<int, 5> sched{-1, -1, -1, -1, -1};
   };
   std::vector<culprit_sum> by_culprit;
@@ -582,11 +585,13 @@ struct writer::impl {
         s.bind(at + 5 + k, v);
       }
     }
+    s.bind(at + 10, b.approx_ns);
   }
 
   static std::string blame_batch_sql() {
     std::string sql = "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, "
-                      "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio) VALUES";
+                      "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio, "
+                      "approx_ns) VALUES";
     for (int r = 0; r < blame_batch; ++r) {
       sql += r == 0 ? "(?1" : ",(?1";
       for (int c = 0; c < blame_cols; ++c) {
