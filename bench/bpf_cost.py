@@ -6,7 +6,7 @@ For each repetition and each tracer (interleaved), start the tracer, find its pr
 run_cnt. Prints per-tracer medians and the ratio to runqlat.
 
 Usage (root): bench/bpf_cost.py [--reps N] [--rschedd PATH] [--workload "CMD"]
-                                [--baseline PATH]   # another rschedd binary (an A/B), default groups
+                                [--baseline PATH [--baseline-groups G]]  # another rschedd binary (an A/B)
 """
 import argparse, json, os, random, signal, statistics, subprocess, sys, time
 
@@ -49,7 +49,8 @@ def main():
     ap.add_argument("--rschedd", default=os.path.join(os.path.dirname(__file__), "..", "build", "apps", "rschedd", "rschedd"))
     ap.add_argument("--workload", default="stress-ng --switch 2 --timeout 5")
     ap.add_argument("--runqlat", default="/usr/sbin/runqlat")
-    ap.add_argument("--baseline", help="another rschedd binary, run with the default groups")
+    ap.add_argument("--baseline", help="another rschedd binary (an A/B), run with --baseline-groups")
+    ap.add_argument("--baseline-groups", default="", help="its -g groups (default: its defaults)")
     args = ap.parse_args()
     tracers = {
         "rschedd (default groups)": [args.rschedd, "--no-db", "-i", "1"],
@@ -62,7 +63,9 @@ def main():
         "runqlat": [args.runqlat, "1", "1000"],
     }
     if args.baseline:
-        tracers["baseline rschedd (default groups)"] = [args.baseline, "--no-db", "-i", "1"]
+        g = ["-g", args.baseline_groups] if args.baseline_groups else []
+        tracers["baseline rschedd (" + (args.baseline_groups or "default groups") + ")"] = [
+            args.baseline, "--no-db", "-i", "1"] + g
     old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
     open("/proc/sys/kernel/bpf_stats_enabled", "w").write("1")
     results = {k: [] for k in tracers}

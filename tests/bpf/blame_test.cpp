@@ -371,7 +371,7 @@ void run_inversion(const std::string &mode) {
 std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> by_pid(const std::string &db,
                                                                      pid_t victim) {
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> out;
-  for (const auto &row : test::query(db, "SELECT coalesce(by_pid, -1), sum(wait_ns), 0 "
+  for (const auto &row : test::query(db, "SELECT coalesce(by_pid, -1), sum(wait_ns), coalesce(sum(approx_ns), 0) "
                                          "FROM delay_blame WHERE pid = " +
                                              std::to_string(victim) + " GROUP BY 1")) {
     out[as_int(row[0])] = {as_int(row[1]), as_int(row[2])};

@@ -173,19 +173,6 @@ struct rsched_runner {
 	__u8 pad[6];
 };
 
-struct rsched_runners {
-	struct rsched_runner ring[RSCHED_BLAME_RING];
-	__u64 head; /* entries written so far; the newest is ring[(head - 1) % RSCHED_BLAME_RING] */
-};
-
-/* 0 -> per-CPU ring of recent runners (blame group) */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct rsched_runners);
-} runners SEC(".maps");
-
 /* Blame's coarse record: what ran on a CPU before its ring reaches. An epoch of level 0 is
  * RSCHED_BLAME_EPOCH_RUNS consecutive ring entries (entry h is in epoch h / EPOCH_RUNS); one of
  * level l + 1 merges RSCHED_BLAME_FANOUT epochs of level l. Each keeps, exactly, the time of its
@@ -198,8 +185,23 @@ struct rsched_epoch {
 	__u64 end;   /* ... at the first entry of the next epoch; 0 = still open */
 	__u64 idle_ns;
 	__u64 other_ns;
+	__u32 hint[2]; /* the top entries added to last, and the one before (checked first) */
 	struct rsched_runner top[RSCHED_BLAME_EPOCH_TOP];
 };
+
+struct rsched_runners {
+	struct rsched_runner ring[RSCHED_BLAME_RING];
+	__u64 head; /* entries written so far; the newest is ring[(head - 1) % RSCHED_BLAME_RING] */
+	struct rsched_epoch cur; /* the open level-0 epoch (copied to `epochs` when it closes) */
+};
+
+/* 0 -> per-CPU ring of recent runners (blame group) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_runners);
+} runners SEC(".maps");
 
 struct rsched_epoch_level {
 	struct rsched_epoch rec[RSCHED_BLAME_EPOCHS]; /* epoch n in rec[n % RSCHED_BLAME_EPOCHS] */
@@ -595,11 +597,9 @@ enum {
  * not at every caller on every path. */
 #define BLAME_APPROX (1u << 31)
 
-__noinline int rsched_blame_add(struct rsched_task_state *st, const struct rsched_runner *e,
-				__u64 ns, __u32 *seen, __u32 flags)
+static __always_inline void blame_add(struct rsched_task_state *st, const struct rsched_runner *e,
+				      __u64 ns, __u32 *seen, __u32 flags)
 {
-	if (!st || !e || !seen)
-		return 0;
 	struct rsched_blame *b = &st->blame;
 	bool approx = flags & BLAME_APPROX;
 
@@ -611,7 +611,7 @@ __noinline int rsched_blame_add(struct rsched_task_state *st, const struct rsche
 			*seen |= BLAME_SEEN_IDLE;
 			b->idle_waits++;
 		}
-		return 0;
+		return;
 	}
 	int i = blame_slot(st, e->tgid, e->cgroup_id, e->comm);
 	if (i < 0) {
@@ -622,7 +622,7 @@ __noinline int rsched_blame_add(struct rsched_task_state *st, const struct rsche
 			*seen |= BLAME_SEEN_OTHER;
 			b->other_waits++;
 		}
-		return 0;
+		return;
 	}
 	__u32 k = (__u32)i & (RSCHED_BLAME_SLOTS - 1);
 	b->cpu[k] = (__u16)(flags & 0xffff);
@@ -635,6 +635,13 @@ __noinline int rsched_blame_add(struct rsched_task_state *st, const struct rsche
 		*seen |= 1u << k;
 		b->slot[k].waits++;
 	}
+}
+
+__noinline int rsched_blame_add(struct rsched_task_state *st, const struct rsched_runner *e,
+				__u64 ns, __u32 *seen, __u32 flags)
+{
+	if (st && e && seen)
+		blame_add(st, e, ns, seen, flags);
 	return 0;
 }
 
@@ -899,7 +906,17 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
 		if (st->wait_since > t0 && st->wait_since < t1)
 			since = st->wait_since;
 		struct blame_span w = {.start = since, .end = t1, .cpu = cpu, .self_tgid = tgid};
-		blame_walk_cpu(st, &w, false);
+		__u32 zero = 0;
+		struct rsched_runners *r = bpf_map_lookup_elem(&runners, &zero);
+		struct rsched_runner *e =
+			r && r->head ? &r->ring[(r->head - 1) & (RSCHED_BLAME_RING - 1)] : NULL;
+		if (e && e->ts && e->ts <= since) {
+			/* most waits lie within the newest runner's time: no walk then */
+			blame_add(st, e, t1 - since, &w.seen, cpu & 0xffff);
+			w.attributed = t1 - since;
+		} else {
+			blame_walk_cpu(st, &w, false);
+		}
 		attributed = w.attributed;
 		/* the part before a migration, on the CPU it left (never more than the rest) */
 		if (st->mig_from && since > t0 && st->mig_cpu != cpu &&
@@ -974,6 +991,8 @@ __noinline int rsched_epoch_add(struct rsched_epoch *ep, const struct rsched_run
 			t->ts += ns;
 			t->policy = e->policy;
 			t->prio1 = e->prio1;
+			ep->hint[1] = ep->hint[0];
+			ep->hint[0] = i;
 			return 0;
 		}
 		__u64 have = t->tid ? t->ts : 0;
@@ -992,7 +1011,44 @@ __noinline int rsched_epoch_add(struct rsched_epoch *ep, const struct rsched_run
 	ep->other_ns += min_ns;
 	__builtin_memcpy(t, e, sizeof(*t));
 	t->ts = ns;
+	ep->hint[1] = ep->hint[0];
+	ep->hint[0] = min_i;
 	return 0;
+}
+
+/* rsched_epoch_add, after the two entries added to last (a CPU mostly alternates between a
+ * few runners). */
+static __always_inline bool epoch_hit(struct rsched_epoch *ep, __u32 k,
+				      const struct rsched_runner *e, __u64 ns)
+{
+	if (k >= RSCHED_BLAME_EPOCH_TOP)
+		return false;
+	struct rsched_runner *t = &ep->top[k];
+	if (t->tgid != e->tgid || !t->tid || t->cgroup_id != e->cgroup_id ||
+	    !comm_eq(t->comm, e->comm))
+		return false;
+	t->ts += ns;
+	t->policy = e->policy;
+	t->prio1 = e->prio1;
+	return true;
+}
+
+static __always_inline void epoch_add_fast(struct rsched_epoch *ep, const struct rsched_runner *e,
+					   __u64 ns)
+{
+	if (!e->tid) {
+		ep->idle_ns += ns;
+		return;
+	}
+	if (epoch_hit(ep, ep->hint[0], e, ns))
+		return;
+	if (epoch_hit(ep, ep->hint[1], e, ns)) {
+		__u32 k = ep->hint[1];
+		ep->hint[1] = ep->hint[0];
+		ep->hint[0] = k;
+		return;
+	}
+	rsched_epoch_add(ep, e, ns);
 }
 
 /* Epoch `n`'s record at a level: opened at `ts` (its contents cleared) when it holds another. */
@@ -1008,25 +1064,30 @@ static __always_inline struct rsched_epoch *epoch_open(struct rsched_epoch_level
 	return ep;
 }
 
-/* Level-0 epoch `n` closed at `ts`: merged into its epoch of level 1, which closes too when `n`
- * was the last of its fan-out, and so on up. Once per level-0 epoch: the merges cost
- * RSCHED_BLAME_EPOCH_TOP + 2 adds per level per RSCHED_BLAME_EPOCH_RUNS switches. */
-static __noinline void epoch_close(__u64 n, __u64 ts)
+/* The open level-0 epoch `r->cur` (number n) closed at `ts`: copied into the level-0 records and
+ * merged into its epoch of level 1, which closes too when `n` was the last of its fan-out, and so
+ * on up; then epoch n + 1 opens at `ts`. Once per RSCHED_BLAME_EPOCH_RUNS switches: a 336-byte
+ * copy and RSCHED_BLAME_EPOCH_TOP + 2 adds per level. */
+static __noinline void epoch_turn(struct rsched_runners *r, __u64 n, __u64 ts)
 {
 	__u32 key = 0;
+
+	if (!r)
+		return;
 	struct rsched_epoch_level *lv = bpf_map_lookup_elem(&epochs, &key);
 	if (!lv)
-		return;
+		goto open;
+	if (!r->cur.seq1 || r->cur.seq1 != n + 1)
+		goto open; /* never opened (recording began inside it) */
+	r->cur.end = ts;
 	struct rsched_epoch *ep = &lv->rec[n & (RSCHED_BLAME_EPOCHS - 1)];
-	if (ep->seq1 != n + 1)
-		return;
-	ep->end = ts;
+	__builtin_memcpy(ep, &r->cur, sizeof(*ep));
 #pragma clang loop unroll(disable)
 	for (__u32 l = 1; l < RSCHED_BLAME_LEVELS; l++) {
 		key = l;
 		lv = bpf_map_lookup_elem(&epochs, &key);
 		if (!lv)
-			return;
+			break;
 		__u64 up = n / RSCHED_BLAME_FANOUT;
 		struct rsched_epoch *cur = epoch_open(lv, up, ep->start);
 #pragma clang loop unroll(disable)
@@ -1038,11 +1099,15 @@ static __noinline void epoch_close(__u64 n, __u64 ts)
 		cur->idle_ns += ep->idle_ns;
 		cur->other_ns += ep->other_ns;
 		if ((n + 1) % RSCHED_BLAME_FANOUT != 0)
-			return; /* the epoch above stays open */
+			break; /* the epoch above stays open */
 		cur->end = ts;
 		ep = cur;
 		n = up;
 	}
+open:
+	__builtin_memset(&r->cur, 0, sizeof(r->cur));
+	r->cur.seq1 = (r->head / RSCHED_BLAME_EPOCH_RUNS) + 1;
+	r->cur.start = ts;
 }
 
 /* Records this CPU's runner from `ts` on: the idle task (tid 0), or thread `tid` of process
@@ -1064,16 +1129,10 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 	if (tid && last->ts && last->tid && last->tgid == tgid && last->cgroup_id == cgroup &&
 	    comm_eq(last->comm, comm))
 		return; /* the same culprit runs on */
-	struct rsched_epoch_level *lv = bpf_map_lookup_elem(&epochs, &zero);
-	if (lv && h && last->ts && ts > last->ts) {
-		__u64 n = (h - 1) / RSCHED_BLAME_EPOCH_RUNS;
-		struct rsched_epoch *ep = epoch_open(lv, n, last->ts);
-		rsched_epoch_add(ep, last, ts - last->ts);
-		if (h % RSCHED_BLAME_EPOCH_RUNS == 0)
-			epoch_close(n, ts);
-	}
-	if (lv && h % RSCHED_BLAME_EPOCH_RUNS == 0)
-		epoch_open(lv, h / RSCHED_BLAME_EPOCH_RUNS, ts);
+	if (h && last->ts && ts > last->ts)
+		epoch_add_fast(&r->cur, last, ts - last->ts);
+	if (h % RSCHED_BLAME_EPOCH_RUNS == 0)
+		epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts);
 	if (!tid) {
 		e->ts = ts;
 		e->tid = 0;
