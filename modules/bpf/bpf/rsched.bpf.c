@@ -896,7 +896,7 @@ out:
  * the part before it on the CPU it left. Only what is older than all of a CPU's records, or a
  * wait's part before an earlier migration, is <unknown>: the parts add up to delta. */
 static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, __u64 t1,
-				       __u64 delta, __u32 cpu, __u32 tgid)
+				       __u64 delta, __u32 cpu, __u32 tgid, struct rsched_runners *r)
 {
 	struct rsched_blame *b = &st->blame;
 	__u64 attributed = 0;
@@ -906,8 +906,6 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
 		if (st->wait_since > t0 && st->wait_since < t1)
 			since = st->wait_since;
 		struct blame_span w = {.start = since, .end = t1, .cpu = cpu, .self_tgid = tgid};
-		__u32 zero = 0;
-		struct rsched_runners *r = bpf_map_lookup_elem(&runners, &zero);
 		struct rsched_runner *e =
 			r && r->head ? &r->ring[(r->head - 1) & (RSCHED_BLAME_RING - 1)] : NULL;
 		if (e && e->ts && e->ts <= since) {
@@ -1064,11 +1062,34 @@ static __always_inline struct rsched_epoch *epoch_open(struct rsched_epoch_level
 	return ep;
 }
 
+/* Adds the times of ring entries [base, base + RSCHED_BLAME_EPOCH_RUNS) to the open epoch: each
+ * until the next entry began, the last until `ts`. A global function with a plain loop: checked
+ * once, and no callback per entry. */
+__noinline int rsched_epoch_fill(struct rsched_runners *r, __u64 base, __u64 ts)
+{
+	if (!r)
+		return 0;
+	__u64 prev = r->ring[base & (RSCHED_BLAME_RING - 1)].ts;
+	for (__u32 k = 0; k < RSCHED_BLAME_EPOCH_RUNS; k++) {
+		__u64 i = base + k;
+		struct rsched_runner *e = &r->ring[i & (RSCHED_BLAME_RING - 1)];
+		__u64 end = k + 1 < RSCHED_BLAME_EPOCH_RUNS
+				    ? r->ring[(i + 1) & (RSCHED_BLAME_RING - 1)].ts
+				    : ts;
+		if (prev && end > prev)
+			epoch_add_fast(&r->cur, e, end - prev);
+		prev = end;
+	}
+	return 0;
+}
+
 /* The open level-0 epoch `r->cur` (number n) closed at `ts`: copied into the level-0 records and
  * merged into its epoch of level 1, which closes too when `n` was the last of its fan-out, and so
- * on up; then epoch n + 1 opens at `ts`. Once per RSCHED_BLAME_EPOCH_RUNS switches: a 336-byte
- * copy and RSCHED_BLAME_EPOCH_TOP + 2 adds per level. */
-static __noinline void epoch_turn(struct rsched_runners *r, __u64 n, __u64 ts)
+ * on up; then epoch n + 1 opens at `ts`. Once per RSCHED_BLAME_EPOCH_RUNS switches: the loop
+ * over its entries (when `fill`: a thread waits on this CPU now), a 336-byte copy and
+ * RSCHED_BLAME_EPOCH_TOP + 2 adds per level. An epoch left unfilled is never wholly inside a
+ * wait; in the epoch above it, its time is <other> in the share of a wait that began there. */
+static __noinline void epoch_turn(struct rsched_runners *r, __u64 n, __u64 ts, bool fill)
 {
 	__u32 key = 0;
 
@@ -1079,6 +1100,9 @@ static __noinline void epoch_turn(struct rsched_runners *r, __u64 n, __u64 ts)
 		goto open;
 	if (!r->cur.seq1 || r->cur.seq1 != n + 1)
 		goto open; /* never opened (recording began inside it) */
+	/* Its runs' times, from the ring (all still there: the ring holds two epochs). */
+	if (fill)
+		rsched_epoch_fill(r, n * RSCHED_BLAME_EPOCH_RUNS, ts);
 	r->cur.end = ts;
 	struct rsched_epoch *ep = &lv->rec[n & (RSCHED_BLAME_EPOCHS - 1)];
 	__builtin_memcpy(ep, &r->cur, sizeof(*ep));
@@ -1113,14 +1137,13 @@ open:
 /* Records this CPU's runner from `ts` on: the idle task (tid 0), or thread `tid` of process
  * `tgid` running as (`cgroup`, `comm`). Consecutive runners of one culprit (threads of a process
  * under one comm and cgroup) share an entry: a wait behind a thousand short threads of one
- * process is one piece, and the ring reaches back further. The entry that ends here is added to
- * its epoch's record; every RSCHED_BLAME_EPOCH_RUNS entries an epoch closes. */
+ * process is one piece, and the ring reaches back further. Every RSCHED_BLAME_EPOCH_RUNS entries
+ * an epoch closes: its entries are summed into its record then, in one loop (cheaper than an add
+ * at every switch: the ring and the record stay in cache). */
 static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 cgroup,
-					const char *comm, __u8 policy, __u8 prio1)
+					const char *comm, __u8 policy, __u8 prio1,
+					struct task_struct *t, bool btf, struct rsched_runners *r)
 {
-	__u32 zero = 0;
-	struct rsched_runners *r = bpf_map_lookup_elem(&runners, &zero);
-
 	if (!r)
 		return;
 	__u64 h = r->head;
@@ -1129,10 +1152,14 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 	if (tid && last->ts && last->tid && last->tgid == tgid && last->cgroup_id == cgroup &&
 	    comm_eq(last->comm, comm))
 		return; /* the same culprit runs on */
-	if (h && last->ts && ts > last->ts)
-		epoch_add_fast(&r->cur, last, ts - last->ts);
-	if (h % RSCHED_BLAME_EPOCH_RUNS == 0)
-		epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts);
+	if (h % RSCHED_BLAME_EPOCH_RUNS == 0) {
+		/* Only a wait still going on now can ever need the closing epoch's record (an older
+		 * one ended inside it, a newer one begins after it): with no thread waiting on this
+		 * runqueue (only the one switched in is runnable) its runs need not be summed. */
+		struct rq *rq = task_rq_of(t, btf);
+		__u32 nr = rq ? (btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running)) : 2;
+		epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts, nr > 1);
+	}
 	if (!tid) {
 		e->ts = ts;
 		e->tid = 0;
@@ -1154,23 +1181,26 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 
 /* push_runner for `next` (its state `nst`; NULL for the idle task or without state). */
 static __always_inline void push_next(__u64 ts, struct task_struct *next, __u32 next_tid,
-				      struct rsched_task_state *nst, bool btf)
+				      struct rsched_task_state *nst, bool btf,
+				      struct rsched_runners *r)
 {
 	__u64 name[2] = {};
 
 	if (!next_tid) {
-		push_runner(ts, 0, 0, 0, (const char *)name, 0, 0);
+		push_runner(ts, 0, 0, 0, (const char *)name, 0, 0, next, btf, r);
 		return;
 	}
 	__u32 tgid = (__u32)READ(btf, next, tgid);
 	__u8 policy = (__u8)READ(btf, next, policy);
 	__u8 prio1 = (__u8)(READ(btf, next, prio) + 1);
 	if (nst) {
-		push_runner(ts, next_tid, tgid, nst->cgroup_id, nst->comm, policy, prio1);
+		push_runner(ts, next_tid, tgid, nst->cgroup_id, nst->comm, policy, prio1, next, btf,
+			    r);
 		return;
 	}
 	comm_of((char *)name, next, btf);
-	push_runner(ts, next_tid, tgid, cgroup_of(next, btf), (const char *)name, policy, prio1);
+	push_runner(ts, next_tid, tgid, cgroup_of(next, btf), (const char *)name, policy, prio1,
+		    next, btf, r);
 }
 
 /* The monotonic clock of this event, read on first use. */
@@ -1196,6 +1226,9 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	/* Blame needs next's attribution before prev is done with (prev's preemption names it). */
 	if (ON(RSCHED_G_BLAME) && next_tid != 0)
 		nst = state_of(next, btf, true);
+	/* This CPU's runners (blame): one lookup for the wait's walk and the new runner's entry. */
+	struct rsched_runners *runr =
+		ON(RSCHED_G_BLAME) ? bpf_map_lookup_elem(&runners, &zero) : NULL;
 
 	__u32 prev_state = 0;
 	if (prev_tid != 0) {
@@ -1263,13 +1296,13 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 
 	if (next_tid == 0) {
 		if (ON(RSCHED_G_BLAME))
-			push_next(DELAY_TS(next), next, 0, NULL, btf);
+			push_next(DELAY_TS(next), next, 0, NULL, btf, runr);
 		return 0;
 	}
 	st = ON(RSCHED_G_BLAME) ? nst : state_of(next, btf, true);
 	if (!st) {
 		if (ON(RSCHED_G_BLAME))
-			push_next(DELAY_TS(next), next, next_tid, NULL, btf);
+			push_next(DELAY_TS(next), next, next_tid, NULL, btf, runr);
 		return 0;
 	}
 	if (ON(RSCHED_G_SLICE))
@@ -1295,7 +1328,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				st->blame.waiter_policy = (__u8)READ(btf, next, policy);
 				st->blame.waiter_prio1 = (__u8)(READ(btf, next, prio) + 1);
 				blame_wait(st, t0, arrive, delta, bpf_get_smp_processor_id(),
-					   (__u32)READ(btf, next, tgid));
+					   (__u32)READ(btf, next, tgid), runr);
 			}
 			mark_dirty(st, next, btf);
 			if (cs)
@@ -1303,7 +1336,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		}
 	}
 	if (ON(RSCHED_G_BLAME))
-		push_next(arrive ? arrive : DELAY_TS(next), next, next_tid, st, btf);
+		push_next(arrive ? arrive : DELAY_TS(next), next, next_tid, st, btf, runr);
 	return 0;
 }
 
