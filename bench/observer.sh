@@ -3,21 +3,22 @@
 # threads each waking every second (bench/threads.c, the big-server population), an independent
 # lateness probe (bench/lateness.c: one nice-0 thread per CPU waking every 1 ms and timing its
 # own lateness; no rsched code) runs for SECONDS without rschedd and with it, interleaved, for
-# each rschedd setting given (default: the default setting, and today's former default
-# --rt-priority 1 for comparison). For each run with rschedd it also prints, from rschedd's own
+# each rschedd setting given (default: the defaults, the kernel's slice instead of the default
+# 100 us one, and the former default --rt-priority 1, for comparison). For each run with rschedd it also prints, from rschedd's own
 # history of the probe's window: the share of all scheduling delay that rsched's blame puts on
-# rschedd, rschedd's CPU share (its CPU time / (CPUs x window)), the longest wait behind rschedd
+# rschedd, rschedd's CPU share (its CPU time / (CPUs x window), and / the CPU time all of the
+# machine was busy: delay only happens while CPUs are busy), the longest wait behind rschedd
 # of any thread in one interval, and the recorded cadence (max interval, stalled intervals).
 #
 # Usage (root): bench/observer.sh [SECONDS] [THREADS] [ROUNDS]     (defaults 30 10000 2)
 #   env RSCHEDD (binary), SETTINGS (';'-separated rschedd argument sets, "" = the defaults;
-#   default ";--rt-priority 1"), GROUPS_RUN (latency,migration,blame,pressure: the service's).
+#   default ";--recorder-slice-us 0;--rt-priority 1"), GROUPS_RUN (latency,migration,blame,pressure: the service's).
 set -euo pipefail
 secs=${1:-30}; n=${2:-10000}; rounds=${3:-2}
 top=$(cd "$(dirname "$0")/.." && pwd)
 rschedd=${RSCHEDD:-$top/build/apps/rschedd/rschedd}
 groups=${GROUPS_RUN:-latency,migration,blame,pressure}
-settings=${SETTINGS-";--rt-priority 1"}
+settings=${SETTINGS-";--recorder-slice-us 0;--rt-priority 1"}
 die() { echo "observer.sh: error: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "must run as root (rschedd loads BPF programs)"
 [ -x "$rschedd" ] || die "rschedd not found at $rschedd (build it, or set RSCHEDD=PATH)"
@@ -85,6 +86,12 @@ def cpu_s(pid):
         total += (int(fields[11]) + int(fields[12])) / tck
     return total
 
+def busy_s():
+    """CPU time spent on anything but idle and iowait, all CPUs (s)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / tck
+
 def fmt(p):
     return (f"max {int(p['max_us'])/1000:7.2f} ms  p99.9 {int(p['p999_us'])/1000:6.2f} ms  "
             f"p99 {int(p['p99_us'])/1000:6.2f} ms  (per CPU max {p['per_cpu_max_us']} us)")
@@ -104,9 +111,9 @@ def with_rschedd(args, tag):
             sys.exit("rschedd exited: " + err.read())
         time.sleep(0.2)
     time.sleep(4)  # past start-up: the first intervals of a new database
-    c0, w0 = cpu_s(p.pid), time.time_ns()
+    c0, w0, b0 = cpu_s(p.pid), time.time_ns(), busy_s()
     res = probe()
-    c1, w1 = cpu_s(p.pid), time.time_ns()
+    c1, w1, b1 = cpu_s(p.pid), time.time_ns(), busy_s()
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)
     con = sqlite3.connect(db)
@@ -124,7 +131,8 @@ def with_rschedd(args, tag):
     con.close()
     share = 100.0 * (mine[0] or 0) / tot if tot else 0.0
     cpu_share = 100.0 * (c1 - c0) / (ncpu * (w1 - w0) / 1e9)
-    return res, share, cpu_share, (mine[1] or 0) / 1e6, cad
+    busy_share = 100.0 * (c1 - c0) / (b1 - b0) if b1 > b0 else 0.0
+    return res, share, cpu_share, busy_share, (mine[1] or 0) / 1e6, cad
 
 sets = settings.split(";")
 for r in range(1, rounds + 1):
@@ -132,11 +140,12 @@ for r in range(1, rounds + 1):
     print(f"round {r}  without rschedd            {fmt(base)}", flush=True)
     for k, s in enumerate(sets):
         args = s.split()
-        res, share, cpu_share, worst, cad = with_rschedd(args, f"{r}-{k}")
+        res, share, cpu_share, busy_share, worst, cad = with_rschedd(args, f"{r}-{k}")
         name = "rschedd " + (s if s else "(defaults)")
         print(f"round {r}  {name:26s} {fmt(res)}", flush=True)
         print(f"          blame on rschedd {share:5.2f} % of all delay; rschedd's CPU share "
-              f"{cpu_share:5.2f} %; longest wait behind it in one interval {worst:6.2f} ms; "
+              f"{cpu_share:5.2f} % of all, {busy_share:5.2f} % of the busy CPU time; "
+              f"longest wait behind it in one interval {worst:6.2f} ms; "
               f"cadence: max interval {cad[0]/1e9:.3f} s, {cad[1]} of {cad[2]} stalled",
               flush=True)
 PY

@@ -65,7 +65,8 @@ bool hw_cycles_available() {
 // asked with --rt-priority.
 TEST_CASE_METHOD(test::db_dir,
                  "the recorder is an ordinary thread (SCHED_OTHER, nice 0 or "
-                 "--recorder-nice) unless --rt-priority asks for SCHED_FIFO",
+                 "--recorder-nice, a 100 us slice or --recorder-slice-us) unless --rt-priority "
+                 "asks for SCHED_FIFO",
                  "[root][bpf]") {
   if (!test::bpf_available()) {
     return;
@@ -84,6 +85,17 @@ TEST_CASE_METHOD(test::db_dir,
     // Fields 19 (nice) and 41 (policy) of proc(5); `f` starts at field 3.
     return std::make_pair(std::stoi(f[38]), std::stoi(f[16]));
   };
+  // Its EEVDF slice request (se.slice in /proc/PID/sched, ns); -1 when the kernel has none.
+  const auto slice_of = [](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/sched");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("se.slice", 0) == 0) {
+        return std::stoll(line.substr(line.find(':') + 1));
+      }
+    }
+    return -1LL;
+  };
+  const long long kernel_slice = slice_of(getpid());
   {
     test::daemon d({"--db", db, "-i", "1"});
     d.require(d.wait_attached(), "rschedd did not attach");
@@ -91,15 +103,19 @@ TEST_CASE_METHOD(test::db_dir,
     const auto [policy, nice] = sched_of(d.pid());
     CHECK(policy == 0); // SCHED_OTHER
     CHECK(nice == 0);
+    if (kernel_slice >= 0) {
+      CHECK(slice_of(d.pid()) == 100'000);
+    }
     CHECK(d.stop(SIGINT) == 0);
   }
   {
-    test::daemon d({"--db", db, "-i", "1", "--recorder-nice", "-7"});
+    test::daemon d({"--db", db, "-i", "1", "--recorder-nice", "-7", "--recorder-slice-us", "0"});
     d.require(d.wait_attached(), "rschedd did not attach");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const auto [policy, nice] = sched_of(d.pid());
     CHECK(policy == 0);
     CHECK(nice == -7);
+    CHECK(slice_of(d.pid()) == kernel_slice);
     CHECK(d.stop(SIGINT) == 0);
   }
   {

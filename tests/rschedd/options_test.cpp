@@ -205,7 +205,7 @@ TEST_CASE("the retention in effect is in \"Options active\"", "[rschedd]") {
   CHECK(rsched::rschedd::banner(*live) == "Starting rsched\n");
 }
 
-TEST_CASE("rschedd --view, --rt-priority and --recorder-nice", "[rschedd]") {
+TEST_CASE("rschedd --view, --rt-priority, --recorder-nice and --recorder-slice-us", "[rschedd]") {
   auto d = parse_options({});
   REQUIRE(d.ok());
   CHECK_FALSE(d->view.has_value()); // compact, or tables with -C / -d
@@ -222,6 +222,12 @@ TEST_CASE("rschedd --view, --rt-priority and --recorder-nice", "[rschedd]") {
   auto n = parse_options({"--recorder-nice", "-20"});
   REQUIRE(n.ok());
   CHECK(n->recorder_nice == -20);
+  CHECK(d->recorder_slice_us == 100); // a short EEVDF slice by default
+  for (const char *ok : {"0", "100", "100000"}) {
+    auto s = parse_options({"--recorder-slice-us", ok});
+    REQUIRE(s.ok());
+    CHECK(s->recorder_slice_us == std::stoul(ok));
+  }
   for (const auto &args : std::vector<std::vector<std::string>>{{"--view", "big"},
                                                                 {"--view"},
                                                                 {"--rt-priority", "100"},
@@ -229,7 +235,11 @@ TEST_CASE("rschedd --view, --rt-priority and --recorder-nice", "[rschedd]") {
                                                                 {"--recorder-nice", "-21"},
                                                                 {"--recorder-nice", "20"},
                                                                 {"--recorder-nice", "x"},
-                                                                {"--recorder-nice", ""}}) {
+                                                                {"--recorder-nice", ""},
+                                                                {"--recorder-slice-us", "99"},
+                                                                {"--recorder-slice-us", "100001"},
+                                                                {"--recorder-slice-us", "-1"},
+                                                                {"--recorder-slice-us", "1ms"}}) {
     auto o = parse_options(args);
     REQUIRE_FALSE(o.ok());
     CHECK(o.err().msg.find('\n') == std::string::npos);

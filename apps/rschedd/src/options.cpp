@@ -368,6 +368,19 @@ result<options> parse_options(const std::vector<std::string> &args) {
                           "': a nice value from -20 to 19");
       }
       o.recorder_nice = n;
+    } else if (flag == "--recorder-slice-us") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      std::uint32_t n = 0;
+      const auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (v->empty() || ec != std::errc() || p != v->data() + v->size() ||
+          (n != 0 && (n < 100 || n > 100000))) {
+        return make_error("--recorder-slice-us '" + text::escape_for_terminal(*v) +
+                          "': 0 (the kernel's default) or 100 to 100000 microseconds");
+      }
+      o.recorder_slice_us = n;
     } else if (flag == "--metrics-listen") {
       auto v = value();
       if (!v) {

@@ -784,7 +784,7 @@ static __always_inline long blame_step_at(__u32 k, struct blame_walk *w)
 	}
 	__u64 from = ts > w->sp.start ? ts : w->sp.start;
 	if (w->sp.end > from) {
-		rsched_blame_add(w->st, e, w->sp.end - from, &w->sp.seen, w->sp.cpu & 0xffff);
+		blame_add(w->st, e, w->sp.end - from, &w->sp.seen, w->sp.cpu & 0xffff);
 		w->sp.attributed += w->sp.end - from;
 	}
 	if (ts <= w->sp.start) {
@@ -826,14 +826,13 @@ static long blame_epoch_step(__u32 k, struct blame_walk *w)
 /* Walks a CPU's records over [start, end): `r` its ring, `cpu` its number, `remote` when it is
  * not this CPU (a migrated wait's first part: read while that CPU may write, a torn entry can
  * misplace a share of the part but never make the parts exceed it). Returns ns charged. */
-static __noinline void blame_walk_cpu(struct rsched_task_state *st, struct blame_span *sp,
-				      bool remote)
+__noinline int rsched_blame_walk(struct rsched_task_state *st, struct blame_span *sp, int remote)
 {
 	struct blame_walk w = {};
 	__u32 zero = 0;
 
 	if (!st || !sp || sp->end <= sp->start)
-		return;
+		return 0;
 	w.st = st;
 	w.sp.start = sp->start;
 	w.sp.end = sp->end;
@@ -843,7 +842,7 @@ static __noinline void blame_walk_cpu(struct rsched_task_state *st, struct blame
 	w.r = remote ? bpf_map_lookup_percpu_elem(&runners, &zero, w.sp.cpu)
 		     : bpf_map_lookup_elem(&runners, &zero);
 	if (!w.r)
-		return;
+		return 0;
 	w.head = w.r->head;
 	/* Exact: the open epoch's entries and those of the one before (all in the ring). */
 	__u64 cur = w.head / RSCHED_BLAME_EPOCH_RUNS;
@@ -889,6 +888,7 @@ static __noinline void blame_walk_cpu(struct rsched_task_state *st, struct blame
 out:
 	sp->seen = w.sp.seen;
 	sp->attributed = w.sp.attributed;
+	return 0;
 }
 
 /* Blames a thread's scheduling delay of `delta` (enqueued at t0, switched in at t1 on `cpu`) on
@@ -913,7 +913,7 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
 			blame_add(st, e, t1 - since, &w.seen, cpu & 0xffff);
 			w.attributed = t1 - since;
 		} else {
-			blame_walk_cpu(st, &w, false);
+			rsched_blame_walk(st, &w, 0);
 		}
 		attributed = w.attributed;
 		/* the part before a migration, on the CPU it left (never more than the rest) */
@@ -928,7 +928,7 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
 			w.end = since;
 			w.cpu = st->mig_cpu;
 			w.attributed = 0;
-			blame_walk_cpu(st, &w, true);
+			rsched_blame_walk(st, &w, 1);
 			attributed += w.attributed;
 		}
 	}

@@ -62,7 +62,10 @@ struct options {
   std::optional<std::string> view;
   std::uint32_t rt_priority = 0; // --rt-priority: the recorder's SCHED_FIFO priority, 0 = none
   int recorder_nice = 0;         // --recorder-nice: its nice value when not SCHED_FIFO
-  store::retention keep;         // --keep-raw, --keep-1m, --keep-1h, --max-size
+  // --recorder-slice-us: its EEVDF time slice request when not SCHED_FIFO (sched_setattr's
+  // sched_runtime, Linux 6.12; the kernel takes 100-100,000 us); 0 = the kernel's default.
+  std::uint32_t recorder_slice_us = 100;
+  store::retention keep; // --keep-raw, --keep-1m, --keep-1h, --max-size
   // Prometheus (metrics.hpp): --metrics-listen [ADDR:]PORT, --metrics-textfile FILE,
   // --metrics-top N (named cgroups, comms and culprits; the rest is "other").
   std::optional<std::string> metrics_listen;
@@ -128,6 +131,9 @@ inline constexpr const char *usage_text =
     "      --recorder-nice N    the recorder thread's nice value (default 0: an ordinary\n"
     "                           thread, preempted after its slice like any other, so it never\n"
     "                           makes the threads it records wait for its whole tick)\n"
+    "      --recorder-slice-us N  the recorder's time slice (default 100: it runs its tick in\n"
+    "                           pieces no longer than the threads around it, so nobody waits\n"
+    "                           long behind it; 0 = the kernel's default; Linux 6.12+)\n"
     "      --rt-priority N      run the recorder at SCHED_FIFO N instead (default 0 = no):\n"
     "                           an exact cadence under a switch storm, but every thread queued\n"
     "                           on its CPU waits for its whole tick (tens of ms at 10,000\n"
