@@ -576,13 +576,13 @@ TEST_CASE("Blame: a switch storm whose waits span over 10,000 runs each is still
           "process (tp_btf)",
           "[root][bpf][blame]") {
   if (test::bpf_available() && two_cpus()) {
-    run_storm("tp_btf", 60);
+    run_storm("tp_btf", 100);
   }
 }
 
 TEST_CASE("Blame: the same storm in raw_tp mode", "[root][bpf][blame]") {
   if (test::bpf_available() && two_cpus()) {
-    run_storm("raw_tp", 60);
+    run_storm("raw_tp", 100);
   }
 }
 

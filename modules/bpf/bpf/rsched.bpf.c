@@ -185,7 +185,8 @@ struct rsched_epoch {
 	__u64 end;   /* ... at the first entry of the next epoch; 0 = still open */
 	__u64 idle_ns;
 	__u64 other_ns;
-	__u32 hint[2]; /* the top entries added to last, and the one before (checked first) */
+	__u16 hint[2]; /* the top entries added to last, and the one before (checked first) */
+	__u32 filled;  /* level 0: its runs were summed (a thread waited on the CPU at its close) */
 	struct rsched_runner top[RSCHED_BLAME_EPOCH_TOP];
 };
 
@@ -844,16 +845,33 @@ __noinline int rsched_blame_walk(struct rsched_task_state *st, struct blame_span
 	if (!w.r)
 		return 0;
 	w.head = w.r->head;
-	/* Exact: the open epoch's entries and those of the one before (all in the ring). */
-	__u64 cur = w.head / RSCHED_BLAME_EPOCH_RUNS;
-	__u32 n = (__u32)(cur ? w.head - (cur - 1) * RSCHED_BLAME_EPOCH_RUNS : w.head);
-	if (n == 0)
+	if (w.head == 0)
 		goto out;
+	/* Exact: the entries of the open epoch (the one of the newest entry). */
+	__u64 open = (w.head - 1) / RSCHED_BLAME_EPOCH_RUNS;
+	__u32 n = (__u32)(w.head - open * RSCHED_BLAME_EPOCH_RUNS);
 	/* Most waits lie within the newest runner's time: no loop then. */
 	if (blame_step_at(0, &w) == 0)
 		blame_walk_on(&w, n);
-	if (w.sp.done || cur < 2)
+	if (w.sp.done || open < 1)
 		goto out;
+	/* The epoch before: from its record when the wait covers all of it (exact, and 8 adds
+	 * instead of 256 steps), else run by run from the ring, which still holds it. */
+	__u32 key0 = 0;
+	struct rsched_epoch_level *lv0 =
+		remote ? bpf_map_lookup_percpu_elem(&epochs, &key0, w.sp.cpu)
+		       : bpf_map_lookup_elem(&epochs, &key0);
+	struct rsched_epoch *prev = lv0 ? &lv0->rec[(open - 1) & (RSCHED_BLAME_EPOCHS - 1)] : NULL;
+	if (prev && prev->seq1 == open && prev->filled && prev->start >= w.sp.start &&
+	    prev->end == w.sp.end) {
+		rsched_blame_epoch(st, prev, &w.sp);
+	} else {
+		w.skip = n;
+		bpf_loop(RSCHED_BLAME_EPOCH_RUNS, blame_step, &w, 0);
+	}
+	if (w.sp.done || open < 2)
+		goto out;
+	__u64 cur = open; /* below: level-0 records from cur - 2, the one before that */
 	/* Coarse: level 0 epochs from cur - 2 down to the first that level 1 starts after, then
 	 * level 1 likewise, then level 2 as far as it holds. */
 	__u64 hi = cur - 2; /* newest epoch to walk at this level */
@@ -990,7 +1008,7 @@ __noinline int rsched_epoch_add(struct rsched_epoch *ep, const struct rsched_run
 			t->policy = e->policy;
 			t->prio1 = e->prio1;
 			ep->hint[1] = ep->hint[0];
-			ep->hint[0] = i;
+			ep->hint[0] = (__u16)i;
 			return 0;
 		}
 		__u64 have = t->tid ? t->ts : 0;
@@ -1010,7 +1028,7 @@ __noinline int rsched_epoch_add(struct rsched_epoch *ep, const struct rsched_run
 	__builtin_memcpy(t, e, sizeof(*t));
 	t->ts = ns;
 	ep->hint[1] = ep->hint[0];
-	ep->hint[0] = min_i;
+	ep->hint[0] = (__u16)min_i;
 	return 0;
 }
 
@@ -1043,7 +1061,7 @@ static __always_inline void epoch_add_fast(struct rsched_epoch *ep, const struct
 	if (epoch_hit(ep, ep->hint[1], e, ns)) {
 		__u32 k = ep->hint[1];
 		ep->hint[1] = ep->hint[0];
-		ep->hint[0] = k;
+		ep->hint[0] = (__u16)k;
 		return;
 	}
 	rsched_epoch_add(ep, e, ns);
@@ -1100,6 +1118,7 @@ static __noinline void epoch_turn(struct rsched_runners *r, __u64 n, __u64 ts, b
 		goto open;
 	if (!r->cur.seq1 || r->cur.seq1 != n + 1)
 		goto open; /* never opened (recording began inside it) */
+	r->cur.filled = fill;
 	/* Its runs' times, from the ring (all still there: the ring holds two epochs). */
 	if (fill)
 		rsched_epoch_fill(r, n * RSCHED_BLAME_EPOCH_RUNS, ts);
