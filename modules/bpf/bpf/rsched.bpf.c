@@ -594,8 +594,8 @@ enum {
 /* Charges `ns` of a thread's wait to runner `e` (the idle task when e->tid is 0); `seen` marks
  * the culprits already counted in this wait (each one's `waits` counts the wait once). `flags`:
  * the CPU where it ran, | BLAME_APPROX when the charge is an estimate (a share of a coarse
- * epoch), counted in the culprit's approx_ns too. A global function: the verifier checks it once,
- * not at every caller on every path. */
+ * epoch), counted in the culprit's approx_ns too. Inlined in the hot exact walk; epochs call the
+ * global rsched_blame_add below, which the verifier checks once. */
 #define BLAME_APPROX (1u << 31)
 
 static __always_inline void blame_add(struct rsched_task_state *st, const struct rsched_runner *e,
@@ -685,6 +685,9 @@ __noinline int rsched_blame_epoch(struct rsched_task_state *st, struct rsched_ep
 		sp->done = 1;
 		return 0;
 	}
+	if (s >= sp->end)
+		return 0; /* all newer than the wait's part still to walk (another CPU's record,
+			     read after it moved on): the next, older, epoch */
 	if (e > sp->end)
 		e = sp->end; /* the newer part is walked already */
 	bool whole = s >= sp->start;
@@ -824,9 +827,11 @@ static long blame_epoch_step(__u32 k, struct blame_walk *w)
 	return w->sp.done ? 1 : 0;
 }
 
-/* Walks a CPU's records over [start, end): `r` its ring, `cpu` its number, `remote` when it is
- * not this CPU (a migrated wait's first part: read while that CPU may write, a torn entry can
- * misplace a share of the part but never make the parts exceed it). Returns ns charged. */
+/* Walks the records of CPU sp->cpu over the wait's part [sp->start, sp->end), adding the ns
+ * charged to sp->attributed and the culprits counted to sp->seen. `remote` when it is not this
+ * CPU (a migrated wait's first part: read while that CPU may write, a torn entry can misplace a
+ * share of the part but never make the parts exceed it; its records newer than the part are
+ * passed over). */
 __noinline int rsched_blame_walk(struct rsched_task_state *st, struct blame_span *sp, int remote)
 {
 	struct blame_walk w = {};
