@@ -7,6 +7,7 @@ run_cnt. Prints per-tracer medians and the ratio to runqlat.
 
 Usage (root): bench/bpf_cost.py [--reps N] [--rschedd PATH] [--workload "CMD"]
                                 [--baseline PATH [--baseline-groups G]]  # another rschedd binary (an A/B)
+                                [--only SUBSTR,...]  # only the tracers whose name has one
 """
 import argparse, json, os, random, signal, statistics, subprocess, sys, time
 
@@ -49,8 +50,11 @@ def main():
     ap.add_argument("--rschedd", default=os.path.join(os.path.dirname(__file__), "..", "build", "apps", "rschedd", "rschedd"))
     ap.add_argument("--workload", default="stress-ng --switch 2 --timeout 5")
     ap.add_argument("--runqlat", default="/usr/sbin/runqlat")
-    ap.add_argument("--baseline", help="another rschedd binary (an A/B), run with --baseline-groups")
+    ap.add_argument("--baseline", action="append", default=[],
+                    help="another rschedd binary (an A/B), run with --baseline-groups; may repeat")
     ap.add_argument("--baseline-groups", default="", help="its -g groups (default: its defaults)")
+    ap.add_argument("--only", default="", help="comma-separated substrings: run only tracers whose name "
+                    "contains one (runqlat always runs)")
     args = ap.parse_args()
     tracers = {
         "rschedd (default groups)": [args.rschedd, "--no-db", "-i", "1"],
@@ -62,10 +66,15 @@ def main():
             args.rschedd, "--no-db", "-i", "1", "-g", "latency,migration,blame"],
         "runqlat": [args.runqlat, "1", "1000"],
     }
-    if args.baseline:
+    for path in args.baseline:
         g = ["-g", args.baseline_groups] if args.baseline_groups else []
-        tracers["baseline rschedd (" + (args.baseline_groups or "default groups") + ")"] = [
-            args.baseline, "--no-db", "-i", "1"] + g
+        tag = path if len(args.baseline) > 1 else "rschedd"
+        tracers["baseline " + tag + " (" + (args.baseline_groups or "default groups") + ")"] = [
+            path, "--no-db", "-i", "1"] + g
+    if args.only:
+        keys = [k for k in args.only.split(",") if k]
+        tracers = {n: c for n, c in tracers.items()
+                   if n == "runqlat" or any(k in n for k in keys)}
     old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
     open("/proc/sys/kernel/bpf_stats_enabled", "w").write("1")
     results = {k: [] for k in tracers}

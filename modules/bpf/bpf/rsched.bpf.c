@@ -193,6 +193,11 @@ struct rsched_epoch {
 struct rsched_runners {
 	struct rsched_runner ring[RSCHED_BLAME_RING];
 	__u64 head; /* entries written so far; the newest is ring[(head - 1) % RSCHED_BLAME_RING] */
+	/* Threads that waited on this CPU when the open epoch began and have not been switched in
+	 * here since (an upper bound: one that left by a migration is still counted). Only such a
+	 * wait can cover the whole epoch, so only then are its runs summed at its close. */
+	__u32 waiters;
+	__u32 pad;
 	struct rsched_epoch cur; /* the open level-0 epoch (copied to `epochs` when it closes) */
 };
 
@@ -860,26 +865,33 @@ __noinline int rsched_blame_walk(struct rsched_task_state *st, struct blame_span
 		blame_walk_on(&w, n);
 	if (w.sp.done || open < 1)
 		goto out;
-	/* The epoch before: from its record when the wait covers all of it (exact, and 8 adds
-	 * instead of 256 steps), else run by run from the ring, which still holds it. */
+	/* The closed epochs whose runs the ring still holds (one fewer than it could: a remote
+	 * CPU's ring may move on while it is read), newest first: from the record when the wait
+	 * covers all of it (exact, RSCHED_BLAME_EPOCH_TOP + 2 adds instead of up to
+	 * RSCHED_BLAME_EPOCH_RUNS steps), else (the epoch the wait began in, one not filled, one
+	 * newer than a remote part's end) run by run: exact. */
 	__u32 key0 = 0;
 	struct rsched_epoch_level *lv0 =
 		remote ? bpf_map_lookup_percpu_elem(&epochs, &key0, w.sp.cpu)
 		       : bpf_map_lookup_elem(&epochs, &key0);
-	struct rsched_epoch *prev = lv0 ? &lv0->rec[(open - 1) & (RSCHED_BLAME_EPOCHS - 1)] : NULL;
-	if (prev && prev->seq1 == open && prev->filled && prev->start >= w.sp.start &&
-	    prev->end == w.sp.end) {
-		rsched_blame_epoch(st, prev, &w.sp);
-	} else {
-		w.skip = n;
-		bpf_loop(RSCHED_BLAME_EPOCH_RUNS, blame_step, &w, 0);
+	__u64 nx = open - 1; /* the next epoch to walk */
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_BLAME_RING / RSCHED_BLAME_EPOCH_RUNS - 2; i++) {
+		struct rsched_epoch *ep = lv0 ? &lv0->rec[nx & (RSCHED_BLAME_EPOCHS - 1)] : NULL;
+		bool rec = ep && ep->seq1 == nx + 1;
+		if (rec && ep->filled && ep->start >= w.sp.start && ep->end == w.sp.end) {
+			rsched_blame_epoch(st, ep, &w.sp);
+		} else if (!rec || ep->start < w.sp.end) {
+			w.skip = (__u32)(w.head - (nx + 1) * RSCHED_BLAME_EPOCH_RUNS);
+			bpf_loop(RSCHED_BLAME_EPOCH_RUNS, blame_step, &w, 0);
+		} /* else: all newer than a remote part's end, nothing of it to charge */
+		if (w.sp.done || nx == 0)
+			goto out;
+		nx--;
 	}
-	if (w.sp.done || open < 2)
-		goto out;
-	__u64 cur = open; /* below: level-0 records from cur - 2, the one before that */
-	/* Coarse: level 0 epochs from cur - 2 down to the first that level 1 starts after, then
-	 * level 1 likewise, then level 2 as far as it holds. */
-	__u64 hi = cur - 2; /* newest epoch to walk at this level */
+	/* Coarse: level 0 epochs from nx down to the first that level 1 starts after, then level
+	 * 1 likewise, and so on up as far as the last level holds. */
+	__u64 hi = nx; /* newest epoch to walk at this level */
 #pragma clang loop unroll(disable)
 	for (__u32 l = 0; l < RSCHED_BLAME_LEVELS; l++) {
 		/* the level's newest epoch that may still be open: the one holding entry head - 1
@@ -929,6 +941,8 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
 		if (st->wait_since > t0 && st->wait_since < t1)
 			since = st->wait_since;
 		struct blame_span w = {.start = since, .end = t1, .cpu = cpu, .self_tgid = tgid};
+		if (r && r->waiters && since <= r->cur.start)
+			r->waiters--; /* one of the open epoch's first waiters is done */
 		struct rsched_runner *e =
 			r && r->head ? &r->ring[(r->head - 1) & (RSCHED_BLAME_RING - 1)] : NULL;
 		if (e && e->ts && e->ts <= since) {
@@ -1177,12 +1191,15 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 	    comm_eq(last->comm, comm))
 		return; /* the same culprit runs on */
 	if (h % RSCHED_BLAME_EPOCH_RUNS == 0) {
-		/* Only a wait still going on now can ever need the closing epoch's record (an older
-		 * one ended inside it, a newer one begins after it): with no thread waiting on this
-		 * runqueue (only the one switched in is runnable) its runs need not be summed. */
+		/* Only a wait that went on through the whole closing epoch can ever need its record
+		 * (an older one ended inside it, a newer one began inside it): its runs are summed
+		 * only when a thread waiting at its start still waits (r->waiters) and one waits now
+		 * (other than the one switched in). */
 		struct rq *rq = task_rq_of(t, btf);
 		__u32 nr = rq ? (btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running)) : 2;
-		epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts, nr > 1);
+		epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts,
+			   nr > 1 && r->waiters);
+		r->waiters = nr > 1 ? nr - 1 : 0; /* those waiting as the next epoch begins */
 	}
 	if (!tid) {
 		e->ts = ts;
@@ -1457,6 +1474,15 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 		if (st->wait_cpu == (__u32)src) {
 			st->mig_from = st->wait_since ? st->wait_since : st->enqueue_ns;
 			st->mig_cpu = (__u32)src;
+			/* one of src's waiters at its epoch's start no longer waits there */
+			__u32 zero = 0;
+			struct rsched_runners *sr =
+				bpf_core_enum_value_exists(enum bpf_func_id,
+							   BPF_FUNC_map_lookup_percpu_elem)
+					? bpf_map_lookup_percpu_elem(&runners, &zero, (__u32)src)
+					: NULL;
+			if (sr && sr->waiters && st->mig_from <= sr->cur.start)
+				__sync_fetch_and_sub(&sr->waiters, 1);
 		} else {
 			st->mig_from = 0;
 		}

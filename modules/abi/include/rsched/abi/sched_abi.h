@@ -50,13 +50,16 @@ enum {
 	RSCHED_BLAME_RING = 512,
 	/* Blame's coarse record of older runners per CPU: an epoch is RSCHED_BLAME_EPOCH_RUNS
 	 * ring entries, summarised as its top RSCHED_BLAME_EPOCH_TOP runners plus idle and the
-	 * rest. Three levels, RSCHED_BLAME_EPOCHS records each; an epoch of level l + 1 merges
-	 * RSCHED_BLAME_FANOUT epochs of level l (reach: 256 x 64 x 16 x 16 = 4M runs). */
-	RSCHED_BLAME_EPOCH_RUNS = 256,
+	 * rest. Four levels, RSCHED_BLAME_EPOCHS records each; an epoch of level l + 1 merges
+	 * RSCHED_BLAME_FANOUT epochs of level l (reach: 64 x 64 x 16 x 16 x 16 = 16M runs). The
+	 * ring holds RSCHED_BLAME_RING / RSCHED_BLAME_EPOCH_RUNS = 8 epochs' runs: a wait's walk
+	 * takes whole epochs from their records and only the parts of at most two (the newest,
+	 * open one and the one the wait began in) run by run. */
+	RSCHED_BLAME_EPOCH_RUNS = 64,
 	RSCHED_BLAME_EPOCH_TOP = 6,
 	RSCHED_BLAME_EPOCHS = 64,
 	RSCHED_BLAME_FANOUT = 16,
-	RSCHED_BLAME_LEVELS = 3,
+	RSCHED_BLAME_LEVELS = 4,
 };
 
 /* Metric groups, a bit mask in the BPF rodata `groups`: code of an unselected group is dead
@@ -353,6 +356,9 @@ RSCHED_ABI_ASSERT((int)RSCHED_USED_SLICE_VOL - (int)RSCHED_USED_DEPTH ==
 		  "depth groups");
 RSCHED_ABI_ASSERT((int)RSCHED_USED_WAKING + 10 <= 64, "used bits fit");
 RSCHED_ABI_ASSERT((RSCHED_BLAME_RING & (RSCHED_BLAME_RING - 1)) == 0, "blame ring is a power of 2");
+RSCHED_ABI_ASSERT(RSCHED_BLAME_RING % RSCHED_BLAME_EPOCH_RUNS == 0 &&
+			  RSCHED_BLAME_RING / RSCHED_BLAME_EPOCH_RUNS >= 4,
+		  "the blame ring holds whole epochs, at least four");
 RSCHED_ABI_ASSERT((RSCHED_BLAME_SLOTS & (RSCHED_BLAME_SLOTS - 1)) == 0,
 		  "blame slots: a power of 2");
 /* The iterator's parts are contiguous runs of the state. */
