@@ -1193,8 +1193,8 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 	if (h % RSCHED_BLAME_EPOCH_RUNS == 0) {
 		/* Only a wait that went on through the whole closing epoch can ever need its record
 		 * (an older one ended inside it, a newer one began inside it): its runs are summed
-		 * only when a thread waiting at its start still waits (r->waiters) and one waits now
-		 * (other than the one switched in). */
+		 * only when a thread waiting at its start still waits (r->waiters) and one waits
+		 * now (other than the one switched in). */
 		struct rq *rq = task_rq_of(t, btf);
 		__u32 nr = rq ? (btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running)) : 2;
 		epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts,
