@@ -434,23 +434,24 @@ TEST_CASE_METHOD(new_db,
 }
 
 TEST_CASE_METHOD(new_db,
-                 "spikes' '3x' baseline is the median p99 of the previous 60 intervals, no more",
+                 "spikes' '3x' baseline is the median p99 of the previous 60 intervals outside "
+                 "incidents; a level that lasts 300 intervals becomes the baseline",
                  "[store]") {
-  // 'svc', 20 delays an interval of 10 s: 0.1 ms for 100 intervals, 3 ms for 70, 20 ms for 3,
-  // then 6 ms for 3 (each p99 is the top of its histogram bucket: ~0.11, 4.1, 32.8 and 8.2
-  // ms). The 3-ms level is a spike until 30 of the previous 60 intervals are at it (the median
-  // of 60 is the 31st smallest): intervals 100..129. 20 ms is above 3 x 4.1 ms; 6 ms is not (it
-  // would be against the whole history, whose median is 0.1 ms).
+  // 'svc', 20 delays an interval of 10 s: 0.1 ms for 100 intervals, 3 ms for 320, 6 ms for 3,
+  // then 20 ms for 3 (each p99 is the top of its histogram bucket: ~0.11, 4.1, 8.2 and 32.8
+  // ms). The 3-ms level is an incident whose intervals stay out of the baseline, until it has
+  // lasted 300 intervals (100..399): then its last 60 are the baseline and it ends. 6 ms is not
+  // above 3 x 4.1 ms (it would be against 0.1 ms); 20 ms is.
   const auto level = [](int i) -> std::uint64_t {
     if (i < 100) {
       return 100'000;
     }
-    if (i < 170) {
+    if (i < 420) {
       return 3'000'000;
     }
-    return i < 173 ? 20'000'000 : 6'000'000;
+    return i < 423 ? 6'000'000 : 20'000'000;
   };
-  for (int i = 0; i < 176; ++i) {
+  for (int i = 0; i < 426; ++i) {
     write_ok(w, make_interval(t0 + i * 10 * sec,
                               {make_thread(2, "svc", std::vector<std::uint64_t>(20, level(i)))}));
   }
@@ -458,16 +459,17 @@ TEST_CASE_METHOD(new_db,
   auto t = run(r, "SELECT ts, dur, victim FROM spikes('sched_delay', '3x')");
   REQUIRE(t.rows.size() == 2);
   CHECK(as_int(t.rows[0][0]) == t0 + 100 * 10 * sec);
-  CHECK(as_int(t.rows[0][1]) == 30 * 10 * sec);
+  CHECK(as_int(t.rows[0][1]) == 300 * 10 * sec);
   CHECK(as_text(t.rows[0][2]) == "svc");
-  CHECK(as_int(t.rows[1][0]) == t0 + 170 * 10 * sec);
+  CHECK(as_int(t.rows[1][0]) == t0 + 423 * 10 * sec);
   CHECK(as_int(t.rows[1][1]) == 3 * 10 * sec);
-  // A window that starts late still judges its first intervals against the 60 before it.
+  // A window that starts late still judges its first intervals against the 60 before it: its
+  // part of the incident.
   auto late = run(r, "SELECT ts, dur FROM spikes('sched_delay', '3x', " +
                          std::to_string(t0 + 120 * 10 * sec) + ", NULL)");
   REQUIRE(late.rows.size() == 2);
   CHECK(as_int(late.rows[0][0]) == t0 + 120 * 10 * sec);
-  CHECK(as_int(late.rows[0][1]) == 10 * 10 * sec);
+  CHECK(as_int(late.rows[0][1]) == 280 * 10 * sec);
 }
 
 TEST_CASE_METHOD(new_db, "annotation_summary reads each annotation's own span, plus a margin",

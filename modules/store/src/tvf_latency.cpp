@@ -81,23 +81,12 @@ result<metric_source> metric_of(sqlite3 *db, sqlite3_value *v, const char *fn) {
   return metric_source{false, sqlite3_column_int64(st->get(), 0)};
 }
 
-// One series of per-interval figures (a victim key's, or every thread's merged): what the
-// spike detection needs of each interval's merged histogram.
-struct series_point {
-  std::size_t index;                // into the scanned intervals
-  std::optional<std::uint64_t> p99; // none: nothing to rank (an empty histogram)
-  std::uint64_t samples = 0;        // the histogram's total count
-};
-struct scanned {
-  std::vector<interval_info> ivs; // intervals with rows, in time order
-  std::map<value, std::vector<series_point>> series;
-};
-
 // Streams the histogram rows of `m` in intervals overlapping [a, b) of the threads matching
 // `vs`, in time order: on_interval(interval_info) before the first row of each interval that
 // has one, then on_row(key, histogram) per row, the key being the `key` column of the row's
-// thread ("comm", "cgroup" or "pid") or, for a CPU metric, the CPU. Nothing is kept: a day of a
-// busy machine is tens of millions of rows. Rows of threads without an identity are skipped.
+// thread ("comm", "cgroup" or "pid") or, for a CPU metric, the CPU, and `thread` the row's
+// thread (its thread.id; the CPU for a CPU metric). Nothing is kept: a day of a busy machine is
+// tens of millions of rows. Rows of threads without an identity are skipped.
 template <typename OnInterval, typename OnRow>
 result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
                        const std::string &key, const victims &vs, OnInterval &&on_interval,
@@ -167,10 +156,11 @@ result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_
     sqlite3_stmt *s = st->get();
     const std::int64_t id = sqlite3_column_int64(s, 0);
     value k;
+    const std::int64_t thread = sqlite3_column_int64(s, 5);
     if (m.cpu) {
-      k = std::int64_t{sqlite3_column_int64(s, 5)};
+      k = std::int64_t{thread};
     } else {
-      auto tk = key_of_thread(sqlite3_column_int64(s, 5));
+      auto tk = key_of_thread(thread);
       if (!tk) {
         return tk.err();
       }
@@ -188,7 +178,7 @@ result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_
       on_interval(interval_info{id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2),
                                 column_text(s, 3), sqlite3_column_int64(s, 4) != 0});
     }
-    if (auto r = on_row(std::move(k), *h); !r) {
+    if (auto r = on_row(std::move(k), thread, *h); !r) {
       return r.err();
     }
   }
@@ -196,63 +186,6 @@ result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_
     return make_error(sqlite3_errmsg(db));
   }
   return {};
-}
-
-// The rows of scan_rows() as series: per interval, every row merged (`all`) or merged per key,
-// reduced to its p99 and sample count as the interval ends (a few numbers per interval and key
-// are kept, not the rows' histograms).
-result<scanned> scan_series(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
-                            const std::string &key, const victims &vs, bool all, double p) {
-  scanned out;
-  std::map<value, stats::histogram> per_key; // the current interval's
-  std::optional<stats::histogram> merged;    // the current interval's; none before its 1st row
-  const auto point = [p](std::size_t index, const stats::histogram &h) {
-    series_point pt{index, std::nullopt, h.total()};
-    if (auto r = stats::percentile(h, p)) {
-      pt.p99 = r->value;
-    }
-    return pt;
-  };
-  const auto flush = [&] {
-    if (!merged) {
-      return;
-    }
-    const std::size_t index = out.ivs.size() - 1;
-    if (all) {
-      out.series[value{}].push_back(point(index, *merged));
-    }
-    for (auto &[k, h] : per_key) {
-      out.series[k].push_back(point(index, h));
-    }
-    per_key.clear();
-    merged.reset();
-  };
-  auto r = scan_rows(
-      db, m, a, b, key, vs,
-      [&](interval_info &&iv) {
-        flush();
-        out.ivs.push_back(std::move(iv));
-      },
-      [&](value &&k, const stats::histogram &h) -> result<void> {
-        if (!merged) {
-          merged = stats::histogram{h.kind, {}};
-        }
-        // Every row of an interval is of one layout.
-        if (merged->kind != h.kind) {
-          return make_error("cannot merge histograms of different layouts");
-        }
-        if (all) {
-          (void)stats::merge_into(*merged, h);
-          return {};
-        }
-        auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h.kind, {}});
-        return stats::merge_into(it->second, h);
-      });
-  if (!r) {
-    return r.err();
-  }
-  flush();
-  return out;
 }
 
 // A run of a series that spans an interval: its samples above `threshold` in the rows of its
@@ -330,6 +263,8 @@ std::string key_text(const value &k) {
 
 constexpr std::size_t baseline_intervals = 60;
 constexpr double spike_p = 99.0;
+// Runs above the threshold at most this far apart are one incident (spikes' `gap`).
+constexpr std::int64_t default_gap = 10'000'000'000;
 
 } // namespace
 
@@ -370,89 +305,238 @@ result<threshold_arg> parse_threshold(sqlite3_value *v) {
   return t;
 }
 
+// spikes' rules for one call: the threshold, where the window starts (intervals before it are
+// the baseline's and an incident's beginning, not shown), the samples an interval needs to be
+// judged, and the gap that still joins two runs into one incident.
+struct spike_rules {
+  threshold_arg thr;
+  std::int64_t window_start = 0;
+  std::uint64_t min_samples = 1;
+  std::int64_t gap = 0;
+};
+
 struct spike_run {
-  std::size_t first, last; // into the series
+  std::size_t first, last; // into the scanned intervals
   std::uint64_t peak;
-  std::size_t peak_at;
+  std::size_t peak_at; // into the scanned intervals
   std::uint64_t threshold;
 };
 
-// Runs of consecutive intervals of one series whose p99 is above the threshold.
-std::vector<spike_run> detect(const std::vector<interval_info> &ivs,
-                              const std::vector<series_point> &pts, const threshold_arg &thr,
-                              std::int64_t window_start, std::uint64_t min_samples) {
-  struct over_t {
-    std::size_t at; // into pts
-    std::uint64_t p99;
-    std::uint64_t threshold;
+// An incident that has lasted this many intervals is the series' new level (relative
+// thresholds): its last baseline_intervals intervals become the baseline and it ends there.
+constexpr std::size_t adopt_intervals = 5 * baseline_intervals;
+
+// The incidents of one series, fed its intervals in time order. An incident starts at an
+// interval whose p99 is above the threshold; it goes on while intervals are above half that
+// threshold (the stay level), across stretches below it no longer than the gap. While it runs
+// the threshold is the one it started with, and its intervals are kept out of the baseline (a
+// '3x' baseline that took them in would rise with the incident and lose it half way).
+class incident_finder {
+public:
+  void add(const std::vector<interval_info> &ivs, std::size_t at, std::uint64_t p99,
+           std::uint64_t samples, const spike_rules &r, std::vector<spike_run> &out) {
+    const interval_info &iv = ivs[at];
+    if (open_) {
+      const interval_info &le = ivs[last_];
+      if (le.boot != iv.boot || iv.start - le.end() > std::max(r.gap, le.dur / 2)) {
+        close(out);
+      }
+    }
+    // An interval with fewer than min_samples is not judged: it neither starts nor carries an
+    // incident.
+    const bool judged = samples >= r.min_samples;
+    const bool shown = iv.end() > r.window_start;
+    if (!open_) {
+      std::optional<std::uint64_t> t;
+      if (r.thr.multiple) {
+        if (!sorted_.empty()) {
+          t = static_cast<std::uint64_t>(static_cast<double>(sorted_[sorted_.size() / 2]) *
+                                         *r.thr.multiple);
+        }
+      } else {
+        t = r.thr.absolute < 0 ? 0 : static_cast<std::uint64_t>(r.thr.absolute);
+      }
+      if (t && judged && p99 > *t) {
+        open_ = true;
+        threshold_ = *t;
+        held_ = 0;
+        recent_.clear();
+        recent_oldest_ = 0;
+        hold(at, p99, shown);
+        return;
+      }
+      remember(p99);
+      return;
+    }
+    if (p99 <= threshold_ / 2) {
+      remember(p99); // a dip: the series' own level
+      return;
+    }
+    if (!judged) {
+      return; // above the stay level on too few samples: neither the incident's nor the baseline's
+    }
+    hold(at, p99, shown);
+    if (r.thr.multiple && held_ >= adopt_intervals) {
+      adopt();
+      close(out);
+    }
+  }
+  void finish(std::vector<spike_run> &out) { close(out); }
+
+private:
+  // The p99 into the baseline: the previous (at most baseline_intervals) p99s outside
+  // incidents, in order (`history_`, a ring once full) and sorted (`sorted_`), so the median is
+  // read, not selected.
+  void remember(std::uint64_t p99) {
+    if (history_.size() < baseline_intervals) {
+      history_.push_back(p99);
+    } else {
+      const std::uint64_t gone = history_[oldest_];
+      sorted_.erase(std::lower_bound(sorted_.begin(), sorted_.end(), gone));
+      history_[oldest_] = p99;
+      oldest_ = (oldest_ + 1) % baseline_intervals;
+    }
+    sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), p99), p99);
+  }
+  void hold(std::size_t at, std::uint64_t p99, bool shown) {
+    last_ = at;
+    ++held_;
+    if (recent_.size() < baseline_intervals) {
+      recent_.push_back(p99);
+    } else {
+      recent_[recent_oldest_] = p99;
+      recent_oldest_ = (recent_oldest_ + 1) % baseline_intervals;
+    }
+    if (!shown) {
+      return;
+    }
+    if (!run_) {
+      run_ = spike_run{at, at, p99, at, threshold_};
+    } else {
+      run_->last = at;
+      if (p99 > run_->peak) {
+        run_->peak = p99;
+        run_->peak_at = at;
+      }
+    }
+  }
+  // The incident's last intervals become the baseline, oldest first.
+  void adopt() {
+    history_.assign(recent_.begin() + static_cast<std::ptrdiff_t>(recent_oldest_), recent_.end());
+    history_.insert(history_.end(), recent_.begin(),
+                    recent_.begin() + static_cast<std::ptrdiff_t>(recent_oldest_));
+    oldest_ = 0;
+    sorted_ = history_;
+    std::sort(sorted_.begin(), sorted_.end());
+  }
+  void close(std::vector<spike_run> &out) {
+    if (run_) {
+      out.push_back(*run_);
+    }
+    run_.reset();
+    open_ = false;
+  }
+
+  std::vector<std::uint64_t> history_;
+  std::vector<std::uint64_t> sorted_;
+  std::size_t oldest_ = 0; // into history_, once it holds baseline_intervals points
+  bool open_ = false;
+  std::uint64_t threshold_ = 0;       // the open incident's
+  std::size_t last_ = 0;              // its last interval above the stay level
+  std::size_t held_ = 0;              // its intervals kept out of the baseline
+  std::vector<std::uint64_t> recent_; // the last baseline_intervals of them, a ring
+  std::size_t recent_oldest_ = 0;
+  std::optional<spike_run> run_; // its part in the window
+};
+
+// What the scan found: the intervals with rows, in time order, and the incidents per series
+// key (a comm, cgroup, pid or CPU; value{} for every row merged) and, per thread (thread.id),
+// the thread's key and incidents.
+struct spike_scan {
+  std::vector<interval_info> ivs;
+  std::map<value, std::vector<spike_run>> by_key;
+  std::map<std::int64_t, std::pair<value, std::vector<spike_run>>> by_thread;
+};
+
+// Reads the rows of scan_rows() once: per interval, every row merged (`all`) or merged per key,
+// and with `per_thread` each thread's rows too, each reduced to its p99 and sample count as the
+// interval ends and fed to its series' incident_finder (a few numbers per series are kept, not
+// the rows' histograms nor a series' history).
+result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
+                               const std::string &key, const victims &vs, bool all, bool per_thread,
+                               const spike_rules &rules) {
+  spike_scan out;
+  std::map<value, incident_finder> key_finders;
+  std::unordered_map<std::int64_t, incident_finder> thread_finders;
+  std::map<value, stats::histogram> per_key; // the current interval's
+  std::unordered_map<std::int64_t, std::pair<value, stats::histogram>> per_thr;
+  std::optional<stats::histogram> merged; // the current interval's; none before its 1st row
+  const auto feed = [&](incident_finder &f, const stats::histogram &h,
+                        std::vector<spike_run> &runs) {
+    if (auto r = stats::percentile(h, spike_p)) {
+      f.add(out.ivs, out.ivs.size() - 1, r->value, h.total(), rules, runs);
+    }
   };
-  // The p99s of the previous (at most baseline_intervals) points: in order (`history`, a ring
-  // once full) and sorted (`sorted`), so the median is read, not selected, at each point.
-  std::vector<std::uint64_t> history;
-  std::vector<std::uint64_t> sorted;
-  std::size_t oldest = 0; // into history, once it holds baseline_intervals points
-  std::vector<over_t> over;
-  for (std::size_t i = 0; i < pts.size(); ++i) {
-    const auto &pt = pts[i];
-    if (!pt.p99) {
-      continue;
+  const auto flush = [&] {
+    if (!merged) {
+      return;
     }
-    const std::uint64_t p99 = *pt.p99;
-    // Every interval with samples is part of the baseline; one with fewer than min_samples is
-    // not judged itself.
-    const bool judged = pt.samples >= min_samples;
-    std::optional<std::uint64_t> t;
-    if (thr.multiple) {
-      if (!sorted.empty()) {
-        t = static_cast<std::uint64_t>(static_cast<double>(sorted[sorted.size() / 2]) *
-                                       *thr.multiple);
-      }
-    } else {
-      t = thr.absolute < 0 ? 0 : static_cast<std::uint64_t>(thr.absolute);
+    if (all) {
+      feed(key_finders[value{}], *merged, out.by_key[value{}]);
     }
-    if (history.size() < baseline_intervals) {
-      history.push_back(p99);
-    } else {
-      const std::uint64_t gone = history[oldest];
-      sorted.erase(std::lower_bound(sorted.begin(), sorted.end(), gone));
-      history[oldest] = p99;
-      oldest = (oldest + 1) % baseline_intervals;
+    for (auto &[k, h] : per_key) {
+      feed(key_finders[k], h, out.by_key[k]);
     }
-    sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), p99), p99);
-    const auto &iv = ivs[pt.index];
-    if (!judged || iv.start + iv.dur <= window_start || !t) {
-      continue;
+    for (auto &[t, kh] : per_thr) {
+      auto &slot = out.by_thread[t];
+      slot.first = kh.first;
+      feed(thread_finders[t], kh.second, slot.second);
     }
-    if (p99 > *t) {
-      over.push_back({i, p99, *t});
-    }
+    per_key.clear();
+    per_thr.clear();
+    merged.reset();
+  };
+  auto r = scan_rows(
+      db, m, a, b, key, vs,
+      [&](interval_info &&iv) {
+        flush();
+        out.ivs.push_back(std::move(iv));
+      },
+      [&](value &&k, std::int64_t thread, const stats::histogram &h) -> result<void> {
+        if (!merged) {
+          merged = stats::histogram{h.kind, {}};
+        }
+        // Every row of an interval is of one layout.
+        if (merged->kind != h.kind) {
+          return make_error("cannot merge histograms of different layouts");
+        }
+        if (all) {
+          (void)stats::merge_into(*merged, h);
+          return {};
+        }
+        if (per_thread) {
+          auto [it, fresh] = per_thr.try_emplace(thread, k, stats::histogram{h.kind, {}});
+          if (auto mr = stats::merge_into(it->second.second, h); !mr) {
+            return mr.err();
+          }
+        }
+        auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h.kind, {}});
+        return stats::merge_into(it->second, h);
+      });
+  if (!r) {
+    return r.err();
   }
-  std::vector<spike_run> runs;
-  std::size_t k = 0;
-  while (k < over.size()) {
-    // A run: consecutive intervals of the series (no interval of the history in between, same
-    // boot, no gap) above the threshold.
-    std::size_t e = k;
-    while (e + 1 < over.size() && pts[over[e + 1].at].index == pts[over[e].at].index + 1) {
-      const auto &p = ivs[pts[over[e].at].index];
-      const auto &n = ivs[pts[over[e + 1].at].index];
-      if (p.boot != n.boot || n.start - p.end() > p.dur / 2) {
-        break;
-      }
-      ++e;
-    }
-    spike_run r{over[k].at, over[e].at, over[k].p99, over[k].at, over[k].threshold};
-    for (std::size_t j = k; j <= e; ++j) {
-      if (over[j].p99 > r.peak) {
-        r.peak = over[j].p99;
-        r.peak_at = over[j].at;
-        r.threshold = over[j].threshold;
-      }
-    }
-    runs.push_back(r);
-    k = e + 1;
+  flush();
+  for (auto &[k, f] : key_finders) {
+    f.finish(out.by_key[k]);
   }
-  return runs;
+  for (auto &[t, f] : thread_finders) {
+    f.finish(out.by_thread[t].second);
+  }
+  // Series without incidents are dropped.
+  std::erase_if(out.by_key, [](const auto &kv) { return kv.second.empty(); });
+  std::erase_if(out.by_thread, [](const auto &kv) { return kv.second.second.empty(); });
+  return out;
 }
 
 std::string top_text(const std::vector<std::pair<value, double>> &ranked) {
@@ -484,9 +568,8 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   if (!w) {
     return w.err();
   }
-  // victim: which threads (thread metrics); by: one series per comm (default), cgroup, pid or
-  // CPU (CPU metrics), or 'all' merged; min_samples: an interval of a series with fewer samples
-  // is not judged (a comm that woke twice has no meaningful p99).
+  // victim: which threads (thread metrics); min_samples: an interval of a series with fewer
+  // samples is not judged (a comm that woke twice has no meaningful p99).
   std::optional<std::string_view> victim_text;
   if (args[4] != nullptr && sqlite3_value_type(args[4]) != SQLITE_NULL) {
     victim_text = std::string_view(reinterpret_cast<const char *>(sqlite3_value_text(args[4])),
@@ -500,24 +583,39 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     return make_error("spikes: a victim selects threads; CPU metrics have none (use a thread "
                       "metric, or by 'cpu')");
   }
-  std::string by = m->cpu ? "cpu" : "comm";
+  // by: per thread within the victims, an incident per comm of the threads that stalled
+  // (default), or one series per comm, cgroup or pid, per CPU (CPU metrics), or 'all' merged.
+  std::string by = m->cpu ? "cpu" : "tid";
   if (args[5] != nullptr && sqlite3_value_type(args[5]) != SQLITE_NULL) {
     const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[5]));
     by = p != nullptr ? p : "";
   }
   const bool all = by == "all";
-  if (!all && (m->cpu ? by != "cpu" : (by != "comm" && by != "cgroup" && by != "pid"))) {
+  if (!all &&
+      (m->cpu ? by != "cpu" : (by != "tid" && by != "comm" && by != "cgroup" && by != "pid"))) {
     return make_error(fmt::format(
         "spikes: cannot split {} by '{}' ({})", m->cpu ? "a CPU metric" : "a thread metric",
-        text::escape_for_terminal(by), m->cpu ? "cpu or all" : "comm, cgroup, pid or all"));
+        text::escape_for_terminal(by), m->cpu ? "cpu or all" : "tid, comm, cgroup, pid or all"));
   }
-  std::uint64_t min_samples = all ? 1 : 10;
+  const bool per_thread = by == "tid";
+  spike_rules rules{*thr, w->first, all ? 1U : 10U, default_gap};
   if (args[6] != nullptr && sqlite3_value_type(args[6]) != SQLITE_NULL) {
     const std::int64_t n = sqlite3_value_int64(args[6]);
     if (sqlite3_value_type(args[6]) != SQLITE_INTEGER || n < 1) {
       return make_error("spikes: min_samples must be a whole number >= 1");
     }
-    min_samples = static_cast<std::uint64_t>(n);
+    rules.min_samples = static_cast<std::uint64_t>(n);
+  }
+  // gap: runs above the threshold this close are one incident.
+  if (args[7] != nullptr && sqlite3_value_type(args[7]) != SQLITE_NULL) {
+    auto g = duration_arg(args[7], "spikes: gap");
+    if (!g) {
+      return g.err();
+    }
+    if (*g < 0) {
+      return make_error("spikes: gap must be a duration >= 0 (like '10s')");
+    }
+    rules.gap = *g;
   }
   // Look back far enough for the baseline of the first intervals in the window.
   std::int64_t lookback = 0;
@@ -527,16 +625,66 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   const std::int64_t from = w->first > std::numeric_limits<std::int64_t>::min() + lookback
                                 ? w->first - lookback
                                 : w->first;
-  const std::string key_col = all || m->cpu ? "comm" : by;
+  const std::string key_col = all || m->cpu || per_thread ? "comm" : by;
   victims vs;
   if (vic->what != victim::kind::all) {
     vs.push_back(*vic);
   }
-  auto data = scan_series(db, *m, from, w->second, key_col, vs, all, spike_p);
+  auto data = scan_spikes(db, *m, from, w->second, key_col, vs, all, per_thread, rules);
   if (!data) {
     return data.err();
   }
   const auto &ivs = data->ivs;
+  // The incidents: each series' runs; per thread, the runs of a comm's threads and of the comm
+  // merged, joined where they overlap or are within the gap, one incident of the comm.
+  struct incident {
+    value key;
+    spike_run run;
+    std::vector<std::int64_t> threads; // per thread: the threads above the threshold, sorted
+  };
+  std::vector<incident> incidents;
+  for (auto &[key, list] : data->by_key) {
+    for (const auto &run : list) {
+      incidents.push_back({key, run, {}});
+    }
+  }
+  if (per_thread) {
+    for (auto &[thread, kr] : data->by_thread) {
+      for (const auto &run : kr.second) {
+        incidents.push_back({kr.first, run, {thread}});
+      }
+    }
+    std::stable_sort(incidents.begin(), incidents.end(), [](const incident &x, const incident &y) {
+      return x.key != y.key ? x.key < y.key : x.run.first < y.run.first;
+    });
+    std::vector<incident> joined;
+    for (auto &in : incidents) {
+      if (!joined.empty() && joined.back().key == in.key) {
+        incident &cur = joined.back();
+        const interval_info &le = ivs[cur.run.last];
+        const interval_info &nx = ivs[in.run.first];
+        if (in.run.first <= cur.run.last ||
+            (le.boot == nx.boot && nx.start - le.end() <= std::max(rules.gap, le.dur / 2))) {
+          cur.run.last = std::max(cur.run.last, in.run.last);
+          if (in.run.peak > cur.run.peak) {
+            cur.run.peak = in.run.peak;
+            cur.run.peak_at = in.run.peak_at;
+            cur.run.threshold = in.run.threshold;
+          }
+          for (auto t : in.threads) {
+            if (std::find(cur.threads.begin(), cur.threads.end(), t) == cur.threads.end()) {
+              cur.threads.push_back(t);
+            }
+          }
+          continue;
+        }
+      }
+      joined.push_back(std::move(in));
+    }
+    incidents = std::move(joined);
+  }
+  // An incident of one thread is that thread's (its samples, its blame); of several, the comm's.
+  const auto alone = [&](const incident &in) { return per_thread && in.threads.size() == 1; };
   struct out_row {
     std::int64_t start;
     value key;
@@ -547,49 +695,68 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   const bool any_blame = !m->cpu && m->id == 1 && recorded_in(db, "thread_blame", from, w->second);
   const bool any_pressure = recorded_in(db, "cgroup_cpu", from, w->second);
   // Which comms (CPUs for a CPU metric) had the samples above the threshold: the intervals of
-  // the runs read again, each once (the scan kept no rows).
-  struct found {
-    const value *key;
-    const std::vector<series_point> *pts;
-    spike_run run;
-  };
-  std::vector<found> runs;
+  // the incidents read again, each once (the scan kept no rows); a thread's incident counts its
+  // own rows (by thread.id), a series' those of its key.
   std::map<std::size_t, std::vector<run_need>> needs;
-  for (auto &[key, pts] : data->series) {
-    for (auto &run : detect(ivs, pts, *thr, w->first, min_samples)) {
-      for (std::size_t j = run.first; j <= run.last; ++j) {
-        needs[pts[j].index].push_back({key, runs.size(), run.threshold});
+  std::map<std::size_t, std::vector<run_need>> thread_needs;
+  for (std::size_t i = 0; i < incidents.size(); ++i) {
+    const auto &in = incidents[i];
+    for (std::size_t j = in.run.first; j <= in.run.last; ++j) {
+      if (alone(in)) {
+        thread_needs[j].push_back({value{in.threads.front()}, i, in.run.threshold});
+      } else {
+        needs[j].push_back({in.key, i, in.run.threshold});
       }
-      runs.push_back({&key, &pts, run});
     }
   }
-  for (auto &[at, list] : needs) {
-    std::stable_sort(list.begin(), list.end());
+  for (auto *n : {&needs, &thread_needs}) {
+    for (auto &[at, list] : *n) {
+      std::stable_sort(list.begin(), list.end());
+    }
   }
-  std::vector<std::map<value, double>> contrib(runs.size());
+  std::vector<std::map<value, double>> contrib(incidents.size());
   if (auto r = add_above(db, *m, key_col, vs, all, ivs, needs, contrib); !r) {
     return r.err();
   }
+  if (auto r = add_above(db, *m, "id", vs, false, ivs, thread_needs, contrib); !r) {
+    return r.err();
+  }
   needs.clear();
-  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
-    const value &key = *runs[ri].key;
-    const auto &pts = *runs[ri].pts;
-    const spike_run &run = runs[ri].run;
+  thread_needs.clear();
+  auto tid_st = prepare_stmt(db, "SELECT tid FROM thread WHERE id = ?1");
+  if (!tid_st) {
+    return tid_st.err();
+  }
+  for (std::size_t ri = 0; ri < incidents.size(); ++ri) {
+    const value &key = incidents[ri].key;
+    const spike_run &run = incidents[ri].run;
     std::vector<std::pair<value, double>> ranked(contrib[ri].begin(), contrib[ri].end());
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](const auto &x, const auto &y) { return x.second > y.second; });
-    const auto &first = ivs[pts[run.first].index];
-    const auto &last = ivs[pts[run.last].index];
+    const auto &first = ivs[run.first];
+    const auto &last = ivs[run.last];
+    value tid;
+    if (alone(incidents[ri])) {
+      sqlite3_stmt *q = tid_st->get();
+      sqlite3_reset(q);
+      sqlite3_bind_int64(q, 1, incidents[ri].threads.front());
+      if (sqlite3_step(q) == SQLITE_ROW) {
+        tid = std::int64_t{sqlite3_column_int64(q, 0)};
+      }
+    }
     // The likely cause: who ran while these threads waited (scheduling delay), the
     // throttling of their cgroups and the CPU pressure over the run.
     victims who = vs;
     if (!all && !m->cpu) {
       victim k;
-      if (by == "pid") {
+      if (const auto *t = std::get_if<std::int64_t>(&tid)) {
+        k.what = victim::kind::tid;
+        k.number = *t;
+      } else if (by == "pid") {
         k.what = victim::kind::pid;
         k.number = std::get<std::int64_t>(key);
       } else {
-        k.what = by == "comm" ? victim::kind::comm : victim::kind::cgroup;
+        k.what = by == "cgroup" ? victim::kind::cgroup : victim::kind::comm;
         k.text = std::get<std::string>(key);
         k.descendants = false;
       }
@@ -610,12 +777,13 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     }
     value victim_v =
         all ? value{vic->what == victim::kind::all ? std::string("all") : vic->describe()} : key;
-    outs.push_back({first.start,
-                    key,
-                    {first.start, last.end() - first.start, last.end(),
-                     static_cast<std::int64_t>(run.peak), ivs[pts[run.peak_at].index].start,
-                     top_text(ranked), static_cast<std::int64_t>(run.threshold),
-                     std::move(victim_v), cause_text(culprits, *p)}});
+    outs.push_back(
+        {first.start,
+         key,
+         {first.start, last.end() - first.start, last.end(), static_cast<std::int64_t>(run.peak),
+          ivs[run.peak_at].start, top_text(ranked), static_cast<std::int64_t>(run.threshold),
+          std::move(victim_v), cause_text(culprits, *p), std::move(tid),
+          per_thread ? value{static_cast<std::int64_t>(incidents[ri].threads.size())} : value{}}});
   }
   std::stable_sort(outs.begin(), outs.end(), [](const out_row &x, const out_row &y) {
     return x.start != y.start ? x.start < y.start : x.key < y.key;
@@ -692,7 +860,7 @@ result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_con
     return scan_rows(
         db, m, x, y, key, victims{},
         [&](const interval_info &iv) { skip = from && iv.start < *from; },
-        [&](value &&k, const stats::histogram &h) -> result<void> {
+        [&](value &&k, std::int64_t /*thread*/, const stats::histogram &h) -> result<void> {
           if (skip) {
             return {};
           }
