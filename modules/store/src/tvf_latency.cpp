@@ -327,8 +327,9 @@ struct spike_run {
 constexpr std::size_t adopt_intervals = 5 * baseline_intervals;
 
 // The incidents of one series, fed its intervals in time order. An incident starts at an
-// interval whose p99 is above the threshold; it goes on while intervals are above half that
-// threshold (the stay level), across stretches below it no longer than the gap. While it runs
+// interval whose p99 is above the threshold; it goes on while intervals are above the stay
+// level (half way from the baseline to the threshold; half an absolute threshold), across
+// stretches below it no longer than the gap. While it runs
 // the threshold is the one it started with, and its intervals are kept out of the baseline (a
 // '3x' baseline that took them in would rise with the incident and lose it half way).
 class incident_finder {
@@ -359,6 +360,11 @@ public:
       if (t && judged && p99 > *t) {
         open_ = true;
         threshold_ = *t;
+        // The stay level: half way from the baseline to the threshold ('3x': 2x the baseline),
+        // half the threshold for an absolute one.
+        stay_ = r.thr.multiple
+                    ? sorted_[sorted_.size() / 2] + (*t - sorted_[sorted_.size() / 2]) / 2
+                    : *t / 2;
         held_ = 0;
         recent_.clear();
         recent_oldest_ = 0;
@@ -368,7 +374,7 @@ public:
       remember(p99);
       return;
     }
-    if (p99 <= threshold_ / 2) {
+    if (p99 <= stay_) {
       remember(p99); // a dip: the series' own level
       return;
     }
@@ -442,6 +448,7 @@ private:
   std::size_t oldest_ = 0; // into history_, once it holds baseline_intervals points
   bool open_ = false;
   std::uint64_t threshold_ = 0;       // the open incident's
+  std::uint64_t stay_ = 0;            // and its stay level
   std::size_t last_ = 0;              // its last interval above the stay level
   std::size_t held_ = 0;              // its intervals kept out of the baseline
   std::vector<std::uint64_t> recent_; // the last baseline_intervals of them, a ring
