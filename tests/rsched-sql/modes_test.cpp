@@ -196,6 +196,30 @@ TEST_CASE("rsched-sql units: percentiles show the bucket that holds them", "[rsc
         "p99_ns\r\n15000000\r\n");
 }
 
+// issue 32: blame()'s share_pct printed as 97.58212931224679 in a table.
+TEST_CASE("rsched-sql units: percentages with one decimal for people, whole in data modes",
+          "[rsched-sql]") {
+  const std::vector<std::string> cols{"by_comm", "share_pct", "coverage_pct", "pct"};
+  const std::vector<std::vector<value>> rows{
+      {text("hog"), value{97.58212931224679}, value{100.0}, value{2.345}},
+      {text("web"), value{2.41787068775321}, value{}, value{std::int64_t{7}}}};
+  const std::string table = run(output_mode::table, cols, rows);
+  INFO(table);
+  CHECK(table.find("97.6 ") != std::string::npos);
+  CHECK(table.find("2.4 ") != std::string::npos);
+  CHECK(table.find("100.0 ") != std::string::npos);
+  CHECK(table.find("97.58") == std::string::npos);
+  CHECK(table.find("2.345") != std::string::npos); // "pct" alone: not known as a percentage
+  CHECK(table.find("NULL") != std::string::npos);
+  const std::string line = run(output_mode::line, cols, rows);
+  CHECK(line.find("share_pct = 97.6\n") != std::string::npos);
+  // Data modes keep the value as computed.
+  CHECK(run(output_mode::csv, {"share_pct"}, {{value{97.58212931224679}}}) ==
+        "share_pct\r\n97.58212931224679\r\n");
+  CHECK(run(output_mode::jsonl, {"share_pct"}, {{value{97.58212931224679}}}) ==
+        "{\"share_pct\":97.58212931224679}\n");
+}
+
 TEST_CASE("rsched-sql human modes: table with units and times", "[rsched-sql]") {
   const std::string s =
       run(output_mode::table, {"ts", "p99_ns", "max_ns", "n"},

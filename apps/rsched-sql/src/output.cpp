@@ -220,6 +220,9 @@ column_kind classify_column(std::string_view name) {
   if (l == "dur" || (l.size() > 3 && l.compare(l.size() - 3, 3, "_ns") == 0)) {
     return column_kind::duration;
   }
+  if (l.size() > 4 && l.compare(l.size() - 4, 4, "_pct") == 0) {
+    return column_kind::percent;
+  }
   return column_kind::plain;
 }
 
@@ -286,6 +289,11 @@ cell human_cell(const store::value &v, column_kind kind, const timefmt::zone &z)
     }
     if (const auto *d = std::get_if<double>(&v)) {
       return {show(*d), true};
+    }
+  } else if (kind == column_kind::percent) {
+    // A share computed in double (97.58212931224679): one decimal is what a person reads.
+    if (const auto *d = std::get_if<double>(&v); d != nullptr && std::isfinite(*d)) {
+      return {fmt::format("{:.1f}", *d), true};
     }
   }
   return table_cell(v);

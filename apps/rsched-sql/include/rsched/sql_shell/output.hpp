@@ -56,8 +56,10 @@ std::string json_object(const std::vector<std::string> &columns,
 //   percentile  p50_ns, p99_ns, p99_9_ns (also a_/b_ prefixed, as compare() names them) and
 //             peak_ns: a latency percentile, shown as the histogram bucket that holds it
 //   duration  dur, or another name ending in _ns: ns shown with a unit
+//   percent   a name ending in _pct (share_pct, coverage_pct, some_pct, ...): a REAL shown with
+//             one decimal (97.6); the data modes keep the full value
 //   plain     everything else
-enum class column_kind { plain, duration, time, percentile };
+enum class column_kind { plain, duration, time, percentile, percent };
 column_kind classify_column(std::string_view name);
 
 // ns with a unit and three significant digits: "950 ns", "1.50 µs", "4.10 ms", "12.3 s",
@@ -80,8 +82,8 @@ struct cell {
 cell table_cell(const store::value &v);
 
 // table_cell with units: a number in a duration column per format_duration_ns, in a percentile
-// column per format_percentile_ns, an integer > 1e17 in a time column per timefmt::format_time
-// in `z`.
+// column per format_percentile_ns, a REAL in a percent column with one decimal, an integer > 1e17
+// in a time column per timefmt::format_time in `z`.
 cell human_cell(const store::value &v, column_kind kind, const timefmt::zone &z);
 
 enum class table_style { ascii, box };
