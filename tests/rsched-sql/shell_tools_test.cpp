@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <set>
+#include <sqlite3.h>
 #include <sstream>
 
 using namespace rsched::sql_shell;
@@ -183,6 +185,74 @@ TEST_CASE("rsched-sql shell: .timer, .headers, .tz and .help", "[rsched-sql]") {
   CHECK(f.sh.run_dot(".help") == shell::status::ok);
   for (const auto &c : shell::dot_commands()) {
     CHECK(f.out.str().find(c) != std::string::npos);
+  }
+}
+
+namespace {
+// The virtual-table modules a connection knows (pragma_module_list).
+std::set<std::string> modules_of(sqlite3 *db) {
+  std::set<std::string> out;
+  sqlite3_stmt *st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT name FROM pragma_module_list", -1, &st, nullptr) ==
+          SQLITE_OK);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    out.emplace(reinterpret_cast<const char *>(sqlite3_column_text(st, 0)));
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+// `name` in `text` as a word of its own (not part of a longer identifier).
+bool names_word(const std::string &text, const std::string &name) {
+  const auto ident = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  for (auto at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    const bool before = at > 0 && ident(text[at - 1]);
+    const bool after = at + name.size() < text.size() && ident(text[at + name.size()]);
+    if (!before && !after) {
+      return true;
+    }
+  }
+  return false;
+}
+} // namespace
+
+// issue 32: .help left out inversions(). Every table function registered on the connection (its
+// modules less SQLite's own, its pragma_* ones made on first use, and rsched's internal rsched_*
+// ones) is named in .help.
+TEST_CASE("rsched-sql shell: .help names every table function registered", "[rsched-sql]") {
+  fixture f;
+  CHECK(f.sh.run_dot(".mode csv") == shell::status::ok);
+  CHECK(f.sh.run_dot(".headers off") == shell::status::ok);
+  f.out.str("");
+  REQUIRE(f.sh.run_sql("SELECT name FROM pragma_module_list WHERE substr(name, 1, 7) NOT IN "
+                       "('rsched_', 'pragma_') ORDER BY name") == shell::status::ok);
+  std::set<std::string> registered;
+  std::istringstream lines(f.out.str());
+  for (std::string l; std::getline(lines, l);) {
+    if (!l.empty() && l.back() == '\r') {
+      l.pop_back();
+    }
+    registered.insert(l);
+  }
+  sqlite3 *bare = nullptr;
+  REQUIRE(sqlite3_open(":memory:", &bare) == SQLITE_OK);
+  for (const auto &m : modules_of(bare)) {
+    registered.erase(m);
+  }
+  sqlite3_close(bare);
+  // The functions as the store defines them: a change there shows here.
+  for (const char *known : {"blame", "spikes", "inversions", "coverage", "gaps", "compare"}) {
+    INFO(known);
+    CHECK(registered.count(known) == 1);
+  }
+  f.out.str("");
+  CHECK(f.sh.run_dot(".help") == shell::status::ok);
+  const std::string help = f.out.str();
+  for (const auto &name : registered) {
+    INFO(name);
+    CHECK(names_word(help, name));
   }
 }
 

@@ -68,12 +68,14 @@ constexpr const char *help_text =
 .tz [UTC|local|ZONE]     the zone times are shown and read in (IANA name: Europe/Berlin)
 Statements end with ';' and may span lines; Ctrl-C cancels a running query.
 Functions: hist_percentile(hist, p), hist_percentile_error, hist_merge, hist_pct,
-hist_count, hist_count_above, hist_fraction_above, hist_mean, hist_max, hist_buckets,
+hist_count, hist_count_above, hist_fraction_above, hist_mean, hist_max,
 ipc(instructions, cycles), rate(n, dur); times: t('...'), ago('2h'), dur('5m'), fmt_time,
-bucket(ts, '10s'), ts IN around(T, '5m'), ts IN during(a, b); tables of their own:
-coverage, gaps, spikes, blame, compare, annotation_margin (see docs/SQL.md).
+bucket(ts, '10s'), ts IN around(T, '5m'), ts IN during(a, b), annotation_margin('2m');
+tables of their own: coverage, gaps, spikes, blame, inversions, compare, hist_buckets(hist)
+(see docs/SQL.md).
 Over several hosts (rsched-sql --host NAME=PATH ...) every view and table starts with a host
-column, as do spikes, compare, coverage, gaps and blame; "NAME".view is one host's own view.
+column, as do spikes, compare, coverage, gaps, blame and inversions; "NAME".view is one host's
+own view.
 )";
 
 constexpr std::string_view interrupted_message = "Interrupted";
