@@ -328,18 +328,32 @@ TEST_CASE("rsched-sql shell: a PagerDuty incidents export imports as it comes, o
                        "2026-11-20T14:07:30Z,alice,high\n"
                     << "Q1ABD,413,deploy rollback,web,2026-11-20T14:20:00-05:00,,bob,low\n";
   CHECK(f.sh.run_dot(".import-incidents " + pd) == shell::status::ok);
-  CHECK(f.err.str() ==
-        "2 annotations imported from " + pd +
-            " (PagerDuty incidents export): start=created_on, end=resolved_on, "
-            "text=description; ignored columns: assigned_to_user, id, incident_number, "
-            "service_name, urgency\n");
-  CHECK(f.out.str() == "id,start_ns,end_ns,text,source\r\n"
+  CHECK(f.err.str() == "2 annotations imported from " + pd +
+                           " (PagerDuty incidents export): start=created_on, end=resolved_on, "
+                           "text=description, tags=service_name+incident_number; ignored columns: "
+                           "assigned_to_user, id, urgency\n");
+  // issue 32: the service and the incident number are kept, as tags.
+  CHECK(f.out.str() == "id,start_ns,end_ns,text,source,tags\r\n"
                        "1,1795183320000000000,1795183650000000000,\"postgres p99 > 50ms, "
                        "checkout slow\",import:" +
                            pd +
-                           "\r\n"
+                           ",\"service_name:db,incident_number:412\"\r\n"
                            "2,1795202400000000000,,deploy rollback,import:" +
-                           pd + "\r\n");
+                           pd + ",\"service_name:web,incident_number:413\"\r\n");
+  // A service name with a comma stays one tag; a column --map gives a field is no tag.
+  const std::string pd2 = f.dir.file("pagerduty2.csv");
+  std::ofstream(pd2) << "incident_number,title,service_name,created_on\n"
+                     << "7,cpu hog,\"shop, EU\",2026-11-22T10:00:00Z\n";
+  f.out.str("");
+  CHECK(f.sh.run_dot(".import-incidents " + pd2) == shell::status::ok);
+  CHECK(f.out.str().find(",\"service_name:shop; EU,incident_number:7\"\r\n") != std::string::npos);
+  f.out.str("");
+  f.err.str("");
+  CHECK(f.sh.run_dot(".import-incidents " + pd2 + " --map text=service_name") == shell::status::ok);
+  CHECK(f.err.str().find("text=service_name, tags=incident_number; ignored columns: title\n") !=
+        std::string::npos);
+  CHECK(f.out.str().find(",\"shop, EU\",import:" + pd2 + ",incident_number:7\r\n") !=
+        std::string::npos);
 
   // Any other timeline: --map names its columns (case as the file has it, for JSON keys).
   const std::string js = f.dir.file("alerts.json");
@@ -360,7 +374,36 @@ TEST_CASE("rsched-sql shell: a PagerDuty incidents export imports as it comes, o
   }
   f.out.str("");
   CHECK(f.sh.run_sql("SELECT count(*) FROM annotations") == shell::status::ok);
-  CHECK(f.out.str() == "count(*)\r\n3\r\n");
+  CHECK(f.out.str() == "count(*)\r\n5\r\n");
+}
+
+// issue 32: the echo of an import said start_ns over formatted times.
+TEST_CASE("rsched-sql shell: the import's echo names its times as it shows them", "[rsched-sql]") {
+  fixture f;
+  CHECK(f.sh.run_dot(".tz UTC") == shell::status::ok);
+  const std::string csv = f.dir.file("incidents.csv");
+  std::ofstream(csv) << "start,end,text\n2026-11-20T14:00:00Z,2026-11-20T14:30:00Z,outage\n"
+                     << "2026-11-20T15:00:00Z,,blip\n";
+  CHECK(f.sh.run_dot(".mode table") == shell::status::ok);
+  f.out.str("");
+  CHECK(f.sh.run_dot(".import-incidents " + csv) == shell::status::ok);
+  const std::string table = f.out.str();
+  INFO(table);
+  CHECK(table.find("start_ns") == std::string::npos);
+  CHECK(table.find("end_ns") == std::string::npos);
+  CHECK(table.find("| start ") != std::string::npos);
+  CHECK(table.find("| end ") != std::string::npos);
+  CHECK(table.find("| 2026-11-20 14:00:00+00:00 | 2026-11-20 14:30:00+00:00 | outage ") !=
+        std::string::npos);
+  // The data modes: the stored UTC ns, under the stored names.
+  const std::string csv2 = f.dir.file("incidents2.csv");
+  std::ofstream(csv2) << "start,text\n2026-11-21T14:00:00Z,later\n";
+  CHECK(f.sh.run_dot(".mode csv") == shell::status::ok);
+  f.out.str("");
+  CHECK(f.sh.run_dot(".import-incidents " + csv2) == shell::status::ok);
+  CHECK(f.out.str() == "id,start_ns,end_ns,text,source,tags\r\n"
+                       "3,1795269600000000000,,later,import:" +
+                           csv2 + ",\"\"\r\n");
 }
 
 TEST_CASE("rsched-sql completion: new dot commands, modes and functions", "[rsched-sql]") {

@@ -223,8 +223,9 @@ TEST_CASE("rsched-sql writes: importing the same incidents twice adds them once 
   const auto third = run_sql({db, "--csv", "-c", ".import-incidents " + json});
   CHECK(third.status == 0);
   CHECK(third.err.rfind("1 annotations imported (2 already there) from ", 0) == 0);
-  CHECK(third.out == "id,start_ns,end_ns,text,source\r\n3,1795184400000000000,,rollback,import:" +
-                         json + "\r\n");
+  CHECK(third.out ==
+        "id,start_ns,end_ns,text,source,tags\r\n3,1795184400000000000,,rollback,import:" + json +
+            ",\"\"\r\n");
   CHECK(count_annotations(db) == "n\r\n3\r\n");
 }
 

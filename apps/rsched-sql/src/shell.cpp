@@ -655,9 +655,15 @@ shell::status shell::dot_import(const std::vector<std::string> &args) {
   if (rep->ids.empty()) {
     return status::ok;
   }
-  return run_sql(fmt::format("SELECT id, start_ns, end_ns, text, source FROM annotations WHERE id "
+  // The human modes show times, under names that say so; the data modes the stored UTC ns under
+  // the column names.
+  const auto &cfg = printer_.config();
+  const char *times = is_human(cfg.mode) && cfg.units
+                          ? "fmt_time(start_ns) AS start, fmt_time(end_ns) AS \"end\""
+                          : "start_ns, end_ns";
+  return run_sql(fmt::format("SELECT id, {}, text, source, tags FROM annotations WHERE id "
                              "BETWEEN {} AND {} ORDER BY id",
-                             rep->ids.front(), rep->ids.back()),
+                             times, rep->ids.front(), rep->ids.back()),
                  0);
 }
 

@@ -303,6 +303,16 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
       field_col["text"] = has("description") ? "description" : "title";
     }
   }
+  // Columns kept as tags "<column>:<value>": PagerDuty's service and incident number, which say
+  // which incident of which service an annotation is (its text alone often does not).
+  std::vector<std::string> tag_cols;
+  if (!rep.recognised.empty()) {
+    for (const char *c : {"service_name", "incident_number"}) {
+      if (has(c)) {
+        tag_cols.emplace_back(c);
+      }
+    }
+  }
   // A column named in the map, as the file spells it (CSV headers are lower-cased when read;
   // JSON keys keep their case): matched without regard to case.
   const auto column_named = [&](const std::string &c) -> std::optional<std::string> {
@@ -334,14 +344,29 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
   if (!recs->empty() && !field_col.contains("start")) {
     return make_error("importing incidents: no start column (name one: --map start=COLUMN)");
   }
+  // A column --map gave a field is not a tag as well.
+  std::erase_if(tag_cols, [&](const std::string &c) {
+    return std::any_of(field_col.begin(), field_col.end(),
+                       [&](const auto &fc) { return fc.second == c; });
+  });
   for (const char *f : incident_fields) {
+    std::string from;
     if (const auto it = field_col.find(f); it != field_col.end()) {
-      rep.mapping.emplace_back(f, it->second);
+      from = it->second;
+    }
+    if (std::string_view(f) == "tags") {
+      for (const auto &c : tag_cols) {
+        from += (from.empty() ? "" : "+") + c;
+      }
+    }
+    if (!from.empty()) {
+      rep.mapping.emplace_back(f, std::move(from));
     }
   }
   for (const auto &c : columns) {
     const bool used = std::any_of(field_col.begin(), field_col.end(),
-                                  [&](const auto &fc) { return fc.second == c; });
+                                  [&](const auto &fc) { return fc.second == c; }) ||
+                      std::find(tag_cols.begin(), tag_cols.end(), c) != tag_cols.end();
     if (!used) {
       rep.ignored.push_back(c);
     }
@@ -388,6 +413,16 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
     a.source = src && !src->empty() ? *src : opts.source;
     const auto tags = get("tags");
     a.tags = tags ? *tags : std::string();
+    for (const auto &c : tag_cols) {
+      const auto it = rec.find(c);
+      if (it == rec.end() || !it->second || trimmed(*it->second).empty()) {
+        continue;
+      }
+      // Tags are comma-separated: a comma in the value would split the tag.
+      std::string v(trimmed(*it->second));
+      std::replace(v.begin(), v.end(), ',', ';');
+      a.tags += (a.tags.empty() ? "" : ",") + c + ":" + v;
+    }
     if (auto v = validate(a); !v) {
       return bad(v.err().msg);
     }

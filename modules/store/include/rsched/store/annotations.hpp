@@ -44,9 +44,10 @@ result<std::size_t> import_incidents(const std::string &path, std::string_view c
 
 // Timelines as they come from incident tools. The file's columns (JSON keys) are matched to the
 // annotation's fields: by name (start, end, text, source, tags), by a known export recognised
-// from its header (a PagerDuty incidents CSV: created_on, resolved_on, description or title),
-// or by `map` (field -> column, e.g. {"start", "created_on"}), which wins. Columns used for no
-// field are ignored and listed in the report.
+// from its header (a PagerDuty incidents CSV: created_on, resolved_on, description or title;
+// its service_name and incident_number become tags "service_name:X,incident_number:N"), or by
+// `map` (field -> column, e.g. {"start", "created_on"}), which wins. Columns used for no field
+// are ignored and listed in the report.
 struct incident_import {
   incident_format format = incident_format::automatic;
   std::string source;                                   // the source of rows that name none
@@ -57,7 +58,7 @@ struct incident_import_report {
   std::vector<std::int64_t> ids; // the annotations added, in order
   std::size_t already = 0;       // rows not added: the same source, start, end and text were there
   std::string recognised;        // "PagerDuty incidents export", ""
-  std::vector<std::pair<std::string, std::string>> mapping; // field -> column used
+  std::vector<std::pair<std::string, std::string>> mapping; // field -> column(s) used, '+'
   std::vector<std::string> ignored;                         // columns used for nothing, sorted
 };
 // Parses `field=column,field=column` (as --map takes it); errors name the bad part.
