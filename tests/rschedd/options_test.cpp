@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
+#include <string>
+
 using rsched::rschedd::parse_options;
 
 TEST_CASE("rschedd defaults", "[rschedd]") {
@@ -99,6 +102,28 @@ TEST_CASE("metric groups (-g): defaults, most, all, perf events and order rules"
   CHECK_FALSE(parse_groups({"perf="}).ok());
   CHECK_FALSE(parse_groups({""}).ok());
   CHECK_FALSE(parse_groups({"e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"}).ok()); // max 8
+}
+
+// issue 32: `-g wakeup` answered "unknown perf event 'wakeup': expected a built-in alias ...".
+TEST_CASE("-g with a group that does not exist names it as an unknown metric group", "[rschedd]") {
+  using rsched::rschedd::open_perf;
+  using rsched::rschedd::parse_groups;
+  auto g = parse_groups({"latency", "wakeup"});
+  REQUIRE(g.ok());
+  auto p = open_perf(*g, g->groups);
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.err().errnum == EINVAL); // bad usage: exit status 2
+  const std::string &m = p.err().msg;
+  CHECK(m.rfind("unknown metric group 'wakeup' in -g: expected latency, slice, sleep, waking, "
+                "migration, blame, schedstat, pressure, perf, perf=EVENT, most, all",
+                0) == 0);
+  CHECK(m.find('\n') == std::string::npos);
+  // Named as a perf event, it stays an unknown perf event.
+  auto e = parse_groups({"perf=wakeup"});
+  REQUIRE(e.ok());
+  auto q = open_perf(*e, e->groups);
+  REQUIRE_FALSE(q.ok());
+  CHECK(q.err().msg.rfind("unknown perf event 'wakeup'", 0) == 0);
 }
 
 TEST_CASE("metric groups (-g) split on commas and repeat, filters and modes", "[rschedd]") {

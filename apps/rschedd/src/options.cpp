@@ -73,8 +73,10 @@ result<group_selection> parse_groups(const std::vector<std::string> &tokens) {
     } else if (t.empty()) {
       return make_error("empty metric group in -g");
     } else {
-      // anything else is tried as a perf event name (resolved later, with a clear error)
+      // anything else is tried as a perf event name (resolved later, with a clear error: an
+      // unknown metric group when it is no perf event either)
       add_event(t);
+      g.bare_events.push_back(t);
     }
   }
   if (g.events.size() > RSCHED_MAX_GENERIC_EVENTS) {

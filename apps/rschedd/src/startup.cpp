@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -146,6 +147,14 @@ result<perf_counters> open_perf(const group_selection &g, std::uint32_t groups) 
   for (const auto &name : g.events) {
     auto e = collect::resolve_event(name);
     if (!e) {
+      // -g wakeup: a group that does not exist, not a perf event the user meant.
+      if (e.err().errnum == ENOENT &&
+          std::find(g.bare_events.begin(), g.bare_events.end(), name) != g.bare_events.end()) {
+        return make_error(fmt::format("unknown metric group '{}' in -g: expected {} (or a perf "
+                                      "event name, see --perf-list)",
+                                      text::escape_for_terminal(name), group_names),
+                          EINVAL);
+      }
       return make_error(e.err().msg, EINVAL);
     }
     generic.push_back(*e);

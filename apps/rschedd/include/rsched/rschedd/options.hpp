@@ -20,7 +20,14 @@ struct group_selection {
   bool pressure = true;            // CPU pressure (PSI) and CFS throttling, read in user space
   bool ipc = false;                // perf=ipc: the 4-counter IPC set
   std::vector<std::string> events; // generic perf events, deduplicated, in order
+  // The events named by a bare token (-g cycles, not perf=cycles): a misspelt group too, so one
+  // that is no perf event either is reported as an unknown metric group.
+  std::vector<std::string> bare_events;
 };
+
+// The -g group names, for the error about one that does not exist.
+inline constexpr const char *group_names = "latency, slice, sleep, waking, migration, blame, "
+                                           "schedstat, pressure, perf, perf=EVENT, most, all";
 
 // Parses the -g tokens (already split on commas). An explicit -g replaces the default.
 result<group_selection> parse_groups(const std::vector<std::string> &tokens);
