@@ -1,11 +1,14 @@
 // The compact live view: a sliding window of bounded per-comm summaries, rendered to fit the
 // terminal, worst scheduling delay first.
 #include "rsched/rschedd/compact.hpp"
+#include "rsched/rschedd/live.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <poll.h>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using metric = rsched::metrics::id;
@@ -179,4 +182,62 @@ TEST_CASE("compact view: the header says when the recorder or the display fell b
   compact_window empty;
   CHECK(render_compact(empty, {}, render_options{}, {}, 24, 80).find("waiting") !=
         std::string::npos);
+}
+
+// issue 32: RQ99 was not explained on screen.
+TEST_CASE("compact view: a legend line says what RQ99 (and SLP99, WAK99) are", "[rschedd]") {
+  compact_window w;
+  w.push(interval(1, {thread(1, "x", 10, 5)}), {});
+  const auto ls = lines_of(show(w));
+  REQUIRE_FALSE(ls.empty());
+  CHECK(ls.back() == "RQ99: run-queue depth at wakeup, p99");
+  compact_header h;
+  h.end_ns = 100 * sec;
+  render_options o;
+  o.groups = RSCHED_G_LATENCY | RSCHED_G_SLEEP | RSCHED_G_WAKING;
+  const auto all = lines_of(render_compact(w, h, o, {}, 40, 160));
+  REQUIRE_FALSE(all.empty());
+  CHECK(all.back() == "RQ99: run-queue depth at wakeup, p99; SLP99: sleep duration, p99; "
+                      "WAK99: waking delay, p99");
+  // Without the latency group there is no RQ99 column and nothing to explain.
+  o.groups = RSCHED_G_SLICE;
+  const auto none = render_compact(w, h, o, {}, 40, 160);
+  CHECK(none.find("RQ99") == std::string::npos);
+}
+
+// issue 32: the last frame had no line end ("...9.6msrschedd: stopped after 20.0 s").
+TEST_CASE("live view: the last frame's line is ended when the display stops", "[rschedd]") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::string got;
+  {
+    live_config lc;
+    live_display d(std::move(lc), terminal_out(fds[1]));
+    live_frame f;
+    f.row = interval(1, {thread(1, "x", 10, 5)});
+    f.header.end_ns = 100 * sec;
+    d.offer(std::move(f));
+    // Wait for the frame (the display thread writes it whole; the pipe holds 64 KiB).
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    REQUIRE(n > 0);
+    got.append(buf, static_cast<std::size_t>(n));
+    for (int i = 0; i < 50 && got.find("CPU delay p99: ") == std::string::npos; ++i) {
+      pollfd p{fds[0], POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        const ssize_t m = ::read(fds[0], buf, sizeof buf);
+        REQUIRE(m > 0);
+        got.append(buf, static_cast<std::size_t>(m));
+      }
+    }
+    REQUIRE(got.find("CPU delay p99: ") != std::string::npos); // the frame's last lines
+    CHECK(got.back() != '\n');                                 // a frame alone never scrolls
+  } // stops the display; the write end is closed with it
+  char buf[64];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) {
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  CHECK(got.back() == '\n');
+  CHECK(got.find("\n\n", got.size() - 2) == std::string::npos); // one line end, not a blank line
 }

@@ -262,6 +262,22 @@ std::string render_compact(const compact_window &w, const compact_header &h,
     }
   }
 
+  // What the short column names mean, the last line: the abbreviations a person cannot guess.
+  std::string legend;
+  const auto explain = [&](std::string_view what) {
+    legend += legend.empty() ? "" : "; ";
+    legend += what;
+  };
+  if (latency) {
+    explain("RQ99: run-queue depth at wakeup, p99");
+  }
+  if (sleep) {
+    explain("SLP99: sleep duration, p99");
+  }
+  if (waking) {
+    explain("WAK99: waking delay, p99");
+  }
+
   std::string th = fmt::format("{:<16} {:>4} {:>7}", "COMM", "THR", "DELAYS");
   if (latency) {
     th += fmt::format(" {:>6} {:>6} {:>6} {:>6} {:>4}", "p50", "p90", "p99", "MAX", "RQ99");
@@ -312,7 +328,8 @@ std::string render_compact(const compact_window &w, const compact_header &h,
   };
 
   const auto max_rows = static_cast<std::size_t>(std::max(rows, 1));
-  const std::size_t tail = (cpu_line.empty() ? 0U : 1U) + (idle_line.empty() ? 0U : 1U);
+  const std::size_t tail =
+      (cpu_line.empty() ? 0U : 1U) + (idle_line.empty() ? 0U : 1U) + (legend.empty() ? 0U : 1U);
   if (!ivs.empty()) {
     lines.push_back("");
     lines.push_back(th);
@@ -339,6 +356,9 @@ std::string render_compact(const compact_window &w, const compact_header &h,
     }
     if (!idle_line.empty()) {
       lines.push_back(idle_line);
+    }
+    if (!legend.empty()) {
+      lines.push_back(legend);
     }
   }
   std::string out;

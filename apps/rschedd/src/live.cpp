@@ -84,6 +84,11 @@ live_display::~live_display() {
   stopping_.store(true);
   cv_.notify_one();
   thread_.join();
+  // A compact frame has no line end (it would scroll a full screen): end its last line, so that
+  // what the shell or rschedd prints next ("rschedd: stopped after ...") starts a line of its own.
+  if (line_open_) {
+    (void)out_.write_all("\n", stopping_);
+  }
 }
 
 void live_display::offer(live_frame &&f) {
@@ -148,8 +153,12 @@ void live_display::run() {
       const auto [rows, cols] = out_.size();
       frame += render_compact(window_, h, cfg_.ropt, cfg_.filt, rows, cols);
     }
-    if (out_.write_all(frame, stopping_) == terminal_out::status::gone) {
+    const auto st = out_.write_all(frame, stopping_);
+    if (st == terminal_out::status::gone) {
       gone = true;
+      line_open_ = false;
+    } else {
+      line_open_ = st == terminal_out::status::stopped || frame.back() != '\n';
     }
   }
 }

@@ -84,7 +84,7 @@ public:
   live_display(const live_display &) = delete;
   live_display &operator=(const live_display &) = delete;
   // Stops the thread within ~100 ms, whatever the terminal is doing (a frame being written to a
-  // paused terminal is abandoned).
+  // paused terminal is abandoned), then ends the last frame's line.
   ~live_display();
 
   // Never blocks on the display: when it is `max_queued` intervals behind, the oldest waiting
@@ -104,6 +104,7 @@ private:
   std::uint64_t skipped_ = 0;
   bool stop_ = false;
   std::atomic<bool> stopping_{false};
+  bool line_open_ = false; // the last frame written ends inside a line (display thread, then dtor)
   std::thread thread_;
 };
 
