@@ -10,10 +10,12 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 using namespace rsched;
 using namespace rsched::rschedd;
@@ -236,4 +238,49 @@ TEST_CASE("machine_feed: the topology with the first interval and after hotplug,
   }
   REQUIRE(notes.size() == 1);
   CHECK(notes[0].find("sched_ext state not recorded") != std::string::npos);
+}
+
+// issue 32: "CPU pressure 101%". The PSI deltas are taken between reads that come a little after
+// each interval's end, late by a varying amount: a delta can cover more than its interval.
+TEST_CASE("pressure_feed: PSI stall times are fitted to the interval they are stored with",
+          "[rschedd]") {
+  rsched::test::temp_dir dir;
+  const std::string psi = dir.file("cpu.pressure");
+  const auto write_total = [&](std::uint64_t some_us) {
+    std::ofstream(psi) << "some avg10=100.00 avg60=100.00 avg300=100.00 total=" << some_us
+                       << "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+  };
+  write_total(1'000'000);
+  pressure::sources src;
+  src.system_psi = psi;
+  pressure_feed feed(src, nullptr);
+  // A saturated machine: stalled all along the 40 ms between the reads; the interval the
+  // recorder timed is 10 ms of it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  write_total(1'040'000);
+  store::interval_row row;
+  row.dur_ns = 10'000'000;
+  feed.add_to(row);
+  REQUIRE(row.cgroup_cpu.size() == 1);
+  REQUIRE(row.cgroup_cpu[0].some_ns);
+  CHECK(*row.cgroup_cpu[0].some_ns <= row.dur_ns);
+  CHECK(*row.cgroup_cpu[0].some_ns > 5'000'000); // still most of it
+  CHECK(row.cgroup_cpu[0].full_ns == 0);
+
+  // The same, pure: scaled by the interval over the read span, at most the interval.
+  std::vector<store::cgroup_cpu_row> rows(2);
+  rows[0].some_ns = 1'012'000'000;
+  rows[0].full_ns = 506'000'000;
+  rows[0].usage_ns = 2'000'000'000;
+  rows[1].some_ns = 500'000'000;
+  fit_pressure(rows, 1'012'000'000, 1'000'000'000);
+  CHECK(rows[0].some_ns == 1'000'000'000);
+  CHECK(rows[0].full_ns == 500'000'000);
+  CHECK(rows[0].usage_ns == 2'000'000'000); // CPU time: not a share of the interval
+  CHECK(rows[1].some_ns == 494'071'146);
+  fit_pressure(rows, 500'000'000, 1'000'000'000); // a short read span: never past the interval
+  CHECK(rows[0].some_ns == 1'000'000'000);
+  CHECK(rows[1].some_ns == 988'142'292);
+  fit_pressure(rows, 0, 1'000'000'000); // no span: left as read
+  CHECK(rows[1].some_ns == 988'142'292);
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -144,12 +145,45 @@ std::vector<store::cgroup_cpu_row> pressure_rows(const pressure::readings &prev,
   return out;
 }
 
+namespace {
+std::int64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+} // namespace
+
+void fit_pressure(std::vector<store::cgroup_cpu_row> &rows, std::int64_t read_span_ns,
+                  std::int64_t dur_ns) {
+  if (read_span_ns <= 0 || dur_ns <= 0) {
+    return;
+  }
+  const double scale = static_cast<double>(dur_ns) / static_cast<double>(read_span_ns);
+  const auto fit = [&](std::optional<std::int64_t> &v) {
+    if (v && *v > 0) {
+      const double scaled = std::round(static_cast<double>(*v) * scale);
+      v = scaled >= static_cast<double>(dur_ns) ? dur_ns : static_cast<std::int64_t>(scaled);
+    }
+  };
+  for (auto &r : rows) {
+    fit(r.some_ns);
+    fit(r.full_ns);
+  }
+}
+
 pressure_feed::pressure_feed(pressure::sources where, std::function<void(std::string_view)> note)
     : sampler_(std::move(where)), note_(std::move(note)) {
+  rebase();
+}
+
+// The time of a read is taken as it starts, when the system's file is read.
+void pressure_feed::rebase() {
+  prev_read_ns_ = mono_ns();
   prev_ = sampler_.read();
 }
 
 void pressure_feed::add_to(store::interval_row &row) {
+  const std::int64_t read_ns = mono_ns();
   auto cur = sampler_.read();
   if (sampler_.truncated() && !warned_truncated_ && note_) {
     note_("rschedd: more than " + std::to_string(sampler_.where().max_cgroups) +
@@ -157,7 +191,9 @@ void pressure_feed::add_to(store::interval_row &row) {
     warned_truncated_ = true;
   }
   row.cgroup_cpu = pressure_rows(prev_, cur, row.threads);
+  fit_pressure(row.cgroup_cpu, read_ns - prev_read_ns_, row.dur_ns);
   prev_ = std::move(cur);
+  prev_read_ns_ = read_ns;
 }
 
 std::optional<std::int64_t> self_rss_bytes() {

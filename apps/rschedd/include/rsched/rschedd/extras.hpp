@@ -76,19 +76,30 @@ class pressure_feed {
 public:
   // `note` gets one line when the cgroup tree is larger than the sampler reads.
   pressure_feed(pressure::sources where, std::function<void(std::string_view)> note);
-  // Reads every cgroup and adds the interval's rows: the deltas since the previous read.
+  // Reads every cgroup and adds the interval's rows: the deltas since the previous read, their
+  // PSI stall times scaled from the time between the two reads to the interval's dur_ns (see
+  // fit_pressure).
   void add_to(store::interval_row &row);
   // Takes a new baseline (when recording starts: the first delta covers the first interval).
-  void rebase() { prev_ = sampler_.read(); }
+  void rebase();
   // What this machine lacks, one line each.
   [[nodiscard]] std::vector<std::string> missing() const { return sampler_.missing(); }
 
 private:
   pressure::sampler sampler_;
   pressure::readings prev_;
+  std::int64_t prev_read_ns_ = 0; // CLOCK_MONOTONIC of prev_
   std::function<void(std::string_view)> note_;
   bool warned_truncated_ = false;
 };
+
+// PSI stall times (some_ns, full_ns) of the rows, measured between two reads `read_span_ns`
+// apart, as shares of an interval of `dur_ns`: scaled by dur_ns / read_span_ns and at most
+// dur_ns. The reads come after each interval's end, a little late by a varying amount, so a raw
+// delta can cover more than its interval: on a saturated machine "CPU pressure 101%". Nothing
+// changes when either length is not positive. Counts, CPU usage and throttling stay as read.
+void fit_pressure(std::vector<store::cgroup_cpu_row> &rows, std::int64_t read_span_ns,
+                  std::int64_t dur_ns);
 
 // The pressure rows of an interval from two readings (pure; the active cgroups are those of the
 // interval's threads).
