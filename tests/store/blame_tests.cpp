@@ -852,3 +852,35 @@ TEST_CASE("spikes' cause names culprit processes with their pid; rollup culprits
         static_cast<std::int64_t>(3 * (total * 46 / 100 + total * 44 / 100)));
   CHECK(as_int(b.rows[0][3]) == 3 * 1'000'000);
 }
+
+// issue 32: a tid:N victim showed its comm in spikes' victim column, and a recording whose PSI
+// deltas ran past the interval said "CPU pressure 101%".
+TEST_CASE("spikes names a tid victim as the thread; the cause's CPU pressure is at most 100%",
+          "[store][blame]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  auto w = open_writer(path);
+  w.set_retention(forever());
+  for (int i = 0; i < 40; ++i) {
+    const bool spike = i >= 30 && i < 33;
+    auto a = make_thread(2, "svc", std::vector<std::uint64_t>(20, spike ? 7'700'000 : 600'000));
+    auto b = make_thread(3, "svc", std::vector<std::uint64_t>(20, 600'000));
+    auto iv = make_interval(t0 + i * 10 * sec, {a, b});
+    iv.dur_ns = 10 * sec;
+    // The system's PSI some delta a little longer than the interval (read 1.2 % late).
+    cgroup_cpu_row sys;
+    sys.cgroup = "/";
+    sys.some_ns = 10'120'000'000;
+    iv.cgroup_cpu.push_back(sys);
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  auto t = run(r, "SELECT victim, cause FROM spikes('sched_delay', '3x', NULL, NULL, 'tid:2')");
+  REQUIRE(t.rows.size() == 1);
+  CHECK(as_text(t.rows[0][0]) == "tid 2 (svc)");
+  CHECK(as_text(t.rows[0][1]) == "CPU pressure 100%");
+  // Asked by comm, the victim is the comm, as before.
+  auto c = run(r, "SELECT victim FROM spikes('sched_delay', '3x', NULL, NULL, 'svc')");
+  REQUIRE(c.rows.size() == 1);
+  CHECK(as_text(c.rows[0][0]) == "svc");
+}

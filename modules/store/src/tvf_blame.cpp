@@ -361,7 +361,10 @@ std::string cause_text(const std::vector<culprit_sum> &culprits, const pressure_
                        text::escape_for_terminal(p.throttled_cgroup));
   }
   if (p.system_some_pct) {
-    out += fmt::format("{}CPU pressure {:.0f}%", out.empty() ? "" : "; ", *p.system_some_pct);
+    // PSI "some" is a share of wall time: at most 100 %. Recordings before the PSI deltas were
+    // scaled to their interval (rschedd's pressure_feed) can have a little more.
+    out += fmt::format("{}CPU pressure {:.0f}%", out.empty() ? "" : "; ",
+                       std::min(*p.system_some_pct, 100.0));
   }
   return out;
 }

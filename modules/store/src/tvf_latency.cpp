@@ -784,6 +784,16 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     }
     value victim_v =
         all ? value{vic->what == victim::kind::all ? std::string("all") : vic->describe()} : key;
+    if (!all && vic->what == victim::kind::tid) {
+      // One thread asked for: name it, with the series' key (its comm, cgroup or pid).
+      std::string of;
+      if (const auto *k = std::get_if<std::string>(&key)) {
+        of = " (" + *k + ")";
+      } else if (const auto *n = std::get_if<std::int64_t>(&key)) {
+        of = fmt::format(" (pid {})", *n);
+      }
+      victim_v = vic->describe() + of;
+    }
     outs.push_back(
         {first.start,
          key,
