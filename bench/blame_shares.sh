@@ -26,11 +26,16 @@ for b in "${bins[@]}"; do
   "$b" -r "$secs" -g latency,migration,blame --db "$db" >/dev/null 2>&1
   kill "$w" 2>/dev/null || true
   wait "$w" 2>/dev/null || true
+  # approx_ns exists from schema 11 on (an older binary estimated nothing)
+  approx=0
+  if "$sql" "$db" -c "SELECT approx_ns FROM delay_blame LIMIT 0" >/dev/null 2>&1; then
+    approx="coalesce(sum(approx_ns), 0)"
+  fi
   "$sql" "$db" --csv -c "SELECT sum(wait_ns) / 1e9,
-      100.0 * sum(CASE WHEN by_comm = '<unknown>' THEN wait_ns END) / sum(wait_ns),
-      100.0 * sum(CASE WHEN by_comm = '<other>' THEN wait_ns END) / sum(wait_ns),
-      100.0 * sum(CASE WHEN by_comm = '<idle>' THEN wait_ns END) / sum(wait_ns),
-      100.0 * coalesce(sum(approx_ns), 0) / sum(wait_ns)
+      100.0 * coalesce(sum(CASE WHEN by_comm = '<unknown>' THEN wait_ns END), 0) / sum(wait_ns),
+      100.0 * coalesce(sum(CASE WHEN by_comm = '<other>' THEN wait_ns END), 0) / sum(wait_ns),
+      100.0 * coalesce(sum(CASE WHEN by_comm = '<idle>' THEN wait_ns END), 0) / sum(wait_ns),
+      100.0 * $approx / sum(wait_ns)
     FROM delay_blame" | tail -n 1 |
     awk -F, -v b="$b" '{ printf "%-40s %10.2f %8.1f%% %8.1f%% %8.1f%% %9.1f%%\n", b, $1, $2, $3, $4, $5 }'
 done

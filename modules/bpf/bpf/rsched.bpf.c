@@ -761,8 +761,9 @@ __noinline int rsched_blame_epoch(struct rsched_task_state *st, struct rsched_ep
 	sp->seen = seen;
 	sp->attributed += overlap;
 	sp->end = from;
-	if (!whole || from <= sp->start)
-		sp->done = 1;
+	if (from <= sp->start)
+		sp->done = 1; /* the epoch the wait began in; one only clipped at the end of a
+				 remote part (which began before it) leaves the walk going on */
 	return 0;
 }
 
@@ -867,9 +868,10 @@ __noinline int rsched_blame_walk(struct rsched_task_state *st, struct blame_span
 		goto out;
 	/* The closed epochs whose runs the ring still holds (one fewer than it could: a remote
 	 * CPU's ring may move on while it is read), newest first: from the record when the wait
-	 * covers all of it (exact, RSCHED_BLAME_EPOCH_TOP + 2 adds instead of up to
-	 * RSCHED_BLAME_EPOCH_RUNS steps), else (the epoch the wait began in, one not filled, one
-	 * newer than a remote part's end) run by run: exact. */
+	 * covers all of it and the record names all that ran (no `other_ns`: the same charges as
+	 * its runs', in RSCHED_BLAME_EPOCH_TOP + 2 adds instead of up to RSCHED_BLAME_EPOCH_RUNS
+	 * steps), else (the epoch the wait began in, one with more runners than the record names,
+	 * one not filled, one newer than a remote part's end) run by run: exact either way. */
 	__u32 key0 = 0;
 	struct rsched_epoch_level *lv0 =
 		remote ? bpf_map_lookup_percpu_elem(&epochs, &key0, w.sp.cpu)
@@ -879,7 +881,8 @@ __noinline int rsched_blame_walk(struct rsched_task_state *st, struct blame_span
 	for (__u32 i = 0; i < RSCHED_BLAME_RING / RSCHED_BLAME_EPOCH_RUNS - 2; i++) {
 		struct rsched_epoch *ep = lv0 ? &lv0->rec[nx & (RSCHED_BLAME_EPOCHS - 1)] : NULL;
 		bool rec = ep && ep->seq1 == nx + 1;
-		if (rec && ep->filled && ep->start >= w.sp.start && ep->end == w.sp.end) {
+		if (rec && ep->filled && !ep->other_ns && ep->start >= w.sp.start &&
+		    ep->end == w.sp.end) {
 			rsched_blame_epoch(st, ep, &w.sp);
 		} else if (!rec || ep->start < w.sp.end) {
 			w.skip = (__u32)(w.head - (nx + 1) * RSCHED_BLAME_EPOCH_RUNS);
