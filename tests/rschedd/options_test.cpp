@@ -105,7 +105,8 @@ TEST_CASE("metric groups (-g): defaults, most, all, perf events and order rules"
 }
 
 // issue 32: `-g wakeup` answered "unknown perf event 'wakeup': expected a built-in alias ...".
-TEST_CASE("options: -g with a group that does not exist names it as an unknown metric group", "[rschedd]") {
+TEST_CASE("options: -g with a group that does not exist names it as an unknown metric group",
+          "[rschedd]") {
   using rsched::rschedd::open_perf;
   using rsched::rschedd::parse_groups;
   auto g = parse_groups({"latency", "wakeup"});
