@@ -273,6 +273,34 @@ static __always_inline struct rq *task_rq_of(struct task_struct *p, bool btf)
 	return btf ? p->se.cfs_rq->rq : BPF_CORE_READ(p, se.cfs_rq, rq);
 }
 
+/* Linux 6.12-6.13: a fair task that sleeps while it still owes lag stays queued ("delayed
+ * dequeue"), counted in h_nr_running and h_nr_delayed (6.14 on: h_nr_queued - h_nr_runnable). */
+struct cfs_rq___v612 {
+	unsigned int h_nr_delayed;
+} __attribute__((preserve_access_index));
+
+/* The threads that wait on runqueue `rq` for its CPU besides the one running (switched in): its
+ * nr_running less one and less the sleeping fair tasks still queued (delayed dequeue), which
+ * wait for nothing. 1 when the runqueue cannot be read (as if one waited). */
+static __always_inline __u32 rq_waiters(struct rq *rq, bool btf)
+{
+	if (!rq)
+		return 1;
+	__u32 nr = btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running), delayed = 0;
+	struct cfs_rq *cfs = &rq->cfs;
+	if (bpf_core_field_exists(cfs->h_nr_runnable) && bpf_core_field_exists(cfs->h_nr_queued)) {
+		__u32 q = btf ? cfs->h_nr_queued : BPF_CORE_READ(cfs, h_nr_queued);
+		__u32 run = btf ? cfs->h_nr_runnable : BPF_CORE_READ(cfs, h_nr_runnable);
+		delayed = q > run ? q - run : 0;
+	} else {
+		struct cfs_rq___v612 *old = (struct cfs_rq___v612 *)cfs;
+		if (bpf_core_field_exists(old->h_nr_delayed))
+			delayed = BPF_CORE_READ(old, h_nr_delayed);
+	}
+	nr = nr > delayed ? nr - delayed : 0;
+	return nr > 1 ? nr - 1 : 0;
+}
+
 /* The runqueue clock (rq->clock, the clock the kernel's own sched_info run_delay uses, updated
  * under the rq lock just before these tracepoints): with --delay-clock runqueue the recorded delay
  * is measured exactly as /proc/<pid>/schedstat's. It is not advanced on the switch that follows
@@ -1198,11 +1226,10 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 		 * (an older one ended inside it, a newer one began inside it): its runs are summed
 		 * only when a thread waiting at its start still waits (r->waiters) and one waits
 		 * now (other than the one switched in). */
-		struct rq *rq = task_rq_of(t, btf);
-		__u32 nr = rq ? (btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running)) : 2;
+		__u32 now_waiting = rq_waiters(task_rq_of(t, btf), btf);
 		epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts,
-			   nr > 1 && r->waiters);
-		r->waiters = nr > 1 ? nr - 1 : 0; /* those waiting as the next epoch begins */
+			   now_waiting && r->waiters);
+		r->waiters = now_waiting; /* those waiting as the next epoch begins */
 	}
 	if (!tid) {
 		e->ts = ts;
