@@ -339,6 +339,11 @@ void run_inversion(const std::string &mode) {
   std::int64_t others = 0;
   for (const auto &r : ep) {
     if (as_int(r[0]) != raised) {
+      // Another thread listed: only a real inversion may be (a CI run listed kworker/1:1H, a
+      // nice -20 kernel thread that did wait behind the batch job); never the nice 0 one.
+      INFO("other episode: tid " << as_int(r[0]) << " prio " << as_int(r[2]));
+      CHECK(as_int(r[0]) != plain);
+      CHECK(as_int(r[2]) < 120);
       ++others;
       continue;
     }
@@ -362,8 +367,8 @@ void run_inversion(const std::string &mode) {
   // correctly not an inversion).
   CHECK(inverted <= b.wait_ns["rs-batch"]);
   CHECK(inverted >= b.wait_ns["rs-batch"] - 20'000'000);
-  // The nice 0 thread waited behind the same job, but is not listed; nor is anyone else.
-  CHECK(others == 0);
+  // The nice 0 thread waited behind the same job, but is not listed (checked above).
+  std::printf("inversion[%s]: %lld other episodes\n", mode.c_str(), static_cast<long long>(others));
   CHECK(recorded(rec.db, plain).wait_ns["rs-batch"] > 0);
 }
 
