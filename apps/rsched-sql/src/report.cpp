@@ -197,12 +197,21 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   std::vector<charts::span> spike_marks;
   std::vector<std::vector<store::value>> spikes;
   if (auto s = query(db, fmt::format("SELECT ts, end_ts, dur, peak_ns, victim, "
-                                     "cause, top_comms FROM spikes('sched_delay', '3x', {}, {}) "
-                                     "ORDER BY peak_ns DESC, ts LIMIT 12",
+                                     "cause, top_comms, tid FROM spikes('sched_delay', '3x', {}, "
+                                     "{}) ORDER BY peak_ns DESC, ts LIMIT 12",
                                      from, to));
       s) {
     spikes = s->rows;
   }
+  // A spike of one thread (spikes' tid) is that thread's: named and blamed as the thread.
+  const auto victim_text = [](const std::vector<store::value> &s) {
+    const auto tid = int_of(s[7]);
+    return tid ? fmt::format("{} (tid {})", text_of(s[4]), *tid) : text_of(s[4]);
+  };
+  const auto victim_arg = [](const std::vector<store::value> &s) {
+    const auto tid = int_of(s[7]);
+    return tid ? fmt::format("tid:{}", *tid) : text_of(s[4]);
+  };
   // p99 timeline with annotations and spikes.
   charts::series_chart tl;
   {
@@ -223,7 +232,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
     for (std::size_t i = 0; i < spikes.size(); ++i) {
       const auto &s = spikes[i];
       tl.marks.push_back({int_of(s[0]).value_or(0), int_of(s[1]).value_or(0),
-                          fmt::format("#{} {}", i + 1, text_of(s[4]))});
+                          fmt::format("#{} {}", i + 1, victim_text(s))});
     }
     std::stable_sort(
         tl.marks.begin(), tl.marks.end(),
@@ -274,7 +283,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
       rows.push_back({{fmt::format("#{}", i + 1), false},
                       {timefmt::format_time(int_of(s[0]).value_or(0), zone), false},
                       {dur_of(s[2]), true},
-                      {text_of(s[4]), false},
+                      {victim_text(s), false},
                       {dur_of(s[3]), true},
                       {text_of(s[5]), false}});
     }
@@ -285,13 +294,13 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
         const auto &s = spikes[i];
         auto b = query(db, fmt::format("SELECT by_pid, by_comm, by_cgroup, wait_ns, share_pct, "
                                        "preempts FROM blame({}, {}, {}) LIMIT 6",
-                                       quote(text_of(s[4])), int_of(s[0]).value_or(0),
+                                       quote(victim_arg(s)), int_of(s[0]).value_or(0),
                                        int_of(s[1]).value_or(0)));
         if (!b || b->rows.empty()) {
           continue;
         }
         html += fmt::format("<h3>#{}: who ran while {} waited ({})</h3>\n", i + 1,
-                            xml_text(text_of(s[4])),
+                            xml_text(victim_text(s)),
                             xml_text(timefmt::format_time(int_of(s[0]).value_or(0), zone)));
         std::vector<std::vector<std::pair<std::string, bool>>> rows2;
         for (const auto &r : b->rows) {
