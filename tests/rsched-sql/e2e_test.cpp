@@ -389,4 +389,30 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   CHECK(html.find("<td>webworker (tid 103)</td>") != std::string::npos);
   CHECK(html.find("who ran while webworker (tid 103) waited") != std::string::npos);
   CHECK(html.find("<td>rtjob</td>") != std::string::npos);
+  CHECK(html.find("<section id=\"annotation-") == std::string::npos);
+
+  // An incident annotated over the stall: a section of its own holds the spike; the spikes
+  // table has nothing left; an annotation far from it has a section saying so.
+  const auto m1 =
+      run_sql({db, "mark", "checkout <b>slow</b>", "--at", std::to_string(t0 / sec + 110),
+               "--until", std::to_string(t0 / sec + 190)});
+  INFO(m1.err);
+  REQUIRE(m1.status == 0);
+  REQUIRE(run_sql({db, "mark", "deploy", "--at", std::to_string(t0 / sec + 10), "--until",
+                   std::to_string(t0 / sec + 20)})
+              .status == 0);
+  const auto r2 = run_sql({db, "report", "--from", std::to_string(t0 / sec), "--to",
+                           std::to_string(t0 / sec + 240), "-o", f});
+  INFO(r2.err);
+  REQUIRE(r2.status == 0);
+  const std::string h2 = slurp(f);
+  const auto sec1 = h2.find("<section id=\"annotation-1\"><h2>Annotation 1: checkout "
+                            "&lt;b&gt;slow&lt;/b&gt;</h2>");
+  const auto sec2 = h2.find("<section id=\"annotation-2\"><h2>Annotation 2: deploy</h2>");
+  REQUIRE(sec1 != std::string::npos);
+  REQUIRE(sec2 != std::string::npos);
+  const auto spike_in_1 = h2.find("<td>webworker (tid 103)</td>", sec1);
+  CHECK(spike_in_1 < h2.find("</section>", sec1));
+  CHECK(h2.find("No spike in this window.", sec2) < h2.find("</section>", sec2));
+  CHECK(h2.find("All of them are inside annotations' windows.") != std::string::npos);
 }

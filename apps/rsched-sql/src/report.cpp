@@ -270,16 +270,117 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
     }
   }
 
+  // One section per annotation (the first 12 by start): what happened in its window. A range
+  // annotation's window is its range; a point in time's, the 5 minutes either side (as the
+  // annotation_delay view). Spikes that overlap one are listed there, the rest below.
+  std::vector<bool> covered(spikes.size(), false);
+  if (auto an = query(db, fmt::format("SELECT id, start_ns, end_ns, substr(text, 1, {}) FROM "
+                                      "annotations WHERE "
+                                      "start_ns < {} AND coalesce(end_ns, start_ns) >= {} "
+                                      "ORDER BY start_ns, id LIMIT 12",
+                                      shown_chars + 1, to, from));
+      an && !an->rows.empty()) {
+    constexpr std::int64_t margin = 5LL * 60 * 1'000'000'000;
+    for (const auto &r : an->rows) {
+      const std::int64_t id = int_of(r[0]).value_or(0);
+      const std::int64_t s0 = int_of(r[1]).value_or(0);
+      const auto e0 = int_of(r[2]);
+      const std::int64_t ws = e0 && *e0 > s0 ? s0 : s0 - margin;
+      const std::int64_t we = e0 && *e0 > s0 ? *e0 : s0 + margin;
+      const std::string txt = text_of(r[3]); // read bounded: a heading, not the whole text
+      const auto cut = shortened(txt, shown_chars);
+      html += fmt::format("<section id=\"annotation-{}\"><h2>Annotation {}: {}</h2>\n", id, id,
+                          xml_text(cut ? *cut : txt));
+      html +=
+          fmt::format("<p class=\"meta\">{} – {}{}</p>\n", xml_text(timefmt::format_time(ws, zone)),
+                      xml_text(timefmt::format_time(we, zone)),
+                      e0 && *e0 > s0 ? "" : " (5 minutes either side of a point in time)");
+      // Spikes in the window, with their causes.
+      std::vector<std::vector<std::pair<std::string, bool>>> srows;
+      for (std::size_t i = 0; i < spikes.size(); ++i) {
+        const auto &sp = spikes[i];
+        if (int_of(sp[0]).value_or(0) < we && int_of(sp[1]).value_or(0) > ws) {
+          covered[i] = true;
+          srows.push_back({{fmt::format("#{}", i + 1), false},
+                           {timefmt::format_time(int_of(sp[0]).value_or(0), zone), false},
+                           {dur_of(sp[2]), true},
+                           {victim_text(sp), false},
+                           {dur_of(sp[3]), true},
+                           {text_of(sp[5]), false}});
+        }
+      }
+      if (srows.empty()) {
+        html += "<p class=\"note\">No spike in this window.</p>\n";
+      } else {
+        html += table_html({"", "from", "for", "victim", "peak p99", "likely cause"}, srows);
+      }
+      // Priority inversions, throttling and pressure in the window, with their times.
+      if (auto inv = query(db, fmt::format("SELECT ts, end_ts, comm, tid, by_comm, by_pid, "
+                                           "wait_ns FROM inversions({}, {}, '10ms') ORDER BY "
+                                           "wait_ns DESC LIMIT 6",
+                                           ws, we));
+          inv && !inv->rows.empty()) {
+        std::vector<std::vector<std::pair<std::string, bool>>> rows;
+        for (const auto &v : inv->rows) {
+          rows.push_back({{timefmt::format_time(int_of(v[0]).value_or(0), zone), false},
+                          {timefmt::format_time(int_of(v[1]).value_or(0), zone), false},
+                          {fmt::format("{} (tid {})", text_of(v[2]), text_of(v[3])), false},
+                          {fmt::format("{}[{}]", text_of(v[4]), text_of(v[5])), false},
+                          {dur_of(v[6]), true}});
+        }
+        html += table_html({"inversion from", "until", "waiting thread", "behind", "wait"}, rows);
+      }
+      if (has_object(db, "cpu_throttling")) {
+        if (auto t = query(db, fmt::format("SELECT cgroup, min(ts), max(ts + dur), sum(throttled), "
+                                           "sum(throttled_ns) FROM cpu_throttling WHERE ts >= {} "
+                                           "AND ts < {} AND throttled > 0 GROUP BY cgroup ORDER "
+                                           "BY 5 DESC LIMIT 6",
+                                           ws, we));
+            t && !t->rows.empty()) {
+          std::vector<std::vector<std::pair<std::string, bool>>> rows;
+          for (const auto &v : t->rows) {
+            rows.push_back({{text_of(v[0]), false},
+                            {timefmt::format_time(int_of(v[1]).value_or(0), zone), false},
+                            {timefmt::format_time(int_of(v[2]).value_or(0), zone), false},
+                            {text_of(v[3]), true},
+                            {dur_of(v[4]), true}});
+          }
+          html += table_html({"throttled cgroup", "first", "last until", "periods", "time"}, rows);
+        }
+      }
+      if (has_object(db, "cpu_pressure")) {
+        if (auto pr = query(db, fmt::format("SELECT ts, some_pct FROM cpu_pressure WHERE ts >= {} "
+                                            "AND ts < {} AND cgroup = '/' ORDER BY some_pct "
+                                            "DESC, ts LIMIT 1",
+                                            ws, we));
+            pr && !pr->rows.empty()) {
+          const auto *pct = std::get_if<double>(&pr->rows[0][1]);
+          if (pct != nullptr) {
+            html += fmt::format(
+                "<p>CPU pressure (PSI some, the system) peaked at {:.1f} % at "
+                "{}.</p>\n",
+                *pct, xml_text(timefmt::format_time(int_of(pr->rows[0][0]).value_or(0), zone)));
+          }
+        }
+      }
+      html += "</section>\n";
+    }
+  }
+
   html += "<h2>Spikes</h2>\n";
   if (spikes.empty()) {
     html += "<p class=\"note\">No comm's p99 went above 3 × its baseline in the window.</p>\n";
   } else {
-    html += "<p class=\"note\">Intervals where a comm's p99 went above 3 × its baseline "
-            "(spikes('sched_delay', '3x'), docs/SQL.md), the worst 12 by peak; numbered as on "
-            "the timeline.</p>\n";
+    html += "<p class=\"note\">Incidents where a thread's or a comm's p99 went above 3 × its "
+            "baseline (spikes('sched_delay', '3x'), docs/SQL.md), the worst 12 by peak; numbered "
+            "as on the timeline. Those inside an annotation's window are listed in its section "
+            "above.</p>\n";
     std::vector<std::vector<std::pair<std::string, bool>>> rows;
     for (std::size_t i = 0; i < spikes.size(); ++i) {
       const auto &s = spikes[i];
+      if (covered[i]) {
+        continue; // listed in its annotation's section
+      }
       rows.push_back({{fmt::format("#{}", i + 1), false},
                       {timefmt::format_time(int_of(s[0]).value_or(0), zone), false},
                       {dur_of(s[2]), true},
@@ -287,7 +388,11 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
                       {dur_of(s[3]), true},
                       {text_of(s[5]), false}});
     }
-    html += table_html({"", "from", "for", "victim", "peak p99", "likely cause"}, rows);
+    if (rows.empty()) {
+      html += "<p class=\"note\">All of them are inside annotations' windows.</p>\n";
+    } else {
+      html += table_html({"", "from", "for", "victim", "peak p99", "likely cause"}, rows);
+    }
     // Who caused the worst three.
     if (has_object(db, "thread_blame")) {
       for (std::size_t i = 0; i < spikes.size() && i < 3; ++i) {
