@@ -415,4 +415,8 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   CHECK(spike_in_1 < h2.find("</section>", sec1));
   CHECK(h2.find("No spike in this window.", sec2) < h2.find("</section>", sec2));
   CHECK(h2.find("All of them are inside annotations' windows.") != std::string::npos);
+  // On the timeline the spike's band is dashed and orange, the annotations' solid and blue.
+  CHECK(h2.find(R"~(<rect class="mark spike" )~") != std::string::npos);
+  CHECK(h2.find(R"~(stroke="rgba(214,110,20,0.9)" stroke-dasharray="4 2" )~") != std::string::npos);
+  CHECK(h2.find(R"~(<rect class="mark" )~") != std::string::npos);
 }

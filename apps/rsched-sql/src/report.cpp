@@ -232,7 +232,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
     for (std::size_t i = 0; i < spikes.size(); ++i) {
       const auto &s = spikes[i];
       tl.marks.push_back({int_of(s[0]).value_or(0), int_of(s[1]).value_or(0),
-                          fmt::format("#{} {}", i + 1, victim_text(s))});
+                          fmt::format("#{} {}", i + 1, victim_text(s)), true});
     }
     std::stable_sort(
         tl.marks.begin(), tl.marks.end(),
@@ -241,7 +241,8 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   charts::svg_options so;
   so.zone = zone;
   html += "<figure>" + charts::to_svg(tl, so) +
-          "<figcaption>Log scale. Bands: annotations and spikes; hatched: not recorded."
+          "<figcaption>Log scale. Bands: annotations (solid blue) and spikes (dashed orange, "
+          "numbered as in the tables); hatched: not recorded."
           "</figcaption></figure>\n";
   html += "<figure>" + heatmap_svg(*main_map, base, zone) +
           "<figcaption>Every sample of the window: time across, delay up (log2 rows), colour "

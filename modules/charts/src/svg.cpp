@@ -271,13 +271,16 @@ void spans(std::string &out, const frame &f, std::int64_t from, std::int64_t to,
     }
     const double x0 = x_of(m.start);
     const double w = std::max(2.0, x_of(m.end) - x0);
-    out += fmt::format(
-        R"~(<rect class="mark" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" )~"
-        R"~(fill="none" stroke="rgba(40,110,200,0.8)" )~"
-        R"~(stroke-width="1" data-start="{}" data-end="{}"><title>{} ({})</title>)~"
-        "</rect>",
-        x0, f.top, w, f.height, m.start, m.end, xml_text(truncate_chars(m.text, mark_title_chars)),
-        xml_text(timefmt::format_time(m.start, z)));
+    // Annotations: solid blue outlines; spikes: dashed orange, so the two never read alike.
+    out += fmt::format(R"~(<rect class="{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" )~"
+                       R"~(fill="none" stroke="{}" {})~"
+                       R"~(stroke-width="1" data-start="{}" data-end="{}"><title>{} ({})</title>)~"
+                       "</rect>",
+                       m.spike ? "mark spike" : "mark", x0, f.top, w, f.height,
+                       m.spike ? "rgba(214,110,20,0.9)" : "rgba(40,110,200,0.8)",
+                       m.spike ? R"~(stroke-dasharray="4 2" )~" : "", m.start, m.end,
+                       xml_text(truncate_chars(m.text, mark_title_chars)),
+                       xml_text(timefmt::format_time(m.start, z)));
     const std::string label = xml_text(truncate_chars(m.text, mark_label_chars));
     const double lw = label_width(label);
     double lx = x0 + 2;
@@ -286,8 +289,8 @@ void spans(std::string &out, const frame &f, std::int64_t from, std::int64_t to,
     }
     if (lx >= label_end + 6) {
       out += fmt::format(
-          R"~(<text class="mark-label" x="{:.1f}" y="{:.1f}" fill="#1a4f99" font-size="10">{}</text>)~",
-          lx, f.top - 3, label);
+          R"~(<text class="mark-label" x="{:.1f}" y="{:.1f}" fill="{}" font-size="10">{}</text>)~",
+          lx, f.top - 3, m.spike ? "#a04c00" : "#1a4f99", label);
       label_end = lx + lw;
     }
     out += "\n";

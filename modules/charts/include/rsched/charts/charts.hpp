@@ -46,7 +46,8 @@ inline constexpr std::size_t mark_title_chars = 200;
 struct span {
   std::int64_t start = 0;
   std::int64_t end = 0;
-  std::string text; // an annotation's text or a gap's reason (raw bytes: escaped when drawn)
+  std::string text;   // an annotation's text or a gap's reason (raw bytes: escaped when drawn)
+  bool spike = false; // a detected spike, not an annotation: drawn dashed, in orange
 };
 
 struct heatmap {
