@@ -71,11 +71,11 @@ Functions: hist_percentile(hist, p), hist_percentile_error, hist_merge, hist_pct
 hist_count, hist_count_above, hist_fraction_above, hist_mean, hist_max,
 ipc(instructions, cycles), rate(n, dur); times: t('...'), ago('2h'), dur('5m'), fmt_time,
 bucket(ts, '10s'), ts IN around(T, '5m'), ts IN during(a, b), annotation_margin('2m');
-tables of their own: coverage, gaps, spikes, blame, inversions, compare, hist_buckets(hist)
-(see docs/SQL.md).
+tables of their own: coverage, gaps, spikes, blame, inversions, compare, hist_buckets(hist),
+explain(ANNOTATION_ID) or explain(start, end [, victims]) (see docs/SQL.md).
 Over several hosts (rsched-sql --host NAME=PATH ...) every view and table starts with a host
-column, as do spikes, compare, coverage, gaps, blame and inversions; "NAME".view is one host's
-own view.
+column, as do spikes, compare, coverage, gaps, blame, inversions and explain; "NAME".view is
+one host's own view.
 )";
 
 constexpr std::string_view interrupted_message = "Interrupted";
@@ -1089,6 +1089,7 @@ std::vector<std::string> completions(std::string_view before, std::string_view w
                                                     "gaps",
                                                     "blame",
                                                     "inversions",
+                                                    "explain",
                                                     "bucket",
                                                     "annotation_margin",
                                                     "fmt_time",

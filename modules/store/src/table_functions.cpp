@@ -177,6 +177,14 @@ std::vector<tvf> &definitions() {
        {"start_time", "end_time", "min_wait"},
        0,
        inversions_fn},
+      {"explain",
+       {"victim_rank", "victim_tid", "victim_pid", "victim_comm", "victim_cgroup",
+        "baseline_p99_ns", "window_p99_ns", "wait_ns", "expected_ns", "excess_ns", "cause_rank",
+        "cause", "culprit_pid", "culprit_comm", "culprit_cgroup", "share_pct", "measure",
+        "measure_baseline", "summary"},
+       {"start_or_id", "end_time", "victim"},
+       1,
+       explain_fn},
   };
   static const bool modes_set = [] {
     for (auto &d : defs) {
@@ -189,7 +197,7 @@ std::vector<tvf> &definitions() {
       } else if (name == "compare") {
         d.merge = by_excess;
         d.host_column = true;
-      } else if (name != "hist_buckets") { // coverage, blame, and any function added later
+      } else if (name != "hist_buckets") { // coverage, blame, explain, and any added later
         d.merge = by_host;
         d.host_column = true;
       }

@@ -4,7 +4,8 @@
 //     compare(a_start, a_end, b_start, b_end, [by]);
 //   tvf_coverage.cpp: during(start, end), around(at, half_width), gaps([start, end]),
 //     coverage([start, end]);
-//   tvf_blame.cpp: blame(victim, [start, end]), inversions([start, end, min_wait]).
+//   tvf_blame.cpp: blame(victim, [start, end]), inversions([start, end, min_wait]);
+//   tvf_explain.cpp: explain(annotation_id), explain(start, end, [victims]).
 // tvf_window.hpp has what they share (the intervals of a window); table_functions.cpp the
 // catalogue (names, columns, arguments) and its registration.
 #include "vtab.hpp"
@@ -20,5 +21,6 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
 result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
 result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
 result<rows> inversions_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
+result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args);
 
 } // namespace rsched::store::detail

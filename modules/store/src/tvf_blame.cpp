@@ -15,9 +15,11 @@
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <set>
 #include <sqlite3.h>
+#include <tuple>
 
 namespace rsched::store::detail {
 
@@ -195,9 +197,12 @@ bool recorded_in(sqlite3 *db, const char *table, std::int64_t a, std::int64_t b)
   return sqlite3_step(st->get()) == SQLITE_ROW;
 }
 
-result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::int64_t a,
-                                          std::int64_t b) {
-  std::vector<culprit_sum> out;
+namespace {
+// blame_of and blame_by_thread: the victims' blame in intervals overlapping [a, b), per culprit
+// and, with `per_thread`, per victim thread (thread.id) too.
+result<std::vector<thread_culprit>> blame_rows(sqlite3 *db, const victims &v, std::int64_t a,
+                                               std::int64_t b, bool per_thread) {
+  std::vector<thread_culprit> out;
   if (!has_table(db, "thread_blame")) {
     return out;
   }
@@ -205,13 +210,14 @@ result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::in
   // rollup rows (pid 0). approx_ns from schema 11 on (NULL in older rows: sum() skips them).
   const std::string sql = fmt::format(
       "SELECT c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END, c.comm, "
-      "c.cgroup, sum(x.wait_ns), sum(x.waits), sum(x.preempts), {} "
+      "c.cgroup, sum(x.wait_ns), sum(x.waits), sum(x.preempts), {}, {} "
       "FROM {} AS i CROSS JOIN thread_blame AS x ON x.interval_id = i.id "
       "JOIN thread AS t ON t.id = x.thread_id JOIN culprit AS c ON c.id = x.culprit_id "
       "WHERE {} AND {} "
-      "GROUP BY c.kind, c.pid, c.comm, c.cgroup",
-      has_column(db, "thread_blame", "approx_ns") ? "sum(x.approx_ns)" : "NULL", timeline(db),
-      overlaps(db, "i", a), victims_sql(v, 3));
+      "GROUP BY {}c.kind, c.pid, c.comm, c.cgroup",
+      has_column(db, "thread_blame", "approx_ns") ? "sum(x.approx_ns)" : "NULL",
+      per_thread ? "x.thread_id" : "0", timeline(db), overlaps(db, "i", a), victims_sql(v, 3),
+      per_thread ? "x.thread_id, " : "");
   auto st = prepare_window(db, sql, a, b, v);
   if (!st) {
     return st.err();
@@ -219,7 +225,8 @@ result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::in
   int rc = 0;
   while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
     sqlite3_stmt *s = st->get();
-    culprit_sum c;
+    thread_culprit tc;
+    culprit_sum &c = tc.culprit;
     c.kind = sqlite3_column_int(s, 0);
     if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
       c.pid = sqlite3_column_int64(s, 1);
@@ -232,15 +239,36 @@ result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::in
     if (sqlite3_column_type(s, 7) != SQLITE_NULL) {
       c.approx_ns = sqlite3_column_int64(s, 7);
     }
-    out.push_back(std::move(c));
+    tc.thread_id = sqlite3_column_int64(s, 8);
+    out.push_back(std::move(tc));
   }
   if (rc != SQLITE_DONE) {
     return make_error(sqlite3_errmsg(db));
+  }
+  return out;
+}
+} // namespace
+
+result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::int64_t a,
+                                          std::int64_t b) {
+  auto rows_ = blame_rows(db, v, a, b, false);
+  if (!rows_) {
+    return rows_.err();
+  }
+  std::vector<culprit_sum> out;
+  out.reserve(rows_->size());
+  for (auto &r : *rows_) {
+    out.push_back(std::move(r.culprit));
   }
   std::stable_sort(out.begin(), out.end(), [](const culprit_sum &x, const culprit_sum &y) {
     return x.wait_ns != y.wait_ns ? x.wait_ns > y.wait_ns : x.preempts > y.preempts;
   });
   return out;
+}
+
+result<std::vector<thread_culprit>> blame_by_thread(sqlite3 *db, const victims &v, std::int64_t a,
+                                                    std::int64_t b) {
+  return blame_rows(db, v, a, b, true);
 }
 
 result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b) {
@@ -487,6 +515,71 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
 } // namespace rsched::store::detail
 
 namespace rsched::store::detail {
+
+namespace {
+// The blame rows of raw intervals overlapping [a, b) that can be priority inversions (what
+// store::priority_inversion can accept: a raised fair-class waiter behind a real-time or
+// deadline task), with `extra_where` (victims' conditions from ?3 on) and `columns` first.
+std::string inversion_rows_sql(sqlite3 *db, std::int64_t a, const std::string &columns,
+                               const std::string &extra_where, const std::string &order) {
+  return fmt::format("SELECT {}, b.waiter_policy, b.waiter_prio, b.policy, b.prio, b.wait_ns "
+                     "FROM intervals AS i CROSS JOIN thread_blame AS "
+                     "b ON b.interval_id = i.id JOIN thread AS t ON t.id = b.thread_id JOIN "
+                     "culprit AS c ON c.id = b.culprit_id WHERE i.tier = 0 AND {} AND c.kind = "
+                     "0 AND b.wait_ns > 0 AND b.policy IN (1, 2, 6) AND b.waiter_policy NOT IN "
+                     "(1, 2, 5, 6) AND b.waiter_prio < 120 AND b.prio IS NOT NULL AND {}{}",
+                     columns, overlaps(db, "i", a), extra_where, order);
+}
+} // namespace
+
+result<std::vector<inverted_wait>> inverted_waits(sqlite3 *db, const victims &v, std::int64_t a,
+                                                  std::int64_t b) {
+  std::vector<inverted_wait> out;
+  if (!has_table(db, "thread_blame") || !has_column(db, "thread_blame", "waiter_prio")) {
+    return out;
+  }
+  auto st = prepare_window(
+      db, inversion_rows_sql(db, a, "b.thread_id, c.pid, c.comm, c.cgroup", victims_sql(v, 3), ""),
+      a, b, v);
+  if (!st) {
+    return st.err();
+  }
+  std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::string>, inverted_wait> sums;
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    sqlite3_stmt *s = st->get();
+    const int policy = sqlite3_column_int(s, 4);
+    const int prio = sqlite3_column_int(s, 5);
+    const int by_policy = sqlite3_column_int(s, 6);
+    const int by_prio = sqlite3_column_int(s, 7);
+    if (!priority_inversion(policy, prio, by_policy, by_prio)) {
+      continue;
+    }
+    inverted_wait w{sqlite3_column_int64(s, 0),
+                    sqlite3_column_int64(s, 1),
+                    column_text(s, 2),
+                    column_text(s, 3),
+                    0,
+                    policy,
+                    prio,
+                    by_policy,
+                    by_prio};
+    auto [it, fresh] = sums.try_emplace({w.thread_id, w.culprit_pid, w.comm, w.cgroup}, w);
+    it->second.wait_ns += sqlite3_column_int64(s, 8);
+    // The latest row's scheduling.
+    it->second.policy = policy;
+    it->second.prio = prio;
+    it->second.by_policy = by_policy;
+    it->second.by_prio = by_prio;
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  for (auto &kv : sums) {
+    out.push_back(std::move(kv.second));
+  }
+  return out;
+}
 
 // inversions([start, end, min_wait]): the raw intervals' blame rows that are priority
 // inversions (store::priority_inversion), per waiting thread and culprit process, run together

@@ -57,6 +57,29 @@ struct culprit_sum {
 result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::int64_t a,
                                           std::int64_t b);
 
+// The same per victim thread (thread.id), unsorted: explain() ranks each thread's culprits.
+struct thread_culprit {
+  std::int64_t thread_id = 0;
+  culprit_sum culprit;
+};
+result<std::vector<thread_culprit>> blame_by_thread(sqlite3 *db, const victims &v, std::int64_t a,
+                                                    std::int64_t b);
+
+// The victims' waits in raw intervals overlapping [a, b) behind a culprit process that were
+// priority inversions (store::priority_inversion, the rule of inversions()), per victim thread
+// (thread.id) and culprit (pid, comm, cgroup), with the latest such row's scheduling. Empty
+// where the blame rows keep no priorities (schema < 9).
+struct inverted_wait {
+  std::int64_t thread_id = 0;
+  std::int64_t culprit_pid = 0;
+  std::string comm;
+  std::string cgroup;
+  std::int64_t wait_ns = 0;
+  int policy = 0, prio = 0, by_policy = 0, by_prio = 0;
+};
+result<std::vector<inverted_wait>> inverted_waits(sqlite3 *db, const victims &v, std::int64_t a,
+                                                  std::int64_t b);
+
 // Whether `table` (thread_blame or cgroup_cpu, keyed by interval_id first) has rows in the
 // intervals overlapping [a, b): spikes() asks once for its whole window instead of running
 // blame_of and pressure_of for each of (possibly thousands of) spikes over nothing.

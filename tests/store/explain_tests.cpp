@@ -1,0 +1,223 @@
+// explain(): from an incident's window (or annotation) to the threads that did worst against
+// their own baseline, and for each the causes the history holds, by share of the extra wait.
+#include "store_test_util.hpp"
+
+#include <fmt/format.h>
+
+using namespace store_test;
+using rsched::store::blame_row;
+using rsched::store::cgroup_cpu_row;
+using rsched::store::culprit_kind;
+
+namespace {
+
+constexpr std::int64_t t0 = 1'700'000'040'000'000'000; // a whole minute (UTC ns)
+// 30 intervals of 10 s of baseline (5 minutes), then the window: 6 intervals (1 minute).
+constexpr int baseline_ivs = 30;
+constexpr int window_ivs = 6;
+constexpr std::int64_t win_a = t0 + baseline_ivs * 10 * sec;
+constexpr std::int64_t win_b = win_a + window_ivs * 10 * sec;
+
+blame_row culprit(std::uint32_t pid, std::string comm, std::string cgroup, std::uint64_t wait_ns,
+                  int policy = 0, int prio = 120, int waiter_prio = 120) {
+  blame_row b;
+  b.kind = culprit_kind::process;
+  b.pid = pid;
+  b.comm = std::move(comm);
+  b.cgroup = std::move(cgroup);
+  b.wait_ns = wait_ns;
+  b.waits = 1;
+  b.cpu = 0;
+  b.policy = policy;
+  b.prio = prio;
+  b.waiter_policy = 0;
+  b.waiter_prio = waiter_prio;
+  return b;
+}
+
+blame_row idle(std::uint64_t wait_ns) {
+  blame_row b;
+  b.kind = culprit_kind::idle;
+  b.wait_ns = wait_ns;
+  b.waits = 1;
+  return b;
+}
+
+// The SRE's incident: web (pid 100) has four threads at nice -20, each waiting 20 x 0.2 ms an
+// interval behind `noise`; in the window thread 103 is pinned behind rtjob (SCHED_FIFO 1): 20 x
+// 8 ms, 144 ms of it while rtjob ran. 'other' waits 1 ms instead of 0.2 ms in the window, behind
+// a fair hog.
+void write_sre_incident(writer &w) {
+  for (int i = 0; i < baseline_ivs + window_ivs; ++i) {
+    const bool in_window = i >= baseline_ivs;
+    std::vector<rsched::store::thread_row> th;
+    for (std::uint32_t tid = 101; tid <= 104; ++tid) {
+      const bool pinned = in_window && tid == 103;
+      auto t = make_thread(tid, "web", std::vector<std::uint64_t>(20, pinned ? 8'000'000 : 200'000),
+                           {}, "/web.slice");
+      t.pid = 100;
+      t.blame = {culprit(50, "noise", "/", 4'000'000, 0, 120, 100)};
+      if (pinned) {
+        t.blame.push_back(culprit(900, "rtjob", "/batch.slice", 144'000'000, 1, 98, 100));
+        t.blame.push_back(idle(12'000'000));
+      }
+      th.push_back(std::move(t));
+    }
+    auto other =
+        make_thread(200, "other", std::vector<std::uint64_t>(20, in_window ? 1'000'000 : 200'000),
+                    {}, "/other.slice");
+    other.blame = {culprit(50, "noise", "/", 4'000'000)};
+    if (in_window) {
+      other.blame.push_back(culprit(300, "hog", "/hog.slice", 16'000'000));
+    }
+    th.push_back(std::move(other));
+    write_ok(w, make_interval(t0 + i * 10 * sec, th));
+  }
+}
+
+std::string window_sql(const std::string &columns, const std::string &extra = "") {
+  return fmt::format("SELECT {} FROM explain({}, {}{})", columns, win_a, win_b, extra);
+}
+
+} // namespace
+
+TEST_CASE_METHOD(new_db,
+                 "explain: one thread of four pinned behind an RT job is the first victim, the "
+                 "job its first cause",
+                 "[store][explain]") {
+  write_sre_incident(w);
+  auto r = open_reader(path);
+  const auto t = run(r, window_sql("victim_rank, victim_tid, victim_pid, victim_comm, "
+                                   "victim_cgroup, baseline_p99_ns, window_p99_ns, wait_ns, "
+                                   "expected_ns, excess_ns, cause_rank, cause, culprit_pid, "
+                                   "culprit_comm, culprit_cgroup, share_pct, summary"));
+  // Only the pinned web thread and 'other' did worse than their baselines; the three other web
+  // threads waited exactly as before and are no victims.
+  REQUIRE(t.rows.size() == 2);
+  const auto &v = t.rows[0];
+  CHECK(as_int(v[0]) == 1);
+  CHECK(as_int(v[1]) == 103);
+  CHECK(as_int(v[2]) == 100);
+  CHECK(as_text(v[3]) == "web");
+  CHECK(as_text(v[4]) == "/web.slice");
+  CHECK(as_int(v[5]) < 300'000);   // 0.2 ms before
+  CHECK(as_int(v[6]) > 7'000'000); // 8 ms in the window
+  CHECK(as_int(v[7]) == 6 * 160'000'000);
+  CHECK(as_int(v[8]) == 30 * 4'000'000 / 5); // the baseline's 5 minutes scaled to 1
+  CHECK(as_int(v[9]) == 6 * 160'000'000 - 24'000'000);
+  CHECK(as_int(v[10]) == 1);
+  // A nice -20 thread behind SCHED_FIFO 1: an inversion, 864 ms of the 936 ms extra.
+  CHECK(as_text(v[11]) == "inversion");
+  CHECK(as_int(v[12]) == 900);
+  CHECK(as_text(v[13]) == "rtjob");
+  CHECK(as_text(v[14]) == "/batch.slice");
+  CHECK(as_real(v[15]) == Approx(100.0 * 864.0 / 936.0));
+  CHECK(as_text(v[16]) == "rtjob[900] (SCHED_FIFO 1) ran ahead of it at nice -20: 92% of the "
+                          "extra wait");
+  // 'other': rank 2, behind a fair hog (a cpu cause), all of its extra wait.
+  const auto &o = t.rows[1];
+  CHECK(as_int(o[0]) == 2);
+  CHECK(as_int(o[1]) == 200);
+  CHECK(as_int(o[9]) == 6 * 20'000'000 - 24'000'000);
+  CHECK(as_text(o[11]) == "cpu");
+  CHECK(as_int(o[12]) == 300);
+  CHECK(as_text(o[13]) == "hog");
+  CHECK(as_real(o[15]) == Approx(100.0));
+  CHECK(as_text(o[16]) == "hog[300] ran while it waited: 100% of the extra wait");
+  // The worst thread of a comm and its first cause, as docs/SQL.md promises.
+  const auto first =
+      run(r, window_sql("victim_tid, cause, culprit_comm") + " WHERE victim_comm = 'web' LIMIT 1");
+  REQUIRE(first.rows.size() == 1);
+  CHECK(as_int(first.rows[0][0]) == 103);
+  CHECK(as_text(first.rows[0][2]) == "rtjob");
+  // A victim pattern narrows the threads, as for blame().
+  const auto web = run(r, window_sql("victim_tid, victim_rank", ", 'web'"));
+  REQUIRE(web.rows.size() == 1);
+  CHECK(as_int(web.rows[0][0]) == 103);
+  CHECK(as_int(web.rows[0][1]) == 1);
+  CHECK(run(r, window_sql("*", ", 'tid:101'")).rows.empty());
+  CHECK(run(r, window_sql("victim_tid", ", 'pid:100'")).rows.size() == 1);
+}
+
+TEST_CASE_METHOD(new_db,
+                 "explain: a throttled cgroup, its pressure and the thread's migrations are "
+                 "causes, throttling first",
+                 "[store][explain]") {
+  for (int i = 0; i < baseline_ivs + window_ivs; ++i) {
+    const bool in_window = i >= baseline_ivs;
+    auto api =
+        make_thread(400, "api", std::vector<std::uint64_t>(20, in_window ? 5'000'000 : 200'000), {},
+                    "/api.slice");
+    api.blame = {idle(in_window ? 100'000'000 : 4'000'000)};
+    api.migrations = in_window ? 50 : 1;
+    auto iv = make_interval(t0 + i * 10 * sec, {api});
+    const std::int64_t some = in_window ? 6'000'000'000 : 500'000'000;
+    iv.cgroup_cpu = {cgroup_cpu_row{"/", 200'000'000, 0, 9'000'000'000, {}, {}, {}},
+                     cgroup_cpu_row{"/api.slice", some, 0, 1'000'000'000, 100, in_window ? 40 : 0,
+                                    in_window ? 2'000'000'000 : 0}};
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  const auto t = run(r, window_sql("victim_tid, cause_rank, cause, culprit_pid, culprit_cgroup, "
+                                   "share_pct, measure, measure_baseline, summary"));
+  REQUIRE(t.rows.size() == 3);
+  for (const auto &row : t.rows) {
+    CHECK(as_int(row[0]) == 400);
+  }
+  // Throttled 2 s an interval in the window, never before: up to all of the 576 ms extra.
+  CHECK(as_int(t.rows[0][1]) == 1);
+  CHECK(as_text(t.rows[0][2]) == "throttle");
+  CHECK(is_null(t.rows[0][3]));
+  CHECK(as_text(t.rows[0][4]) == "/api.slice");
+  CHECK(as_real(t.rows[0][5]) == Approx(100.0));
+  CHECK(as_real(t.rows[0][6]) == Approx(12e9));
+  CHECK(as_real(t.rows[0][7]) == Approx(0.0));
+  // 300 migrations against 6 at the baseline rate: evidence, no share.
+  CHECK(as_text(t.rows[1][2]) == "migration");
+  CHECK(is_null(t.rows[1][5]));
+  CHECK(as_real(t.rows[1][6]) == Approx(300.0));
+  CHECK(as_real(t.rows[1][7]) == Approx(6.0));
+  CHECK(as_text(t.rows[1][8]) == "migrated 300 times (6 at its baseline rate)");
+  // PSI "some" of its own cgroup: 60 % against 5 %.
+  CHECK(as_text(t.rows[2][2]) == "pressure");
+  CHECK(as_text(t.rows[2][4]) == "/api.slice");
+  CHECK(as_real(t.rows[2][6]) == Approx(60.0));
+  CHECK(as_real(t.rows[2][7]) == Approx(5.0));
+  CHECK(as_text(t.rows[2][8]) == "CPU pressure 60% in /api.slice (5% before)");
+}
+
+TEST_CASE_METHOD(new_db, "explain(annotation id) is explain over the annotation's window",
+                 "[store][explain]") {
+  write_sre_incident(w);
+  raw_exec(path, fmt::format("INSERT INTO annotations(start_ns, end_ns, source, text, created_ns) "
+                             "VALUES ({}, {}, 't', 'web slow', 0), ({}, NULL, 't', 'deploy', 0)",
+                             win_a, win_b, t0 + 5 * sec));
+  auto r = open_reader(path);
+  const auto by_id = run(r, "SELECT * FROM explain(1)");
+  const auto by_window = run(r, window_sql("*"));
+  REQUIRE(by_id.rows.size() == 2);
+  CHECK(by_id.rows == by_window.rows);
+  CHECK(as_int(by_id.rows[0][1]) == 103);
+  // A point in time: the interval holding it, against the (empty) time before: every wait is
+  // extra, so every thread with a delay there is a victim.
+  CHECK(run(r, "SELECT DISTINCT victim_tid FROM explain(2)").rows.size() == 5);
+}
+
+TEST_CASE_METHOD(new_db, "explain: bad arguments are one clear line", "[store][explain]") {
+  write_sre_incident(w);
+  auto r = open_reader(path);
+  const auto one_line = [&](const std::string &sql, const std::string &says) {
+    const auto err = run_error(r, sql);
+    INFO(sql << " -> " << err);
+    CHECK(err.find(says) != std::string::npos);
+    CHECK(err.find('\n') == std::string::npos);
+  };
+  one_line("SELECT * FROM explain(99)", "explain: no annotation 99");
+  one_line("SELECT * FROM explain('yesterday')", "explain(ANNOTATION_ID) takes an annotation's id");
+  one_line("SELECT * FROM explain(NULL, 5)", "explain: a window needs both start and end");
+  one_line(fmt::format("SELECT * FROM explain({}, {})", win_b, win_a), "explain");
+  one_line(fmt::format("SELECT * FROM explain({}, {}, 'tid:x')", win_a, win_b),
+           "explain: 'tid:x' needs a process or thread id");
+  one_line("SELECT * FROM explain(NULL)", "explain: give an annotation id, or a window");
+  one_line(fmt::format("SELECT * FROM explain({}, 'soon')", win_a), "explain: end");
+}
