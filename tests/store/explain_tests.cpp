@@ -221,3 +221,28 @@ TEST_CASE_METHOD(new_db, "explain: bad arguments are one clear line", "[store][e
   one_line("SELECT * FROM explain(NULL)", "explain: give an annotation id, or a window");
   one_line(fmt::format("SELECT * FROM explain({}, 'soon')", win_a), "explain: end");
 }
+
+TEST_CASE_METHOD(new_db,
+                 "explain: where the wait behind one culprit fell as another's rose, the shares "
+                 "still add up to 100 at most",
+                 "[store][explain]") {
+  // db waits 4 ms an interval behind noise before the window; 6 ms behind hog in it (none
+  // behind noise): 12 ms of excess, 36 ms more behind hog.
+  for (int i = 0; i < baseline_ivs + window_ivs; ++i) {
+    const bool in_window = i >= baseline_ivs;
+    auto db = make_thread(300, "db", std::vector<std::uint64_t>(20, in_window ? 300'000 : 200'000));
+    db.blame = {in_window ? culprit(77, "hog", "/", 6'000'000)
+                          : culprit(50, "noise", "/", 4'000'000)};
+    write_ok(w, make_interval(t0 + i * 10 * sec, {db}));
+  }
+  auto r = open_reader(path);
+  const auto t = run(r, window_sql("excess_ns, cause, culprit_comm, share_pct, measure, "
+                                   "measure_baseline"));
+  REQUIRE(t.rows.size() == 1);
+  CHECK(as_int(t.rows[0][0]) == 12'000'000);
+  CHECK(as_text(t.rows[0][1]) == "cpu");
+  CHECK(as_text(t.rows[0][2]) == "hog");
+  CHECK(as_real(t.rows[0][3]) == Approx(100.0)); // not 300
+  CHECK(as_real(t.rows[0][4]) == Approx(36e6));
+  CHECK(as_real(t.rows[0][5]) == Approx(0.0));
+}

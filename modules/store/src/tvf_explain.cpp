@@ -375,15 +375,27 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     ++rank;
     const thread_stats &t = *v.w;
     std::vector<cause_row> causes;
-    // CPU culprits: the culprit's wait in the window beyond its baseline rate's.
+    // CPU culprits: the culprit's wait in the window beyond its baseline rate's, over the
+    // victim's excess, or over the sum of every culprit's (<idle> and the others too) positive
+    // difference where that is larger (other culprits' waits fell): shares add up to 100 at most.
+    const auto extra_of = [&](const culprit_sum &c) {
+      auto bi = wait_b.find({v.thread_id, key_of(c)});
+      const std::int64_t expected = bi != wait_b.end() ? at_baseline_rate(bi->second) : 0;
+      return std::make_pair(c.wait_ns - expected, expected);
+    };
+    std::int64_t denominator = v.excess_ns;
+    {
+      std::int64_t positive = 0;
+      for (const culprit_sum *c : culprits_w[v.thread_id]) {
+        positive += std::max<std::int64_t>(0, extra_of(*c).first);
+      }
+      denominator = std::max(denominator, positive);
+    }
     for (const culprit_sum *c : culprits_w[v.thread_id]) {
       if (c->kind != 0) {
         continue; // <idle>, <unknown>, <other>: no culprit to name
       }
-      const auto key = key_of(*c);
-      auto bi = wait_b.find({v.thread_id, key});
-      const std::int64_t expected = bi != wait_b.end() ? at_baseline_rate(bi->second) : 0;
-      const std::int64_t extra = c->wait_ns - expected;
+      const auto [extra, expected] = extra_of(*c);
       if (extra <= 0) {
         continue;
       }
@@ -391,7 +403,7 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
       r.pid = c->pid;
       r.comm = c->comm;
       r.cgroup = c->cgroup;
-      r.share = 100.0 * static_cast<double>(extra) / static_cast<double>(v.excess_ns);
+      r.share = 100.0 * static_cast<double>(extra) / static_cast<double>(denominator);
       r.measure = static_cast<double>(c->wait_ns);
       r.measure_baseline = static_cast<double>(expected);
       const auto ii =
