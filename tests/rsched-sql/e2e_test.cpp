@@ -413,6 +413,12 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   REQUIRE(sec2 != std::string::npos);
   const auto spike_in_1 = h2.find("<td>webworker (tid 103)</td>", sec1);
   CHECK(spike_in_1 < h2.find("</section>", sec1));
+  // explain() in the section: the stalled thread first, the RT job its cause.
+  const auto why = h2.find("Who did worst against their own baseline", sec1);
+  CHECK(why < h2.find("</section>", sec1));
+  CHECK(h2.find("<td class=\"num\">1</td><td>webworker (tid 103)</td>", why) <
+        h2.find("</section>", sec1));
+  CHECK(h2.find("rtjob[900]", why) < h2.find("</section>", sec1));
   CHECK(h2.find("No spike in this window.", sec2) < h2.find("</section>", sec2));
   CHECK(h2.find("All of them are inside annotations' windows.") != std::string::npos);
   // On the timeline the spike's band is dashed and orange, the annotations' solid and blue.

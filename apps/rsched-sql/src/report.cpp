@@ -296,6 +296,27 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
           fmt::format("<p class=\"meta\">{} – {}{}</p>\n", xml_text(timefmt::format_time(ws, zone)),
                       xml_text(timefmt::format_time(we, zone)),
                       e0 && *e0 > s0 ? "" : " (5 minutes either side of a point in time)");
+      // explain(): the threads that did worst against their own baseline, and why.
+      if (auto ex = query(
+              db, fmt::format("SELECT victim_rank, victim_tid, victim_comm, excess_ns, cause, "
+                              "share_pct, summary FROM explain({}, {}) WHERE victim_rank <= 5 "
+                              "AND (cause_rank <= 3 OR cause_rank IS NULL)",
+                              ws, we));
+          ex && !ex->rows.empty()) {
+        std::vector<std::vector<std::pair<std::string, bool>>> rows;
+        for (const auto &v : ex->rows) {
+          const auto *share = std::get_if<double>(&v[5]);
+          rows.push_back({{text_of(v[0]), true},
+                          {fmt::format("{} (tid {})", text_of(v[2]), text_of(v[1])), false},
+                          {dur_of(v[3]), true},
+                          {text_of(v[4]), false},
+                          {share != nullptr ? fmt::format("{:.1f} %", *share) : "", true},
+                          {text_of(v[6]), false}});
+        }
+        html += "<p class=\"note\">Who did worst against their own baseline, and why "
+                "(explain(), docs/SQL.md):</p>\n";
+        html += table_html({"rank", "victim", "extra wait", "cause", "share", "summary"}, rows);
+      }
       // Spikes in the window, with their causes.
       std::vector<std::vector<std::pair<std::string, bool>>> srows;
       for (std::size_t i = 0; i < spikes.size(); ++i) {
