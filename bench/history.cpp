@@ -1,15 +1,18 @@
 // rsched-history-bench: builds a long history at the default tiers and measures its size and
 // the speed of the questions users ask of it (docs/PERFORMANCE.md, "Storage and queries").
 //
-//   rsched-history-bench generate DB [--groups latency|latency,migration|most] [--threads N]
+//   rsched-history-bench generate DB [--groups G,...] [--threads N]
 //                                    [--hours H] [--raw-days D] [--1m-days D] [--1h-days D]
 //   rsched-history-bench query DB [--runs N]
 //   rsched-history-bench pictures DB [--runs N]
 //
 // generate: H hours (default 24) of 1-second intervals with N (default 200) active threads each
 // second are written through rsched::store::writer and rolled up by writer::maintain(), exactly
-// as rschedd does (--groups: latency, the default, or most = latency, slice, sleep and
-// migration; waking and perf are left out). The
+// as rschedd does (--groups: a comma list of latency (always), migration, blame (each thread's
+// delay divided among 1-3 culprit processes and <idle>), pressure (PSI and CFS bandwidth rows
+// of the system and every service's cgroup), or most = latency, slice, sleep and migration;
+// waking and perf are left out; the copies back in time below carry no blame or pressure
+// rows). The
 // thread population: N*0.6 threads active every second, the rest of each second's N drawn from
 // a pool of 2.4*N occasional threads, and a new short-lived thread (1-5 s) every other second;
 // 60 comms. That recorded period is then copied back in time to fill the tiers (raw D days,
@@ -144,8 +147,10 @@ void add_samples(store::hist_value &v, std::mt19937_64 &rng, int n, double media
   }
 }
 
-// The metric groups recorded (enum rsched_group bits).
+// The metric groups recorded (enum rsched_group bits), and whether cgroup pressure and
+// throttling rows are written (rschedd's pressure group, read from /proc and cgroupfs).
 std::uint32_t g_groups = RSCHED_G_LATENCY;
+bool g_pressure = false;
 
 // One second of one active thread, in the groups of g_groups (latency, slice, sleep,
 // migration).
@@ -184,6 +189,34 @@ store::thread_row thread_second(const thread_ident &id, std::mt19937_64 &rng) {
     t.m[metric::migration_rate].hist.add(t.migrations);
     t.m[metric::migration_rate].count = 1;
     t.m[metric::migration_rate].total = t.migrations;
+  }
+  if ((g_groups & RSCHED_G_BLAME) != 0) {
+    // As rschedd writes them: the thread's delay divided exactly among 1-3 culprit processes
+    // (threads of other comms) and <idle>, each counted in the waits it had a part in.
+    const int k = 1 + static_cast<int>(rng() % 3);
+    std::uint64_t left = delay.total;
+    for (int c = 0; c <= k && left > 0; ++c) {
+      store::blame_row b;
+      if (c == k) {
+        b.kind = store::culprit_kind::idle;
+        b.wait_ns = left;
+      } else {
+        const std::size_t ci = rng() % n_comms;
+        b.pid = 1000 + static_cast<std::uint32_t>(ci) * 8;
+        b.comm = comms[ci];
+        b.cgroup = fmt::format("/system.slice/{}.service", comms[ci]);
+        b.wait_ns = c + 1 == k ? left * 9 / 10 : left / 2;
+        b.cpu = static_cast<int>(rng() % 2);
+        b.policy = 0;
+        b.prio = 120;
+        b.waiter_policy = 0;
+        b.waiter_prio = 120;
+        b.preempts = rng() % 4 == 0 ? 1 : 0;
+      }
+      b.waits = 1 + rng() % static_cast<std::uint64_t>(n);
+      left -= b.wait_ns;
+      t.blame.push_back(std::move(b));
+    }
   }
   return t;
 }
@@ -249,6 +282,28 @@ store::interval_row second(population &p, int n, std::int64_t t, std::mt19937_64
     }
     add_samples(cpu.m[metric::cpu_idle], rng, 200, 500'000, 1.5);
     iv.cpus.push_back(cpu);
+  }
+  if (g_pressure) {
+    // The system and every service's cgroup, as rschedd reads them each interval: PSI some
+    // and full, usage, and CFS bandwidth (one service in ten throttled now and then).
+    const auto row = [&](std::string cg, bool quota) {
+      store::cgroup_cpu_row c;
+      c.cgroup = std::move(cg);
+      c.some_ns = static_cast<std::int64_t>(rng() % (sec / 5));
+      c.full_ns = *c.some_ns / 4;
+      c.usage_ns = static_cast<std::int64_t>(rng() % (2 * sec));
+      if (quota) {
+        c.periods = 10;
+        c.throttled = rng() % 20 == 0 ? static_cast<std::int64_t>(1 + rng() % 5) : 0;
+        c.throttled_ns = *c.throttled * 20'000'000;
+      }
+      iv.cgroup_cpu.push_back(std::move(c));
+    };
+    row("/", false);
+    row("/system.slice", false);
+    for (std::size_t ci = 0; ci < n_comms; ++ci) {
+      row(fmt::format("/system.slice/{}.service", comms[ci]), ci % 10 == 0);
+    }
   }
   return iv;
 }
@@ -615,6 +670,10 @@ int routed(store::reader &r, std::int64_t end, int runs) {
       {"compare() of the last day with the day before",
        fmt::format("SELECT count(*) FROM compare({}, {}, {}, {})", end - 2 * day, end - day,
                    end - day, end)},
+      {"blame('postgres') over the last hour",
+       fmt::format("SELECT count(*) FROM blame('postgres', {}, {})", end - hour, end)},
+      {"explain() of the last hour (victims: every thread)",
+       fmt::format("SELECT count(*) FROM explain({}, {})", end - hour, end)},
   };
   for (const auto &x : fns) {
     std::vector<std::vector<store::value>> a;
@@ -755,15 +814,29 @@ int main(int argc, char **argv) {
   try {
     for (std::size_t i = 0; i + 1 < a.size(); ++i) {
       if (a[i] == "--groups") {
-        g_groups = a[i + 1] == "latency"             ? RSCHED_G_LATENCY
-                   : a[i + 1] == "latency,migration" ? RSCHED_G_LATENCY | RSCHED_G_MIGRATION
-                   : a[i + 1] == "most"
-                       ? RSCHED_G_LATENCY | RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_MIGRATION
-                       : 0;
-        if (g_groups == 0) {
-          fmt::print(stderr, "rsched-history-bench: --groups is latency, latency,migration or "
-                             "most\n");
-          return 2;
+        // A comma list of latency, migration, blame, pressure, or most (latency, slice, sleep
+        // and migration); latency is always recorded.
+        g_groups = RSCHED_G_LATENCY;
+        std::string list = a[i + 1] + ",";
+        for (std::size_t at = 0, comma; (comma = list.find(',', at)) != std::string::npos;
+             at = comma + 1) {
+          const std::string g = list.substr(at, comma - at);
+          if (g == "latency") {
+          } else if (g == "migration") {
+            g_groups |= RSCHED_G_MIGRATION;
+          } else if (g == "blame") {
+            g_groups |= RSCHED_G_BLAME;
+          } else if (g == "pressure") {
+            g_pressure = true;
+          } else if (g == "most") {
+            g_groups |= RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_MIGRATION;
+          } else {
+            fmt::print(stderr,
+                       "rsched-history-bench: --groups: unknown group '{}' (expected "
+                       "latency, migration, blame, pressure or most)\n",
+                       g);
+            return 2;
+          }
         }
       }
     }
