@@ -282,6 +282,8 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
                                       shown_chars + 1, to, from));
       an && !an->rows.empty()) {
     constexpr std::int64_t margin = 5LL * 60 * 1'000'000'000;
+    const bool throttling = has_object(db, "cpu_throttling"); // once, not per annotation
+    const bool pressure = has_object(db, "cpu_pressure");
     for (const auto &r : an->rows) {
       const std::int64_t id = int_of(r[0]).value_or(0);
       const std::int64_t s0 = int_of(r[1]).value_or(0);
@@ -352,7 +354,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
         }
         html += table_html({"inversion from", "until", "waiting thread", "behind", "wait"}, rows);
       }
-      if (has_object(db, "cpu_throttling")) {
+      if (throttling) {
         if (auto t = query(db, fmt::format("SELECT cgroup, min(ts), max(ts + dur), sum(throttled), "
                                            "sum(throttled_ns) FROM cpu_throttling WHERE ts >= {} "
                                            "AND ts < {} AND throttled > 0 GROUP BY cgroup ORDER "
@@ -370,7 +372,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
           html += table_html({"throttled cgroup", "first", "last until", "periods", "time"}, rows);
         }
       }
-      if (has_object(db, "cpu_pressure")) {
+      if (pressure) {
         if (auto pr = query(db, fmt::format("SELECT ts, some_pct FROM cpu_pressure WHERE ts >= {} "
                                             "AND ts < {} AND cgroup = '/' ORDER BY some_pct "
                                             "DESC, ts LIMIT 1",
