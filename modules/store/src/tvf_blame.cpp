@@ -212,7 +212,7 @@ result<std::vector<thread_culprit>> blame_rows(sqlite3 *db, const victims &v, st
       "SELECT c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END, c.comm, "
       "c.cgroup, sum(x.wait_ns), sum(x.waits), sum(x.preempts), {}, {} "
       "FROM {} AS i CROSS JOIN thread_blame AS x ON x.interval_id = i.id "
-      "JOIN thread AS t ON t.id = x.thread_id JOIN culprit AS c ON c.id = x.culprit_id "
+      "CROSS JOIN thread AS t ON t.id = x.thread_id JOIN culprit AS c ON c.id = x.culprit_id "
       "WHERE {} AND {} "
       "GROUP BY {}c.kind, c.pid, c.comm, c.cgroup",
       has_column(db, "thread_blame", "approx_ns") ? "sum(x.approx_ns)" : "NULL",
@@ -282,7 +282,7 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
   {
     const std::string sql = fmt::format(
         "SELECT DISTINCT t.cgroup FROM {} AS i CROSS JOIN thread_hist AS h ON h.interval_id = "
-        "i.id AND h.metric = 1 JOIN thread AS t ON t.id = h.thread_id "
+        "i.id AND h.metric = 1 CROSS JOIN thread AS t ON t.id = h.thread_id "
         "WHERE {} AND {}",
         tl, overlaps(db, "i", a), victims_sql(v, 3));
     auto st = prepare_window(db, sql, a, b, v);
@@ -426,11 +426,12 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   // rows and per (comm, cgroup) on rollups; and their cgroup's CPU usage (pressure group).
   const bool slices = has_table(db, "thread_hist");
   auto cpu_st = prepare_stmt(
-      db, fmt::format("SELECT sum(h.total) FROM {} AS i CROSS JOIN thread_hist AS h ON "
-                      "h.interval_id = i.id AND h.metric IN (3, 4) JOIN thread AS t ON t.id = "
-                      "h.thread_id WHERE {} AND "
-                      "t.comm = ?3 AND t.cgroup = ?4 AND (?5 IS NULL OR t.pid = ?5)",
-                      timeline(db), overlaps(db, "i", w->first)));
+      db,
+      fmt::format("SELECT sum(h.total) FROM {} AS i CROSS JOIN thread_hist AS h ON "
+                  "h.interval_id = i.id AND h.metric IN (3, 4) CROSS JOIN thread AS t ON t.id = "
+                  "h.thread_id WHERE {} AND "
+                  "t.comm = ?3 AND t.cgroup = ?4 AND (?5 IS NULL OR t.pid = ?5)",
+                  timeline(db), overlaps(db, "i", w->first)));
   if (!cpu_st) {
     return cpu_st.err();
   }
@@ -524,7 +525,7 @@ std::string inversion_rows_sql(sqlite3 *db, std::int64_t a, const std::string &c
                                const std::string &extra_where, const std::string &order) {
   return fmt::format("SELECT {}, b.waiter_policy, b.waiter_prio, b.policy, b.prio, b.wait_ns "
                      "FROM intervals AS i CROSS JOIN thread_blame AS "
-                     "b ON b.interval_id = i.id JOIN thread AS t ON t.id = b.thread_id JOIN "
+                     "b ON b.interval_id = i.id CROSS JOIN thread AS t ON t.id = b.thread_id JOIN "
                      "culprit AS c ON c.id = b.culprit_id WHERE i.tier = 0 AND {} AND c.kind = "
                      "0 AND b.wait_ns > 0 AND b.policy IN (1, 2, 6) AND b.waiter_policy NOT IN "
                      "(1, 2, 5, 6) AND b.waiter_prio < 120 AND b.prio IS NOT NULL AND {}{}",
@@ -607,7 +608,7 @@ result<rows> inversions_fn(sqlite3 *db, const fn_context &ctx, const args_t &arg
       db, fmt::format("SELECT i.start_ns, i.dur_ns, b.thread_id, b.culprit_id, t.tid, t.pid, "
                       "t.comm, b.waiter_policy, b.waiter_prio, c.pid, c.comm, b.policy, b.prio, "
                       "b.cpu, b.wait_ns, b.waits FROM intervals AS i CROSS JOIN thread_blame AS "
-                      "b ON b.interval_id = i.id JOIN thread AS t ON t.id = b.thread_id JOIN "
+                      "b ON b.interval_id = i.id CROSS JOIN thread AS t ON t.id = b.thread_id JOIN "
                       "culprit AS c ON c.id = b.culprit_id WHERE i.tier = 0 AND {} AND c.kind = "
                       "0 AND b.wait_ns > 0 "
                       // only what priority_inversion can accept: a raised fair-class waiter

@@ -69,7 +69,7 @@ result<void> delay_by_thread(sqlite3 *db, const victims &vs, const period &p,
   auto st = prepare_stmt(
       db, fmt::format("SELECT h.thread_id, t.tid, t.pid, t.comm, t.cgroup, h.total, h.hist "
                       "FROM {} AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND "
-                      "h.metric = 1 JOIN thread AS t ON t.id = h.thread_id WHERE {} AND {}",
+                      "h.metric = 1 CROSS JOIN thread AS t ON t.id = h.thread_id WHERE {} AND {}",
                       timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)));
   if (!st) {
     return st.err();
@@ -111,7 +111,7 @@ migrations_by_thread(sqlite3 *db, const victims &vs, const period &p) {
   }
   auto st = prepare_stmt(
       db, fmt::format("SELECT m.thread_id, sum(m.count) FROM {} AS i CROSS JOIN thread_migration "
-                      "AS m ON m.interval_id = i.id JOIN thread AS t ON t.id = m.thread_id "
+                      "AS m ON m.interval_id = i.id CROSS JOIN thread AS t ON t.id = m.thread_id "
                       "WHERE {} AND {} GROUP BY m.thread_id",
                       timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)));
   if (!st) {

@@ -105,7 +105,7 @@ result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_
                           // The victims' threads chosen in SQL too: a row SQLite hands back
                           // has its histogram read, and a narrow victim skips most of them.
                           vs.empty() ? std::string()
-                                     : fmt::format(" JOIN thread AS t ON t.id = h.thread_id "
+                                     : fmt::format(" CROSS JOIN thread AS t ON t.id = h.thread_id "
                                                    "AND {}",
                                                    victims_sql(vs, 4)),
                           overlaps(db, "i", a));
@@ -207,9 +207,10 @@ result<void> add_above(sqlite3 *db, metric_source m, const std::string &key, con
   const std::string sql =
       m.cpu ? std::string("SELECT c.cpu, '', c.hist FROM cpu_hist AS c WHERE c.interval_id = ?1 "
                           "AND c.metric = ?2")
-            : fmt::format("SELECT t.{}, t.comm, h.hist FROM thread_hist AS h JOIN thread AS t ON "
-                          "t.id = h.thread_id WHERE h.interval_id = ?1 AND h.metric = ?2 AND {}",
-                          key, victims_sql(vs, 3));
+            : fmt::format(
+                  "SELECT t.{}, t.comm, h.hist FROM thread_hist AS h CROSS JOIN thread AS t ON "
+                  "t.id = h.thread_id WHERE h.interval_id = ?1 AND h.metric = ?2 AND {}",
+                  key, victims_sql(vs, 3));
   auto st = prepare_stmt(db, sql);
   if (!st) {
     return st.err();
@@ -829,7 +830,7 @@ result<void> add_starting_in(sqlite3 *db, metric_source m, int tier, std::int64_
                           "i.start_ns < ?2{}",
                           src, in_tier)
             : fmt::format("SELECT t.{}, h.hist FROM {} AS i CROSS JOIN thread_hist AS h ON "
-                          "h.interval_id = i.id AND h.metric = ?3 JOIN thread AS t ON t.id = "
+                          "h.interval_id = i.id AND h.metric = ?3 CROSS JOIN thread AS t ON t.id = "
                           "h.thread_id WHERE i.start_ns >= ?1 AND i.start_ns < ?2{}",
                           key, src, in_tier);
   auto st = prepare_stmt(db, sql);
