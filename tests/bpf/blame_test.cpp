@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -533,6 +534,89 @@ void run_migrated(const std::string &mode) {
   CHECK(b.wait_ns["<unknown>"] <= b.delay_total / 20);
 }
 
+// Until `t` (CLOCK_MONOTONIC ns): spinning, or asleep.
+void spin_until(std::uint64_t t) {
+  const std::uint64_t now = mono_ns();
+  if (t > now) {
+    spin_ns(t - now);
+  }
+}
+
+void sleep_until(std::uint64_t t) {
+  timespec ts{static_cast<time_t>(t / 1'000'000'000ULL), static_cast<long>(t % 1'000'000'000ULL)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+// One wait in three parts on two CPUs, moved twice while it waits: the victim (always
+// runnable, on CPU 1) is preempted at 0 ms of every 40 by rs-hog-a (SCHED_FIFO on CPU 1); at
+// 11 ms rs-hog-a moves it to CPU 0, where rs-hog-b (SCHED_FIFO) spins from 10 to 20 ms; at 19
+// ms it moves it back behind itself; at 30 ms it sleeps and the victim runs. Per wait of ~30
+// ms: rs-hog-a ~22 ms (before the first move and after the second), rs-hog-b ~8 ms.
+void run_moved_twice(const std::string &mode) {
+  test::recording rec({"-i", "1", "-g", "blame", "--bpf-mode", mode});
+  keep_off_cpu(rec.d.pid());
+  constexpr std::uint64_t ms = 1'000'000;
+  constexpr std::uint64_t period = 40 * ms;
+  const std::uint64_t base = (mono_ns() / ms + 50) * ms;
+  constexpr std::uint64_t periods = 60;
+  const std::uint64_t end = base + periods * period;
+  const pid_t victim = test::fork_child([&] {
+    become("rs-victim", false);
+    spin_until(end + 50 * ms);
+  });
+  const pid_t hog_b = test::fork_child([&] {
+    become("rs-hog-b", true);
+    cpu_set_t zero;
+    CPU_ZERO(&zero);
+    CPU_SET(0, &zero);
+    if (sched_setaffinity(0, sizeof(zero), &zero) != 0) {
+      _exit(7);
+    }
+    for (std::uint64_t k = 0; k < periods; ++k) {
+      sleep_until(base + k * period + 10 * ms);
+      spin_until(base + k * period + 20 * ms);
+    }
+  });
+  const pid_t hog_a = test::fork_child([&] {
+    become("rs-hog-a", true);
+    cpu_set_t here;
+    cpu_set_t there;
+    CPU_ZERO(&here);
+    CPU_ZERO(&there);
+    CPU_SET(cpu, &here);
+    CPU_SET(0, &there);
+    for (std::uint64_t k = 0; k < periods; ++k) {
+      const std::uint64_t p0 = base + k * period;
+      sleep_until(p0);
+      spin_until(p0 + 11 * ms); // the victim waits behind it on CPU 1
+      if (sched_setaffinity(victim, sizeof(there), &there) != 0) {
+        _exit(7);
+      }
+      spin_until(p0 + 19 * ms); // ... then behind rs-hog-b on CPU 0
+      if (sched_setaffinity(victim, sizeof(here), &here) != 0) {
+        _exit(7);
+      }
+      spin_until(p0 + 30 * ms); // ... then behind it again
+    }
+  });
+  (void)zombie_counts(hog_a);
+  (void)zombie_counts(hog_b);
+  (void)zombie_counts(victim);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
+  auto b = recorded(rec.db, victim);
+  std::printf("blame moved twice[%s]: %s\n", mode.c_str(), describe(b).c_str());
+  INFO(mode << ": " << describe(b));
+  REQUIRE(b.delay_total > 1'000'000'000LL); // ~30 ms of every 40 for 2.4 s
+  CHECK(b.total_wait == b.delay_total);
+  // The part before the first move is rs-hog-a's (it was <unknown> when a wait kept only its
+  // last move's part: ~11 ms of every 30).
+  CHECK(b.wait_ns["<unknown>"] <= b.delay_total / 20);
+  CHECK(b.wait_ns["rs-hog-a"] >= b.delay_total * 55 / 100);
+  CHECK(b.wait_ns["rs-hog-b"] >= b.delay_total * 15 / 100);
+  CHECK(b.wait_ns["rs-hog-a"] + b.wait_ns["rs-hog-b"] >= b.delay_total * 9 / 10);
+}
+
 } // namespace
 
 TEST_CASE("Priority inversion: a nice -20 thread behind a SCHED_FIFO 1 batch job is listed by "
@@ -596,6 +680,15 @@ TEST_CASE("Blame: the part of a wait before a migration goes to the runners of t
   if (test::bpf_available() && two_cpus()) {
     run_migrated("tp_btf");
     run_migrated("raw_tp");
+  }
+}
+
+TEST_CASE("Blame: a wait moved to another CPU and back is blamed in all three parts, each on its "
+          "CPU's runners",
+          "[root][bpf][blame]") {
+  if (test::bpf_available() && two_cpus()) {
+    run_moved_twice("tp_btf");
+    run_moved_twice("raw_tp");
   }
 }
 

@@ -958,9 +958,10 @@ out:
 }
 
 /* Blames a thread's scheduling delay of `delta` (enqueued at t0, switched in at t1 on `cpu`) on
- * what ran meanwhile on the CPU where it waited, newest first; after a migration while waiting,
- * the part before it on the CPU it left. Only what is older than all of a CPU's records, or a
- * wait's part before an earlier migration, is <unknown>: the parts add up to delta. */
+ * what ran meanwhile on the CPU where it waited, newest first; after migrations while waiting,
+ * each earlier part on the CPU it waited on then. Only what is older than all of a CPU's
+ * records, or a part dropped from a wait moved more than RSCHED_MIG_PARTS times, is <unknown>:
+ * the parts add up to delta. */
 static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, __u64 t1,
 				       __u64 delta, __u32 cpu, __u32 tgid, struct rsched_runners *r)
 {
@@ -984,23 +985,36 @@ static __always_inline void blame_wait(struct rsched_task_state *st, __u64 t0, _
 			rsched_blame_walk(st, &w, 0);
 		}
 		attributed = w.attributed;
-		/* the part before a migration, on the CPU it left (never more than the rest) */
-		if (st->mig_from && since > t0 && st->mig_cpu != cpu &&
-		    st->mig_cpu < RSCHED_MAX_CPUS &&
+		/* the parts before migrations, newest first, each on the CPU it was on then (never
+		 * more than the rest of the delay) */
+		if (st->nmig && since > t0 &&
 		    bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_map_lookup_percpu_elem)) {
-			__u64 from = st->mig_from > t0 ? st->mig_from : t0;
-			__u64 room = delta > attributed ? delta - attributed : 0;
-			if (since - from > room)
-				from = since - room;
-			w.start = from;
-			w.end = since;
-			w.cpu = st->mig_cpu;
-			w.attributed = 0;
-			rsched_blame_walk(st, &w, 1);
-			attributed += w.attributed;
+			__u64 end = since;
+			__u32 n = st->nmig < RSCHED_MIG_PARTS ? st->nmig : RSCHED_MIG_PARTS;
+#pragma clang loop unroll(disable)
+			for (__u32 k = 0; k < RSCHED_MIG_PARTS; k++) {
+				if (k >= n)
+					break;
+				__u32 i = (n - 1 - k) & (RSCHED_MIG_PARTS - 1);
+				__u64 at = st->mig_at[i];
+				__u32 pc = st->mig_cpu[i];
+				__u64 from = at > t0 ? at : t0;
+				__u64 room = delta > attributed ? delta - attributed : 0;
+				if (from >= end || room == 0 || pc >= RSCHED_MAX_CPUS)
+					break;
+				if (end - from > room)
+					from = end - room;
+				w.start = from;
+				w.end = end;
+				w.cpu = pc;
+				w.attributed = 0;
+				rsched_blame_walk(st, &w, pc != cpu);
+				attributed += w.attributed;
+				end = from;
+			}
 		}
 	}
-	st->mig_from = 0;
+	st->nmig = 0;
 	if (delta > attributed) {
 		b->unknown_ns += delta - attributed;
 		b->unknown_waits++;
@@ -1317,7 +1331,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				if (ON(RSCHED_G_BLAME) && runnable) {
 					st->wait_cpu = bpf_get_smp_processor_id();
 					st->wait_since = st->enqueue_ns;
-					st->mig_from = 0;
+					st->nmig = 0;
 				}
 			}
 			if (ON(RSCHED_G_WAKING) && runnable)
@@ -1440,7 +1454,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 			/* the runqueue it waits on: the CPU the wakeup chose */
 			st->wait_cpu = (__u32)task_cpu_of(p, btf);
 			st->wait_since = st->enqueue_ns;
-			st->mig_from = 0;
+			st->nmig = 0;
 		}
 	}
 	if (!rq) {
@@ -1497,13 +1511,24 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 	if (!st)
 		return 0;
 	if (ON(RSCHED_G_BLAME) && st->enqueue_ns) {
-		/* Moved while waiting: it waits on dest now. The part so far, on src, is blamed on
-		 * src's runners at switch-in (blame_wait); a part before an earlier move of this
-		 * wait is <unknown>. The runqueue clock is still src's here. */
+		/* Moved while waiting: it waits on dest now. The part so far, on src, is kept and
+		 * blamed on src's runners at switch-in (blame_wait); past RSCHED_MIG_PARTS parts the
+		 * oldest is dropped (<unknown>). The runqueue clock is still src's here. */
 		__u64 at = delay_rq_clock ? rq_clock_of(p, btf) : bpf_ktime_get_ns();
 		if (st->wait_cpu == (__u32)src) {
-			st->mig_from = st->wait_since ? st->wait_since : st->enqueue_ns;
-			st->mig_cpu = (__u32)src;
+			__u64 from = st->wait_since ? st->wait_since : st->enqueue_ns;
+			__u32 n = st->nmig;
+			if (n >= RSCHED_MIG_PARTS) {
+#pragma clang loop unroll(full)
+				for (__u32 i = 0; i + 1 < RSCHED_MIG_PARTS; i++) {
+					st->mig_at[i] = st->mig_at[i + 1];
+					st->mig_cpu[i] = st->mig_cpu[i + 1];
+				}
+				n = RSCHED_MIG_PARTS - 1;
+			}
+			st->mig_at[n & (RSCHED_MIG_PARTS - 1)] = from;
+			st->mig_cpu[n & (RSCHED_MIG_PARTS - 1)] = (__u32)src;
+			st->nmig = n + 1;
 			/* one of src's waiters at its epoch's start no longer waits there */
 			__u32 zero = 0;
 			struct rsched_runners *sr =
@@ -1511,10 +1536,10 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 							   BPF_FUNC_map_lookup_percpu_elem)
 					? bpf_map_lookup_percpu_elem(&runners, &zero, (__u32)src)
 					: NULL;
-			if (sr && sr->waiters && st->mig_from <= sr->cur.start)
+			if (sr && sr->waiters && from <= sr->cur.start)
 				__sync_fetch_and_sub(&sr->waiters, 1);
 		} else {
-			st->mig_from = 0;
+			st->nmig = 0;
 		}
 		st->wait_cpu = (__u32)dest_cpu;
 		st->wait_since = at;

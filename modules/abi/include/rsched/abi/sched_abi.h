@@ -60,6 +60,8 @@ enum {
 	RSCHED_BLAME_EPOCHS = 64,
 	RSCHED_BLAME_FANOUT = 16,
 	RSCHED_BLAME_LEVELS = 4,
+	/* The parts of one wait on the CPUs it was moved from, kept until its switch-in. */
+	RSCHED_MIG_PARTS = 4,
 };
 
 /* Metric groups, a bit mask in the BPF rodata `groups`: code of an unselected group is dead
@@ -214,10 +216,13 @@ struct rsched_task_state {
 	__u32 wait_cpu;
 	__u32 blame_hint; /* the culprit slot found last (checked first) */
 	__u64 wait_since;
-	/* A migration while waiting: the wait's part [mig_from, wait_since) was on CPU mig_cpu
-	 * (mig_from 0: none), blamed at switch-in on that CPU's runners. */
-	__u64 mig_from;
-	__u32 mig_cpu;
+	/* Migrations while waiting: part i of the wait, [mig_at[i], mig_at[i + 1]) (the last one
+	 * up to wait_since), was on CPU mig_cpu[i]; oldest first, nmig of them. Each is blamed at
+	 * switch-in on that CPU's runners. A wait moved more than RSCHED_MIG_PARTS times keeps its
+	 * newest parts; only the dropped oldest is <unknown>. */
+	__u64 mig_at[RSCHED_MIG_PARTS];
+	__u32 mig_cpu[RSCHED_MIG_PARTS];
+	__u32 nmig;
 	__u32 pad2;
 	struct rsched_blame blame; /* who ran while it waited, who preempted it (blame group) */
 };
@@ -337,9 +342,9 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOT
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame_slot) == 56, "blame slot");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 68 * RSCHED_BLAME_SLOTS + 64 + 8 + 16, "blame");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 32 + 1176, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 32 + 1176, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176, "task record");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");
