@@ -1,6 +1,8 @@
 // The packed raw tier (schema v8): the pack format on its own, and thread_hist, the virtual
 // table over packs and rollup rows, against what the same rows give as a plain table.
+#include "rsched/stats/percentile.hpp"
 #include "rsched/store/hist_pack.hpp"
+#include "rsched/store/hist_summary.hpp"
 
 #include "store_test_util.hpp"
 
@@ -227,4 +229,59 @@ TEST_CASE("a damaged pack is a query error naming the interval, and the rest sti
   const std::string err = run_error(r, "SELECT count(*) FROM sched_delay");
   CHECK(err.find("thread_hist_pack interval 1 metric 1: damaged pack") != std::string::npos);
   CHECK(scalar_int(r, "SELECT sum(count) FROM sched_delay WHERE ts > " + std::to_string(t0)) == 1);
+}
+
+// The sched_delay summary (schema v12): what the builder makes of an interval's threads, the
+// round trip, and damage refused with one line.
+TEST_CASE("hist_summary: per thread, per comm merged and all merged p99s; damage refused",
+          "[store][pack]") {
+  using rsched::store::decode_summary;
+  using rsched::store::encode_summary;
+  using rsched::store::summary_builder;
+  summary_builder b;
+  // Thread 3 and 9 are 'web' (90 samples at 0.1 ms and 10 at 20 ms: their merged p99 is in the
+  // 20 ms bucket, each thread's own p99 not); thread 5 is 'db' without samples.
+  const auto h3 = latency_hist(std::vector<std::uint64_t>(90, 100'000));
+  const auto h9 = latency_hist(std::vector<std::uint64_t>(10, 20'000'000));
+  REQUIRE(b.add(3, "web", h3));
+  REQUIRE(b.add(5, "db", latency_hist({})));
+  REQUIRE(b.add(9, "web", h9));
+  CHECK_FALSE(b.add(9, "web", h9)); // ids must increase
+  const auto blob = b.finish();
+  CHECK(b.size() == 0);
+  auto s = decode_summary(blob);
+  REQUIRE(s);
+  REQUIRE(s->threads.size() == 3);
+  CHECK(s->threads[0].thread_id == 3);
+  CHECK(s->threads[0].p99 == rsched::stats::percentile(h3, 99)->value);
+  CHECK(s->threads[0].samples == 90);
+  CHECK(s->threads[1].thread_id == 5);
+  CHECK(s->threads[1].samples == 0);
+  CHECK(s->threads[2].p99 == rsched::stats::percentile(h9, 99)->value);
+  REQUIRE(s->comms.size() == 1); // 'db' had no samples
+  auto web = h3;
+  REQUIRE(rsched::stats::merge_into(web, h9));
+  CHECK(s->comms[0].thread_id == 3);
+  CHECK(s->comms[0].p99 == rsched::stats::percentile(web, 99)->value);
+  CHECK(s->comms[0].p99 >= 20'000'000 * 9 / 10);
+  CHECK(s->comms[0].samples == 100);
+  REQUIRE(s->all);
+  CHECK(s->all->p99 == s->comms[0].p99);
+  CHECK(encode_summary(*s) == blob);
+  // Nothing added: no blob.
+  CHECK(b.finish().empty());
+  // Every truncation of the blob and a few damaged bytes: an error, never a crash.
+  for (std::size_t n = 0; n < blob.size(); ++n) {
+    INFO(n);
+    CHECK_FALSE(decode_summary(std::span<const std::uint8_t>(blob.data(), n)));
+  }
+  auto bad = blob;
+  bad[0] = 9;
+  CHECK(decode_summary(bad).err().msg == "unknown summary version 9");
+  bad = blob;
+  bad.push_back(0);
+  CHECK(decode_summary(bad).err().msg == "damaged summary: bytes after the end");
+  bad = blob;
+  bad[1] = 0x7f; // 127 threads in a few bytes
+  CHECK(decode_summary(bad).err().msg == "damaged summary: more entries than bytes (threads)");
 }

@@ -35,7 +35,7 @@ constexpr const char *fact_tables[] = {
     "thread_hist_row",  "thread_hist_pack",    "cpu_hist",
     "thread_migration", "thread_perf",         "thread_perf_event",
     "counter_time",     "schedstat_cpu_delta", "schedstat_domain_delta",
-    "thread_blame",     "cgroup_cpu",
+    "thread_blame",     "cgroup_cpu",          "hist_summary",
 };
 
 // The tables whose rows name a thread identity (thread_id), with the intervals `{0}` selects.

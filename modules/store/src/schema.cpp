@@ -708,6 +708,18 @@ constexpr const char *v9_blame_tail =
 constexpr const char *upgrade_v10_to_v11_tables =
     "ALTER TABLE thread_blame ADD COLUMN approx_ns INTEGER; -- ns of wait_ns estimated\n";
 
+// Schema v11 -> v12 (issue 32): the raw tier's per-interval summary of sched_delay for
+// spikes() (rsched/store/hist_summary.hpp): each thread's and comm's p99 and samples, so a day
+// is read without decoding its histograms. Intervals written before have none (spikes() reads
+// their histograms).
+constexpr const char *upgrade_v11_to_v12 = R"sql(CREATE TABLE hist_summary(
+  interval_id INTEGER NOT NULL,
+  metric      INTEGER NOT NULL,
+  data        BLOB NOT NULL, -- hist_summary.hpp format, version byte first
+  PRIMARY KEY(interval_id, metric)
+) WITHOUT ROWID;
+)sql";
+
 // The per-CPU views that schema v9 recreates with `llc` and `node` after `tier`: the CPU
 // metrics' views and the per-CPU views of other tables (as view_specs() has them).
 std::vector<tailed_view> v9_cpu_view_specs() {
@@ -1082,6 +1094,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = upgrade_v10_to_v11(db); !r) {
           return r;
         }
+        if (auto r = exec(db, upgrade_v11_to_v12); !r) {
+          return r;
+        }
         if (auto r = insert_new_metrics(db); !r) {
           return r;
         }
@@ -1181,6 +1196,16 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     if (*approx == 0) {
       if (auto r = upgrade_v10_to_v11(db); !r) {
+        return r;
+      }
+    }
+    // And v12's table.
+    auto summary = query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'hist_summary'");
+    if (!summary) {
+      return summary.err();
+    }
+    if (*summary == 0) {
+      if (auto r = exec(db, upgrade_v11_to_v12); !r) {
         return r;
       }
     }

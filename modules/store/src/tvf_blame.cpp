@@ -23,12 +23,6 @@
 
 namespace rsched::store::detail {
 
-namespace {
-
-bool has_glob(std::string_view s) {
-  return s.find_first_of("*?[") != std::string_view::npos;
-}
-
 bool has_table(sqlite3 *db, const char *name) {
   auto st = prepare_stmt(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
   if (!st) {
@@ -36,6 +30,12 @@ bool has_table(sqlite3 *db, const char *name) {
   }
   sqlite3_bind_text(st->get(), 1, name, -1, SQLITE_STATIC);
   return sqlite3_step(st->get()) == SQLITE_ROW;
+}
+
+namespace {
+
+bool has_glob(std::string_view s) {
+  return s.find_first_of("*?[") != std::string_view::npos;
 }
 
 bool has_column(sqlite3 *db, const char *table, const char *column) {

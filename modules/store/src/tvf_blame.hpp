@@ -30,6 +30,9 @@ struct victim {
   [[nodiscard]] std::string describe() const;
 };
 
+// The database has a table of that name (in main).
+bool has_table(sqlite3 *db, const char *name);
+
 // Parses a victim pattern; "" or NULL (nullopt) is every thread. The error names the function.
 result<victim> parse_victim(std::optional<std::string_view> text, const char *fn);
 

@@ -3,6 +3,7 @@
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
+#include "rsched/store/hist_summary.hpp"
 
 #include "sqlite_util.hpp"
 #include "table_functions.hpp"
@@ -81,6 +82,50 @@ result<metric_source> metric_of(sqlite3 *db, sqlite3_value *v, const char *fn) {
   return metric_source{false, sqlite3_column_int64(st->get(), 0)};
 }
 
+// A thread metric's key and victim filter come from the thread's identity, looked up once per
+// thread (a day has tens of millions of rows of a few thousand threads), not joined per row:
+// the `key` column of the thread ("comm", "cgroup" or "pid"), nullopt when the thread does not
+// match the victims (or has no identity, as a join drops).
+class thread_keys {
+public:
+  static result<thread_keys> make(sqlite3 *db, const std::string &key, const victims &vs) {
+    auto q = prepare_stmt(db, fmt::format("SELECT t.{} FROM thread AS t WHERE t.id = ?1 AND {}",
+                                          key, victims_sql(vs, 2)));
+    if (!q) {
+      return q.err();
+    }
+    thread_keys k;
+    k.db_ = db;
+    k.vs_ = vs;
+    k.ident_ = std::move(*q);
+    return k;
+  }
+  result<const std::optional<value> *> of(std::int64_t thread) {
+    auto [it, fresh] = key_of_.try_emplace(thread);
+    if (fresh) {
+      sqlite3_stmt *q = ident_.get();
+      sqlite3_reset(q);
+      sqlite3_bind_int64(q, 1, thread);
+      bind_victims(q, vs_, 2);
+      const int r = sqlite3_step(q);
+      if (r == SQLITE_ROW) {
+        it->second = sqlite3_column_type(q, 0) == SQLITE_INTEGER
+                         ? value{std::int64_t{sqlite3_column_int64(q, 0)}}
+                         : value{column_text(q, 0)};
+      } else if (r != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db_));
+      }
+    }
+    return &it->second;
+  }
+
+private:
+  sqlite3 *db_ = nullptr;
+  victims vs_;
+  stmt_ptr ident_;
+  std::unordered_map<std::int64_t, std::optional<value>> key_of_;
+};
+
 // Streams the histogram rows of `m` in intervals overlapping [a, b) of the threads matching
 // `vs`, in time order: on_interval(interval_info) before the first row of each interval that
 // has one, then on_row(key, histogram) per row, the key being the `key` column of the row's
@@ -119,37 +164,14 @@ result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_
   if (!m.cpu) {
     bind_victims(st->get(), vs, 4);
   }
-  // A thread metric's key and victim filter come from the thread's identity, looked up once
-  // per thread (a day has tens of millions of rows of a few thousand threads), not joined per
-  // row; nullopt: the thread does not match the victims (or has no identity, as a join drops).
-  std::unordered_map<std::int64_t, std::optional<value>> key_of;
-  stmt_ptr ident;
+  std::optional<thread_keys> keys;
   if (!m.cpu) {
-    auto q = prepare_stmt(db, fmt::format("SELECT t.{} FROM thread AS t WHERE t.id = ?1 AND {}",
-                                          key, victims_sql(vs, 2)));
-    if (!q) {
-      return q.err();
+    auto k = thread_keys::make(db, key, vs);
+    if (!k) {
+      return k.err();
     }
-    ident = std::move(*q);
+    keys = std::move(*k);
   }
-  const auto key_of_thread = [&](std::int64_t thread) -> result<const std::optional<value> *> {
-    auto [it, fresh] = key_of.try_emplace(thread);
-    if (fresh) {
-      sqlite3_stmt *q = ident.get();
-      sqlite3_reset(q);
-      sqlite3_bind_int64(q, 1, thread);
-      bind_victims(q, vs, 2);
-      const int r = sqlite3_step(q);
-      if (r == SQLITE_ROW) {
-        it->second = sqlite3_column_type(q, 0) == SQLITE_INTEGER
-                         ? value{std::int64_t{sqlite3_column_int64(q, 0)}}
-                         : value{column_text(q, 0)};
-      } else if (r != SQLITE_DONE) {
-        return make_error(sqlite3_errmsg(db));
-      }
-    }
-    return &it->second;
-  };
   std::optional<std::int64_t> current; // the interval of the last row passed on
   int rc = 0;
   while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
@@ -160,7 +182,7 @@ result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_
     if (m.cpu) {
       k = std::int64_t{thread};
     } else {
-      auto tk = key_of_thread(thread);
+      auto tk = keys->of(thread);
       if (!tk) {
         return tk.err();
       }
@@ -264,6 +286,7 @@ std::string key_text(const value &k) {
 
 constexpr std::size_t baseline_intervals = 60;
 constexpr double spike_p = 99.0;
+static_assert(spike_p == summary_p, "spikes() reads the summaries' p99");
 // Runs above the threshold at most this far apart are one incident (spikes' `gap`).
 constexpr std::int64_t default_gap = 10'000'000'000;
 
@@ -466,10 +489,149 @@ struct spike_scan {
   std::map<std::int64_t, std::pair<value, std::vector<spike_run>>> by_thread;
 };
 
+// scan_rows() for summaries_serve() cases: per interval of the timeline in [a, b), its summary
+// (hist_summary) fed straight to the finders, the same p99s and counts scan_spikes would
+// compute from its rows; an interval without one (a rollup, or written before schema 12)
+// passed on row by row as scan_rows() does.
+template <typename OnInterval, typename OnRow, typename FeedP99>
+result<void>
+scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, const victims &vs,
+               bool all, bool per_thread, OnInterval &&on_interval, OnRow &&on_row,
+               FeedP99 &&feed_p99, std::map<value, incident_finder> &key_finders,
+               std::unordered_map<std::int64_t, incident_finder> &thread_finders, spike_scan &out) {
+  auto keys = thread_keys::make(db, "comm", vs);
+  if (!keys) {
+    return keys.err();
+  }
+  auto st = prepare_stmt(
+      db, fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, s.data FROM {} "
+                      "AS i LEFT JOIN hist_summary AS s ON s.interval_id = i.id AND s.metric = "
+                      "?3 WHERE {} ORDER BY i.start_ns, i.id",
+                      timeline(db), overlaps(db, "i", a)));
+  if (!st) {
+    return st.err();
+  }
+  auto rows_of = prepare_stmt(db, "SELECT h.thread_id, h.hist FROM thread_hist AS h WHERE "
+                                  "h.interval_id = ?1 AND h.metric = ?2");
+  if (!rows_of) {
+    return rows_of.err();
+  }
+  sqlite3_stmt *s = st->get();
+  sqlite3_bind_int64(s, 1, a);
+  sqlite3_bind_int64(s, 2, b);
+  sqlite3_bind_int64(s, 3, m.id);
+  int rc = 0;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    interval_info iv{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
+                     sqlite3_column_int64(s, 2), column_text(s, 3),
+                     sqlite3_column_int64(s, 4) != 0};
+    bool shown = false; // the interval has rows of the victims: passed on
+    if (sqlite3_column_type(s, 5) == SQLITE_NULL) {
+      sqlite3_stmt *r = rows_of->get();
+      sqlite3_reset(r);
+      sqlite3_bind_int64(r, 1, iv.id);
+      sqlite3_bind_int64(r, 2, m.id);
+      int rr = 0;
+      while ((rr = sqlite3_step(r)) == SQLITE_ROW) {
+        const std::int64_t thread = sqlite3_column_int64(r, 0);
+        auto tk = keys->of(thread);
+        if (!tk) {
+          return tk.err();
+        }
+        if (!**tk) {
+          continue;
+        }
+        auto h = col_hist(r, 1);
+        if (!h) {
+          return make_error("stored histogram: " + h.err().msg);
+        }
+        if (!shown) {
+          on_interval(interval_info(iv));
+          shown = true;
+        }
+        if (auto x = on_row(value(***tk), thread, *h); !x) {
+          return x.err();
+        }
+      }
+      if (rr != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+      continue;
+    }
+    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 5));
+    auto sum = decode_summary(
+        std::span<const std::uint8_t>(p, static_cast<std::size_t>(sqlite3_column_bytes(s, 5))));
+    if (!sum) {
+      return make_error(fmt::format("interval {}: stored {}", iv.id, sum.err().msg));
+    }
+    for (const auto &e : sum->threads) {
+      auto tk = keys->of(e.thread_id);
+      if (!tk) {
+        return tk.err();
+      }
+      if (!**tk) {
+        continue;
+      }
+      if (!shown) {
+        on_interval(interval_info(iv));
+        shown = true;
+      }
+      if (per_thread) {
+        auto &slot = out.by_thread[e.thread_id];
+        slot.first = ***tk;
+        if (e.samples > 0) {
+          feed_p99(thread_finders[e.thread_id], e.p99, e.samples, slot.second);
+        }
+      }
+    }
+    if (!shown) {
+      continue;
+    }
+    if (all) {
+      if (sum->all && sum->all->samples > 0) {
+        feed_p99(key_finders[value{}], sum->all->p99, sum->all->samples, out.by_key[value{}]);
+      }
+      continue;
+    }
+    for (const auto &c : sum->comms) {
+      auto tk = keys->of(c.thread_id);
+      if (!tk) {
+        return tk.err();
+      }
+      if (!**tk || c.samples == 0) {
+        continue;
+      }
+      feed_p99(key_finders[***tk], c.p99, c.samples, out.by_key[***tk]);
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
+// Where the summaries of hist_summary.hpp can stand for the histograms: sched_delay, split per
+// thread, per comm or all merged, of every thread or of comms by name (a comm's summary merges
+// all its threads; a victim that takes some of them, by pid, cgroup or tid, needs the rows).
+bool summaries_serve(sqlite3 *db, metric_source m, const victims &vs, bool all, bool per_thread,
+                     const std::string &key) {
+  if (m.cpu || m.id != summary_metric || (!all && !per_thread && key != "comm")) {
+    return false;
+  }
+  for (const auto &v : vs) {
+    if (all || v.what != victim::kind::comm) {
+      return false;
+    }
+  }
+  return has_table(db, "hist_summary");
+}
+
 // Reads the rows of scan_rows() once: per interval, every row merged (`all`) or merged per key,
 // and with `per_thread` each thread's rows too, each reduced to its p99 and sample count as the
 // interval ends and fed to its series' incident_finder (a few numbers per series are kept, not
-// the rows' histograms nor a series' history).
+// the rows' histograms nor a series' history). Intervals with a summary (schema v12, raw tier)
+// are read from it instead, where summaries_serve(): the same p99s and counts, without
+// decoding a histogram.
 result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
                                const std::string &key, const victims &vs, bool all, bool per_thread,
                                const spike_rules &rules) {
@@ -479,10 +641,14 @@ result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std
   std::map<value, stats::histogram> per_key; // the current interval's
   std::unordered_map<std::int64_t, std::pair<value, stats::histogram>> per_thr;
   std::optional<stats::histogram> merged; // the current interval's; none before its 1st row
+  const auto feed_p99 = [&](incident_finder &f, std::uint64_t p99, std::uint64_t samples,
+                            std::vector<spike_run> &runs) {
+    f.add(out.ivs, out.ivs.size() - 1, p99, samples, rules, runs);
+  };
   const auto feed = [&](incident_finder &f, const stats::histogram &h,
                         std::vector<spike_run> &runs) {
     if (auto r = stats::percentile(h, spike_p)) {
-      f.add(out.ivs, out.ivs.size() - 1, r->value, h.total(), rules, runs);
+      feed_p99(f, r->value, h.total(), runs);
     }
   };
   const auto flush = [&] {
@@ -504,34 +670,39 @@ result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std
     per_thr.clear();
     merged.reset();
   };
-  auto r = scan_rows(
-      db, m, a, b, key, vs,
-      [&](interval_info &&iv) {
-        flush();
-        out.ivs.push_back(std::move(iv));
-      },
-      [&](value &&k, std::int64_t thread, const stats::histogram &h) -> result<void> {
-        if (!merged) {
-          merged = stats::histogram{h.kind, {}};
-        }
-        // Every row of an interval is of one layout.
-        if (merged->kind != h.kind) {
-          return make_error("cannot merge histograms of different layouts");
-        }
-        if (all) {
-          (void)stats::merge_into(*merged, h);
-          return {};
-        }
-        if (per_thread) {
-          auto [it, fresh] = per_thr.try_emplace(thread, k, stats::histogram{h.kind, {}});
-          if (auto mr = stats::merge_into(it->second.second, h); !mr) {
-            return mr.err();
-          }
-        }
-        auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h.kind, {}});
-        return stats::merge_into(it->second, h);
-      });
-  if (!r) {
+  const auto on_interval = [&](interval_info &&iv) {
+    flush();
+    out.ivs.push_back(std::move(iv));
+  };
+  const auto on_row = [&](value &&k, std::int64_t thread,
+                          const stats::histogram &h) -> result<void> {
+    if (!merged) {
+      merged = stats::histogram{h.kind, {}};
+    }
+    // Every row of an interval is of one layout.
+    if (merged->kind != h.kind) {
+      return make_error("cannot merge histograms of different layouts");
+    }
+    if (all) {
+      (void)stats::merge_into(*merged, h);
+      return {};
+    }
+    if (per_thread) {
+      auto [it, fresh] = per_thr.try_emplace(thread, k, stats::histogram{h.kind, {}});
+      if (auto mr = stats::merge_into(it->second.second, h); !mr) {
+        return mr.err();
+      }
+    }
+    auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h.kind, {}});
+    return stats::merge_into(it->second, h);
+  };
+  if (summaries_serve(db, m, vs, all, per_thread, key)) {
+    if (auto r = scan_summaries(db, m, a, b, vs, all, per_thread, on_interval, on_row, feed_p99,
+                                key_finders, thread_finders, out);
+        !r) {
+      return r.err();
+    }
+  } else if (auto r = scan_rows(db, m, a, b, key, vs, on_interval, on_row); !r) {
     return r.err();
   }
   flush();

@@ -3,6 +3,7 @@
 #include "rsched/base/timefmt.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/store/hist_pack.hpp"
+#include "rsched/store/hist_summary.hpp"
 
 #include "maintenance.hpp"
 #include "schema.hpp"
@@ -203,6 +204,9 @@ struct writer::impl {
   SQLite::Statement ins_thread_pack;
   std::array<pack_builder, metrics::thread_set::n> packs;
   std::vector<std::uint8_t> hist_blob;
+  // Schema v12: sched_delay's per-interval summary for spikes() (hist_summary.hpp).
+  SQLite::Statement ins_summary;
+  summary_builder summary;
   SQLite::Statement ins_cpu_hist;
   SQLite::Statement ins_migration;
   SQLite::Statement ins_perf;
@@ -283,6 +287,7 @@ struct writer::impl {
                        "start_time_ns = ?3 AND comm = ?4 AND cgroup = ?5"),
         ins_thread_pack(db, "INSERT INTO thread_hist_pack(interval_id, metric, threads, data) "
                             "VALUES(?1, ?2, ?3, ?4)"),
+        ins_summary(db, "INSERT INTO hist_summary(interval_id, metric, data) VALUES(?1, ?2, ?3)"),
         ins_cpu_hist(db, "INSERT INTO cpu_hist(interval_id, metric, cpu, count, total, hist) "
                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
         ins_migration(db, "INSERT INTO thread_migration(interval_id, thread_id, count, "
@@ -342,6 +347,7 @@ struct writer::impl {
                     &ins_thread,
                     &sel_thread,
                     &ins_thread_pack,
+                    &ins_summary,
                     &ins_cpu_hist,
                     &ins_migration,
                     &ins_perf,
@@ -377,6 +383,7 @@ struct writer::impl {
     if (maint) {
       maint->sums().discard();
     }
+    summary.clear();
   }
 
   static void run(SQLite::Statement &s) {
@@ -688,6 +695,9 @@ struct writer::impl {
       if (!packs[i].add(id, to_i64(v.count), to_i64(v.total), hist_blob)) {
         throw std::logic_error("thread_hist_pack: thread ids out of order");
       }
+      if (defs[i].db_id == summary_metric && !summary.add(id, t.comm, v.hist)) {
+        throw std::logic_error("hist_summary: thread ids out of order");
+      }
     }
   }
 
@@ -707,6 +717,14 @@ struct writer::impl {
       ins_thread_pack.bindNoCopy(4, blob.data(), static_cast<int>(blob.size()));
       ins_thread_pack.exec();
       pack.clear();
+    }
+    if (summary.size() != 0) {
+      const auto blob = summary.finish();
+      ins_summary.reset();
+      ins_summary.bind(1, interval_id);
+      ins_summary.bind(2, summary_metric);
+      ins_summary.bindNoCopy(3, blob.data(), static_cast<int>(blob.size()));
+      ins_summary.exec();
     }
   }
 
