@@ -4,10 +4,17 @@
 # that is <unknown> (the record did not reach), <other> (named residual), <idle>, and estimated
 # (approx_ns: a share of the epoch a wait began in), plus the total delay. Root.
 #
-# Usage: bench/blame_shares.sh SECONDS "WORKLOAD" [RSCHEDD...]
+# Usage: bench/blame_shares.sh [--cold] SECONDS "WORKLOAD" [RSCHEDD...]
 #   e.g. bench/blame_shares.sh 10 "stress-ng --sleep 2" build/apps/rschedd/rschedd /tmp/old/rschedd
+# The workload starts 2 s before the recording; with --cold, 1.5 s after it (its start-up, the
+# threads it creates and load balancing's first moves, is recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cold=0
+if [ "${1:-}" = "--cold" ]; then
+  cold=1
+  shift
+fi
 secs=${1:?seconds}
 load=${2:?workload}
 shift 2
@@ -20,10 +27,19 @@ printf '%-40s %10s %9s %9s %9s %10s\n' binary delay_s unknown other idle estimat
 for b in "${bins[@]}"; do
   db="$tmp/shares.db"
   rm -f "$db"*
-  timeout $((secs + 6)) bash -c "$load" >/dev/null 2>&1 &
-  w=$!
-  sleep 2
-  "$b" -r "$secs" -g latency,migration,blame --db "$db" >/dev/null 2>&1
+  if [ "$cold" = 1 ]; then
+    "$b" -r "$secs" -g latency,migration,blame --db "$db" >/dev/null 2>&1 &
+    r=$!
+    sleep 1.5
+    timeout $((secs + 6)) bash -c "$load" >/dev/null 2>&1 &
+    w=$!
+    wait "$r" || true
+  else
+    timeout $((secs + 6)) bash -c "$load" >/dev/null 2>&1 &
+    w=$!
+    sleep 2
+    "$b" -r "$secs" -g latency,migration,blame --db "$db" >/dev/null 2>&1
+  fi
   kill "$w" 2>/dev/null || true
   wait "$w" 2>/dev/null || true
   # approx_ns exists from schema 11 on (an older binary estimated nothing)
