@@ -15,11 +15,15 @@
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <sqlite3.h>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace rsched::store::detail {
 
@@ -271,10 +275,49 @@ result<std::vector<thread_culprit>> blame_by_thread(sqlite3 *db, const victims &
   return blame_rows(db, v, a, b, true);
 }
 
-result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b) {
+namespace {
+// `cgroup` and its ancestors below the root, deepest first: "/a/b", "/a" (none for "/").
+template <typename F> void for_each_level(const std::string &cgroup, F &&f) {
+  for (std::string level = cgroup; level.size() > 1;) {
+    f(level);
+    const auto slash = level.rfind('/');
+    level = slash == 0 || slash == std::string::npos ? std::string("/") : level.substr(0, slash);
+  }
+}
+
+// pressure_of's answer from the victims' cgroups and `query(path, throttled, some)`, the
+// throttled time and PSI "some" share of one cgroup over the window (left unset where none).
+template <typename Query>
+pressure_sum combine_pressure(const std::set<std::string> &cgroups, Query &&query) {
   pressure_sum p;
+  std::set<std::string> levels; // the victims' cgroups and their ancestors below the root
+  for (const auto &c : cgroups) {
+    std::optional<std::int64_t> thr;
+    std::optional<double> some;
+    query(c, thr, some);
+    if (some && (!p.victim_some_pct || *some > *p.victim_some_pct)) {
+      p.victim_some_pct = some;
+    }
+    for_each_level(c, [&](const std::string &level) { levels.insert(level); });
+  }
+  for (const auto &l : levels) {
+    std::optional<std::int64_t> thr;
+    std::optional<double> some;
+    query(l, thr, some);
+    if (thr && (!p.throttled_ns || *thr > *p.throttled_ns)) {
+      p.throttled_ns = thr;
+      p.throttled_cgroup = l;
+    }
+  }
+  std::optional<std::int64_t> unused;
+  query("/", unused, p.system_some_pct);
+  return p;
+}
+} // namespace
+
+result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b) {
   if (!has_table(db, "cgroup_cpu")) {
-    return p;
+    return pressure_sum{};
   }
   const std::string tl = timeline(db);
   // The victims' cgroups: those of their threads with samples in the window.
@@ -323,32 +366,481 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
       }
     }
   };
-  std::set<std::string> levels; // the victims' cgroups and their ancestors below the root
-  for (const auto &c : cgroups) {
-    std::optional<std::int64_t> thr;
-    std::optional<double> some;
-    query(c, thr, some);
-    if (some && (!p.victim_some_pct || *some > *p.victim_some_pct)) {
-      p.victim_some_pct = some;
+  return combine_pressure(cgroups, query);
+}
+
+namespace {
+
+// A culprit as blame_rows groups it (GROUP BY c.kind, c.pid, c.comm, c.cgroup), ordered as
+// SQLite hands the groups back: ascending, text by its bytes (BINARY).
+using culprit_group = std::tuple<int, std::int64_t, std::string, std::string>;
+
+// A victim condition causes_of checks itself: an equality on the thread's identity, as
+// victim::sql() writes it. The others (GLOB, a cgroup with its descendants) are left to SQL.
+bool plain(const victim &v) {
+  switch (v.what) {
+  case victim::kind::all:
+  case victim::kind::tid:
+  case victim::kind::pid:
+    return true;
+  case victim::kind::comm:
+    return !v.glob;
+  case victim::kind::cgroup:
+    return !v.glob && !v.descendants;
+  }
+  return false;
+}
+
+struct thread_ident {
+  bool known = false; // has a row in `thread` (the joins drop the rows of a thread without one)
+  std::int64_t tid = 0, pid = 0;
+  std::string comm, cgroup;
+};
+
+bool plain_match(const victim &v, const thread_ident &t) {
+  switch (v.what) {
+  case victim::kind::all:
+    return true;
+  case victim::kind::tid:
+    return t.tid == v.number;
+  case victim::kind::pid:
+    return t.pid == v.number;
+  case victim::kind::comm:
+    return t.comm == v.text;
+  case victim::kind::cgroup:
+    return t.cgroup == v.text;
+  }
+  return false;
+}
+
+// SQLite's sum() of integers: an error, not a wrapped total, on overflow.
+bool add_to(std::int64_t &sum, std::int64_t x) {
+  return !__builtin_add_overflow(sum, x, &sum);
+}
+
+struct blame_sums {
+  std::int64_t wait_ns = 0, waits = 0, preempts = 0, approx_ns = 0;
+  bool approx = false; // some row's approx_ns was not NULL
+};
+
+// One cgroup's rows of cgroup_cpu over a window, as pressure_of's query sums them.
+struct cgroup_sums {
+  std::optional<std::int64_t> throttled_ns; // sum(throttled_ns): NULL when every row's is
+  std::int64_t some_ns = 0;                 // sum(some_ns) of the rows that have it
+  std::int64_t some_dur = 0;                // and their intervals' length
+};
+
+// Interned strings (cgroup paths): an index per distinct text.
+class interned {
+public:
+  std::uint32_t of(const std::string &s) {
+    auto [it, fresh] = index_.try_emplace(s, static_cast<std::uint32_t>(texts_.size()));
+    if (fresh) {
+      texts_.push_back(s);
     }
-    for (std::string level = c; level.size() > 1;) {
-      levels.insert(level);
-      const auto slash = level.rfind('/');
-      level = slash == 0 || slash == std::string::npos ? std::string("/") : level.substr(0, slash);
+    return it->second;
+  }
+  [[nodiscard]] const std::string &text(std::uint32_t i) const { return texts_[i]; }
+
+private:
+  std::unordered_map<std::string, std::uint32_t> index_;
+  std::vector<std::string> texts_;
+};
+
+// Calls f(k) for every k both in `a` and in `b` (each ascending).
+template <typename F>
+void for_each_common(const std::vector<std::uint32_t> &a, const std::vector<std::uint32_t> &b,
+                     F &&f) {
+  const auto &small = a.size() <= b.size() ? a : b;
+  const auto &large = a.size() <= b.size() ? b : a;
+  auto from = large.begin();
+  for (const std::uint32_t k : small) {
+    from = std::lower_bound(from, large.end(), k);
+    if (from == large.end()) {
+      return;
+    }
+    if (*from == k) {
+      f(k);
     }
   }
-  for (const auto &l : levels) {
-    std::optional<std::int64_t> thr;
-    std::optional<double> some;
-    query(l, thr, some);
-    if (thr && (!p.throttled_ns || *thr > *p.throttled_ns)) {
-      p.throttled_ns = thr;
-      p.throttled_cgroup = l;
+}
+
+} // namespace
+
+result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
+                                             bool blame, bool pressure) {
+  std::vector<window_causes> out(qs.size());
+  blame = blame && has_table(db, "thread_blame");
+  pressure = pressure && has_table(db, "cgroup_cpu");
+  if (qs.empty() || (!blame && !pressure)) {
+    return out;
+  }
+  // The intervals overlapping any window, and per interval the windows it overlaps (ascending).
+  std::int64_t lo = std::numeric_limits<std::int64_t>::max();
+  std::int64_t hi = std::numeric_limits<std::int64_t>::min();
+  for (const auto &q : qs) {
+    lo = std::min(lo, q.a);
+    hi = std::max(hi, q.b);
+  }
+  auto ivs = intervals_in(db, lo, hi);
+  if (!ivs) {
+    return ivs.err();
+  }
+  std::int64_t longest = 0;
+  for (const auto &iv : *ivs) {
+    longest = std::max(longest, iv.dur);
+  }
+  std::vector<std::vector<std::uint32_t>> over(ivs->size());
+  for (std::size_t k = 0; k < qs.size(); ++k) {
+    const auto &q = qs[k];
+    // An interval overlapping [a, b) starts after a minus its length.
+    const std::int64_t from =
+        q.a < std::numeric_limits<std::int64_t>::min() + longest ? q.a : q.a - longest;
+    auto j = std::partition_point(ivs->begin(), ivs->end(),
+                                  [&](const interval_info &iv) { return iv.start <= from; });
+    for (; j != ivs->end() && j->start < q.b; ++j) {
+      if (j->start + j->dur > q.a) { // overlaps(): start < b AND start + dur > a
+        over[static_cast<std::size_t>(j - ivs->begin())].push_back(static_cast<std::uint32_t>(k));
+      }
     }
   }
-  std::optional<std::int64_t> unused;
-  query("/", unused, p.system_some_pct);
-  return p;
+  // The windows' victim conditions: the plain ones checked here, the others by SQL once per
+  // thread (a column each of the identity query); windows with the same victims share a group.
+  std::vector<victim> by_sql;
+  const auto sql_index = [&](const victim &v) {
+    for (std::size_t i = 0; i < by_sql.size(); ++i) {
+      const victim &x = by_sql[i];
+      if (x.what == v.what && x.text == v.text && x.glob == v.glob &&
+          x.descendants == v.descendants) {
+        return i;
+      }
+    }
+    by_sql.push_back(v);
+    return by_sql.size() - 1;
+  };
+  struct check {
+    const victim *v; // plain: checked here
+    std::size_t sql; // else: the identity query's column 4 + sql
+  };
+  struct victim_group {
+    std::vector<check> checks;
+    std::vector<std::uint32_t> windows;
+  };
+  std::vector<victim_group> groups;
+  {
+    std::map<std::vector<std::tuple<int, std::string, std::int64_t, bool, bool>>, std::size_t>
+        group_of;
+    for (std::size_t k = 0; k < qs.size(); ++k) {
+      std::vector<std::tuple<int, std::string, std::int64_t, bool, bool>> sig;
+      for (const auto &v : qs[k].who) {
+        sig.emplace_back(static_cast<int>(v.what), v.text, v.number, v.glob, v.descendants);
+      }
+      auto [it, fresh] = group_of.try_emplace(std::move(sig), groups.size());
+      if (fresh) {
+        victim_group g;
+        for (const auto &v : qs[k].who) {
+          g.checks.push_back(plain(v) ? check{&v, 0} : check{nullptr, sql_index(v)});
+        }
+        groups.push_back(std::move(g));
+      }
+      groups[it->second].windows.push_back(static_cast<std::uint32_t>(k));
+    }
+  }
+  std::string ident_sql = "SELECT t.tid, t.pid, t.comm, t.cgroup";
+  for (std::size_t i = 0; i < by_sql.size(); ++i) {
+    ident_sql += ", (" + by_sql[i].sql(static_cast<int>(i) + 2) + ")";
+  }
+  ident_sql += " FROM thread AS t WHERE t.id = ?1";
+  auto ident_st = prepare_stmt(db, ident_sql);
+  if (!ident_st) {
+    return ident_st.err();
+  }
+  for (std::size_t i = 0; i < by_sql.size(); ++i) {
+    by_sql[i].bind(ident_st->get(), static_cast<int>(i) + 2);
+  }
+  // Per thread (thread.id), looked up once: its identity and the windows whose victim it is.
+  struct thread_entry {
+    thread_ident ident;
+    std::uint32_t cgroup = 0; // interned
+    std::vector<std::uint32_t> windows;
+  };
+  interned paths;
+  std::unordered_map<std::int64_t, thread_entry> threads;
+  const auto thread_of = [&](std::int64_t id) -> result<const thread_entry *> {
+    auto [it, fresh] = threads.try_emplace(id);
+    if (!fresh) {
+      return &it->second;
+    }
+    thread_entry &e = it->second;
+    sqlite3_stmt *s = ident_st->get();
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, id);
+    const int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
+      return &e; // no identity: not a victim of any window
+    }
+    if (rc != SQLITE_ROW) {
+      return make_error(sqlite3_errmsg(db));
+    }
+    e.ident = {true, sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1), column_text(s, 2),
+               column_text(s, 3)};
+    e.cgroup = paths.of(e.ident.cgroup);
+    for (const auto &g : groups) {
+      const bool match = std::all_of(g.checks.begin(), g.checks.end(), [&](const check &c) {
+        return c.v != nullptr ? plain_match(*c.v, e.ident)
+                              : sqlite3_column_int64(s, static_cast<int>(c.sql) + 4) != 0;
+      });
+      if (match) {
+        e.windows.insert(e.windows.end(), g.windows.begin(), g.windows.end());
+      }
+    }
+    std::sort(e.windows.begin(), e.windows.end());
+    return &e;
+  };
+  // The blame rows, per window and culprit group; the victims' cgroups (those of their threads
+  // with sched_delay samples in the window, pressure_of's), per window.
+  std::map<culprit_group, std::uint32_t> group_index;
+  std::vector<const culprit_group *> group_keys;
+  std::unordered_map<std::int64_t, std::optional<std::uint32_t>> culprit_of; // culprit.id
+  std::vector<std::unordered_map<std::uint32_t, blame_sums>> sums(qs.size());
+  std::vector<std::set<std::uint32_t>> victim_cgroups(qs.size());
+  stmt_ptr blame_st, culprit_st, hist_st;
+  if (blame) {
+    auto st = prepare_stmt(
+        db, fmt::format("SELECT x.thread_id, x.culprit_id, x.wait_ns, x.waits, x.preempts, {} "
+                        "FROM thread_blame AS x WHERE x.interval_id = ?1",
+                        has_column(db, "thread_blame", "approx_ns") ? "x.approx_ns" : "NULL"));
+    auto cst = prepare_stmt(db, "SELECT kind, pid, comm, cgroup FROM culprit WHERE id = ?1");
+    if (!st || !cst) {
+      return !st ? st.err() : cst.err();
+    }
+    blame_st = std::move(*st);
+    culprit_st = std::move(*cst);
+  }
+  if (pressure) {
+    auto st = prepare_stmt(
+        db, "SELECT h.thread_id FROM thread_hist AS h WHERE h.interval_id = ?1 AND h.metric = 1");
+    if (!st) {
+      return st.err();
+    }
+    hist_st = std::move(*st);
+  }
+  const auto culprit_group_of = [&](std::int64_t id) -> result<std::optional<std::uint32_t>> {
+    auto [it, fresh] = culprit_of.try_emplace(id);
+    if (fresh) {
+      sqlite3_stmt *s = culprit_st.get();
+      sqlite3_reset(s);
+      sqlite3_bind_int64(s, 1, id);
+      const int rc = sqlite3_step(s);
+      if (rc == SQLITE_ROW) {
+        culprit_group key{sqlite3_column_int(s, 0), sqlite3_column_int64(s, 1), column_text(s, 2),
+                          column_text(s, 3)};
+        auto [g, added] =
+            group_index.try_emplace(std::move(key), static_cast<std::uint32_t>(group_keys.size()));
+        if (added) {
+          group_keys.push_back(&g->first);
+        }
+        it->second = g->second;
+      } else if (rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+    }
+    return it->second;
+  };
+  for (std::size_t j = 0; j < ivs->size(); ++j) {
+    const auto &ov = over[j];
+    if (ov.empty()) {
+      continue;
+    }
+    if (blame) {
+      sqlite3_stmt *s = blame_st.get();
+      sqlite3_reset(s);
+      sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+      int rc = 0;
+      while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        auto t = thread_of(sqlite3_column_int64(s, 0));
+        if (!t) {
+          return t.err();
+        }
+        if ((*t)->windows.empty()) {
+          continue;
+        }
+        auto g = culprit_group_of(sqlite3_column_int64(s, 1));
+        if (!g) {
+          return g.err();
+        }
+        if (!*g) {
+          continue; // no culprit row: the join drops it
+        }
+        const std::int64_t wait = sqlite3_column_int64(s, 2);
+        const std::int64_t waits = sqlite3_column_int64(s, 3);
+        const std::int64_t preempts = sqlite3_column_int64(s, 4);
+        const bool has_approx = sqlite3_column_type(s, 5) != SQLITE_NULL;
+        const std::int64_t approx = sqlite3_column_int64(s, 5);
+        bool ok = true;
+        for_each_common((*t)->windows, ov, [&](std::uint32_t k) {
+          blame_sums &b = sums[k][**g];
+          ok = ok && add_to(b.wait_ns, wait) && add_to(b.waits, waits) &&
+               add_to(b.preempts, preempts) && (!has_approx || add_to(b.approx_ns, approx));
+          b.approx = b.approx || has_approx;
+        });
+        if (!ok) {
+          return make_error("integer overflow");
+        }
+      }
+      if (rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+    }
+    if (pressure) {
+      sqlite3_stmt *s = hist_st.get();
+      sqlite3_reset(s);
+      sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+      int rc = 0;
+      while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        auto t = thread_of(sqlite3_column_int64(s, 0));
+        if (!t) {
+          return t.err();
+        }
+        if ((*t)->windows.empty() || (*t)->ident.cgroup.empty()) {
+          continue;
+        }
+        for_each_common((*t)->windows, ov,
+                        [&](std::uint32_t k) { victim_cgroups[k].insert((*t)->cgroup); });
+      }
+      if (rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+    }
+  }
+  // The culprits of each window as blame_of sorts them: by group, then by wait and preemptions.
+  for (std::size_t k = 0; k < qs.size() && blame; ++k) {
+    std::vector<std::pair<std::uint32_t, blame_sums>> list(sums[k].begin(), sums[k].end());
+    sums[k].clear();
+    std::sort(list.begin(), list.end(), [&](const auto &x, const auto &y) {
+      return *group_keys[x.first] < *group_keys[y.first];
+    });
+    auto &culprits = out[k].culprits;
+    culprits.reserve(list.size());
+    for (const auto &[g, b] : list) {
+      const auto &[kind, pid, comm, cgroup] = *group_keys[g];
+      culprit_sum c;
+      c.kind = kind;
+      if (kind == 0 && pid != 0) { // CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END
+        c.pid = pid;
+      } else if (kind == 1) {
+        c.pid = 0;
+      }
+      c.comm = comm;
+      c.cgroup = cgroup;
+      c.wait_ns = b.wait_ns;
+      c.waits = b.waits;
+      c.preempts = b.preempts;
+      if (b.approx) {
+        c.approx_ns = b.approx_ns;
+      }
+      culprits.push_back(std::move(c));
+    }
+    std::stable_sort(
+        culprits.begin(), culprits.end(), [](const culprit_sum &x, const culprit_sum &y) {
+          return x.wait_ns != y.wait_ns ? x.wait_ns > y.wait_ns : x.preempts > y.preempts;
+        });
+  }
+  if (!pressure) {
+    return out;
+  }
+  // Pressure: the cgroup_cpu rows of the same intervals, summed per window for the cgroups
+  // pressure_of asks about (the victims' cgroups, their ancestors and the root).
+  std::unordered_map<std::int64_t, std::uint32_t> path_of; // cgroup.id
+  {
+    auto st = prepare_stmt(db, "SELECT id, path FROM cgroup");
+    if (!st) {
+      return st.err();
+    }
+    int rc = 0;
+    while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+      path_of.emplace(sqlite3_column_int64(st->get(), 0), paths.of(column_text(st->get(), 1)));
+    }
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+  }
+  std::vector<std::unordered_map<std::uint32_t, cgroup_sums>> cg(qs.size());
+  for (std::size_t k = 0; k < qs.size(); ++k) {
+    cg[k].try_emplace(paths.of("/"));
+    for (const std::uint32_t c : victim_cgroups[k]) {
+      const std::string path = paths.text(c);
+      for_each_level(path, [&](const std::string &level) { cg[k].try_emplace(paths.of(level)); });
+    }
+  }
+  auto cpu_st = prepare_stmt(db, "SELECT p.cgroup_id, p.throttled_ns, p.some_ns FROM cgroup_cpu "
+                                 "AS p WHERE p.interval_id = ?1");
+  if (!cpu_st) {
+    return cpu_st.err();
+  }
+  for (std::size_t j = 0; j < ivs->size(); ++j) {
+    if (over[j].empty()) {
+      continue;
+    }
+    sqlite3_stmt *s = cpu_st->get();
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+    const std::int64_t dur = (*ivs)[j].dur;
+    int rc = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      const auto p = path_of.find(sqlite3_column_int64(s, 0));
+      if (p == path_of.end()) {
+        continue; // no cgroup row: the join drops it
+      }
+      const bool thr = sqlite3_column_type(s, 1) != SQLITE_NULL;
+      const bool some = sqlite3_column_type(s, 2) != SQLITE_NULL;
+      const std::int64_t thr_ns = sqlite3_column_int64(s, 1);
+      const std::int64_t some_ns = sqlite3_column_int64(s, 2);
+      for (const std::uint32_t k : over[j]) {
+        auto it = cg[k].find(p->second);
+        if (it == cg[k].end()) {
+          continue;
+        }
+        cgroup_sums &c = it->second;
+        bool ok = true;
+        if (thr) {
+          if (!c.throttled_ns) {
+            c.throttled_ns = 0;
+          }
+          ok = add_to(*c.throttled_ns, thr_ns);
+        }
+        if (some) {
+          ok = ok && add_to(c.some_ns, some_ns) && add_to(c.some_dur, dur);
+        }
+        if (!ok) {
+          return make_error("integer overflow");
+        }
+      }
+    }
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+  }
+  for (std::size_t k = 0; k < qs.size(); ++k) {
+    std::set<std::string> cgroups;
+    for (const std::uint32_t c : victim_cgroups[k]) {
+      cgroups.insert(paths.text(c));
+    }
+    out[k].pressure = combine_pressure(cgroups, [&](const std::string &path,
+                                                    std::optional<std::int64_t> &throttled,
+                                                    std::optional<double> &some) {
+      const auto it = cg[k].find(paths.of(path));
+      if (it == cg[k].end()) {
+        return;
+      }
+      throttled = it->second.throttled_ns;
+      if (it->second.some_dur > 0) {
+        some = 100.0 * static_cast<double>(it->second.some_ns) /
+               static_cast<double>(it->second.some_dur);
+      }
+    });
+  }
+  return out;
 }
 
 namespace {

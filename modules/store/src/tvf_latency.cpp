@@ -906,15 +906,15 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   if (!tid_st) {
     return tid_st.err();
   }
+  // The likely cause of each incident: who ran while its threads waited (scheduling delay), the
+  // throttling of their cgroups and the CPU pressure over it; for every incident from one read
+  // of the rows of their windows (they overlap: one read each re-read them).
+  std::vector<value> tids(incidents.size());
+  std::vector<window_query> windows(incidents.size());
   for (std::size_t ri = 0; ri < incidents.size(); ++ri) {
     const value &key = incidents[ri].key;
     const spike_run &run = incidents[ri].run;
-    std::vector<std::pair<value, double>> ranked(contrib[ri].begin(), contrib[ri].end());
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const auto &x, const auto &y) { return x.second > y.second; });
-    const auto &first = ivs[run.first];
-    const auto &last = ivs[run.last];
-    value tid;
+    value &tid = tids[ri];
     if (alone(incidents[ri])) {
       sqlite3_stmt *q = tid_st->get();
       sqlite3_reset(q);
@@ -923,8 +923,6 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
         tid = std::int64_t{sqlite3_column_int64(q, 0)};
       }
     }
-    // The likely cause: who ran while these threads waited (scheduling delay), the
-    // throttling of their cgroups and the CPU pressure over the run.
     victims who = vs;
     if (!all && !m->cpu) {
       victim k;
@@ -941,19 +939,22 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
       }
       who.push_back(std::move(k));
     }
-    std::vector<culprit_sum> culprits;
-    if (any_blame) {
-      auto c = blame_of(db, who, first.start, last.end());
-      if (!c) {
-        return c.err();
-      }
-      culprits = std::move(*c);
-    }
-    auto p = any_pressure ? pressure_of(db, who, first.start, last.end())
-                          : result<pressure_sum>(pressure_sum{});
-    if (!p) {
-      return p.err();
-    }
+    windows[ri] = {std::move(who), ivs[run.first].start, ivs[run.last].end()};
+  }
+  auto causes = causes_of(db, windows, any_blame, any_pressure);
+  if (!causes) {
+    return causes.err();
+  }
+  windows.clear();
+  for (std::size_t ri = 0; ri < incidents.size(); ++ri) {
+    const value &key = incidents[ri].key;
+    const spike_run &run = incidents[ri].run;
+    std::vector<std::pair<value, double>> ranked(contrib[ri].begin(), contrib[ri].end());
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto &x, const auto &y) { return x.second > y.second; });
+    const auto &first = ivs[run.first];
+    const auto &last = ivs[run.last];
+    value &tid = tids[ri];
     value victim_v =
         all ? value{vic->what == victim::kind::all ? std::string("all") : vic->describe()} : key;
     if (!all && vic->what == victim::kind::tid) {
@@ -971,7 +972,8 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
          key,
          {first.start, last.end() - first.start, last.end(), static_cast<std::int64_t>(run.peak),
           ivs[run.peak_at].start, top_text(ranked), static_cast<std::int64_t>(run.threshold),
-          std::move(victim_v), cause_text(culprits, *p), std::move(tid),
+          std::move(victim_v), cause_text((*causes)[ri].culprits, (*causes)[ri].pressure),
+          std::move(tid),
           per_thread ? value{static_cast<std::int64_t>(incidents[ri].threads.size())} : value{}}});
   }
   std::stable_sort(outs.begin(), outs.end(), [](const out_row &x, const out_row &y) {
