@@ -2,12 +2,17 @@
 // its own row, and one incident is one row across dips, fluctuation and a '3x' baseline that
 // would otherwise rise with the incident. Histories of 1-s intervals, as rschedd records.
 #include "store_test_util.hpp"
+// The store's own (modules/store/src): the per-window blame and pressure that spikes' one-pass
+// causes are checked against.
+#include "tvf_blame.hpp"
+#include "vtab_hist.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <random>
 #include <variant>
+#include <random>
 
 using namespace store_test;
 using rsched::store::blame_row;
@@ -269,5 +274,261 @@ TEST_CASE_METHOD(new_db, "spikes: the per-interval summaries give the same rows 
     INFO(calls[i]);
     CHECK(with[i] == without[i]);
     CHECK(mixed[i] == without[i]);
+namespace {
+
+namespace detail = rsched::store::detail;
+
+// A random busy history of 1-s intervals: threads of a few comms, processes and nested cgroups
+// (one tid reused by a second thread), each with its own delay level and random episodes at 4
+// to 12 times it; culprits of every kind with waits from a few values (ties), some rows of a
+// thread with blame but no delay samples; pressure and throttling rows of some cgroups and the
+// system, each value sometimes unknown.
+void write_random_history(writer &w, std::mt19937_64 &rng, int seconds) {
+  struct th {
+    std::uint32_t tid, pid;
+    std::uint64_t start;
+    const char *comm, *cgroup;
+    std::uint64_t level;
+    std::vector<std::pair<int, int>> episodes; // [from, to) seconds
+    std::uint64_t factor;
+  };
+  std::vector<th> ths = {
+      {101, 100, 1, "web", "/s/web", 100'000, {}, 0},
+      {102, 100, 2, "web", "/s/web", 100'000, {}, 0},
+      {103, 100, 3, "web", "/s/web", 150'000, {}, 0},
+      {104, 104, 4, "web", "/s/web2", 100'000, {}, 0},
+      {201, 200, 5, "db", "/s/db", 200'000, {}, 0},
+      {202, 200, 6, "db", "/s/db", 200'000, {}, 0},
+      {301, 301, 7, "cron", "/t/x", 50'000, {}, 0},
+      {302, 302, 8, "cron", "", 50'000, {}, 0},
+      {401, 400, 9, "w2", "/s", 80'000, {}, 0},
+      {101, 500, 10, "worker", "/t", 120'000, {}, 0}, // tid 101 again: another thread
+  };
+  std::uniform_int_distribution<int> pct(0, 99);
+  for (auto &t : ths) {
+    const int n = 1 + pct(rng) % 3;
+    for (int e = 0; e < n; ++e) {
+      const int from = 40 + pct(rng) * (seconds - 60) / 100;
+      t.episodes.emplace_back(from, from + 3 + pct(rng) % 40);
+    }
+    t.factor = 4 + static_cast<std::uint64_t>(pct(rng) % 9);
+  }
+  struct who {
+    rsched::store::culprit_kind kind;
+    std::uint32_t pid;
+    const char *comm, *cgroup;
+  };
+  using rsched::store::culprit_kind;
+  const std::vector<who> culprits = {
+      {culprit_kind::process, 900, "rtjob", "/batch"},
+      {culprit_kind::process, 901, "hog", "/hog"},
+      {culprit_kind::process, 902, "hog", "/hog"},
+      {culprit_kind::process, 903, "hog", "/t"},
+      {culprit_kind::process, 101, "web", "/s/web"},
+      {culprit_kind::idle, 0, "", ""},
+      {culprit_kind::unknown, 0, "", ""},
+      {culprit_kind::other, 0, "", ""},
+  };
+  const std::vector<const char *> cgroups = {"/s", "/s/web", "/s/web2", "/s/db",
+                                             "/t", "/t/x",   "/hog",    "/batch"};
+  const auto maybe = [&](std::int64_t v) -> std::optional<std::int64_t> {
+    return pct(rng) < 15 ? std::nullopt : std::optional<std::int64_t>(v);
+  };
+  for (int i = 0; i < seconds; ++i) {
+    std::vector<rsched::store::thread_row> rows;
+    for (const auto &t : ths) {
+      if (pct(rng) < 10) {
+        continue; // not seen this second
+      }
+      const bool hot = std::any_of(t.episodes.begin(), t.episodes.end(),
+                                   [&](const auto &e) { return i >= e.first && i < e.second; });
+      const std::uint64_t level = (hot ? t.level * t.factor : t.level) *
+                                  static_cast<std::uint64_t>(90 + pct(rng) % 20) / 100;
+      // Some seconds: blame rows but no delay samples.
+      const bool samples = pct(rng) >= 8;
+      auto row = make_thread(t.tid, t.comm,
+                             samples ? std::vector<std::uint64_t>(20, level)
+                                     : std::vector<std::uint64_t>{},
+                             {}, t.cgroup);
+      row.pid = t.pid;
+      row.start_time_ns = t.start;
+      std::vector<std::size_t> order(culprits.size());
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        order[k] = k;
+      }
+      std::shuffle(order.begin(), order.end(), rng);
+      const std::size_t n = static_cast<std::size_t>(pct(rng) % (hot ? 5 : 3));
+      for (std::size_t k = 0; k < n; ++k) {
+        const who &c = culprits[order[k]];
+        blame_row b;
+        b.kind = c.kind;
+        b.pid = c.pid;
+        b.comm = c.comm;
+        b.cgroup = c.cgroup;
+        // Few values: equal waits (and preemptions) across culprits, as ties to order.
+        b.wait_ns = static_cast<std::uint64_t>(1 + pct(rng) % 4) * (hot ? 2'000'000 : 500'000);
+        b.waits = static_cast<std::uint64_t>(1 + pct(rng) % 3);
+        b.preempts = static_cast<std::uint64_t>(pct(rng) % 2);
+        b.approx_ns = pct(rng) < 30 ? static_cast<std::uint64_t>(pct(rng)) * 1000 : 0;
+        row.blame.push_back(std::move(b));
+      }
+      rows.push_back(std::move(row));
+    }
+    auto iv = make_interval(t0 + i * sec, std::move(rows));
+    iv.dur_ns = sec;
+    iv.cgroup_cpu.push_back({"/", maybe(pct(rng) * 5'000'000), {}, maybe(900'000'000), {}, {}, {}});
+    for (const char *c : cgroups) {
+      if (pct(rng) < 40) {
+        continue;
+      }
+      iv.cgroup_cpu.push_back({c,
+                               maybe(pct(rng) * 4'000'000),
+                               {},
+                               maybe(100'000'000),
+                               maybe(100),
+                               maybe(pct(rng) % 10),
+                               maybe(pct(rng) < 50 ? 0 : pct(rng) * 1'000'000)});
+    }
+    write_ok(w, iv);
+  }
+}
+
+// The old path, one window at a time, against causes_of's one pass over all of them: every
+// culprit and pressure field equal.
+void check_same(sqlite3 *db, const std::vector<detail::window_query> &qs) {
+  auto all = detail::causes_of(db, qs, true, true);
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == qs.size());
+  for (std::size_t k = 0; k < qs.size(); ++k) {
+    INFO("window " << k << " [" << qs[k].a << ", " << qs[k].b << ")");
+    auto c = detail::blame_of(db, qs[k].who, qs[k].a, qs[k].b);
+    auto p = detail::pressure_of(db, qs[k].who, qs[k].a, qs[k].b);
+    REQUIRE(c.ok());
+    REQUIRE(p.ok());
+    const auto &got = (*all)[k];
+    REQUIRE(got.culprits.size() == c->size());
+    for (std::size_t i = 0; i < c->size(); ++i) {
+      const auto &x = got.culprits[i];
+      const auto &y = (*c)[i];
+      INFO("culprit " << i << ": " << y.comm << " " << y.pid.value_or(-1));
+      CHECK(x.kind == y.kind);
+      CHECK(x.pid == y.pid);
+      CHECK(x.comm == y.comm);
+      CHECK(x.cgroup == y.cgroup);
+      CHECK(x.wait_ns == y.wait_ns);
+      CHECK(x.waits == y.waits);
+      CHECK(x.preempts == y.preempts);
+      CHECK(x.approx_ns == y.approx_ns);
+    }
+    CHECK(got.pressure.throttled_ns == p->throttled_ns);
+    CHECK(got.pressure.throttled_cgroup == p->throttled_cgroup);
+    CHECK(got.pressure.victim_some_pct == p->victim_some_pct);
+    CHECK(got.pressure.system_some_pct == p->system_some_pct);
+  }
+}
+
+} // namespace
+
+TEST_CASE("spikes: each incident's cause is what blame and pressure of its window say, on random "
+          "histories",
+          "[store][spikes]") {
+  for (const std::uint64_t seed : {1U, 2U}) {
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    new_db d;
+    constexpr int seconds = 300;
+    write_random_history(d.w, rng, seconds);
+    auto r = open_reader(d.path);
+    sqlite3 *raw = nullptr;
+    REQUIRE(sqlite3_open_v2(d.path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    std::unique_ptr<sqlite3, decltype(&sqlite3_close)> db(raw, &sqlite3_close);
+    REQUIRE(detail::register_hist_module(db.get()).ok());
+    std::size_t incidents = 0, throttled = 0, two_culprits = 0;
+    std::vector<detail::window_query> windows;
+    for (const std::string pattern : {"", "w*", "cgroup:/s", "pid:100"}) {
+      auto vic = detail::parse_victim(pattern, "spikes");
+      REQUIRE(vic.ok());
+      for (const std::string by : {"tid", "comm", "cgroup", "pid", "all"}) {
+        for (const std::string thr : {"'3x'", "'500us'", "'1ms'"}) {
+          INFO(pattern << " by " << by << " " << thr);
+          const auto t =
+              run(r, fmt::format("SELECT ts, end_ts, victim, tid, cause FROM "
+                                 "spikes('sched_delay', {}, NULL, NULL, {}, '{}')",
+                                 thr, pattern.empty() ? "NULL" : "'" + pattern + "'", by));
+          for (const auto &row : t.rows) {
+            // The incident's victims as spikes chose them: the pattern's threads, and the
+            // thread (tid), else those of its series' key.
+            detail::victims who;
+            if (!pattern.empty()) {
+              who.push_back(*vic);
+            }
+            detail::victim k;
+            k.descendants = false;
+            if (!is_null(row[3])) {
+              k.what = detail::victim::kind::tid;
+              k.number = as_int(row[3]);
+            } else if (by == "pid") {
+              k.what = detail::victim::kind::pid;
+              k.number = as_int(row[2]);
+            } else if (by != "all") {
+              k.what = by == "cgroup" ? detail::victim::kind::cgroup : detail::victim::kind::comm;
+              k.text = as_text(row[2]);
+            }
+            if (k.what != detail::victim::kind::all) {
+              who.push_back(k);
+            }
+            const std::int64_t a = as_int(row[0]);
+            const std::int64_t b = as_int(row[1]);
+            auto c = detail::blame_of(db.get(), who, a, b);
+            auto p = detail::pressure_of(db.get(), who, a, b);
+            REQUIRE(c.ok());
+            REQUIRE(p.ok());
+            const std::string cause = as_text(row[4]);
+            INFO("incident [" << a << ", " << b << ")");
+            CHECK(cause == detail::cause_text(*c, *p));
+            ++incidents;
+            throttled += cause.find("throttled") != std::string::npos ? 1U : 0U;
+            two_culprits += cause.find("% of the wait, ") != std::string::npos ? 1U : 0U;
+            windows.push_back({std::move(who), a, b});
+          }
+        }
+      }
+    }
+    // The histories have what the causes are made of.
+    CHECK(incidents >= 100);
+    CHECK(throttled >= 10);
+    CHECK(two_culprits >= 10);
+    // Every field, for all the incidents at once, and for random windows and victims (edges
+    // on and inside intervals, windows before, after and around the history).
+    check_same(db.get(), windows);
+    std::vector<detail::window_query> random;
+    std::uniform_int_distribution<std::int64_t> at(-20 * sec, (seconds + 20) * sec);
+    const std::vector<std::string> patterns = {
+        "",        "web",     "w*",        "cgroup:/s",   "cgroup:/t",
+        "pid:200", "tid:101", "comm:c?on", "cgroup:/s/*", "tid:999"};
+    for (int i = 0; i < 60; ++i) {
+      std::int64_t a = t0 + at(rng);
+      std::int64_t b = t0 + at(rng);
+      if (b < a) {
+        std::swap(a, b);
+      }
+      if (i % 2 == 0) { // on interval edges
+        a -= (a - t0) % sec;
+        b -= (b - t0) % sec;
+      }
+      detail::window_query q;
+      q.a = a;
+      q.b = b;
+      for (int j = 0; j < 1 + i % 2; ++j) {
+        auto v = detail::parse_victim(patterns[static_cast<std::size_t>(rng() % patterns.size())],
+                                      "blame");
+        REQUIRE(v.ok());
+        if (v->what != detail::victim::kind::all) {
+          q.who.push_back(*v);
+        }
+      }
+      random.push_back(std::move(q));
+    }
+    check_same(db.get(), random);
   }
 }
