@@ -527,6 +527,13 @@ TEST_CASE("spikes: each incident's cause is what blame and pressure of its windo
           q.who.push_back(*v);
         }
       }
+      if (i % 5 == 0) { // a cgroup alone, not its descendants (explain's pressure per cgroup)
+        detail::victim v;
+        v.what = detail::victim::kind::cgroup;
+        v.text = i % 10 == 0 ? "/s/web" : "/t";
+        v.descendants = false;
+        q.who = {v};
+      }
       random.push_back(std::move(q));
     }
     check_same(db.get(), random);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <sqlite3.h>
 #include <string>
 #include <tuple>
@@ -188,31 +189,33 @@ struct victim_row {
   std::int64_t excess_ns = 0;
 };
 
-struct pressure_cache {
-  sqlite3 *db;
-  period window, baseline;
-  std::map<std::string, std::pair<pressure_sum, pressure_sum>> by_cgroup;
-
-  result<const std::pair<pressure_sum, pressure_sum> *> of(const std::string &cgroup) {
-    auto it = by_cgroup.find(cgroup);
-    if (it != by_cgroup.end()) {
-      return &it->second;
-    }
+// The pressure of each victim cgroup (pressure_of of the cgroup alone) in the window and in the
+// baseline, all from one read of the two periods' rows (not two reads per cgroup).
+result<std::map<std::string, std::pair<pressure_sum, pressure_sum>>>
+pressure_by_cgroup(sqlite3 *db, const std::set<std::string> &cgroups, const period &window,
+                   const period &baseline) {
+  std::map<std::string, std::pair<pressure_sum, pressure_sum>> out;
+  std::vector<window_query> qs;
+  for (const auto &c : cgroups) {
     victim v;
     v.what = victim::kind::cgroup;
-    v.text = cgroup;
+    v.text = c;
     v.descendants = false;
-    auto w = pressure_of(db, {v}, window.a, window.b);
-    if (!w) {
-      return w.err();
-    }
-    auto b = pressure_of(db, {v}, baseline.a, baseline.b);
-    if (!b) {
-      return b.err();
-    }
-    return &by_cgroup.emplace(cgroup, std::make_pair(std::move(*w), std::move(*b))).first->second;
+    qs.push_back({{v}, window.a, window.b});
+    qs.push_back({{v}, baseline.a, baseline.b});
   }
-};
+  auto causes = causes_of(db, qs, false, true);
+  if (!causes) {
+    return causes.err();
+  }
+  std::size_t k = 0;
+  for (const auto &c : cgroups) {
+    out.emplace(
+        c, std::make_pair(std::move((*causes)[k].pressure), std::move((*causes)[k + 1].pressure)));
+    k += 2;
+  }
+  return out;
+}
 
 result<std::pair<std::int64_t, std::int64_t>> annotation_window(sqlite3 *db, sqlite3_value *v) {
   if (sqlite3_value_type(v) != SQLITE_INTEGER) {
@@ -367,7 +370,16 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   if (!mig_b) {
     return mig_b.err();
   }
-  pressure_cache pressures{db, *window, *baseline, {}};
+  std::set<std::string> victim_cgroups;
+  for (const auto &v : victims_ranked) {
+    if (!v.w->cgroup.empty()) {
+      victim_cgroups.insert(v.w->cgroup);
+    }
+  }
+  auto pressures = pressure_by_cgroup(db, victim_cgroups, *window, *baseline);
+  if (!pressures) {
+    return pressures.err();
+  }
 
   rows out;
   std::int64_t rank = 0;
@@ -423,12 +435,7 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     }
     // Throttling and pressure of its cgroup (and, for throttling, the ancestors).
     if (!t.cgroup.empty()) {
-      auto p = pressures.of(t.cgroup);
-      if (!p) {
-        return p.err();
-      }
-      const pressure_sum &pw = (*p)->first;
-      const pressure_sum &pb = (*p)->second;
+      const auto &[pw, pb] = pressures->at(t.cgroup);
       if (pw.throttled_ns && *pw.throttled_ns > 0) {
         const std::int64_t expected = pb.throttled_ns && pb.throttled_cgroup == pw.throttled_cgroup
                                           ? at_baseline_rate(*pb.throttled_ns)
