@@ -393,32 +393,47 @@ void write_random_history(writer &w, std::mt19937_64 &rng, int seconds) {
   }
 }
 
+void check_culprit(const detail::culprit_sum &x, const detail::culprit_sum &y) {
+  INFO("culprit " << y.comm << " " << y.pid.value_or(-1));
+  CHECK(x.kind == y.kind);
+  CHECK(x.pid == y.pid);
+  CHECK(x.comm == y.comm);
+  CHECK(x.cgroup == y.cgroup);
+  CHECK(x.wait_ns == y.wait_ns);
+  CHECK(x.waits == y.waits);
+  CHECK(x.preempts == y.preempts);
+  CHECK(x.approx_ns == y.approx_ns);
+}
+
 // The old path, one window at a time, against causes_of's one pass over all of them: every
-// culprit and pressure field equal.
+// culprit (in order; per thread too, as explain asks) and pressure field equal.
 void check_same(sqlite3 *db, const std::vector<detail::window_query> &qs) {
   auto all = detail::causes_of(db, qs, true, true);
   REQUIRE(all.ok());
   REQUIRE(all->size() == qs.size());
+  auto threads = detail::causes_of(db, qs, true, false, true);
+  REQUIRE(threads.ok());
+  REQUIRE(threads->size() == qs.size());
   for (std::size_t k = 0; k < qs.size(); ++k) {
     INFO("window " << k << " [" << qs[k].a << ", " << qs[k].b << ")");
     auto c = detail::blame_of(db, qs[k].who, qs[k].a, qs[k].b);
     auto p = detail::pressure_of(db, qs[k].who, qs[k].a, qs[k].b);
+    auto t = detail::blame_by_thread(db, qs[k].who, qs[k].a, qs[k].b);
     REQUIRE(c.ok());
     REQUIRE(p.ok());
+    REQUIRE(t.ok());
     const auto &got = (*all)[k];
     REQUIRE(got.culprits.size() == c->size());
+    CHECK(got.by_thread.empty());
     for (std::size_t i = 0; i < c->size(); ++i) {
-      const auto &x = got.culprits[i];
-      const auto &y = (*c)[i];
-      INFO("culprit " << i << ": " << y.comm << " " << y.pid.value_or(-1));
-      CHECK(x.kind == y.kind);
-      CHECK(x.pid == y.pid);
-      CHECK(x.comm == y.comm);
-      CHECK(x.cgroup == y.cgroup);
-      CHECK(x.wait_ns == y.wait_ns);
-      CHECK(x.waits == y.waits);
-      CHECK(x.preempts == y.preempts);
-      CHECK(x.approx_ns == y.approx_ns);
+      check_culprit(got.culprits[i], (*c)[i]);
+    }
+    const auto &per = (*threads)[k];
+    CHECK(per.culprits.empty());
+    REQUIRE(per.by_thread.size() == t->size());
+    for (std::size_t i = 0; i < t->size(); ++i) {
+      CHECK(per.by_thread[i].thread_id == (*t)[i].thread_id);
+      check_culprit(per.by_thread[i].culprit, (*t)[i].culprit);
     }
     CHECK(got.pressure.throttled_ns == p->throttled_ns);
     CHECK(got.pressure.throttled_cgroup == p->throttled_cgroup);

@@ -468,7 +468,7 @@ void for_each_common(const std::vector<std::uint32_t> &a, const std::vector<std:
 } // namespace
 
 result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
-                                             bool blame, bool pressure) {
+                                             bool blame, bool pressure, bool per_thread) {
   std::vector<window_causes> out(qs.size());
   blame = blame && has_table(db, "thread_blame");
   pressure = pressure && has_table(db, "cgroup_cpu");
@@ -602,7 +602,14 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
   std::map<culprit_group, std::uint32_t> group_index;
   std::vector<const culprit_group *> group_keys;
   std::unordered_map<std::int64_t, std::optional<std::uint32_t>> culprit_of; // culprit.id
-  std::vector<std::unordered_map<std::uint32_t, blame_sums>> sums(qs.size());
+  // Per window: (victim thread, 0 unless per_thread; culprit group) -> sums.
+  struct key_hash {
+    std::size_t operator()(const std::pair<std::int64_t, std::uint32_t> &k) const {
+      return std::hash<std::int64_t>()(k.first) * 31 + k.second;
+    }
+  };
+  std::vector<std::unordered_map<std::pair<std::int64_t, std::uint32_t>, blame_sums, key_hash>>
+      sums(qs.size());
   std::vector<std::set<std::uint32_t>> victim_cgroups(qs.size());
   stmt_ptr blame_st, culprit_st, hist_st;
   if (blame) {
@@ -658,7 +665,8 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       sqlite3_bind_int64(s, 1, (*ivs)[j].id);
       int rc = 0;
       while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        auto t = thread_of(sqlite3_column_int64(s, 0));
+        const std::int64_t thread = sqlite3_column_int64(s, 0);
+        auto t = thread_of(thread);
         if (!t) {
           return t.err();
         }
@@ -679,7 +687,7 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
         const std::int64_t approx = sqlite3_column_int64(s, 5);
         bool ok = true;
         for_each_common((*t)->windows, ov, [&](std::uint32_t k) {
-          blame_sums &b = sums[k][**g];
+          blame_sums &b = sums[k][{per_thread ? thread : 0, **g}];
           ok = ok && add_to(b.wait_ns, wait) && add_to(b.waits, waits) &&
                add_to(b.preempts, preempts) && (!has_approx || add_to(b.approx_ns, approx));
           b.approx = b.approx || has_approx;
@@ -713,17 +721,19 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       }
     }
   }
-  // The culprits of each window as blame_of sorts them: by group, then by wait and preemptions.
+  // The culprits of each window as blame_rows hands them back (by thread and group), and as
+  // blame_of sorts them: by wait and preemptions after that.
   for (std::size_t k = 0; k < qs.size() && blame; ++k) {
-    std::vector<std::pair<std::uint32_t, blame_sums>> list(sums[k].begin(), sums[k].end());
+    std::vector<std::pair<std::pair<std::int64_t, std::uint32_t>, blame_sums>> list(sums[k].begin(),
+                                                                                    sums[k].end());
     sums[k].clear();
     std::sort(list.begin(), list.end(), [&](const auto &x, const auto &y) {
-      return *group_keys[x.first] < *group_keys[y.first];
+      return x.first.first != y.first.first
+                 ? x.first.first < y.first.first
+                 : *group_keys[x.first.second] < *group_keys[y.first.second];
     });
-    auto &culprits = out[k].culprits;
-    culprits.reserve(list.size());
-    for (const auto &[g, b] : list) {
-      const auto &[kind, pid, comm, cgroup] = *group_keys[g];
+    for (const auto &[tk, b] : list) {
+      const auto &[kind, pid, comm, cgroup] = *group_keys[tk.second];
       culprit_sum c;
       c.kind = kind;
       if (kind == 0 && pid != 0) { // CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END
@@ -739,12 +749,17 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       if (b.approx) {
         c.approx_ns = b.approx_ns;
       }
-      culprits.push_back(std::move(c));
+      if (per_thread) {
+        out[k].by_thread.push_back({tk.first, std::move(c)});
+      } else {
+        out[k].culprits.push_back(std::move(c));
+      }
     }
-    std::stable_sort(
-        culprits.begin(), culprits.end(), [](const culprit_sum &x, const culprit_sum &y) {
-          return x.wait_ns != y.wait_ns ? x.wait_ns > y.wait_ns : x.preempts > y.preempts;
-        });
+    std::stable_sort(out[k].culprits.begin(), out[k].culprits.end(),
+                     [](const culprit_sum &x, const culprit_sum &y) {
+                       return x.wait_ns != y.wait_ns ? x.wait_ns > y.wait_ns
+                                                     : x.preempts > y.preempts;
+                     });
   }
   if (!pressure) {
     return out;

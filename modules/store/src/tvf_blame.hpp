@@ -104,17 +104,19 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
 // every victim cgroup's pressure): the same answers, from one read of the blame, sched_delay
 // and cgroup_cpu rows of the intervals overlapping any of the windows instead of one read per
 // window (an hour's incidents overlap, and each re-read every row of its window). `blame` or
-// `pressure` false leaves that part empty.
+// `pressure` false leaves that part empty; `per_thread` gives blame_by_thread's rows instead of
+// blame_of's.
 struct window_query {
   victims who;
   std::int64_t a = 0, b = 0;
 };
 struct window_causes {
-  std::vector<culprit_sum> culprits; // blame_of(who, a, b)
-  pressure_sum pressure;             // pressure_of(who, a, b)
+  std::vector<culprit_sum> culprits;     // blame_of(who, a, b)
+  std::vector<thread_culprit> by_thread; // per_thread: blame_by_thread(who, a, b)
+  pressure_sum pressure;                 // pressure_of(who, a, b)
 };
 result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
-                                             bool blame, bool pressure);
+                                             bool blame, bool pressure, bool per_thread = false);
 
 // One line naming a likely cause: "hog[4242] 91% of the wait, <idle> 5%; throttled 1.20 s
 // (/app); CPU pressure 35%". A culprit process is named comm[pid] (two processes of one name

@@ -338,20 +338,18 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
               return x.excess_ns != y.excess_ns ? x.excess_ns > y.excess_ns : x.w->tid < y.w->tid;
             });
   // The evidence, per thread.
-  auto blame_w = blame_by_thread(db, vs, window->a, window->b);
-  if (!blame_w) {
-    return blame_w.err();
-  }
-  auto blame_b = blame_by_thread(db, vs, baseline->a, baseline->b);
-  if (!blame_b) {
-    return blame_b.err();
+  // blame_by_thread of the window and of the baseline, from one read of both.
+  auto blame = causes_of(db, {{vs, window->a, window->b}, {vs, baseline->a, baseline->b}}, true,
+                         false, true);
+  if (!blame) {
+    return blame.err();
   }
   std::unordered_map<std::int64_t, std::vector<const culprit_sum *>> culprits_w;
-  for (const auto &tc : *blame_w) {
+  for (const auto &tc : (*blame)[0].by_thread) {
     culprits_w[tc.thread_id].push_back(&tc.culprit);
   }
   std::map<std::pair<std::int64_t, culprit_key>, std::int64_t> wait_b;
-  for (const auto &tc : *blame_b) {
+  for (const auto &tc : (*blame)[1].by_thread) {
     wait_b[{tc.thread_id, key_of(tc.culprit)}] += tc.culprit.wait_ns;
   }
   auto inverted = inverted_waits(db, vs, window->a, window->b);
