@@ -447,24 +447,6 @@ private:
   std::vector<std::string> texts_;
 };
 
-// Calls f(k) for every k both in `a` and in `b` (each ascending).
-template <typename F>
-void for_each_common(const std::vector<std::uint32_t> &a, const std::vector<std::uint32_t> &b,
-                     F &&f) {
-  const auto &small = a.size() <= b.size() ? a : b;
-  const auto &large = a.size() <= b.size() ? b : a;
-  auto from = large.begin();
-  for (const std::uint32_t k : small) {
-    from = std::lower_bound(from, large.end(), k);
-    if (from == large.end()) {
-      return;
-    }
-    if (*from == k) {
-      f(k);
-    }
-  }
-}
-
 } // namespace
 
 result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
@@ -524,9 +506,9 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
   };
   struct victim_group {
     std::vector<check> checks;
-    std::vector<std::uint32_t> windows;
   };
   std::vector<victim_group> groups;
+  std::vector<std::uint32_t> group_of_window(qs.size());
   {
     std::map<std::vector<std::tuple<int, std::string, std::int64_t, bool, bool>>, std::size_t>
         group_of;
@@ -543,7 +525,7 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
         }
         groups.push_back(std::move(g));
       }
-      groups[it->second].windows.push_back(static_cast<std::uint32_t>(k));
+      group_of_window[k] = static_cast<std::uint32_t>(it->second);
     }
   }
   std::string ident_sql = "SELECT t.tid, t.pid, t.comm, t.cgroup";
@@ -558,11 +540,11 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
   for (std::size_t i = 0; i < by_sql.size(); ++i) {
     by_sql[i].bind(ident_st->get(), static_cast<int>(i) + 2);
   }
-  // Per thread (thread.id), looked up once: its identity and the windows whose victim it is.
+  // Per thread (thread.id), looked up once: its identity and the victim groups it is in.
   struct thread_entry {
     thread_ident ident;
-    std::uint32_t cgroup = 0; // interned
-    std::vector<std::uint32_t> windows;
+    std::uint32_t cgroup = 0;          // interned
+    std::vector<std::uint32_t> groups; // ascending
   };
   interned paths;
   std::unordered_map<std::int64_t, thread_entry> threads;
@@ -585,16 +567,15 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
     e.ident = {true, sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1), column_text(s, 2),
                column_text(s, 3)};
     e.cgroup = paths.of(e.ident.cgroup);
-    for (const auto &g : groups) {
-      const bool match = std::all_of(g.checks.begin(), g.checks.end(), [&](const check &c) {
-        return c.v != nullptr ? plain_match(*c.v, e.ident)
-                              : sqlite3_column_int64(s, static_cast<int>(c.sql) + 4) != 0;
-      });
-      if (match) {
-        e.windows.insert(e.windows.end(), g.windows.begin(), g.windows.end());
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const auto &checks = groups[gi].checks;
+      if (std::all_of(checks.begin(), checks.end(), [&](const check &c) {
+            return c.v != nullptr ? plain_match(*c.v, e.ident)
+                                  : sqlite3_column_int64(s, static_cast<int>(c.sql) + 4) != 0;
+          })) {
+        e.groups.push_back(static_cast<std::uint32_t>(gi));
       }
     }
-    std::sort(e.windows.begin(), e.windows.end());
     return &e;
   };
   // The blame rows, per window and culprit group; the victims' cgroups (those of their threads
@@ -654,23 +635,47 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
     }
     return it->second;
   };
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> ovg; // (group, window), ascending
+  // The windows of interval j whose victim thread `t` is: those of its groups.
+  const auto windows_of = [&](const thread_entry &t, std::vector<std::uint32_t> &hits) {
+    hits.clear();
+    for (const std::uint32_t g : t.groups) {
+      auto it = std::lower_bound(ovg.begin(), ovg.end(), std::make_pair(g, std::uint32_t{0}));
+      for (; it != ovg.end() && it->first == g; ++it) {
+        hits.push_back(it->second);
+      }
+    }
+  };
+  std::vector<std::uint32_t> hits;
   for (std::size_t j = 0; j < ivs->size(); ++j) {
     const auto &ov = over[j];
     if (ov.empty()) {
       continue;
     }
+    ovg.clear();
+    for (const std::uint32_t k : ov) {
+      ovg.emplace_back(group_of_window[k], k);
+    }
+    std::sort(ovg.begin(), ovg.end());
     if (blame) {
       sqlite3_stmt *s = blame_st.get();
       sqlite3_reset(s);
       sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+      // The rows come by thread (the primary key): the windows of a thread's rows found once.
+      std::optional<std::int64_t> last;
+      hits.clear();
       int rc = 0;
       while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         const std::int64_t thread = sqlite3_column_int64(s, 0);
-        auto t = thread_of(thread);
-        if (!t) {
-          return t.err();
+        if (last != thread) {
+          last = thread;
+          auto t = thread_of(thread);
+          if (!t) {
+            return t.err();
+          }
+          windows_of(**t, hits);
         }
-        if ((*t)->windows.empty()) {
+        if (hits.empty()) {
           continue;
         }
         auto g = culprit_group_of(sqlite3_column_int64(s, 1));
@@ -686,12 +691,12 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
         const bool has_approx = sqlite3_column_type(s, 5) != SQLITE_NULL;
         const std::int64_t approx = sqlite3_column_int64(s, 5);
         bool ok = true;
-        for_each_common((*t)->windows, ov, [&](std::uint32_t k) {
+        for (const std::uint32_t k : hits) {
           blame_sums &b = sums[k][{per_thread ? thread : 0, **g}];
           ok = ok && add_to(b.wait_ns, wait) && add_to(b.waits, waits) &&
                add_to(b.preempts, preempts) && (!has_approx || add_to(b.approx_ns, approx));
           b.approx = b.approx || has_approx;
-        });
+        }
         if (!ok) {
           return make_error("integer overflow");
         }
@@ -710,11 +715,13 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
         if (!t) {
           return t.err();
         }
-        if ((*t)->windows.empty() || (*t)->ident.cgroup.empty()) {
+        if ((*t)->groups.empty() || (*t)->ident.cgroup.empty()) {
           continue;
         }
-        for_each_common((*t)->windows, ov,
-                        [&](std::uint32_t k) { victim_cgroups[k].insert((*t)->cgroup); });
+        windows_of(**t, hits);
+        for (const std::uint32_t k : hits) {
+          victim_cgroups[k].insert((*t)->cgroup);
+        }
       }
       if (rc != SQLITE_DONE) {
         return make_error(sqlite3_errmsg(db));
