@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <random>
 #include <variant>
-#include <random>
 
 using namespace store_test;
 using rsched::store::blame_row;
@@ -274,6 +273,9 @@ TEST_CASE_METHOD(new_db, "spikes: the per-interval summaries give the same rows 
     INFO(calls[i]);
     CHECK(with[i] == without[i]);
     CHECK(mixed[i] == without[i]);
+  }
+}
+
 namespace {
 
 namespace detail = rsched::store::detail;
