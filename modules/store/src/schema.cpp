@@ -711,13 +711,15 @@ constexpr const char *upgrade_v10_to_v11_tables =
 // Schema v11 -> v12 (issue 32): the raw tier's per-interval summary of sched_delay for
 // spikes() (rsched/store/hist_summary.hpp): each thread's and comm's p99 and samples, so a day
 // is read without decoding its histograms. Intervals written before have none (spikes() reads
-// their histograms).
+// their histograms). A rowid table, as thread_hist_pack: a blob of a few KB fits its leaf page,
+// where a WITHOUT ROWID row spills all past ~1 KB to an overflow page of its own (2.8 GB
+// instead of 2.4 GB for a day of 200 threads).
 constexpr const char *upgrade_v11_to_v12 = R"sql(CREATE TABLE hist_summary(
   interval_id INTEGER NOT NULL,
   metric      INTEGER NOT NULL,
   data        BLOB NOT NULL, -- hist_summary.hpp format, version byte first
   PRIMARY KEY(interval_id, metric)
-) WITHOUT ROWID;
+);
 )sql";
 
 // The per-CPU views that schema v9 recreates with `llc` and `node` after `tier`: the CPU

@@ -41,6 +41,13 @@ struct host_source {
 // Per-connection settings of the functions; owned by the reader, stable address.
 struct fn_context {
   timefmt::zone zone = timefmt::zone::local();
+  // The columns of the running table function that its statement reads (bit i: column i of
+  // its definition; all set when not known): a body may leave an unread column NULL and skip
+  // the work behind it (spikes' causes). Set by the virtual table before each run.
+  std::uint64_t cols_used = ~std::uint64_t{0};
+  [[nodiscard]] bool wants(std::size_t column) const {
+    return column >= 64 || (cols_used >> column & 1U) != 0;
+  }
   std::optional<std::int64_t> fixed_now; // tests and reproducible examples
   // The last window asked of during()/around() ([start, end) UTC ns), for the shell's coverage
   // note; taken (and cleared) by reader::take_window.

@@ -735,6 +735,9 @@ std::string top_text(const std::vector<std::pair<value, double>> &ranked) {
 } // namespace
 
 result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  // Columns 5 (top_comms) and 8 (cause) read the incidents' rows again: only when asked for.
+  const bool want_top = ctx.wants(5);
+  const bool want_cause = ctx.wants(8);
   auto m = metric_of(db, args[0], "spikes");
   if (!m) {
     return m.err();
@@ -894,6 +897,10 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     }
   }
   std::vector<std::map<value, double>> contrib(incidents.size());
+  if (!want_top) {
+    needs.clear(); // top_comms is not read: left NULL, its histograms not read again
+    thread_needs.clear();
+  }
   if (auto r = add_above(db, *m, key_col, vs, all, ivs, needs, contrib); !r) {
     return r.err();
   }
@@ -941,7 +948,9 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     }
     windows[ri] = {std::move(who), ivs[run.first].start, ivs[run.last].end()};
   }
-  auto causes = causes_of(db, windows, any_blame, any_pressure);
+  // cause not read: left NULL, the blame and pressure rows not read.
+  auto causes = want_cause ? causes_of(db, windows, any_blame, any_pressure)
+                           : result<std::vector<window_causes>>(std::vector<window_causes>{});
   if (!causes) {
     return causes.err();
   }
@@ -971,8 +980,9 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
         {first.start,
          key,
          {first.start, last.end() - first.start, last.end(), static_cast<std::int64_t>(run.peak),
-          ivs[run.peak_at].start, top_text(ranked), static_cast<std::int64_t>(run.threshold),
-          std::move(victim_v), cause_text((*causes)[ri].culprits, (*causes)[ri].pressure),
+          ivs[run.peak_at].start, want_top ? value{top_text(ranked)} : value{},
+          static_cast<std::int64_t>(run.threshold), std::move(victim_v),
+          want_cause ? value{cause_text((*causes)[ri].culprits, (*causes)[ri].pressure)} : value{},
           std::move(tid),
           per_thread ? value{static_cast<std::int64_t>(incidents[ri].threads.size())} : value{}}});
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <sqlite3.h>
@@ -124,6 +125,31 @@ int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
     mask |= 1 << a;
   }
   info->idxNum = mask;
+  // The definition's columns the statement reads (an alias reads its column), for the body
+  // (fn_context::cols_used), as hex in idxStr. colUsed's bit 63 stands for every column past
+  // 62: all of those count as read.
+  std::uint64_t used = 0;
+  const auto ncols = v->def->columns.size();
+  const auto first_alias = static_cast<std::size_t>(ncol) + static_cast<std::size_t>(nargs);
+  const auto read = [&](std::size_t col) {
+    return col >= 63 ? (info->colUsed >> 63 & 1U) != 0 : (info->colUsed >> col & 1U) != 0;
+  };
+  for (std::size_t i = 0; i < ncols; ++i) {
+    if (i >= 64 || read(static_cast<std::size_t>(v->lead) + i)) {
+      used |= i >= 64 ? 0 : std::uint64_t{1} << i;
+    }
+  }
+  for (std::size_t a = 0; a < v->def->aliases.size(); ++a) {
+    const std::size_t target = v->def->aliases[a].column;
+    if (read(first_alias + a) && target < 64) {
+      used |= std::uint64_t{1} << target;
+    }
+  }
+  if (ncols > 63) {
+    used = ~std::uint64_t{0};
+  }
+  info->idxStr = sqlite3_mprintf("%llx", static_cast<unsigned long long>(used));
+  info->needToFreeIdxStr = 1;
   const int need = (1 << v->def->required) - 1;
   // Missing required arguments: allowed (xFilter reports them) but made the worst plan.
   info->estimatedCost = (mask & need) == need ? 10.0 : 1e12;
@@ -155,6 +181,7 @@ result<rows> run_on_hosts(const tvf &def, const args_t &args) {
   for (const host_source &h : ctx.hosts) {
     fn_context &hc = *h.ctx;
     hc.zone = ctx.zone;
+    hc.cols_used = ctx.cols_used;
     hc.fixed_now = ctx.fixed_now;
     hc.annotation_margin_ns = ctx.annotation_margin_ns;
     hc.last_window.reset();
@@ -176,11 +203,11 @@ result<rows> run_on_hosts(const tvf &def, const args_t &args) {
   return def.merge(runs);
 }
 
-int x_filter(sqlite3_vtab_cursor *base, int mask, const char * /*idx*/, int argc,
-             sqlite3_value **argv) {
+int x_filter(sqlite3_vtab_cursor *base, int mask, const char *idx, int argc, sqlite3_value **argv) {
   auto *c = static_cast<cursor *>(base);
   auto *v = static_cast<vtab *>(base->pVtab);
   const tvf &def = *v->def;
+  def.ctx->cols_used = idx != nullptr ? std::strtoull(idx, nullptr, 16) : ~std::uint64_t{0};
   args_t args(def.args.size(), nullptr);
   int k = 0;
   for (std::size_t a = 0; a < def.args.size() && k < argc; ++a) {
