@@ -420,13 +420,24 @@ private:
   void remember(std::uint64_t p99) {
     if (history_.size() < baseline_intervals) {
       history_.push_back(p99);
-    } else {
-      const std::uint64_t gone = history_[oldest_];
-      sorted_.erase(std::lower_bound(sorted_.begin(), sorted_.end(), gone));
-      history_[oldest_] = p99;
-      oldest_ = (oldest_ + 1) % baseline_intervals;
+      sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), p99), p99);
+      return;
     }
-    sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), p99), p99);
+    const std::uint64_t gone = history_[oldest_];
+    history_[oldest_] = p99;
+    oldest_ = (oldest_ + 1) % baseline_intervals;
+    // The value that leaves replaced by the one that comes, the ones between shifted by one
+    // place (one move, not an erase and an insert).
+    auto out = std::lower_bound(sorted_.begin(), sorted_.end(), gone);
+    if (p99 >= gone) {
+      auto in = std::upper_bound(out, sorted_.end(), p99);
+      std::move(out + 1, in, out);
+      *(in - 1) = p99;
+    } else {
+      auto in = std::upper_bound(sorted_.begin(), out, p99);
+      std::move_backward(in, out, out + 1);
+      *in = p99;
+    }
   }
   void hold(std::size_t at, std::uint64_t p99, bool shown) {
     last_ = at;
@@ -516,6 +527,31 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
   if (!rows_of) {
     return rows_of.err();
   }
+  // Per thread id: its key (comm) and whether it is one of the victims, and where its series
+  // and its comm's series (as the first thread of the comm in an interval) are fed, looked up
+  // once (a day is tens of millions of entries of a few thousand threads; std::map and
+  // std::unordered_map nodes stay where they are).
+  struct thread_ref {
+    const value *key = nullptr;
+    bool victim = false;
+    std::pair<value, std::vector<spike_run>> *slot = nullptr;
+    incident_finder *finder = nullptr;
+    incident_finder *key_finder = nullptr;
+    std::vector<spike_run> *key_runs = nullptr;
+  };
+  std::unordered_map<std::int64_t, thread_ref> refs;
+  const auto ref_of = [&](std::int64_t thread) -> result<thread_ref *> {
+    auto [it, fresh] = refs.try_emplace(thread);
+    if (fresh) {
+      auto tk = keys->of(thread);
+      if (!tk) {
+        return tk.err();
+      }
+      it->second.victim = (*tk)->has_value();
+      it->second.key = it->second.victim ? &***tk : nullptr;
+    }
+    return &it->second;
+  };
   sqlite3_stmt *s = st->get();
   sqlite3_bind_int64(s, 1, a);
   sqlite3_bind_int64(s, 2, b);
@@ -565,11 +601,11 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
       return make_error(fmt::format("interval {}: stored {}", iv.id, sum.err().msg));
     }
     for (const auto &e : sum->threads) {
-      auto tk = keys->of(e.thread_id);
-      if (!tk) {
-        return tk.err();
+      auto ref = ref_of(e.thread_id);
+      if (!ref) {
+        return ref.err();
       }
-      if (!**tk) {
+      if (!(*ref)->victim) {
         continue;
       }
       if (!shown) {
@@ -577,10 +613,14 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
         shown = true;
       }
       if (per_thread) {
-        auto &slot = out.by_thread[e.thread_id];
-        slot.first = ***tk;
+        thread_ref &t = **ref;
+        if (t.slot == nullptr) {
+          t.slot = &out.by_thread[e.thread_id];
+          t.slot->first = *t.key;
+          t.finder = &thread_finders[e.thread_id];
+        }
         if (e.samples > 0) {
-          feed_p99(thread_finders[e.thread_id], e.p99, e.samples, slot.second);
+          feed_p99(*t.finder, e.p99, e.samples, t.slot->second);
         }
       }
     }
@@ -594,14 +634,19 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
       continue;
     }
     for (const auto &c : sum->comms) {
-      auto tk = keys->of(c.thread_id);
-      if (!tk) {
-        return tk.err();
+      auto ref = ref_of(c.thread_id);
+      if (!ref) {
+        return ref.err();
       }
-      if (!**tk || c.samples == 0) {
+      thread_ref &t = **ref;
+      if (!t.victim || c.samples == 0) {
         continue;
       }
-      feed_p99(key_finders[***tk], c.p99, c.samples, out.by_key[***tk]);
+      if (t.key_runs == nullptr) {
+        t.key_finder = &key_finders[*t.key];
+        t.key_runs = &out.by_key[*t.key];
+      }
+      feed_p99(*t.key_finder, c.p99, c.samples, *t.key_runs);
     }
   }
   if (rc != SQLITE_DONE) {
@@ -878,10 +923,10 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   const bool any_pressure = recorded_in(db, "cgroup_cpu", from, w->second);
   // Which comms (CPUs for a CPU metric) had the samples above the threshold: the intervals of
   // the incidents read again, each once (the scan kept no rows); a thread's incident counts its
-  // own rows (by thread.id), a series' those of its key.
+  // own rows (by thread.id), a series' those of its key. Not when top_comms is not read (NULL).
   std::map<std::size_t, std::vector<run_need>> needs;
   std::map<std::size_t, std::vector<run_need>> thread_needs;
-  for (std::size_t i = 0; i < incidents.size(); ++i) {
+  for (std::size_t i = 0; want_top && i < incidents.size(); ++i) {
     const auto &in = incidents[i];
     for (std::size_t j = in.run.first; j <= in.run.last; ++j) {
       if (alone(in)) {
@@ -897,10 +942,6 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     }
   }
   std::vector<std::map<value, double>> contrib(incidents.size());
-  if (!want_top) {
-    needs.clear(); // top_comms is not read: left NULL, its histograms not read again
-    thread_needs.clear();
-  }
   if (auto r = add_above(db, *m, key_col, vs, all, ivs, needs, contrib); !r) {
     return r.err();
   }
