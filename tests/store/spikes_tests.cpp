@@ -573,3 +573,44 @@ TEST_CASE("spikes: each incident's cause is what blame and pressure of its windo
     check_same(db.get(), random);
   }
 }
+
+TEST_CASE("a real version 11 database is read as it is and upgraded: hist_summary, and the same "
+          "spikes",
+          "[store][spikes]") {
+  // tests/store/data/v11.db: v10.db upgraded by the schema 11 rschedd (commit 1fb1a0f), which
+  // recorded 3 s of this machine into it with -g latency,migration,blame.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  copy_fixture("v11.db", path);
+  const std::string q = "SELECT * FROM spikes('sched_delay', '1us', NULL, NULL, NULL, 'comm')";
+  const std::string q_tid = "SELECT * FROM spikes('sched_delay', '1us')";
+  std::vector<std::vector<value>> before, before_tid;
+  std::int64_t next = 0;
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "PRAGMA user_version") == 11);
+    CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE name = 'hist_summary'") == 0);
+    before = run(r, q).rows;
+    before_tid = run(r, q_tid).rows;
+    REQUIRE_FALSE(before.empty());
+    REQUIRE_FALSE(before_tid.empty());
+    next = scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
+  }
+  {
+    auto w = open_writer(path);
+    write_ok(w,
+             make_interval(next, {make_thread(7, "fresh",
+                                              std::vector<std::uint64_t>(
+                                                  12, 2'000'000))})); // 12 samples: min_samples 10
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+  // Only the new interval has a summary; the old ones are read from their rows.
+  CHECK(scalar_int(r, "SELECT count(*) FROM hist_summary") == 1);
+  const std::string old = " WHERE ts < " + std::to_string(next);
+  CHECK(run(r, q + old).rows == before);
+  CHECK(run(r, q_tid + old).rows == before_tid);
+  CHECK(scalar_int(r, "SELECT count(*) FROM spikes('sched_delay', '1us') WHERE victim = 'fresh'") ==
+        1);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}

@@ -921,6 +921,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 10) {
     return db_state::version10;
   }
+  if (*ver == 11) {
+    return db_state::version11;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -993,6 +996,8 @@ int version_of(db_state s) {
     return 9;
   case db_state::version10:
     return 10;
+  case db_state::version11:
+    return 11;
   case db_state::current:
     break;
   }

@@ -27,6 +27,7 @@ enum class db_state {
   version8,  // schema version 8 (no topology, no sched_ext): readable; upgraded
   version9,  // schema version 9 (raw intervals written late into a rollup unmarked): upgraded
   version10, // schema version 10 (blame without approx_ns): upgraded
+  version11, // schema version 11 (no hist_summary): upgraded
   current,   // an rsched database of schema_version
 };
 
