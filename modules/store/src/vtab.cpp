@@ -128,25 +128,24 @@ int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   // The definition's columns the statement reads (an alias reads its column), for the body
   // (fn_context::cols_used), as hex in idxStr. colUsed's bit 63 stands for every column past
   // 62: all of those count as read.
-  std::uint64_t used = 0;
   const auto ncols = v->def->columns.size();
   const auto first_alias = static_cast<std::size_t>(ncol) + static_cast<std::size_t>(nargs);
   const auto read = [&](std::size_t col) {
-    return col >= 63 ? (info->colUsed >> 63 & 1U) != 0 : (info->colUsed >> col & 1U) != 0;
+    return (info->colUsed >> (col >= 63 ? 63 : col) & 1U) != 0;
   };
-  for (std::size_t i = 0; i < ncols; ++i) {
-    if (i >= 64 || read(static_cast<std::size_t>(v->lead) + i)) {
-      used |= i >= 64 ? 0 : std::uint64_t{1} << i;
+  std::uint64_t used = ~std::uint64_t{0};
+  if (ncols <= 63) {
+    used = 0;
+    for (std::size_t i = 0; i < ncols; ++i) {
+      if (read(static_cast<std::size_t>(v->lead) + i)) {
+        used |= std::uint64_t{1} << i;
+      }
     }
-  }
-  for (std::size_t a = 0; a < v->def->aliases.size(); ++a) {
-    const std::size_t target = v->def->aliases[a].column;
-    if (read(first_alias + a) && target < 64) {
-      used |= std::uint64_t{1} << target;
+    for (std::size_t a = 0; a < v->def->aliases.size(); ++a) {
+      if (read(first_alias + a)) {
+        used |= std::uint64_t{1} << v->def->aliases[a].column;
+      }
     }
-  }
-  if (ncols > 63) {
-    used = ~std::uint64_t{0};
   }
   info->idxStr = sqlite3_mprintf("%llx", static_cast<unsigned long long>(used));
   info->needToFreeIdxStr = 1;
