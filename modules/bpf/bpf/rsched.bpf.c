@@ -1183,7 +1183,7 @@ static __noinline void epoch_turn(struct rsched_runners *r, __u64 n, __u64 ts, b
 	if (!r->cur.seq1 || r->cur.seq1 != n + 1)
 		goto open; /* never opened (recording began inside it) */
 	r->cur.filled = fill;
-	/* Its runs' times, from the ring (all still there: the ring holds two epochs). */
+	/* Its runs' times, from the ring (all still there: it holds 8 epochs' runs). */
 	if (fill)
 		rsched_epoch_fill(r, n * RSCHED_BLAME_EPOCH_RUNS, ts);
 	r->cur.end = ts;
