@@ -884,3 +884,56 @@ TEST_CASE("spikes names a tid victim as the thread; the cause's CPU pressure is 
   REQUIRE(c.rows.size() == 1);
   CHECK(as_text(c.rows[0][0]) == "svc");
 }
+
+TEST_CASE("blame: each culprit process's own CPU time and its cgroup's usage over the window",
+          "[store][blame]") {
+  // Three 10-s intervals. 'web' waits behind hog[77] (threads 77 and 771), hog[79] (another
+  // process of that name, same cgroup) and cc[78]. The hogs' threads record time slices
+  // (voluntary + involuntary); cc records none; /batch its usage, /build an unknown one.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  const auto sliced = [](std::uint32_t tid, std::uint32_t pid, std::uint64_t vol,
+                         std::uint64_t invol) {
+    auto t = make_thread(tid, "hog", {}, {}, "/batch");
+    t.pid = pid;
+    t.m[metric::slice_voluntary] = value_of(layout::latency, {vol});
+    t.m[metric::slice_involuntary] = value_of(layout::latency, {invol});
+    return t;
+  };
+  {
+    auto w = open_writer(path);
+    w.set_retention(forever());
+    for (int k = 0; k < 3; ++k) {
+      auto web = make_thread(5, "web", {1'000'000}, {}, "/app");
+      web.blame = {culprit(77, "hog", "/batch", 3'000'000, 1),
+                   culprit(79, "hog", "/batch", 2'000'000, 1),
+                   culprit(78, "cc", "/build", 1'000'000, 1)};
+      auto iv = make_interval(t0 + k * 10 * sec,
+                              {web, sliced(77, 77, 1'000'000, 2'000'000),
+                               sliced(771, 77, 500'000, 0), sliced(79, 79, 4'000'000, 0)});
+      iv.cgroup_cpu = {{"/batch", std::nullopt, std::nullopt, 10'000'000, std::nullopt,
+                        std::nullopt, std::nullopt},
+                       {"/build", std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+                        std::nullopt, std::nullopt}};
+      write_ok(w, iv);
+    }
+  }
+  auto r = open_reader(path);
+  auto b =
+      run(r, "SELECT by_pid, by_comm, cpu_ns, cgroup_cpu_ns FROM blame('web') ORDER BY by_pid");
+  REQUIRE(b.rows.size() == 3);
+  CHECK(as_int(b.rows[0][0]) == 77);
+  CHECK(as_int(b.rows[0][2]) == 3 * 3'500'000); // both of its threads, both halves
+  CHECK(as_int(b.rows[0][3]) == 3 * 10'000'000);
+  CHECK(as_int(b.rows[1][0]) == 78);
+  CHECK(is_null(b.rows[1][2])); // no time slices recorded
+  CHECK(is_null(b.rows[1][3])); // usage unknown
+  CHECK(as_int(b.rows[2][0]) == 79);
+  CHECK(as_int(b.rows[2][2]) == 3 * 4'000'000); // its own process only
+  CHECK(as_int(b.rows[2][3]) == 3 * 10'000'000);
+  // A window of one interval: that interval's.
+  auto one = run(r, "SELECT cpu_ns FROM blame('web', " + std::to_string(t0 + 10 * sec) + ", " +
+                        std::to_string(t0 + 20 * sec) + ") WHERE by_pid = 77");
+  REQUIRE(one.rows.size() == 1);
+  CHECK(as_int(one.rows[0][0]) == 3'500'000);
+}

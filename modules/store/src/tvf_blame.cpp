@@ -924,45 +924,74 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     return make_error("blame: this database has no blame tables (recorded before schema 5; "
                       "rschedd -g blame records them)");
   }
-  auto culprits = blame_of(db, {*v}, w->first, w->second);
-  if (!culprits) {
-    return culprits.err();
+  // The victims' blame and pressure from one read of the window's rows (causes_of: the same
+  // answers as blame_of and pressure_of).
+  auto causes = causes_of(db, {window_query{{*v}, w->first, w->second}}, true, true);
+  if (!causes) {
+    return causes.err();
   }
-  auto p = pressure_of(db, {*v}, w->first, w->second);
-  if (!p) {
-    return p.err();
-  }
+  const std::vector<culprit_sum> *culprits = &causes->front().culprits;
+  const pressure_sum *p = &causes->front().pressure;
   std::int64_t total = 0;
   for (const auto &c : *culprits) {
     total += c.wait_ns;
   }
   // The culprits' own CPU time: their threads' time slices (slice group), per process on raw
-  // rows and per (comm, cgroup) on rollups; and their cgroup's CPU usage (pressure group).
-  const bool slices = has_table(db, "thread_hist");
-  auto cpu_st = prepare_stmt(
-      db,
-      fmt::format("SELECT sum(h.total) FROM {} AS i CROSS JOIN thread_hist AS h ON "
-                  "h.interval_id = i.id AND h.metric IN (3, 4) CROSS JOIN thread AS t ON t.id = "
-                  "h.thread_id WHERE {} AND "
-                  "t.comm = ?3 AND t.cgroup = ?4 AND (?5 IS NULL OR t.pid = ?5)",
-                  timeline(db), overlaps(db, "i", w->first)));
-  if (!cpu_st) {
-    return cpu_st.err();
-  }
-  auto usage_st = has_table(db, "cgroup_cpu")
-                      ? prepare_stmt(db, fmt::format("SELECT sum(p.usage_ns) FROM {} AS i CROSS "
-                                                     "JOIN cgroup_cpu AS p ON p.interval_id = "
-                                                     "i.id JOIN cgroup AS g ON g.id = "
-                                                     "p.cgroup_id WHERE {} AND g.path = ?3",
-                                                     timeline(db), overlaps(db, "i", w->first)))
-                      : result<stmt_ptr>(make_error("no cgroup_cpu"));
-  const auto opt_int = [](sqlite3_stmt *s) {
-    value out_v;
-    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL) {
-      out_v = std::int64_t{sqlite3_column_int64(s, 0)};
+  // rows and per (comm, cgroup) on rollups; and their cgroup's CPU usage (pressure group). Each
+  // summed once per (comm, cgroup, pid) and per cgroup over the window, not once per culprit
+  // (each of those re-read all the window's rows).
+  struct cpu_key {
+    std::string comm, cgroup;
+    std::int64_t pid;
+    bool operator<(const cpu_key &o) const {
+      return std::tie(comm, cgroup, pid) < std::tie(o.comm, o.cgroup, o.pid);
     }
-    return out_v;
   };
+  std::map<cpu_key, std::int64_t> slices_of;
+  std::map<std::string, std::optional<std::int64_t>> usage_of;
+  if (has_table(db, "thread_hist")) {
+    auto st = prepare_stmt(
+        db, fmt::format("SELECT t.comm, t.cgroup, t.pid, sum(h.total) FROM {} AS i CROSS JOIN "
+                        "thread_hist AS h ON h.interval_id = i.id AND h.metric IN (3, 4) CROSS "
+                        "JOIN thread AS t ON t.id = h.thread_id WHERE {} GROUP BY t.comm, "
+                        "t.cgroup, t.pid",
+                        timeline(db), overlaps(db, "i", w->first)));
+    if (!st) {
+      return st.err();
+    }
+    sqlite3_bind_int64(st->get(), 1, w->first);
+    sqlite3_bind_int64(st->get(), 2, w->second);
+    int rc = 0;
+    while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+      slices_of[{column_text(st->get(), 0), column_text(st->get(), 1),
+                 sqlite3_column_int64(st->get(), 2)}] = sqlite3_column_int64(st->get(), 3);
+    }
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+  }
+  if (has_table(db, "cgroup_cpu")) {
+    auto st = prepare_stmt(
+        db, fmt::format("SELECT g.path, sum(p.usage_ns) FROM {} AS i CROSS JOIN cgroup_cpu AS p "
+                        "ON p.interval_id = i.id JOIN cgroup AS g ON g.id = p.cgroup_id WHERE {} "
+                        "GROUP BY g.path",
+                        timeline(db), overlaps(db, "i", w->first)));
+    if (!st) {
+      return st.err();
+    }
+    sqlite3_bind_int64(st->get(), 1, w->first);
+    sqlite3_bind_int64(st->get(), 2, w->second);
+    int rc = 0;
+    while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+      auto &u = usage_of[column_text(st->get(), 0)];
+      if (sqlite3_column_type(st->get(), 1) != SQLITE_NULL) {
+        u = sqlite3_column_int64(st->get(), 1);
+      }
+    }
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+  }
   const auto opt = [](const auto &o) {
     value out_v;
     if (o) {
@@ -975,29 +1004,22 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     value cpu_ns;
     value cgroup_cpu_ns;
     if (c.kind == 0) {
-      if (slices) {
-        sqlite3_stmt *s = cpu_st->get();
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, w->first);
-        sqlite3_bind_int64(s, 2, w->second);
-        sqlite3_bind_text(s, 3, c.comm.data(), static_cast<int>(c.comm.size()), SQLITE_TRANSIENT);
-        sqlite3_bind_text(s, 4, c.cgroup.data(), static_cast<int>(c.cgroup.size()),
-                          SQLITE_TRANSIENT);
-        if (c.pid) {
-          sqlite3_bind_int64(s, 5, *c.pid);
-        } else {
-          sqlite3_bind_null(s, 5);
+      // A process: its threads under that comm and cgroup; a rollup culprit (no pid): all.
+      std::optional<std::int64_t> sum;
+      const auto lo =
+          slices_of.lower_bound({c.comm, c.cgroup, std::numeric_limits<std::int64_t>::min()});
+      for (auto it = lo;
+           it != slices_of.end() && it->first.comm == c.comm && it->first.cgroup == c.cgroup;
+           ++it) {
+        if (!c.pid || it->first.pid == *c.pid) {
+          sum = sum.value_or(0) + it->second;
         }
-        cpu_ns = opt_int(s);
       }
-      if (usage_st && !c.cgroup.empty()) {
-        sqlite3_stmt *s = usage_st->get();
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, w->first);
-        sqlite3_bind_int64(s, 2, w->second);
-        sqlite3_bind_text(s, 3, c.cgroup.data(), static_cast<int>(c.cgroup.size()),
-                          SQLITE_TRANSIENT);
-        cgroup_cpu_ns = opt_int(s);
+      cpu_ns = opt(sum);
+      if (!c.cgroup.empty()) {
+        if (auto u = usage_of.find(c.cgroup); u != usage_of.end()) {
+          cgroup_cpu_ns = opt(u->second);
+        }
       }
     }
     // Built step by step: GCC 12 reports a false -Wmaybe-uninitialized on std::variant
