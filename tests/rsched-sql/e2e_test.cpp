@@ -425,4 +425,24 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   CHECK(h2.find(R"~(<rect class="mark spike" )~") != std::string::npos);
   CHECK(h2.find(R"~(stroke="rgba(214,110,20,0.9)" stroke-dasharray="4 2" )~") != std::string::npos);
   CHECK(h2.find(R"~(<rect class="mark" )~") != std::string::npos);
+
+  // --where narrows every section about threads: without thread 103 neither the spike, nor
+  // explain's first victim, nor its RT job are left; with it alone, they are all there.
+  const auto r3 = run_sql({db, "report", "--from", std::to_string(t0 / sec), "--to",
+                           std::to_string(t0 / sec + 240), "--where", "tid <> 103", "-o", f});
+  INFO(r3.err);
+  REQUIRE(r3.status == 0);
+  const std::string h3 = slurp(f);
+  REQUIRE(h3.find("<section id=\"annotation-1\">") != std::string::npos);
+  CHECK(h3.find("(tid 103)") == std::string::npos);
+  CHECK(h3.find("rtjob") == std::string::npos);
+  const auto r4 = run_sql({db, "report", "--from", std::to_string(t0 / sec), "--to",
+                           std::to_string(t0 / sec + 240), "--where", "tid = 103", "-o", f});
+  INFO(r4.err);
+  REQUIRE(r4.status == 0);
+  const std::string h4 = slurp(f);
+  const auto s4 = h4.find("<section id=\"annotation-1\">");
+  REQUIRE(s4 != std::string::npos);
+  CHECK(h4.find("<td>webworker (tid 103)</td>", s4) < h4.find("</section>", s4));
+  CHECK(h4.find("rtjob[900]", s4) < h4.find("</section>", s4));
 }

@@ -196,10 +196,20 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   // Spikes, per comm, with their cause; they also mark the timeline.
   std::vector<charts::span> spike_marks;
   std::vector<std::vector<store::value>> spikes;
+  // --where narrows them to its threads: a one-thread spike by its tid, a comm's by its comm
+  // (as the spike's victim names it).
+  const auto threads_in = [&](std::int64_t ws, std::int64_t we) {
+    return fmt::format("SELECT tid FROM sched_delay WHERE ts >= {} AND ts < {}{}", ws, we, cond);
+  };
+  const std::string narrow =
+      a.where.empty() ? std::string()
+                      : fmt::format(" WHERE CASE WHEN tid IS NULL THEN victim IN (SELECT comm FROM "
+                                    "sched_delay WHERE {}) ELSE tid IN ({}) END",
+                                    window, threads_in(from, to));
   if (auto s = query(db, fmt::format("SELECT ts, end_ts, dur, peak_ns, victim, "
                                      "cause, top_comms, tid FROM spikes('sched_delay', '3x', {}, "
-                                     "{}) ORDER BY peak_ns DESC, ts LIMIT 12",
-                                     from, to));
+                                     "{}){} ORDER BY peak_ns DESC, ts LIMIT 12",
+                                     from, to, narrow));
       s) {
     spikes = s->rows;
   }
@@ -299,12 +309,27 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
                       xml_text(timefmt::format_time(we, zone)),
                       e0 && *e0 > s0 ? "" : " (5 minutes either side of a point in time)");
       // explain(): the threads that did worst against their own baseline, and why.
+      // The 5 worst threads (of --where's threads), 3 causes each.
       if (auto ex = query(
               db, fmt::format("SELECT victim_rank, victim_tid, victim_comm, excess_ns, cause, "
-                              "share_pct, summary FROM explain({}, {}) WHERE victim_rank <= 5 "
-                              "AND (cause_rank <= 3 OR cause_rank IS NULL)",
-                              ws, we));
+                              "share_pct, summary FROM explain({}, {}) WHERE (cause_rank <= 3 "
+                              "OR cause_rank IS NULL){}",
+                              ws, we,
+                              a.where.empty() ? std::string(" AND victim_rank <= 5")
+                                              : " AND victim_tid IN (" + threads_in(ws, we) + ")"));
           ex && !ex->rows.empty()) {
+        std::vector<std::string> ranks; // the victims kept, in explain's order
+        std::erase_if(ex->rows, [&](const std::vector<store::value> &v) {
+          const std::string rank = text_of(v[0]);
+          if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) {
+            return false;
+          }
+          if (ranks.size() == 5) {
+            return true;
+          }
+          ranks.push_back(rank);
+          return false;
+        });
         std::vector<std::vector<std::pair<std::string, bool>>> rows;
         for (const auto &v : ex->rows) {
           const auto *share = std::get_if<double>(&v[5]);
@@ -340,9 +365,12 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
       }
       // Priority inversions, throttling and pressure in the window, with their times.
       if (auto inv = query(db, fmt::format("SELECT ts, end_ts, comm, tid, by_comm, by_pid, "
-                                           "wait_ns FROM inversions({}, {}, '10ms') ORDER BY "
+                                           "wait_ns FROM inversions({}, {}, '10ms'){} ORDER BY "
                                            "wait_ns DESC LIMIT 6",
-                                           ws, we));
+                                           ws, we,
+                                           a.where.empty()
+                                               ? std::string()
+                                               : " WHERE tid IN (" + threads_in(ws, we) + ")"));
           inv && !inv->rows.empty()) {
         std::vector<std::vector<std::pair<std::string, bool>>> rows;
         for (const auto &v : inv->rows) {
