@@ -419,6 +419,10 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   CHECK(h2.find("<td class=\"num\">1</td><td>webworker (tid 103)</td>", why) <
         h2.find("</section>", sec1));
   CHECK(h2.find("rtjob[900]", why) < h2.find("</section>", sec1));
+  // ... and a timeline of the worst threads, the stalled one first in its legend.
+  const auto tl1 = h2.find("p99 scheduling delay of the worst threads", sec1);
+  CHECK(tl1 < h2.find("</section>", sec1));
+  CHECK(h2.find(">webworker (tid 103)</text>", tl1) < h2.find("</section>", sec1));
   CHECK(h2.find("No spike in this window.", sec2) < h2.find("</section>", sec2));
   CHECK(h2.find("All of them are inside annotations' windows.") != std::string::npos);
   // On the timeline the spike's band is dashed and orange, the annotations' solid and blue.

@@ -343,6 +343,49 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
         html += "<p class=\"note\">Who did worst against their own baseline, and why "
                 "(explain(), docs/SQL.md):</p>\n";
         html += table_html({"rank", "victim", "extra wait", "cause", "share", "summary"}, rows);
+        // A timeline of the worst three: each one's p99 from as long before the window as it
+        // lasts (their baseline) to half as long after it.
+        std::vector<std::pair<std::string, std::string>> who; // (tid, comm)
+        for (const auto &v : ex->rows) {
+          std::pair<std::string, std::string> t{text_of(v[1]), text_of(v[2])};
+          if (who.size() < 3 && std::find(who.begin(), who.end(), t) == who.end()) {
+            who.push_back(std::move(t));
+          }
+        }
+        const std::int64_t len = we - ws;
+        const std::int64_t pa0 = ws - len;
+        const std::int64_t pa1 = we + len / 2;
+        constexpr std::int64_t second = 1'000'000'000;
+        const std::int64_t pstep = std::max(second, (pa1 - pa0) / 100 / second * second);
+        std::string cols;
+        std::string any;
+        for (std::size_t k = 0; k < who.size(); ++k) {
+          const std::string one =
+              fmt::format("tid = {} AND comm = {}", who[k].first, quote(who[k].second));
+          cols += fmt::format(", hist_percentile(hist, 99) FILTER (WHERE {}) AS v{}", one, k);
+          any += (any.empty() ? "(" : " OR (") + one + ")";
+        }
+        plot_args vp;
+        vp.sql = fmt::format("SELECT bucket(ts, {}) AS t{} FROM sched_delay WHERE ts >= {} AND "
+                             "ts < {} AND ({}) GROUP BY 1 ORDER BY 1",
+                             pstep, cols, pa0, pa1, any);
+        vp.title = "p99 scheduling delay of the worst threads, per " +
+                   text::format_duration_ns(static_cast<double>(pstep));
+        vp.log = true;
+        // Its own band only, named by number (the heading holds the text): the report's 200
+        // annotations drawn in every section's chart would be most of a page of many.
+        vp.marks = mark_list{{charts::span{ws, we, fmt::format("Annotation {}", id), false}}, 1};
+        if (auto vc = load_plot(db, vp); vc && !vc->x.empty()) {
+          for (std::size_t k = 0; k < who.size() && k < vc->names.size(); ++k) {
+            vc->names[k] = fmt::format("{} (tid {})", who[k].second, who[k].first);
+          }
+          vc->durations = true;
+          charts::svg_options vo;
+          vo.zone = zone;
+          html += "<figure>" + charts::to_svg(*vc, vo) +
+                  "<figcaption>The worst threads' p99 before, during and after the window "
+                  "(log scale).</figcaption></figure>\n";
+        }
       }
       // Spikes in the window, with their causes.
       std::vector<std::vector<std::pair<std::string, bool>>> srows;
