@@ -425,6 +425,10 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   CHECK(h2.find(">webworker (tid 103)</text>", tl1) < h2.find("</section>", sec1));
   CHECK(h2.find("No spike in this window.", sec2) < h2.find("</section>", sec2));
   CHECK(h2.find("All of them are inside annotations' windows.") != std::string::npos);
+  // The annotations' labels start with their id, as their table rows and sections name them.
+  CHECK(h2.find(">#1 checkout &lt;b&gt;slow&lt;/b&gt;</text>") != std::string::npos);
+  CHECK(h2.find(">#2 deploy</text>") != std::string::npos);
+  CHECK(h2.find("<tr><td>#1</td>") != std::string::npos);
   // On the timeline the spike's band is dashed and orange, the annotations' solid and blue.
   CHECK(h2.find(R"~(<rect class="mark spike" )~") != std::string::npos);
   CHECK(h2.find(R"~(stroke="rgba(214,110,20,0.9)" stroke-dasharray="4 2" )~") != std::string::npos);

@@ -265,12 +265,13 @@ result<mark_list> load_marks(store::reader &db, std::int64_t from, std::int64_t 
   // (host, id).
   const bool hosts = !db.hosts().empty();
   auto r = query(
-      db, fmt::format("SELECT start_ns, coalesce(end_ns, start_ns), substr(text, 1, {0}) FROM "
-                      "annotations WHERE {1} IN (SELECT {2} FROM annotations WHERE {3} ORDER BY "
-                      "source LIKE 'import:%', coalesce(end_ns, start_ns) - start_ns DESC, "
-                      "start_ns, id LIMIT {4}) ORDER BY start_ns, id",
-                      mark_text_chars + 1, hosts ? "(host, id)" : "id", hosts ? "host, id" : "id",
-                      overlap, max_marks));
+      db,
+      fmt::format("SELECT start_ns, coalesce(end_ns, start_ns), substr(text, 1, {0}), id "
+                  "FROM annotations WHERE {1} IN (SELECT {2} FROM annotations WHERE {3} ORDER BY "
+                  "source LIKE 'import:%', coalesce(end_ns, start_ns) - start_ns DESC, "
+                  "start_ns, id LIMIT {4}) ORDER BY start_ns, id",
+                  mark_text_chars + 1, hosts ? "(host, id)" : "id", hosts ? "host, id" : "id",
+                  overlap, max_marks));
   if (!r) {
     return r.err();
   }
@@ -289,6 +290,7 @@ result<mark_list> load_marks(store::reader &db, std::int64_t from, std::int64_t 
       }
     }
     out.marks.push_back({*s, *e, std::move(text)});
+    out.ids.push_back(hosts ? 0 : int_of(row[3]).value_or(0));
   }
   return out;
 }

@@ -187,6 +187,12 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   if (!marks) {
     return marks.err();
   }
+  // Each band's label starts with its annotation's id ("#3 deploy ..."), as its row in the
+  // table and its section ("Annotation 3") name it: a label cut short or left out for want of
+  // room still says which.
+  for (std::size_t k = 0; k < marks->marks.size() && k < marks->ids.size(); ++k) {
+    marks->marks[k].number = marks->ids[k];
+  }
   base.marks = *marks;
   for (auto &h : *main_map) {
     h.marks = marks->marks;
@@ -259,10 +265,12 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
           "for how many.</figcaption></figure>\n";
 
   if (!marks->marks.empty()) {
-    html += "<h2>Annotations</h2>\n<table><tr><th>from</th><th>until</th><th>text</th></tr>\n";
+    html += "<h2>Annotations</h2>\n<table><tr><th>#</th><th>from</th><th>until</th><th>text</th>"
+            "</tr>\n";
     for (const auto &m : marks->marks) {
       const auto cut = shortened(m.text, shown_chars);
-      html += fmt::format("<tr><td>{}</td><td>{}</td>{}{}</td></tr>\n",
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td>{}{}</td></tr>\n",
+                          m.number != 0 ? fmt::format("#{}", m.number) : std::string(),
                           xml_text(timefmt::format_time(m.start, zone)),
                           m.end != m.start ? xml_text(timefmt::format_time(m.end, zone))
                                            : std::string("–"),
@@ -374,7 +382,10 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
         vp.log = true;
         // Its own band only, named by number (the heading holds the text): the report's 200
         // annotations drawn in every section's chart would be most of a page of many.
-        vp.marks = mark_list{{charts::span{ws, we, fmt::format("Annotation {}", id), false}}, 1};
+        mark_list own;
+        own.marks.push_back({ws, we, fmt::format("Annotation {}", id), false, 0});
+        own.total = 1;
+        vp.marks = std::move(own);
         if (auto vc = load_plot(db, vp); vc && !vc->x.empty()) {
           for (std::size_t k = 0; k < who.size() && k < vc->names.size(); ++k) {
             vc->names[k] = fmt::format("{} (tid {})", who[k].second, who[k].first);

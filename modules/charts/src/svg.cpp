@@ -281,7 +281,8 @@ void spans(std::string &out, const frame &f, std::int64_t from, std::int64_t to,
                        m.spike ? R"~(stroke-dasharray="4 2" )~" : "", m.start, m.end,
                        xml_text(truncate_chars(m.text, mark_title_chars)),
                        xml_text(timefmt::format_time(m.start, z)));
-    const std::string label = xml_text(truncate_chars(m.text, mark_label_chars));
+    const std::string label = (m.number != 0 ? fmt::format("#{} ", m.number) : std::string()) +
+                              xml_text(truncate_chars(m.text, mark_label_chars));
     const double lw = label_width(label);
     double lx = x0 + 2;
     if (lx + lw > right) {

@@ -26,7 +26,8 @@ inline constexpr std::size_t mark_text_chars = 4096;
 inline constexpr const char *mark_cut_note = "... [cut: the first 4096 characters]";
 struct mark_list {
   std::vector<charts::span> marks;
-  std::int64_t total = 0; // how many annotations overlap the window in all
+  std::int64_t total = 0;        // how many annotations overlap the window in all
+  std::vector<std::int64_t> ids; // marks[i]'s annotation id (0 over several hosts)
 };
 result<mark_list> load_marks(store::reader &db, std::int64_t from, std::int64_t to);
 

@@ -48,6 +48,9 @@ struct span {
   std::int64_t end = 0;
   std::string text;   // an annotation's text or a gap's reason (raw bytes: escaped when drawn)
   bool spike = false; // a detected spike, not an annotation: drawn dashed, in orange
+  // Drawn as "#N " before the label (the report: the annotation's id, as its section and table
+  // name it, so a label cut short or left out still says which); 0: none.
+  std::int64_t number = 0;
 };
 
 struct heatmap {
