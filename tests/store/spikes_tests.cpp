@@ -284,12 +284,17 @@ TEST_CASE_METHOD(new_db, "spikes: the per-interval summaries give the same rows 
   }
   raw_exec(path, "DELETE FROM hist_summary WHERE interval_id % 2 = 0");
   const auto mixed = answers();
+  // Damaged summaries (a wrong version, a truncated one): their intervals' rows answer.
+  raw_exec(path, "UPDATE hist_summary SET data = X'09' WHERE interval_id % 3 = 0; UPDATE "
+                 "hist_summary SET data = substr(data, 1, 5) WHERE interval_id % 3 = 1");
+  const auto damaged = answers();
   raw_exec(path, "DELETE FROM hist_summary");
   const auto without = answers();
   for (std::size_t i = 0; i < calls.size(); ++i) {
     INFO(calls[i]);
     CHECK(with[i] == without[i]);
     CHECK(mixed[i] == without[i]);
+    CHECK(damaged[i] == without[i]);
   }
 }
 

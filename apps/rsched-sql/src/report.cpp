@@ -204,13 +204,16 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   std::vector<std::vector<store::value>> spikes;
   // --where narrows them to its threads: a one-thread spike by its tid, a comm's by its comm
   // (as the spike's victim names it).
+  // A thread by (tid, comm), not by tid alone: a tid is reused, and the rollup tiers keep one
+  // identity per (comm, cgroup) with tid 0.
   const auto threads_in = [&](std::int64_t ws, std::int64_t we) {
-    return fmt::format("SELECT tid FROM sched_delay WHERE ts >= {} AND ts < {}{}", ws, we, cond);
+    return fmt::format("SELECT tid, comm FROM sched_delay WHERE ts >= {} AND ts < {}{}", ws, we,
+                       cond);
   };
   const std::string narrow =
       a.where.empty() ? std::string()
                       : fmt::format(" WHERE CASE WHEN tid IS NULL THEN victim IN (SELECT comm FROM "
-                                    "sched_delay WHERE {}) ELSE tid IN ({}) END",
+                                    "sched_delay WHERE {}) ELSE (tid, victim) IN ({}) END",
                                     window, threads_in(from, to));
   if (auto s = query(db, fmt::format("SELECT ts, end_ts, dur, peak_ns, victim, "
                                      "cause, top_comms, tid FROM spikes('sched_delay', '3x', {}, "
@@ -324,7 +327,8 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
                               "OR cause_rank IS NULL){}",
                               ws, we,
                               a.where.empty() ? std::string(" AND victim_rank <= 5")
-                                              : " AND victim_tid IN (" + threads_in(ws, we) + ")"));
+                                              : " AND (victim_tid, victim_comm) IN (" +
+                                                    threads_in(ws, we) + ")"));
           ex && !ex->rows.empty()) {
         std::vector<std::string> ranks; // the victims kept, in explain's order
         std::erase_if(ex->rows, [&](const std::vector<store::value> &v) {
@@ -422,9 +426,9 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
                                            "wait_ns FROM inversions({}, {}, '10ms'){} ORDER BY "
                                            "wait_ns DESC LIMIT 6",
                                            ws, we,
-                                           a.where.empty()
-                                               ? std::string()
-                                               : " WHERE tid IN (" + threads_in(ws, we) + ")"));
+                                           a.where.empty() ? std::string()
+                                                           : " WHERE (tid, comm) IN (" +
+                                                                 threads_in(ws, we) + ")"));
           inv && !inv->rows.empty()) {
         std::vector<std::vector<std::pair<std::string, bool>>> rows;
         for (const auto &v : inv->rows) {

@@ -575,7 +575,17 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
                      sqlite3_column_int64(s, 2), column_text(s, 3),
                      sqlite3_column_int64(s, 4) != 0};
     bool shown = false; // the interval has rows of the victims: passed on
-    if (sqlite3_column_type(s, 5) == SQLITE_NULL) {
+    // Its summary; without one (or with one that does not decode: the rows still answer) its
+    // rows are read instead.
+    std::optional<interval_summary> sum;
+    if (sqlite3_column_type(s, 5) != SQLITE_NULL) {
+      const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 5));
+      if (auto d = decode_summary(std::span<const std::uint8_t>(
+              p, static_cast<std::size_t>(sqlite3_column_bytes(s, 5))))) {
+        sum = std::move(*d);
+      }
+    }
+    if (!sum) {
       sqlite3_stmt *r = rows_of->get();
       sqlite3_reset(r);
       sqlite3_bind_int64(r, 1, iv.id);
@@ -606,12 +616,6 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
         return make_error(sqlite3_errmsg(db));
       }
       continue;
-    }
-    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 5));
-    auto sum = decode_summary(
-        std::span<const std::uint8_t>(p, static_cast<std::size_t>(sqlite3_column_bytes(s, 5))));
-    if (!sum) {
-      return make_error(fmt::format("interval {}: stored {}", iv.id, sum.err().msg));
     }
     for (const auto &e : sum->threads) {
       auto ref = ref_of(e.thread_id);

@@ -696,7 +696,7 @@ struct writer::impl {
         throw std::logic_error("thread_hist_pack: thread ids out of order");
       }
       if (defs[i].db_id == summary_metric && !summary.add(id, t.comm, v.hist)) {
-        throw std::logic_error("hist_summary: thread ids out of order");
+        throw std::logic_error("hist_summary: thread ids out of order, or another layout");
       }
     }
   }
