@@ -949,47 +949,47 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   };
   std::map<cpu_key, std::int64_t> slices_of;
   std::map<std::string, std::optional<std::int64_t>> usage_of;
+  // Each row of `sql` over the window ([?1, ?2)) to `on_row`.
+  const auto each_row = [&](const std::string &sql, const auto &on_row) -> result<void> {
+    auto st = prepare_window(db, sql, w->first, w->second, {});
+    if (!st) {
+      return st.err();
+    }
+    int rc = 0;
+    while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+      on_row(st->get());
+    }
+    return rc == SQLITE_DONE ? result<void>{} : result<void>(make_error(sqlite3_errmsg(db)));
+  };
   if (has_table(db, "thread_hist")) {
-    auto st = prepare_stmt(
-        db, fmt::format("SELECT t.comm, t.cgroup, t.pid, sum(h.total) FROM {} AS i CROSS JOIN "
+    if (auto r = each_row(
+            fmt::format("SELECT t.comm, t.cgroup, t.pid, sum(h.total) FROM {} AS i CROSS JOIN "
                         "thread_hist AS h ON h.interval_id = i.id AND h.metric IN (3, 4) CROSS "
                         "JOIN thread AS t ON t.id = h.thread_id WHERE {} GROUP BY t.comm, "
                         "t.cgroup, t.pid",
-                        timeline(db), overlaps(db, "i", w->first)));
-    if (!st) {
-      return st.err();
-    }
-    sqlite3_bind_int64(st->get(), 1, w->first);
-    sqlite3_bind_int64(st->get(), 2, w->second);
-    int rc = 0;
-    while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
-      slices_of[{column_text(st->get(), 0), column_text(st->get(), 1),
-                 sqlite3_column_int64(st->get(), 2)}] = sqlite3_column_int64(st->get(), 3);
-    }
-    if (rc != SQLITE_DONE) {
-      return make_error(sqlite3_errmsg(db));
+                        timeline(db), overlaps(db, "i", w->first)),
+            [&](sqlite3_stmt *q) {
+              slices_of[{column_text(q, 0), column_text(q, 1), sqlite3_column_int64(q, 2)}] =
+                  sqlite3_column_int64(q, 3);
+            });
+        !r) {
+      return r.err();
     }
   }
   if (has_table(db, "cgroup_cpu")) {
-    auto st = prepare_stmt(
-        db, fmt::format("SELECT g.path, sum(p.usage_ns) FROM {} AS i CROSS JOIN cgroup_cpu AS p "
+    if (auto r = each_row(
+            fmt::format("SELECT g.path, sum(p.usage_ns) FROM {} AS i CROSS JOIN cgroup_cpu AS p "
                         "ON p.interval_id = i.id JOIN cgroup AS g ON g.id = p.cgroup_id WHERE {} "
                         "GROUP BY g.path",
-                        timeline(db), overlaps(db, "i", w->first)));
-    if (!st) {
-      return st.err();
-    }
-    sqlite3_bind_int64(st->get(), 1, w->first);
-    sqlite3_bind_int64(st->get(), 2, w->second);
-    int rc = 0;
-    while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
-      auto &u = usage_of[column_text(st->get(), 0)];
-      if (sqlite3_column_type(st->get(), 1) != SQLITE_NULL) {
-        u = sqlite3_column_int64(st->get(), 1);
-      }
-    }
-    if (rc != SQLITE_DONE) {
-      return make_error(sqlite3_errmsg(db));
+                        timeline(db), overlaps(db, "i", w->first)),
+            [&](sqlite3_stmt *q) {
+              auto &u = usage_of[column_text(q, 0)];
+              if (sqlite3_column_type(q, 1) != SQLITE_NULL) {
+                u = sqlite3_column_int64(q, 1);
+              }
+            });
+        !r) {
+      return r.err();
     }
   }
   const auto opt = [](const auto &o) {
