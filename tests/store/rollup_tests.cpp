@@ -867,6 +867,22 @@ TEST_CASE("what a routed view read, and why a scan read the finest tier",
                           "' AND comm = 'beta'") ==
         scalar_int(r, "SELECT sum(count) FROM main.sched_delay WHERE ts >= " + std::to_string(t0) +
                           " AND comm = 'beta'"));
+  // A constraint other than on ts or tid reaches the view as a filter, +(col op ?), so that an
+  // automatic index on thread(comm) cannot drive the join (one lookup per thread so named and
+  // interval): the comparison inside keeps the column's affinity, as the file's view does.
+  const std::string since = " WHERE ts >= " + std::to_string(t0);
+  for (const std::string cond : {" AND tid = '101'", " AND pid = '100'", " AND comm = 'beta'",
+                                 " AND comm IN ('beta', 'gamma')", " AND cgroup >= ''",
+                                 " AND comm > 'alpha'", " AND tid < '102'"}) {
+    INFO(cond);
+    const std::string q = "SELECT tid, comm, sum(count), hist_percentile(hist, 99) FROM ";
+    const std::string tail = since + cond + " GROUP BY tid, comm ORDER BY tid, comm";
+    const auto routed = run(r, q + "sched_delay" + tail).rows;
+    CHECK_FALSE(routed.empty());
+    CHECK(routed == run(r, q + "main.sched_delay" + tail).rows);
+  }
+  CHECK(scalar_int(r, "SELECT sum(count) FROM cpu_sched_delay" + since + " AND cpu = '1'") ==
+        scalar_int(r, "SELECT sum(count) FROM main.cpu_sched_delay" + since + " AND cpu = 1"));
 }
 
 TEST_CASE("the version 10 upgrade marks the raw intervals of minutes their rollup misses",

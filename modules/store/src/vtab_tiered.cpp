@@ -462,10 +462,17 @@ int open_part(table *t, cursor *c) {
                        sql_ident(t->columns[static_cast<std::size_t>(t->ts)]));
     n = 2;
   }
+  // A constraint on ts or tid may use an index; any other is a filter only, written +(...) so
+  // that the planner cannot drive the view's join from an automatic index on an identity table:
+  // `comm = ?` made it look up every thread ever named so in every interval of the window (in
+  // each interval's pack), ten times the cost of reading the window, and growing with the
+  // history's threads. The comparison inside keeps the column's affinity.
   for (std::size_t k = 0; k < c->cs.size(); ++k) {
-    sql += fmt::format(" AND {} {} ?{}",
-                       sql_ident(t->columns[static_cast<std::size_t>(c->cs[k].column)]),
-                       op_text(c->cs[k].op), n + static_cast<int>(k) + 1);
+    const auto col = static_cast<std::size_t>(c->cs[k].column);
+    const bool seek = c->cs[k].column == t->ts || same_nocase(t->columns[col], "tid");
+    sql +=
+        fmt::format(fmt::runtime(seek ? " AND {} {} ?{}" : " AND +({} {} ?{})"),
+                    sql_ident(t->columns[col]), op_text(c->cs[k].op), n + static_cast<int>(k) + 1);
   }
   if (c->merge) {
     sql += (keys.empty() ? "" : " GROUP BY " + keys) + " HAVING count(*) > 0";
