@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <random>
 #include <variant>
 
@@ -576,6 +577,31 @@ TEST_CASE("spikes: each incident's cause is what blame and pressure of its windo
       random.push_back(std::move(q));
     }
     check_same(db.get(), random);
+    // Windows of one thread each (tid:N): causes_of seeks their threads' rows in an interval
+    // whose windows are all such, instead of reading all of them. The incidents' (spikes by
+    // tid) and random ones, some of threads that never ran or never waited.
+    std::vector<detail::window_query> one_thread;
+    for (const auto &q : windows) {
+      if (std::any_of(q.who.begin(), q.who.end(), [](const detail::victim &v) {
+            return v.what == detail::victim::kind::tid;
+          })) {
+        one_thread.push_back(q);
+      }
+    }
+    CHECK(one_thread.size() >= 20);
+    for (int i = 0; i < 30; ++i) {
+      std::int64_t a = t0 + at(rng);
+      std::int64_t b = t0 + at(rng);
+      if (b < a) {
+        std::swap(a, b);
+      }
+      // tid 101 is two threads; 999 none.
+      constexpr std::array<int, 7> tids = {101, 102, 104, 201, 301, 401, 999};
+      auto v = detail::parse_victim(fmt::format("tid:{}", tids[rng() % tids.size()]), "blame");
+      REQUIRE(v.ok());
+      one_thread.push_back({{*v}, a, b});
+    }
+    check_same(db.get(), one_thread);
   }
 }
 

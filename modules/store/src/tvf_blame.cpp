@@ -646,7 +646,97 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       }
     }
   };
+  // A window whose victims are one thread id (tid:N, N > 0) needs only that thread's rows: in
+  // an interval whose windows all have one, its identities' rows are sought by
+  // (interval_id, thread_id) instead of reading every row of the interval (a spike of one
+  // thread an hour long, blame('tid:N') of a day: all the others' rows, read for nothing).
+  // Its identities: the thread rows of the interval's boot with that tid (the writer gives a
+  // raw interval's rows identities of its boot; a rollup's have tid 0 and never match).
+  std::vector<std::optional<std::int64_t>> tid_of_group(groups.size());
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    for (const check &c : groups[gi].checks) {
+      if (c.v != nullptr && c.v->what == victim::kind::tid && c.v->number > 0) {
+        tid_of_group[gi] = c.v->number;
+      }
+    }
+  }
+  stmt_ptr seek_st, hist_seek_st, ids_st;
+  std::map<std::pair<std::string, std::int64_t>, std::vector<std::int64_t>> ids_of_tid;
+  const auto ids_of = [&](const std::string &boot,
+                          std::int64_t tid) -> result<const std::vector<std::int64_t> *> {
+    auto [it, fresh] = ids_of_tid.try_emplace({boot, tid});
+    if (fresh) {
+      if (!ids_st) {
+        auto st = prepare_stmt(db, "SELECT id FROM thread WHERE boot_id = ?1 AND tid = ?2");
+        if (!st) {
+          return st.err();
+        }
+        ids_st = std::move(*st);
+      }
+      sqlite3_stmt *st = ids_st.get();
+      sqlite3_reset(st);
+      sqlite3_bind_text(st, 1, boot.data(), static_cast<int>(boot.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_int64(st, 2, tid);
+      int rc = 0;
+      while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        it->second.push_back(sqlite3_column_int64(st, 0));
+      }
+      if (rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+    }
+    return &it->second;
+  };
   std::vector<std::uint32_t> hits;
+  // Adds the blame rows `s` steps through (by thread, as the primary key hands them back) to
+  // the windows of their victim threads.
+  const auto take_rows = [&](sqlite3_stmt *s) -> result<void> {
+    // The windows of a thread's rows found once.
+    std::optional<std::int64_t> last;
+    hits.clear();
+    int rc = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      const std::int64_t thread = sqlite3_column_int64(s, 0);
+      if (last != thread) {
+        last = thread;
+        auto t = thread_of(thread);
+        if (!t) {
+          return t.err();
+        }
+        windows_of(**t, hits);
+      }
+      if (hits.empty()) {
+        continue;
+      }
+      auto g = culprit_group_of(sqlite3_column_int64(s, 1));
+      if (!g) {
+        return g.err();
+      }
+      if (!*g) {
+        continue; // no culprit row: the join drops it
+      }
+      const std::int64_t wait = sqlite3_column_int64(s, 2);
+      const std::int64_t waits = sqlite3_column_int64(s, 3);
+      const std::int64_t preempts = sqlite3_column_int64(s, 4);
+      const bool has_approx = sqlite3_column_type(s, 5) != SQLITE_NULL;
+      const std::int64_t approx = sqlite3_column_int64(s, 5);
+      bool ok = true;
+      for (const std::uint32_t k : hits) {
+        blame_sums &b = sums[k][{per_thread ? thread : 0, **g}];
+        ok = ok && add_to(b.wait_ns, wait) && add_to(b.waits, waits) &&
+             add_to(b.preempts, preempts) && (!has_approx || add_to(b.approx_ns, approx));
+        b.approx = b.approx || has_approx;
+      }
+      if (!ok) {
+        return make_error("integer overflow");
+      }
+    }
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+    return {};
+  };
+  std::vector<std::int64_t> wanted; // the thread ids sought in this interval
   for (std::size_t j = 0; j < ivs->size(); ++j) {
     const auto &ov = over[j];
     if (ov.empty()) {
@@ -657,74 +747,99 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       ovg.emplace_back(group_of_window[k], k);
     }
     std::sort(ovg.begin(), ovg.end());
-    if (blame) {
+    bool seek = true;
+    wanted.clear();
+    for (const auto &[g, k] : ovg) {
+      if (!tid_of_group[g]) {
+        seek = false;
+        break;
+      }
+      auto ids = ids_of((*ivs)[j].boot, *tid_of_group[g]);
+      if (!ids) {
+        return ids.err();
+      }
+      wanted.insert(wanted.end(), (*ids)->begin(), (*ids)->end());
+    }
+    if (seek) {
+      std::sort(wanted.begin(), wanted.end());
+      wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    }
+    if (blame && seek) {
+      if (!seek_st) {
+        auto st = prepare_stmt(
+            db, fmt::format("SELECT x.thread_id, x.culprit_id, x.wait_ns, x.waits, x.preempts, "
+                            "{} FROM thread_blame AS x WHERE x.interval_id = ?1 AND "
+                            "x.thread_id = ?2",
+                            has_column(db, "thread_blame", "approx_ns") ? "x.approx_ns" : "NULL"));
+        if (!st) {
+          return st.err();
+        }
+        seek_st = std::move(*st);
+      }
+      for (const std::int64_t id : wanted) {
+        sqlite3_stmt *s = seek_st.get();
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+        sqlite3_bind_int64(s, 2, id);
+        if (auto r = take_rows(s); !r) {
+          return r.err();
+        }
+      }
+    } else if (blame) {
       sqlite3_stmt *s = blame_st.get();
       sqlite3_reset(s);
       sqlite3_bind_int64(s, 1, (*ivs)[j].id);
-      // The rows come by thread (the primary key): the windows of a thread's rows found once.
-      std::optional<std::int64_t> last;
-      hits.clear();
-      int rc = 0;
-      while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        const std::int64_t thread = sqlite3_column_int64(s, 0);
-        if (last != thread) {
-          last = thread;
-          auto t = thread_of(thread);
-          if (!t) {
-            return t.err();
-          }
-          windows_of(**t, hits);
-        }
-        if (hits.empty()) {
-          continue;
-        }
-        auto g = culprit_group_of(sqlite3_column_int64(s, 1));
-        if (!g) {
-          return g.err();
-        }
-        if (!*g) {
-          continue; // no culprit row: the join drops it
-        }
-        const std::int64_t wait = sqlite3_column_int64(s, 2);
-        const std::int64_t waits = sqlite3_column_int64(s, 3);
-        const std::int64_t preempts = sqlite3_column_int64(s, 4);
-        const bool has_approx = sqlite3_column_type(s, 5) != SQLITE_NULL;
-        const std::int64_t approx = sqlite3_column_int64(s, 5);
-        bool ok = true;
-        for (const std::uint32_t k : hits) {
-          blame_sums &b = sums[k][{per_thread ? thread : 0, **g}];
-          ok = ok && add_to(b.wait_ns, wait) && add_to(b.waits, waits) &&
-               add_to(b.preempts, preempts) && (!has_approx || add_to(b.approx_ns, approx));
-          b.approx = b.approx || has_approx;
-        }
-        if (!ok) {
-          return make_error("integer overflow");
-        }
-      }
-      if (rc != SQLITE_DONE) {
-        return make_error(sqlite3_errmsg(db));
+      if (auto r = take_rows(s); !r) {
+        return r.err();
       }
     }
     if (pressure) {
-      sqlite3_stmt *s = hist_st.get();
-      sqlite3_reset(s);
-      sqlite3_bind_int64(s, 1, (*ivs)[j].id);
-      int rc = 0;
-      while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        auto t = thread_of(sqlite3_column_int64(s, 0));
-        if (!t) {
-          return t.err();
+      // The victims' cgroups: those of the threads with sched_delay samples in the interval.
+      const auto take_threads = [&](sqlite3_stmt *s) -> result<void> {
+        int rc = 0;
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+          auto t = thread_of(sqlite3_column_int64(s, 0));
+          if (!t) {
+            return t.err();
+          }
+          if ((*t)->groups.empty() || (*t)->ident.cgroup.empty()) {
+            continue;
+          }
+          windows_of(**t, hits);
+          for (const std::uint32_t k : hits) {
+            victim_cgroups[k].insert((*t)->cgroup);
+          }
         }
-        if ((*t)->groups.empty() || (*t)->ident.cgroup.empty()) {
-          continue;
+        if (rc != SQLITE_DONE) {
+          return make_error(sqlite3_errmsg(db));
         }
-        windows_of(**t, hits);
-        for (const std::uint32_t k : hits) {
-          victim_cgroups[k].insert((*t)->cgroup);
+        return {};
+      };
+      if (seek) {
+        if (!hist_seek_st) {
+          auto st = prepare_stmt(db, "SELECT h.thread_id FROM thread_hist AS h WHERE "
+                                     "h.interval_id = ?1 AND h.metric = 1 AND h.thread_id = ?2");
+          if (!st) {
+            return st.err();
+          }
+          hist_seek_st = std::move(*st);
         }
-      }
-      if (rc != SQLITE_DONE) {
-        return make_error(sqlite3_errmsg(db));
+        for (const std::int64_t id : wanted) {
+          sqlite3_stmt *s = hist_seek_st.get();
+          sqlite3_reset(s);
+          sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+          sqlite3_bind_int64(s, 2, id);
+          if (auto r = take_threads(s); !r) {
+            return r.err();
+          }
+        }
+      } else {
+        sqlite3_stmt *s = hist_st.get();
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+        if (auto r = take_threads(s); !r) {
+          return r.err();
+        }
       }
     }
   }
