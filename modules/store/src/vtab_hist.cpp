@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <new>
 #include <sqlite3.h>
 #include <string>
@@ -33,9 +34,41 @@ enum : int {
 };
 constexpr std::array<int, 7> bits = {iv_eq, iv_ge, iv_gt, iv_le, iv_lt, metric_eq, thread_eq};
 
+// A pack read and decoded: `entries` point into `blob`.
+struct decoded_pack {
+  std::int64_t interval = 0;
+  std::int64_t metric = 0;
+  std::vector<std::uint8_t> blob;
+  std::vector<pack_entry> entries;
+};
+
+// A cursor's two statements for one constraint shape (where_of).
+struct statements {
+  int shape = -1;
+  sqlite3_stmt *rows = nullptr;  // thread_hist_row
+  sqlite3_stmt *packs = nullptr; // thread_hist_pack
+};
+
+// SQLite opens a cursor for every run of a statement: a lookup of one thread of one interval
+// run once per (interval, thread), as explain() and blame() seek their victims, would prepare
+// two statements and decode the interval's pack every time. The table keeps both across
+// cursors: statements no cursor uses, by shape, and the pack decoded last.
 struct table : sqlite3_vtab {
   sqlite3 *db = nullptr;
   std::string schema; // the database the table is in: "main", or a host's name
+  std::vector<statements> idle;
+  std::shared_ptr<const decoded_pack> last;
+  ~table() {
+    for (auto &st : idle) {
+      sqlite3_finalize(st.rows);
+      sqlite3_finalize(st.packs);
+    }
+  }
+  table() = default;
+  table(const table &) = delete;
+  table &operator=(const table &) = delete;
+  table(table &&) = delete;
+  table &operator=(table &&) = delete;
 };
 
 // Bounds from the constraints; a value that is not an integer narrows nothing (SQLite checks
@@ -51,27 +84,25 @@ struct bounds {
 };
 
 struct cursor : sqlite3_vtab_cursor {
-  sqlite3_stmt *rows = nullptr;  // thread_hist_row
-  sqlite3_stmt *packs = nullptr; // thread_hist_pack
-  int shape = -1;                // the statements' constraint shape
-  bool rows_left = false;        // rows may have more
-  bool in_rows = false;          // rows is positioned on a row
+  statements st;          // taken from the table's idle ones or prepared; given back on close
+  bool rows_left = false; // st.rows may have more
+  bool in_rows = false;   // rows is positioned on a row
   bool eof = true;
   bounds b;
   std::int64_t rowid = 0;
-  // The last pack read, decoded: `pack` points into `pack_blob`. It is kept across xFilter
-  // calls, so one thread of one interval and metric after another (the views' LEFT JOIN of a
-  // second metric by thread) decodes the pack once and binary-searches it.
-  bool decoded = false;
-  std::int64_t pack_interval = 0;
-  std::int64_t pack_metric = 0;
-  std::vector<std::uint8_t> pack_blob;
-  std::vector<pack_entry> pack;
+  // The pack the entries are from. The table's `last` is kept across xFilter calls and
+  // cursors, so one thread of one interval and metric after another (the views' LEFT JOIN of
+  // a second metric by thread, or a lookup per victim) decodes the pack once and
+  // binary-searches it.
+  std::shared_ptr<const decoded_pack> pk;
   bool lookup = false;  // this filter is one thread of one interval and metric
   bool in_pack = false; // the entries of `pack` in [pos, end) are this filter's
   std::size_t pos = 0;  // the next entry of `pack`
   std::size_t end = 0;
   const pack_entry *entry = nullptr; // the current entry
+  [[nodiscard]] bool holds(std::int64_t iv, std::int64_t metric) const {
+    return pk && pk->interval == iv && pk->metric == metric;
+  }
 };
 
 int set_error(sqlite3_vtab *vt, const std::string &msg) {
@@ -208,10 +239,25 @@ int x_open(sqlite3_vtab * /*vt*/, sqlite3_vtab_cursor **out) {
   return SQLITE_OK;
 }
 
+// Gives the cursor's statements back to the table (a few shapes are kept; the rest finalized).
+void give_back(table *t, cursor *c) {
+  if (c->st.rows == nullptr && c->st.packs == nullptr) {
+    return;
+  }
+  if (t->idle.size() < 8) {
+    sqlite3_reset(c->st.rows);
+    sqlite3_reset(c->st.packs);
+    t->idle.push_back(c->st);
+  } else {
+    sqlite3_finalize(c->st.rows);
+    sqlite3_finalize(c->st.packs);
+  }
+  c->st = statements{};
+}
+
 int x_close(sqlite3_vtab_cursor *cur) {
   auto *c = static_cast<cursor *>(cur);
-  sqlite3_finalize(c->rows);
-  sqlite3_finalize(c->packs);
+  give_back(static_cast<table *>(cur->pVtab), c);
   delete c;
   return SQLITE_OK;
 }
@@ -246,27 +292,32 @@ bool as_int(sqlite3_value *v, std::int64_t &out) {
 }
 
 // Decodes the packs statement's current row into the cursor's pack (unless it is the one
-// decoded last).
+// decoded last, by this cursor or another).
 int load_pack(cursor *c) {
   auto *t = static_cast<table *>(c->pVtab);
-  const std::int64_t iv = sqlite3_column_int64(c->packs, 0);
-  const std::int64_t metric = sqlite3_column_int64(c->packs, 1);
-  if (c->decoded && c->pack_interval == iv && c->pack_metric == metric) {
+  const std::int64_t iv = sqlite3_column_int64(c->st.packs, 0);
+  const std::int64_t metric = sqlite3_column_int64(c->st.packs, 1);
+  if (c->holds(iv, metric)) {
     return SQLITE_OK;
   }
-  c->decoded = false;
-  const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->packs, 2));
-  c->pack_blob.assign(p, p + sqlite3_column_bytes(c->packs, 2));
-  auto entries = unpack(std::span<const std::uint8_t>(c->pack_blob));
+  if (t->last && t->last->interval == iv && t->last->metric == metric) {
+    c->pk = t->last;
+    return SQLITE_OK;
+  }
+  c->pk.reset();
+  auto d = std::make_shared<decoded_pack>();
+  const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->st.packs, 2));
+  d->blob.assign(p, p + sqlite3_column_bytes(c->st.packs, 2));
+  auto entries = unpack(std::span<const std::uint8_t>(d->blob));
   if (!entries) {
-    c->pack.clear();
     return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}", iv, metric,
                                     entries.err().msg));
   }
-  c->pack = std::move(*entries);
-  c->pack_interval = iv;
-  c->pack_metric = metric;
-  c->decoded = true;
+  d->entries = std::move(*entries);
+  d->interval = iv;
+  d->metric = metric;
+  c->pk = d;
+  t->last = std::move(d);
   return SQLITE_OK;
 }
 
@@ -274,7 +325,7 @@ int load_pack(cursor *c) {
 int advance(cursor *c) {
   auto *t = static_cast<table *>(c->pVtab);
   if (c->rows_left) {
-    const int rc = sqlite3_step(c->rows);
+    const int rc = sqlite3_step(c->st.rows);
     if (rc == SQLITE_ROW) {
       c->in_rows = true;
       return SQLITE_OK;
@@ -288,7 +339,7 @@ int advance(cursor *c) {
   for (;;) {
     if (c->in_pack) {
       while (c->pos < c->end) {
-        const pack_entry &e = c->pack[c->pos++];
+        const pack_entry &e = c->pk->entries[c->pos++];
         if (!c->b.thread || e.thread_id == c->b.thread_v) {
           c->entry = &e;
           return SQLITE_OK;
@@ -300,7 +351,7 @@ int advance(cursor *c) {
       c->eof = true;
       return SQLITE_OK;
     }
-    const int rc = sqlite3_step(c->packs);
+    const int rc = sqlite3_step(c->st.packs);
     if (rc == SQLITE_DONE) {
       c->eof = true;
       return SQLITE_OK;
@@ -312,7 +363,7 @@ int advance(cursor *c) {
       return r;
     }
     c->pos = 0;
-    c->end = c->pack.size();
+    c->end = c->pk->entries.size();
     c->in_pack = true;
   }
 }
@@ -320,26 +371,32 @@ int advance(cursor *c) {
 // Positions a one-thread filter (b.thread_v of b.iv_lo, b.metric_v) on its entry of the pack:
 // the pack decoded last when it is that one, else the one the packs statement finds.
 int find_in_pack(cursor *c) {
+  auto *t = static_cast<table *>(c->pVtab);
   const std::int64_t iv = c->b.iv_lo;
   const std::int64_t metric = c->b.metric_v;
-  if (!c->decoded || c->pack_interval != iv || c->pack_metric != metric) {
-    const int rc = sqlite3_step(c->packs);
-    if (rc == SQLITE_DONE) {
-      return SQLITE_OK; // no pack: only thread_hist_row may have the row
-    }
-    if (rc != SQLITE_ROW) {
-      auto *t = static_cast<table *>(c->pVtab);
-      return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
-    }
-    if (int r = load_pack(c); r != SQLITE_OK) {
-      return r;
+  if (!c->holds(iv, metric)) {
+    if (t->last && t->last->interval == iv && t->last->metric == metric) {
+      c->pk = t->last;
+    } else {
+      const int rc = sqlite3_step(c->st.packs);
+      if (rc == SQLITE_DONE) {
+        c->pk.reset();
+        return SQLITE_OK; // no pack: only thread_hist_row may have the row
+      }
+      if (rc != SQLITE_ROW) {
+        return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+      }
+      if (int r = load_pack(c); r != SQLITE_OK) {
+        return r;
+      }
     }
   }
+  const auto &entries = c->pk->entries;
   const auto it =
-      std::lower_bound(c->pack.begin(), c->pack.end(), c->b.thread_v,
+      std::lower_bound(entries.begin(), entries.end(), c->b.thread_v,
                        [](const pack_entry &e, std::int64_t id) { return e.thread_id < id; });
-  c->in_pack = it != c->pack.end() && it->thread_id == c->b.thread_v;
-  c->pos = static_cast<std::size_t>(it - c->pack.begin());
+  c->in_pack = it != entries.end() && it->thread_id == c->b.thread_v;
+  c->pos = static_cast<std::size_t>(it - entries.begin());
   c->end = c->pos + 1;
   return SQLITE_OK;
 }
@@ -406,31 +463,38 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
   // The statements' shape: one interval or a range; with the metric and thread if known.
   const int shape =
       (b.iv_lo == b.iv_hi ? iv_eq : 0) | (b.metric ? metric_eq : 0) | (b.thread ? thread_eq : 0);
-  if (shape != c->shape) {
-    sqlite3_finalize(c->rows);
-    sqlite3_finalize(c->packs);
-    c->rows = nullptr;
-    c->packs = nullptr;
-    const std::string s = sql_ident(t->schema);
-    if (int rc = prepare(t,
-                         fmt::format("SELECT interval_id, metric, thread_id, count, total, hist "
-                                     "FROM {}.thread_hist_row WHERE {}",
-                                     s, where_of(shape, true)),
-                         &c->rows);
-        rc != SQLITE_OK) {
-      return rc;
+  if (shape != c->st.shape) {
+    give_back(t, c);
+    const auto it = std::find_if(t->idle.begin(), t->idle.end(),
+                                 [&](const statements &x) { return x.shape == shape; });
+    if (it != t->idle.end()) {
+      c->st = *it;
+      t->idle.erase(it);
+    } else {
+      const std::string s = sql_ident(t->schema);
+      statements fresh;
+      fresh.shape = shape;
+      int rc = prepare(t,
+                       fmt::format("SELECT interval_id, metric, thread_id, count, total, hist "
+                                   "FROM {}.thread_hist_row WHERE {}",
+                                   s, where_of(shape, true)),
+                       &fresh.rows);
+      if (rc == SQLITE_OK) {
+        rc = prepare(t,
+                     fmt::format("SELECT interval_id, metric, data FROM {}.thread_hist_pack "
+                                 "WHERE {}",
+                                 s, where_of(shape, false)),
+                     &fresh.packs);
+      }
+      if (rc != SQLITE_OK) {
+        sqlite3_finalize(fresh.rows);
+        sqlite3_finalize(fresh.packs);
+        return rc;
+      }
+      c->st = fresh;
     }
-    if (int rc = prepare(t,
-                         fmt::format("SELECT interval_id, metric, data FROM {}.thread_hist_pack "
-                                     "WHERE {}",
-                                     s, where_of(shape, false)),
-                         &c->packs);
-        rc != SQLITE_OK) {
-      return rc;
-    }
-    c->shape = shape;
   }
-  for (sqlite3_stmt *st : {c->rows, c->packs}) {
+  for (sqlite3_stmt *st : {c->st.rows, c->st.packs}) {
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, b.iv_lo);
     if ((shape & iv_eq) == 0) {
@@ -441,7 +505,7 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
     }
   }
   if (b.thread) {
-    sqlite3_bind_int64(c->rows, 4, b.thread_v);
+    sqlite3_bind_int64(c->st.rows, 4, b.thread_v);
   }
   c->b = b;
   c->rowid = 0;
@@ -474,15 +538,15 @@ int x_eof(sqlite3_vtab_cursor *cur) {
 int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   auto *c = static_cast<cursor *>(cur);
   if (c->in_rows) {
-    sqlite3_result_value(ctx, sqlite3_column_value(c->rows, col));
+    sqlite3_result_value(ctx, sqlite3_column_value(c->st.rows, col));
     return SQLITE_OK;
   }
   switch (col) {
   case c_interval:
-    sqlite3_result_int64(ctx, c->pack_interval);
+    sqlite3_result_int64(ctx, c->pk->interval);
     break;
   case c_metric:
-    sqlite3_result_int64(ctx, c->pack_metric);
+    sqlite3_result_int64(ctx, c->pk->metric);
     break;
   case c_thread:
     sqlite3_result_int64(ctx, c->entry->thread_id);
