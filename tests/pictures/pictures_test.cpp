@@ -8,6 +8,7 @@
 #include "rsched/base/text.hpp"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/sql_shell/shell.hpp"
+#include "rsched/stats/percentile.hpp"
 #include "rsched/store/annotations.hpp"
 
 #include "root_guard.hpp"
@@ -310,6 +311,120 @@ TEST_CASE("heatmap --by draws the top panels, each adding up to its key's sample
   CHECK(svg.find("ev&quot;il,&lt;b&gt;&amp;\\x1b[2J\\xff") != std::string::npos);
   CHECK(svg.find('\x1b') == std::string::npos);
   CHECK(svg.find("<b>") == std::string::npos);
+}
+
+TEST_CASE("heatmaps read together are the heatmaps read one by one, and their merged columns "
+          "give SQL's percentiles per column",
+          "[pictures]") {
+  auto db = open_history();
+  using rsched::sql_shell::heatmap_plan;
+  const auto same = [](const std::vector<rsched::charts::heatmap> &x,
+                       const std::vector<rsched::charts::heatmap> &y) {
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO("panel " << i);
+      CHECK(x[i].title == y[i].title);
+      CHECK(x[i].from == y[i].from);
+      CHECK(x[i].to == y[i].to);
+      CHECK(x[i].step == y[i].step);
+      CHECK(x[i].col0 == y[i].col0);
+      CHECK(x[i].bins.size() == y[i].bins.size());
+      CHECK(x[i].counts == y[i].counts);
+      CHECK(x[i].gaps.size() == y[i].gaps.size());
+      CHECK(x[i].marks.size() == y[i].marks.size());
+      CHECK(x[i].source == y[i].source);
+    }
+  };
+  // A raw window, one across the hole, and a long one the rollups answer (2-minute columns).
+  const std::vector<std::pair<std::int64_t, std::int64_t>> windows = {
+      {t0 + 92 * minute, t0 + 112 * minute},
+      {t0 + 69 * minute + 5 * sec, t0 + 76 * minute + 15 * sec},
+      {t0 - 90 * sec, t_end + 50 * sec}};
+  const std::vector<std::string> wheres = {"", "comm IN ('web', 'batch')", "cgroup <> '/db.slice'",
+                                           "comm = 'web'"};
+  int rollups = 0;
+  for (const auto &[from, to] : windows) {
+    for (const auto &where : wheres) {
+      INFO("[" << from << ", " << to << ") where " << where);
+      heatmap_args main;
+      main.from_ns = from;
+      main.to_ns = to;
+      main.where = where;
+      auto mp = rsched::sql_shell::plan_heatmap(db, main, 180);
+      REQUIRE(mp.ok());
+      main.step_ns = mp->step;
+      std::vector<heatmap_args> args = {main};
+      heatmap_args by_comm = main;
+      by_comm.by = "comm";
+      by_comm.top = 2;
+      by_comm.where = where.empty() ? "comm <> 'db'" : "(" + where + ") AND comm <> 'db'";
+      args.push_back(by_comm);
+      heatmap_args by_cgroup = main;
+      by_cgroup.by = "cgroup";
+      by_cgroup.top = 3;
+      args.push_back(by_cgroup);
+      std::vector<heatmap_plan> plans;
+      for (const auto &a : args) {
+        auto p = rsched::sql_shell::plan_heatmap(db, a, 180);
+        REQUIRE(p.ok());
+        plans.push_back(std::move(*p));
+      }
+      std::vector<std::optional<rsched::stats::histogram>> merged;
+      auto together = rsched::sql_shell::load_heatmaps(db, plans, &merged);
+      REQUIRE(together.ok());
+      REQUIRE(together->size() == args.size());
+      for (std::size_t i = 0; i < args.size(); ++i) {
+        auto alone = rsched::sql_shell::load_heatmap(db, args[i], 180);
+        REQUIRE(alone.ok());
+        same((*together)[i], *alone);
+      }
+      rollups += (*together)[0].front().source.find("_1m") != std::string::npos ? 1 : 0;
+      // The merged columns: what GROUP BY bucket(ts, step) with hist_percentile says.
+      const auto sql = run(
+          db, fmt::format("SELECT bucket(ts, {0}), hist_percentile(hist, 50), "
+                          "hist_percentile(hist, 99), sum(count) FROM sched_delay WHERE ts >= {1} "
+                          "AND ts < {2}{3} GROUP BY 1 ORDER BY 1",
+                          mp->step, from, to, where.empty() ? "" : " AND (" + where + ")"));
+      const std::int64_t col0 = (*together)[0].front().col0;
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < merged.size(); ++i) {
+        if (!merged[i]) {
+          continue;
+        }
+        REQUIRE(k < sql.rows.size());
+        const auto &row = sql.rows[k++];
+        CHECK(as_int(row[0]) == col0 + static_cast<std::int64_t>(i) * mp->step);
+        const auto p50 = rsched::stats::percentile(*merged[i], 50);
+        const auto p99 = rsched::stats::percentile(*merged[i], 99);
+        CHECK((p50 ? static_cast<std::int64_t>(p50->value) : -1) ==
+              (is_null(row[1]) ? -1 : as_int(row[1])));
+        CHECK((p99 ? static_cast<std::int64_t>(p99->value) : -1) ==
+              (is_null(row[2]) ? -1 : as_int(row[2])));
+        CHECK(static_cast<std::int64_t>(merged[i]->total()) == as_int(row[3]));
+      }
+      CHECK(k == sql.rows.size());
+      CHECK(k > 0);
+    }
+  }
+  CHECK(rollups == static_cast<int>(wheres.size())); // the long window, for every condition
+  // Plans that cannot share a read (another column width) are read one by one; merged columns
+  // need them read together.
+  heatmap_args fine;
+  fine.from_ns = t0;
+  fine.to_ns = t0 + hour;
+  heatmap_args coarse = fine;
+  coarse.step = "5m";
+  auto p1 = rsched::sql_shell::plan_heatmap(db, fine, 180);
+  auto p2 = rsched::sql_shell::plan_heatmap(db, coarse, 180);
+  REQUIRE(p1.ok());
+  REQUIRE(p2.ok());
+  auto apart = rsched::sql_shell::load_heatmaps(db, {*p1, *p2});
+  REQUIRE(apart.ok());
+  auto coarse_alone = rsched::sql_shell::load_heatmap(db, coarse, 180);
+  REQUIRE(coarse_alone.ok());
+  same((*apart)[1], *coarse_alone);
+  std::vector<std::optional<rsched::stats::histogram>> merged;
+  CHECK_FALSE(rsched::sql_shell::load_heatmaps(db, {*p1, *p2}, &merged).ok());
 }
 
 TEST_CASE("gaps and annotations are drawn where they are", "[pictures]") {

@@ -323,8 +323,9 @@ result<std::uint64_t> clip_of(store::reader &db, const std::string &text) {
 
 } // namespace
 
-result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatmap_args &a,
-                                                  std::size_t max_columns) {
+result<heatmap_plan> plan_heatmap(store::reader &db, const heatmap_args &a,
+                                  std::size_t max_columns) {
+  heatmap_plan pl;
   const auto cols = columns_of(db, a.view);
   if (cols.empty()) {
     return bad_arg(fmt::format("no view named '{}' (sched_delay, cpu_sched_delay, "
@@ -334,25 +335,23 @@ result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatm
   const auto has = [&](const std::string &c) {
     return std::find(cols.begin(), cols.end(), c) != cols.end();
   };
-  std::vector<std::string> hist_cols;
   if (a.column) {
     if (!has(*a.column)) {
       return bad_arg(fmt::format("view '{}' has no column '{}'", a.view, *a.column));
     }
-    hist_cols.push_back(*a.column);
+    pl.hist_cols.push_back(*a.column);
   } else if (has("hist")) {
-    hist_cols.emplace_back("hist");
+    pl.hist_cols.emplace_back("hist");
   } else {
     for (const auto &c : cols) {
       if (c.size() > 5 && c.compare(c.size() - 5, 5, "_hist") == 0) {
-        hist_cols.push_back(c);
+        pl.hist_cols.push_back(c);
       }
     }
   }
-  if (hist_cols.empty() || !has("ts")) {
+  if (pl.hist_cols.empty() || !has("ts")) {
     return bad_arg(fmt::format("view '{}' has no histogram (a ts and a hist column)", a.view));
   }
-  std::string key;
   if (a.by) {
     if (*a.by != "cpu" && *a.by != "comm" && *a.by != "cgroup") {
       return bad_arg(fmt::format("--by must be cpu, comm or cgroup, not '{}'", *a.by));
@@ -360,109 +359,66 @@ result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatm
     if (!has(*a.by)) {
       return bad_arg(fmt::format("view '{}' has no column '{}' to split by", a.view, *a.by));
     }
-    key = *a.by;
+    pl.key = *a.by;
   }
   auto w = window_of(db, a.from, a.to, a.from_ns, a.to_ns);
   if (!w) {
     return w.err();
   }
-  const auto [from, to] = *w;
-  std::int64_t step = 0;
+  std::tie(pl.from, pl.to) = *w;
   if (a.step_ns) {
     if (*a.step_ns <= 0) {
       return bad_arg("--step: needs a positive duration ('10s', '5m')");
     }
-    step = *a.step_ns;
+    pl.step = *a.step_ns;
   } else if (a.step) {
     auto s = duration_of(db, *a.step, "--step");
     if (!s) {
       return s.err();
     }
-    step = *s;
+    pl.step = *s;
   } else {
     // Not finer than the recording's intervals: a column narrower than one would be empty.
-    auto iv = scalar(db, fmt::format("SELECT max(dur_ns) FROM intervals WHERE start_ns >= {} AND "
-                                     "start_ns < {}{}",
-                                     from, to, has_object(db, "tiers") ? " AND tier = 0" : ""));
+    auto iv =
+        scalar(db, fmt::format("SELECT max(dur_ns) FROM intervals WHERE start_ns >= {} AND "
+                               "start_ns < {}{}",
+                               pl.from, pl.to, has_object(db, "tiers") ? " AND tier = 0" : ""));
     const std::int64_t min_step =
         iv && *iv ? std::max<std::int64_t>(**iv, 1'000'000'000) : 1'000'000'000;
-    step = charts::nice_step(to - from, max_columns, min_step);
+    pl.step = charts::nice_step(pl.to - pl.from, max_columns, min_step);
   }
-  if ((to - from) / step > 20'000) {
+  if ((pl.to - pl.from) / pl.step > 20'000) {
     return bad_arg("--step is too fine for the window: more than 20,000 columns");
   }
-  std::optional<std::uint64_t> clip;
   if (a.max) {
     auto c = clip_of(db, *a.max);
     if (!c) {
       return c.err();
     }
-    clip = *c;
+    pl.clip = *c;
   }
-  const std::string cond = a.where.empty() ? std::string() : " AND (" + a.where + ")";
+  pl.args = a;
+  return pl;
+}
+
+namespace {
+
+// What one heatmap of load_heatmaps gathers while the rows go by.
+struct heatmap_acc {
   std::map<std::string, charts::heatmap> panels;
   std::optional<stats::layout> layout;
   std::vector<std::string> sources; // distinct, in the order read
-  for (const auto &p : pieces_of(db, a.view, from, to, step, a.where)) {
-    if (std::find(sources.begin(), sources.end(), p.source) == sources.end()) {
-      sources.push_back(p.source);
-    }
-    std::string sql = "SELECT ts";
-    if (!key.empty()) {
-      sql += ", " + key;
-    }
-    for (const auto &h : hist_cols) {
-      sql += ", " + h;
-    }
-    sql += fmt::format(" FROM {} WHERE ts >= {} AND ts < {}{}", p.source, p.a, p.b, cond);
-    store::result_sink sink;
-    sink.on_columns = [](const std::vector<std::string> &) {};
-    std::optional<error> failure;
-    sink.on_row = [&](const std::vector<store::value> &row) {
-      if (failure) {
-        return;
-      }
-      const auto ts = int_of(row[0]);
-      if (!ts) {
-        return;
-      }
-      const std::size_t first = key.empty() ? 1 : 2;
-      const std::string k = key.empty() ? std::string() : key_text(row[1]);
-      for (std::size_t i = first; i < row.size(); ++i) {
-        const auto *blob = std::get_if<std::vector<std::uint8_t>>(&row[i]);
-        if (blob == nullptr) {
-          continue; // NULL: no samples of that kind
-        }
-        auto h = stats::decode(*blob);
-        if (!h) {
-          failure = make_error("stored histogram: " + h.err().msg);
-          return;
-        }
-        if (!layout) {
-          layout = h->kind;
-        }
-        auto [it, fresh] = panels.try_emplace(k);
-        if (fresh) {
-          it->second = charts::make_heatmap(*layout, from, to, step, clip);
-        }
-        if (auto r = charts::add(it->second, *ts, *h); !r) {
-          failure = r.err();
-          return;
-        }
-      }
-    };
-    if (auto r = db.exec(sql, sink); !r) {
-      return r.err();
-    }
-    if (failure) {
-      return *failure;
-    }
-  }
-  const auto gaps = gaps_of(db, from, to);
+};
+
+// The panels of one plan from its rows: the top keys, rows trimmed, gaps, marks, source.
+std::vector<charts::heatmap> finish_heatmap(store::reader &db, const heatmap_plan &pl,
+                                            heatmap_acc &acc) {
+  const heatmap_args &a = pl.args;
+  const auto gaps = gaps_of(db, pl.from, pl.to);
   mark_list marks;
   if (a.marks) {
     marks = *a.marks;
-  } else if (auto m = load_marks(db, from, to)) {
+  } else if (auto m = load_marks(db, pl.from, pl.to)) {
     marks = std::move(*m);
   }
   std::string what = a.view;
@@ -473,26 +429,27 @@ result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatm
     what += " (" + *a.column + ")";
   }
   std::vector<charts::heatmap> out;
-  if (key.empty()) {
-    charts::heatmap h = panels.empty()
-                            ? charts::make_heatmap(stats::layout::latency, from, to, step, clip)
-                            : std::move(panels.begin()->second);
+  if (pl.key.empty()) {
+    charts::heatmap h = acc.panels.empty() ? charts::make_heatmap(stats::layout::latency, pl.from,
+                                                                  pl.to, pl.step, pl.clip)
+                                           : std::move(acc.panels.begin()->second);
     h.title = what;
     out.push_back(std::move(h));
   } else {
     std::vector<std::pair<std::uint64_t, std::string>> order;
-    for (const auto &[k, h] : panels) {
+    for (const auto &[k, h] : acc.panels) {
       order.emplace_back(h.total(), k);
     }
     std::stable_sort(order.begin(), order.end(),
                      [](const auto &x, const auto &y) { return x.first > y.first; });
     for (std::size_t i = 0; i < order.size() && i < a.top; ++i) {
-      charts::heatmap h = std::move(panels[order[i].second]);
-      h.title = fmt::format("{} = {}", key, order[i].second);
+      charts::heatmap h = std::move(acc.panels[order[i].second]);
+      h.title = fmt::format("{} = {}", pl.key, order[i].second);
       out.push_back(std::move(h));
     }
     if (out.empty()) {
-      charts::heatmap h = charts::make_heatmap(stats::layout::latency, from, to, step, clip);
+      charts::heatmap h =
+          charts::make_heatmap(stats::layout::latency, pl.from, pl.to, pl.step, pl.clip);
       h.title = what + " (no rows)";
       out.push_back(std::move(h));
     }
@@ -511,7 +468,7 @@ result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatm
   }
   for (auto &h : out) {
     const std::size_t keep = std::min(h.bins.size(), std::max<std::size_t>(used + 1, 4));
-    if (keep < h.bins.size() && !(clip && used == h.bins.size())) {
+    if (keep < h.bins.size() && !(pl.clip && used == h.bins.size())) {
       h.bins.resize(keep);
       for (auto &col : h.counts) {
         col.resize(keep);
@@ -521,11 +478,188 @@ result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatm
     h.marks = marks.marks;
     h.marks_not_drawn = marks.total - static_cast<std::int64_t>(marks.marks.size());
     h.source.clear();
-    for (const auto &src : sources) {
+    for (const auto &src : acc.sources) {
       h.source += (h.source.empty() ? "" : " + ") + src;
     }
   }
   return out;
+}
+
+} // namespace
+
+result<std::vector<std::vector<charts::heatmap>>>
+load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
+              std::vector<std::optional<stats::histogram>> *merged) {
+  std::vector<std::vector<charts::heatmap>> out;
+  if (plans.empty()) {
+    return out;
+  }
+  const heatmap_plan &first = plans.front();
+  // One read serves plans of one view, histogram columns, window, columns and tiers; others
+  // are read one after the other.
+  const auto pieces =
+      pieces_of(db, first.args.view, first.from, first.to, first.step, first.args.where);
+  const auto same_pieces = [&](const heatmap_plan &pl) {
+    const auto ps = pieces_of(db, pl.args.view, pl.from, pl.to, pl.step, pl.args.where);
+    return ps.size() == pieces.size() &&
+           std::equal(ps.begin(), ps.end(), pieces.begin(), [](const piece &x, const piece &y) {
+             return x.source == y.source && x.a == y.a && x.b == y.b;
+           });
+  };
+  bool shared = true;
+  for (const auto &pl : plans) {
+    shared = shared && pl.args.view == first.args.view && pl.hist_cols == first.hist_cols &&
+             pl.from == first.from && pl.to == first.to && pl.step == first.step &&
+             pl.clip == first.clip && same_pieces(pl);
+  }
+  if (!shared) {
+    if (merged != nullptr) {
+      return make_error("load_heatmaps: the merged columns need plans read together");
+    }
+    for (const auto &pl : plans) {
+      auto one = load_heatmaps(db, {pl}, nullptr);
+      if (!one) {
+        return one.err();
+      }
+      out.push_back(std::move(one->front()));
+    }
+    return out;
+  }
+  // The columns read: ts, each plan's key (once), the histograms, then each plan's condition
+  // as a flag unless every plan has the same one (then it is the statement's own).
+  std::vector<std::string> keys;
+  std::vector<std::size_t> key_of(plans.size(), 0); // column of the plan's key; 0: none
+  bool one_where = true;
+  for (const auto &pl : plans) {
+    one_where = one_where && pl.args.where == first.args.where;
+  }
+  std::string sql = "SELECT ts";
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].key.empty()) {
+      continue;
+    }
+    auto it = std::find(keys.begin(), keys.end(), plans[i].key);
+    if (it == keys.end()) {
+      keys.push_back(plans[i].key);
+      sql += ", " + plans[i].key;
+      it = keys.end() - 1;
+    }
+    key_of[i] = 1 + static_cast<std::size_t>(it - keys.begin());
+  }
+  const std::size_t hist0 = 1 + keys.size();
+  for (const auto &h : first.hist_cols) {
+    sql += ", " + h;
+  }
+  const std::size_t flag0 = hist0 + first.hist_cols.size();
+  std::string cond;
+  if (one_where) {
+    cond = first.args.where.empty() ? std::string() : " AND (" + first.args.where + ")";
+  } else {
+    std::string any;
+    for (const auto &pl : plans) {
+      const std::string w = pl.args.where.empty() ? std::string("1") : pl.args.where;
+      sql += ", (" + w + ") IS 1";
+      any += (any.empty() ? "(" : " OR (") + w + ")";
+    }
+    cond = " AND (" + any + ")";
+  }
+  std::vector<heatmap_acc> accs(plans.size());
+  if (merged != nullptr) {
+    merged->assign(static_cast<std::size_t>((first.to - first.from) / first.step + 2),
+                   std::nullopt);
+  }
+  const std::int64_t col0 = first.from - (((first.from % first.step) + first.step) % first.step);
+  for (const auto &p : pieces) {
+    for (auto &acc : accs) {
+      if (std::find(acc.sources.begin(), acc.sources.end(), p.source) == acc.sources.end()) {
+        acc.sources.push_back(p.source);
+      }
+    }
+    const std::string q =
+        sql + fmt::format(" FROM {} WHERE ts >= {} AND ts < {}{}", p.source, p.a, p.b, cond);
+    store::result_sink sink;
+    sink.on_columns = [](const std::vector<std::string> &) {};
+    std::optional<error> failure;
+    std::vector<std::string> key_texts(keys.size());
+    sink.on_row = [&](const std::vector<store::value> &row) {
+      if (failure) {
+        return;
+      }
+      const auto ts = int_of(row[0]);
+      if (!ts) {
+        return;
+      }
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        key_texts[k] = key_text(row[1 + k]);
+      }
+      for (std::size_t i = hist0; i < flag0; ++i) {
+        const auto *blob = std::get_if<std::vector<std::uint8_t>>(&row[i]);
+        if (blob == nullptr) {
+          continue; // NULL: no samples of that kind
+        }
+        auto h = stats::decode(*blob);
+        if (!h) {
+          failure = make_error("stored histogram: " + h.err().msg);
+          return;
+        }
+        for (std::size_t n = 0; n < plans.size(); ++n) {
+          if (!one_where && int_of(row[flag0 + n]).value_or(0) != 1) {
+            continue;
+          }
+          const heatmap_plan &pl = plans[n];
+          heatmap_acc &acc = accs[n];
+          if (!acc.layout) {
+            acc.layout = h->kind;
+          }
+          auto [it, fresh] =
+              acc.panels.try_emplace(key_of[n] == 0 ? std::string() : key_texts[key_of[n] - 1]);
+          if (fresh) {
+            it->second = charts::make_heatmap(*acc.layout, pl.from, pl.to, pl.step, pl.clip);
+          }
+          if (auto r = charts::add(it->second, *ts, *h); !r) {
+            failure = r.err();
+            return;
+          }
+          if (n == 0 && merged != nullptr && *ts >= first.from && *ts < first.to) {
+            auto &m = (*merged)[static_cast<std::size_t>((*ts - col0) / first.step)];
+            if (!m) {
+              m = stats::histogram{h->kind, {}};
+            }
+            if (m->kind != h->kind) {
+              failure = make_error("stored histograms of different layouts in one column");
+              return;
+            }
+            for (std::size_t b = 0; b < stats::max_slots; ++b) {
+              m->slots[b] += h->slots[b];
+            }
+          }
+        }
+      }
+    };
+    if (auto r = db.exec(q, sink); !r) {
+      return r.err();
+    }
+    if (failure) {
+      return *failure;
+    }
+  }
+  for (std::size_t n = 0; n < plans.size(); ++n) {
+    out.push_back(finish_heatmap(db, plans[n], accs[n]));
+  }
+  return out;
+}
+
+result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatmap_args &a,
+                                                  std::size_t max_columns) {
+  auto pl = plan_heatmap(db, a, max_columns);
+  if (!pl) {
+    return pl.err();
+  }
+  auto maps = load_heatmaps(db, {*pl}, nullptr);
+  if (!maps) {
+    return maps.err();
+  }
+  return std::move(maps->front());
 }
 
 std::string heatmap_svg(const std::vector<charts::heatmap> &panels, const heatmap_args &a,
@@ -548,6 +682,17 @@ result<charts::series_chart> load_plot(store::reader &db, const plot_args &a) {
   if (!r) {
     return r.err();
   }
+  return plot_of_rows(db, a, r->columns, r->rows);
+}
+
+result<charts::series_chart> plot_of_rows(store::reader &db, const plot_args &a,
+                                          const std::vector<std::string> &columns,
+                                          const std::vector<std::vector<store::value>> &rows) {
+  const struct {
+    const std::vector<std::string> &columns;
+    const std::vector<std::vector<store::value>> &rows;
+  } given{columns, rows};
+  const auto *r = &given;
   if (r->columns.size() < 2) {
     return bad_arg("plot needs a query of two or more columns: a time (UTC ns), then numbers");
   }

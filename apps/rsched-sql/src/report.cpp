@@ -2,12 +2,14 @@
 // No scripts, fonts or images from anywhere: inline CSS and inline SVG.
 #include "rsched/base/text.hpp"
 #include "rsched/sql_shell/pictures.hpp"
+#include "rsched/stats/percentile.hpp"
 
 #include "sql_util.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -101,21 +103,81 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   base.from = a.from;
   base.to = a.to;
   base.where = a.where;
-  base.marks = mark_list{}; // read once the window is known, below
   // The window, as the heatmap reads it; the other pictures take it (and its step) from there.
-  auto main_map = load_heatmap(db, base, svg_columns);
-  if (!main_map) {
-    return main_map.err();
+  auto main_plan = plan_heatmap(db, base, svg_columns);
+  if (!main_plan) {
+    return main_plan.err();
   }
-  const std::int64_t from = main_map->front().from;
-  const std::int64_t to = main_map->front().to;
-  const std::int64_t step = main_map->front().step;
+  const std::int64_t from = main_plan->from;
+  const std::int64_t to = main_plan->to;
+  const std::int64_t step = main_plan->step;
   base.from_ns = from;
   base.to_ns = to;
   base.step_ns = step;
   const timefmt::zone &zone = db.zone();
   const std::string cond = a.where.empty() ? std::string() : " AND (" + a.where + ")";
   const std::string window = fmt::format("ts >= {} AND ts < {}{}", from, to, cond);
+
+  // The annotations of the window, read once, bounded (load_marks): drawn on the timeline and
+  // every heatmap, listed below.
+  auto marks = load_marks(db, from, to);
+  if (!marks) {
+    return marks.err();
+  }
+  // Each band's label starts with its annotation's id ("#3 deploy ..."), as its row in the
+  // table and its section ("Annotation 3") name it: a label cut short or left out for want of
+  // room still says which.
+  for (std::size_t k = 0; k < marks->marks.size() && k < marks->ids.size(); ++k) {
+    marks->marks[k].number = marks->ids[k];
+  }
+  base.marks = *marks;
+
+  // The heatmaps of all threads, the worst comms and the busiest cgroups, and the timeline's
+  // p50 and p99 per column, from one read of the window's histograms (load_heatmaps): each
+  // read alone decoded every histogram of the window again.
+  auto worst =
+      query(db, "SELECT comm, hist_percentile(hist, 99) AS p99 FROM sched_delay WHERE " + window +
+                    " GROUP BY comm HAVING sum(count) >= 20 ORDER BY p99 DESC "
+                    "LIMIT 4");
+  if (!worst) {
+    return worst.err();
+  }
+  main_plan->args = base;
+  std::vector<heatmap_plan> plans = {*main_plan};
+  heatmap_args wa = base;
+  if (!worst->rows.empty()) {
+    std::string in;
+    for (const auto &r : worst->rows) {
+      in += (in.empty() ? "" : ", ") + quote(text_of(r[0]));
+    }
+    wa.where =
+        (a.where.empty() ? std::string() : "(" + a.where + ") AND ") + "comm IN (" + in + ")";
+    wa.by = "comm";
+    wa.top = 4;
+    auto p = plan_heatmap(db, wa, svg_columns);
+    if (!p) {
+      return p.err();
+    }
+    plans.push_back(std::move(*p));
+  }
+  heatmap_args ca = base;
+  ca.where = a.where;
+  ca.by = "cgroup";
+  ca.top = 4;
+  {
+    auto p = plan_heatmap(db, ca, svg_columns);
+    if (!p) {
+      return p.err();
+    }
+    plans.push_back(std::move(*p));
+  }
+  std::vector<std::optional<stats::histogram>> per_column;
+  auto maps = load_heatmaps(db, plans, &per_column);
+  if (!maps) {
+    return maps.err();
+  }
+  std::vector<charts::heatmap> &main_map = maps->front();
+  std::vector<charts::heatmap> &cgroup_map = maps->back();
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                      "<title>rsched report</title><style>";
   html += css;
@@ -181,24 +243,6 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
             "error bound, docs/SQL.md).</p>\n";
   }
 
-  // The annotations of the window, read once, bounded (load_marks): drawn on the timeline and
-  // every heatmap, listed below.
-  auto marks = load_marks(db, from, to);
-  if (!marks) {
-    return marks.err();
-  }
-  // Each band's label starts with its annotation's id ("#3 deploy ..."), as its row in the
-  // table and its section ("Annotation 3") name it: a label cut short or left out for want of
-  // room still says which.
-  for (std::size_t k = 0; k < marks->marks.size() && k < marks->ids.size(); ++k) {
-    marks->marks[k].number = marks->ids[k];
-  }
-  base.marks = *marks;
-  for (auto &h : *main_map) {
-    h.marks = marks->marks;
-    h.marks_not_drawn = marks->total - static_cast<std::int64_t>(marks->marks.size());
-  }
-
   // Spikes, per comm, with their cause; they also mark the timeline.
   std::vector<charts::span> spike_marks;
   std::vector<std::vector<store::value>> spikes;
@@ -235,15 +279,30 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
   charts::series_chart tl;
   {
     plot_args pa;
-    pa.sql = fmt::format("SELECT bucket(ts, {0}) AS t, hist_percentile(hist, 50) AS p50_ns, "
-                         "hist_percentile(hist, 99) AS p99_ns FROM sched_delay WHERE {1} "
-                         "GROUP BY 1 ORDER BY 1",
-                         step, window);
     pa.title =
         "p50 and p99 scheduling delay per " + text::format_duration_ns(static_cast<double>(step));
     pa.log = true;
     pa.marks = *marks;
-    auto c = load_plot(db, pa);
+    // What SELECT bucket(ts, step) AS t, hist_percentile(hist, 50) AS p50_ns,
+    // hist_percentile(hist, 99) AS p99_ns ... GROUP BY 1 ORDER BY 1 gives, from the columns
+    // merged by the heatmaps' read.
+    std::vector<std::vector<store::value>> rows;
+    const std::int64_t col0 = from - (((from % step) + step) % step);
+    const auto pct = [](const stats::histogram &h, double p) -> store::value {
+      const auto r = stats::percentile(h, p);
+      if (!r) {
+        return std::monostate{};
+      }
+      constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+      return static_cast<std::int64_t>(r->value > max ? max : r->value);
+    };
+    for (std::size_t i = 0; i < per_column.size(); ++i) {
+      if (per_column[i]) {
+        rows.push_back({col0 + static_cast<std::int64_t>(i) * step, pct(*per_column[i], 50),
+                        pct(*per_column[i], 99)});
+      }
+    }
+    auto c = plot_of_rows(db, pa, {"t", "p50_ns", "p99_ns"}, rows);
     if (!c) {
       return c.err();
     }
@@ -263,7 +322,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
           "<figcaption>Log scale. Bands: annotations (solid blue) and spikes (dashed orange, "
           "numbered as in the tables); hatched: not recorded."
           "</figcaption></figure>\n";
-  html += "<figure>" + heatmap_svg(*main_map, base, zone) +
+  html += "<figure>" + heatmap_svg(main_map, base, zone) +
           "<figcaption>Every sample of the window: time across, delay up (log2 rows), colour "
           "for how many.</figcaption></figure>\n";
 
@@ -537,45 +596,16 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
 
   // The worst comms and cgroups, and every CPU.
   html += "<h2>Worst comms</h2>\n";
-  auto worst =
-      query(db, "SELECT comm, hist_percentile(hist, 99) AS p99 FROM sched_delay WHERE " + window +
-                    " GROUP BY comm HAVING sum(count) >= 20 ORDER BY p99 DESC "
-                    "LIMIT 4");
-  if (worst && !worst->rows.empty()) {
-    std::string in;
-    for (const auto &r : worst->rows) {
-      in += (in.empty() ? "" : ", ") + quote(text_of(r[0]));
-    }
-    heatmap_args wa = base;
-    wa.where =
-        (a.where.empty() ? std::string() : "(" + a.where + ") AND ") + "comm IN (" + in + ")";
-    wa.by = "comm";
-    wa.top = 4;
-    auto m = load_heatmap(db, wa, svg_columns);
-    if (!m) {
-      return m.err();
-    }
-    html += "<figure>" + heatmap_svg(*m, wa, zone) +
+  if (!worst->rows.empty()) {
+    html += "<figure>" + heatmap_svg((*maps)[1], wa, zone) +
             "<figcaption>The comms with the highest p99 (at least 20 samples).</figcaption>"
             "</figure>\n";
-  } else if (!worst) {
-    return worst.err();
   } else {
     html += "<p class=\"note\">No comm has 20 samples in the window.</p>\n";
   }
-  heatmap_args ca = base;
-  ca.where = a.where;
-  ca.by = "cgroup";
-  ca.top = 4;
-  {
-    auto m = load_heatmap(db, ca, svg_columns);
-    if (!m) {
-      return m.err();
-    }
-    if (m->front().total() > 0) {
-      html += "<h2>Busiest cgroups</h2>\n<figure>" + heatmap_svg(*m, ca, zone) +
-              "<figcaption>The cgroups with the most samples.</figcaption></figure>\n";
-    }
+  if (cgroup_map.front().total() > 0) {
+    html += "<h2>Busiest cgroups</h2>\n<figure>" + heatmap_svg(cgroup_map, ca, zone) +
+            "<figcaption>The cgroups with the most samples.</figcaption></figure>\n";
   }
   heatmap_args cpu;
   cpu.marks = *marks;

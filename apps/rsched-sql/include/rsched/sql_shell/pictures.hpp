@@ -86,8 +86,32 @@ inline constexpr std::size_t svg_columns = 180;
 // the condition names a per-thread column (tid, pid).
 result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatmap_args &a,
                                                   std::size_t max_columns);
+// A heatmap's arguments checked and its window, column width and clip resolved, before any
+// histogram is read.
+struct heatmap_plan {
+  heatmap_args args;
+  std::vector<std::string> hist_cols; // the histogram columns read (merged)
+  std::string key;                    // --by's column, "" for one panel
+  std::int64_t from = 0, to = 0, step = 1;
+  std::optional<std::uint64_t> clip;
+};
+result<heatmap_plan> plan_heatmap(store::reader &db, const heatmap_args &a,
+                                  std::size_t max_columns);
+// The panels of several plans (load_heatmap's each), from one read of the rows when they are
+// of one view, histogram columns, window, column width and tiers (the report's heatmaps of all
+// threads, the worst comms and the busiest cgroups): each histogram decoded once, each plan's
+// condition a column of the statement. `merged`, if given, gets the first plan's histograms
+// merged per column (column i: [col0 + i * step, + step)), nullopt where it has no rows; it
+// needs the plans read together (an error otherwise).
+result<std::vector<std::vector<charts::heatmap>>>
+load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
+              std::vector<std::optional<stats::histogram>> *merged = nullptr);
 // The chart of a plot's query, with the annotations and gaps of its time range.
 result<charts::series_chart> load_plot(store::reader &db, const plot_args &a);
+// The same chart of rows already read (columns and rows as the query would give them).
+result<charts::series_chart> plot_of_rows(store::reader &db, const plot_args &a,
+                                          const std::vector<std::string> &columns,
+                                          const std::vector<std::vector<store::value>> &rows);
 // The incident report: one self-contained HTML page.
 result<std::string> build_report(store::reader &db, const report_args &a);
 
