@@ -398,6 +398,11 @@ result<reader> reader::open(const std::string &path, bool read_only) {
     if (memory) {
       flags = SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE;
     }
+    // A reader is used by one thread at a time (interrupt() may come from another: SQLite
+    // allows that in any threading mode): without the connection's mutex, each of the
+    // millions of sqlite3_step and sqlite3_column calls of a long window no longer locks and
+    // unlocks it.
+    flags |= SQLite::OPEN_NOMUTEX;
     SQLite::Database db(path, flags, busy_timeout_ms);
     sqlite3 *h = db.getHandle();
     sqlite3_extended_result_codes(h, 1);
