@@ -660,7 +660,7 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       }
     }
   }
-  stmt_ptr seek_st, hist_seek_st, ids_st;
+  stmt_ptr seek_st, hist_seek_st, ids_st, light_st;
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::int64_t>> ids_of_tid;
   const auto ids_of = [&](const std::string &boot,
                           std::int64_t tid) -> result<const std::vector<std::int64_t> *> {
@@ -690,12 +690,15 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
   std::vector<std::uint32_t> hits;
   // Adds the blame rows `s` steps through (by thread, as the primary key hands them back) to
   // the windows of their victim threads.
+  std::int64_t rows_read = 0;    // by take_rows: rows
+  std::int64_t rows_victims = 0; // and those of victim threads
   const auto take_rows = [&](sqlite3_stmt *s) -> result<void> {
     // The windows of a thread's rows found once.
     std::optional<std::int64_t> last;
     hits.clear();
     int rc = 0;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      ++rows_read;
       const std::int64_t thread = sqlite3_column_int64(s, 0);
       if (last != thread) {
         last = thread;
@@ -708,6 +711,7 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       if (hits.empty()) {
         continue;
       }
+      ++rows_victims;
       auto g = culprit_group_of(sqlite3_column_int64(s, 1));
       if (!g) {
         return g.err();
@@ -737,6 +741,33 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
     return {};
   };
   std::vector<std::int64_t> wanted; // the thread ids sought in this interval
+  // The rows of the `wanted` threads of interval j, sought by (interval_id, thread_id).
+  const auto seek_rows = [&](std::size_t j) -> result<void> {
+    if (!seek_st) {
+      auto st = prepare_stmt(
+          db, fmt::format("SELECT x.thread_id, x.culprit_id, x.wait_ns, x.waits, x.preempts, "
+                          "{} FROM thread_blame AS x WHERE x.interval_id = ?1 AND "
+                          "x.thread_id = ?2",
+                          has_column(db, "thread_blame", "approx_ns") ? "x.approx_ns" : "NULL"));
+      if (!st) {
+        return st.err();
+      }
+      seek_st = std::move(*st);
+    }
+    for (const std::int64_t id : wanted) {
+      sqlite3_stmt *s = seek_st.get();
+      sqlite3_reset(s);
+      sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+      sqlite3_bind_int64(s, 2, id);
+      if (auto r = take_rows(s); !r) {
+        return r.err();
+      }
+    }
+    return {};
+  };
+  // Whether the victims' rows were few in the last interval read whole (or by the light read):
+  // then the next is read by the light read and seeks.
+  bool sparse = false;
   for (std::size_t j = 0; j < ivs->size(); ++j) {
     const auto &ov = over[j];
     if (ov.empty()) {
@@ -765,33 +796,62 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
     }
     if (blame && seek) {
-      if (!seek_st) {
-        auto st = prepare_stmt(
-            db, fmt::format("SELECT x.thread_id, x.culprit_id, x.wait_ns, x.waits, x.preempts, "
-                            "{} FROM thread_blame AS x WHERE x.interval_id = ?1 AND "
-                            "x.thread_id = ?2",
-                            has_column(db, "thread_blame", "approx_ns") ? "x.approx_ns" : "NULL"));
+      if (auto r = seek_rows(j); !r) {
+        return r.err();
+      }
+    } else if (blame && sparse) {
+      // Few of the rows are the victims' (blame('postgres') among hundreds of threads): their
+      // thread ids from the primary key alone (a light read), then their rows sought.
+      if (!light_st) {
+        auto st =
+            prepare_stmt(db, "SELECT x.thread_id FROM thread_blame AS x WHERE x.interval_id = ?1");
         if (!st) {
           return st.err();
         }
-        seek_st = std::move(*st);
+        light_st = std::move(*st);
       }
-      for (const std::int64_t id : wanted) {
-        sqlite3_stmt *s = seek_st.get();
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, (*ivs)[j].id);
-        sqlite3_bind_int64(s, 2, id);
-        if (auto r = take_rows(s); !r) {
-          return r.err();
+      sqlite3_stmt *s = light_st.get();
+      sqlite3_reset(s);
+      sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+      std::int64_t in_interval = 0;
+      std::int64_t of_victims = 0;
+      std::optional<std::int64_t> last;
+      bool victim = false;
+      wanted.clear();
+      int rc = 0;
+      while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        ++in_interval;
+        const std::int64_t thread = sqlite3_column_int64(s, 0);
+        if (last != thread) {
+          last = thread;
+          auto t = thread_of(thread);
+          if (!t) {
+            return t.err();
+          }
+          windows_of(**t, hits);
+          victim = !hits.empty();
+          if (victim) {
+            wanted.push_back(thread);
+          }
         }
+        of_victims += victim ? 1 : 0;
       }
+      if (rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+      if (auto r = seek_rows(j); !r) {
+        return r.err();
+      }
+      sparse = of_victims * 10 < in_interval * 3; // under 30 %: stays
     } else if (blame) {
       sqlite3_stmt *s = blame_st.get();
       sqlite3_reset(s);
       sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+      rows_read = rows_victims = 0;
       if (auto r = take_rows(s); !r) {
         return r.err();
       }
+      sparse = rows_victims * 10 < rows_read * 15 / 10; // under 15 %: the light read next
     }
     if (pressure) {
       // The victims' cgroups: those of the threads with sched_delay samples in the interval.
