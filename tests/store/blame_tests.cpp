@@ -937,3 +937,82 @@ TEST_CASE("blame: each culprit process's own CPU time and its cgroup's usage ove
   REQUIRE(one.rows.size() == 1);
   CHECK(as_int(one.rows[0][0]) == 3'500'000);
 }
+
+TEST_CASE("a real version 12 database is upgraded: its blame rows stay rows, new ones are packed, "
+          "and every question reads both",
+          "[store][blame][pack]") {
+  // tests/store/data/v12.db: v11.db upgraded by the schema 12 rschedd (commit 3e316a9), which
+  // recorded 3 s of this machine into it with -g latency,migration,blame.
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  copy_fixture("v12.db", path);
+  const std::string all_cols = "ts, dur, tid, pid, comm, cgroup, by_pid, by_comm, by_cgroup, "
+                               "wait_ns, count, tier, by_cpu, by_policy, by_prio, policy, prio, "
+                               "approx_ns";
+  const std::string order =
+      " ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18";
+  std::vector<std::vector<value>> rows_before, preempt_before, blame_before;
+  std::int64_t old_rows = 0;
+  std::int64_t next = 0;
+  const std::string blame_q = "SELECT * FROM blame(NULL, 0, {}) ORDER BY by_pid, by_comm, "
+                              "by_cgroup";
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "PRAGMA user_version") == 12);
+    CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'") ==
+          0);
+    next = scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
+    rows_before = run(r, "SELECT " + all_cols + " FROM delay_blame" + order).rows;
+    preempt_before = run(r, "SELECT * FROM preemption ORDER BY 1, 2, 3, 7, 8, 9").rows;
+    blame_before = run(r, fmt::format(fmt::runtime(blame_q), next)).rows;
+    old_rows = scalar_int(r, "SELECT count(*) FROM thread_blame");
+    REQUIRE(rows_before.size() > 20);
+    REQUIRE(blame_before.size() > 3);
+  }
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(next, {estimated_victim(3, "fresh")}));
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+  // The rows written before stay b-tree rows; the new interval's are one pack.
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame_row") == old_rows);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame_pack") == 1);
+  // The victim's rows: 3 culprits it waited behind and the one that preempted it.
+  const auto packed = scalar_int(r, "SELECT rows FROM thread_blame_pack");
+  CHECK(packed == 4);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame") == old_rows + packed);
+  // The views and blame() read both: the old window as before, the new rows as written.
+  const std::string before = " WHERE ts < " + std::to_string(next);
+  CHECK(run(r, "SELECT " + all_cols + " FROM delay_blame" + before + order).rows == rows_before);
+  CHECK(run(r, "SELECT * FROM preemption" + before + " ORDER BY 1, 2, 3, 7, 8, 9").rows ==
+        preempt_before);
+  CHECK(run(r, fmt::format(fmt::runtime(blame_q), next)).rows == blame_before);
+  auto fresh = run(r, "SELECT by_comm, wait_ns, approx_ns FROM delay_blame WHERE comm = 'fresh' "
+                      "ORDER BY by_comm");
+  REQUIRE(fresh.rows.size() == 3);
+  CHECK(as_int(fresh.rows[0][2]) == 100'000); // <idle>
+  CHECK(as_int(fresh.rows[2][2]) == 1'500'000);
+  // One thread of one interval (the lookup form of the virtual table) and a range of intervals.
+  const auto id = scalar_int(r, "SELECT max(id) FROM intervals");
+  const auto thread = scalar_int(r, "SELECT thread_id FROM thread_blame_row LIMIT 1");
+  const auto iv = scalar_int(r, "SELECT interval_id FROM thread_blame_row LIMIT 1");
+  CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM thread_blame WHERE interval_id = {} AND "
+                                  "thread_id = {}",
+                                  iv, thread)) ==
+        scalar_int(r, fmt::format("SELECT count(*) FROM thread_blame_row WHERE interval_id = {} "
+                                  "AND thread_id = {}",
+                                  iv, thread)));
+  CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM thread_blame WHERE interval_id = {} AND "
+                                  "thread_id = (SELECT min(thread_id) FROM thread_blame WHERE "
+                                  "interval_id = {})",
+                                  id, id)) == packed);
+  CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM thread_blame WHERE interval_id BETWEEN "
+                                  "{} AND {}",
+                                  iv, id)) ==
+        scalar_int(r, fmt::format("SELECT count(*) FROM thread_blame_row WHERE interval_id "
+                                  "BETWEEN {} AND {}",
+                                  iv, id)) +
+            packed);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}

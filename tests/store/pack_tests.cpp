@@ -1,6 +1,7 @@
-// The packed raw tier (schema v8): the pack format on its own, and thread_hist, the virtual
-// table over packs and rollup rows, against what the same rows give as a plain table.
+// The packed raw tiers (schema v8, v13): the pack formats on their own, and thread_hist, the
+// virtual table over packs and rollup rows, against what the same rows give as a plain table.
 #include "rsched/stats/percentile.hpp"
+#include "rsched/store/blame_pack.hpp"
 #include "rsched/store/hist_pack.hpp"
 #include "rsched/store/hist_summary.hpp"
 
@@ -284,4 +285,142 @@ TEST_CASE("hist_summary: per thread, per comm merged and all merged p99s; damage
   bad = blob;
   bad[1] = 0x7f; // 127 threads in a few bytes
   CHECK(decode_summary(bad).err().msg == "damaged summary: more entries than bytes (threads)");
+}
+
+// ---- thread_blame's packs (schema v13) ----------------------------------------------------
+
+namespace {
+
+using rsched::store::blame_entry;
+using rsched::store::blame_pack_builder;
+using rsched::store::unpack_blame;
+
+// Random rows in (thread, culprit) order: several culprits per thread, NULLs, extremes, the
+// scheduling fields often repeated from the row before (the builder's short form).
+std::vector<blame_entry> random_blame(std::mt19937_64 &rng, int n) {
+  std::vector<blame_entry> out;
+  std::int64_t thread = static_cast<std::int64_t>(rng() % 1000);
+  std::int64_t culprit = static_cast<std::int64_t>(rng() % 100);
+  for (int i = 0; i < n; ++i) {
+    blame_entry e;
+    if (i > 0 && rng() % 3 == 0) {
+      thread += 1 + static_cast<std::int64_t>(rng() % (i % 2 == 0 ? 4 : 1'000'000));
+      culprit = static_cast<std::int64_t>(rng() % 5000);
+    } else if (i > 0) {
+      culprit += 1 + static_cast<std::int64_t>(rng() % 50);
+    }
+    e.thread_id = thread;
+    e.culprit_id = culprit;
+    e.wait_ns = static_cast<std::int64_t>(rng() >> (rng() % 64));
+    e.waits = static_cast<std::int64_t>(rng() % 1000);
+    e.preempts = rng() % 4 == 0 ? -static_cast<std::int64_t>(rng() % 5) : 0;
+    if (!out.empty() && rng() % 2 == 0) {
+      e.sched = out.back().sched;
+    } else {
+      for (auto &v : e.sched) {
+        if (rng() % 3 != 0) {
+          v = static_cast<std::int64_t>(rng() % 200) - 1;
+        }
+      }
+    }
+    if (rng() % 4 != 0) {
+      e.approx_ns = static_cast<std::int64_t>(rng() % 10'000'000);
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> blame_blob(const std::vector<blame_entry> &in) {
+  blame_pack_builder b;
+  for (const auto &e : in) {
+    REQUIRE(b.add(e));
+  }
+  return b.finish();
+}
+
+} // namespace
+
+TEST_CASE("a blame pack gives back every row exactly, NULLs and extremes included",
+          "[store][pack][blame]") {
+  std::mt19937_64 rng(11);
+  std::vector<blame_entry> out;
+  for (int round = 0; round < 300; ++round) {
+    auto in = random_blame(rng, static_cast<int>(rng() % 80));
+    if (round == 0) {
+      blame_entry a;
+      a.thread_id = 0;
+      a.culprit_id = INT64_MAX;
+      a.wait_ns = INT64_MIN;
+      a.waits = INT64_MAX;
+      a.preempts = -1;
+      a.sched = {INT64_MIN, 0, INT64_MAX, std::nullopt, -1};
+      a.approx_ns = INT64_MIN;
+      blame_entry b = a;
+      b.thread_id = INT64_MAX;
+      b.culprit_id = 0;
+      b.approx_ns.reset();
+      in = {a, b};
+    }
+    const auto blob = blame_blob(in);
+    REQUIRE(unpack_blame(blob, out).ok());
+    CHECK(out == in);
+  }
+  // The same rows as thread_blame's b-tree held them cost fewer bytes here.
+  auto many = random_blame(rng, 600);
+  CHECK(blame_blob(many).size() < many.size() * 28);
+}
+
+TEST_CASE("rows out of (thread, culprit) order are refused by the blame builder",
+          "[store][pack][blame]") {
+  blame_pack_builder b;
+  blame_entry e;
+  e.thread_id = 10;
+  e.culprit_id = 5;
+  CHECK(b.add(e));
+  CHECK_FALSE(b.add(e)); // the same pair again
+  e.culprit_id = 4;
+  CHECK_FALSE(b.add(e));
+  e.thread_id = 9;
+  e.culprit_id = 100;
+  CHECK_FALSE(b.add(e));
+  e.thread_id = 11;
+  e.culprit_id = 1;
+  CHECK(b.add(e));
+  e.thread_id = -1;
+  CHECK_FALSE(b.add(e));
+  CHECK(b.size() == 2);
+}
+
+TEST_CASE("a damaged blame pack is an error at every cut and every flipped byte, never a crash",
+          "[store][pack][blame]") {
+  std::mt19937_64 rng(5);
+  const auto in = random_blame(rng, 40);
+  const auto blob = blame_blob(in);
+  std::vector<blame_entry> out;
+  for (std::size_t cut = 0; cut < blob.size(); ++cut) {
+    INFO("cut at " << cut);
+    CHECK_FALSE(unpack_blame(std::span<const std::uint8_t>(blob.data(), cut), out).ok());
+  }
+  auto longer = blob;
+  longer.push_back(0);
+  CHECK(unpack_blame(longer, out).err().msg.find("bytes after the last entry") !=
+        std::string::npos);
+  auto wrong = blob;
+  wrong[0] = 9;
+  CHECK(unpack_blame(wrong, out).err().msg == "unknown blame pack version 9");
+  std::mt19937 flip(3);
+  for (int i = 0; i < 3000; ++i) {
+    auto b = blob;
+    b[flip() % b.size()] = static_cast<std::uint8_t>(flip());
+    if (unpack_blame(b, out).ok()) { // a valid pack of other values: still in order
+      for (std::size_t k = 1; k < out.size(); ++k) {
+        CHECK((out[k].thread_id > out[k - 1].thread_id ||
+               (out[k].thread_id == out[k - 1].thread_id &&
+                out[k].culprit_id > out[k - 1].culprit_id)));
+      }
+    }
+  }
+  CHECK(unpack_blame(std::vector<std::uint8_t>{1, 0xff, 0xff, 0xff, 0x7f}, out).err().msg ==
+        "damaged blame pack: more entries than bytes");
 }

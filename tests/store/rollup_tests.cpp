@@ -515,15 +515,16 @@ TEST_CASE("a real version 3 database is upgraded in place to the current version
   CHECK_FALSE(w2.ok()); // one writer per database; the first still holds it
 }
 
-TEST_CASE("real version 2, 3, 4, 8, 9 and 10 databases upgraded in place have the schema of a "
-          "new database",
+TEST_CASE("real version 2, 3, 4, 8, 9, 10, 11 and 12 databases upgraded in place have the schema "
+          "of a new database",
           "[store][rollup]") {
   temp_dir dir;
   const auto fresh = dir.file("fresh.db");
   { auto w = open_writer(fresh); }
   auto rf = open_reader(fresh);
   const auto want = schema_of(rf);
-  for (const char *name : {"v2.db", "v3.db", "v4.db", "v8.db", "v9.db", "v10.db"}) {
+  for (const char *name :
+       {"v2.db", "v3.db", "v4.db", "v8.db", "v9.db", "v10.db", "v11.db", "v12.db"}) {
     INFO(name);
     const auto path = dir.file(name);
     copy_fixture(name, path);

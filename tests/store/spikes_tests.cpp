@@ -5,6 +5,7 @@
 // The store's own (modules/store/src): the per-window blame and pressure that spikes' one-pass
 // causes are checked against.
 #include "tvf_blame.hpp"
+#include "vtab_blame.hpp"
 #include "vtab_hist.hpp"
 
 #include <fmt/format.h>
@@ -483,6 +484,7 @@ TEST_CASE("spikes: each incident's cause is what blame and pressure of its windo
     REQUIRE(sqlite3_open_v2(d.path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
     std::unique_ptr<sqlite3, decltype(&sqlite3_close)> db(raw, &sqlite3_close);
     REQUIRE(detail::register_hist_module(db.get()).ok());
+    REQUIRE(detail::register_blame_module(db.get()).ok());
     std::size_t incidents = 0, throttled = 0, two_culprits = 0;
     std::vector<detail::window_query> windows;
     for (const std::string pattern : {"", "w*", "cgroup:/s", "pid:100"}) {

@@ -35,7 +35,8 @@ constexpr const char *fact_tables[] = {
     "thread_hist_row",  "thread_hist_pack",    "cpu_hist",
     "thread_migration", "thread_perf",         "thread_perf_event",
     "counter_time",     "schedstat_cpu_delta", "schedstat_domain_delta",
-    "thread_blame",     "cgroup_cpu",          "hist_summary",
+    "thread_blame_row", "thread_blame_pack",   "cgroup_cpu",
+    "hist_summary",
 };
 
 // The tables whose rows name a thread identity (thread_id), with the intervals `{0}` selects.
@@ -71,7 +72,7 @@ constexpr const char *group_join =
 // Stands for the thread_hist rollup in the list below (done in C++: rollup_thread_hist).
 constexpr const char *native_thread_hist = "-- thread_hist";
 // How the thread_blame merge below starts (replaced by the writer's sums when it has them).
-constexpr std::string_view blame_merge = "INSERT INTO thread_blame(";
+constexpr std::string_view blame_merge = "INSERT INTO thread_blame_row(";
 
 // The statement that adds the thread ids of `table`'s source rows to temp.rollup_threads, and
 // the one that collects the culprit ids of thread_blame's (both read from the writer's sums
@@ -163,13 +164,14 @@ std::vector<std::string> rollup_statements() {
                   "(SELECT comm, cgroup FROM culprit WHERE id IN ({0}))))",
                   culprits),
       // approx_ns (v11): NULL in older rows, which sum() skips (nothing was estimated then).
-      fmt::format("INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, waits, "
-                  "preempts, approx_ns) SELECT ?1, g.id, r.id, sum(x.wait_ns), sum(x.waits), "
-                  "sum(x.preempts), sum(x.approx_ns) FROM thread_blame AS x {} "
-                  "JOIN culprit AS c ON c.id = x.culprit_id JOIN culprit AS r ON "
-                  "r.boot_id = '' AND r.pid = 0 AND r.comm = c.comm AND r.cgroup = c.cgroup AND "
-                  "r.kind = c.kind WHERE {} GROUP BY g.id, r.id",
-                  group_join, in),
+      fmt::format(
+          "INSERT INTO thread_blame_row(interval_id, thread_id, culprit_id, wait_ns, "
+          "waits, preempts, approx_ns) SELECT ?1, g.id, r.id, sum(x.wait_ns), sum(x.waits), "
+          "sum(x.preempts), sum(x.approx_ns) FROM thread_blame AS x {} "
+          "JOIN culprit AS c ON c.id = x.culprit_id JOIN culprit AS r ON "
+          "r.boot_id = '' AND r.pid = 0 AND r.comm = c.comm AND r.cgroup = c.cgroup AND "
+          "r.kind = c.kind WHERE {} GROUP BY g.id, r.id",
+          group_join, in),
       fmt::format("UPDATE cgroup SET last_ns = ?4 WHERE last_ns < ?4 AND id IN (SELECT cgroup_id "
                   "FROM cgroup_cpu WHERE interval_id IN ({}))",
                   src_ids),
@@ -410,9 +412,9 @@ struct maintenance::impl {
           rows.emplace(std::pair{*gid[key.first], *cid[key.second]}, &v);
         }
       }
-      const std::string insert = "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, "
-                                 "wait_ns, waits, preempts, approx_ns) VALUES(?1, ?2, ?3, ?4, "
-                                 "?5, ?6, ?7)";
+      const std::string insert = "INSERT INTO thread_blame_row(interval_id, thread_id, "
+                                 "culprit_id, wait_ns, waits, preempts, approx_ns) VALUES(?1, "
+                                 "?2, ?3, ?4, ?5, ?6, ?7)";
       for (const auto &[key, v] : rows) {
         if (auto r = run(insert, {id, key.first, key.second, v->wait_ns, v->waits, v->preempts,
                                   v->approx_ns});

@@ -6,6 +6,7 @@
 #include "schema.hpp"
 #include "sql_functions.hpp"
 #include "sqlite_util.hpp"
+#include "vtab_blame.hpp"
 #include "vtab_hist.hpp"
 #include "vtab_tiered.hpp"
 
@@ -409,6 +410,9 @@ result<reader> reader::open(const std::string &path, bool read_only) {
     if (auto r = detail::register_hist_module(h); !r) {
       return make_error(fmt::format("{}: {}", path, r.err().msg));
     }
+    if (auto r = detail::register_blame_module(h); !r) {
+      return make_error(fmt::format("{}: {}", path, r.err().msg));
+    }
 
     auto state = detail::check(h, path);
     if (!state) {
@@ -670,6 +674,9 @@ result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::stri
     // Functions before the views: the files' views call them (annotation_summary), and
     // pragma_table_info compiles a view to name its columns.
     if (auto r = detail::register_hist_module(h); !r) {
+      return r.err();
+    }
+    if (auto r = detail::register_blame_module(h); !r) {
       return r.err();
     }
     if (auto r = detail::register_functions(h, &p->ctx); !r) {

@@ -722,6 +722,23 @@ constexpr const char *upgrade_v11_to_v12 = R"sql(CREATE TABLE hist_summary(
 );
 )sql";
 
+// Schema v12 -> v13 (issue 32): the raw tier of thread_blame packed, one row per interval
+// (rsched/store/blame_pack.hpp), as thread_hist's in v8: the table keeps the rollup tiers and
+// the raw rows written before, under the name thread_blame_row (renamed in legacy mode, so the
+// views that name thread_blame keep naming it); thread_blame is the virtual table that reads
+// both (vtab_blame.hpp), with the columns it always had. The blame rows were 61 % of a busy
+// day's file, and every long-window question stepped through them one b-tree row at a time.
+constexpr const char *upgrade_v12_to_v13 = R"sql(PRAGMA legacy_alter_table = ON;
+ALTER TABLE thread_blame RENAME TO thread_blame_row;
+PRAGMA legacy_alter_table = OFF;
+CREATE TABLE thread_blame_pack(
+  interval_id INTEGER PRIMARY KEY,
+  rows        INTEGER NOT NULL,                  -- entries in data
+  data        BLOB NOT NULL                      -- blame_pack.hpp format, version byte first
+);
+CREATE VIRTUAL TABLE thread_blame USING rsched_thread_blame;
+)sql";
+
 // The per-CPU views that schema v9 recreates with `llc` and `node` after `tier`: the CPU
 // metrics' views and the per-CPU views of other tables (as view_specs() has them).
 std::vector<tailed_view> v9_cpu_view_specs() {
@@ -924,6 +941,9 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
   if (*ver == 11) {
     return db_state::version11;
   }
+  if (*ver == 12) {
+    return db_state::version12;
+  }
   if (*ver != schema_version) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
@@ -998,6 +1018,8 @@ int version_of(db_state s) {
     return 10;
   case db_state::version11:
     return 11;
+  case db_state::version12:
+    return 12;
   case db_state::current:
     break;
   }
@@ -1102,6 +1124,9 @@ result<void> create(sqlite3 *db, const std::string &path) {
           return r;
         }
         if (auto r = exec(db, upgrade_v11_to_v12); !r) {
+          return r;
+        }
+        if (auto r = exec(db, upgrade_v12_to_v13); !r) {
           return r;
         }
         if (auto r = insert_new_metrics(db); !r) {
@@ -1213,6 +1238,17 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
     }
     if (*summary == 0) {
       if (auto r = exec(db, upgrade_v11_to_v12); !r) {
+        return r;
+      }
+    }
+    // And v13's table.
+    auto blame_pack =
+        query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'");
+    if (!blame_pack) {
+      return blame_pack.err();
+    }
+    if (*blame_pack == 0) {
+      if (auto r = exec(db, upgrade_v12_to_v13); !r) {
         return r;
       }
     }

@@ -1,6 +1,6 @@
 #pragma once
-// Schema of the rsched database (docs/SCHEMA.md; version 11, upgraded in place from versions 1
-// to 10) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
+// Schema of the rsched database (docs/SCHEMA.md; version 13, upgraded in place from versions 1
+// to 12) and the checks both sides run on open. Private to the store module: works on a raw sqlite3
 // connection and never throws.
 #include "rsched/base/result.hpp"
 
@@ -28,6 +28,7 @@ enum class db_state {
   version9,  // schema version 9 (raw intervals written late into a rollup unmarked): upgraded
   version10, // schema version 10 (blame without approx_ns): upgraded
   version11, // schema version 11 (no hist_summary): upgraded
+  version12, // schema version 12 (thread_blame a table): upgraded
   current,   // an rsched database of schema_version
 };
 

@@ -3,6 +3,7 @@
 #include "tvf_blame.hpp"
 
 #include "rsched/base/text.hpp"
+#include "rsched/store/blame_pack.hpp"
 #include "rsched/store/records.hpp"
 
 #include "sql_functions.hpp"
@@ -592,12 +593,26 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
   std::vector<std::unordered_map<std::pair<std::int64_t, std::uint32_t>, blame_sums, key_hash>>
       sums(qs.size());
   std::vector<std::set<std::uint32_t>> victim_cgroups(qs.size());
-  stmt_ptr blame_st, culprit_st, hist_st;
+  stmt_ptr blame_st, culprit_st, hist_st, pack_st;
+  // Schema v13: the raw tier's rows are packed, one blob per interval (blame_pack.hpp), decoded
+  // here straight from thread_blame_pack; the rest (rollups, raw rows written before) are
+  // thread_blame_row's. Before v13 every row is thread_blame's.
+  const bool packed = blame && has_table(db, "thread_blame_pack");
+  const char *row_table = packed ? "thread_blame_row" : "thread_blame";
+  const char *approx_col =
+      blame && has_column(db, "thread_blame", "approx_ns") ? "x.approx_ns" : "NULL";
+  if (packed) {
+    auto st = prepare_stmt(db, "SELECT data FROM thread_blame_pack WHERE interval_id = ?1");
+    if (!st) {
+      return st.err();
+    }
+    pack_st = std::move(*st);
+  }
   if (blame) {
     auto st = prepare_stmt(
         db, fmt::format("SELECT x.thread_id, x.culprit_id, x.wait_ns, x.waits, x.preempts, {} "
-                        "FROM thread_blame AS x WHERE x.interval_id = ?1",
-                        has_column(db, "thread_blame", "approx_ns") ? "x.approx_ns" : "NULL"));
+                        "FROM {} AS x WHERE x.interval_id = ?1",
+                        approx_col, row_table));
     auto cst = prepare_stmt(db, "SELECT kind, pid, comm, cgroup FROM culprit WHERE id = ?1");
     if (!st || !cst) {
       return !st ? st.err() : cst.err();
@@ -692,51 +707,88 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
   // the windows of their victim threads.
   std::int64_t rows_read = 0;    // by take_rows: rows
   std::int64_t rows_victims = 0; // and those of victim threads
+  // One row: added to the windows of its victim thread. `last` is the thread of the row before
+  // (rows come by thread: a thread's windows are found once).
+  const auto add_row = [&](std::optional<std::int64_t> &last, std::int64_t thread,
+                           std::int64_t culprit, std::int64_t wait, std::int64_t waits,
+                           std::int64_t preempts, bool has_approx,
+                           std::int64_t approx) -> result<void> {
+    ++rows_read;
+    if (last != thread) {
+      last = thread;
+      auto t = thread_of(thread);
+      if (!t) {
+        return t.err();
+      }
+      windows_of(**t, hits);
+    }
+    if (hits.empty()) {
+      return {};
+    }
+    ++rows_victims;
+    auto g = culprit_group_of(culprit);
+    if (!g) {
+      return g.err();
+    }
+    if (!*g) {
+      return {}; // no culprit row: the join drops it
+    }
+    bool ok = true;
+    for (const std::uint32_t k : hits) {
+      blame_sums &b = sums[k][{per_thread ? thread : 0, **g}];
+      ok = ok && add_to(b.wait_ns, wait) && add_to(b.waits, waits) &&
+           add_to(b.preempts, preempts) && (!has_approx || add_to(b.approx_ns, approx));
+      b.approx = b.approx || has_approx;
+    }
+    if (!ok) {
+      return make_error("integer overflow");
+    }
+    return {};
+  };
   const auto take_rows = [&](sqlite3_stmt *s) -> result<void> {
-    // The windows of a thread's rows found once.
     std::optional<std::int64_t> last;
     hits.clear();
     int rc = 0;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      ++rows_read;
-      const std::int64_t thread = sqlite3_column_int64(s, 0);
-      if (last != thread) {
-        last = thread;
-        auto t = thread_of(thread);
-        if (!t) {
-          return t.err();
-        }
-        windows_of(**t, hits);
-      }
-      if (hits.empty()) {
-        continue;
-      }
-      ++rows_victims;
-      auto g = culprit_group_of(sqlite3_column_int64(s, 1));
-      if (!g) {
-        return g.err();
-      }
-      if (!*g) {
-        continue; // no culprit row: the join drops it
-      }
-      const std::int64_t wait = sqlite3_column_int64(s, 2);
-      const std::int64_t waits = sqlite3_column_int64(s, 3);
-      const std::int64_t preempts = sqlite3_column_int64(s, 4);
-      const bool has_approx = sqlite3_column_type(s, 5) != SQLITE_NULL;
-      const std::int64_t approx = sqlite3_column_int64(s, 5);
-      bool ok = true;
-      for (const std::uint32_t k : hits) {
-        blame_sums &b = sums[k][{per_thread ? thread : 0, **g}];
-        ok = ok && add_to(b.wait_ns, wait) && add_to(b.waits, waits) &&
-             add_to(b.preempts, preempts) && (!has_approx || add_to(b.approx_ns, approx));
-        b.approx = b.approx || has_approx;
-      }
-      if (!ok) {
-        return make_error("integer overflow");
+      if (auto r = add_row(last, sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
+                           sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3),
+                           sqlite3_column_int64(s, 4), sqlite3_column_type(s, 5) != SQLITE_NULL,
+                           sqlite3_column_int64(s, 5));
+          !r) {
+        return r;
       }
     }
     if (rc != SQLITE_DONE) {
       return make_error(sqlite3_errmsg(db));
+    }
+    return {};
+  };
+  // The interval's pack (schema v13), every entry through add_row.
+  std::vector<blame_entry> entries;
+  const auto take_pack = [&](std::int64_t interval_id) -> result<void> {
+    sqlite3_stmt *s = pack_st.get();
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, interval_id);
+    const int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
+      return {};
+    }
+    if (rc != SQLITE_ROW) {
+      return make_error(sqlite3_errmsg(db));
+    }
+    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 0));
+    const auto n = static_cast<std::size_t>(sqlite3_column_bytes(s, 0));
+    if (auto r = unpack_blame(std::span<const std::uint8_t>(p, n), entries); !r) {
+      return make_error(fmt::format("thread_blame_pack interval {}: {}", interval_id, r.err().msg));
+    }
+    std::optional<std::int64_t> last;
+    hits.clear();
+    for (const auto &e : entries) {
+      if (auto r = add_row(last, e.thread_id, e.culprit_id, e.wait_ns, e.waits, e.preempts,
+                           e.approx_ns.has_value(), e.approx_ns.value_or(0));
+          !r) {
+        return r;
+      }
     }
     return {};
   };
@@ -746,9 +798,8 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
     if (!seek_st) {
       auto st = prepare_stmt(
           db, fmt::format("SELECT x.thread_id, x.culprit_id, x.wait_ns, x.waits, x.preempts, "
-                          "{} FROM thread_blame AS x WHERE x.interval_id = ?1 AND "
-                          "x.thread_id = ?2",
-                          has_column(db, "thread_blame", "approx_ns") ? "x.approx_ns" : "NULL"));
+                          "{} FROM {} AS x WHERE x.interval_id = ?1 AND x.thread_id = ?2",
+                          approx_col, row_table));
       if (!st) {
         return st.err();
       }
@@ -795,6 +846,11 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       std::sort(wanted.begin(), wanted.end());
       wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
     }
+    if (packed) {
+      if (auto r = take_pack((*ivs)[j].id); !r) {
+        return r.err();
+      }
+    }
     if (blame && seek) {
       if (auto r = seek_rows(j); !r) {
         return r.err();
@@ -803,8 +859,8 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       // Few of the rows are the victims' (blame('postgres') among hundreds of threads): their
       // thread ids from the primary key alone (a light read), then their rows sought.
       if (!light_st) {
-        auto st =
-            prepare_stmt(db, "SELECT x.thread_id FROM thread_blame AS x WHERE x.interval_id = ?1");
+        auto st = prepare_stmt(
+            db, fmt::format("SELECT x.thread_id FROM {} AS x WHERE x.interval_id = ?1", row_table));
         if (!st) {
           return st.err();
         }

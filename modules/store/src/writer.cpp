@@ -2,12 +2,14 @@
 
 #include "rsched/base/timefmt.hpp"
 #include "rsched/stats/encoding.hpp"
+#include "rsched/store/blame_pack.hpp"
 #include "rsched/store/hist_pack.hpp"
 #include "rsched/store/hist_summary.hpp"
 
 #include "maintenance.hpp"
 #include "schema.hpp"
 #include "sql_functions.hpp"
+#include "vtab_blame.hpp"
 #include "vtab_hist.hpp"
 #include "writer_file.hpp"
 #include "writer_rows.hpp"
@@ -222,18 +224,15 @@ struct writer::impl {
   SQLite::Statement ins_schedstat_domain;
   SQLite::Statement ins_culprit;
   SQLite::Statement sel_culprit;
-  SQLite::Statement ins_blame;
-  // thread_blame rows blame_batch at a time: one statement step per batch (at 10,000 threads a
-  // second, the per-row step was most of the blame write).
-  static constexpr int blame_batch = 32;
-  SQLite::Statement ins_blame_batch;
+  // The interval's thread_blame rows in one thread_blame_pack row (schema v13).
+  SQLite::Statement ins_blame_pack;
+  blame_pack_builder blame_pack;
   struct blame_out {
     std::int64_t thread, culprit, wait_ns, waits, preempts;
     // Schema v9: the culprit's CPU, policy and prio and the waiter's policy and prio; -1 NULL.
     std::array<int, 5> sched;
     std::int64_t approx_ns; // schema v11: the part of wait_ns estimated
   };
-  static constexpr int blame_cols = 11; // bound per row of the batch (?1 is the interval)
   std::vector<blame_out> blame_rows;
   SQLite::Statement ins_cgroup;
   SQLite::Statement sel_cgroup;
@@ -315,10 +314,8 @@ struct writer::impl {
                         "last_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
         sel_culprit(db, "SELECT id FROM culprit WHERE boot_id = ?1 AND pid = ?2 AND comm = ?3 "
                         "AND cgroup = ?4 AND kind = ?5"),
-        ins_blame(db, "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, "
-                      "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio, "
-                      "approx_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
-        ins_blame_batch(db, blame_batch_sql()),
+        ins_blame_pack(db, "INSERT INTO thread_blame_pack(interval_id, rows, data) "
+                           "VALUES(?1, ?2, ?3)"),
         ins_cgroup(db, "INSERT OR IGNORE INTO cgroup(path, last_ns) VALUES(?1, ?2)"),
         sel_cgroup(db, "SELECT id FROM cgroup WHERE path = ?1"),
         ins_cgroup_cpu(db, "INSERT INTO cgroup_cpu(interval_id, cgroup_id, some_ns, full_ns, "
@@ -363,8 +360,7 @@ struct writer::impl {
                     &ins_schedstat_domain,
                     &ins_culprit,
                     &sel_culprit,
-                    &ins_blame,
-                    &ins_blame_batch,
+                    &ins_blame_pack,
                     &ins_cgroup,
                     &sel_cgroup,
                     &ins_cgroup_cpu,
@@ -577,57 +573,36 @@ struct writer::impl {
   };
   std::vector<culprit_sum> by_culprit;
 
-  // Binds row `b` to parameters `at`, `at` + 1, ... (blame_cols of them).
-  static void bind_blame(SQLite::Statement &s, int at, const blame_out &b) {
-    s.bind(at, b.thread);
-    s.bind(at + 1, b.culprit);
-    s.bind(at + 2, b.wait_ns);
-    s.bind(at + 3, b.waits);
-    s.bind(at + 4, b.preempts);
-    for (int k = 0; k < 5; ++k) {
-      const int v = b.sched[static_cast<std::size_t>(k)];
-      if (v < 0) {
-        s.bind(at + 5 + k);
-      } else {
-        s.bind(at + 5 + k, v);
-      }
-    }
-    s.bind(at + 10, b.approx_ns);
-  }
-
-  static std::string blame_batch_sql() {
-    std::string sql = "INSERT INTO thread_blame(interval_id, thread_id, culprit_id, wait_ns, "
-                      "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio, "
-                      "approx_ns) VALUES";
-    for (int r = 0; r < blame_batch; ++r) {
-      sql += r == 0 ? "(?1" : ",(?1";
-      for (int c = 0; c < blame_cols; ++c) {
-        sql += fmt::format(",?{}", blame_cols * r + 2 + c);
-      }
-      sql += ")";
-    }
-    return sql;
-  }
-
-  // The blame rows write_blame collected (in thread, then culprit order), whole batches with
-  // the batch statement, the rest row by row.
+  // The blame rows write_blame collected (in thread, then culprit order) as the interval's
+  // pack.
   void insert_blame_rows(std::int64_t interval_id) {
-    std::size_t i = 0;
-    for (; i + blame_batch <= blame_rows.size(); i += blame_batch) {
-      ins_blame_batch.reset();
-      ins_blame_batch.bind(1, interval_id);
-      for (int r = 0; r < blame_batch; ++r) {
-        bind_blame(ins_blame_batch, blame_cols * r + 2,
-                   blame_rows[i + static_cast<std::size_t>(r)]);
+    if (blame_rows.empty()) {
+      return;
+    }
+    blame_pack.clear();
+    for (const auto &b : blame_rows) {
+      blame_entry e;
+      e.thread_id = b.thread;
+      e.culprit_id = b.culprit;
+      e.wait_ns = b.wait_ns;
+      e.waits = b.waits;
+      e.preempts = b.preempts;
+      for (std::size_t k = 0; k < e.sched.size(); ++k) {
+        if (b.sched[k] >= 0) {
+          e.sched[k] = b.sched[k];
+        }
       }
-      ins_blame_batch.exec();
+      e.approx_ns = b.approx_ns;
+      if (!blame_pack.add(e)) {
+        throw std::logic_error("thread_blame_pack: rows out of (thread, culprit) order");
+      }
     }
-    for (; i < blame_rows.size(); ++i) {
-      ins_blame.reset();
-      ins_blame.bind(1, interval_id);
-      bind_blame(ins_blame, 2, blame_rows[i]);
-      ins_blame.exec();
-    }
+    const auto &blob = blame_pack.finish();
+    ins_blame_pack.reset();
+    ins_blame_pack.bind(1, interval_id);
+    ins_blame_pack.bind(2, static_cast<std::int64_t>(blame_pack.size()));
+    ins_blame_pack.bind(3, blob.data(), static_cast<int>(blob.size()));
+    ins_blame_pack.exec();
     blame_rows.clear();
   }
 
@@ -1125,6 +1100,9 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     sqlite3_extended_result_codes(h, 1);
     // thread_hist is a virtual table from schema v8 (created by create/upgrade below).
     if (auto r = detail::register_hist_module(h); !r) {
+      return make_error(fmt::format("{}: {}", path, r.err().msg));
+    }
+    if (auto r = detail::register_blame_module(h); !r) {
       return make_error(fmt::format("{}: {}", path, r.err().msg));
     }
 
