@@ -2,6 +2,7 @@
 // threads that did worst against their own baseline and, for each, the causes the history
 // holds, ranked by the share of the thread's extra wait they explain (docs/SQL.md, "explain").
 #include "rsched/base/text.hpp"
+#include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
 
@@ -81,20 +82,36 @@ result<void> delay_by_thread(sqlite3 *db, const victims &vs, const period &p,
   bind_victims(s, vs, 3);
   int rc = 0;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    auto &t = out[sqlite3_column_int64(s, 0)];
-    t.tid = sqlite3_column_int64(s, 1);
-    t.pid = sqlite3_column_int64(s, 2);
-    t.comm = column_text(s, 3);
-    t.cgroup = column_text(s, 4);
-    t.wait_ns += sqlite3_column_int64(s, 5);
-    auto h = col_hist(s, 6);
-    if (!h) {
-      return make_error("explain: stored histogram: " + h.err().msg);
+    auto [it, fresh] = out.try_emplace(sqlite3_column_int64(s, 0));
+    auto &t = it->second;
+    if (fresh) { // an identity's columns are the same in every row
+      t.tid = sqlite3_column_int64(s, 1);
+      t.pid = sqlite3_column_int64(s, 2);
+      t.comm = column_text(s, 3);
+      t.cgroup = column_text(s, 4);
     }
-    if (!t.hist) {
-      t.hist = *h;
-    } else if (auto m = stats::merge_into(*t.hist, *h); !m) {
-      return make_error("explain: " + m.err().msg);
+    t.wait_ns += sqlite3_column_int64(s, 5);
+    // Added into the thread's histogram as it decodes (not decoded, then merged: two passes
+    // over 600 bytes for a few buckets), with merge_into's layout check.
+    const auto *bytes = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 6));
+    const std::span<const std::uint8_t> blob(bytes,
+                                             static_cast<std::size_t>(sqlite3_column_bytes(s, 6)));
+    if (!blob.empty() && stats::valid_layout(blob[0])) {
+      const auto kind = static_cast<stats::layout>(blob[0]);
+      if (!t.hist) {
+        t.hist = stats::histogram{kind, {}};
+      } else if (t.hist->kind != kind) {
+        return make_error("explain: cannot merge histograms of different layouts");
+      }
+    }
+    auto &into = t.hist;
+    if (auto r = stats::for_each_bucket(blob,
+                                        [&into](std::size_t slot, std::uint64_t n) -> result<void> {
+                                          into->slots[slot] += n;
+                                          return {};
+                                        });
+        !r) {
+      return make_error("explain: stored histogram: " + r.err().msg);
     }
   }
   if (rc != SQLITE_DONE) {
