@@ -138,6 +138,9 @@ result<void> unpack_blame(std::span<const std::uint8_t> b, std::vector<blame_ent
       e.culprit_id =
           static_cast<std::int64_t>(static_cast<std::uint64_t>(last.culprit_id) + culprit);
     }
+    if (e.thread_id < 0 || e.culprit_id < 0) {
+      return damaged("negative id"); // ids are rowids: the builder writes none
+    }
     const std::uint8_t flags = b[pos++];
     if ((flags & 0x80U) != 0 ||
         ((flags & same_sched_bit) != 0 && (i == 0 || (flags & 0x1FU) != 0))) {
