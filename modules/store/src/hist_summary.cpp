@@ -44,11 +44,11 @@ result<void> get_entries(std::span<const std::uint8_t> b, std::size_t &pos,
   if (n > (b.size() - pos) / 3) {
     return fail("more entries than bytes");
   }
-  list.reserve(static_cast<std::size_t>(n));
+  list.resize(static_cast<std::size_t>(n));
   std::int64_t last = 0;
   for (std::uint64_t i = 0; i < n; ++i) {
     std::uint64_t d = 0;
-    summary_entry e;
+    summary_entry &e = list[static_cast<std::size_t>(i)];
     if (!stats::detail::get_varint(b, pos, d) || !stats::detail::get_varint(b, pos, e.p99) ||
         !stats::detail::get_varint(b, pos, e.samples)) {
       return fail("truncated entry");
@@ -58,7 +58,6 @@ result<void> get_entries(std::span<const std::uint8_t> b, std::size_t &pos,
     }
     e.thread_id = last + static_cast<std::int64_t>(d);
     last = e.thread_id;
-    list.push_back(e);
   }
   return {};
 }
@@ -128,14 +127,16 @@ std::vector<std::uint8_t> encode_summary(const interval_summary &s) {
   return out;
 }
 
-result<interval_summary> decode_summary(std::span<const std::uint8_t> b) {
+result<void> decode_summary_into(std::span<const std::uint8_t> b, interval_summary &s) {
+  s.threads.clear();
+  s.comms.clear();
+  s.all.reset();
   if (b.empty()) {
     return make_error("damaged summary: empty");
   }
   if (b[0] != hist_summary_version) {
     return make_error(fmt::format("unknown summary version {}", b[0]));
   }
-  interval_summary s;
   std::size_t pos = 1;
   if (auto r = get_entries(b, pos, s.threads, "threads"); !r) {
     return r.err();
@@ -160,6 +161,14 @@ result<interval_summary> decode_summary(std::span<const std::uint8_t> b) {
   }
   if (pos != b.size()) {
     return make_error("damaged summary: bytes after the end");
+  }
+  return {};
+}
+
+result<interval_summary> decode_summary(std::span<const std::uint8_t> b) {
+  interval_summary s;
+  if (auto r = decode_summary_into(b, s); !r) {
+    return r.err();
   }
   return s;
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -363,7 +364,9 @@ public:
     const interval_info &iv = ivs[at];
     if (open_) {
       const interval_info &le = ivs[last_];
-      if (le.boot != iv.boot || iv.start - le.end() > std::max(r.gap, le.dur / 2)) {
+      const bool other_boot =
+          le.boot_no != 0 && iv.boot_no != 0 ? le.boot_no != iv.boot_no : le.boot != iv.boot;
+      if (other_boot || iv.start - le.end() > std::max(r.gap, le.dur / 2)) {
         close(out);
       }
     }
@@ -552,19 +555,47 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
     incident_finder *key_finder = nullptr;
     std::vector<spike_run> *key_runs = nullptr;
   };
-  std::unordered_map<std::int64_t, thread_ref> refs;
+  // By thread id: a window's ids are mostly a dense range (rowids given as threads are first
+  // seen), so a table indexed from the first id seen, grown as needed, unless an id lies too
+  // far from it (a months-old thread beside today's); those in a hash map. A day is 17 M
+  // lookups.
+  std::unordered_map<std::int64_t, thread_ref> far_refs;
+  std::vector<std::unique_ptr<thread_ref>> near_refs;
+  std::int64_t near_base = -1;
+  constexpr std::int64_t near_max = std::int64_t{1} << 22;
   const auto ref_of = [&](std::int64_t thread) -> result<thread_ref *> {
-    auto [it, fresh] = refs.try_emplace(thread);
+    if (near_base < 0) {
+      near_base = std::max<std::int64_t>(0, thread - 4096);
+    }
+    thread_ref *ref = nullptr;
+    bool fresh = false;
+    const std::int64_t at = thread - near_base;
+    if (at >= 0 && at < near_max) {
+      const auto i = static_cast<std::size_t>(at);
+      if (i >= near_refs.size()) {
+        near_refs.resize(std::max(i + 1, near_refs.size() * 2));
+      }
+      if (!near_refs[i]) {
+        near_refs[i] = std::make_unique<thread_ref>();
+        fresh = true;
+      }
+      ref = near_refs[i].get();
+    } else {
+      auto [it, added] = far_refs.try_emplace(thread);
+      ref = &it->second;
+      fresh = added;
+    }
     if (fresh) {
       auto tk = keys->of(thread);
       if (!tk) {
         return tk.err();
       }
-      it->second.victim = (*tk)->has_value();
-      it->second.key = it->second.victim ? &***tk : nullptr;
+      ref->victim = (*tk)->has_value();
+      ref->key = ref->victim ? &***tk : nullptr;
     }
-    return &it->second;
+    return ref;
   };
+  interval_summary decoded; // each interval's, its memory reused
   sqlite3_stmt *s = st->get();
   sqlite3_bind_int64(s, 1, a);
   sqlite3_bind_int64(s, 2, b);
@@ -577,15 +608,16 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
     bool shown = false; // the interval has rows of the victims: passed on
     // Its summary; without one (or with one that does not decode: the rows still answer) its
     // rows are read instead.
-    std::optional<interval_summary> sum;
+    interval_summary *sum = nullptr;
     if (sqlite3_column_type(s, 5) != SQLITE_NULL) {
       const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 5));
-      if (auto d = decode_summary(std::span<const std::uint8_t>(
-              p, static_cast<std::size_t>(sqlite3_column_bytes(s, 5))))) {
-        sum = std::move(*d);
+      if (decode_summary_into(std::span<const std::uint8_t>(
+                                  p, static_cast<std::size_t>(sqlite3_column_bytes(s, 5))),
+                              decoded)) {
+        sum = &decoded;
       }
     }
-    if (!sum) {
+    if (sum == nullptr) {
       sqlite3_stmt *r = rows_of->get();
       sqlite3_reset(r);
       sqlite3_bind_int64(r, 1, iv.id);
@@ -734,6 +766,8 @@ result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std
   };
   const auto on_interval = [&](interval_info &&iv) {
     flush();
+    const bool same_boot = !out.ivs.empty() && out.ivs.back().boot == iv.boot;
+    iv.boot_no = out.ivs.empty() ? 1 : out.ivs.back().boot_no + (same_boot ? 0 : 1);
     out.ivs.push_back(std::move(iv));
   };
   const auto on_row = [&](value &&k, std::int64_t thread,

@@ -70,5 +70,8 @@ private:
 std::vector<std::uint8_t> encode_summary(const interval_summary &s);
 // Checks every varint and count against the blob; err says what is wrong.
 result<interval_summary> decode_summary(std::span<const std::uint8_t> blob);
+// The same into `out`, its vectors' memory reused (a day is 86,400 summaries); on an error
+// what `out` holds is unspecified.
+result<void> decode_summary_into(std::span<const std::uint8_t> blob, interval_summary &out);
 
 } // namespace rsched::store
