@@ -936,6 +936,21 @@ TEST_CASE("blame: each culprit process's own CPU time and its cgroup's usage ove
                         std::to_string(t0 + 20 * sec) + ") WHERE by_pid = 77");
   REQUIRE(one.rows.size() == 1);
   CHECK(as_int(one.rows[0][0]) == 3'500'000);
+  // A statement that reads neither (the report's tables) gets the same rows of what it reads;
+  // the reads behind cpu_ns and cgroup_cpu_ns, and the pressure, are left out.
+  const auto all = run(r, "SELECT * FROM blame('web') ORDER BY by_pid").rows;
+  const auto first7 = run(r, "SELECT by_pid, by_comm, by_cgroup, wait_ns, share_pct, waits, "
+                             "preempts FROM blame('web') ORDER BY by_pid")
+                          .rows;
+  REQUIRE(first7.size() == all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    CHECK(first7[i] == std::vector<value>(all[i].begin(), all[i].begin() + 7));
+  }
+  const auto cpu = run(r, "SELECT cpu_ns FROM blame('web') ORDER BY by_pid").rows;
+  REQUIRE(cpu.size() == all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    CHECK(cpu[i][0] == all[i][7]);
+  }
 }
 
 TEST_CASE("a real version 12 database is upgraded: its blame rows stay rows, new ones are packed, "

@@ -1155,9 +1155,16 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     return make_error("blame: this database has no blame tables (recorded before schema 5; "
                       "rschedd -g blame records them)");
   }
+  // Only what the statement reads (the report's tables read the first seven columns): the
+  // culprits' own CPU time and their cgroups' usage (cpu_ns, cgroup_cpu_ns: a read of every
+  // thread's slices and every cgroup of the window) and the pressure columns cost reads of
+  // their own.
+  const bool want_cpu = ctx.wants(7);
+  const bool want_usage = ctx.wants(8);
+  const bool want_pressure = ctx.wants(10) || ctx.wants(11) || ctx.wants(12);
   // The victims' blame and pressure from one read of the window's rows (causes_of: the same
   // answers as blame_of and pressure_of).
-  auto causes = causes_of(db, {window_query{{*v}, w->first, w->second}}, true, true);
+  auto causes = causes_of(db, {window_query{{*v}, w->first, w->second}}, true, want_pressure);
   if (!causes) {
     return causes.err();
   }
@@ -1192,7 +1199,7 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     }
     return rc == SQLITE_DONE ? result<void>{} : result<void>(make_error(sqlite3_errmsg(db)));
   };
-  if (has_table(db, "thread_hist")) {
+  if (want_cpu && has_table(db, "thread_hist")) {
     if (auto r = each_row(
             fmt::format("SELECT t.comm, t.cgroup, t.pid, sum(h.total) FROM {} AS i CROSS JOIN "
                         "thread_hist AS h ON h.interval_id = i.id AND h.metric IN (3, 4) CROSS "
@@ -1207,7 +1214,7 @@ result<rows> blame_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
       return r.err();
     }
   }
-  if (has_table(db, "cgroup_cpu")) {
+  if (want_usage && has_table(db, "cgroup_cpu")) {
     if (auto r = each_row(
             fmt::format("SELECT g.path, sum(p.usage_ns) FROM {} AS i CROSS JOIN cgroup_cpu AS p "
                         "ON p.interval_id = i.id JOIN cgroup AS g ON g.id = p.cgroup_id WHERE {} "
