@@ -551,9 +551,15 @@ load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
     sql += ", " + h;
   }
   const std::size_t flag0 = hist0 + first.hist_cols.size();
+  // One host: each piece read from the file's own view (main.V), not through the routed TEMP
+  // table over it (the pieces already name the tier; the routed table's copy of every column
+  // was a fifth of the read). The condition then goes in as one filter, +(...), so that SQLite
+  // cannot drive the view's join from an automatic index on thread(comm) (vtab_tiered.cpp).
+  const bool own_views = db.hosts().empty();
+  const char *open_cond = own_views ? " AND +(" : " AND (";
   std::string cond;
   if (one_where) {
-    cond = first.args.where.empty() ? std::string() : " AND (" + first.args.where + ")";
+    cond = first.args.where.empty() ? std::string() : open_cond + first.args.where + ")";
   } else {
     std::string any;
     for (const auto &pl : plans) {
@@ -561,7 +567,7 @@ load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
       sql += ", (" + w + ") IS 1";
       any += (any.empty() ? "(" : " OR (") + w + ")";
     }
-    cond = " AND (" + any + ")";
+    cond = open_cond + any + ")";
   }
   std::vector<heatmap_acc> accs(plans.size());
   if (merged != nullptr) {
@@ -575,8 +581,8 @@ load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
         acc.sources.push_back(p.source);
       }
     }
-    const std::string q =
-        sql + fmt::format(" FROM {} WHERE ts >= {} AND ts < {}{}", p.source, p.a, p.b, cond);
+    const std::string q = sql + fmt::format(" FROM {}{} WHERE ts >= {} AND ts < {}{}",
+                                            own_views ? "main." : "", p.source, p.a, p.b, cond);
     store::result_sink sink;
     sink.on_columns = [](const std::vector<std::string> &) {};
     std::optional<error> failure;
