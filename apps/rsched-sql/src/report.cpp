@@ -259,8 +259,10 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
                       : fmt::format(" WHERE CASE WHEN tid IS NULL THEN victim IN (SELECT comm FROM "
                                     "sched_delay WHERE {}) ELSE (tid, victim) IN ({}) END",
                                     window, threads_in(from, to));
+  // Column 6 (spikes' top_comms) is not shown: NULL in its place, so that spikes() does not
+  // read every incident's histograms again for it.
   if (auto s = query(db, fmt::format("SELECT ts, end_ts, dur, peak_ns, victim, "
-                                     "cause, top_comms, tid FROM spikes('sched_delay', '3x', {}, "
+                                     "cause, NULL, tid FROM spikes('sched_delay', '3x', {}, "
                                      "{}){} ORDER BY peak_ns DESC, ts LIMIT 12",
                                      from, to, narrow));
       s) {
