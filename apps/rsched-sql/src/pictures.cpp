@@ -16,6 +16,7 @@
 #include <charconv>
 #include <map>
 #include <set>
+#include <string_view>
 
 namespace rsched::sql_shell {
 
@@ -405,7 +406,7 @@ namespace {
 
 // What one heatmap of load_heatmaps gathers while the rows go by.
 struct heatmap_acc {
-  std::map<std::string, charts::heatmap> panels;
+  std::map<std::string, charts::heatmap, std::less<>> panels; // found by string_view
   std::optional<stats::layout> layout;
   std::vector<std::string> sources; // distinct, in the order read
 };
@@ -586,7 +587,9 @@ load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
     store::result_sink sink;
     sink.on_columns = [](const std::vector<std::string> &) {};
     std::optional<error> failure;
-    std::vector<std::string> key_texts(keys.size());
+    // Each row's keys, as views of its own text where it is text (no copy per row and key).
+    std::vector<std::string> key_scratch(keys.size());
+    std::vector<std::string_view> key_views(keys.size());
     sink.on_row = [&](const std::vector<store::value> &row) {
       if (failure) {
         return;
@@ -596,7 +599,12 @@ load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
         return;
       }
       for (std::size_t k = 0; k < keys.size(); ++k) {
-        key_texts[k] = key_text(row[1 + k]);
+        if (const auto *text = std::get_if<std::string>(&row[1 + k])) {
+          key_views[k] = *text;
+        } else {
+          key_scratch[k] = key_text(row[1 + k]);
+          key_views[k] = key_scratch[k];
+        }
       }
       for (std::size_t i = hist0; i < flag0; ++i) {
         const auto *blob = std::get_if<std::vector<std::uint8_t>>(&row[i]);
@@ -617,10 +625,14 @@ load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
           if (!acc.layout) {
             acc.layout = h->kind;
           }
-          auto [it, fresh] =
-              acc.panels.try_emplace(key_of[n] == 0 ? std::string() : key_texts[key_of[n] - 1]);
-          if (fresh) {
-            it->second = charts::make_heatmap(*acc.layout, pl.from, pl.to, pl.step, pl.clip);
+          const std::string_view key =
+              key_of[n] == 0 ? std::string_view() : key_views[key_of[n] - 1];
+          auto it = acc.panels.find(key);
+          if (it == acc.panels.end()) {
+            it = acc.panels
+                     .emplace(std::string(key),
+                              charts::make_heatmap(*acc.layout, pl.from, pl.to, pl.step, pl.clip))
+                     .first;
           }
           if (auto r = charts::add(it->second, *ts, *h); !r) {
             failure = r.err();
