@@ -3,12 +3,13 @@
 //     run 0.2 ms and sleep 2 ms; thread 3 pinned to CPU 1, the others free.
 //   incident_workload rt SECONDS: "rtjob", SCHED_FIFO 10 pinned to CPU 1, spinning.
 #define _GNU_SOURCE
+#include <sys/prctl.h>
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 static double seconds;

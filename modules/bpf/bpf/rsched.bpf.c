@@ -1512,8 +1512,8 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 		return 0;
 	if (ON(RSCHED_G_BLAME) && st->enqueue_ns) {
 		/* Moved while waiting: it waits on dest now. The part so far, on src, is kept and
-		 * blamed on src's runners at switch-in (blame_wait); past RSCHED_MIG_PARTS parts the
-		 * oldest is dropped (<unknown>). The runqueue clock is still src's here. */
+		 * blamed on src's runners at switch-in (blame_wait); past RSCHED_MIG_PARTS parts
+		 * the oldest is dropped (<unknown>). The runqueue clock is still src's here. */
 		__u64 at = delay_rq_clock ? rq_clock_of(p, btf) : bpf_ktime_get_ns();
 		if (st->wait_cpu == (__u32)src) {
 			__u64 from = st->wait_since ? st->wait_since : st->enqueue_ns;
