@@ -10,7 +10,7 @@
 // that boot and minute in the database was written and committed by this writer, and nothing
 // overflowed or failed on the way (otherwise it reads the rows as before, which also reports
 // any overflow). Sums are the same values SQL's sum() and hist_merge() give, so the rollup
-// rows are identical either way (tests/store/bucket_sums_tests.cpp compares them).
+// rows are identical either way (tests/store/bucket_sums_test.cpp compares them).
 #include "rsched/base/result.hpp"
 #include "rsched/stats/histogram.hpp"
 

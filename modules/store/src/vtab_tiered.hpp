@@ -13,7 +13,8 @@
 // (tiers.built_ns past its end), is kept (at or after the tier's cutoff_ns), and no raw
 // interval of its moments was written after it was built (intervals.flags bit 2, found through
 // the partial index intervals_late). Sums, histogram merges and so percentiles are then the
-// same from either side; the test is tests/store/tiered_tests.cpp (randomized windows).
+// same from either side; the test is tests/store/rollup_test.cpp ("the main views answer whole
+// minutes and hours from the rollups", randomized windows).
 #include "rsched/base/result.hpp"
 #include "rsched/store/reader.hpp"
 #include "rsched/store/tier_plan.hpp"

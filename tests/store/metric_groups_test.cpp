@@ -1,5 +1,6 @@
-// Schema version 2 of rsched::store: the slice, sleep, waking, migration, perf, CPU idle, counter
-// time and schedstat tables and views, and the in-place upgrade of version 1 databases.
+// The metric groups' tables of rsched::store (schema version 2): the slice, sleep, waking,
+// migration, perf, CPU idle, counter time and schedstat tables and views, and the in-place upgrade
+// of version 1 databases.
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/percentile.hpp"
 #include "rsched/store/reader.hpp"
