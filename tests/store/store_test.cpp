@@ -709,3 +709,41 @@ TEST_CASE("many threads in one interval are written exactly, batch or not", "[st
     CHECK(blame[i] == want_blame[i]);
   }
 }
+
+TEST_CASE("the reader binds values to ?1, ?2, ...: text, numbers, blobs and NULL go in as values",
+          "[store]") {
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  const std::int64_t t0 = 1'700'000'000'000'000'000;
+  {
+    auto w = open_writer(path);
+    write_ok(w, make_interval(t0, {make_thread(7, "it's \"x\", y", {1000, 2000})}));
+  }
+  auto r = open_reader(path);
+  std::vector<std::vector<value>> rows;
+  rsched::store::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<value> &row) { rows.push_back(row); };
+  // A comm with quotes, as a value: never part of the text.
+  const std::vector<value> params = {std::string("it's \"x\", y"), std::int64_t{7}, 2.5,
+                                     std::vector<std::uint8_t>{0, 1, 0xff}, value{}};
+  REQUIRE(r.exec("SELECT sum(count), ?3 * 2, hex(?4), ?5 IS NULL FROM sched_delay WHERE comm = ?1 "
+                 "AND tid = ?2",
+                 params, sink)
+              .ok());
+  REQUIRE(rows.size() == 1);
+  CHECK(std::get<std::int64_t>(rows[0][0]) == 2);
+  CHECK(std::get<double>(rows[0][1]) == 5.0);
+  CHECK(std::get<std::string>(rows[0][2]) == "0001FF");
+  CHECK(std::get<std::int64_t>(rows[0][3]) == 1);
+  // Text that would be SQL if spliced is only a value that matches nothing.
+  rows.clear();
+  REQUIRE(r.exec("SELECT count(*) FROM sched_delay WHERE comm = ?1",
+                 {std::string("x' OR '1' = '1")}, sink)
+              .ok());
+  CHECK(std::get<std::int64_t>(rows[0][0]) == 0);
+  // More parameters than values: an error, not NULLs.
+  auto e = r.exec("SELECT ?1, ?2", {std::int64_t{1}}, sink);
+  REQUIRE_FALSE(e.ok());
+  CHECK_THAT(e.err().msg, Catch::Contains("the statement has 2 parameters, 1 values given"));
+}

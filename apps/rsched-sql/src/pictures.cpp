@@ -34,8 +34,9 @@ error bad_arg(std::string msg) {
 }
 
 // One integer from `sql` (its first row and column); nullopt for no row or NULL.
-result<std::optional<std::int64_t>> scalar(store::reader &db, const std::string &sql) {
-  auto r = query(db, sql);
+result<std::optional<std::int64_t>> scalar(store::reader &db, const std::string &sql,
+                                           const std::vector<store::value> &params = {}) {
+  auto r = query(db, sql, params);
   if (!r) {
     return r.err();
   }
@@ -47,7 +48,7 @@ result<std::optional<std::int64_t>> scalar(store::reader &db, const std::string 
 
 // A time in the reader's grammar, zone and `now`: t(...).
 result<std::int64_t> time_of(store::reader &db, const std::string &text, const char *what) {
-  auto v = scalar(db, "SELECT t(" + quote(text) + ")");
+  auto v = scalar(db, "SELECT t(?1)", {text});
   if (!v) {
     // The grammar's own words, without the statement's "line 1: t: ".
     auto direct = timefmt::parse_time(text, timefmt::realtime_now_ns(), db.zone());
@@ -60,7 +61,7 @@ result<std::int64_t> time_of(store::reader &db, const std::string &text, const c
 }
 
 result<std::int64_t> duration_of(store::reader &db, const std::string &text, const char *what) {
-  auto v = scalar(db, "SELECT dur(" + quote(text) + ")");
+  auto v = scalar(db, "SELECT dur(?1)", {text});
   if (!v) {
     auto direct = timefmt::parse_duration(text);
     return bad_arg(std::string(what) + ": " + (direct ? v.err().msg : direct.err().msg));
@@ -124,7 +125,7 @@ result<std::pair<std::int64_t, std::int64_t>> window_of(store::reader &db,
 
 std::vector<std::string> columns_of(store::reader &db, const std::string &view) {
   std::vector<std::string> out;
-  if (auto r = query(db, "SELECT name FROM pragma_table_info(" + quote(view) + ")")) {
+  if (auto r = query(db, "SELECT name FROM pragma_table_info(?1)", {view})) {
     for (const auto &row : r->rows) {
       if (const auto *s = std::get_if<std::string>(&row[0])) {
         out.push_back(*s);

@@ -568,10 +568,10 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
     if (has_object(db, "thread_blame")) {
       for (std::size_t i = 0; i < spikes.size() && i < 3; ++i) {
         const auto &s = spikes[i];
-        auto b = query(db, fmt::format("SELECT by_pid, by_comm, by_cgroup, wait_ns, share_pct, "
-                                       "preempts FROM blame({}, {}, {}) LIMIT 6",
-                                       quote(victim_arg(s)), int_of(s[0]).value_or(0),
-                                       int_of(s[1]).value_or(0)));
+        auto b = query(db,
+                       "SELECT by_pid, by_comm, by_cgroup, wait_ns, share_pct, preempts FROM "
+                       "blame(?1, ?2, ?3) LIMIT 6",
+                       {victim_arg(s), int_of(s[0]).value_or(0), int_of(s[1]).value_or(0)});
         if (!b || b->rows.empty()) {
           continue;
         }

@@ -492,7 +492,8 @@ void shell::note_coverage(std::int64_t a, std::int64_t b) {
   err_.flush();
 }
 
-shell::status shell::query_lines(std::string_view sql, std::vector<std::string> &lines) {
+shell::status shell::query_lines(std::string_view sql, std::vector<std::string> &lines,
+                                 const std::vector<store::value> &params) {
   store::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
   sink.on_row = [&](const std::vector<store::value> &row) {
@@ -502,7 +503,7 @@ shell::status shell::query_lines(std::string_view sql, std::vector<std::string> 
       }
     }
   };
-  auto r = db_.exec(sql, sink);
+  auto r = db_.exec(sql, params, sink);
   if (!r) {
     report_error(r.err().msg);
     return status::failed;
@@ -824,12 +825,14 @@ shell::status shell::run_dot(std::string_view line) {
       return usage(".schema [PATTERN]");
     }
     std::string sql = "SELECT sql FROM " + schema_table(db_) + " WHERE sql IS NOT NULL";
+    std::vector<store::value> params;
     if (!args.empty()) {
-      sql += " AND name LIKE " + sql_quote(args[0]);
+      sql += " AND name LIKE ?1";
+      params.emplace_back(args[0]);
     }
     sql += " ORDER BY type = 'view', tbl_name, type <> 'table', name";
     std::vector<std::string> stmts;
-    const auto st = query_lines(sql, stmts);
+    const auto st = query_lines(sql, stmts, params);
     for (const auto &s : stmts) {
       // Line by line: the statement keeps its layout, any other control byte is escaped.
       std::size_t start = 0;

@@ -23,13 +23,15 @@ struct rowset {
   std::vector<std::vector<store::value>> rows;
 };
 
-// Runs `sql` (one statement) and keeps its whole result.
-inline result<rowset> query(store::reader &db, const std::string &sql) {
+// Runs `sql` (one statement) and keeps its whole result; `params` bound to ?1, ?2, ... (a
+// value from the user or a file goes in as a value, not spliced into the text).
+inline result<rowset> query(store::reader &db, const std::string &sql,
+                            const std::vector<store::value> &params = {}) {
   rowset r;
   store::result_sink sink;
   sink.on_columns = [&](const std::vector<std::string> &c) { r.columns = c; };
   sink.on_row = [&](const std::vector<store::value> &v) { r.rows.push_back(v); };
-  if (auto ok = db.exec(sql, sink); !ok) {
+  if (auto ok = db.exec(sql, params, sink); !ok) {
     return ok.err();
   }
   return r;

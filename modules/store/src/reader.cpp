@@ -765,7 +765,41 @@ void reader::on_notice(std::function<void(const std::string &)> f, std::int64_t 
   }
 }
 
+namespace {
+
+// Binds one value to parameter `i` of `st`.
+result<void> bind_value(sqlite3_stmt *st, int i, const value &v) {
+  int rc = SQLITE_OK;
+  if (const auto *n = std::get_if<std::int64_t>(&v)) {
+    rc = sqlite3_bind_int64(st, i, *n);
+  } else if (const auto *d = std::get_if<double>(&v)) {
+    rc = sqlite3_bind_double(st, i, *d);
+  } else if (const auto *t = std::get_if<std::string>(&v)) {
+    rc = sqlite3_bind_text64(st, i, t->data(), t->size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+  } else if (const auto *b = std::get_if<std::vector<std::uint8_t>>(&v)) {
+    rc = sqlite3_bind_blob64(st, i, b->data(), b->size(), SQLITE_TRANSIENT);
+  } else {
+    rc = sqlite3_bind_null(st, i);
+  }
+  if (rc != SQLITE_OK) {
+    return make_error(fmt::format("binding parameter {}: {}", i, sqlite3_errstr(rc)));
+  }
+  return {};
+}
+
+} // namespace
+
 result<void> reader::exec(std::string_view sql, const result_sink &sink) {
+  return exec_bound(sql, nullptr, sink);
+}
+
+result<void> reader::exec(std::string_view sql, const std::vector<value> &params,
+                          const result_sink &sink) {
+  return exec_bound(sql, &params, sink);
+}
+
+result<void> reader::exec_bound(std::string_view sql, const std::vector<value> *params,
+                                const result_sink &sink) {
   if (!p_) {
     return make_error("store reader used after move");
   }
@@ -830,6 +864,18 @@ result<void> reader::exec(std::string_view sql, const result_sink &sink) {
         p_->router.statement_ok = !text.why.has_value();
         p_->router.statement_why = text.why.value_or("");
         p_->router.ts_terms = text.ts_terms;
+      }
+      if (params != nullptr) {
+        const int want = sqlite3_bind_parameter_count(st.get());
+        if (static_cast<std::size_t>(want) > params->size()) {
+          return make_error(fmt::format("{}: the statement has {} parameters, {} values given",
+                                        position(sql, offset(start), false), want, params->size()));
+        }
+        for (int i = 0; i < want; ++i) {
+          if (auto r = bind_value(st.get(), i + 1, (*params)[static_cast<std::size_t>(i)]); !r) {
+            return r;
+          }
+        }
       }
       const int ncol = sqlite3_column_count(st.get());
       if (ncol > 0 && sink.on_columns) {

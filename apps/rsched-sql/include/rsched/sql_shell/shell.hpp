@@ -94,7 +94,8 @@ public:
 private:
   // Reports on stderr when the window a statement asked for is only partly recorded.
   void note_coverage(std::int64_t a, std::int64_t b);
-  status query_lines(std::string_view sql, std::vector<std::string> &lines);
+  status query_lines(std::string_view sql, std::vector<std::string> &lines,
+                     const std::vector<store::value> &params = {});
   status open_output(const std::string &file, std::unique_ptr<safe_file> &slot);
   void route_output(); // points the printer at the .once file, the .output file or `out_`
   status dot_mark(const std::vector<std::string> &args);

@@ -75,6 +75,11 @@ public:
   // Runs every statement in `sql` in order. Stops at the first error and returns it; the error
   // message names the statement's line and the position SQLite reports, when it can.
   result<void> exec(std::string_view sql, const result_sink &sink);
+  // The same with values bound to the parameters ?1, ?2, ... of each statement (params[0] to
+  // ?1): a value from a user or a file goes in as a value, never spliced into the text. A
+  // statement with more parameters than values given is an error.
+  result<void> exec(std::string_view sql, const std::vector<value> &params,
+                    const result_sink &sink);
 
   // The zone of t(), fmt_time() and the window functions for times written without an offset
   // (docs/SQL.md, "Time grammar"). Default: local.
@@ -113,6 +118,8 @@ public:
   ~reader();
 
 private:
+  result<void> exec_bound(std::string_view sql, const std::vector<value> *params,
+                          const result_sink &sink);
   struct impl;
   explicit reader(std::unique_ptr<impl> p);
   std::unique_ptr<impl> p_;
