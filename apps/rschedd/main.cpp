@@ -5,7 +5,7 @@
 #include "rsched/collect/cgroup.hpp"
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
-#include "rsched/rschedd/extras.hpp"
+#include "rsched/rschedd/enrich.hpp"
 #include "rsched/rschedd/filter.hpp"
 #include "rsched/rschedd/http_server.hpp"
 #include "rsched/rschedd/live.hpp"

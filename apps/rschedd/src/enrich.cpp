@@ -1,5 +1,5 @@
-// The per-interval additions of extras.hpp.
-#include "rsched/rschedd/extras.hpp"
+// The per-interval additions of enrich.hpp (recorder_config::enrich).
+#include "rsched/rschedd/enrich.hpp"
 
 #include "rsched/collect/sched_ext.hpp"
 #include "rsched/schedstat/render.hpp"

@@ -1,6 +1,6 @@
-// The per-interval additions of extras.hpp and the startup steps of startup.hpp, without root:
+// The per-interval additions of enrich.hpp and the startup steps of startup.hpp, without root:
 // schedstat from fixture files and a fake sysctl, the process's own health, the banner.
-#include "rsched/rschedd/extras.hpp"
+#include "rsched/rschedd/enrich.hpp"
 #include "rsched/rschedd/options.hpp"
 #include "rsched/rschedd/startup.hpp"
 
