@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -444,16 +445,22 @@ private:
       len -= half;
     }
     at += v[at] < gone ? 1 : 0;
-    if (p99 > gone) {
-      for (; at + 1 < n && v[at + 1] <= p99; ++at) {
-        v[at] = v[at + 1];
-      }
-    } else {
-      for (; at > 0 && v[at - 1] > p99; --at) {
-        v[at] = v[at - 1];
-      }
+    // Where p99 goes: the first element greater than it (upper bound, branch-free as above);
+    // the ones between move by one place with one memmove, not one compare and branch each.
+    std::size_t ub = 0;
+    for (std::size_t len = n; len > 1;) {
+      const std::size_t half = len / 2;
+      ub = v[ub + half - 1] <= p99 ? ub + half : ub;
+      len -= half;
     }
-    v[at] = p99;
+    ub += v[ub] <= p99 ? 1 : 0;
+    if (p99 > gone) { // v[at] (gone) leaves; v(at, ub) move down; p99 at ub - 1
+      std::memmove(v + at, v + at + 1, (ub - at - 1) * sizeof *v);
+      v[ub - 1] = p99;
+    } else { // p99 < gone: v[ub, at) move up over gone; p99 at ub
+      std::memmove(v + ub + 1, v + ub, (at - ub) * sizeof *v);
+      v[ub] = p99;
+    }
   }
   void hold(std::size_t at, std::uint64_t p99, bool shown) {
     last_ = at;
