@@ -424,3 +424,17 @@ TEST_CASE("a damaged blame pack is an error at every cut and every flipped byte,
   CHECK(unpack_blame(std::vector<std::uint8_t>{1, 0xff, 0xff, 0xff, 0x7f}, out).err().msg ==
         "damaged blame pack: more entries than bytes");
 }
+
+TEST_CASE("a blame pack with a negative id is damaged, as the builder writes none",
+          "[store][pack][blame]") {
+  // The input the blame_pack fuzz target found (fuzz/corpus/blame_pack/crash-negative-id): a
+  // new thread's culprit zigzag-coded negative. It unpacked, and the builder refused its rows.
+  const std::vector<std::uint8_t> blob = {0x01, 0x03, 0x0a, 0x06, 0x1f, 0x80, 0x92, 0x77,
+                                          0x14, 0x02, 0x00, 0x03, 0x8e, 0x01, 0x00, 0x02,
+                                          0x01, 0x00, 0x00, 0x0a, 0x1f, 0x80, 0x92, 0x00,
+                                          0x28, 0x03, 0x02, 0x20, 0x0e, 0x00, 0x00};
+  std::vector<blame_entry> out;
+  const auto r = unpack_blame(blob, out);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().msg == "damaged blame pack: negative id");
+}
