@@ -765,13 +765,15 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
   };
   // The interval's pack (schema v13), every entry through add_row.
   std::vector<blame_entry> entries;
-  const auto take_pack = [&](std::int64_t interval_id) -> result<void> {
+  // True when the interval has a pack: then it has no rows (the writer puts a raw interval's
+  // rows in its pack from schema 13; rollups and older raw intervals have rows and no pack).
+  const auto take_pack = [&](std::int64_t interval_id) -> result<bool> {
     sqlite3_stmt *s = pack_st.get();
     sqlite3_reset(s);
     sqlite3_bind_int64(s, 1, interval_id);
     const int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE) {
-      return {};
+      return false;
     }
     if (rc != SQLITE_ROW) {
       return make_error(sqlite3_errmsg(db));
@@ -787,10 +789,10 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       if (auto r = add_row(last, e.thread_id, e.culprit_id, e.wait_ns, e.waits, e.preempts,
                            e.approx_ns.has_value(), e.approx_ns.value_or(0));
           !r) {
-        return r;
+        return r.err();
       }
     }
-    return {};
+    return true;
   };
   std::vector<std::int64_t> wanted; // the thread ids sought in this interval
   // The rows of the `wanted` threads of interval j, sought by (interval_id, thread_id).
@@ -846,16 +848,21 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       std::sort(wanted.begin(), wanted.end());
       wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
     }
+    bool had_pack = false;
     if (packed) {
-      if (auto r = take_pack((*ivs)[j].id); !r) {
+      auto r = take_pack((*ivs)[j].id);
+      if (!r) {
         return r.err();
       }
+      had_pack = *r;
     }
-    if (blame && seek) {
+    // The row table for an interval without a pack: a rollup's or one written before v13.
+    const bool from_rows = blame && !had_pack;
+    if (from_rows && seek) {
       if (auto r = seek_rows(j); !r) {
         return r.err();
       }
-    } else if (blame && sparse) {
+    } else if (from_rows && sparse) {
       // Few of the rows are the victims' (blame('postgres') among hundreds of threads): their
       // thread ids from the primary key alone (a light read), then their rows sought.
       if (!light_st) {
@@ -899,7 +906,7 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
         return r.err();
       }
       sparse = of_victims * 10 < in_interval * 3; // under 30 %: stays
-    } else if (blame) {
+    } else if (from_rows) {
       sqlite3_stmt *s = blame_st.get();
       sqlite3_reset(s);
       sqlite3_bind_int64(s, 1, (*ivs)[j].id);
