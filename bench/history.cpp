@@ -20,17 +20,17 @@
 // identities of its own, and the tiers' cutoffs are set as retention would have left them.
 // It prints the bytes per day of each tier and the size of the whole file.
 //
-// query: runs the four reference questions N times (default 5) through rsched::store::reader
+// query: runs the four reference questions N times (default 5) through rsched::query::reader
 // (the functions rsched-sql uses) and prints the first and the median time of each.
 //
 // pictures: draws rsched-sql's heatmaps (a day from the 1-minute tier, an hour from raw rows,
 // per comm, 30 days from the 1-hour tier) and the report of the last hour N times each, through
 // sql_shell::run_picture (what `rsched-sql heatmap` runs), and prints the first and median time.
 #include "rsched/abi/sched_abi.h"
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/stats/histogram.hpp"
 #include "rsched/store/hist_pack.hpp"
-#include "rsched/store/reader.hpp"
 #include "rsched/store/records.hpp"
 #include "rsched/store/writer.hpp"
 
@@ -588,10 +588,10 @@ int generate(const std::string &path, int n, int hours, int raw_days, int m_days
 }
 
 // The end of the recorded raw history, on a whole minute; -1 (said on stderr) on an error.
-std::int64_t history_end(store::reader &r) {
+std::int64_t history_end(query::reader &r) {
   std::int64_t end = 0;
-  store::result_sink sink;
-  sink.on_row = [&](const std::vector<store::value> &row) {
+  query::result_sink sink;
+  sink.on_row = [&](const std::vector<query::value> &row) {
     if (const auto *v = std::get_if<std::int64_t>(&row[0])) {
       end = *v;
     }
@@ -607,15 +607,15 @@ std::int64_t history_end(store::reader &r) {
 // minutes from the rollups) and by main.sched_delay, the file's own view (the finest tier
 // kept at every moment: what every release before schema 10 read), with a check that both
 // answers are the same rows. The finest side runs once (it takes seconds).
-int routed(store::reader &r, std::int64_t end, int runs) {
+int routed(query::reader &r, std::int64_t end, int runs) {
   const auto time_of =
       [&](const std::string &sql, int n,
-          std::vector<std::vector<store::value>> &out) -> std::optional<std::vector<double>> {
+          std::vector<std::vector<query::value>> &out) -> std::optional<std::vector<double>> {
     std::vector<double> t;
     for (int i = 0; i < n; ++i) {
       out.clear();
-      store::result_sink s;
-      s.on_row = [&](const std::vector<store::value> &row) { out.push_back(row); };
+      query::result_sink s;
+      s.on_row = [&](const std::vector<query::value> &row) { out.push_back(row); };
       const auto t0 = clk::now();
       if (auto e = r.exec(sql, s); !e) {
         fmt::print(stderr, "rsched-history-bench: {}: {}\n", sql, e.err().msg);
@@ -645,8 +645,8 @@ int routed(store::reader &r, std::int64_t end, int runs) {
       "\nThe main view routed (rollups for whole hours and minutes) against main.sched_delay "
       "(the finest tier kept):\n");
   for (const auto &x : qs) {
-    std::vector<std::vector<store::value>> a;
-    std::vector<std::vector<store::value>> b;
+    std::vector<std::vector<query::value>> a;
+    std::vector<std::vector<query::value>> b;
     auto ta = time_of(fmt::format(fmt::runtime(x.sql), fmt::arg("V", "sched_delay")), runs, a);
     auto tiers = r.take_tier_reads();
     auto tb = time_of(fmt::format(fmt::runtime(x.sql), fmt::arg("V", "main.sched_delay")), 1, b);
@@ -676,7 +676,7 @@ int routed(store::reader &r, std::int64_t end, int runs) {
        fmt::format("SELECT count(*) FROM explain({}, {})", end - hour, end)},
   };
   for (const auto &x : fns) {
-    std::vector<std::vector<store::value>> a;
+    std::vector<std::vector<query::value>> a;
     auto t = time_of(x.sql, std::max(1, std::min(runs, 2)), a);
     if (!t) {
       return 1;
@@ -686,8 +686,8 @@ int routed(store::reader &r, std::int64_t end, int runs) {
   return 0;
 }
 
-int query(const std::string &path, int runs) {
-  auto r = store::reader::open(path);
+int run_queries(const std::string &path, int runs) {
+  auto r = query::reader::open(path);
   if (!r) {
     fmt::print(stderr, "rsched-history-bench: {}\n", r.err().msg);
     return 1;
@@ -726,9 +726,9 @@ int query(const std::string &path, int runs) {
     std::vector<double> t;
     std::size_t rows = 0;
     for (int i = 0; i < runs; ++i) {
-      store::result_sink s;
+      query::result_sink s;
       std::size_t n = 0;
-      s.on_row = [&](const std::vector<store::value> &) { ++n; };
+      s.on_row = [&](const std::vector<query::value> &) { ++n; };
       const auto t0 = clk::now();
       if (auto e = r->exec(x.sql, s); !e) {
         fmt::print(stderr, "rsched-history-bench: {}: {}\n", x.name, e.err().msg);
@@ -747,7 +747,7 @@ int query(const std::string &path, int runs) {
 // raw rows, the same hour split per comm, and the report of the last hour; each drawn `runs`
 // times (reading, binning and the SVG or HTML text; nothing written to disk).
 int pictures(const std::string &path, int runs) {
-  auto r = store::reader::open(path);
+  auto r = query::reader::open(path);
   if (!r) {
     fmt::print(stderr, "rsched-history-bench: {}\n", r.err().msg);
     return 1;
@@ -846,7 +846,7 @@ int main(int argc, char **argv) {
                       arg_int(a, "--1h-days", 365));
     }
     if (a.size() >= 2 && a[0] == "query") {
-      return query(a[1], arg_int(a, "--runs", 5));
+      return run_queries(a[1], arg_int(a, "--runs", 5));
     }
     if (a.size() >= 2 && a[0] == "pictures") {
       return pictures(a[1], arg_int(a, "--runs", 5));

@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the incident timeline targets: what .import-incidents does with a file before it opens
-// the database (rsched::store::import_incidents): the records, then the times of the columns it
+// the database (rsched::query::import_incidents): the records, then the times of the columns it
 // may read times from, in the local zone (set to Europe/Berlin by the target's initializer, so
 // runs are reproducible).
 #include "rsched/base/timefmt.hpp"

@@ -1,12 +1,12 @@
 // rsched-sql: SQL over the history recorded by rschedd (see `rsched-sql --help`).
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/files.hpp"
 #include "rsched/sql_shell/interactive.hpp"
 #include "rsched/sql_shell/options.hpp"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/sql_shell/shell.hpp"
-#include "rsched/store/reader.hpp"
 
 #include <fmt/format.h>
 #include <sys/ioctl.h>
@@ -44,13 +44,13 @@ constexpr std::size_t max_terminal_rows = 1000;
 
 // --host NAME=PATH...: one read-only connection over every host's database; a remark about the
 // files (schema versions that differ) goes to stderr as a note.
-rsched::result<rsched::store::reader> open_hosts(const sq::options &opt) {
-  std::vector<rsched::store::host_file> files;
+rsched::result<rsched::query::reader> open_hosts(const sq::options &opt) {
+  std::vector<rsched::query::host_file> files;
   for (const auto &h : opt.hosts) {
     files.push_back({h.name, h.path});
   }
   std::string note;
-  auto db = rsched::store::reader::open_hosts(files, &note);
+  auto db = rsched::query::reader::open_hosts(files, &note);
   if (db && !note.empty()) {
     print_error("note: " + note);
   }
@@ -96,12 +96,12 @@ int run(int argc, char **argv) {
     return sq::exit_ok;
   }
 
-  if (opt.hosts.size() > static_cast<std::size_t>(rsched::store::reader::max_hosts())) {
+  if (opt.hosts.size() > static_cast<std::size_t>(rsched::query::reader::max_hosts())) {
     print_error(fmt::format("{} hosts given; at most {} can be read together (see --help)",
-                            opt.hosts.size(), rsched::store::reader::max_hosts()));
+                            opt.hosts.size(), rsched::query::reader::max_hosts()));
     return sq::exit_usage;
   }
-  auto db = opt.hosts.empty() ? rsched::store::reader::open(opt.db_path, true) : open_hosts(opt);
+  auto db = opt.hosts.empty() ? rsched::query::reader::open(opt.db_path, true) : open_hosts(opt);
   if (!db) {
     print_error(db.err().msg);
     // A name or file given twice is bad usage; a file that cannot be read is a failure.

@@ -2,7 +2,7 @@
 // accounting (run_delay and the timeslice count of /proc/<pid>/schedstat), per thread, including
 // threads that exit before recording stops. (The default monotonic clock is checked against an
 // independent monotonic measurement in attribution_test.cpp.)
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -55,12 +55,12 @@ struct ours {
 };
 
 std::map<std::int64_t, ours> recorded(const std::string &db) {
-  auto r = store::reader::open(db);
+  auto r = query::reader::open(db);
   REQUIRE(r.ok());
   std::map<std::int64_t, ours> out;
-  store::result_sink sink;
+  query::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) {
+  sink.on_row = [&](const std::vector<query::value> &row) {
     out[std::get<std::int64_t>(row[0])] = {
         static_cast<std::uint64_t>(std::get<std::int64_t>(row[1])),
         static_cast<std::uint64_t>(std::get<std::int64_t>(row[2]))};
@@ -127,7 +127,7 @@ void run_accounting(const std::string &mode) {
     CHECK(count_err <= (mode == "raw_tp" ? 0.03 : 0.01));
   }
   const auto clocks =
-      test::query(rec.db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
+      test::query_db(rec.db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
   REQUIRE(clocks.size() == 1);
   CHECK(std::get<std::string>(clocks[0][0]) == "runqueue");
 }

@@ -97,9 +97,9 @@ struct row {
 };
 std::vector<row> rows_of(const std::string &db, std::int32_t tid) {
   std::vector<row> out;
-  for (const auto &r : test::query(db, "SELECT comm, cgroup, sum(count), sum(total_ns) FROM "
-                                       "sched_delay WHERE tid = " +
-                                           std::to_string(tid) + " GROUP BY comm, cgroup")) {
+  for (const auto &r : test::query_db(db, "SELECT comm, cgroup, sum(count), sum(total_ns) FROM "
+                                          "sched_delay WHERE tid = " +
+                                              std::to_string(tid) + " GROUP BY comm, cgroup")) {
     out.push_back({as_text(r[0]), as_text(r[1]), static_cast<std::uint64_t>(as_int(r[2])),
                    static_cast<std::uint64_t>(as_int(r[3]))});
   }
@@ -172,9 +172,9 @@ void run_clock(const std::string &mode) {
   }
   std::this_thread::sleep_for(1500ms);
   REQUIRE(rec.d.stop(SIGINT) == 0);
-  const auto drops = test::query(rec.db, "SELECT sum(drops_task_state), sum(drops_no_rq), "
-                                         "sum(drops_stale_tid), sum(drops_graveyard) FROM "
-                                         "intervals WHERE tier = 0");
+  const auto drops = test::query_db(rec.db, "SELECT sum(drops_task_state), sum(drops_no_rq), "
+                                            "sum(drops_stale_tid), sum(drops_graveyard) FROM "
+                                            "intervals WHERE tier = 0");
   REQUIRE(drops.size() == 1);
   std::printf("clock[%s] drops: task_state %lld, no_rq %lld, stale_tid %lld, graveyard %lld\n",
               mode.c_str(), static_cast<long long>(as_int(drops[0][0])),
@@ -236,7 +236,7 @@ void run_clock(const std::string &mode) {
   }
   // The database says which clock the intervals used.
   const auto clocks =
-      test::query(rec.db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
+      test::query_db(rec.db, "SELECT DISTINCT delay_clock FROM intervals WHERE tier = 0");
   REQUIRE(clocks.size() == 1);
   CHECK(as_text(clocks[0][0]) == "monotonic");
 }

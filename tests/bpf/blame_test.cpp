@@ -2,7 +2,7 @@
 // CPU the victim wakes on, and a SCHED_FIFO preemptor whose wakeups take the CPU from a spinning
 // victim. Ground truth: the kernel's own counts of the victim (/proc/<pid>/schedstat timeslices,
 // /proc/<pid>/status nonvoluntary_ctxt_switches), read while it is a zombie.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 
@@ -136,21 +136,22 @@ blame_of recorded(const std::string &db, pid_t victim) {
   blame_of b;
   const std::string pid = std::to_string(victim);
   for (const auto &row :
-       test::query(db, "SELECT by_comm, sum(wait_ns), sum(count) FROM delay_blame WHERE "
-                       "pid = " +
-                           pid + " GROUP BY by_comm")) {
+       test::query_db(db, "SELECT by_comm, sum(wait_ns), sum(count) FROM delay_blame WHERE "
+                          "pid = " +
+                              pid + " GROUP BY by_comm")) {
     b.wait_ns[as_text(row[0])] = as_int(row[1]);
     b.waits[as_text(row[0])] = as_int(row[2]);
     b.total_wait += as_int(row[1]);
   }
-  for (const auto &row : test::query(db, "SELECT by_comm, sum(count) FROM preemption WHERE pid = " +
-                                             pid + " GROUP BY by_comm")) {
+  for (const auto &row :
+       test::query_db(db, "SELECT by_comm, sum(count) FROM preemption WHERE pid = " + pid +
+                              " GROUP BY by_comm")) {
     b.preempts[as_text(row[0])] = as_int(row[1]);
     b.preempt_total += as_int(row[1]);
   }
-  const auto d = test::query(db, "SELECT coalesce(sum(total_ns), 0), coalesce(sum(count), 0) "
-                                 "FROM sched_delay WHERE pid = " +
-                                     pid);
+  const auto d = test::query_db(db, "SELECT coalesce(sum(total_ns), 0), coalesce(sum(count), 0) "
+                                    "FROM sched_delay WHERE pid = " +
+                                        pid);
   b.delay_total = as_int(d[0][0]);
   b.delay_count = as_int(d[0][1]);
   return b;
@@ -333,7 +334,7 @@ void run_inversion(const std::string &mode) {
   CHECK(b.wait_ns["rs-batch"] >= b.delay_total * 8 / 10);
   // The episodes: the raised thread behind the batch job, on CPU 1, for (nearly) all of the
   // run, with the scheduling both had (nice -20: prio 100; FIFO 1: prio 98).
-  const auto ep = test::query(
+  const auto ep = test::query_db(
       rec.db, "SELECT tid, policy, prio, by_pid, by_comm, by_policy, by_prio, cpu, wait_ns, "
               "intervals, dur FROM inversions(NULL, NULL, '10ms') ORDER BY wait_ns DESC");
   std::int64_t inverted = 0;
@@ -378,9 +379,9 @@ std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> by_pid(const std::
                                                                      pid_t victim) {
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> out;
   for (const auto &row :
-       test::query(db, "SELECT coalesce(by_pid, -1), sum(wait_ns), coalesce(sum(approx_ns), 0) "
-                       "FROM delay_blame WHERE pid = " +
-                           std::to_string(victim) + " GROUP BY 1")) {
+       test::query_db(db, "SELECT coalesce(by_pid, -1), sum(wait_ns), coalesce(sum(approx_ns), 0) "
+                          "FROM delay_blame WHERE pid = " +
+                              std::to_string(victim) + " GROUP BY 1")) {
     out[as_int(row[0])] = {as_int(row[1]), as_int(row[2])};
   }
   return out;
@@ -459,8 +460,8 @@ void run_storm(const std::string &mode, int burst_ms) {
   }
   // The waits that span the storm: the victim's waits of over half a burst.
   const auto long_waits =
-      test::query(rec.db, "SELECT coalesce(sum(count), 0) FROM sched_delay WHERE pid = " +
-                              std::to_string(victim));
+      test::query_db(rec.db, "SELECT coalesce(sum(count), 0) FROM sched_delay WHERE pid = " +
+                                 std::to_string(victim));
   const double per_wait =
       all.delay_count > 0 ? static_cast<double>(runs) / static_cast<double>(all.delay_count) : 0;
   std::printf("blame storm[%s, %d ms bursts]: %llu runs, %lld waits (%.0f runs per burst); "

@@ -1,7 +1,7 @@
 // cpu_busy (a CPU's busy periods, from leaving idle to going idle again) against the kernel's
 // own per-CPU time accounting in /proc/stat, and with cpu_idle covering the recording.
+#include "rsched/query/reader.hpp"
 #include "rsched/stats/histogram.hpp"
-#include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -102,13 +102,14 @@ TEST_CASE_METHOD(
   worker.join();
   REQUIRE(d.stop(SIGINT) == 0);
 
-  const auto busy = test::query(db, "SELECT coalesce(sum(count), 0), coalesce(sum(total_ns), 0), "
-                                    "hist_percentile(hist, 50) FROM cpu_busy WHERE cpu "
-                                    "= " +
-                                        std::to_string(cpu));
-  const auto idle = test::query(db, "SELECT coalesce(sum(total_ns), 0) FROM cpu_idle WHERE cpu = " +
-                                        std::to_string(cpu));
-  const auto span = test::query(db, "SELECT sum(dur_ns) FROM intervals WHERE tier = 0");
+  const auto busy =
+      test::query_db(db, "SELECT coalesce(sum(count), 0), coalesce(sum(total_ns), 0), "
+                         "hist_percentile(hist, 50) FROM cpu_busy WHERE cpu "
+                         "= " +
+                             std::to_string(cpu));
+  const auto idle = test::query_db(
+      db, "SELECT coalesce(sum(total_ns), 0) FROM cpu_idle WHERE cpu = " + std::to_string(cpu));
+  const auto span = test::query_db(db, "SELECT sum(dur_ns) FROM intervals WHERE tier = 0");
   const std::int64_t periods = as_int(busy[0][0]);
   const std::int64_t busy_ns = as_int(busy[0][1]);
   const std::int64_t kernel_busy = after.busy - before.busy;

@@ -1,6 +1,6 @@
 // rschedd end to end: interval rows, clean shutdown on signals, hostile comm names through the
 // real BPF path into CSV.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -28,7 +28,7 @@ namespace {
 
 using test::as_int;
 using test::as_text;
-using test::query;
+using test::query_db;
 
 std::string run_capture(const std::string &cmd, int &status) {
   std::string out;
@@ -142,10 +142,10 @@ TEST_CASE("SIGTERM and SIGINT record the partial interval and exit 0", "[root][b
     REQUIRE(d.stop(sig) == 0);
     // Raw intervals only: a run that crosses a minute boundary also writes a 1-minute rollup.
     const auto rows =
-        query(db, "SELECT count(*), sum(flags & 1), "
-                  "(SELECT dur_ns FROM intervals WHERE tier = 0 ORDER BY id DESC LIMIT 1), "
-                  "(SELECT flags FROM intervals WHERE tier = 0 ORDER BY id DESC LIMIT 1) "
-                  "FROM intervals WHERE tier = 0");
+        query_db(db, "SELECT count(*), sum(flags & 1), "
+                     "(SELECT dur_ns FROM intervals WHERE tier = 0 ORDER BY id DESC LIMIT 1), "
+                     "(SELECT flags FROM intervals WHERE tier = 0 ORDER BY id DESC LIMIT 1) "
+                     "FROM intervals WHERE tier = 0");
     REQUIRE(rows.size() == 1);
     CHECK(as_int(rows[0][0]) == 3);          // two full intervals and the partial one
     CHECK(as_int(rows[0][1]) == 1);          // exactly one final interval ...
@@ -154,7 +154,7 @@ TEST_CASE("SIGTERM and SIGINT record the partial interval and exit 0", "[root][b
     CHECK((std::filesystem::status(db).permissions() & std::filesystem::perms::all) ==
           (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
            std::filesystem::perms::group_read));
-    const auto sample = query(db, "SELECT count(*), sum(count) FROM sched_delay");
+    const auto sample = query_db(db, "SELECT count(*), sum(count) FROM sched_delay");
     CHECK(as_int(sample[0][0]) > 0);
   }
 }
@@ -171,7 +171,7 @@ TEST_CASE_METHOD(test::db_dir, "-r records every interval including the last par
   REQUIRE(rc.has_value());
   REQUIRE(*rc == 0);
   const auto rows =
-      query(db, "SELECT count(*), sum(dur_ns), max(flags & 1) FROM intervals WHERE tier = 0");
+      query_db(db, "SELECT count(*), sum(dur_ns), max(flags & 1) FROM intervals WHERE tier = 0");
   CHECK(as_int(rows[0][0]) == 3); // 2 s + 2 s + 1 s
   CHECK(as_int(rows[0][1]) > 4'900'000'000);
   CHECK(as_int(rows[0][1]) < 5'300'000'000);
@@ -193,21 +193,21 @@ TEST_CASE_METHOD(test::db_dir,
   REQUIRE(*rc == 0);
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   // One set for the boot, in force from the boot (since_ns 0), every online CPU in it.
-  const auto topo = query(db, "SELECT count(*), count(DISTINCT since_ns), min(since_ns), "
-                              "count(llc), min(t.boot_id = i.boot_id) FROM cpu_topology AS t, "
-                              "(SELECT boot_id FROM intervals LIMIT 1) AS i");
+  const auto topo = query_db(db, "SELECT count(*), count(DISTINCT since_ns), min(since_ns), "
+                                 "count(llc), min(t.boot_id = i.boot_id) FROM cpu_topology AS t, "
+                                 "(SELECT boot_id FROM intervals LIMIT 1) AS i");
   CHECK(as_int(topo[0][0]) == online);
   CHECK(as_int(topo[0][1]) == 1);
   CHECK(as_int(topo[0][2]) == 0);
   CHECK(as_int(topo[0][3]) == online);
   CHECK(as_int(topo[0][4]) == 1);
-  const auto rows = query(db, "SELECT count(*), count(llc), count(node) FROM cpu_sched_delay");
+  const auto rows = query_db(db, "SELECT count(*), count(llc), count(node) FROM cpu_sched_delay");
   CHECK(as_int(rows[0][0]) > 0);
   CHECK(as_int(rows[0][1]) == as_int(rows[0][0]));
   // sched_ext: NULL where the kernel has none (this CI kernel), a state where it has.
   const bool scx = std::filesystem::exists("/sys/kernel/sched_ext");
-  CHECK(as_int(query(db, "SELECT count(scx_state) FROM intervals")[0][0]) ==
-        (scx ? as_int(query(db, "SELECT count(*) FROM intervals")[0][0]) : 0));
+  CHECK(as_int(query_db(db, "SELECT count(scx_state) FROM intervals")[0][0]) ==
+        (scx ? as_int(query_db(db, "SELECT count(*) FROM intervals")[0][0]) : 0));
 }
 
 TEST_CASE_METHOD(test::db_dir,
@@ -330,19 +330,19 @@ TEST_CASE_METHOD(test::db_dir,
     }
   }
   // Both runs in one history: raw intervals of the two runs, contiguous within each.
-  CHECK(as_int(query(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]) >= 5);
-  CHECK(as_int(query(db, "SELECT count(*) FROM intervals WHERE tier = 0 AND flags & 1")[0][0]) ==
+  CHECK(as_int(query_db(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]) >= 5);
+  CHECK(as_int(query_db(db, "SELECT count(*) FROM intervals WHERE tier = 0 AND flags & 1")[0][0]) ==
         2);
   // The downtime is the one gap of at least 2 s, and coverage says so.
-  const auto gaps = query(db, "SELECT count(*), max(dur) FROM gaps() WHERE dur >= 2000000000");
+  const auto gaps = query_db(db, "SELECT count(*), max(dur) FROM gaps() WHERE dur >= 2000000000");
   CHECK(as_int(gaps[0][0]) == 1);
   CHECK(as_int(gaps[0][1]) >= 3'000'000'000);
-  CHECK(as_int(query(db, "SELECT CAST(coverage_pct AS INTEGER) FROM coverage()")[0][0]) < 100);
+  CHECK(as_int(query_db(db, "SELECT CAST(coverage_pct AS INTEGER) FROM coverage()")[0][0]) < 100);
   // Health of every raw interval: collect time, CPU time, RSS; BPF run time with bpf_stats on;
   // the write time of every interval (the last of each run gets its own after its commit).
-  const auto h = query(db, "SELECT count(*), count(collect_ns), count(cpu_ns), min(rss_bytes), "
-                           "count(write_ns), sum(bpf_run_cnt), sum(bpf_run_ns), sum(drops) "
-                           "FROM health");
+  const auto h = query_db(db, "SELECT count(*), count(collect_ns), count(cpu_ns), min(rss_bytes), "
+                              "count(write_ns), sum(bpf_run_cnt), sum(bpf_run_ns), sum(drops) "
+                              "FROM health");
   const auto n = as_int(h[0][0]);
   CHECK(as_int(h[0][1]) == n);
   CHECK(as_int(h[0][2]) == n);
@@ -352,9 +352,9 @@ TEST_CASE_METHOD(test::db_dir,
   CHECK(as_int(h[0][6]) > 0);
   // The kernel's run count of our programs covers at least one event per recorded sample: each
   // delay sample is a switch-in and each depth sample a wakeup that a program handled.
-  const auto samples =
-      as_int(query(db, "SELECT (SELECT coalesce(sum(count), 0) FROM sched_delay WHERE tier = 0) + "
-                       "(SELECT coalesce(sum(count), 0) FROM runq_depth WHERE tier = 0)")[0][0]);
+  const auto samples = as_int(
+      query_db(db, "SELECT (SELECT coalesce(sum(count), 0) FROM sched_delay WHERE tier = 0) + "
+                   "(SELECT coalesce(sum(count), 0) FROM runq_depth WHERE tier = 0)")[0][0]);
   INFO("samples " << samples << ", bpf_run_cnt " << as_int(h[0][5]));
   CHECK(samples > 0);
   CHECK(as_int(h[0][5]) >= samples);

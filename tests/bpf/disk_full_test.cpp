@@ -1,6 +1,6 @@
 // The disk fills up under a running rschedd: the failed writes are reported once, the daemon keeps
 // running, recording resumes by itself when space returns, and the lost time shows as a gap.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 
@@ -22,9 +22,9 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
-using test::query;
+using test::query_db;
 
-std::int64_t int_of(const store::value &v) {
+std::int64_t int_of(const query::value &v) {
   return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : -1;
 }
 
@@ -117,16 +117,16 @@ TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps 
   }
   INFO("intervals committed while the disk was full: " << written_while_full);
 
-  const auto check = query(db, "PRAGMA integrity_check");
+  const auto check = query_db(db, "PRAGMA integrity_check");
   REQUIRE(check.size() == 1);
   CHECK(std::get<std::string>(check[0][0]) == "ok");
 
   // The largest hole between consecutive intervals is the time the disk was full.
-  const auto hole = query(db, "SELECT a.start_ns + a.dur_ns, b.start_ns, "
-                              "b.start_ns - (a.start_ns + a.dur_ns) AS hole, b.flags "
-                              "FROM intervals a JOIN intervals b ON b.id = (SELECT min(id) FROM "
-                              "intervals WHERE id > a.id AND tier = 0) WHERE a.tier = 0 "
-                              "ORDER BY hole DESC LIMIT 1");
+  const auto hole = query_db(db, "SELECT a.start_ns + a.dur_ns, b.start_ns, "
+                                 "b.start_ns - (a.start_ns + a.dur_ns) AS hole, b.flags "
+                                 "FROM intervals a JOIN intervals b ON b.id = (SELECT min(id) FROM "
+                                 "intervals WHERE id > a.id AND tier = 0) WHERE a.tier = 0 "
+                                 "ORDER BY hole DESC LIMIT 1");
   REQUIRE(hole.size() == 1);
   const std::int64_t hole_start = int_of(hole[0][0]);
   const std::int64_t hole_end = int_of(hole[0][1]);
@@ -147,14 +147,14 @@ TEST_CASE("The disk fills up: failed writes are reported once, the daemon keeps 
   // Nothing overlaps.
   // (Raw intervals: rollup rows of the 1-minute tier sit between them in id order.)
   const auto overlaps =
-      query(db, "SELECT count(*) FROM intervals a JOIN intervals b ON b.id = (SELECT min(id) "
-                "FROM intervals WHERE id > a.id AND tier = 0) WHERE a.tier = 0 AND "
-                "b.start_ns < a.start_ns + a.dur_ns - 1000000");
+      query_db(db, "SELECT count(*) FROM intervals a JOIN intervals b ON b.id = (SELECT min(id) "
+                   "FROM intervals WHERE id > a.id AND tier = 0) WHERE a.tier = 0 AND "
+                   "b.start_ns < a.start_ns + a.dur_ns - 1000000");
   CHECK(int_of(overlaps[0][0]) == 0);
 
   // gaps() reports exactly that hole.
-  const auto gaps = query(db, "SELECT ts, end_ts, dur, reason FROM gaps() "
-                              "ORDER BY dur DESC");
+  const auto gaps = query_db(db, "SELECT ts, end_ts, dur, reason FROM gaps() "
+                                 "ORDER BY dur DESC");
   REQUIRE_FALSE(gaps.empty());
   CHECK(int_of(gaps[0][0]) == hole_start);
   CHECK(int_of(gaps[0][1]) == hole_end);

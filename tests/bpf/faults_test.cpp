@@ -1,6 +1,6 @@
 // What rschedd leaves behind when things go wrong: kill -9 at random moments, a foreign file as
 // the database, a bad option.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -21,7 +21,7 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
-using test::query;
+using test::query_db;
 
 std::string slurp(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -48,11 +48,11 @@ TEST_CASE_METHOD(
     // Between 0.2 and 2.2 s: sometimes before the first interval, sometimes mid-write.
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 2000));
     REQUIRE(d.stop(SIGKILL) == -SIGKILL);
-    const auto check = query(db, "PRAGMA integrity_check");
+    const auto check = query_db(db, "PRAGMA integrity_check");
     REQUIRE(check.size() == 1);
     CHECK(std::get<std::string>(check[0][0]) == "ok");
     const auto n =
-        std::get<std::int64_t>(query(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);
+        std::get<std::int64_t>(query_db(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);
     CHECK(n >= prev_intervals); // nothing committed was lost; the next start appended
     prev_intervals = n;
   }
@@ -61,9 +61,9 @@ TEST_CASE_METHOD(
   // Intervals are contiguous within each run and never overlap across runs.
   // (Raw intervals: rollup rows of the 1-minute tier sit between them in id order.)
   const auto overlaps =
-      query(db, "SELECT count(*) FROM intervals a JOIN intervals b ON b.id = (SELECT min(id) "
-                "FROM intervals WHERE id > a.id AND tier = 0) WHERE a.tier = 0 AND "
-                "b.start_ns < a.start_ns + a.dur_ns - 1000000");
+      query_db(db, "SELECT count(*) FROM intervals a JOIN intervals b ON b.id = (SELECT min(id) "
+                   "FROM intervals WHERE id > a.id AND tier = 0) WHERE a.tier = 0 AND "
+                   "b.start_ns < a.start_ns + a.dur_ns - 1000000");
   CHECK(std::get<std::int64_t>(overlaps[0][0]) == 0);
 }
 

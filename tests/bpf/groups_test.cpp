@@ -1,9 +1,9 @@
 // The metric groups against the kernel's own per-thread accounting: voluntary/involuntary
 // switches (/proc/<pid>/status), migrations (se.nr_migrations in /proc/<pid>/sched), a known
 // 20 ms sleep, CPU idle. Children exit before recording stops, so exits are covered.
+#include "rsched/query/reader.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/percentile.hpp"
-#include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -35,7 +35,7 @@ namespace {
 
 using test::as_int;
 using test::as_text;
-using test::query;
+using test::query_db;
 
 using test::mono_ns;
 
@@ -128,11 +128,12 @@ TEST_CASE("slice and migration counts match the kernel per thread", "[root][bpf]
     REQUIRE(rec.d.stop(SIGINT) == 0);
 
     for (const auto &[pid, k] : kernel) {
-      const auto slices = query(rec.db, "SELECT sum(voluntary_count), sum(involuntary_count) FROM "
-                                        "timeslice WHERE tid = " +
-                                            std::to_string(pid));
+      const auto slices =
+          query_db(rec.db, "SELECT sum(voluntary_count), sum(involuntary_count) FROM "
+                           "timeslice WHERE tid = " +
+                               std::to_string(pid));
       const auto mig =
-          query(rec.db, "SELECT sum(count) FROM migration WHERE tid = " + std::to_string(pid));
+          query_db(rec.db, "SELECT sum(count) FROM migration WHERE tid = " + std::to_string(pid));
       const auto vol = static_cast<std::uint64_t>(as_int(slices[0][0]));
       const auto invol = static_cast<std::uint64_t>(as_int(slices[0][1]));
       const auto migs = static_cast<std::uint64_t>(as_int(mig[0][0]));
@@ -175,14 +176,14 @@ TEST_CASE_METHOD(test::db_dir,
   std::this_thread::sleep_for(1200ms);
   REQUIRE(d.stop(SIGINT) == 0);
   const pid_t pid = kernel.begin()->first;
-  const auto rows = query(db, "SELECT sum(count), hist_percentile(hist, 1), "
-                              "hist_percentile(hist, 100) FROM sleep WHERE tid = " +
-                                  std::to_string(pid));
+  const auto rows = query_db(db, "SELECT sum(count), hist_percentile(hist, 1), "
+                                 "hist_percentile(hist, 100) FROM sleep WHERE tid = " +
+                                     std::to_string(pid));
   {
     std::string per_interval; // which interval lost a sample, if one did
-    for (const auto &r : query(db, "SELECT ts, count, hist_percentile(hist, 1) FROM sleep "
-                                   "WHERE tid = " +
-                                       std::to_string(pid))) {
+    for (const auto &r : query_db(db, "SELECT ts, count, hist_percentile(hist, 1) FROM sleep "
+                                      "WHERE tid = " +
+                                          std::to_string(pid))) {
       per_interval += std::to_string(as_int(r[0])) + ":" + std::to_string(as_int(r[1])) + ":" +
                       std::to_string(as_int(r[2])) + " ";
     }
@@ -193,9 +194,10 @@ TEST_CASE_METHOD(test::db_dir,
     // cannot be counted" below): one sample fewer again (a fresh-clone CI run and 1 of 8 runs
     // by hand: 24 samples, 26 voluntary switches, no drops).
     const auto voluntary = kernel.begin()->second.voluntary;
-    INFO("per interval (ts:count:min): " << per_interval << "; drops "
-                                         << as_int(query(db, "SELECT sum(drops) FROM health")[0][0])
-                                         << "; kernel voluntary switches " << voluntary);
+    INFO("per interval (ts:count:min): "
+         << per_interval << "; drops "
+         << as_int(query_db(db, "SELECT sum(drops) FROM health")[0][0])
+         << "; kernel voluntary switches " << voluntary);
     CHECK(as_int(rows[0][0]) >=
           std::min<std::int64_t>(25, static_cast<std::int64_t>(voluntary) - 1) - 1);
     CHECK(as_int(rows[0][0]) <= 25);
@@ -212,8 +214,8 @@ TEST_CASE_METHOD(test::db_dir,
   // CPU idle: the machine idled during the recording (while the child slept, at least), so idle
   // periods were recorded, each CPU's within the recording's length.
   const auto idle =
-      query(db, "SELECT cpu, sum(count), sum(total_ns), "
-                "(SELECT sum(dur_ns) FROM intervals WHERE tier = 0) FROM cpu_idle GROUP BY cpu");
+      query_db(db, "SELECT cpu, sum(count), sum(total_ns), "
+                   "(SELECT sum(dur_ns) FROM intervals WHERE tier = 0) FROM cpu_idle GROUP BY cpu");
   REQUIRE_FALSE(idle.empty());
   std::int64_t periods = 0;
   for (const auto &r : idle) {
@@ -313,8 +315,9 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
     REQUIRE(rec.d.stop(SIGINT) == 0);
 
     std::map<pid_t, std::pair<std::uint64_t, std::uint64_t>> ours;
-    for (const auto &r : query(rec.db, "SELECT tid, sum(voluntary_count), sum(involuntary_count) "
-                                       "FROM timeslice GROUP BY tid")) {
+    for (const auto &r :
+         query_db(rec.db, "SELECT tid, sum(voluntary_count), sum(involuntary_count) "
+                          "FROM timeslice GROUP BY tid")) {
       ours[static_cast<pid_t>(as_int(r[0]))] = {static_cast<std::uint64_t>(as_int(r[1])),
                                                 static_cast<std::uint64_t>(as_int(r[2]))};
     }
@@ -352,8 +355,8 @@ TEST_CASE("Every switch of new threads and processes is counted, the first one i
         "counts at the read, %d of %d threads one switch short; drops %lld (task state "
         "%lld)\n",
         mode.c_str(), kernel.size(), exact, threads_short, threads,
-        static_cast<long long>(as_int(query(rec.db, "SELECT sum(drops) FROM health")[0][0])),
-        static_cast<long long>(as_int(
-            query(rec.db, "SELECT CAST(total(drops_task_state) AS INTEGER) FROM timeline")[0][0])));
+        static_cast<long long>(as_int(query_db(rec.db, "SELECT sum(drops) FROM health")[0][0])),
+        static_cast<long long>(as_int(query_db(
+            rec.db, "SELECT CAST(total(drops_task_state) AS INTEGER) FROM timeline")[0][0])));
   }
 }

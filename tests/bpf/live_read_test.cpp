@@ -3,7 +3,7 @@
 // then falls back to the iterator). The thread's per-interval counts must add up to the kernel's
 // own timeslice count, and it must have a row in every interval it was alive, not only at the
 // periodic full read or at its exit.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -41,12 +41,12 @@ using test::mono_ns;
 }
 
 std::vector<std::int64_t> counts_per_interval(const std::string &db, pid_t tid) {
-  auto r = store::reader::open(db);
+  auto r = query::reader::open(db);
   REQUIRE(r.ok());
   std::vector<std::int64_t> out;
-  store::result_sink sink;
+  query::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) {
+  sink.on_row = [&](const std::vector<query::value> &row) {
     out.push_back(std::get<std::int64_t>(row[0]));
   };
   auto ok = r->exec(

@@ -1,7 +1,7 @@
 // More threads than the BPF maps hold: tens of thousands of threads that exit within one interval
 // overflow a small graveyard (the lost final records are counted as drops and recorded), and tens
 // of thousands of live threads are all read and written. rschedd stays up through both.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -30,12 +30,12 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
-using test::query;
+using test::query_db;
 
 constexpr int n_threads = 20000;
 constexpr std::size_t stack_bytes = 64 * 1024;
 
-std::int64_t int_of(const store::value &v) {
+std::int64_t int_of(const query::value &v) {
   return std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : -1;
 }
 
@@ -199,12 +199,12 @@ struct recorded {
 
 // What the database holds about the threads named `comm` (but the creating thread `creator`).
 recorded read_back(const std::string &db, const std::string &comm, long creator) {
-  const auto check = query(db, "PRAGMA integrity_check");
+  const auto check = query_db(db, "PRAGMA integrity_check");
   REQUIRE(check.size() == 1);
   CHECK(std::get<std::string>(check[0][0]) == "ok");
   recorded r;
-  const auto iv = query(db, "SELECT count(*), total(drops_graveyard), max(drops_graveyard), "
-                            "total(drops_task_state) FROM intervals WHERE tier = 0");
+  const auto iv = query_db(db, "SELECT count(*), total(drops_graveyard), max(drops_graveyard), "
+                               "total(drops_task_state) FROM intervals WHERE tier = 0");
   r.intervals = int_of(iv[0][0]);
   r.drops_graveyard = static_cast<std::int64_t>(std::get<double>(iv[0][1]));
   r.max_drops_graveyard = int_of(iv[0][2]);
@@ -212,11 +212,11 @@ recorded read_back(const std::string &db, const std::string &comm, long creator)
   const std::string mine =
       "comm = '" + comm + "' AND tid <> " + std::to_string(creator) +
       " AND boot_id <> ''"; // no quotes in `comm`; not the (comm, cgroup) identity of rollups
-  r.threads = int_of(query(db, "SELECT count(*) FROM thread WHERE " + mine)[0][0]);
-  const auto per = query(db, "SELECT coalesce(max(n), 0) FROM (SELECT count(DISTINCT "
-                             "h.thread_id) AS n FROM thread_hist h JOIN thread ON thread.id = "
-                             "h.thread_id WHERE " +
-                                 mine + " GROUP BY h.interval_id)");
+  r.threads = int_of(query_db(db, "SELECT count(*) FROM thread WHERE " + mine)[0][0]);
+  const auto per = query_db(db, "SELECT coalesce(max(n), 0) FROM (SELECT count(DISTINCT "
+                                "h.thread_id) AS n FROM thread_hist h JOIN thread ON thread.id = "
+                                "h.thread_id WHERE " +
+                                    mine + " GROUP BY h.interval_id)");
   r.max_threads_in_interval = int_of(per[0][0]);
   return r;
 }
@@ -276,9 +276,9 @@ burst_result exit_burst(std::optional<std::uint32_t> graveyard_entries) {
   out.other_exits = std::max<std::int64_t>(0, exits_between(before, count_tasks()) - out.created);
   out.rec = read_back(db, "ovf-exit", creator);
   // Interval 2 runs from the read that ended interval 1 to the next one.
-  const auto iv = query(db, "SELECT start_ns, start_ns + dur_ns, drops_graveyard, "
-                            "drops_task_state FROM intervals WHERE tier = 0 ORDER BY id "
-                            "LIMIT 1 OFFSET 1");
+  const auto iv = query_db(db, "SELECT start_ns, start_ns + dur_ns, drops_graveyard, "
+                               "drops_task_state FROM intervals WHERE tier = 0 ORDER BY id "
+                               "LIMIT 1 OFFSET 1");
   REQUIRE(iv.size() == 1);
   out.between_two_reads = int_of(iv[0][0]) <= burst_from && burst_until <= int_of(iv[0][1]);
   out.burst_drops = int_of(iv[0][2]);
@@ -373,8 +373,9 @@ TEST_CASE("Tens of thousands of live threads: all are read and written, the daem
       bool whole = false;
       while (!whole && ms_since(t1) < 45'000) {
         std::this_thread::sleep_for(200ms);
-        whole = int_of(query(db, "SELECT count(*) FROM intervals WHERE tier = 0 AND start_ns >= " +
-                                     since + " AND dur_ns >= 1000000000")[0][0]) > 0;
+        whole =
+            int_of(query_db(db, "SELECT count(*) FROM intervals WHERE tier = 0 AND start_ns >= " +
+                                    since + " AND dur_ns >= 1000000000")[0][0]) > 0;
       }
       alive_ms = ms_since(t1);
       d.require(whole, "no whole interval recorded while the threads lived");

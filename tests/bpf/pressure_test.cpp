@@ -141,11 +141,12 @@ TEST_CASE("Pressure: a cgroup's CFS throttling and CPU usage as the kernel count
   REQUIRE(rec.d.stop(SIGINT) == 0);
 
   const std::string path = "/" + name;
-  const auto t = test::query(rec.db, "SELECT coalesce(sum(throttled), -1), "
-                                     "coalesce(sum(throttled_ns), -1), coalesce(sum(periods), -1), "
-                                     "coalesce(sum(usage_ns), -1) FROM cpu_throttling WHERE "
-                                     "cgroup = '" +
-                                         path + "'");
+  const auto t =
+      test::query_db(rec.db, "SELECT coalesce(sum(throttled), -1), "
+                             "coalesce(sum(throttled_ns), -1), coalesce(sum(periods), -1), "
+                             "coalesce(sum(usage_ns), -1) FROM cpu_throttling WHERE "
+                             "cgroup = '" +
+                                 path + "'");
   const std::int64_t kernel_throttled = after["nr_throttled"] - before["nr_throttled"];
   const std::int64_t kernel_ns = after.count("throttled_time") != 0
                                      ? after["throttled_time"] - before["throttled_time"]
@@ -165,8 +166,8 @@ TEST_CASE("Pressure: a cgroup's CFS throttling and CPU usage as the kernel count
   CHECK(as_int(t[0][3]) <= static_cast<std::int64_t>(exec_ns) * 11 / 10 + 5'000'000);
   CHECK(exec_ns < 500'000'000); // the quota held
   // The system's pressure is recorded every interval, and the cgroup's row sits under '/'.
-  const auto sys = test::query(rec.db, "SELECT count(*), count(some_ns) FROM cpu_pressure WHERE "
-                                       "cgroup = '/'");
+  const auto sys = test::query_db(rec.db, "SELECT count(*), count(some_ns) FROM cpu_pressure WHERE "
+                                          "cgroup = '/'");
   CHECK(as_int(sys[0][0]) >= 3);
   CHECK(as_int(sys[0][1]) == as_int(sys[0][0]));
 }

@@ -2,9 +2,9 @@
 // what its HTTP API answers for a window (increase() of the counts, histogram_quantile of p99,
 // and the raw samples behind them) is checked against rsched-sql's numbers for the same window.
 #include "rsched/openmetrics/openmetrics.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
-#include "rsched/store/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/net.hpp"
@@ -271,7 +271,7 @@ TEST_CASE_METHOD(test::db_dir,
 
   // The intervals (first_iv, last_iv] of the run, in recording order.
   const auto starts =
-      test::query(db, "SELECT start_ns FROM intervals WHERE tier = 0 ORDER BY start_ns");
+      test::query_db(db, "SELECT start_ns FROM intervals WHERE tier = 0 ORDER BY start_ns");
   REQUIRE(static_cast<std::int64_t>(starts.size()) >= last_iv);
   const std::int64_t from = test::as_int(starts[static_cast<std::size_t>(first_iv)][0]);
   const std::int64_t to = test::as_int(starts[static_cast<std::size_t>(last_iv - 1)][0]);
@@ -281,10 +281,10 @@ TEST_CASE_METHOD(test::db_dir,
     const family &f = families[i];
     const answers &a = got[i];
     INFO(f.prom_selector);
-    const auto row = test::query(db, fmt::format("SELECT sum(count), hist_merge(hist), "
-                                                 "hist_pct(hist_merge(hist), 99) FROM {} AND ts "
-                                                 "BETWEEN {} AND {}",
-                                                 f.sql_from, from, to));
+    const auto row = test::query_db(db, fmt::format("SELECT sum(count), hist_merge(hist), "
+                                                    "hist_pct(hist_merge(hist), 99) FROM {} AND ts "
+                                                    "BETWEEN {} AND {}",
+                                                    f.sql_from, from, to));
     REQUIRE(row.size() == 1);
     const std::int64_t sql_count = test::as_int(row[0][0]);
     const auto *blob = std::get_if<std::vector<std::uint8_t>>(&row[0][1]);

@@ -112,7 +112,7 @@ TEST_CASE("Members of the readers' group query the history without root, others 
   CHECK(mark.status != 0);
   CHECK(std::count(mark.err.begin(), mark.err.end(), '\n') == 1);
   CHECK(mark.err.find("root") != std::string::npos);
-  CHECK(test::as_int(test::query(db, "SELECT count(*) FROM annotations")[0][0]) == 0);
+  CHECK(test::as_int(test::query_db(db, "SELECT count(*) FROM annotations")[0][0]) == 0);
 
   // A directory rschedd did not make (like /root: private, root's) keeps its group and mode;
   // only the database files in it are shared.

@@ -1,7 +1,7 @@
 // The recorder keeps its cadence whatever the live view, the terminal, the signals and the load
 // do (issue 10): a paused terminal, a display filter against hostile names, SIGSTOP/SIGCONT,
 // SIGHUP under nohup, a closed pipe on stderr, a switch storm on every CPU.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -92,8 +92,8 @@ struct iv {
 };
 std::vector<iv> intervals(const std::string &db) {
   std::vector<iv> out;
-  for (const auto &r : test::query(db, "SELECT dur_ns, flags FROM intervals WHERE tier = 0 "
-                                       "ORDER BY start_ns")) {
+  for (const auto &r : test::query_db(db, "SELECT dur_ns, flags FROM intervals WHERE tier = 0 "
+                                          "ORDER BY start_ns")) {
     out.push_back({static_cast<double>(as_int(r[0])) / 1e6, (as_int(r[1]) & 1) != 0,
                    (as_int(r[1]) & 2) != 0});
   }
@@ -266,9 +266,10 @@ TEST_CASE_METHOD(test::db_dir, "Missed ticks are coalesced into one stalled inte
   CHECK(short_ones <= 1); // the one that realigns with the 1-s grid after the stall
   CHECK(ivs.size() <= 7);
   CHECK(d.stderr_text().find("fell behind") != std::string::npos);
-  const auto h = test::query(db, "SELECT count(*) FROM health WHERE stalled = 1");
+  const auto h = test::query_db(db, "SELECT count(*) FROM health WHERE stalled = 1");
   CHECK(as_int(h[0][0]) == 1);
-  const auto g = test::query(db, "SELECT count(*) FROM gaps() WHERE reason = 'recorder stalled'");
+  const auto g =
+      test::query_db(db, "SELECT count(*) FROM gaps() WHERE reason = 'recorder stalled'");
   CHECK(as_int(g[0][0]) == 1);
 }
 
@@ -379,8 +380,8 @@ TEST_CASE_METHOD(test::db_dir,
     }
     // Back to back: each interval starts where the one before ended (within 50 ms), and
     // together they cover the 10 s asked for.
-    const auto rows = test::query(path, "SELECT start_ns, dur_ns FROM intervals WHERE tier = 0 "
-                                        "ORDER BY start_ns");
+    const auto rows = test::query_db(path, "SELECT start_ns, dur_ns FROM intervals WHERE tier = 0 "
+                                           "ORDER BY start_ns");
     REQUIRE(rows.size() >= 2);
     std::int64_t total = 0;
     for (std::size_t i = 0; i < rows.size(); ++i) {

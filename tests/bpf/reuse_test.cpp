@@ -1,7 +1,7 @@
 // PID reuse within one interval or across intervals does not merge two threads' data: rows are
 // keyed by (tid, task start time), and each thread's recorded count matches its own kernel
 // accounting, even with the same name.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -71,12 +71,12 @@ TEST_CASE("pid reuse within one interval and across intervals keeps two threads 
     std::this_thread::sleep_for(1500ms);
     REQUIRE(rec.d.stop(SIGINT) == 0);
 
-    auto r = store::reader::open(rec.db);
+    auto r = query::reader::open(rec.db);
     REQUIRE(r.ok());
     std::vector<std::pair<std::int64_t, std::int64_t>> rows; // (start time, samples)
-    store::result_sink sink;
+    query::result_sink sink;
     sink.on_columns = [](const std::vector<std::string> &) {};
-    sink.on_row = [&](const std::vector<store::value> &row) {
+    sink.on_row = [&](const std::vector<query::value> &row) {
       rows.emplace_back(std::get<std::int64_t>(row[0]), std::get<std::int64_t>(row[1]));
     };
     // Per thread identity (raw rows: the rollups' group identity has tid 0).

@@ -25,7 +25,7 @@ bool bpf_available() {
   return root_available("BPF test");
 }
 
-std::int64_t as_int(const store::value &v) {
+std::int64_t as_int(const query::value &v) {
   if (const auto *i = std::get_if<std::int64_t>(&v)) {
     return *i;
   }
@@ -36,7 +36,7 @@ std::int64_t as_int(const store::value &v) {
   return 0;
 }
 
-std::string as_text(const store::value &v) {
+std::string as_text(const query::value &v) {
   if (const auto *t = std::get_if<std::string>(&v)) {
     return *t;
   }
@@ -102,14 +102,14 @@ sysctl_guard::~sysctl_guard() {
   out << old_;
 }
 
-std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql) {
-  auto r = store::reader::open(db);
+std::vector<std::vector<query::value>> query_db(const std::string &db, const std::string &sql) {
+  auto r = query::reader::open(db);
   INFO((r.ok() ? std::string() : r.err().msg));
   REQUIRE(r.ok());
-  std::vector<std::vector<store::value>> rows;
-  store::result_sink sink;
+  std::vector<std::vector<query::value>> rows;
+  query::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) { rows.push_back(row); };
+  sink.on_row = [&](const std::vector<query::value> &row) { rows.push_back(row); };
   auto ok = r->exec(sql, sink);
   INFO(sql);
   INFO((ok.ok() ? std::string() : ok.err().msg));
@@ -290,7 +290,8 @@ std::int64_t realtime_ns() {
 }
 
 std::int64_t raw_intervals(const std::string &db) {
-  return std::get<std::int64_t>(query(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);
+  return std::get<std::int64_t>(
+      query_db(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);
 }
 
 bool wait_for_intervals(const std::string &db, std::int64_t n, std::chrono::milliseconds timeout) {

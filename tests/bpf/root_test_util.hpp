@@ -1,6 +1,6 @@
 #pragma once
 // Helpers for the root tests: skip-or-fail without root, run rschedd, read /proc ground truth.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "support/temp_dir.hpp"
 
@@ -107,13 +107,13 @@ struct recording : db_dir {
 
 // Runs `sql` on the database at `db` through rsched's reader (its SQL functions included);
 // fails the test on any error.
-std::vector<std::vector<store::value>> query(const std::string &db, const std::string &sql);
+std::vector<std::vector<query::value>> query_db(const std::string &db, const std::string &sql);
 
 // A result column as an integer: INTEGER as is, REAL truncated, NULL as 0 (a sum over no rows);
 // text or a blob fails the test.
-std::int64_t as_int(const store::value &v);
+std::int64_t as_int(const query::value &v);
 // A result column as text ("" for NULL); anything else fails the test.
-std::string as_text(const store::value &v);
+std::string as_text(const query::value &v);
 
 // CLOCK_MONOTONIC now, ns (rs_workload.cpp, which links none of this, has its own).
 std::uint64_t mono_ns();

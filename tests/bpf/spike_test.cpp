@@ -1,6 +1,6 @@
 // A recording with an injected spike (a burst of CPU hogs for a few seconds): spikes() finds that
 // window and names the hogs, compare() ranks them first.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -19,7 +19,7 @@ using namespace rsched;
 using namespace std::chrono_literals;
 
 namespace {
-using test::query;
+using test::query_db;
 
 } // namespace
 
@@ -56,9 +56,10 @@ TEST_CASE_METHOD(test::db_dir,
   // Per comm (the default) and merged over every thread: the spike that overlaps the burst is
   // the hogs'. Per comm, other comms may spike too while the hogs hold the CPUs.
   for (const char *by : {"comm", "all"}) {
-    const auto spikes = query(db, std::string("SELECT ts, end_ts, top_comms, victim, cause FROM "
-                                              "spikes('sched_delay', '3ms', NULL, NULL, NULL, '") +
-                                      by + "')");
+    const auto spikes =
+        query_db(db, std::string("SELECT ts, end_ts, top_comms, victim, cause FROM "
+                                 "spikes('sched_delay', '3ms', NULL, NULL, NULL, '") +
+                         by + "')");
     REQUIRE_FALSE(spikes.empty());
     bool found = false;
     for (const auto &s : spikes) {
@@ -80,10 +81,10 @@ TEST_CASE_METHOD(test::db_dir,
   }
   // compare() takes every interval that overlaps a window: the baseline window ends 1.1 s
   // before the burst so that the 1 s interval holding its start is not in both windows.
-  const auto cmp =
-      query(db, "SELECT key FROM compare(" + std::to_string(burst_start - 3'500'000'000) + ", " +
-                    std::to_string(burst_start - 1'100'000'000) + ", " +
-                    std::to_string(burst_start) + ", " + std::to_string(burst_end) + ") LIMIT 1");
+  const auto cmp = query_db(
+      db, "SELECT key FROM compare(" + std::to_string(burst_start - 3'500'000'000) + ", " +
+              std::to_string(burst_start - 1'100'000'000) + ", " + std::to_string(burst_start) +
+              ", " + std::to_string(burst_end) + ") LIMIT 1");
   REQUIRE(cmp.size() == 1);
   CHECK(std::get<std::string>(cmp[0][0]) == "rs-hog");
 }

@@ -2,7 +2,7 @@
 // on the same database is refused at start naming the first one's pid (kill -9 leaves no stale
 // lock), a read-only database is refused at start with exit 1, and a run that could write
 // nothing exits non-zero.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
@@ -73,10 +73,10 @@ TEST_CASE_METHOD(test::db_dir,
   CHECK(*status == 0);
   CHECK(test::raw_intervals(db) == before + 2);
   // One writer at a time: no two raw intervals overlap.
-  const auto overlap = test::query(db, "SELECT count(*) FROM intervals a JOIN intervals b "
-                                       "ON a.tier = 0 AND b.tier = 0 AND a.id < b.id "
-                                       "AND b.start_ns < a.start_ns + a.dur_ns "
-                                       "AND a.start_ns < b.start_ns + b.dur_ns");
+  const auto overlap = test::query_db(db, "SELECT count(*) FROM intervals a JOIN intervals b "
+                                          "ON a.tier = 0 AND b.tier = 0 AND a.id < b.id "
+                                          "AND b.start_ns < a.start_ns + a.dur_ns "
+                                          "AND a.start_ns < b.start_ns + b.dur_ns");
   CHECK(as_int(overlap[0][0]) == 0);
 }
 

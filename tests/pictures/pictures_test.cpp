@@ -6,10 +6,10 @@
 // with exit 2, and (tagged [browser], its own CTest entry) the report renders in headless
 // Chromium with its pictures drawn and no console error.
 #include "rsched/base/text.hpp"
+#include "rsched/query/annotations.hpp"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/sql_shell/shell.hpp"
 #include "rsched/stats/percentile.hpp"
-#include "rsched/store/annotations.hpp"
 
 #include "root_guard.hpp"
 #include "store_test_util.hpp"
@@ -115,11 +115,11 @@ const std::string &history() {
         break;
       }
     }
-    rsched::store::annotation a;
+    rsched::query::annotation a;
     a.start_ns = mark_a;
     a.end_ns = mark_b;
     a.text = mark_text;
-    REQUIRE(rsched::store::add_annotation(p, a).ok());
+    REQUIRE(rsched::query::add_annotation(p, a).ok());
     return p;
   }();
   return path;
@@ -913,8 +913,8 @@ std::vector<om_sample> parse_openmetrics(const std::string &text) {
 
 double sql_real(reader &r, const std::string &sql) {
   double v = 0;
-  rsched::store::result_sink sink;
-  sink.on_row = [&](const std::vector<rsched::store::value> &row) {
+  rsched::query::result_sink sink;
+  sink.on_row = [&](const std::vector<rsched::query::value> &row) {
     if (const auto *i = std::get_if<std::int64_t>(&row[0])) {
       v = static_cast<double>(*i);
     } else if (const auto *d = std::get_if<double>(&row[0])) {

@@ -1,8 +1,8 @@
 #pragma once
 // Shared by the rsched-sql tests: a synthetic database written through
 // store::writer, a shell over it, and running the built rsched-sql binary.
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/shell.hpp"
-#include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "support/process.hpp"
@@ -88,13 +88,13 @@ struct run_result {
 struct shell_fixture {
   temp_dir dir;
   std::string path = make_db(dir);
-  rsched::store::reader db = open_reader(path);
+  rsched::query::reader db = open_reader(path);
   std::ostringstream out;
   std::ostringstream err;
   rsched::sql_shell::shell sh{db, out, err, rsched::sql_shell::output_config{}};
 
-  static rsched::store::reader open_reader(const std::string &p) {
-    auto r = rsched::store::reader::open(p, true);
+  static rsched::query::reader open_reader(const std::string &p) {
+    auto r = rsched::query::reader::open(p, true);
     REQUIRE(r.ok());
     return std::move(r).value();
   }

@@ -2,10 +2,10 @@
 // with a leading host column in every view, the table functions run per host, bad arguments
 // refused in one line (exit 2), files of other schema versions, and every file left exactly as
 // it was. The "Several hosts" examples of docs/SQL.md run here against the same two hosts.
+#include "rsched/query/annotations.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/options.hpp"
 #include "rsched/sql_shell/shell.hpp"
-#include "rsched/store/annotations.hpp"
-#include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "helpers.hpp"
@@ -29,8 +29,8 @@
 
 using namespace rsched_sql_test;
 namespace fs = std::filesystem;
-using rsched::store::reader;
-using rsched::store::value;
+using rsched::query::reader;
+using rsched::query::value;
 
 namespace {
 
@@ -108,11 +108,11 @@ struct fleet {
   fleet() {
     write_host(db1, false, 1);
     write_host(db2, true, 2);
-    rsched::store::annotation a;
+    rsched::query::annotation a;
     a.start_ns = spike_start;
     a.end_ns = spike_end;
     a.text = "failover";
-    REQUIRE(rsched::store::add_annotation(db2, a).ok());
+    REQUIRE(rsched::query::add_annotation(db2, a).ok());
     // add_annotation's connection, the last to close, removed db2's -wal and -shm: open the
     // writer once more to leave them as rschedd does (it keeps both, SQLITE_FCNTL_PERSIST_WAL).
     REQUIRE(rsched::store::writer::open(db2).ok());
@@ -142,7 +142,7 @@ struct table {
 
 table query(reader &db, const std::string &sql) {
   table t;
-  rsched::store::result_sink sink;
+  rsched::query::result_sink sink;
   sink.on_columns = [&](const std::vector<std::string> &c) { t.columns = c; };
   sink.on_row = [&](const std::vector<value> &r) { t.rows.push_back(r); };
   auto r = db.exec(sql, sink);
@@ -153,7 +153,7 @@ table query(reader &db, const std::string &sql) {
 }
 
 std::string query_error(reader &db, const std::string &sql) {
-  rsched::store::result_sink sink;
+  rsched::query::result_sink sink;
   auto r = db.exec(sql, sink);
   INFO(sql);
   REQUIRE_FALSE(r.ok());
@@ -437,7 +437,7 @@ TEST_CASE("several hosts: names and paths are data, and bad ones are refused",
           180);
   }
   SECTION("refusals") {
-    const auto fails = [](const std::vector<rsched::store::host_file> &hosts, int errnum,
+    const auto fails = [](const std::vector<rsched::query::host_file> &hosts, int errnum,
                           const std::string &says) {
       auto r = reader::open_hosts(hosts);
       REQUIRE_FALSE(r.ok());
@@ -454,7 +454,7 @@ TEST_CASE("several hosts: names and paths are data, and bad ones are refused",
           "host b: " + f.db1 + " is the same file as host a's");
     fails({{"a", f.db1}, {"b", f.dir.file("nope.db")}}, ENOENT,
           "host b: " + f.dir.file("nope.db") + ": no such file");
-    std::vector<rsched::store::host_file> many;
+    std::vector<rsched::query::host_file> many;
     for (int i = 0; i <= reader::max_hosts(); ++i) {
       many.push_back({"h" + std::to_string(i), f.db1});
     }

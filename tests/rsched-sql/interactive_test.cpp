@@ -249,7 +249,7 @@ TEST_CASE("rsched-sql interactive: multi-line recall, completion, Ctrl-C in a qu
     REQUIRE(s.expect("|    9 |"));
     REQUIRE(s.expect("rsched> "));
   } else {
-    WARN("store::reader has no interrupt(): Ctrl-C during a query is not tested");
+    WARN("query::reader has no interrupt(): Ctrl-C during a query is not tested");
   }
 
   // .once writes the next result as CSV to a file; the one after comes back to the terminal.

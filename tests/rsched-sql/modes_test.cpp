@@ -7,7 +7,7 @@
 #include <sstream>
 
 using namespace rsched::sql_shell;
-using rsched::store::value;
+using rsched::query::value;
 namespace timefmt = rsched::timefmt;
 
 namespace {

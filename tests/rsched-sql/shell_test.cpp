@@ -1,5 +1,5 @@
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/shell.hpp"
-#include "rsched/store/reader.hpp"
 
 #include "helpers.hpp"
 
@@ -78,8 +78,8 @@ TEST_CASE("rsched-sql shell: dot commands", "[rsched-sql]") {
     const std::string s = f.out.str();
     const auto views = s.substr(s.find("Views: "));
     std::vector<std::string> names;
-    rsched::store::result_sink sink;
-    sink.on_row = [&](const std::vector<rsched::store::value> &row) {
+    rsched::query::result_sink sink;
+    sink.on_row = [&](const std::vector<rsched::query::value> &row) {
       names.push_back(std::get<std::string>(row.at(0)));
     };
     REQUIRE(f.db.exec("SELECT name FROM sqlite_schema WHERE type = 'view'", sink));

@@ -1,8 +1,8 @@
 // The shell's newer tools: output redirection (.output, .once, -o), .timer, .read, .tz, .mark,
 // .import-incidents, --bail, the "no data in that window" exit status and the command line.
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/options.hpp"
 #include "rsched/sql_shell/shell.hpp"
-#include "rsched/store/reader.hpp"
 
 #include "helpers.hpp"
 

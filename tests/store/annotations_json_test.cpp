@@ -1,6 +1,6 @@
 // JSON incident timelines (nlohmann-json, annotations_json.cpp): what is accepted, the one-line
 // errors naming the byte or the object and field, and hostile strings kept as data.
-#include "rsched/store/annotations.hpp"
+#include "rsched/query/annotations.hpp"
 
 #include "store_test_util.hpp"
 
@@ -23,7 +23,7 @@ std::string make_db(temp_dir &dir) {
 }
 
 rsched::result<std::size_t> import_json(const std::string &path, const std::string &json) {
-  return rsched::store::import_incidents(path, json, rsched::store::incident_format::json,
+  return rsched::query::import_incidents(path, json, rsched::query::incident_format::json,
                                          "import:t.json", now);
 }
 
@@ -134,23 +134,23 @@ TEST_CASE("annotations: a file that is not an array of incidents is an error, no
        {std::string(R"({"incidents": [{"start": 1795183200, "text": "x"}]})"), std::string(" \n{}"),
         std::string("42"), std::string(R"("start")"), std::string("true"), std::string("null")}) {
     INFO(bad);
-    auto n = rsched::store::import_incidents(path, bad, rsched::store::incident_format::automatic,
+    auto n = rsched::query::import_incidents(path, bad, rsched::query::incident_format::automatic,
                                              "import:t.json", now);
     REQUIRE_FALSE(n.ok());
     CHECK(n.err().msg == "importing incidents: JSON: expected an array of objects");
   }
   // Inside the array: an object per incident.
-  auto n = rsched::store::import_incidents(path, "[true]", rsched::store::incident_format::json,
+  auto n = rsched::query::import_incidents(path, "[true]", rsched::query::incident_format::json,
                                            "import:t.json", now);
   REQUIRE_FALSE(n.ok());
   CHECK(n.err().msg == "importing incidents: JSON: expected an object");
   // An empty array is a timeline without incidents; so is a CSV with only its header.
-  n = rsched::store::import_incidents(path, " [ ] ", rsched::store::incident_format::automatic,
+  n = rsched::query::import_incidents(path, " [ ] ", rsched::query::incident_format::automatic,
                                       "import:t.json", now);
   REQUIRE(n.ok());
   CHECK(*n == 0);
-  n = rsched::store::import_incidents(
-      path, "start,text\n", rsched::store::incident_format::automatic, "import:t.csv", now);
+  n = rsched::query::import_incidents(
+      path, "start,text\n", rsched::query::incident_format::automatic, "import:t.csv", now);
   REQUIRE(n.ok());
   CHECK(*n == 0);
   auto r = open_reader(path);
@@ -160,7 +160,7 @@ TEST_CASE("annotations: a file that is not an array of incidents is an error, no
 TEST_CASE("annotations: importing is idempotent (source, start, end and text)", "[store]") {
   temp_dir dir;
   const auto path = make_db(dir);
-  rsched::store::incident_import o;
+  rsched::query::incident_import o;
   o.source = "import:t.json";
   o.now_ns = now;
   // Two rows equal in source, times and text (the second is "already there" once the first is
@@ -174,39 +174,39 @@ TEST_CASE("annotations: importing is idempotent (source, start, end and text)", 
     {"start": 1795183201, "end": 1795183260, "text": "outage"},
     {"start": 1795183200, "end": 1795183261, "text": "outage"},
     {"start": 1795183200, "end": 1795183260, "text": "Outage"}])";
-  auto rep = rsched::store::import_incidents(path, json, o);
+  auto rep = rsched::query::import_incidents(path, json, o);
   INFO((rep.ok() ? std::string() : rep.err().msg));
   REQUIRE(rep.ok());
   CHECK(rep->ids.size() == 6);
   CHECK(rep->already == 1);
   // The same file again: nothing added, every row already there.
-  rep = rsched::store::import_incidents(path, json, o);
+  rep = rsched::query::import_incidents(path, json, o);
   REQUIRE(rep.ok());
   CHECK(rep->ids.empty());
   CHECK(rep->already == 7);
   // Another source (the same file under another name): added again.
   o.source = "import:./t.json";
-  rep = rsched::store::import_incidents(path, json, o);
+  rep = rsched::query::import_incidents(path, json, o);
   REQUIRE(rep.ok());
   CHECK(rep->ids.size() == 5); // the row with its own source "pagerduty" is there
   CHECK(rep->already == 2);
   // Exact bytes: a NUL and an invalid byte in the text, compared over their full length.
   o.source = "import:t.csv";
   const std::string csv = std::string("start,text\n1795183200,a\0b\xff\n1795183200,a\n", 40);
-  rep = rsched::store::import_incidents(path, csv, o);
+  rep = rsched::query::import_incidents(path, csv, o);
   REQUIRE(rep.ok());
   CHECK(rep->ids.size() == 2);
-  rep = rsched::store::import_incidents(path, csv, o);
+  rep = rsched::query::import_incidents(path, csv, o);
   REQUIRE(rep.ok());
   CHECK(rep->ids.empty());
   CHECK(rep->already == 2);
   auto r = open_reader(path);
   CHECK(scalar_int(r, "SELECT count(*) FROM annotations") == 13);
   // mark (add_annotation) is not an import: the same annotation twice is two.
-  rsched::store::annotation a;
+  rsched::query::annotation a;
   a.start_ns = 1795183200 * sec;
   a.text = "outage";
-  CHECK(rsched::store::add_annotation(path, a).ok());
-  CHECK(rsched::store::add_annotation(path, a).ok());
+  CHECK(rsched::query::add_annotation(path, a).ok());
+  CHECK(rsched::query::add_annotation(path, a).ok());
   CHECK(scalar_int(r, "SELECT count(*) FROM annotations") == 15);
 }

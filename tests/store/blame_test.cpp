@@ -1,7 +1,7 @@
 // Schema v5 in the store: blame (delay_blame, preemption) and CPU pressure and throttling
 // (cpu_pressure, cpu_throttling): written rows, the views, rollups per (comm, cgroup) of both
 // sides, retention of their identities, and the upgrade of a real version 4 database.
-#include "rsched/store/annotations.hpp"
+#include "rsched/query/annotations.hpp"
 
 #include "store_test_util.hpp"
 
@@ -269,15 +269,15 @@ TEST_CASE("a version 6 database is upgraded: annotation_summary gains ts and dur
     auto w = open_writer(path);
     write_ok(w, make_interval(t0, {victim(3, "a")}));
   }
-  rsched::store::annotation span;
+  rsched::query::annotation span;
   span.start_ns = t0;
   span.end_ns = t0 + 4 * sec;
   span.text = "span";
-  rsched::store::annotation point;
+  rsched::query::annotation point;
   point.start_ns = t0 + 2 * sec;
   point.text = "point";
-  REQUIRE(rsched::store::add_annotation(path, span).ok());
-  REQUIRE(rsched::store::add_annotation(path, point).ok());
+  REQUIRE(rsched::query::add_annotation(path, span).ok());
+  REQUIRE(rsched::query::add_annotation(path, point).ok());
   // Back to version 6 as that schema had it.
   raw_exec(path, "DROP VIEW annotation_summary; CREATE VIEW annotation_summary AS SELECT "
                  "d.annotation_id AS annotation_id, min(a.text) AS text, min(a.start_ns) AS "
@@ -340,7 +340,7 @@ TEST_CASE("one naming across views and table functions", "[store]") {
   for (const auto &src : sources) {
     INFO(src);
     std::vector<std::string> cols;
-    rsched::store::result_sink sink;
+    rsched::query::result_sink sink;
     sink.on_columns = [&](const std::vector<std::string> &c) { cols = c; };
     REQUIRE(r.exec("SELECT * FROM " + src + " LIMIT 0", sink).ok());
     REQUIRE_FALSE(cols.empty());

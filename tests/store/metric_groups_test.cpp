@@ -1,9 +1,9 @@
 // The metric groups' tables of rsched::store (schema version 2): the slice, sleep, waking,
 // migration, perf, CPU idle, counter time and schedstat tables and views, and the in-place upgrade
 // of version 1 databases.
+#include "rsched/query/reader.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/percentile.hpp"
-#include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "store_test_util.hpp"

@@ -3,8 +3,8 @@
 // given back to the file system, thread identities collected, and the upgrade of a real
 // version 2 database (recorded by the previous rschedd). Schema 4: the delay clock and the
 // segment drops of each interval, their rollups, and the upgrade of a real version 3 database.
-#include "rsched/store/reader.hpp"
-#include "rsched/store/tier_plan.hpp"
+#include "rsched/query/reader.hpp"
+#include "rsched/query/tier_plan.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "store_test_util.hpp"
@@ -471,7 +471,7 @@ TEST_CASE_METHOD(new_db,
   CHECK(run(r, "SELECT delay_clock IS NULL FROM intervals WHERE tier = 1 AND start_ns = " +
                    std::to_string(t0 + 2 * minute))
             .rows.at(0)
-            .at(0) == rsched::store::value{std::int64_t{1}});
+            .at(0) == rsched::query::value{std::int64_t{1}});
   CHECK(scalar_int(r, "SELECT drops_segment FROM intervals WHERE tier = 1 AND start_ns = " +
                           std::to_string(t0 + minute)) == 6 + 7 + 8 + 9 + 10 + 11);
 }
@@ -681,9 +681,9 @@ TEST_CASE_METHOD(new_db,
 
 TEST_CASE("plan_tiers: whole hours from the 1-hour tier, whole minutes from the 1-minute tier",
           "[store][rollup][tiers]") {
-  using rsched::store::plan_tiers;
-  using rsched::store::tier_bounds;
-  using rsched::store::tier_segment;
+  using rsched::query::plan_tiers;
+  using rsched::query::tier_bounds;
+  using rsched::query::tier_segment;
   tier_bounds b;
   b.built = {0, t0 + 3 * hour + 5 * minute, t0 + 3 * hour};
   const std::vector<std::int64_t> none;

@@ -4,9 +4,9 @@
 #include "store_test_util.hpp"
 // The store's own (modules/store/src): the per-window blame and pressure that spikes' one-pass
 // causes are checked against.
+#include "rsched/store/schema.hpp"
+
 #include "tvf_blame.hpp"
-#include "vtab_blame.hpp"
-#include "vtab_hist.hpp"
 
 #include <fmt/format.h>
 
@@ -302,7 +302,7 @@ TEST_CASE_METHOD(new_db, "spikes: the per-interval summaries give the same rows 
 
 namespace {
 
-namespace detail = rsched::store::detail;
+namespace detail = rsched::query::detail;
 
 // A random busy history of 1-s intervals: threads of a few comms, processes and nested cgroups
 // (one tid reused by a second thread), each with its own delay level and random episodes at 4
@@ -483,8 +483,7 @@ TEST_CASE("spikes: each incident's cause is what blame and pressure of its windo
     sqlite3 *raw = nullptr;
     REQUIRE(sqlite3_open_v2(d.path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
     std::unique_ptr<sqlite3, decltype(&sqlite3_close)> db(raw, &sqlite3_close);
-    REQUIRE(detail::register_hist_module(db.get()).ok());
-    REQUIRE(detail::register_blame_module(db.get()).ok());
+    REQUIRE(rsched::store::register_storage(db.get()).ok());
     std::size_t incidents = 0, throttled = 0, two_culprits = 0;
     std::vector<detail::window_query> windows;
     for (const std::string pattern : {"", "w*", "cgroup:/s", "pid:100"}) {

@@ -3,8 +3,8 @@
 // comm, a gap, a restart, an injected spike where comm "hog" has large delays, a hostile comm, one
 // annotation, two CPUs with an LLC each, and a BPF scheduler enabled at 14:15 (with the
 // annotation rschedd writes for it). All times are UTC on 2026-11-20.
-#include "rsched/store/annotations.hpp"
-#include "rsched/store/reader.hpp"
+#include "rsched/query/annotations.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "store_test_util.hpp"
@@ -193,17 +193,17 @@ inline void build(history &h) {
     iv.delay_clock = ts < gap_start ? "runqueue" : "monotonic";
     REQUIRE(w->write(iv).ok());
   }
-  rsched::store::annotation a;
+  rsched::query::annotation a;
   a.start_ns = t1403;
   a.end_ns = t1403 + 30 * sec;
   a.text = "deploy v42";
   a.tags = "deploy,web";
-  REQUIRE(rsched::store::add_annotation(h.path, a).ok());
+  REQUIRE(rsched::query::add_annotation(h.path, a).ok());
 }
 
 // A reader on the fixture with UTC display and `now` fixed at 14:30 (the end of the history).
-inline rsched::store::reader open(const history &h) {
-  auto r = rsched::store::reader::open(h.path);
+inline rsched::query::reader open(const history &h) {
+  auto r = rsched::query::reader::open(h.path);
   INFO((r.ok() ? std::string() : r.err().msg));
   REQUIRE(r.ok());
   r->set_zone(rsched::timefmt::zone::utc());

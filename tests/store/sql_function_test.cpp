@@ -1,7 +1,7 @@
 // rsched's SQL functions (hist_percentile, ipc) and reader::exec / reader::complete.
+#include "rsched/query/reader.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/percentile.hpp"
-#include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "store_test_util.hpp"

@@ -1,12 +1,12 @@
 // check_histogram_aggregation: per-blob histogram functions on a bare column of an aggregating
 // query are refused; every per-row or per-group use that SQLite evaluates as written is not.
-#include "rsched/store/sql_lint.hpp"
+#include "rsched/query/sql_lint.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <string>
 
-using rsched::store::check_histogram_aggregation;
+using rsched::query::check_histogram_aggregation;
 
 TEST_CASE("a histogram scalar on a bare column of an aggregating query is refused", "[store]") {
   struct refused {
@@ -113,7 +113,7 @@ TEST_CASE("per-row and per-group uses of the histogram scalars are allowed", "[s
 }
 
 TEST_CASE("tier_variant_reason: which statements the rollups may answer", "[store][lint][tiers]") {
-  using rsched::store::tier_variant_reason;
+  using rsched::query::tier_variant_reason;
   // Sums, merges and percentiles over a window, grouped by what rollups keep.
   CHECK_FALSE(tier_variant_reason("SELECT comm, hist_percentile(hist, 99) FROM sched_delay WHERE "
                                   "ts >= 5 GROUP BY comm"));
@@ -139,7 +139,7 @@ TEST_CASE("tier_variant_reason: which statements the rollups may answer", "[stor
 
 TEST_CASE("tier_variant_reason: measures only summed or merged as they are",
           "[store][lint][tiers]") {
-  using rsched::store::tier_variant_reason;
+  using rsched::query::tier_variant_reason;
   CHECK_FALSE(tier_variant_reason("SELECT comm, sum(d.count), hist_percentile(d.hist, 99) FROM "
                                   "sched_delay AS d WHERE d.ts >= 1 GROUP BY comm"));
   CHECK_FALSE(tier_variant_reason("SELECT hist_max(hist_merge(hist)), sum(total_ns) / "

@@ -2,10 +2,10 @@
 // coverage and gaps, annotations, spikes and compare, diff-tested against a synthetic history
 // with known samples (sql_fixture.hpp).
 #include "rsched/base/text.hpp"
+#include "rsched/query/annotations.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/percentile.hpp"
-#include "rsched/store/annotations.hpp"
-#include "rsched/store/reader.hpp"
 
 #include "sql_fixture.hpp"
 #include "store_test_util.hpp"
@@ -326,25 +326,25 @@ TEST_CASE("annotations: add, import CSV and JSON, views", "[store]") {
     REQUIRE(w.ok());
     REQUIRE(w->write(make_interval(t1403, {make_thread(1, "web", {1'000, 2'000})})).ok());
   }
-  rsched::store::annotation a;
+  rsched::query::annotation a;
   a.start_ns = t1403 + sec;
   a.text = hostile + " \xe2\x9c\x93";
   a.tags = "x,y";
-  auto id = rsched::store::add_annotation(path, a);
+  auto id = rsched::query::add_annotation(path, a);
   REQUIRE(id.ok());
   CHECK(*id == 1);
   const std::string csv = "start,end,text,tags\r\n"
                           "2026-11-20T14:03:00Z,2026-11-20T14:05:00Z,\"deploy, \"\"v42\"\"\n"
                           "second line\",deploy\r\n"
                           "1795183500,,plain,\n";
-  auto n = rsched::store::import_incidents(path, csv, rsched::store::incident_format::automatic,
+  auto n = rsched::query::import_incidents(path, csv, rsched::query::incident_format::automatic,
                                            "import:x.csv", t1403);
   INFO((n.ok() ? std::string() : n.err().msg));
   REQUIRE(n.ok());
   CHECK(*n == 2);
   const std::string json = R"([{"start": "2026-11-20T14:10:00Z", "text": "json \"q\" \u00e9\n",
     "tags": ["a", "b"], "source": "pagerduty"}, {"start": 1795183800, "end": null, "text": "t"}])";
-  n = rsched::store::import_incidents(path, json, rsched::store::incident_format::automatic,
+  n = rsched::query::import_incidents(path, json, rsched::query::incident_format::automatic,
                                       "import:x.json", t1403);
   INFO((n.ok() ? std::string() : n.err().msg));
   REQUIRE(n.ok());
@@ -384,53 +384,53 @@ TEST_CASE("annotations: add, import CSV and JSON, views", "[store]") {
         std::string(R"([{"start": "2026-11-20T14:00:00Z", "text": "x"} junk)"),
         std::string("start,end,text\n2026-11-20T14:00:00Z,2026-11-20T13:00:00Z,backwards\n")}) {
     INFO(bad);
-    n = rsched::store::import_incidents(path, bad, rsched::store::incident_format::automatic,
+    n = rsched::query::import_incidents(path, bad, rsched::query::incident_format::automatic,
                                         "import:bad", t1403);
     REQUIRE_FALSE(n.ok());
     CHECK(n.err().msg.find('\n') == std::string::npos);
   }
-  CHECK(rsched::store::import_incidents(path, "start,text\n2026-11-20T14:00:00Z,ok\nbad,x\n",
-                                        rsched::store::incident_format::csv, "s", t1403)
+  CHECK(rsched::query::import_incidents(path, "start,text\n2026-11-20T14:00:00Z,ok\nbad,x\n",
+                                        rsched::query::incident_format::csv, "s", t1403)
             .err()
             .msg.find("row 2") != std::string::npos);
   CHECK(scalar_int(*rr, "SELECT count(*) FROM annotations") == 5);
   // Columns used for nothing are ignored and reported (issue 17: a PagerDuty export was refused
   // for its assigned_to_user column).
   {
-    rsched::store::incident_import o;
+    rsched::query::incident_import o;
     o.source = "s";
     o.now_ns = t1403;
     auto rep =
-        rsched::store::import_incidents(path, "start,text,color\n2026-11-20T14:00:00Z,x,red\n", o);
+        rsched::query::import_incidents(path, "start,text,color\n2026-11-20T14:00:00Z,x,red\n", o);
     REQUIRE(rep.ok());
     CHECK(rep->ids == std::vector<std::int64_t>{6});
     CHECK(rep->ignored == std::vector<std::string>{"color"});
     CHECK(rep->recognised.empty());
-    auto m = rsched::store::parse_import_map("text=color");
+    auto m = rsched::query::parse_import_map("text=color");
     REQUIRE(m.ok());
     o.map = m.value();
     rep =
-        rsched::store::import_incidents(path, "start,text,color\n2026-11-20T14:00:00Z,x,red\n", o);
+        rsched::query::import_incidents(path, "start,text,color\n2026-11-20T14:00:00Z,x,red\n", o);
     REQUIRE(rep.ok());
     CHECK(rep->ignored == std::vector<std::string>{"text"});
     CHECK(scalar_int(*rr, "SELECT count(*) FROM annotations WHERE text = 'red'") == 1);
     for (const char *bad : {"", "start", "=x", "start=", "when=x", "start=a,,text=b"}) {
       INFO(bad);
-      CHECK_FALSE(rsched::store::parse_import_map(bad).ok());
+      CHECK_FALSE(rsched::query::parse_import_map(bad).ok());
     }
   }
   CHECK(scalar_int(*rr, "SELECT count(*) FROM annotations") == 7);
   // Refusals: missing file, a non-rsched file.
-  CHECK_FALSE(rsched::store::add_annotation(dir.file("missing.db"), a).ok());
+  CHECK_FALSE(rsched::query::add_annotation(dir.file("missing.db"), a).ok());
   write_file(dir.file("foreign.db"), "");
   raw_exec(dir.file("foreign.db"), "CREATE TABLE t(x)");
   const auto before = read_file(dir.file("foreign.db"));
-  auto f = rsched::store::add_annotation(dir.file("foreign.db"), a);
+  auto f = rsched::query::add_annotation(dir.file("foreign.db"), a);
   REQUIRE_FALSE(f.ok());
   CHECK(f.err().msg.find("not an rsched database") != std::string::npos);
   CHECK(read_file(dir.file("foreign.db")) == before);
-  rsched::store::annotation empty;
-  CHECK_FALSE(rsched::store::add_annotation(path, empty).ok());
+  rsched::query::annotation empty;
+  CHECK_FALSE(rsched::query::add_annotation(path, empty).ok());
 }
 
 TEST_CASE("every sql example in docs/SQL.md runs against the fixture", "[store]") {

@@ -1,7 +1,7 @@
 // Schema, writer and reader of rsched::store: creation, round trips, refusals, file modes,
 // failure handling.
+#include "rsched/query/reader.hpp"
 #include "rsched/stats/encoding.hpp"
-#include "rsched/store/reader.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "store_test_util.hpp"
@@ -721,7 +721,7 @@ TEST_CASE("the reader binds values to ?1, ?2, ...: text, numbers, blobs and NULL
   }
   auto r = open_reader(path);
   std::vector<std::vector<value>> rows;
-  rsched::store::result_sink sink;
+  rsched::query::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
   sink.on_row = [&](const std::vector<value> &row) { rows.push_back(row); };
   // A comm with quotes, as a value: never part of the text.

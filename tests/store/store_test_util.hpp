@@ -1,9 +1,9 @@
 #pragma once
 // Helpers shared by the store tests: running SQL through a reader and
 // building synthetic intervals.
+#include "rsched/query/reader.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
-#include "rsched/store/reader.hpp"
 #include "rsched/store/records.hpp"
 #include "rsched/store/writer.hpp"
 
@@ -29,10 +29,10 @@ using metric = rsched::metrics::id;
 namespace store_test {
 
 namespace fs = std::filesystem;
+using rsched::query::reader;
+using rsched::query::value;
 using rsched::stats::layout;
 using rsched::store::hist_value;
-using rsched::store::reader;
-using rsched::store::value;
 using rsched::store::writer;
 
 using rsched::test::temp_dir;
@@ -48,9 +48,9 @@ struct table {
 };
 
 // Runs `sql` and returns what the sink saw, or the error message in `err` when it failed.
-inline table run(rsched::store::reader &r, std::string_view sql, std::string *err = nullptr) {
+inline table run(rsched::query::reader &r, std::string_view sql, std::string *err = nullptr) {
   table t;
-  rsched::store::result_sink sink;
+  rsched::query::result_sink sink;
   sink.on_columns = [&](const std::vector<std::string> &c) { t.headers.push_back(c); };
   sink.on_row = [&](const std::vector<value> &row) { t.rows.push_back(row); };
   auto res = r.exec(sql, sink);
@@ -65,7 +65,7 @@ inline table run(rsched::store::reader &r, std::string_view sql, std::string *er
 }
 
 // The error of a statement that must fail.
-inline std::string run_error(rsched::store::reader &r, std::string_view sql) {
+inline std::string run_error(rsched::query::reader &r, std::string_view sql) {
   std::string err;
   run(r, sql, &err);
   INFO("SQL: " << sql);
@@ -94,7 +94,7 @@ inline bool is_null(const value &v) {
 }
 
 // The single integer of a one-row, one-column query.
-inline std::int64_t scalar_int(rsched::store::reader &r, std::string_view sql) {
+inline std::int64_t scalar_int(rsched::query::reader &r, std::string_view sql) {
   auto t = run(r, sql);
   REQUIRE(t.rows.size() == 1);
   REQUIRE(t.rows[0].size() == 1);
@@ -116,8 +116,8 @@ inline rsched::store::writer open_writer(const std::string &path) {
   return std::move(w).value();
 }
 
-inline rsched::store::reader open_reader(const std::string &path, bool read_only = true) {
-  auto r = rsched::store::reader::open(path, read_only);
+inline rsched::query::reader open_reader(const std::string &path, bool read_only = true) {
+  auto r = rsched::query::reader::open(path, read_only);
   INFO("error: " << (r.ok() ? std::string() : r.err().msg));
   REQUIRE(r.ok());
   return std::move(r).value();
@@ -130,7 +130,7 @@ inline void write_ok(rsched::store::writer &w, const rsched::store::interval_row
 }
 
 // The steps of EXPLAIN QUERY PLAN for `select` (their detail column), one line each.
-inline std::string query_plan(rsched::store::reader &r, const std::string &select) {
+inline std::string query_plan(rsched::query::reader &r, const std::string &select) {
   std::string details;
   for (const auto &row : run(r, "EXPLAIN QUERY PLAN " + select).rows) {
     details += as_text(row.back()) + "\n";
@@ -168,7 +168,7 @@ inline bool indexed_hist_plan(const std::string &details) {
 }
 
 // Column names of a table or view, in order.
-inline std::vector<std::string> columns_of(rsched::store::reader &r, const std::string &name) {
+inline std::vector<std::string> columns_of(rsched::query::reader &r, const std::string &name) {
   auto t = run(r, "SELECT name FROM pragma_table_info('" + name + "') ORDER BY cid");
   std::vector<std::string> names;
   for (const auto &row : t.rows) {
@@ -178,7 +178,7 @@ inline std::vector<std::string> columns_of(rsched::store::reader &r, const std::
 }
 
 // Everything of the schema: (type, name, tbl_name, sql), in a canonical order.
-inline std::vector<std::vector<std::string>> schema_of(rsched::store::reader &r) {
+inline std::vector<std::vector<std::string>> schema_of(rsched::query::reader &r) {
   auto t = run(r, "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master "
                   "ORDER BY type, name");
   std::vector<std::vector<std::string>> out;

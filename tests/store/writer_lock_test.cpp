@@ -3,7 +3,7 @@
 // and that dies with its process (kill -9 included). Rollups stay exact even with a second writer
 // forced past the lock. A database that cannot be written (read-only file system) or whose pages
 // are damaged is refused at open with one line.
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "root_guard.hpp"

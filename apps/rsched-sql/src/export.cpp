@@ -98,14 +98,14 @@ private:
   export_stats stats_;
 };
 
-std::vector<std::uint8_t> blob_of(const store::value &v) {
+std::vector<std::uint8_t> blob_of(const query::value &v) {
   if (const auto *b = std::get_if<std::vector<std::uint8_t>>(&v)) {
     return *b;
   }
   return {};
 }
 
-std::string text_of(const store::value &v) {
+std::string text_of(const query::value &v) {
   if (const auto *s = std::get_if<std::string>(&v)) {
     return *s;
   }
@@ -117,7 +117,7 @@ std::string text_of(const store::value &v) {
 
 // Streams `sql` (columns: key, ts, hist, total_ns; ordered by key, ts) and emits one histogram
 // series per key, labelled `label`.
-result<void> histogram_family(store::reader &db, exporter &x, const std::string &sql,
+result<void> histogram_family(query::reader &db, exporter &x, const std::string &sql,
                               const std::string &label) {
   std::string key;
   bool have = false;
@@ -129,8 +129,8 @@ result<void> histogram_family(store::reader &db, exporter &x, const std::string 
     }
     rows.clear();
   };
-  store::result_sink sink;
-  sink.on_row = [&](const std::vector<store::value> &v) {
+  query::result_sink sink;
+  sink.on_row = [&](const std::vector<query::value> &v) {
     std::string k = text_of(v[0]);
     if (!have || k != key) {
       flush();
@@ -148,7 +148,7 @@ result<void> histogram_family(store::reader &db, exporter &x, const std::string 
 
 // The recorded intervals starting in [from, to), in order (timeline: raw where kept, else the
 // finest rollup; a file older than schema 3 has only raw intervals); an error when there is none.
-result<std::vector<interval>> recorded(store::reader &db, std::int64_t from, std::int64_t to) {
+result<std::vector<interval>> recorded(query::reader &db, std::int64_t from, std::int64_t to) {
   const std::string src = has_object(db, "timeline") ? "timeline" : "intervals";
   auto ivs = query(db, fmt::format("SELECT start_ns, start_ns + dur_ns FROM {} WHERE start_ns >= "
                                    "{} AND start_ns < {} ORDER BY start_ns",
@@ -177,7 +177,7 @@ std::string rows_in(std::int64_t from, std::int64_t to, const std::string &where
 }
 
 // The first column of `sql`'s rows as an SQL list of literals ("'/a', '/b'"); "" for no rows.
-result<std::string> sql_list(store::reader &db, const std::string &sql) {
+result<std::string> sql_list(query::reader &db, const std::string &sql) {
   auto r = query(db, sql);
   if (!r) {
     return r.err();
@@ -191,7 +191,7 @@ result<std::string> sql_list(store::reader &db, const std::string &sql) {
 
 } // namespace
 
-result<export_stats> write_openmetrics(store::reader &db, const export_args &a, std::int64_t from,
+result<export_stats> write_openmetrics(query::reader &db, const export_args &a, std::int64_t from,
                                        std::int64_t to, std::ostream &out) {
   auto intervals = recorded(db, from, to);
   if (!intervals) {
@@ -370,7 +370,7 @@ private:
   std::size_t events_ = 0;
 };
 
-double real_of(const store::value &v) {
+double real_of(const query::value &v) {
   if (const auto *d = std::get_if<double>(&v)) {
     return *d;
   }
@@ -383,10 +383,10 @@ double real_of(const store::value &v) {
 constexpr double ns_per_ms = 1e6;
 
 // Streams `sql` (columns: key, ts, p50, p99, max in ns) into one counter track per key.
-result<void> delay_tracks(store::reader &db, trace &t, int pid, const std::string &sql,
+result<void> delay_tracks(query::reader &db, trace &t, int pid, const std::string &sql,
                           const std::string &prefix) {
-  store::result_sink sink;
-  sink.on_row = [&](const std::vector<store::value> &v) {
+  query::result_sink sink;
+  sink.on_row = [&](const std::vector<query::value> &v) {
     t.counter(pid, prefix + text_of(v[0]), int_of(v[1]).value_or(0),
               {{"p50_ms", real_of(v[2]) / ns_per_ms},
                {"p99_ms", real_of(v[3]) / ns_per_ms},
@@ -397,7 +397,7 @@ result<void> delay_tracks(store::reader &db, trace &t, int pid, const std::strin
 
 } // namespace
 
-result<export_stats> write_perfetto(store::reader &db, const export_args &a, std::int64_t from,
+result<export_stats> write_perfetto(query::reader &db, const export_args &a, std::int64_t from,
                                     std::int64_t to, std::ostream &out) {
   if (auto iv = recorded(db, from, to); !iv) {
     return iv.err();

@@ -1,6 +1,6 @@
 #include "rsched/sql_shell/input.hpp"
 
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 namespace rsched::sql_shell {
 
@@ -53,7 +53,7 @@ bool may_complete(std::string_view line) {
 
 } // namespace
 
-statement_buffer::statement_buffer() : complete_(&store::reader::complete), sql_rules_(true) {}
+statement_buffer::statement_buffer() : complete_(&query::reader::complete), sql_rules_(true) {}
 
 bool statement_buffer::add_line(std::string_view line, std::size_t line_no) {
   if (!has_lines_) {

@@ -144,7 +144,7 @@ extern "C" void on_query_sigint(int) {
 }
 
 // Runs `fn` (a statement or dot command) with Ctrl-C interrupting it. Without
-// store::reader::interrupt() Ctrl-C keeps its default action (it ends the process).
+// query::reader::interrupt() Ctrl-C keeps its default action (it ends the process).
 template <typename F> auto with_query_sigint(F &&fn) {
   struct sigaction sa {};
   sa.sa_handler = shell::can_interrupt() ? &on_query_sigint : SIG_DFL;

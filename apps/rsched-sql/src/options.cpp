@@ -1,6 +1,6 @@
 #include "rsched/sql_shell/options.hpp"
 
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/store/records.hpp"
 
 #include <fmt/format.h>
@@ -349,7 +349,7 @@ directly before the parenthesis) returned no rows; "{0}: no recorded data in tha
 printed on standard error, the remaining statements still run, and an error (1) takes
 precedence.
 )",
-      program_name, store::default_db_path, store::reader::max_hosts());
+      program_name, store::default_db_path, query::reader::max_hosts());
 }
 
 std::optional<std::string> history_path(const char *env_override, const char *home) {

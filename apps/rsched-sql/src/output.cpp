@@ -59,7 +59,7 @@ void append_csv_text(std::string &out, std::string_view s) {
   out += '"';
 }
 
-void append_csv_field(std::string &out, const store::value &v, bool escape_text) {
+void append_csv_field(std::string &out, const query::value &v, bool escape_text) {
   std::visit(
       [&](const auto &x) {
         using T = std::decay_t<decltype(x)>;
@@ -78,7 +78,7 @@ void append_csv_field(std::string &out, const store::value &v, bool escape_text)
       v);
 }
 
-std::string csv_record(const std::vector<store::value> &row, bool escape_text) {
+std::string csv_record(const std::vector<query::value> &row, bool escape_text) {
   std::string out;
   for (std::size_t i = 0; i < row.size(); ++i) {
     if (i != 0) {
@@ -102,7 +102,7 @@ std::string csv_header(const std::vector<std::string> &columns, bool escape_text
   return out;
 }
 
-void append_json_value(std::string &out, const store::value &v) {
+void append_json_value(std::string &out, const query::value &v) {
   std::visit(
       [&](const auto &x) {
         using T = std::decay_t<decltype(x)>;
@@ -124,7 +124,7 @@ void append_json_value(std::string &out, const store::value &v) {
 }
 
 std::string json_object(const std::vector<std::string> &columns,
-                        const std::vector<store::value> &row) {
+                        const std::vector<query::value> &row) {
   std::string out = "{";
   std::vector<std::string> hex_keys; // the "_hex" members of this row so far
   for (std::size_t i = 0; i < row.size(); ++i) {
@@ -257,7 +257,7 @@ std::string format_percentile_ns(double ns) {
   return fmt::format("{}\xe2\x80\x93{} {}", three_digits(lo), three_digits(hi), units[u]); // –
 }
 
-cell table_cell(const store::value &v) {
+cell table_cell(const query::value &v) {
   return std::visit(
       [](const auto &x) -> cell {
         using T = std::decay_t<decltype(x)>;
@@ -276,7 +276,7 @@ cell table_cell(const store::value &v) {
       v);
 }
 
-cell human_cell(const store::value &v, column_kind kind, const timefmt::zone &z) {
+cell human_cell(const query::value &v, column_kind kind, const timefmt::zone &z) {
   if (kind == column_kind::time) {
     if (const auto *i = std::get_if<std::int64_t>(&v);
         i != nullptr && *i > 100'000'000'000'000'000) {
@@ -501,7 +501,7 @@ void printer::begin(const std::vector<std::string> &columns) {
   csv_header_due_ = cfg_.mode == output_mode::csv && cfg_.headers;
 }
 
-void printer::row(const std::vector<store::value> &values) {
+void printer::row(const std::vector<query::value> &values) {
   ++row_count_;
   switch (cfg_.mode) {
   case output_mode::csv:
@@ -580,10 +580,10 @@ void printer::finish(bool ok) {
   out_->flush();
 }
 
-store::result_sink printer::sink() {
-  store::result_sink s;
+query::result_sink printer::sink() {
+  query::result_sink s;
   s.on_columns = [this](const std::vector<std::string> &columns) { begin(columns); };
-  s.on_row = [this](const std::vector<store::value> &values) { row(values); };
+  s.on_row = [this](const std::vector<query::value> &values) { row(values); };
   return s;
 }
 

@@ -34,8 +34,8 @@ error bad_arg(std::string msg) {
 }
 
 // One integer from `sql` (its first row and column); nullopt for no row or NULL.
-result<std::optional<std::int64_t>> scalar(store::reader &db, const std::string &sql,
-                                           const std::vector<store::value> &params = {}) {
+result<std::optional<std::int64_t>> scalar(query::reader &db, const std::string &sql,
+                                           const std::vector<query::value> &params = {}) {
   auto r = query(db, sql, params);
   if (!r) {
     return r.err();
@@ -47,7 +47,7 @@ result<std::optional<std::int64_t>> scalar(store::reader &db, const std::string 
 }
 
 // A time in the reader's grammar, zone and `now`: t(...).
-result<std::int64_t> time_of(store::reader &db, const std::string &text, const char *what) {
+result<std::int64_t> time_of(query::reader &db, const std::string &text, const char *what) {
   auto v = scalar(db, "SELECT t(?1)", {text});
   if (!v) {
     // The grammar's own words, without the statement's "line 1: t: ".
@@ -60,7 +60,7 @@ result<std::int64_t> time_of(store::reader &db, const std::string &text, const c
   return **v;
 }
 
-result<std::int64_t> duration_of(store::reader &db, const std::string &text, const char *what) {
+result<std::int64_t> duration_of(query::reader &db, const std::string &text, const char *what) {
   auto v = scalar(db, "SELECT dur(?1)", {text});
   if (!v) {
     auto direct = timefmt::parse_duration(text);
@@ -75,7 +75,7 @@ result<std::int64_t> duration_of(store::reader &db, const std::string &text, con
 // The window [from, to): by default the hour before the end of the newest recorded interval,
 // starting no earlier than the first interval recorded in that hour (a recording of ten minutes
 // is drawn over ten minutes, not as an hour that is mostly "not recorded").
-result<std::pair<std::int64_t, std::int64_t>> window_of(store::reader &db,
+result<std::pair<std::int64_t, std::int64_t>> window_of(query::reader &db,
                                                         const std::optional<std::string> &from,
                                                         const std::optional<std::string> &to,
                                                         std::optional<std::int64_t> from_ns = {},
@@ -123,7 +123,7 @@ result<std::pair<std::int64_t, std::int64_t>> window_of(store::reader &db,
   return std::pair{a, b};
 }
 
-std::vector<std::string> columns_of(store::reader &db, const std::string &view) {
+std::vector<std::string> columns_of(query::reader &db, const std::string &view) {
   std::vector<std::string> out;
   if (auto r = query(db, "SELECT name FROM pragma_table_info(?1)", {view})) {
     for (const auto &row : r->rows) {
@@ -174,7 +174,7 @@ std::int64_t floor_to(std::int64_t t, std::int64_t w) {
 // kept from `view_1m` (`view_1h`) when the columns are that wide, the rest from the view itself
 // (each moment from the finest tier kept). Exact: a rollup row holds the same samples as the
 // rows it was built from.
-std::vector<piece> pieces_of(store::reader &db, const std::string &view, std::int64_t a,
+std::vector<piece> pieces_of(query::reader &db, const std::string &view, std::int64_t a,
                              std::int64_t b, std::int64_t step, const std::string &where) {
   constexpr std::int64_t minute = 60'000'000'000;
   constexpr std::int64_t hour = 60 * minute;
@@ -213,7 +213,7 @@ std::vector<piece> pieces_of(store::reader &db, const std::string &view, std::in
   return out;
 }
 
-std::vector<charts::span> gaps_of(store::reader &db, std::int64_t a, std::int64_t b) {
+std::vector<charts::span> gaps_of(query::reader &db, std::int64_t a, std::int64_t b) {
   std::vector<charts::span> out;
   if (auto r = query(db, fmt::format("SELECT ts, end_ts, reason FROM gaps({}, {})", a, b))) {
     for (const auto &row : r->rows) {
@@ -247,7 +247,7 @@ std::optional<std::size_t> sqlite_chars(std::string_view s, std::size_t n) {
 
 } // namespace
 
-result<mark_list> load_marks(store::reader &db, std::int64_t from, std::int64_t to) {
+result<mark_list> load_marks(query::reader &db, std::int64_t from, std::int64_t to) {
   mark_list out;
   if (!has_object(db, "annotations")) {
     return out;
@@ -299,7 +299,7 @@ result<mark_list> load_marks(store::reader &db, std::int64_t from, std::int64_t 
 
 namespace {
 
-std::string key_text(const store::value &v) {
+std::string key_text(const query::value &v) {
   if (const auto *s = std::get_if<std::string>(&v)) {
     return *s;
   }
@@ -310,7 +310,7 @@ std::string key_text(const store::value &v) {
 }
 
 // Parses "N" (a whole number) or a duration (latency layouts) into a clip value.
-result<std::uint64_t> clip_of(store::reader &db, const std::string &text) {
+result<std::uint64_t> clip_of(query::reader &db, const std::string &text) {
   std::uint64_t n = 0;
   const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec == std::errc() && p == text.data() + text.size()) {
@@ -325,7 +325,7 @@ result<std::uint64_t> clip_of(store::reader &db, const std::string &text) {
 
 } // namespace
 
-result<heatmap_plan> plan_heatmap(store::reader &db, const heatmap_args &a,
+result<heatmap_plan> plan_heatmap(query::reader &db, const heatmap_args &a,
                                   std::size_t max_columns) {
   heatmap_plan pl;
   const auto cols = columns_of(db, a.view);
@@ -413,7 +413,7 @@ struct heatmap_acc {
 };
 
 // The panels of one plan from its rows: the top keys, rows trimmed, gaps, marks, source.
-std::vector<charts::heatmap> finish_heatmap(store::reader &db, const heatmap_plan &pl,
+std::vector<charts::heatmap> finish_heatmap(query::reader &db, const heatmap_plan &pl,
                                             heatmap_acc &acc) {
   const heatmap_args &a = pl.args;
   const auto gaps = gaps_of(db, pl.from, pl.to);
@@ -490,7 +490,7 @@ std::vector<charts::heatmap> finish_heatmap(store::reader &db, const heatmap_pla
 } // namespace
 
 result<std::vector<std::vector<charts::heatmap>>>
-load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
+load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
               std::vector<std::optional<stats::histogram>> *merged) {
   std::vector<std::vector<charts::heatmap>> out;
   if (plans.empty()) {
@@ -585,13 +585,13 @@ load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
     }
     const std::string q = sql + fmt::format(" FROM {}{} WHERE ts >= {} AND ts < {}{}",
                                             own_views ? "main." : "", p.source, p.a, p.b, cond);
-    store::result_sink sink;
+    query::result_sink sink;
     sink.on_columns = [](const std::vector<std::string> &) {};
     std::optional<error> failure;
     // Each row's keys, as views of its own text where it is text (no copy per row and key).
     std::vector<std::string> key_scratch(keys.size());
     std::vector<std::string_view> key_views(keys.size());
-    sink.on_row = [&](const std::vector<store::value> &row) {
+    sink.on_row = [&](const std::vector<query::value> &row) {
       if (failure) {
         return;
       }
@@ -668,7 +668,7 @@ load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
   return out;
 }
 
-result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatmap_args &a,
+result<std::vector<charts::heatmap>> load_heatmap(query::reader &db, const heatmap_args &a,
                                                   std::size_t max_columns) {
   auto pl = plan_heatmap(db, a, max_columns);
   if (!pl) {
@@ -696,7 +696,7 @@ std::string heatmap_svg(const std::vector<charts::heatmap> &panels, const heatma
                                      : charts::to_svg(panels, title, o);
 }
 
-result<charts::series_chart> load_plot(store::reader &db, const plot_args &a) {
+result<charts::series_chart> load_plot(query::reader &db, const plot_args &a) {
   auto r = query(db, a.sql);
   if (!r) {
     return r.err();
@@ -704,12 +704,12 @@ result<charts::series_chart> load_plot(store::reader &db, const plot_args &a) {
   return plot_of_rows(db, a, r->columns, r->rows);
 }
 
-result<charts::series_chart> plot_of_rows(store::reader &db, const plot_args &a,
+result<charts::series_chart> plot_of_rows(query::reader &db, const plot_args &a,
                                           const std::vector<std::string> &columns,
-                                          const std::vector<std::vector<store::value>> &rows) {
+                                          const std::vector<std::vector<query::value>> &rows) {
   const struct {
     const std::vector<std::string> &columns;
-    const std::vector<std::vector<store::value>> &rows;
+    const std::vector<std::vector<query::value>> &rows;
   } given{columns, rows};
   const auto *r = &given;
   if (r->columns.size() < 2) {
@@ -948,7 +948,7 @@ error usage(const error &e) {
 
 } // namespace
 
-result<void> run_picture(store::reader &db, const std::string &kind,
+result<void> run_picture(query::reader &db, const std::string &kind,
                          const std::vector<std::string> &args, const picture_target &target,
                          std::string &note) {
   note.clear();

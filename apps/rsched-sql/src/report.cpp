@@ -24,7 +24,7 @@ using detail::quote;
 
 using charts::xml_text;
 
-std::string text_of(const store::value &v) {
+std::string text_of(const query::value &v) {
   if (const auto *s = std::get_if<std::string>(&v)) {
     return *s;
   }
@@ -37,7 +37,7 @@ std::string text_of(const store::value &v) {
   return "";
 }
 
-std::string dur_of(const store::value &v) {
+std::string dur_of(const query::value &v) {
   const auto i = int_of(v);
   return i ? text::format_duration_ns(static_cast<double>(*i)) : std::string("–");
 }
@@ -98,7 +98,7 @@ std::string table_html(const std::vector<std::string> &head,
 
 } // namespace
 
-result<std::string> build_report(store::reader &db, const report_args &a) {
+result<std::string> build_report(query::reader &db, const report_args &a) {
   heatmap_args base;
   base.from = a.from;
   base.to = a.to;
@@ -245,7 +245,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
 
   // Spikes, per comm, with their cause; they also mark the timeline.
   std::vector<charts::span> spike_marks;
-  std::vector<std::vector<store::value>> spikes;
+  std::vector<std::vector<query::value>> spikes;
   // --where narrows them to its threads: a one-thread spike by its tid, a comm's by its comm
   // (as the spike's victim names it).
   // A thread by (tid, comm), not by tid alone: a tid is reused, and the rollup tiers keep one
@@ -269,11 +269,11 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
     spikes = s->rows;
   }
   // A spike of one thread (spikes' tid) is that thread's: named and blamed as the thread.
-  const auto victim_text = [](const std::vector<store::value> &s) {
+  const auto victim_text = [](const std::vector<query::value> &s) {
     const auto tid = int_of(s[7]);
     return tid ? fmt::format("{} (tid {})", text_of(s[4]), *tid) : text_of(s[4]);
   };
-  const auto victim_arg = [](const std::vector<store::value> &s) {
+  const auto victim_arg = [](const std::vector<query::value> &s) {
     const auto tid = int_of(s[7]);
     return tid ? fmt::format("tid:{}", *tid) : text_of(s[4]);
   };
@@ -288,9 +288,9 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
     // What SELECT bucket(ts, step) AS t, hist_percentile(hist, 50) AS p50_ns,
     // hist_percentile(hist, 99) AS p99_ns ... GROUP BY 1 ORDER BY 1 gives, from the columns
     // merged by the heatmaps' read.
-    std::vector<std::vector<store::value>> rows;
+    std::vector<std::vector<query::value>> rows;
     const std::int64_t col0 = from - (((from % step) + step) % step);
-    const auto pct = [](const stats::histogram &h, double p) -> store::value {
+    const auto pct = [](const stats::histogram &h, double p) -> query::value {
       const auto r = stats::percentile(h, p);
       if (!r) {
         return std::monostate{};
@@ -392,7 +392,7 @@ result<std::string> build_report(store::reader &db, const report_args &a) {
                                                     threads_in(ws, we) + ")"));
           ex && !ex->rows.empty()) {
         std::vector<std::string> ranks; // the victims kept, in explain's order
-        std::erase_if(ex->rows, [&](const std::vector<store::value> &v) {
+        std::erase_if(ex->rows, [&](const std::vector<query::value> &v) {
           const std::string rank = text_of(v[0]);
           if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) {
             return false;

@@ -1,11 +1,11 @@
 #include "rsched/sql_shell/shell.hpp"
 
 #include "rsched/base/text.hpp"
+#include "rsched/query/annotations.hpp"
 #include "rsched/sql_shell/files.hpp"
 #include "rsched/sql_shell/input.hpp"
 #include "rsched/sql_shell/pictures.hpp"
-#include "rsched/store/annotations.hpp"
-#include "rsched/store/sql_quote.hpp"
+#include "rsched/sqlite/quote.hpp"
 
 #include <fmt/format.h>
 #include <sys/ioctl.h>
@@ -80,7 +80,7 @@ one host's own view.
 
 constexpr std::string_view interrupted_message = "Interrupted";
 
-// store::reader gained set_zone() and interrupt() in a later change: use them when present.
+// query::reader gained set_zone() and interrupt() in a later change: use them when present.
 template <typename R> void apply_zone(R &db, const timefmt::zone &z) {
   if constexpr (requires { db.set_zone(z); }) {
     db.set_zone(z);
@@ -113,11 +113,11 @@ std::string lower_ascii(std::string s) {
 
 // Where the connection's tables and views are listed: its schema, or over several hosts
 // (--host) the TEMP views that combine the hosts' objects.
-std::string schema_table(const store::reader &db) {
+std::string schema_table(const query::reader &db) {
   return db.hosts().empty() ? "sqlite_schema" : "sqlite_temp_schema";
 }
 
-using store::sql_ident;
+using sqlite::sql_ident;
 
 // The whole content of `path`, at most max_input_bytes: regular files, pipes, /dev/stdin and
 // the like alike (an endless one such as /dev/zero fails once the limit is passed).
@@ -224,7 +224,7 @@ result<mark_args> parse_mark_args(const std::vector<std::string> &args) {
 
 result<std::int64_t> add_mark(const std::string &db_path, const mark_args &m,
                               const timefmt::zone &z, std::int64_t now_ns) {
-  store::annotation a;
+  query::annotation a;
   a.start_ns = now_ns;
   if (m.at) {
     auto t = timefmt::parse_time(*m.at, now_ns, z);
@@ -245,7 +245,7 @@ result<std::int64_t> add_mark(const std::string &db_path, const mark_args &m,
   }
   a.text = m.text;
   a.tags = m.tags;
-  return store::add_annotation(db_path, a);
+  return query::add_annotation(db_path, a);
 }
 
 std::string locate(const std::string &msg, std::size_t first_line) {
@@ -264,7 +264,7 @@ std::string locate(const std::string &msg, std::size_t first_line) {
   return fmt::format("{} (input line {})", msg, first_line);
 }
 
-shell::shell(store::reader &db, std::ostream &out, std::ostream &err, output_config cfg)
+shell::shell(query::reader &db, std::ostream &out, std::ostream &err, output_config cfg)
     : db_(db), out_(out), err_(err), printer_(out, cfg), terminal_escape_(cfg.escape_csv_text),
       terminal_max_rows_(cfg.max_rows) {
   apply_zone(db_, cfg.zone);
@@ -296,7 +296,7 @@ void shell::interrupt() noexcept {
 }
 
 bool shell::can_interrupt() {
-  return reader_interruptible<store::reader>();
+  return reader_interruptible<query::reader>();
 }
 
 std::optional<std::string> shell::default_pager() {
@@ -454,9 +454,9 @@ void shell::note_coverage(std::int64_t a, std::int64_t b) {
     std::string host;
   };
   std::vector<cover> covers;
-  store::result_sink sink;
+  query::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) {
+  sink.on_row = [&](const std::vector<query::value> &row) {
     if (row.size() >= 2) {
       cover c;
       if (const auto *p = std::get_if<double>(&row[0])) {
@@ -493,10 +493,10 @@ void shell::note_coverage(std::int64_t a, std::int64_t b) {
 }
 
 shell::status shell::query_lines(std::string_view sql, std::vector<std::string> &lines,
-                                 const std::vector<store::value> &params) {
-  store::result_sink sink;
+                                 const std::vector<query::value> &params) {
+  query::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) {
+  sink.on_row = [&](const std::vector<query::value> &row) {
     if (!row.empty()) {
       if (const auto *s = std::get_if<std::string>(&row.front())) {
         lines.push_back(*s);
@@ -593,14 +593,14 @@ shell::status shell::dot_mark(const std::vector<std::string> &args) {
 shell::status shell::dot_import(const std::vector<std::string> &args) {
   constexpr const char *usage_text = "usage: .import-incidents FILE [--map FIELD=COLUMN,...]";
   std::string file;
-  store::incident_import opts;
+  query::incident_import opts;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--map") {
       if (i + 1 == args.size()) {
         report_error(usage_text);
         return status::failed;
       }
-      auto m = store::parse_import_map(args[++i]);
+      auto m = query::parse_import_map(args[++i]);
       if (!m) {
         report_error(m.err().msg);
         return status::failed;
@@ -633,7 +633,7 @@ shell::status shell::dot_import(const std::vector<std::string> &args) {
   }
   opts.source = "import:" + file;
   opts.now_ns = timefmt::realtime_now_ns();
-  auto rep = store::import_incidents(db_path_, *content, opts);
+  auto rep = query::import_incidents(db_path_, *content, opts);
   if (!rep) {
     report_error(rep.err().msg);
     return status::failed;
@@ -825,7 +825,7 @@ shell::status shell::run_dot(std::string_view line) {
       return usage(".schema [PATTERN]");
     }
     std::string sql = "SELECT sql FROM " + schema_table(db_) + " WHERE sql IS NOT NULL";
-    std::vector<store::value> params;
+    std::vector<query::value> params;
     if (!args.empty()) {
       sql += " AND name LIKE ?1";
       params.emplace_back(args[0]);
@@ -973,9 +973,9 @@ std::string shell::views_help() {
 
 std::vector<std::string> shell::schema_names() {
   std::vector<std::string> names;
-  store::result_sink sink;
+  query::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) {
+  sink.on_row = [&](const std::vector<query::value> &row) {
     for (const auto &v : row) {
       if (const auto *s = std::get_if<std::string>(&v)) {
         names.push_back(*s);
@@ -993,9 +993,9 @@ std::vector<std::string> shell::schema_names() {
 
 std::vector<std::string> shell::function_names() {
   std::vector<std::string> names;
-  store::result_sink sink;
+  query::result_sink sink;
   sink.on_columns = [](const std::vector<std::string> &) {};
-  sink.on_row = [&](const std::vector<store::value> &row) {
+  sink.on_row = [&](const std::vector<query::value> &row) {
     if (!row.empty()) {
       if (const auto *s = std::get_if<std::string>(&row.front())) {
         names.push_back(lower_ascii(*s));

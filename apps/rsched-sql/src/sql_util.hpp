@@ -2,8 +2,8 @@
 // Small helpers of rsched-sql's own queries (pictures, report): a text as an SQL literal, a
 // whole result in memory, typed access to values. Private to the rsched-sql library.
 #include "rsched/base/result.hpp"
-#include "rsched/store/reader.hpp"
-#include "rsched/store/sql_quote.hpp"
+#include "rsched/query/reader.hpp"
+#include "rsched/sqlite/quote.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -15,22 +15,22 @@ namespace rsched::sql_shell::detail {
 
 // `s` as an SQL string literal ('' for ').
 inline std::string quote(std::string_view s) {
-  return store::sql_literal(s);
+  return sqlite::sql_literal(s);
 }
 
 struct rowset {
   std::vector<std::string> columns;
-  std::vector<std::vector<store::value>> rows;
+  std::vector<std::vector<query::value>> rows;
 };
 
 // Runs `sql` (one statement) and keeps its whole result; `params` bound to ?1, ?2, ... (a
 // value from the user or a file goes in as a value, not spliced into the text).
-inline result<rowset> query(store::reader &db, const std::string &sql,
-                            const std::vector<store::value> &params = {}) {
+inline result<rowset> query(query::reader &db, const std::string &sql,
+                            const std::vector<query::value> &params = {}) {
   rowset r;
-  store::result_sink sink;
+  query::result_sink sink;
   sink.on_columns = [&](const std::vector<std::string> &c) { r.columns = c; };
-  sink.on_row = [&](const std::vector<store::value> &v) { r.rows.push_back(v); };
+  sink.on_row = [&](const std::vector<query::value> &v) { r.rows.push_back(v); };
   if (auto ok = db.exec(sql, params, sink); !ok) {
     return ok.err();
   }
@@ -38,7 +38,7 @@ inline result<rowset> query(store::reader &db, const std::string &sql,
 }
 
 // An INTEGER (or a REAL, truncated); nullopt for NULL, text and blobs.
-inline std::optional<std::int64_t> int_of(const store::value &v) {
+inline std::optional<std::int64_t> int_of(const query::value &v) {
   if (const auto *i = std::get_if<std::int64_t>(&v)) {
     return *i;
   }
@@ -50,7 +50,7 @@ inline std::optional<std::int64_t> int_of(const store::value &v) {
 
 // Whether the schema has a table or view named `name` (over several hosts, --host: a TEMP view
 // that combines the hosts' objects of that name).
-inline bool has_object(store::reader &db, const std::string &name) {
+inline bool has_object(query::reader &db, const std::string &name) {
   auto r = query(db, "SELECT count(*) FROM (SELECT name FROM sqlite_master UNION ALL SELECT name "
                      "FROM sqlite_temp_master) WHERE name = " +
                          quote(name));

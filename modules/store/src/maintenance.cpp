@@ -1,8 +1,7 @@
 #include "maintenance.hpp"
 
+#include "rsched/sqlite/statement.hpp"
 #include "rsched/stats/encoding.hpp"
-
-#include "sqlite_util.hpp"
 
 #include <fmt/format.h>
 
@@ -191,7 +190,7 @@ struct maintenance::impl {
   impl(sqlite3 *d, maintenance_budget b) : db(d), budget(b) {}
   sqlite3 *db;
   maintenance_budget budget;
-  std::map<std::string, stmt_ptr> cache; // prepared statements by SQL text
+  std::map<std::string, sqlite::stmt_ptr> cache; // prepared statements by SQL text
   std::vector<std::string> rollups = rollup_statements();
   std::optional<std::int64_t> gc_horizon; // horizon of the last thread collection
   bucket_sums sums{minute_ns};
@@ -213,7 +212,7 @@ struct maintenance::impl {
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &raw, nullptr) != SQLITE_OK) {
       return make_error(sqlite3_errmsg(db));
     }
-    return cache.emplace(sql, stmt_ptr(raw)).first->second.get();
+    return cache.emplace(sql, sqlite::stmt_ptr(raw)).first->second.get();
   }
 
   // Binds args[from..] to ?(from + 1).. of `s` (texts without a copy: they must outlive it).

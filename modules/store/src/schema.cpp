@@ -1,9 +1,12 @@
-#include "schema.hpp"
+#include "rsched/store/schema.hpp"
 
 #include "rsched/metrics/registry.hpp"
+#include "rsched/sqlite/statement.hpp"
+#include "rsched/store/hist_functions.hpp"
 #include "rsched/store/records.hpp"
 
-#include "sqlite_util.hpp"
+#include "vtab_blame.hpp"
+#include "vtab_hist.hpp"
 
 #include <fmt/format.h>
 #include <sys/utsname.h>
@@ -18,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-namespace rsched::store::detail {
+namespace rsched::store {
 
 namespace {
 
@@ -829,7 +832,7 @@ std::string realtime_ns() {
 // Writes `rows` into meta with `sql` (an INSERT taking key, value).
 result<void> put_meta(sqlite3 *db, const char *sql,
                       const std::vector<std::pair<std::string_view, std::string>> &rows) {
-  auto prepared = prepare_stmt(db, sql);
+  auto prepared = sqlite::prepare_stmt(db, sql);
   if (!prepared) {
     return prepared.err();
   }
@@ -859,40 +862,27 @@ result<void> insert_meta(sqlite3 *db) {
 
 } // namespace
 
-result<std::int64_t> query_int(sqlite3 *db, const char *sql) {
-  auto prepared = prepare_stmt(db, sql);
-  if (!prepared) {
-    return prepared.err();
+result<void> register_storage(sqlite3 *db) {
+  if (auto r = detail::register_hist_module(db); !r) {
+    return r;
   }
-  const auto &st = *prepared;
-  const int rc = sqlite3_step(st.get());
-  if (rc != SQLITE_ROW) {
-    return make_error(rc == SQLITE_DONE ? std::string("no result") : sqlite3_errmsg(db));
+  if (auto r = detail::register_blame_module(db); !r) {
+    return r;
   }
-  return std::int64_t{sqlite3_column_int64(st.get(), 0)};
-}
-
-result<void> exec(sqlite3 *db, const char *sql) {
-  char *msg = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &msg) != SQLITE_OK) {
-    std::string m = msg != nullptr ? msg : sqlite3_errmsg(db);
-    sqlite3_free(msg);
-    return make_error(std::move(m));
-  }
-  return {};
+  return register_hist_functions(db);
 }
 
 result<db_state> check(sqlite3 *db, const std::string &path) {
   // The first read of the header is where SQLite notices a file that is not a database.
-  auto app = query_int(db, "PRAGMA application_id");
+  auto app = sqlite::query_int(db, "PRAGMA application_id");
   if (!app) {
     return make_error(fmt::format("{}: {}", path, app.err().msg));
   }
-  auto ver = query_int(db, "PRAGMA user_version");
+  auto ver = sqlite::query_int(db, "PRAGMA user_version");
   if (!ver) {
     return make_error(fmt::format("{}: {}", path, ver.err().msg));
   }
-  auto objects = query_int(db, "SELECT count(*) FROM sqlite_master");
+  auto objects = sqlite::query_int(db, "SELECT count(*) FROM sqlite_master");
   if (!objects) {
     return make_error(fmt::format("{}: {}", path, objects.err().msg));
   }
@@ -963,17 +953,17 @@ result<void> in_transaction(sqlite3 *db, const std::string &path, const char *wh
                             Body body) {
   auto fail = [&](const std::string &msg) {
     if (sqlite3_get_autocommit(db) == 0) {
-      (void)exec(db, "ROLLBACK");
+      (void)sqlite::exec(db, "ROLLBACK");
     }
     return make_error(fmt::format("{}: {}: {}", path, what, msg));
   };
-  if (auto r = exec(db, "BEGIN IMMEDIATE"); !r) {
+  if (auto r = sqlite::exec(db, "BEGIN IMMEDIATE"); !r) {
     return fail(r.err().msg);
   }
   auto state = check(db, path);
   if (!state) {
     if (sqlite3_get_autocommit(db) == 0) {
-      (void)exec(db, "ROLLBACK");
+      (void)sqlite::exec(db, "ROLLBACK");
     }
     return state.err();
   }
@@ -985,7 +975,7 @@ result<void> in_transaction(sqlite3 *db, const std::string &path, const char *wh
       return fail(r.err().msg);
     }
   }
-  if (auto r = exec(db, "COMMIT"); !r) {
+  if (auto r = sqlite::exec(db, "COMMIT"); !r) {
     return fail(r.err().msg);
   }
   return {};
@@ -1028,7 +1018,7 @@ int version_of(db_state s) {
 
 result<void> set_user_version(sqlite3 *db) {
   const std::string pragma = fmt::format("PRAGMA user_version = {}", schema_version);
-  return exec(db, pragma.c_str());
+  return sqlite::exec(db, pragma.c_str());
 }
 
 } // namespace
@@ -1038,7 +1028,7 @@ namespace {
 // created again with the topology columns (a CPU metric's view that it lacks is created by
 // insert_new_metrics, already with them).
 result<void> upgrade_v8_to_v9(sqlite3 *db) {
-  if (auto r = exec(db, upgrade_v8_to_v9_tables); !r) {
+  if (auto r = sqlite::exec(db, upgrade_v8_to_v9_tables); !r) {
     return r;
   }
   std::vector<tailed_view> views = v9_cpu_view_specs();
@@ -1050,7 +1040,7 @@ result<void> upgrade_v8_to_v9(sqlite3 *db) {
   for (const auto &[v, tail] : views) {
     const std::string exists = fmt::format(
         "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name = '{}'", v.name);
-    auto n = query_int(db, exists.c_str());
+    auto n = sqlite::query_int(db, exists.c_str());
     if (!n) {
       return n.err();
     }
@@ -1059,7 +1049,7 @@ result<void> upgrade_v8_to_v9(sqlite3 *db) {
     }
     const std::string sql = fmt::format("DROP VIEW {0};\nDROP VIEW {0}_1m;\nDROP VIEW {0}_1h;\n{1}",
                                         v.name, create_views(v, tail));
-    if (auto r = exec(db, sql.c_str()); !r) {
+    if (auto r = sqlite::exec(db, sql.c_str()); !r) {
       return r;
     }
   }
@@ -1077,14 +1067,14 @@ result<void> upgrade_v10_to_v11(sqlite3 *db) {
                          create_views(v, tail));
     }
   }
-  return exec(db, sql.c_str());
+  return sqlite::exec(db, sql.c_str());
 }
 } // namespace
 
 result<void> create(sqlite3 *db, const std::string &path) {
   // Retention deletes old rows; incremental auto-vacuum lets the daemon give the freed pages
   // back to the file system a few at a time. It must be chosen before the first table exists.
-  if (auto r = exec(db, "PRAGMA auto_vacuum = INCREMENTAL"); !r) {
+  if (auto r = sqlite::exec(db, "PRAGMA auto_vacuum = INCREMENTAL"); !r) {
     return make_error(fmt::format("{}: creating schema: {}", path, r.err().msg));
   }
   return in_transaction(
@@ -1092,41 +1082,41 @@ result<void> create(sqlite3 *db, const std::string &path) {
         // The header pragmas are transactional: they land with the tables or not at all.
         const std::string app = fmt::format("PRAGMA application_id = {}", application_id);
         for (const char *sql : {schema_v1, upgrade_v1_to_v2}) {
-          if (auto r = exec(db, sql); !r) {
+          if (auto r = sqlite::exec(db, sql); !r) {
             return r;
           }
         }
-        if (auto r = exec(db, v3_views_with_tables().c_str()); !r) {
+        if (auto r = sqlite::exec(db, v3_views_with_tables().c_str()); !r) {
           return r;
         }
-        if (auto r = exec(db, upgrade_v3_to_v4); !r) {
+        if (auto r = sqlite::exec(db, upgrade_v3_to_v4); !r) {
           return r;
         }
-        if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
+        if (auto r = sqlite::exec(db, upgrade_v4_to_v5().c_str()); !r) {
           return r;
         }
-        if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
+        if (auto r = sqlite::exec(db, upgrade_v5_to_v6().c_str()); !r) {
           return r;
         }
-        if (auto r = exec(db, upgrade_v6_to_v7); !r) {
+        if (auto r = sqlite::exec(db, upgrade_v6_to_v7); !r) {
           return r;
         }
-        if (auto r = exec(db, upgrade_v7_to_v8); !r) {
+        if (auto r = sqlite::exec(db, upgrade_v7_to_v8); !r) {
           return r;
         }
         if (auto r = upgrade_v8_to_v9(db); !r) {
           return r;
         }
-        if (auto r = exec(db, upgrade_v9_to_v10); !r) {
+        if (auto r = sqlite::exec(db, upgrade_v9_to_v10); !r) {
           return r;
         }
         if (auto r = upgrade_v10_to_v11(db); !r) {
           return r;
         }
-        if (auto r = exec(db, upgrade_v11_to_v12); !r) {
+        if (auto r = sqlite::exec(db, upgrade_v11_to_v12); !r) {
           return r;
         }
-        if (auto r = exec(db, upgrade_v12_to_v13); !r) {
+        if (auto r = sqlite::exec(db, upgrade_v12_to_v13); !r) {
           return r;
         }
         if (auto r = insert_new_metrics(db); !r) {
@@ -1135,7 +1125,7 @@ result<void> create(sqlite3 *db, const std::string &path) {
         if (auto r = insert_meta(db); !r) {
           return r;
         }
-        if (auto r = exec(db, app.c_str()); !r) {
+        if (auto r = sqlite::exec(db, app.c_str()); !r) {
           return r;
         }
         return set_user_version(db);
@@ -1148,60 +1138,61 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
     const int v = version_of(state);
     if (state == db_state::version1) {
-      if (auto r = exec(db, upgrade_v1_to_v2); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v1_to_v2); !r) {
         return r;
       }
       // Version 1 recorded the latency group only, always.
-      if (auto r = exec(db, "UPDATE intervals SET groups = 1"); !r) {
+      if (auto r = sqlite::exec(db, "UPDATE intervals SET groups = 1"); !r) {
         return r;
       }
     }
     if (v <= 2) {
-      if (auto r = exec(db, v3_views_with_tables().c_str()); !r) {
+      if (auto r = sqlite::exec(db, v3_views_with_tables().c_str()); !r) {
         return r;
       }
       // Existing thread identities count as seen now: they are kept until every row of
       // theirs is past retention (a year by default), without scanning their rows.
       const std::string seen = "UPDATE thread SET last_ns = " + realtime_ns();
-      if (auto r = exec(db, seen.c_str()); !r) {
+      if (auto r = sqlite::exec(db, seen.c_str()); !r) {
         return r;
       }
     }
     // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
     // runqueue clock then).
     if (v <= 3) {
-      if (auto r = exec(db, upgrade_v3_to_v4); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v3_to_v4); !r) {
         return r;
       }
     }
     if (v <= 4) {
-      if (auto r = exec(db, upgrade_v4_to_v5().c_str()); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v4_to_v5().c_str()); !r) {
         return r;
       }
     }
     if (v <= 5) {
-      if (auto r = exec(db, upgrade_v5_to_v6().c_str()); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v5_to_v6().c_str()); !r) {
         return r;
       }
     }
     if (v <= 6) {
-      if (auto r = exec(db, upgrade_v6_to_v7); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v6_to_v7); !r) {
         return r;
       }
     }
     // A database whose user_version was lowered by hand may have v8's tables already.
-    auto packed = query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
-                                "'thread_hist_pack'");
+    auto packed = sqlite::query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                        "'thread_hist_pack'");
     if (!packed) {
       return packed.err();
     }
     if (*packed == 0) {
-      if (auto r = exec(db, upgrade_v7_to_v8); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v7_to_v8); !r) {
         return r;
       }
     }
     // The same for v9's table.
-    auto topo = query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cpu_topology'");
+    auto topo =
+        sqlite::query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cpu_topology'");
     if (!topo) {
       return topo.err();
     }
@@ -1211,18 +1202,20 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
       }
     }
     // And v10's index.
-    auto late = query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'intervals_late'");
+    auto late =
+        sqlite::query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'intervals_late'");
     if (!late) {
       return late.err();
     }
     if (*late == 0) {
-      if (auto r = exec(db, upgrade_v9_to_v10); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v9_to_v10); !r) {
         return r;
       }
     }
     // And v11's column.
-    auto approx = query_int(db, "SELECT count(*) FROM pragma_table_info('thread_blame') WHERE "
-                                "name = 'approx_ns'");
+    auto approx =
+        sqlite::query_int(db, "SELECT count(*) FROM pragma_table_info('thread_blame') WHERE "
+                              "name = 'approx_ns'");
     if (!approx) {
       return approx.err();
     }
@@ -1232,23 +1225,24 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
       }
     }
     // And v12's table.
-    auto summary = query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'hist_summary'");
+    auto summary =
+        sqlite::query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'hist_summary'");
     if (!summary) {
       return summary.err();
     }
     if (*summary == 0) {
-      if (auto r = exec(db, upgrade_v11_to_v12); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v11_to_v12); !r) {
         return r;
       }
     }
     // And v13's table.
-    auto blame_pack =
-        query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'");
+    auto blame_pack = sqlite::query_int(
+        db, "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'");
     if (!blame_pack) {
       return blame_pack.err();
     }
     if (*blame_pack == 0) {
-      if (auto r = exec(db, upgrade_v12_to_v13); !r) {
+      if (auto r = sqlite::exec(db, upgrade_v12_to_v13); !r) {
         return r;
       }
     }
@@ -1266,16 +1260,16 @@ result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
   });
 }
 
-} // namespace rsched::store::detail
+} // namespace rsched::store
 
-namespace rsched::store::detail {
+namespace rsched::store {
 
 namespace {
 // The metric rows and views of registry metrics the database lacks (inside a transaction).
 result<void> insert_new_metrics(sqlite3 *db) {
   for (const auto &d : metrics::registry) {
     const std::string exists = fmt::format("SELECT count(*) FROM metric WHERE id = {}", d.db_id);
-    auto n = query_int(db, exists.c_str());
+    auto n = sqlite::query_int(db, exists.c_str());
     if (!n) {
       return n.err();
     }
@@ -1290,7 +1284,7 @@ result<void> insert_new_metrics(sqlite3 *db) {
       sql += create_views(metric_view(d),
                           d.where == metrics::scope::cpu ? topology_tail("c.cpu") : std::string());
     }
-    if (auto r = exec(db, sql.c_str()); !r) {
+    if (auto r = sqlite::exec(db, sql.c_str()); !r) {
       return r;
     }
   }
@@ -1308,7 +1302,7 @@ result<void> add_new_metrics(sqlite3 *db, const std::string &path) {
     }
   }
   known += ")";
-  auto have = query_int(db, known.c_str());
+  auto have = sqlite::query_int(db, known.c_str());
   if (!have) {
     return make_error(fmt::format("{}: {}", path, have.err().msg));
   }
@@ -1317,20 +1311,20 @@ result<void> add_new_metrics(sqlite3 *db, const std::string &path) {
   }
   auto fail = [&](const std::string &msg) {
     if (sqlite3_get_autocommit(db) == 0) {
-      (void)exec(db, "ROLLBACK");
+      (void)sqlite::exec(db, "ROLLBACK");
     }
     return make_error(fmt::format("{}: adding new metrics: {}", path, msg));
   };
-  if (auto r = exec(db, "BEGIN IMMEDIATE"); !r) {
+  if (auto r = sqlite::exec(db, "BEGIN IMMEDIATE"); !r) {
     return fail(r.err().msg);
   }
   if (auto r = insert_new_metrics(db); !r) {
     return fail(r.err().msg);
   }
-  if (auto r = exec(db, "COMMIT"); !r) {
+  if (auto r = sqlite::exec(db, "COMMIT"); !r) {
     return fail(r.err().msg);
   }
   return {};
 }
 
-} // namespace rsched::store::detail
+} // namespace rsched::store

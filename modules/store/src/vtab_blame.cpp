@@ -1,7 +1,7 @@
 #include "vtab_blame.hpp"
 
+#include "rsched/sqlite/quote.hpp"
 #include "rsched/store/blame_pack.hpp"
-#include "rsched/store/sql_quote.hpp"
 
 #include <fmt/format.h>
 
@@ -455,7 +455,7 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
       c->st = *it;
       t->idle.erase(it);
     } else {
-      const std::string s = sql_ident(t->schema);
+      const std::string s = sqlite::sql_ident(t->schema);
       statements fresh;
       fresh.shape = shape;
       int rc = prepare(t,

@@ -1,16 +1,14 @@
 #include "rsched/store/writer.hpp"
 
 #include "rsched/base/timefmt.hpp"
+#include "rsched/sqlite/statement.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/store/blame_pack.hpp"
 #include "rsched/store/hist_pack.hpp"
 #include "rsched/store/hist_summary.hpp"
+#include "rsched/store/schema.hpp"
 
 #include "maintenance.hpp"
-#include "schema.hpp"
-#include "sql_functions.hpp"
-#include "vtab_blame.hpp"
-#include "vtab_hist.hpp"
 #include "writer_file.hpp"
 #include "writer_rows.hpp"
 
@@ -189,8 +187,6 @@ struct writer::impl {
   // Before db: released only after the connection is closed.
   writer_lock lock;
   SQLite::Database db;
-  // hist_merge for the rollups; the functions keep a pointer to it (stable: impl is on the heap).
-  detail::fn_context fns;
   retention keep;
   std::unique_ptr<detail::maintenance> maint;
   // The previous interval and how long its write took: stored with the next write.
@@ -1098,37 +1094,35 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     SQLite::Database db(path, flags, busy_timeout_ms);
     sqlite3 *h = db.getHandle();
     sqlite3_extended_result_codes(h, 1);
-    // thread_hist is a virtual table from schema v8 (created by create/upgrade below).
-    if (auto r = detail::register_hist_module(h); !r) {
-      return make_error(fmt::format("{}: {}", path, r.err().msg));
-    }
-    if (auto r = detail::register_blame_module(h); !r) {
+    // thread_hist and thread_blame are virtual tables (created by create/upgrade below), and the
+    // rollups call hist_merge: nothing more of SQL is needed to write.
+    if (auto r = store::register_storage(h); !r) {
       return make_error(fmt::format("{}: {}", path, r.err().msg));
     }
 
     // Classify before changing anything: a refused file must stay byte-identical (setting the
     // journal mode alone would rewrite the header of a foreign database).
-    auto state = detail::check(h, path);
+    auto state = store::check(h, path);
     if (!state) {
       if ((sqlite3_extended_errcode(h) & 0xff) == SQLITE_CORRUPT) {
         return make_error(fmt::format("database {} is corrupt: {}", path, sqlite3_errmsg(h)));
       }
       return state.err();
     }
-    if (*state != detail::db_state::empty && !is_memory(path)) {
+    if (*state != store::db_state::empty && !is_memory(path)) {
       if (auto r = quick_check(h, path); !r) {
         return r.err();
       }
     }
     // WAL lets rsched-sql read while the daemon writes; NORMAL is durable across application
     // crashes, and a power loss can only lose the last transactions, never corrupt the file.
-    if (auto r = detail::exec(h, "PRAGMA journal_mode = WAL"); !r) {
+    if (auto r = sqlite::exec(h, "PRAGMA journal_mode = WAL"); !r) {
       return make_error(fmt::format("{}: journal_mode=WAL: {}", path, r.err().msg));
     }
-    if (auto r = detail::exec(h, "PRAGMA synchronous = NORMAL"); !r) {
+    if (auto r = sqlite::exec(h, "PRAGMA synchronous = NORMAL"); !r) {
       return make_error(fmt::format("{}: synchronous=NORMAL: {}", path, r.err().msg));
     }
-    (void)detail::exec(h, journal_size_limit);
+    (void)sqlite::exec(h, journal_size_limit);
     // Keep the -wal and -shm files when the daemon closes the database: a read-only reader
     // (group member, no write access to the 0750 directory) cannot create them itself and could
     // then not open a WAL database at all.
@@ -1142,16 +1136,16 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
       }
     }
 
-    if (*state == detail::db_state::empty) {
-      if (auto r = detail::create(h, path); !r) {
+    if (*state == store::db_state::empty) {
+      if (auto r = store::create(h, path); !r) {
         return r.err();
       }
-    } else if (*state != detail::db_state::current) {
-      if (auto r = detail::upgrade(h, path, *state); !r) {
+    } else if (*state != store::db_state::current) {
+      if (auto r = store::upgrade(h, path, *state); !r) {
         return r.err();
       }
     }
-    if (auto r = detail::add_new_metrics(h, path); !r) {
+    if (auto r = store::add_new_metrics(h, path); !r) {
       return r.err();
     }
     if (auto r = record_writer(h, path); !r) {
@@ -1162,15 +1156,12 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     // a reader in the way) the data is intact and the next start tries again; until then
     // retention still frees pages for reuse inside the file.
     if (!is_memory(path)) {
-      if (auto av = detail::query_int(h, "PRAGMA auto_vacuum"); av && *av == 0) {
-        (void)detail::exec(h, "PRAGMA auto_vacuum = INCREMENTAL");
-        (void)detail::exec(h, "VACUUM");
+      if (auto av = sqlite::query_int(h, "PRAGMA auto_vacuum"); av && *av == 0) {
+        (void)sqlite::exec(h, "PRAGMA auto_vacuum = INCREMENTAL");
+        (void)sqlite::exec(h, "VACUUM");
       }
     }
     auto p = std::make_unique<impl>(path, std::move(lock), std::move(db));
-    if (auto r = detail::register_functions(p->db.getHandle(), &p->fns); !r) {
-      return make_error(fmt::format("{}: {}", path, r.err().msg));
-    }
     p->maint = std::make_unique<detail::maintenance>(p->db.getHandle());
     return writer(std::move(p));
   } catch (const SQLite::Exception &e) {

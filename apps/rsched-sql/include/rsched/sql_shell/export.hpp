@@ -12,7 +12,7 @@
 // end of every recorded interval of the window (cumulative, so increase() over the window is the
 // window's total). Histogram buckets: openmetrics::latency_edges_ns(), exact.
 #include "rsched/base/result.hpp"
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -41,7 +41,7 @@ struct export_stats {
 };
 
 // Writes the export of [from, to) (UTC ns, interval start times) to `out`.
-result<export_stats> write_openmetrics(store::reader &db, const export_args &a, std::int64_t from,
+result<export_stats> write_openmetrics(query::reader &db, const export_args &a, std::int64_t from,
                                        std::int64_t to, std::ostream &out);
 
 // export perfetto: the window as a Chrome JSON trace that ui.perfetto.dev opens. Five track
@@ -50,7 +50,7 @@ result<export_stats> write_openmetrics(store::reader &db, const export_args &a, 
 // delay per interval (ms, held until the next interval); annotations, spikes
 // (spikes('sched_delay', '3x')) and the stretches not recorded (gaps()) as slices. Names are
 // written as the terminal shows them (valid UTF-8). `points` counts the trace's events.
-result<export_stats> write_perfetto(store::reader &db, const export_args &a, std::int64_t from,
+result<export_stats> write_perfetto(query::reader &db, const export_args &a, std::int64_t from,
                                     std::int64_t to, std::ostream &out);
 
 } // namespace rsched::sql_shell

@@ -12,7 +12,7 @@
 namespace rsched::sql_shell {
 
 // Accumulates input lines until they form complete SQL statement(s) (by default per
-// store::reader::complete, i.e. sqlite3_complete: ends with ';' outside quotes, comments and
+// query::reader::complete, i.e. sqlite3_complete: ends with ';' outside quotes, comments and
 // triggers).
 class statement_buffer {
 public:

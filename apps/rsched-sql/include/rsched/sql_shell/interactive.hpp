@@ -20,11 +20,11 @@ struct interactive_options {
 };
 
 // Reads statements and dot commands until Ctrl-D (an unfinished statement is dropped) or .quit.
-// Statements may span lines (until store::reader::complete); a failed statement prints its error
+// Statements may span lines (until query::reader::complete); a failed statement prints its error
 // and the session goes on. Each statement (all its lines) and each dot command is one history
 // entry, appended to the history file as soon as it is entered. Ctrl-C at the prompt drops the
 // statement being typed; during a query it cancels the query ("rsched-sql: Interrupted") and the
-// prompt comes back (when store::reader can be interrupted, see shell::can_interrupt; otherwise
+// prompt comes back (when query::reader can be interrupted, see shell::can_interrupt; otherwise
 // it ends the process). Prompts go to stderr when stdout is not a terminal. Returns exit_ok.
 int run_interactive(shell &sh, const interactive_options &opts);
 

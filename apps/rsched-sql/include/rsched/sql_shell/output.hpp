@@ -9,8 +9,8 @@
 // stdout is, so they never carry a raw control byte; they also show ns columns with units and
 // UTC ns timestamps as times in the display zone.
 #include "rsched/base/timefmt.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/options.hpp"
-#include "rsched/store/reader.hpp"
 
 #include <cstddef>
 #include <ostream>
@@ -34,22 +34,22 @@ void append_csv_text(std::string &out, std::string_view s);
 
 // Appends one value as a CSV field: NULL empty, integers in decimal, reals per format_real, blobs
 // per blob_literal, text per append_csv_text (escaped for the terminal first if `escape_text`).
-void append_csv_field(std::string &out, const store::value &v, bool escape_text);
+void append_csv_field(std::string &out, const query::value &v, bool escape_text);
 
 // One CSV record: the fields separated by ',' and terminated by CRLF.
-std::string csv_record(const std::vector<store::value> &row, bool escape_text);
+std::string csv_record(const std::vector<query::value> &row, bool escape_text);
 std::string csv_header(const std::vector<std::string> &columns, bool escape_text);
 
 // Appends one value as JSON: null, integer, real (non-finite: null), string (per
 // text::append_json_string: U+FFFD for each byte that is not part of valid UTF-8), blob as a
 // string of lowercase hex.
-void append_json_value(std::string &out, const store::value &v);
+void append_json_value(std::string &out, const query::value &v);
 
 // One JSON object {"col":value,...} for a row (no line end). A text value that is not valid UTF-8
 // is followed by a member "<col>_hex" with its exact bytes in lowercase hex (rsched/base/text.hpp);
 // when a column of the result already has that name, "_hex" is added again until the name is free.
 std::string json_object(const std::vector<std::string> &columns,
-                        const std::vector<store::value> &row);
+                        const std::vector<query::value> &row);
 
 // How the human modes show a column, from its name (ASCII case-insensitive):
 //   time      ts, peak_ts, start_ns, end_ns: UTC ns, shown as a time when the value is > 1e17
@@ -79,12 +79,12 @@ struct cell {
 };
 
 // Display form of a value in a table: NULL as "NULL", blobs as "<blob N bytes>", text escaped.
-cell table_cell(const store::value &v);
+cell table_cell(const query::value &v);
 
 // table_cell with units: a number in a duration column per format_duration_ns, in a percentile
 // column per format_percentile_ns, a REAL in a percent column with one decimal, an integer > 1e17
 // in a time column per timefmt::format_time in `z`.
-cell human_cell(const store::value &v, column_kind kind, const timefmt::zone &z);
+cell human_cell(const query::value &v, column_kind kind, const timefmt::zone &z);
 
 enum class table_style { ascii, box };
 
@@ -129,13 +129,13 @@ public:
   printer(std::ostream &out, output_config cfg) : out_(&out), cfg_(std::move(cfg)) {}
 
   void begin(const std::vector<std::string> &columns);
-  void row(const std::vector<store::value> &values);
+  void row(const std::vector<query::value> &values);
   // Prints a pending result. Call after every exec; `ok` false when it failed (interrupted, an
   // error): a result without rows is then dropped, one with rows is printed as far as it got.
   void finish(bool ok = true);
 
   // A sink whose callbacks forward to begin()/row(); valid while this printer lives.
-  store::result_sink sink();
+  query::result_sink sink();
 
   // Where results go from now on (call between statements).
   void set_stream(std::ostream &out) { out_ = &out; }

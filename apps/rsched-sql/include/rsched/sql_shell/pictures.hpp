@@ -1,10 +1,10 @@
 #pragma once
 // rsched-sql's pictures: `heatmap`, `plot` and `report` (subcommands, and .heatmap / .plot in the
-// shell). The history is read through store::reader (SQL and rsched's functions) into
+// shell). The history is read through query::reader (SQL and rsched's functions) into
 // rsched::charts data, which draws it (SVG, HTML, or text for a terminal).
 #include "rsched/base/result.hpp"
 #include "rsched/charts/charts.hpp"
-#include "rsched/store/reader.hpp"
+#include "rsched/query/reader.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +29,7 @@ struct mark_list {
   std::int64_t total = 0;        // how many annotations overlap the window in all
   std::vector<std::int64_t> ids; // marks[i]'s annotation id (0 over several hosts)
 };
-result<mark_list> load_marks(store::reader &db, std::int64_t from, std::int64_t to);
+result<mark_list> load_marks(query::reader &db, std::int64_t from, std::int64_t to);
 
 // heatmap [--view VIEW] [--where SQL] [--from T] [--to T] [--step DUR] [--by cpu|comm|cgroup]
 //         [--top N] [--max DUR] [--column COL] [-o FILE.svg]
@@ -84,7 +84,7 @@ inline constexpr std::size_t svg_columns = 180;
 // `SELECT sum(hist_count(hist)) FROM <view> WHERE <that> AND (<where>)`. Long windows read whole
 // minutes (hours) from the 1-minute (1-hour) tier where it is built and kept, exactly, unless
 // the condition names a per-thread column (tid, pid).
-result<std::vector<charts::heatmap>> load_heatmap(store::reader &db, const heatmap_args &a,
+result<std::vector<charts::heatmap>> load_heatmap(query::reader &db, const heatmap_args &a,
                                                   std::size_t max_columns);
 // A heatmap's arguments checked and its window, column width and clip resolved, before any
 // histogram is read.
@@ -95,7 +95,7 @@ struct heatmap_plan {
   std::int64_t from = 0, to = 0, step = 1;
   std::optional<std::uint64_t> clip;
 };
-result<heatmap_plan> plan_heatmap(store::reader &db, const heatmap_args &a,
+result<heatmap_plan> plan_heatmap(query::reader &db, const heatmap_args &a,
                                   std::size_t max_columns);
 // The panels of several plans (load_heatmap's each), from one read of the rows when they are
 // of one view, histogram columns, window, column width and tiers (the report's heatmaps of all
@@ -104,16 +104,16 @@ result<heatmap_plan> plan_heatmap(store::reader &db, const heatmap_args &a,
 // merged per column (column i: [col0 + i * step, + step)), nullopt where it has no rows; it
 // needs the plans read together (an error otherwise).
 result<std::vector<std::vector<charts::heatmap>>>
-load_heatmaps(store::reader &db, const std::vector<heatmap_plan> &plans,
+load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
               std::vector<std::optional<stats::histogram>> *merged = nullptr);
 // The chart of a plot's query, with the annotations and gaps of its time range.
-result<charts::series_chart> load_plot(store::reader &db, const plot_args &a);
+result<charts::series_chart> load_plot(query::reader &db, const plot_args &a);
 // The same chart of rows already read (columns and rows as the query would give them).
-result<charts::series_chart> plot_of_rows(store::reader &db, const plot_args &a,
+result<charts::series_chart> plot_of_rows(query::reader &db, const plot_args &a,
                                           const std::vector<std::string> &columns,
-                                          const std::vector<std::vector<store::value>> &rows);
+                                          const std::vector<std::vector<query::value>> &rows);
 // The incident report: one self-contained HTML page.
-result<std::string> build_report(store::reader &db, const report_args &a);
+result<std::string> build_report(query::reader &db, const report_args &a);
 
 // Where a picture without -o goes: a terminal (text, sized to it, in colour) or a stream that
 // is not one (an SVG or HTML document).
@@ -128,7 +128,7 @@ struct picture_target {
 // Runs `kind` ("heatmap", "plot" or "report") with its arguments: with -o FILE the document is
 // written there (and `note` says so), else to the target. Bad arguments are errors with errnum
 // EINVAL (exit 2); the rest errnum 0.
-result<void> run_picture(store::reader &db, const std::string &kind,
+result<void> run_picture(query::reader &db, const std::string &kind,
                          const std::vector<std::string> &args, const picture_target &target,
                          std::string &note);
 

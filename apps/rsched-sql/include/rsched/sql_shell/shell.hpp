@@ -1,13 +1,13 @@
 #pragma once
 // The part of rsched-sql between its input and the database: runs SQL and dot commands against a
-// store::reader, prints results through a printer and errors as one line each. No terminal, no
+// query::reader, prints results through a printer and errors as one line each. No terminal, no
 // readline: the interactive loop (interactive.hpp) and the tests drive it.
 #include "rsched/base/result.hpp"
 #include "rsched/base/safe_file.hpp"
 #include "rsched/base/timefmt.hpp"
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/options.hpp"
 #include "rsched/sql_shell/output.hpp"
-#include "rsched/store/reader.hpp"
 
 #include <csignal>
 #include <cstddef>
@@ -33,7 +33,7 @@ public:
   // `out` gets results, `err` error lines ("rsched-sql: ..."). Both must outlive the shell.
   // `cfg` describes `out`: escape_csv_text and max_rows are meant for a terminal and are dropped
   // while results go to a file (.output, .once).
-  shell(store::reader &db, std::ostream &out, std::ostream &err, output_config cfg);
+  shell(query::reader &db, std::ostream &out, std::ostream &err, output_config cfg);
 
   // The database file, for the commands that write annotations (.mark, .import-incidents).
   void set_db_path(std::string path) { db_path_ = std::move(path); }
@@ -67,7 +67,7 @@ public:
   int run_script(std::istream &in, std::string_view source = "standard input");
 
   // Sends an interrupt to the running statement: safe to call from a signal handler. The
-  // statement fails with "Interrupted" (needs store::reader::interrupt(); without it this only
+  // statement fails with "Interrupted" (needs query::reader::interrupt(); without it this only
   // sets the flag). True when the reader can be interrupted.
   void interrupt() noexcept;
   static bool can_interrupt();
@@ -95,7 +95,7 @@ private:
   // Reports on stderr when the window a statement asked for is only partly recorded.
   void note_coverage(std::int64_t a, std::int64_t b);
   status query_lines(std::string_view sql, std::vector<std::string> &lines,
-                     const std::vector<store::value> &params = {});
+                     const std::vector<query::value> &params = {});
   status open_output(const std::string &file, std::unique_ptr<safe_file> &slot);
   void route_output(); // points the printer at the .once file, the .output file or `out_`
   status dot_mark(const std::vector<std::string> &args);
@@ -103,7 +103,7 @@ private:
   status dot_import(const std::vector<std::string> &args);
   status dot_read(const std::vector<std::string> &args);
 
-  store::reader &db_;
+  query::reader &db_;
   std::ostream &out_;
   std::ostream &err_;
   printer printer_;
@@ -129,7 +129,7 @@ private:
 bool names_time_window(std::string_view sql);
 
 // Adds the annotation of a mark command (times parsed in `z`, relative to `now_ns`); returns its
-// id. Writes through store::add_annotation (a short read-write connection).
+// id. Writes through query::add_annotation (a short read-write connection).
 result<std::int64_t> add_mark(const std::string &db_path, const mark_args &m,
                               const timefmt::zone &z, std::int64_t now_ns);
 
@@ -137,7 +137,7 @@ result<std::int64_t> add_mark(const std::string &db_path, const mark_args &m,
 // joined with spaces).
 result<mark_args> parse_mark_args(const std::vector<std::string> &args);
 
-// An error of store::reader::exec on SQL that starts at input line `first_line` (1-based), with
+// An error of query::reader::exec on SQL that starts at input line `first_line` (1-based), with
 // its position made relative to the whole input: a leading "line L" (the reader's line within the
 // SQL it got) becomes "line L + first_line - 1"; other messages get " (input line N)".
 std::string locate(const std::string &msg, std::size_t first_line);

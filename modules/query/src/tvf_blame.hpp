@@ -1,0 +1,126 @@
+#pragma once
+// What blame(), spikes() and the SQL around them share: which threads a victim pattern selects
+// ("postgres", "comm:post*", "cgroup:/system.slice/db.service", "pid:1234", "tid:1234"), and the
+// blame, throttling and pressure of a window for such a set of threads.
+#include "rsched/base/result.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace rsched::query::detail {
+
+// A condition on the thread identity `t` (an SQL expression with one parameter ?N, or TRUE).
+struct victim {
+  enum class kind { all, comm, cgroup, pid, tid } what = kind::all;
+  std::string text;        // the pattern (comm, cgroup) as given
+  std::int64_t number = 0; // pid, tid
+  bool glob = false;       // the pattern has GLOB wildcards (* ? [)
+  bool descendants = true; // cgroup without wildcards: its descendants too
+  // "t.comm GLOB ?7" etc. with `param` the parameter's number; "1" for all threads.
+  [[nodiscard]] std::string sql(int param) const;
+  // Binds the pattern or number to parameter `param` of `st` (nothing for all threads).
+  void bind(sqlite3_stmt *st, int param) const;
+  // "comm postgres", "cgroup /x", "pid 12", "all threads".
+  [[nodiscard]] std::string describe() const;
+};
+
+// The database has a table of that name (in main).
+bool has_table(sqlite3 *db, const char *name);
+
+// Parses a victim pattern; "" or NULL (nullopt) is every thread. The error names the function.
+result<victim> parse_victim(std::optional<std::string_view> text, const char *fn);
+
+// Threads matching every one of `vs` (a victim pattern and the key of a spike, say).
+using victims = std::vector<victim>;
+// "c1 AND c2 ..." with parameters from `first` on, and their binding.
+std::string victims_sql(const victims &vs, int first);
+void bind_victims(sqlite3_stmt *st, const victims &vs, int first);
+
+// One culprit of a window's blame.
+struct culprit_sum {
+  int kind = 0; // 0 process, 1 <idle>, 2 <unknown>, 3 <other>
+  std::optional<std::int64_t> pid;
+  std::string comm;
+  std::string cgroup;
+  std::int64_t wait_ns = 0;
+  std::int64_t waits = 0;
+  std::int64_t preempts = 0;
+  // Schema v11: the part of wait_ns estimated; nullopt when every row was written before.
+  std::optional<std::int64_t> approx_ns;
+};
+
+// The victims' blame in intervals overlapping [a, b), culprits by wait (then preemptions),
+// descending. An empty list where the database has no blame tables (schema < 5).
+result<std::vector<culprit_sum>> blame_of(sqlite3 *db, const victims &v, std::int64_t a,
+                                          std::int64_t b);
+
+// The same per victim thread (thread.id), unsorted: explain() ranks each thread's culprits.
+struct thread_culprit {
+  std::int64_t thread_id = 0;
+  culprit_sum culprit;
+};
+result<std::vector<thread_culprit>> blame_by_thread(sqlite3 *db, const victims &v, std::int64_t a,
+                                                    std::int64_t b);
+
+// The victims' waits in raw intervals overlapping [a, b) behind a culprit process that were
+// priority inversions (store::priority_inversion, the rule of inversions()), per victim thread
+// (thread.id) and culprit (pid, comm, cgroup), with the latest such row's scheduling. Empty
+// where the blame rows keep no priorities (schema < 9).
+struct inverted_wait {
+  std::int64_t thread_id = 0;
+  std::int64_t culprit_pid = 0;
+  std::string comm;
+  std::string cgroup;
+  std::int64_t wait_ns = 0;
+  int policy = 0, prio = 0, by_policy = 0, by_prio = 0;
+};
+result<std::vector<inverted_wait>> inverted_waits(sqlite3 *db, const victims &v, std::int64_t a,
+                                                  std::int64_t b);
+
+// Whether `table` (thread_blame or cgroup_cpu, keyed by interval_id first) has rows in the
+// intervals overlapping [a, b): spikes() asks once for its whole window instead of running
+// blame_of and pressure_of for each of (possibly thousands of) spikes over nothing.
+bool recorded_in(sqlite3 *db, const char *table, std::int64_t a, std::int64_t b);
+
+// What the kernel said about the victims' cgroups and the system in [a, b): the most-throttled
+// cgroup among the victims' cgroups and their ancestors (below the root), the highest PSI
+// "some" share among the victims' cgroups, and the system's PSI "some" share. Empty where not
+// recorded.
+struct pressure_sum {
+  std::optional<std::int64_t> throttled_ns;
+  std::string throttled_cgroup;
+  std::optional<double> victim_some_pct;
+  std::optional<double> system_some_pct;
+};
+result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b);
+
+// blame_of and pressure_of of many windows at once (spikes(): every incident's cause; explain():
+// every victim cgroup's pressure): the same answers, from one read of the blame, sched_delay
+// and cgroup_cpu rows of the intervals overlapping any of the windows instead of one read per
+// window (an hour's incidents overlap, and each re-read every row of its window). `blame` or
+// `pressure` false leaves that part empty; `per_thread` gives blame_by_thread's rows instead of
+// blame_of's.
+struct window_query {
+  victims who;
+  std::int64_t a = 0, b = 0;
+};
+struct window_causes {
+  std::vector<culprit_sum> culprits;     // blame_of(who, a, b)
+  std::vector<thread_culprit> by_thread; // per_thread: blame_by_thread(who, a, b)
+  pressure_sum pressure;                 // pressure_of(who, a, b)
+};
+result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
+                                             bool blame, bool pressure, bool per_thread = false);
+
+// One line naming a likely cause: "hog[4242] 91% of the wait, <idle> 5%; throttled 1.20 s
+// (/app); CPU pressure 35%". A culprit process is named comm[pid] (two processes of one name
+// are two culprits); pseudo-culprits and rollup culprits (per comm, no pid) by name alone.
+std::string cause_text(const std::vector<culprit_sum> &culprits, const pressure_sum &p);
+
+} // namespace rsched::query::detail

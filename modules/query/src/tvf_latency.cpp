@@ -1,0 +1,1295 @@
+// hist_buckets, spikes, compare: latency analytics over the histogram rows.
+#include "rsched/base/text.hpp"
+#include "rsched/sqlite/statement.hpp"
+#include "rsched/stats/encoding.hpp"
+#include "rsched/stats/histogram.hpp"
+#include "rsched/stats/percentile.hpp"
+#include "rsched/store/hist_summary.hpp"
+
+#include "table_functions.hpp"
+#include "tvf_blame.hpp"
+#include "tvf_window.hpp"
+#include "vtab_tiered.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace rsched::query::detail {
+
+// ---- hist_buckets --------------------------------------------------------------------------
+
+result<rows> hist_buckets(sqlite3 * /*db*/, const fn_context & /*ctx*/, const args_t &args) {
+  auto h = store::hist_arg(args[0], "hist_buckets");
+  if (!h) {
+    return h.err();
+  }
+  rows out;
+  if (!*h) {
+    return out;
+  }
+  const auto &hist = **h;
+  constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  auto clamp = [](std::uint64_t v) { return static_cast<std::int64_t>(v > max ? max : v); };
+  for (std::size_t s = 0; s < stats::slot_count(hist.kind); ++s) {
+    if (hist.slots[s] == 0) {
+      continue;
+    }
+    const stats::bucket b = stats::bucket_bounds(hist.kind, s);
+    out.push_back(
+        {clamp(b.lo), b.open_ended() ? value{} : value{clamp(b.hi)}, clamp(hist.slots[s])});
+  }
+  return out;
+}
+
+// ---- spikes --------------------------------------------------------------------------------
+
+namespace {
+
+struct metric_source {
+  bool cpu = false; // cpu_hist (key: CPU) instead of thread_hist (key: comm)
+  std::int64_t id = 1;
+};
+
+result<metric_source> metric_of(sqlite3 *db, sqlite3_value *v, const char *fn) {
+  const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+  const std::string name = p != nullptr ? p : "";
+  if (name == "cpu_sched_delay") {
+    return metric_source{true, 1};
+  }
+  if (name == "cpu_idle") {
+    return metric_source{true, 8};
+  }
+  auto st =
+      sqlite::prepare_stmt(db, "SELECT id FROM metric WHERE name = ?1 AND name <> 'cpu_idle'");
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_text(st->get(), 1, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(st->get()) != SQLITE_ROW) {
+    return make_error(fmt::format("{}: unknown metric '{}' (sched_delay, cpu_sched_delay, "
+                                  "waking_delay, sleep, slice_voluntary, ...)",
+                                  fn, name));
+  }
+  return metric_source{false, sqlite3_column_int64(st->get(), 0)};
+}
+
+// A thread metric's key and victim filter come from the thread's identity, looked up once per
+// thread (a day has tens of millions of rows of a few thousand threads), not joined per row:
+// the `key` column of the thread ("comm", "cgroup" or "pid"), nullopt when the thread does not
+// match the victims (or has no identity, as a join drops).
+class thread_keys {
+public:
+  static result<thread_keys> make(sqlite3 *db, const std::string &key, const victims &vs) {
+    auto q =
+        sqlite::prepare_stmt(db, fmt::format("SELECT t.{} FROM thread AS t WHERE t.id = ?1 AND {}",
+                                             key, victims_sql(vs, 2)));
+    if (!q) {
+      return q.err();
+    }
+    thread_keys k;
+    k.db_ = db;
+    k.vs_ = vs;
+    k.ident_ = std::move(*q);
+    return k;
+  }
+  result<const std::optional<value> *> of(std::int64_t thread) {
+    auto [it, fresh] = key_of_.try_emplace(thread);
+    if (fresh) {
+      sqlite3_stmt *q = ident_.get();
+      sqlite3_reset(q);
+      sqlite3_bind_int64(q, 1, thread);
+      bind_victims(q, vs_, 2);
+      const int r = sqlite3_step(q);
+      if (r == SQLITE_ROW) {
+        it->second = sqlite3_column_type(q, 0) == SQLITE_INTEGER
+                         ? value{std::int64_t{sqlite3_column_int64(q, 0)}}
+                         : value{sqlite::column_text(q, 0)};
+      } else if (r != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db_));
+      }
+    }
+    return &it->second;
+  }
+
+private:
+  sqlite3 *db_ = nullptr;
+  victims vs_;
+  sqlite::stmt_ptr ident_;
+  std::unordered_map<std::int64_t, std::optional<value>> key_of_;
+};
+
+// Streams the histogram rows of `m` in intervals overlapping [a, b) of the threads matching
+// `vs`, in time order: on_interval(interval_info) before the first row of each interval that
+// has one, then on_row(key, histogram) per row, the key being the `key` column of the row's
+// thread ("comm", "cgroup" or "pid") or, for a CPU metric, the CPU, and `thread` the row's
+// thread (its thread.id; the CPU for a CPU metric). Nothing is kept: a day of a busy machine is
+// tens of millions of rows. Rows of threads without an identity are skipped.
+template <typename OnInterval, typename OnRow>
+result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
+                       const std::string &key, const victims &vs, OnInterval &&on_interval,
+                       OnRow &&on_row) {
+  const std::string src = timeline(db);
+  const std::string sql =
+      m.cpu ? fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, c.cpu, "
+                          "c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON c.interval_id = i.id "
+                          "AND c.metric = ?3 WHERE {} ORDER BY i.start_ns, i.id",
+                          src, overlaps(db, "i", a))
+            : fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, "
+                          "h.thread_id, h.hist FROM {} AS i CROSS JOIN thread_hist AS h "
+                          "ON h.interval_id = i.id AND h.metric = ?3{} WHERE {} "
+                          "ORDER BY i.start_ns, i.id",
+                          src,
+                          // The victims' threads chosen in SQL too: a row SQLite hands back
+                          // has its histogram read, and a narrow victim skips most of them.
+                          vs.empty() ? std::string()
+                                     : fmt::format(" CROSS JOIN thread AS t ON t.id = h.thread_id "
+                                                   "AND {}",
+                                                   victims_sql(vs, 4)),
+                          overlaps(db, "i", a));
+  auto st = sqlite::prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  sqlite3_bind_int64(st->get(), 3, m.id);
+  if (!m.cpu) {
+    bind_victims(st->get(), vs, 4);
+  }
+  std::optional<thread_keys> keys;
+  if (!m.cpu) {
+    auto k = thread_keys::make(db, key, vs);
+    if (!k) {
+      return k.err();
+    }
+    keys = std::move(*k);
+  }
+  std::optional<std::int64_t> current; // the interval of the last row passed on
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    sqlite3_stmt *s = st->get();
+    const std::int64_t id = sqlite3_column_int64(s, 0);
+    value k;
+    const std::int64_t thread = sqlite3_column_int64(s, 5);
+    if (m.cpu) {
+      k = std::int64_t{thread};
+    } else {
+      auto tk = keys->of(thread);
+      if (!tk) {
+        return tk.err();
+      }
+      if (!**tk) {
+        continue; // not one of the victims
+      }
+      k = ***tk;
+    }
+    auto h = col_hist(s, 6);
+    if (!h) {
+      return make_error("stored histogram: " + h.err().msg);
+    }
+    if (current != id) {
+      current = id;
+      on_interval(interval_info{id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2),
+                                sqlite::column_text(s, 3), sqlite3_column_int64(s, 4) != 0});
+    }
+    if (auto r = on_row(std::move(k), thread, *h); !r) {
+      return r.err();
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
+// A run of a series that spans an interval: its samples above `threshold` in the rows of its
+// key (every row for `all`) are counted per comm (CPU for a CPU metric) into contrib[run].
+struct run_need {
+  value key;
+  std::size_t run;
+  std::uint64_t threshold;
+  bool operator<(const run_need &o) const { return key < o.key; }
+};
+
+// For each interval of `needs` (a position in `ivs`, so in time order as the old per-run sums
+// were added; its runs sorted by key), its rows of the threads matching
+// `vs` read once, whatever the number of runs that span it.
+result<void> add_above(sqlite3 *db, metric_source m, const std::string &key, const victims &vs,
+                       bool all, const std::vector<interval_info> &ivs,
+                       const std::map<std::size_t, std::vector<run_need>> &needs,
+                       std::vector<std::map<value, double>> &contrib) {
+  const std::string sql =
+      m.cpu ? std::string("SELECT c.cpu, '', c.hist FROM cpu_hist AS c WHERE c.interval_id = ?1 "
+                          "AND c.metric = ?2")
+            : fmt::format(
+                  "SELECT t.{}, t.comm, h.hist FROM thread_hist AS h CROSS JOIN thread AS t ON "
+                  "t.id = h.thread_id WHERE h.interval_id = ?1 AND h.metric = ?2 AND {}",
+                  key, victims_sql(vs, 3));
+  auto st = sqlite::prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_stmt *s = st->get();
+  for (const auto &[at, runs] : needs) {
+    const std::int64_t id = ivs[at].id;
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, m.id);
+    bind_victims(s, vs, 3);
+    int rc = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      value k;
+      if (sqlite3_column_type(s, 0) == SQLITE_INTEGER) {
+        k = std::int64_t{sqlite3_column_int64(s, 0)};
+      } else {
+        k = sqlite::column_text(s, 0);
+      }
+      auto lo = runs.begin();
+      auto hi = runs.end();
+      if (!all) {
+        const run_need probe{k, 0, 0};
+        std::tie(lo, hi) = std::equal_range(runs.begin(), runs.end(), probe);
+      }
+      if (lo == hi) {
+        continue;
+      }
+      auto h = col_hist(s, 2);
+      if (!h) {
+        return make_error("stored histogram: " + h.err().msg);
+      }
+      const value who = m.cpu ? k : value{sqlite::column_text(s, 1)};
+      for (auto it = lo; it != hi; ++it) {
+        contrib[it->run][who] += store::count_above(*h, it->threshold);
+      }
+    }
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+  }
+  return {};
+}
+
+std::string key_text(const value &k) {
+  if (const auto *i = std::get_if<std::int64_t>(&k)) {
+    return fmt::format("cpu {}", *i);
+  }
+  return std::get<std::string>(k);
+}
+
+constexpr std::size_t baseline_intervals = 60;
+constexpr double spike_p = 99.0;
+static_assert(spike_p == store::summary_p, "spikes() reads the summaries' p99");
+// Runs above the threshold at most this far apart are one incident (spikes' `gap`).
+constexpr std::int64_t default_gap = 10'000'000'000;
+
+} // namespace
+
+namespace {
+
+// spikes' threshold: a number (ns), a duration text ('5ms') or a multiple of the baseline ('3x').
+struct threshold_arg {
+  std::optional<double> multiple;
+  std::int64_t absolute = 0;
+};
+
+result<threshold_arg> parse_threshold(sqlite3_value *v) {
+  threshold_arg t;
+  if (sqlite3_value_type(v) == SQLITE_TEXT) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+    std::string txt = p != nullptr ? p : "";
+    while (!txt.empty() && txt.back() == ' ') {
+      txt.pop_back();
+    }
+    if (!txt.empty() && (txt.back() == 'x' || txt.back() == 'X')) {
+      char *end = nullptr;
+      const std::string num = txt.substr(0, txt.size() - 1);
+      const double f = std::strtod(num.c_str(), &end);
+      if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(f) || f <= 0) {
+        return make_error(fmt::format("spikes: invalid threshold '{}' (a multiple like '3x', "
+                                      "ns, or a duration like '5ms')",
+                                      text::escape_for_terminal(txt)));
+      }
+      t.multiple = f;
+      return t;
+    }
+  }
+  auto d = duration_arg(v, "spikes: threshold");
+  if (!d) {
+    return d.err();
+  }
+  t.absolute = *d;
+  return t;
+}
+
+// spikes' rules for one call: the threshold, where the window starts (intervals before it are
+// the baseline's and an incident's beginning, not shown), the samples an interval needs to be
+// judged, and the gap that still joins two runs into one incident.
+struct spike_rules {
+  threshold_arg thr;
+  std::int64_t window_start = 0;
+  std::uint64_t min_samples = 1;
+  std::int64_t gap = 0;
+};
+
+struct spike_run {
+  std::size_t first, last; // into the scanned intervals
+  std::uint64_t peak;
+  std::size_t peak_at; // into the scanned intervals
+  std::uint64_t threshold;
+};
+
+// An incident that has lasted this many intervals is the series' new level (relative
+// thresholds): its last baseline_intervals intervals become the baseline and it ends there.
+constexpr std::size_t adopt_intervals = 5 * baseline_intervals;
+
+// The incidents of one series, fed its intervals in time order. An incident starts at an
+// interval whose p99 is above the threshold; it goes on while intervals are above the stay
+// level (half way from the baseline to the threshold; half an absolute threshold), across
+// stretches below it no longer than the gap. While it runs
+// the threshold is the one it started with, and its intervals are kept out of the baseline (a
+// '3x' baseline that took them in would rise with the incident and lose it half way).
+class incident_finder {
+public:
+  void add(const std::vector<interval_info> &ivs, std::size_t at, std::uint64_t p99,
+           std::uint64_t samples, const spike_rules &r, std::vector<spike_run> &out) {
+    const interval_info &iv = ivs[at];
+    if (open_) {
+      const interval_info &le = ivs[last_];
+      const bool other_boot =
+          le.boot_no != 0 && iv.boot_no != 0 ? le.boot_no != iv.boot_no : le.boot != iv.boot;
+      if (other_boot || iv.start - le.end() > std::max(r.gap, le.dur / 2)) {
+        close(out);
+      }
+    }
+    // An interval with fewer than min_samples is not judged: it neither starts nor carries an
+    // incident.
+    const bool judged = samples >= r.min_samples;
+    const bool shown = iv.end() > r.window_start;
+    if (!open_) {
+      std::optional<std::uint64_t> t;
+      if (r.thr.multiple) {
+        if (!sorted_.empty()) {
+          t = static_cast<std::uint64_t>(static_cast<double>(sorted_[sorted_.size() / 2]) *
+                                         *r.thr.multiple);
+        }
+      } else {
+        t = r.thr.absolute < 0 ? 0 : static_cast<std::uint64_t>(r.thr.absolute);
+      }
+      if (t && judged && p99 > *t) {
+        open_ = true;
+        threshold_ = *t;
+        // The stay level: half way from the baseline to the threshold ('3x': 2x the baseline),
+        // half the threshold for an absolute one.
+        stay_ = r.thr.multiple
+                    ? sorted_[sorted_.size() / 2] + (*t - sorted_[sorted_.size() / 2]) / 2
+                    : *t / 2;
+        held_ = 0;
+        recent_.clear();
+        recent_oldest_ = 0;
+        hold(at, p99, shown);
+        return;
+      }
+      remember(p99);
+      return;
+    }
+    if (p99 <= stay_) {
+      remember(p99); // a dip: the series' own level
+      return;
+    }
+    if (!judged) {
+      return; // above the stay level on too few samples: neither the incident's nor the baseline's
+    }
+    hold(at, p99, shown);
+    if (r.thr.multiple && held_ >= adopt_intervals) {
+      adopt();
+      close(out);
+    }
+  }
+  void finish(std::vector<spike_run> &out) { close(out); }
+
+private:
+  // The p99 into the baseline: the previous (at most baseline_intervals) p99s outside
+  // incidents, in order (`history_`, a ring once full) and sorted (`sorted_`), so the median is
+  // read, not selected.
+  void remember(std::uint64_t p99) {
+    if (history_.size() < baseline_intervals) {
+      history_.push_back(p99);
+      sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), p99), p99);
+      return;
+    }
+    const std::uint64_t gone = history_[oldest_];
+    history_[oldest_] = p99;
+    oldest_ = (oldest_ + 1) % baseline_intervals;
+    if (p99 == gone) {
+      return;
+    }
+    // The value that leaves replaced by the one that comes, the ones between shifted by one
+    // place toward it (one pass, not an erase and an insert). The search is branch-free: a
+    // series' p99s jump about, and a mispredicted branch per halving was most of the cost.
+    std::uint64_t *v = sorted_.data();
+    const std::size_t n = sorted_.size();
+    std::size_t at = 0; // lower bound of `gone`: the first element not less than it
+    for (std::size_t len = n; len > 1;) {
+      const std::size_t half = len / 2;
+      at = v[at + half - 1] < gone ? at + half : at;
+      len -= half;
+    }
+    at += v[at] < gone ? 1 : 0;
+    // Where p99 goes: the first element greater than it (upper bound, branch-free as above);
+    // the ones between move by one place with one memmove, not one compare and branch each.
+    std::size_t ub = 0;
+    for (std::size_t len = n; len > 1;) {
+      const std::size_t half = len / 2;
+      ub = v[ub + half - 1] <= p99 ? ub + half : ub;
+      len -= half;
+    }
+    ub += v[ub] <= p99 ? 1 : 0;
+    if (p99 > gone) { // v[at] (gone) leaves; v(at, ub) move down; p99 at ub - 1
+      std::memmove(v + at, v + at + 1, (ub - at - 1) * sizeof *v);
+      v[ub - 1] = p99;
+    } else { // p99 < gone: v[ub, at) move up over gone; p99 at ub
+      std::memmove(v + ub + 1, v + ub, (at - ub) * sizeof *v);
+      v[ub] = p99;
+    }
+  }
+  void hold(std::size_t at, std::uint64_t p99, bool shown) {
+    last_ = at;
+    ++held_;
+    if (recent_.size() < baseline_intervals) {
+      recent_.push_back(p99);
+    } else {
+      recent_[recent_oldest_] = p99;
+      recent_oldest_ = (recent_oldest_ + 1) % baseline_intervals;
+    }
+    if (!shown) {
+      return;
+    }
+    if (!run_) {
+      run_ = spike_run{at, at, p99, at, threshold_};
+    } else {
+      run_->last = at;
+      if (p99 > run_->peak) {
+        run_->peak = p99;
+        run_->peak_at = at;
+      }
+    }
+  }
+  // The incident's last intervals become the baseline, oldest first.
+  void adopt() {
+    history_.assign(recent_.begin() + static_cast<std::ptrdiff_t>(recent_oldest_), recent_.end());
+    history_.insert(history_.end(), recent_.begin(),
+                    recent_.begin() + static_cast<std::ptrdiff_t>(recent_oldest_));
+    oldest_ = 0;
+    sorted_ = history_;
+    std::sort(sorted_.begin(), sorted_.end());
+  }
+  void close(std::vector<spike_run> &out) {
+    if (run_) {
+      out.push_back(*run_);
+    }
+    run_.reset();
+    open_ = false;
+  }
+
+  std::vector<std::uint64_t> history_;
+  std::vector<std::uint64_t> sorted_;
+  std::size_t oldest_ = 0; // into history_, once it holds baseline_intervals points
+  bool open_ = false;
+  std::uint64_t threshold_ = 0;       // the open incident's
+  std::uint64_t stay_ = 0;            // and its stay level
+  std::size_t last_ = 0;              // its last interval above the stay level
+  std::size_t held_ = 0;              // its intervals kept out of the baseline
+  std::vector<std::uint64_t> recent_; // the last baseline_intervals of them, a ring
+  std::size_t recent_oldest_ = 0;
+  std::optional<spike_run> run_; // its part in the window
+};
+
+// What the scan found: the intervals with rows, in time order, and the incidents per series
+// key (a comm, cgroup, pid or CPU; value{} for every row merged) and, per thread (thread.id),
+// the thread's key and incidents.
+struct spike_scan {
+  std::vector<interval_info> ivs;
+  std::map<value, std::vector<spike_run>> by_key;
+  std::map<std::int64_t, std::pair<value, std::vector<spike_run>>> by_thread;
+};
+
+// scan_rows() for summaries_serve() cases: per interval of the timeline in [a, b), its summary
+// (hist_summary) fed straight to the finders, the same p99s and counts scan_spikes would
+// compute from its rows; an interval without one (a rollup, or written before schema 12)
+// passed on row by row as scan_rows() does.
+template <typename OnInterval, typename OnRow, typename FeedP99>
+result<void>
+scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, const victims &vs,
+               bool all, bool per_thread, OnInterval &&on_interval, OnRow &&on_row,
+               FeedP99 &&feed_p99, std::map<value, incident_finder> &key_finders,
+               std::unordered_map<std::int64_t, incident_finder> &thread_finders, spike_scan &out) {
+  auto keys = thread_keys::make(db, "comm", vs);
+  if (!keys) {
+    return keys.err();
+  }
+  auto st = sqlite::prepare_stmt(
+      db, fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, s.data FROM {} "
+                      "AS i LEFT JOIN hist_summary AS s ON s.interval_id = i.id AND s.metric = "
+                      "?3 WHERE {} ORDER BY i.start_ns, i.id",
+                      timeline(db), overlaps(db, "i", a)));
+  if (!st) {
+    return st.err();
+  }
+  auto rows_of = sqlite::prepare_stmt(db, "SELECT h.thread_id, h.hist FROM thread_hist AS h WHERE "
+                                          "h.interval_id = ?1 AND h.metric = ?2");
+  if (!rows_of) {
+    return rows_of.err();
+  }
+  // Per thread id: its key (comm) and whether it is one of the victims, and where its series
+  // and its comm's series (as the first thread of the comm in an interval) are fed, looked up
+  // once (a day is tens of millions of entries of a few thousand threads; std::map and
+  // std::unordered_map nodes stay where they are).
+  struct thread_ref {
+    const value *key = nullptr;
+    bool victim = false;
+    std::pair<value, std::vector<spike_run>> *slot = nullptr;
+    incident_finder *finder = nullptr;
+    incident_finder *key_finder = nullptr;
+    std::vector<spike_run> *key_runs = nullptr;
+  };
+  // By thread id: a window's ids are mostly a dense range (rowids given as threads are first
+  // seen), so a table indexed from the first id seen, grown as needed, unless an id lies too
+  // far from it (a months-old thread beside today's); those in a hash map. A day is 17 M
+  // lookups.
+  std::unordered_map<std::int64_t, thread_ref> far_refs;
+  std::vector<std::unique_ptr<thread_ref>> near_refs;
+  std::int64_t near_base = -1;
+  constexpr std::int64_t near_max = std::int64_t{1} << 22;
+  const auto ref_of = [&](std::int64_t thread) -> result<thread_ref *> {
+    if (near_base < 0) {
+      near_base = std::max<std::int64_t>(0, thread - 4096);
+    }
+    thread_ref *ref = nullptr;
+    bool fresh = false;
+    const std::int64_t at = thread - near_base;
+    if (at >= 0 && at < near_max) {
+      const auto i = static_cast<std::size_t>(at);
+      if (i >= near_refs.size()) {
+        near_refs.resize(std::max(i + 1, near_refs.size() * 2));
+      }
+      if (!near_refs[i]) {
+        near_refs[i] = std::make_unique<thread_ref>();
+        fresh = true;
+      }
+      ref = near_refs[i].get();
+    } else {
+      auto [it, added] = far_refs.try_emplace(thread);
+      ref = &it->second;
+      fresh = added;
+    }
+    if (fresh) {
+      auto tk = keys->of(thread);
+      if (!tk) {
+        return tk.err();
+      }
+      ref->victim = (*tk)->has_value();
+      ref->key = ref->victim ? &***tk : nullptr;
+    }
+    return ref;
+  };
+  store::interval_summary decoded; // each interval's, its memory reused
+  sqlite3_stmt *s = st->get();
+  sqlite3_bind_int64(s, 1, a);
+  sqlite3_bind_int64(s, 2, b);
+  sqlite3_bind_int64(s, 3, m.id);
+  int rc = 0;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    interval_info iv{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
+                     sqlite3_column_int64(s, 2), sqlite::column_text(s, 3),
+                     sqlite3_column_int64(s, 4) != 0};
+    bool shown = false; // the interval has rows of the victims: passed on
+    // Its summary; without one (or with one that does not decode: the rows still answer) its
+    // rows are read instead.
+    store::interval_summary *sum = nullptr;
+    if (sqlite3_column_type(s, 5) != SQLITE_NULL) {
+      const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 5));
+      if (store::decode_summary_into(std::span<const std::uint8_t>(
+                                         p, static_cast<std::size_t>(sqlite3_column_bytes(s, 5))),
+                                     decoded)) {
+        sum = &decoded;
+      }
+    }
+    if (sum == nullptr) {
+      sqlite3_stmt *r = rows_of->get();
+      sqlite3_reset(r);
+      sqlite3_bind_int64(r, 1, iv.id);
+      sqlite3_bind_int64(r, 2, m.id);
+      int rr = 0;
+      while ((rr = sqlite3_step(r)) == SQLITE_ROW) {
+        const std::int64_t thread = sqlite3_column_int64(r, 0);
+        auto tk = keys->of(thread);
+        if (!tk) {
+          return tk.err();
+        }
+        if (!**tk) {
+          continue;
+        }
+        auto h = col_hist(r, 1);
+        if (!h) {
+          return make_error("stored histogram: " + h.err().msg);
+        }
+        if (!shown) {
+          on_interval(interval_info(iv));
+          shown = true;
+        }
+        if (auto x = on_row(value(***tk), thread, *h); !x) {
+          return x.err();
+        }
+      }
+      if (rr != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+      continue;
+    }
+    for (const auto &e : sum->threads) {
+      auto ref = ref_of(e.thread_id);
+      if (!ref) {
+        return ref.err();
+      }
+      if (!(*ref)->victim) {
+        continue;
+      }
+      if (!shown) {
+        on_interval(interval_info(iv));
+        shown = true;
+      }
+      if (per_thread) {
+        thread_ref &t = **ref;
+        if (t.slot == nullptr) {
+          t.slot = &out.by_thread[e.thread_id];
+          t.slot->first = *t.key;
+          t.finder = &thread_finders[e.thread_id];
+        }
+        if (e.samples > 0) {
+          feed_p99(*t.finder, e.p99, e.samples, t.slot->second);
+        }
+      }
+    }
+    if (!shown) {
+      continue;
+    }
+    if (all) {
+      if (sum->all && sum->all->samples > 0) {
+        feed_p99(key_finders[value{}], sum->all->p99, sum->all->samples, out.by_key[value{}]);
+      }
+      continue;
+    }
+    for (const auto &c : sum->comms) {
+      auto ref = ref_of(c.thread_id);
+      if (!ref) {
+        return ref.err();
+      }
+      thread_ref &t = **ref;
+      if (!t.victim || c.samples == 0) {
+        continue;
+      }
+      if (t.key_runs == nullptr) {
+        t.key_finder = &key_finders[*t.key];
+        t.key_runs = &out.by_key[*t.key];
+      }
+      feed_p99(*t.key_finder, c.p99, c.samples, *t.key_runs);
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
+// Where the summaries of hist_summary.hpp can stand for the histograms: sched_delay, split per
+// thread, per comm or all merged, of every thread or of comms by name (a comm's summary merges
+// all its threads; a victim that takes some of them, by pid, cgroup or tid, needs the rows).
+bool summaries_serve(sqlite3 *db, metric_source m, const victims &vs, bool all, bool per_thread,
+                     const std::string &key) {
+  if (m.cpu || m.id != store::summary_metric || (!all && !per_thread && key != "comm")) {
+    return false;
+  }
+  for (const auto &v : vs) {
+    if (all || v.what != victim::kind::comm) {
+      return false;
+    }
+  }
+  return has_table(db, "hist_summary");
+}
+
+// Reads the rows of scan_rows() once: per interval, every row merged (`all`) or merged per key,
+// and with `per_thread` each thread's rows too, each reduced to its p99 and sample count as the
+// interval ends and fed to its series' incident_finder (a few numbers per series are kept, not
+// the rows' histograms nor a series' history). Intervals with a summary (schema v12, raw tier)
+// are read from it instead, where summaries_serve(): the same p99s and counts, without
+// decoding a histogram.
+result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
+                               const std::string &key, const victims &vs, bool all, bool per_thread,
+                               const spike_rules &rules) {
+  spike_scan out;
+  std::map<value, incident_finder> key_finders;
+  std::unordered_map<std::int64_t, incident_finder> thread_finders;
+  std::map<value, stats::histogram> per_key; // the current interval's
+  std::unordered_map<std::int64_t, std::pair<value, stats::histogram>> per_thr;
+  std::optional<stats::histogram> merged; // the current interval's; none before its 1st row
+  const auto feed_p99 = [&](incident_finder &f, std::uint64_t p99, std::uint64_t samples,
+                            std::vector<spike_run> &runs) {
+    f.add(out.ivs, out.ivs.size() - 1, p99, samples, rules, runs);
+  };
+  const auto feed = [&](incident_finder &f, const stats::histogram &h,
+                        std::vector<spike_run> &runs) {
+    if (auto r = stats::percentile(h, spike_p)) {
+      feed_p99(f, r->value, h.total(), runs);
+    }
+  };
+  const auto flush = [&] {
+    if (!merged) {
+      return;
+    }
+    if (all) {
+      feed(key_finders[value{}], *merged, out.by_key[value{}]);
+    }
+    for (auto &[k, h] : per_key) {
+      feed(key_finders[k], h, out.by_key[k]);
+    }
+    for (auto &[t, kh] : per_thr) {
+      auto &slot = out.by_thread[t];
+      slot.first = kh.first;
+      feed(thread_finders[t], kh.second, slot.second);
+    }
+    per_key.clear();
+    per_thr.clear();
+    merged.reset();
+  };
+  const auto on_interval = [&](interval_info &&iv) {
+    flush();
+    const bool same_boot = !out.ivs.empty() && out.ivs.back().boot == iv.boot;
+    iv.boot_no = out.ivs.empty() ? 1 : out.ivs.back().boot_no + (same_boot ? 0 : 1);
+    out.ivs.push_back(std::move(iv));
+  };
+  const auto on_row = [&](value &&k, std::int64_t thread,
+                          const stats::histogram &h) -> result<void> {
+    if (!merged) {
+      merged = stats::histogram{h.kind, {}};
+    }
+    // Every row of an interval is of one layout.
+    if (merged->kind != h.kind) {
+      return make_error("cannot merge histograms of different layouts");
+    }
+    if (all) {
+      (void)stats::merge_into(*merged, h);
+      return {};
+    }
+    if (per_thread) {
+      auto [it, fresh] = per_thr.try_emplace(thread, k, stats::histogram{h.kind, {}});
+      if (auto mr = stats::merge_into(it->second.second, h); !mr) {
+        return mr.err();
+      }
+    }
+    auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h.kind, {}});
+    return stats::merge_into(it->second, h);
+  };
+  if (summaries_serve(db, m, vs, all, per_thread, key)) {
+    if (auto r = scan_summaries(db, m, a, b, vs, all, per_thread, on_interval, on_row, feed_p99,
+                                key_finders, thread_finders, out);
+        !r) {
+      return r.err();
+    }
+  } else if (auto r = scan_rows(db, m, a, b, key, vs, on_interval, on_row); !r) {
+    return r.err();
+  }
+  flush();
+  for (auto &[k, f] : key_finders) {
+    f.finish(out.by_key[k]);
+  }
+  for (auto &[t, f] : thread_finders) {
+    f.finish(out.by_thread[t].second);
+  }
+  // Series without incidents are dropped.
+  std::erase_if(out.by_key, [](const auto &kv) { return kv.second.empty(); });
+  std::erase_if(out.by_thread, [](const auto &kv) { return kv.second.second.empty(); });
+  return out;
+}
+
+std::string top_text(const std::vector<std::pair<value, double>> &ranked) {
+  std::string top;
+  std::size_t shown = 0;
+  for (const auto &[key, n] : ranked) {
+    const auto count = static_cast<long long>(std::llround(n));
+    if (shown == 3 || count <= 0) {
+      break;
+    }
+    top += fmt::format("{}{} ({})", shown == 0 ? "" : ", ", key_text(key), count);
+    ++shown;
+  }
+  return top;
+}
+
+} // namespace
+
+result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  // Columns 5 (top_comms) and 8 (cause) read the incidents' rows again: only when asked for.
+  const bool want_top = ctx.wants(5);
+  const bool want_cause = ctx.wants(8);
+  auto m = metric_of(db, args[0], "spikes");
+  if (!m) {
+    return m.err();
+  }
+  auto thr = parse_threshold(args[1]);
+  if (!thr) {
+    return thr.err();
+  }
+  auto w = window_args(db, ctx, args, 2, 3, "spikes");
+  if (!w) {
+    return w.err();
+  }
+  // victim: which threads (thread metrics); min_samples: an interval of a series with fewer
+  // samples is not judged (a comm that woke twice has no meaningful p99).
+  std::optional<std::string_view> victim_text;
+  if (args[4] != nullptr && sqlite3_value_type(args[4]) != SQLITE_NULL) {
+    victim_text = std::string_view(reinterpret_cast<const char *>(sqlite3_value_text(args[4])),
+                                   static_cast<std::size_t>(sqlite3_value_bytes(args[4])));
+  }
+  auto vic = parse_victim(victim_text, "spikes");
+  if (!vic) {
+    return vic.err();
+  }
+  if (m->cpu && vic->what != victim::kind::all) {
+    return make_error("spikes: a victim selects threads; CPU metrics have none (use a thread "
+                      "metric, or by 'cpu')");
+  }
+  // by: per thread within the victims, an incident per comm of the threads that stalled
+  // (default), or one series per comm, cgroup or pid, per CPU (CPU metrics), or 'all' merged.
+  std::string by = m->cpu ? "cpu" : "tid";
+  if (args[5] != nullptr && sqlite3_value_type(args[5]) != SQLITE_NULL) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[5]));
+    by = p != nullptr ? p : "";
+  }
+  const bool all = by == "all";
+  if (!all &&
+      (m->cpu ? by != "cpu" : (by != "tid" && by != "comm" && by != "cgroup" && by != "pid"))) {
+    return make_error(fmt::format(
+        "spikes: cannot split {} by '{}' ({})", m->cpu ? "a CPU metric" : "a thread metric",
+        text::escape_for_terminal(by), m->cpu ? "cpu or all" : "tid, comm, cgroup, pid or all"));
+  }
+  const bool per_thread = by == "tid";
+  spike_rules rules{*thr, w->first, all ? 1U : 10U, default_gap};
+  if (args[6] != nullptr && sqlite3_value_type(args[6]) != SQLITE_NULL) {
+    const std::int64_t n = sqlite3_value_int64(args[6]);
+    if (sqlite3_value_type(args[6]) != SQLITE_INTEGER || n < 1) {
+      return make_error("spikes: min_samples must be a whole number >= 1");
+    }
+    rules.min_samples = static_cast<std::uint64_t>(n);
+  }
+  // gap: runs above the threshold this close are one incident.
+  if (args[7] != nullptr && sqlite3_value_type(args[7]) != SQLITE_NULL) {
+    auto g = duration_arg(args[7], "spikes: gap");
+    if (!g) {
+      return g.err();
+    }
+    if (*g < 0) {
+      return make_error("spikes: gap must be a duration >= 0 (like '10s')");
+    }
+    rules.gap = *g;
+  }
+  // Look back far enough for the baseline of the first intervals in the window.
+  std::int64_t lookback = 0;
+  if (thr->multiple) {
+    lookback = longest_raw_interval(db) * std::int64_t{baseline_intervals + 1};
+  }
+  const std::int64_t from = w->first > std::numeric_limits<std::int64_t>::min() + lookback
+                                ? w->first - lookback
+                                : w->first;
+  const std::string key_col = all || m->cpu || per_thread ? "comm" : by;
+  victims vs;
+  if (vic->what != victim::kind::all) {
+    vs.push_back(*vic);
+  }
+  auto data = scan_spikes(db, *m, from, w->second, key_col, vs, all, per_thread, rules);
+  if (!data) {
+    return data.err();
+  }
+  const auto &ivs = data->ivs;
+  // The incidents: each series' runs; per thread, the runs of a comm's threads and of the comm
+  // merged, joined where they overlap or are within the gap, one incident of the comm.
+  struct incident {
+    value key;
+    spike_run run;
+    std::vector<std::int64_t> threads; // per thread: the threads above the threshold, sorted
+  };
+  std::vector<incident> incidents;
+  for (auto &[key, list] : data->by_key) {
+    for (const auto &run : list) {
+      incidents.push_back({key, run, {}});
+    }
+  }
+  if (per_thread) {
+    for (auto &[thread, kr] : data->by_thread) {
+      for (const auto &run : kr.second) {
+        incidents.push_back({kr.first, run, {thread}});
+      }
+    }
+    std::stable_sort(incidents.begin(), incidents.end(), [](const incident &x, const incident &y) {
+      return x.key != y.key ? x.key < y.key : x.run.first < y.run.first;
+    });
+    std::vector<incident> joined;
+    for (auto &in : incidents) {
+      if (!joined.empty() && joined.back().key == in.key) {
+        incident &cur = joined.back();
+        const interval_info &le = ivs[cur.run.last];
+        const interval_info &nx = ivs[in.run.first];
+        if (in.run.first <= cur.run.last ||
+            (le.boot == nx.boot && nx.start - le.end() <= std::max(rules.gap, le.dur / 2))) {
+          cur.run.last = std::max(cur.run.last, in.run.last);
+          if (in.run.peak > cur.run.peak) {
+            cur.run.peak = in.run.peak;
+            cur.run.peak_at = in.run.peak_at;
+            cur.run.threshold = in.run.threshold;
+          }
+          for (auto t : in.threads) {
+            if (std::find(cur.threads.begin(), cur.threads.end(), t) == cur.threads.end()) {
+              cur.threads.push_back(t);
+            }
+          }
+          continue;
+        }
+      }
+      joined.push_back(std::move(in));
+    }
+    incidents = std::move(joined);
+  }
+  // An incident of one thread is that thread's (its samples, its blame); of several, the comm's.
+  const auto alone = [&](const incident &in) { return per_thread && in.threads.size() == 1; };
+  struct out_row {
+    std::int64_t start;
+    value key;
+    row r;
+  };
+  std::vector<out_row> outs;
+  // The causes read blame and pressure rows: skipped (empty) where none were recorded.
+  const bool any_blame = !m->cpu && m->id == 1 && recorded_in(db, "thread_blame", from, w->second);
+  const bool any_pressure = recorded_in(db, "cgroup_cpu", from, w->second);
+  // Which comms (CPUs for a CPU metric) had the samples above the threshold: the intervals of
+  // the incidents read again, each once (the scan kept no rows); a thread's incident counts its
+  // own rows (by thread.id), a series' those of its key. Not when top_comms is not read (NULL).
+  std::map<std::size_t, std::vector<run_need>> needs;
+  std::map<std::size_t, std::vector<run_need>> thread_needs;
+  for (std::size_t i = 0; want_top && i < incidents.size(); ++i) {
+    const auto &in = incidents[i];
+    for (std::size_t j = in.run.first; j <= in.run.last; ++j) {
+      if (alone(in)) {
+        thread_needs[j].push_back({value{in.threads.front()}, i, in.run.threshold});
+      } else {
+        needs[j].push_back({in.key, i, in.run.threshold});
+      }
+    }
+  }
+  for (auto *n : {&needs, &thread_needs}) {
+    for (auto &[at, list] : *n) {
+      std::stable_sort(list.begin(), list.end());
+    }
+  }
+  std::vector<std::map<value, double>> contrib(incidents.size());
+  if (auto r = add_above(db, *m, key_col, vs, all, ivs, needs, contrib); !r) {
+    return r.err();
+  }
+  if (auto r = add_above(db, *m, "id", vs, false, ivs, thread_needs, contrib); !r) {
+    return r.err();
+  }
+  needs.clear();
+  thread_needs.clear();
+  auto tid_st = sqlite::prepare_stmt(db, "SELECT tid FROM thread WHERE id = ?1");
+  if (!tid_st) {
+    return tid_st.err();
+  }
+  // The likely cause of each incident: who ran while its threads waited (scheduling delay), the
+  // throttling of their cgroups and the CPU pressure over it; for every incident from one read
+  // of the rows of their windows (they overlap: one read each re-read them).
+  std::vector<value> tids(incidents.size());
+  std::vector<window_query> windows(incidents.size());
+  for (std::size_t ri = 0; ri < incidents.size(); ++ri) {
+    const value &key = incidents[ri].key;
+    const spike_run &run = incidents[ri].run;
+    value &tid = tids[ri];
+    if (alone(incidents[ri])) {
+      sqlite3_stmt *q = tid_st->get();
+      sqlite3_reset(q);
+      sqlite3_bind_int64(q, 1, incidents[ri].threads.front());
+      if (sqlite3_step(q) == SQLITE_ROW) {
+        tid = std::int64_t{sqlite3_column_int64(q, 0)};
+      }
+    }
+    victims who = vs;
+    if (!all && !m->cpu) {
+      victim k;
+      if (const auto *t = std::get_if<std::int64_t>(&tid)) {
+        k.what = victim::kind::tid;
+        k.number = *t;
+      } else if (by == "pid") {
+        k.what = victim::kind::pid;
+        k.number = std::get<std::int64_t>(key);
+      } else {
+        k.what = by == "cgroup" ? victim::kind::cgroup : victim::kind::comm;
+        k.text = std::get<std::string>(key);
+        k.descendants = false;
+      }
+      who.push_back(std::move(k));
+    }
+    windows[ri] = {std::move(who), ivs[run.first].start, ivs[run.last].end()};
+  }
+  // cause not read: left NULL, the blame and pressure rows not read.
+  auto causes = want_cause ? causes_of(db, windows, any_blame, any_pressure)
+                           : result<std::vector<window_causes>>(std::vector<window_causes>{});
+  if (!causes) {
+    return causes.err();
+  }
+  windows.clear();
+  for (std::size_t ri = 0; ri < incidents.size(); ++ri) {
+    const value &key = incidents[ri].key;
+    const spike_run &run = incidents[ri].run;
+    std::vector<std::pair<value, double>> ranked(contrib[ri].begin(), contrib[ri].end());
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto &x, const auto &y) { return x.second > y.second; });
+    const auto &first = ivs[run.first];
+    const auto &last = ivs[run.last];
+    value &tid = tids[ri];
+    value victim_v =
+        all ? value{vic->what == victim::kind::all ? std::string("all") : vic->describe()} : key;
+    if (!all && vic->what == victim::kind::tid) {
+      // One thread asked for: name it, with the series' key (its comm, cgroup or pid).
+      std::string of;
+      if (const auto *k = std::get_if<std::string>(&key)) {
+        of = " (" + *k + ")";
+      } else if (const auto *n = std::get_if<std::int64_t>(&key)) {
+        of = fmt::format(" (pid {})", *n);
+      }
+      victim_v = vic->describe() + of;
+    }
+    outs.push_back(
+        {first.start,
+         key,
+         {first.start, last.end() - first.start, last.end(), static_cast<std::int64_t>(run.peak),
+          ivs[run.peak_at].start, want_top ? value{top_text(ranked)} : value{},
+          static_cast<std::int64_t>(run.threshold), std::move(victim_v),
+          want_cause ? value{cause_text((*causes)[ri].culprits, (*causes)[ri].pressure)} : value{},
+          std::move(tid),
+          per_thread ? value{static_cast<std::int64_t>(incidents[ri].threads.size())} : value{}}});
+  }
+  std::stable_sort(outs.begin(), outs.end(), [](const out_row &x, const out_row &y) {
+    return x.start != y.start ? x.start < y.start : x.key < y.key;
+  });
+  rows out;
+  for (auto &o : outs) {
+    out.push_back(std::move(o.r));
+  }
+  return out;
+}
+
+// ---- compare -------------------------------------------------------------------------------
+
+namespace {
+
+// Adds the histograms of `m` per key of the intervals of `src` (a tier's rows of `intervals`,
+// or the timeline) that start in [from, to) into `out`.
+result<void> add_starting_in(sqlite3 *db, metric_source m, int tier, std::int64_t from,
+                             std::int64_t to, const std::string &key,
+                             std::map<value, stats::histogram> &out) {
+  const std::string src = tier == 0 ? timeline(db) : "intervals";
+  const std::string in_tier = tier == 0 ? "" : fmt::format(" AND i.tier = {}", tier);
+  const std::string sql =
+      m.cpu ? fmt::format("SELECT c.cpu, c.hist FROM {} AS i CROSS JOIN cpu_hist AS c ON "
+                          "c.interval_id = i.id AND c.metric = ?3 WHERE i.start_ns >= ?1 AND "
+                          "i.start_ns < ?2{}",
+                          src, in_tier)
+            : fmt::format("SELECT t.{}, h.hist FROM {} AS i CROSS JOIN thread_hist AS h ON "
+                          "h.interval_id = i.id AND h.metric = ?3 CROSS JOIN thread AS t ON t.id = "
+                          "h.thread_id WHERE i.start_ns >= ?1 AND i.start_ns < ?2{}",
+                          key, src, in_tier);
+  auto st = sqlite::prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, from);
+  sqlite3_bind_int64(st->get(), 2, to);
+  sqlite3_bind_int64(st->get(), 3, m.id);
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    auto h = col_hist(st->get(), 1);
+    if (!h) {
+      return make_error("stored histogram: " + h.err().msg);
+    }
+    value k;
+    if (sqlite3_column_type(st->get(), 0) == SQLITE_INTEGER) {
+      k = std::int64_t{sqlite3_column_int64(st->get(), 0)};
+    } else {
+      k = sqlite::column_text(st->get(), 0);
+    }
+    auto [it, fresh] = out.try_emplace(std::move(k), stats::histogram{h->kind, {}});
+    if (auto r = stats::merge_into(it->second, *h); !r) {
+      return r.err();
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
+// compare's side: per key, the merged histogram of the intervals overlapping [a, b). The whole
+// minutes inside the window are planned as the routed views plan them (vtab_tiered.hpp): whole
+// hours and minutes from the rollups where exact, the rest from the timeline by start time;
+// the ragged ends keep the timeline's overlap rule (an interval that starts before the first whole
+// minute and reaches into the window counts; one that starts in the whole minutes is theirs).
+result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_context &ctx,
+                                                       metric_source m, std::int64_t a,
+                                                       std::int64_t b, const std::string &key) {
+  std::map<value, stats::histogram> out;
+  const auto add_scanned = [&](std::int64_t x, std::int64_t y,
+                               std::optional<std::int64_t> from) -> result<void> {
+    bool skip = false; // an interval that started inside the whole minutes: read there
+    return scan_rows(
+        db, m, x, y, key, victims{},
+        [&](const interval_info &iv) { skip = from && iv.start < *from; },
+        [&](value &&k, std::int64_t /*thread*/, const stats::histogram &h) -> result<void> {
+          if (skip) {
+            return {};
+          }
+          auto [it, fresh] = out.try_emplace(std::move(k), stats::histogram{h.kind, {}});
+          return stats::merge_into(it->second, h);
+        });
+  };
+  const auto ceil_min = [](std::int64_t v) {
+    const std::int64_t f = v / minute_ns * minute_ns;
+    return f < v ? f + minute_ns : f;
+  };
+  std::optional<std::vector<tier_segment>> plan;
+  const std::int64_t a2 =
+      a > std::numeric_limits<std::int64_t>::max() - minute_ns ? a : ceil_min(a);
+  const std::int64_t b2 = b < 0 ? b : b / minute_ns * minute_ns;
+  if (ctx.tier_routing && a2 < b2) {
+    auto p = plan_window(db, a2, b2);
+    if (!p) {
+      return p.err();
+    }
+    plan = std::move(*p);
+  }
+  if (!plan) {
+    if (auto r = add_scanned(a, b, std::nullopt); !r) {
+      return r.err();
+    }
+    return out;
+  }
+  if (auto r = add_scanned(a, a2, std::nullopt); !r) {
+    return r.err();
+  }
+  for (const auto &s : *plan) {
+    if (auto r = add_starting_in(db, m, s.tier, s.from, s.to, key, out); !r) {
+      return r.err();
+    }
+  }
+  if (b2 < b) {
+    if (auto r = add_scanned(b2, b, b2); !r) {
+      return r.err();
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  auto wa = window_args(db, ctx, args, 0, 1, "compare");
+  if (!wa) {
+    return wa.err();
+  }
+  auto wb = window_args(db, ctx, args, 2, 3, "compare");
+  if (!wb) {
+    return wb.err();
+  }
+  std::string by = "comm";
+  if (args[4] != nullptr) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[4]));
+    by = p != nullptr ? p : "";
+  }
+  metric_source m{false, 1};
+  if (by == "cpu") {
+    m.cpu = true;
+  } else if (by != "comm" && by != "cgroup") {
+    return make_error(fmt::format("compare: cannot group by '{}' (comm, cgroup or cpu)", by));
+  }
+  struct side {
+    stats::histogram a{stats::layout::latency, {}};
+    stats::histogram b{stats::layout::latency, {}};
+  };
+  std::map<value, side> keys;
+  for (int which = 0; which < 2; ++which) {
+    const auto &w = which == 0 ? *wa : *wb;
+    auto data = window_hists(db, ctx, m, w.first, w.second, m.cpu ? "comm" : by);
+    if (!data) {
+      return data.err();
+    }
+    for (const auto &[k, h] : *data) {
+      auto &s = keys[k];
+      if (auto r = stats::merge_into(which == 0 ? s.a : s.b, h); !r) {
+        return r.err();
+      }
+    }
+  }
+  auto pct = [](const stats::histogram &h, double p) -> value {
+    const auto r = stats::percentile(h, p);
+    return r ? value{static_cast<std::int64_t>(r->value)} : value{};
+  };
+  struct out_row {
+    row r;
+    double excess;
+    std::int64_t d;
+  };
+  std::vector<out_row> tmp;
+  for (const auto &[key, s] : keys) {
+    const auto a99 = stats::percentile(s.a, 99);
+    const auto b99 = stats::percentile(s.b, 99);
+    const auto av = a99 ? static_cast<std::int64_t>(a99->value) : 0;
+    const auto bv = b99 ? static_cast<std::int64_t>(b99->value) : 0;
+    const std::int64_t d = bv - av;
+    const value ratio =
+        a99 && b99 && av > 0 ? value{static_cast<double>(bv) / static_cast<double>(av)} : value{};
+    // Excess: B's samples in buckets entirely above A's p99 (all of B when A had none), minus
+    // the 1 % expected above a p99 when nothing changed. It ranks by how much delay changed,
+    // so a key with one unlucky sample does not outrank one whose every sample got worse.
+    double above = 0;
+    for (std::size_t slot = 0; slot < stats::slot_count(s.b.kind); ++slot) {
+      if (s.b.slots[slot] != 0 &&
+          (!a99 || stats::bucket_bounds(s.b.kind, slot).lo > a99->bounds.hi)) {
+        above += static_cast<double>(s.b.slots[slot]);
+      }
+    }
+    const double excess = std::max(0.0, above - 0.01 * static_cast<double>(s.b.total()));
+    tmp.push_back(
+        {{key, static_cast<std::int64_t>(s.a.total()), pct(s.a, 50), pct(s.a, 99),
+          static_cast<std::int64_t>(s.b.total()), pct(s.b, 50), pct(s.b, 99), d, ratio, excess},
+         excess,
+         d});
+  }
+  std::stable_sort(tmp.begin(), tmp.end(), [](const out_row &x, const out_row &y) {
+    return x.excess != y.excess ? x.excess > y.excess : x.d > y.d;
+  });
+  rows out;
+  for (auto &t : tmp) {
+    out.push_back(std::move(t.r));
+  }
+  return out;
+}
+
+} // namespace rsched::query::detail
