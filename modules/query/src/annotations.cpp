@@ -87,10 +87,10 @@ result<std::unique_ptr<SQLite::Database>> open_rw(const std::string &path) {
     if (!state) {
       return state.err();
     }
-    if (*state == store::db_state::empty) {
+    if (state->empty()) {
       return make_error(fmt::format("{}: not an rsched database (empty)", path));
     }
-    if (*state == store::db_state::version1) {
+    if (state->version == 1) {
       return make_error(fmt::format("{}: schema version 1 has no annotations table (running "
                                     "rschedd once upgrades the file)",
                                     path));

@@ -413,7 +413,7 @@ result<reader> reader::open(const std::string &path, bool read_only) {
     if (!state) {
       return with_wal_hint(state.err(), path, read_only && !memory);
     }
-    if (*state == store::db_state::empty) {
+    if (state->empty()) {
       if (!memory) {
         return make_error(fmt::format("{}: not an rsched database (empty)", path));
       }

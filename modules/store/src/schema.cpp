@@ -887,7 +887,7 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
     return make_error(fmt::format("{}: {}", path, objects.err().msg));
   }
   if (*app == 0 && *ver == 0 && *objects == 0) {
-    return db_state::empty;
+    return db_state{};
   }
   if (*app != application_id) {
     return make_error(fmt::format("{}: not an rsched database (application_id {:#010x})", path,
@@ -898,47 +898,11 @@ result<db_state> check(sqlite3 *db, const std::string &path) {
         fmt::format("{}: database schema version {} is newer than this rsched supports ({})", path,
                     *ver, schema_version));
   }
-  if (*ver == 1) {
-    return db_state::version1;
-  }
-  if (*ver == 2) {
-    return db_state::version2;
-  }
-  if (*ver == 3) {
-    return db_state::version3;
-  }
-  if (*ver == 4) {
-    return db_state::version4;
-  }
-  if (*ver == 5) {
-    return db_state::version5;
-  }
-  if (*ver == 6) {
-    return db_state::version6;
-  }
-  if (*ver == 7) {
-    return db_state::version7;
-  }
-  if (*ver == 8) {
-    return db_state::version8;
-  }
-  if (*ver == 9) {
-    return db_state::version9;
-  }
-  if (*ver == 10) {
-    return db_state::version10;
-  }
-  if (*ver == 11) {
-    return db_state::version11;
-  }
-  if (*ver == 12) {
-    return db_state::version12;
-  }
-  if (*ver != schema_version) {
+  if (*ver < 1) {
     return make_error(
         fmt::format("{}: rsched database without a valid schema version ({})", path, *ver));
   }
-  return db_state::current;
+  return db_state{static_cast<int>(*ver)};
 }
 
 namespace {
@@ -967,8 +931,8 @@ result<void> in_transaction(sqlite3 *db, const std::string &path, const char *wh
     }
     return state.err();
   }
-  if (*state != db_state::current) {
-    if (*state != from) {
+  if (!state->current()) {
+    if (state->version != from.version) {
       return fail("unexpected database state");
     }
     if (auto r = body(*state); !r) {
@@ -979,41 +943,6 @@ result<void> in_transaction(sqlite3 *db, const std::string &path, const char *wh
     return fail(r.err().msg);
   }
   return {};
-}
-
-// The schema version of a state that is an rsched database (current: schema_version).
-int version_of(db_state s) {
-  switch (s) {
-  case db_state::empty:
-    return 0;
-  case db_state::version1:
-    return 1;
-  case db_state::version2:
-    return 2;
-  case db_state::version3:
-    return 3;
-  case db_state::version4:
-    return 4;
-  case db_state::version5:
-    return 5;
-  case db_state::version6:
-    return 6;
-  case db_state::version7:
-    return 7;
-  case db_state::version8:
-    return 8;
-  case db_state::version9:
-    return 9;
-  case db_state::version10:
-    return 10;
-  case db_state::version11:
-    return 11;
-  case db_state::version12:
-    return 12;
-  case db_state::current:
-    break;
-  }
-  return schema_version;
 }
 
 result<void> set_user_version(sqlite3 *db) {
@@ -1069,6 +998,98 @@ result<void> upgrade_v10_to_v11(sqlite3 *db) {
   }
   return sqlite::exec(db, sql.c_str());
 }
+
+// The schema, one numbered step per version: step N turns a database of version N - 1 into
+// version N (step 1 makes version 1 from nothing). create() runs every step on an empty file and
+// upgrade() the steps above a file's version, in one transaction either way, so a new database
+// and an upgraded one are made by the same code (the test "upgraded schema equals new" compares
+// them on a real file of every version). A new schema version is one step at the end, with
+// schema_version (records.hpp) raised to its number.
+struct migration {
+  int to;
+  result<void> (*run)(sqlite3 *db);
+  // Counts what the step creates (a non-zero count skips the step): a file whose user_version
+  // was lowered by hand may hold it already. nullptr: the step always runs.
+  const char *present;
+};
+
+result<void> exec_all(sqlite3 *db, std::initializer_list<const char *> sql) {
+  for (const char *s : sql) {
+    if (auto r = sqlite::exec(db, s); !r) {
+      return r;
+    }
+  }
+  return {};
+}
+
+constexpr migration migrations[] = {
+    {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
+    // Version 1 recorded the latency group only, always (no rows to mark in a new file).
+    {2,
+     [](sqlite3 *db) {
+       return exec_all(db, {upgrade_v1_to_v2, "UPDATE intervals SET groups = 1"});
+     },
+     nullptr},
+    // Existing thread identities count as seen now: they are kept until every row of theirs is
+    // past retention (a year by default), without scanning their rows.
+    {3,
+     [](sqlite3 *db) {
+       const std::string seen = "UPDATE thread SET last_ns = " + realtime_ns();
+       return exec_all(db, {v3_views_with_tables().c_str(), seen.c_str()});
+     },
+     nullptr},
+    // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
+    // runqueue clock then).
+    {4, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v3_to_v4); }, nullptr},
+    {5, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v4_to_v5().c_str()); }, nullptr},
+    {6, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v5_to_v6().c_str()); }, nullptr},
+    {7, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v6_to_v7); }, nullptr},
+    {8, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v7_to_v8); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'thread_hist_pack'"},
+    {9, upgrade_v8_to_v9, "SELECT count(*) FROM sqlite_master WHERE name = 'cpu_topology'"},
+    {10, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v9_to_v10); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'intervals_late'"},
+    {11, upgrade_v10_to_v11,
+     "SELECT count(*) FROM pragma_table_info('thread_blame') WHERE name = 'approx_ns'"},
+    {12, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v11_to_v12); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'hist_summary'"},
+    {13, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v12_to_v13); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'"},
+};
+
+constexpr bool steps_numbered() {
+  int n = 0;
+  for (const migration &m : migrations) {
+    if (m.to != ++n) {
+      return false;
+    }
+  }
+  return n == schema_version;
+}
+static_assert(steps_numbered(), "one migration per schema version, numbered 1..schema_version");
+
+// Runs the steps above version `from`, in order.
+result<void> migrate(sqlite3 *db, int from) {
+  for (const migration &m : migrations) {
+    if (m.to <= from) {
+      continue;
+    }
+    if (m.present != nullptr) {
+      auto n = sqlite::query_int(db, m.present);
+      if (!n) {
+        return n.err();
+      }
+      if (*n != 0) {
+        continue;
+      }
+    }
+    if (auto r = m.run(db); !r) {
+      return make_error(fmt::format("step {}: {}", m.to, r.err().msg));
+    }
+  }
+  return {};
+}
+
 } // namespace
 
 result<void> create(sqlite3 *db, const std::string &path) {
@@ -1077,174 +1098,30 @@ result<void> create(sqlite3 *db, const std::string &path) {
   if (auto r = sqlite::exec(db, "PRAGMA auto_vacuum = INCREMENTAL"); !r) {
     return make_error(fmt::format("{}: creating schema: {}", path, r.err().msg));
   }
-  return in_transaction(
-      db, path, "creating schema", db_state::empty, [&](db_state) -> result<void> {
-        // The header pragmas are transactional: they land with the tables or not at all.
-        const std::string app = fmt::format("PRAGMA application_id = {}", application_id);
-        for (const char *sql : {schema_v1, upgrade_v1_to_v2}) {
-          if (auto r = sqlite::exec(db, sql); !r) {
-            return r;
-          }
-        }
-        if (auto r = sqlite::exec(db, v3_views_with_tables().c_str()); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, upgrade_v3_to_v4); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, upgrade_v4_to_v5().c_str()); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, upgrade_v5_to_v6().c_str()); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, upgrade_v6_to_v7); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, upgrade_v7_to_v8); !r) {
-          return r;
-        }
-        if (auto r = upgrade_v8_to_v9(db); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, upgrade_v9_to_v10); !r) {
-          return r;
-        }
-        if (auto r = upgrade_v10_to_v11(db); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, upgrade_v11_to_v12); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, upgrade_v12_to_v13); !r) {
-          return r;
-        }
-        if (auto r = insert_new_metrics(db); !r) {
-          return r;
-        }
-        if (auto r = insert_meta(db); !r) {
-          return r;
-        }
-        if (auto r = sqlite::exec(db, app.c_str()); !r) {
-          return r;
-        }
-        return set_user_version(db);
-      });
+  return in_transaction(db, path, "creating schema", db_state{}, [&](db_state) -> result<void> {
+    if (auto r = migrate(db, 0); !r) {
+      return r;
+    }
+    if (auto r = insert_new_metrics(db); !r) {
+      return r;
+    }
+    if (auto r = insert_meta(db); !r) {
+      return r;
+    }
+    // The header pragmas are transactional: they land with the tables or not at all.
+    const std::string app = fmt::format("PRAGMA application_id = {}", application_id);
+    if (auto r = sqlite::exec(db, app.c_str()); !r) {
+      return r;
+    }
+    return set_user_version(db);
+  });
 }
 
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from) {
-  const int from_version = version_of(from);
-  const std::string what = fmt::format("upgrading schema from version {}", from_version);
+  const std::string what = fmt::format("upgrading schema from version {}", from.version);
   return in_transaction(db, path, what.c_str(), from, [&](db_state state) -> result<void> {
-    const int v = version_of(state);
-    if (state == db_state::version1) {
-      if (auto r = sqlite::exec(db, upgrade_v1_to_v2); !r) {
-        return r;
-      }
-      // Version 1 recorded the latency group only, always.
-      if (auto r = sqlite::exec(db, "UPDATE intervals SET groups = 1"); !r) {
-        return r;
-      }
-    }
-    if (v <= 2) {
-      if (auto r = sqlite::exec(db, v3_views_with_tables().c_str()); !r) {
-        return r;
-      }
-      // Existing thread identities count as seen now: they are kept until every row of
-      // theirs is past retention (a year by default), without scanning their rows.
-      const std::string seen = "UPDATE thread SET last_ns = " + realtime_ns();
-      if (auto r = sqlite::exec(db, seen.c_str()); !r) {
-        return r;
-      }
-    }
-    // Intervals recorded before v4 keep delay_clock NULL: not recorded (rschedd used the
-    // runqueue clock then).
-    if (v <= 3) {
-      if (auto r = sqlite::exec(db, upgrade_v3_to_v4); !r) {
-        return r;
-      }
-    }
-    if (v <= 4) {
-      if (auto r = sqlite::exec(db, upgrade_v4_to_v5().c_str()); !r) {
-        return r;
-      }
-    }
-    if (v <= 5) {
-      if (auto r = sqlite::exec(db, upgrade_v5_to_v6().c_str()); !r) {
-        return r;
-      }
-    }
-    if (v <= 6) {
-      if (auto r = sqlite::exec(db, upgrade_v6_to_v7); !r) {
-        return r;
-      }
-    }
-    // A database whose user_version was lowered by hand may have v8's tables already.
-    auto packed = sqlite::query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
-                                        "'thread_hist_pack'");
-    if (!packed) {
-      return packed.err();
-    }
-    if (*packed == 0) {
-      if (auto r = sqlite::exec(db, upgrade_v7_to_v8); !r) {
-        return r;
-      }
-    }
-    // The same for v9's table.
-    auto topo =
-        sqlite::query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cpu_topology'");
-    if (!topo) {
-      return topo.err();
-    }
-    if (*topo == 0) {
-      if (auto r = upgrade_v8_to_v9(db); !r) {
-        return r;
-      }
-    }
-    // And v10's index.
-    auto late =
-        sqlite::query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'intervals_late'");
-    if (!late) {
-      return late.err();
-    }
-    if (*late == 0) {
-      if (auto r = sqlite::exec(db, upgrade_v9_to_v10); !r) {
-        return r;
-      }
-    }
-    // And v11's column.
-    auto approx =
-        sqlite::query_int(db, "SELECT count(*) FROM pragma_table_info('thread_blame') WHERE "
-                              "name = 'approx_ns'");
-    if (!approx) {
-      return approx.err();
-    }
-    if (*approx == 0) {
-      if (auto r = upgrade_v10_to_v11(db); !r) {
-        return r;
-      }
-    }
-    // And v12's table.
-    auto summary =
-        sqlite::query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'hist_summary'");
-    if (!summary) {
-      return summary.err();
-    }
-    if (*summary == 0) {
-      if (auto r = sqlite::exec(db, upgrade_v11_to_v12); !r) {
-        return r;
-      }
-    }
-    // And v13's table.
-    auto blame_pack = sqlite::query_int(
-        db, "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'");
-    if (!blame_pack) {
-      return blame_pack.err();
-    }
-    if (*blame_pack == 0) {
-      if (auto r = sqlite::exec(db, upgrade_v12_to_v13); !r) {
-        return r;
-      }
+    if (auto r = migrate(db, state.version); !r) {
+      return r;
     }
     if (auto r = put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
                           {

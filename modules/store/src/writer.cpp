@@ -1109,7 +1109,7 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
       }
       return state.err();
     }
-    if (*state != store::db_state::empty && !is_memory(path)) {
+    if (!state->empty() && !is_memory(path)) {
       if (auto r = quick_check(h, path); !r) {
         return r.err();
       }
@@ -1136,11 +1136,11 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
       }
     }
 
-    if (*state == store::db_state::empty) {
+    if (state->empty()) {
       if (auto r = store::create(h, path); !r) {
         return r.err();
       }
-    } else if (*state != store::db_state::current) {
+    } else if (!state->current()) {
       if (auto r = store::upgrade(h, path, *state); !r) {
         return r.err();
       }

@@ -3,6 +3,7 @@
 // to 12) and the checks both sides run on open: the writer here, the query module's reader and
 // annotations. Works on a raw sqlite3 connection and never throws.
 #include "rsched/base/result.hpp"
+#include "rsched/store/records.hpp"
 
 #include <cstdint>
 #include <string>
@@ -14,22 +15,13 @@ namespace rsched::store {
 // PRAGMA application_id of every rsched database: 'rsch' in ASCII.
 inline constexpr std::int32_t application_id = 0x72736368;
 
-// What an opened database holds.
-enum class db_state {
-  empty,     // no schema objects, application_id and user_version 0: a new database
-  version1,  // an rsched database of schema version 1: readable; the writer upgrades it
-  version2,  // schema version 2 (no rollup tiers): readable; the writer upgrades it
-  version3,  // schema version 3 (no delay clock, no segment drops): readable; the writer upgrades
-  version4,  // schema version 4 (no blame, no pressure): readable; the writer upgrades
-  version5,  // schema version 5 (timeline without ts and dur): readable; the writer upgrades
-  version6,  // schema version 6 (annotation_summary with start_ns, end_ns): readable; upgraded
-  version7,  // schema version 7 (thread_hist a table): readable; upgraded
-  version8,  // schema version 8 (no topology, no sched_ext): readable; upgraded
-  version9,  // schema version 9 (raw intervals written late into a rollup unmarked): upgraded
-  version10, // schema version 10 (blame without approx_ns): upgraded
-  version11, // schema version 11 (no hist_summary): upgraded
-  version12, // schema version 12 (thread_blame a table): upgraded
-  current,   // an rsched database of schema_version
+// What an opened database holds: nothing yet (version 0: no schema objects, application_id and
+// user_version 0: a new database), or an rsched database of schema `version`, 1 to
+// schema_version. Below schema_version it reads as it is, and the writer upgrades it.
+struct db_state {
+  int version = 0;
+  [[nodiscard]] bool empty() const { return version == 0; }
+  [[nodiscard]] bool current() const { return version == schema_version; }
 };
 
 // What every connection to an rsched database needs before it touches the schema: the virtual
@@ -50,10 +42,11 @@ result<db_state> check(sqlite3 *db, const std::string &path);
 // creates nothing.
 result<void> create(sqlite3 *db, const std::string &path);
 
-// Upgrades a schema version 1 to 10 database (`from`) to the current version in place, in one
-// IMMEDIATE transaction (new tables and views, new intervals columns, metric rows, meta,
-// user_version). v1 tables, views and rows are kept as they are. Re-checks inside the transaction:
-// a database another process upgraded meanwhile is left alone. On error nothing changes.
+// Upgrades a database of schema version 1 to schema_version - 1 (`from`) to the current version in
+// place, in one IMMEDIATE transaction (new tables and views, new intervals columns, metric rows,
+// meta, user_version). v1 tables, views and rows are kept as they are. Re-checks inside the
+// transaction: a database another process upgraded meanwhile is left alone. On error nothing
+// changes.
 result<void> upgrade(sqlite3 *db, const std::string &path, db_state from);
 
 // Gives every metric of the registry (rsched/metrics/registry.hpp) that the database does not
