@@ -515,44 +515,6 @@ TEST_CASE("a real version 3 database is upgraded in place to the current version
   CHECK_FALSE(w2.ok()); // one writer per database; the first still holds it
 }
 
-TEST_CASE("real version 2, 3, 4, 8, 9, 10, 11 and 12 databases upgraded in place have the schema "
-          "of a new database",
-          "[store][rollup]") {
-  temp_dir dir;
-  const auto fresh = dir.file("fresh.db");
-  { auto w = open_writer(fresh); }
-  auto rf = open_reader(fresh);
-  const auto want = schema_of(rf);
-  for (const char *name :
-       {"v2.db", "v3.db", "v4.db", "v8.db", "v9.db", "v10.db", "v11.db", "v12.db"}) {
-    INFO(name);
-    const auto path = dir.file(name);
-    copy_fixture(name, path);
-    std::string upgraded_ns;
-    {
-      auto w = open_writer(path);
-      auto r = open_reader(path);
-      CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
-      CHECK(scalar_int(r, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = "
-                          "'schema_version'") == rsched::store::schema_version);
-      // Object by object and text by text: the ALTER TABLEs of each step give the same
-      // intervals table as a new file, and health is the version 4 view.
-      CHECK(schema_of(r) == want);
-      CHECK(columns_of(r, "health") == columns_of(rf, "health"));
-      CHECK(columns_of(r, "intervals") == columns_of(rf, "intervals"));
-      CHECK(columns_of(r, "timeline") == columns_of(rf, "timeline"));
-      upgraded_ns =
-          as_text(run(r, "SELECT value FROM meta WHERE key = 'upgraded_ns'").rows.at(0).at(0));
-    }
-    // Opening it again (the first writer closed) finds the current version: nothing to do.
-    { auto w = open_writer(path); }
-    auto r = open_reader(path);
-    CHECK(as_text(run(r, "SELECT value FROM meta WHERE key = 'upgraded_ns'").rows.at(0).at(0)) ==
-          upgraded_ns);
-    CHECK(schema_of(r) == want);
-  }
-}
-
 TEST_CASE("health.drops sums every drop counter including drops_segment, and the clock is "
           "stored as written",
           "[store]") {

@@ -3,6 +3,7 @@
 // comm, a gap, a restart, an injected spike where comm "hog" has large delays, a hostile comm, one
 // annotation, two CPUs with an LLC each, and a BPF scheduler enabled at 14:15 (with the
 // annotation rschedd writes for it). All times are UTC on 2026-11-20.
+#include "rsched/base/text.hpp"
 #include "rsched/query/annotations.hpp"
 #include "rsched/query/reader.hpp"
 #include "rsched/store/writer.hpp"
@@ -12,9 +13,14 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using metric = rsched::metrics::id;
@@ -201,6 +207,17 @@ inline void build(history &h) {
   REQUIRE(rsched::query::add_annotation(h.path, a).ok());
 }
 
+// The history, built once per test process.
+inline history &fixture() {
+  static history h;
+  static bool built = false;
+  if (!built) {
+    build(h);
+    built = true;
+  }
+  return h;
+}
+
 // A reader on the fixture with UTC display and `now` fixed at 14:30 (the end of the history).
 inline rsched::query::reader open(const history &h) {
   auto r = rsched::query::reader::open(h.path);
@@ -209,6 +226,54 @@ inline rsched::query::reader open(const history &h) {
   r->set_zone(rsched::timefmt::zone::utc());
   r->set_now(history_end);
   return std::move(r).value();
+}
+
+// Runs `sql` through the built rsched-sql binary as a user would: --csv, `now` pinned to the end
+// of the fixture's history, times in UTC. Returns stdout (and stderr, when asked) with CRLF turned
+// into LF.
+inline std::string run_rsched_sql(const std::string &db, const std::string &sql, int &status,
+                                  bool with_stderr = false) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string input = (dir / ("rsched-doc-" + std::to_string(getpid()) + ".sql")).string();
+  {
+    std::ofstream f(input, std::ios::binary);
+    f << sql;
+  }
+  const std::string now = std::to_string(history_end / 1'000'000'000) + "." +
+                          std::to_string(1'000'000'000 + history_end % 1'000'000'000).substr(1);
+  const std::string cmd = "TZ=UTC RSCHED_SQL_NOW=" + now + " " +
+                          RSCHED_BINARY_DIR "/apps/rsched-sql/rsched-sql '" + db + "' --csv < '" +
+                          input + (with_stderr ? "' 2>&1" : "' 2>/dev/null");
+  FILE *p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
+    out.append(buf, n);
+  }
+  status = pclose(p);
+  std::filesystem::remove(input);
+  std::string lf;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!(out[i] == '\r' && i + 1 < out.size() && out[i + 1] == '\n')) {
+      lf += out[i];
+    }
+  }
+  return lf;
+}
+
+// What rsched-sql printed for `sql` over `db`, line by line through escape_for_terminal (so a
+// hostile comm's control bytes never sit raw in an expected file; injective: `\` becomes `\\`).
+inline std::string escaped_output(const std::string &db, const std::string &sql, int &status,
+                                  bool with_stderr = false) {
+  const std::string raw = run_rsched_sql(db, sql, status, with_stderr);
+  std::istringstream rs(raw);
+  std::string got;
+  for (std::string l; std::getline(rs, l);) {
+    got += rsched::text::escape_for_terminal(l) + "\n";
+  }
+  return got;
 }
 
 } // namespace sql_fixture

@@ -27,16 +27,6 @@ using namespace sql_fixture;
 
 namespace {
 
-history &fixture() {
-  static history h;
-  static bool built = false;
-  if (!built) {
-    build(h);
-    built = true;
-  }
-  return h;
-}
-
 std::uint64_t exact_percentile(std::vector<std::uint64_t> v, double p) {
   REQUIRE(!v.empty());
   std::sort(v.begin(), v.end());
@@ -464,41 +454,6 @@ TEST_CASE("every sql example in docs/SQL.md runs against the fixture", "[store]"
   }
 }
 
-namespace {
-// Runs `sql` through the built rsched-sql binary as a user would: --csv, `now` pinned to the end
-// of the fixture's history, times in UTC. Returns stdout with CRLF turned into LF.
-std::string run_binary(const std::string &db, const std::string &sql, int &status) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string input = (dir / ("rsched-doc-" + std::to_string(getpid()) + ".sql")).string();
-  {
-    std::ofstream f(input, std::ios::binary);
-    f << sql;
-  }
-  const std::string now = std::to_string(history_end / 1'000'000'000) + "." +
-                          std::to_string(1'000'000'000 + history_end % 1'000'000'000).substr(1);
-  const std::string cmd = "TZ=UTC RSCHED_SQL_NOW=" + now + " " +
-                          RSCHED_BINARY_DIR "/apps/rsched-sql/rsched-sql '" + db + "' --csv < '" +
-                          input + "' 2>/dev/null";
-  FILE *p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
-    out.append(buf, n);
-  }
-  status = pclose(p);
-  std::filesystem::remove(input);
-  std::string lf;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (!(out[i] == '\r' && i + 1 < out.size() && out[i + 1] == '\n')) {
-      lf += out[i];
-    }
-  }
-  return lf;
-}
-} // namespace
-
 // Diff test: each ```sql example of docs/SQL.md is followed by a ```csv block holding what
 // `rsched-sql DB --csv` prints for it over the fixture (lines passed through
 // escape_for_terminal; LF line ends). RSCHED_UPDATE_GOLDEN=1 rewrites the
@@ -539,16 +494,9 @@ TEST_CASE("docs/SQL.md examples through rsched-sql match their expected CSV", "[
       }
     }
     int status = 0;
-    // Kept in the doc through the terminal escaping (injective: `\` becomes `\\`), so the
-    // hostile comm's control bytes never sit raw in a Markdown file; compared the same way.
-    std::string got;
-    {
-      const std::string raw = run_binary(fixture().path, sql, status);
-      std::istringstream rs(raw);
-      for (std::string l; std::getline(rs, l);) {
-        got += rsched::text::escape_for_terminal(l) + "\n";
-      }
-    }
+    // Kept in the doc through the terminal escaping, so the hostile comm's control bytes never
+    // sit raw in a Markdown file; compared the same way.
+    const std::string got = escaped_output(fixture().path, sql, status);
     INFO(sql);
     CHECK(WIFEXITED(status));
     CHECK((WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3));

@@ -1,0 +1,1 @@
+SELECT * FROM explain(99);

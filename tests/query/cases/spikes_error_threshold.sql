@@ -1,0 +1,1 @@
+SELECT * FROM spikes('sched_delay', 'three times');
