@@ -1,5 +1,7 @@
 #include "vtab.hpp"
 
+#include "rsched/sqlite/module.hpp"
+
 #include "tvf_window.hpp"
 
 #include <fmt/format.h>
@@ -47,8 +49,8 @@ const tvf *find_def(const conn_defs *defs, const char *name) {
   return nullptr;
 }
 
-int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
-              char ** /*err*/) {
+int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, vtab **out,
+              std::string & /*err*/) {
   // argv[0] is the module name: one module object per function, all sharing `aux`.
   const tvf *def = argc > 0 ? find_def(static_cast<const conn_defs *>(aux), argv[0]) : nullptr;
   if (def == nullptr) {
@@ -88,13 +90,9 @@ int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3
   return SQLITE_OK;
 }
 
-int x_disconnect(sqlite3_vtab *v) {
-  delete static_cast<vtab *>(v);
-  return SQLITE_OK;
-}
-
-int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
-  const auto *v = static_cast<vtab *>(base);
+int x_best_index(vtab &table, sqlite3_index_info &index_info) {
+  const auto *v = &table;
+  sqlite3_index_info *info = &index_info;
   const auto ncol = v->lead + static_cast<int>(v->def->columns.size());
   const auto nargs = static_cast<int>(v->def->args.size());
   std::vector<int> cons(static_cast<std::size_t>(nargs), -1);
@@ -156,20 +154,6 @@ int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   return SQLITE_OK;
 }
 
-int x_open(sqlite3_vtab * /*v*/, sqlite3_vtab_cursor **out) {
-  auto *c = new (std::nothrow) cursor();
-  if (c == nullptr) {
-    return SQLITE_NOMEM;
-  }
-  *out = c;
-  return SQLITE_OK;
-}
-
-int x_close(sqlite3_vtab_cursor *c) {
-  delete static_cast<cursor *>(c);
-  return SQLITE_OK;
-}
-
 // The body on each host's own connection (fn_context::hosts), in the order the hosts were given,
 // then `def.merge` over the answers. Each host's context takes the connection's settings (zone,
 // `now`) and hands back what the shell asks of a statement (the window it named).
@@ -202,9 +186,9 @@ result<rows> run_on_hosts(const tvf &def, const args_t &args) {
   return def.merge(runs);
 }
 
-int x_filter(sqlite3_vtab_cursor *base, int mask, const char *idx, int argc, sqlite3_value **argv) {
-  auto *c = static_cast<cursor *>(base);
-  auto *v = static_cast<vtab *>(base->pVtab);
+int x_filter(cursor &cur, int mask, const char *idx, int argc, sqlite3_value **argv) {
+  auto *c = &cur;
+  auto *v = static_cast<vtab *>(cur.pVtab);
   const tvf &def = *v->def;
   def.ctx->cols_used = idx != nullptr ? std::strtoull(idx, nullptr, 16) : ~std::uint64_t{0};
   args_t args(def.args.size(), nullptr);
@@ -253,21 +237,20 @@ int x_filter(sqlite3_vtab_cursor *base, int mask, const char *idx, int argc, sql
   return SQLITE_OK;
 }
 
-int x_next(sqlite3_vtab_cursor *base) {
-  ++static_cast<cursor *>(base)->pos;
+int x_next(cursor &c) {
+  ++c.pos;
   return SQLITE_OK;
 }
 
-int x_eof(sqlite3_vtab_cursor *base) {
-  const auto *c = static_cast<cursor *>(base);
-  return c->pos >= c->data.size() ? 1 : 0;
+bool x_eof(const cursor &c) {
+  return c.pos >= c.data.size();
 }
 
-int x_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
-  const auto *c = static_cast<cursor *>(base);
+int x_column(cursor &cur, sqlite3_context *ctx, int col) {
+  const auto *c = &cur;
   const row &r = c->data[c->pos];
-  const tvf &def = *static_cast<const vtab *>(base->pVtab)->def;
-  const auto lead = static_cast<std::size_t>(static_cast<const vtab *>(base->pVtab)->lead);
+  const tvf &def = *static_cast<const vtab *>(cur.pVtab)->def;
+  const auto lead = static_cast<std::size_t>(static_cast<const vtab *>(cur.pVtab)->lead);
   const auto first_alias = lead + def.columns.size() + def.args.size();
   if (col >= 0 && static_cast<std::size_t>(col) >= first_alias &&
       static_cast<std::size_t>(col) - first_alias < def.aliases.size()) {
@@ -292,30 +275,24 @@ int x_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   return SQLITE_OK;
 }
 
-int x_rowid(sqlite3_vtab_cursor *base, sqlite3_int64 *out) {
-  *out = static_cast<sqlite3_int64>(static_cast<cursor *>(base)->pos);
-  return SQLITE_OK;
+sqlite3_int64 x_rowid(const cursor &c) {
+  return static_cast<sqlite3_int64>(c.pos);
 }
 
-sqlite3_module make_module() {
-  sqlite3_module m{};
-  m.iVersion = 0;
-  m.xCreate = nullptr; // eponymous only
-  m.xConnect = x_connect;
-  m.xBestIndex = x_best_index;
-  m.xDisconnect = x_disconnect;
-  m.xDestroy = x_disconnect;
-  m.xOpen = x_open;
-  m.xClose = x_close;
-  m.xFilter = x_filter;
-  m.xNext = x_next;
-  m.xEof = x_eof;
-  m.xColumn = x_column;
-  m.xRowid = x_rowid;
-  return m;
-}
-
-const sqlite3_module tvf_module = make_module();
+// The module, eponymous only (a table function has no CREATE VIRTUAL TABLE): sqlite::module
+// makes its sqlite3_module (rsched/sqlite/module.hpp).
+struct tvf_vtab {
+  using table = vtab;
+  using cursor = struct cursor;
+  static constexpr bool eponymous_only = true;
+  static constexpr auto connect = x_connect;
+  static constexpr auto best_index = x_best_index;
+  static constexpr auto filter = x_filter;
+  static constexpr auto next = x_next;
+  static constexpr auto eof = x_eof;
+  static constexpr auto column = x_column;
+  static constexpr auto rowid = x_rowid;
+};
 
 } // namespace
 
@@ -329,7 +306,7 @@ result<void> register_vtabs(sqlite3 *db, fn_context *ctx, std::vector<tvf> defs)
   bool first = true;
   for (auto &d : owned->defs) {
     const int rc = sqlite3_create_module_v2(
-        db, d.name, &tvf_module, owned,
+        db, d.name, &sqlite::module<tvf_vtab>::get(), owned,
         first ? +[](void *p) { delete static_cast<conn_defs *>(p); } : nullptr);
     first = false;
     if (rc != SQLITE_OK) {

@@ -1,6 +1,7 @@
 #include "vtab_tiered.hpp"
 
 #include "rsched/query/sql_lint.hpp"
+#include "rsched/sqlite/module.hpp"
 #include "rsched/sqlite/quote.hpp"
 #include "rsched/sqlite/statement.hpp"
 #include "rsched/store/schema.hpp"
@@ -256,10 +257,10 @@ result<std::vector<std::pair<std::string, std::string>>> view_columns(sqlite3 *d
   return out;
 }
 
-int x_create(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
-             char **err) {
+int x_create(sqlite3 *db, void *aux, int argc, const char *const *argv, table **out,
+             std::string &err) {
   if (argc < 4) {
-    *err = sqlite3_mprintf("rsched_tiered: no view named");
+    err = "rsched_tiered: no view named";
     return SQLITE_ERROR;
   }
   std::string view = argv[3];
@@ -275,7 +276,7 @@ int x_create(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_
   }
   auto cols = view_columns(db, view);
   if (!cols || cols->empty()) {
-    *err = sqlite3_mprintf("rsched_tiered: no view main.%s", view.c_str());
+    err = "rsched_tiered: no view main." + view;
     return SQLITE_ERROR;
   }
   std::string decl = "CREATE TABLE x(";
@@ -325,13 +326,9 @@ int x_create(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_
   return SQLITE_OK;
 }
 
-int x_disconnect(sqlite3_vtab *vt) {
-  delete static_cast<table *>(vt);
-  return SQLITE_OK;
-}
-
-int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  const auto *t = static_cast<table *>(vt);
+int x_best_index(table &vt, sqlite3_index_info &index_info) {
+  const auto *t = &vt;
+  sqlite3_index_info *info = &index_info;
   std::vector<pushed> cs;
   bool lo = false;
   bool hi = false;
@@ -373,15 +370,6 @@ int x_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
   return SQLITE_OK;
 }
 
-int x_open(sqlite3_vtab * /*vt*/, sqlite3_vtab_cursor **out) {
-  auto *c = new (std::nothrow) cursor();
-  if (c == nullptr) {
-    return SQLITE_NOMEM;
-  }
-  *out = c;
-  return SQLITE_OK;
-}
-
 // Gives back the cursor's statement: to the table's cache, or finalized.
 void release(cursor *c) {
   if (c->st != nullptr) {
@@ -413,16 +401,13 @@ void log_part(table *t, cursor *c) {
   c->rows = 0;
 }
 
-int x_close(sqlite3_vtab_cursor *cur) {
-  auto *c = static_cast<cursor *>(cur);
-  auto *t = static_cast<table *>(cur->pVtab);
+void x_close(table &vt, cursor *c) {
   if (c->st != nullptr) {
-    log_part(t, c);
+    log_part(&vt, c);
   }
   release(c);
   c->clear_args();
   delete c;
-  return SQLITE_OK;
 }
 
 // Prepares and binds the statement of part `c->at`.
@@ -688,10 +673,9 @@ result<std::optional<std::vector<part>>> route(sqlite3 *db, std::int64_t lo, std
   return std::optional<std::vector<part>>(std::move(parts));
 }
 
-int x_filter(sqlite3_vtab_cursor *cur, int /*idx_num*/, const char *idx_str, int argc,
-             sqlite3_value **argv) {
-  auto *c = static_cast<cursor *>(cur);
-  auto *t = static_cast<table *>(cur->pVtab);
+int x_filter(cursor &cur, int /*idx_num*/, const char *idx_str, int argc, sqlite3_value **argv) {
+  auto *c = &cur;
+  auto *t = static_cast<table *>(cur.pVtab);
   release(c);
   c->clear_args();
   c->parts.clear();
@@ -771,16 +755,16 @@ int x_filter(sqlite3_vtab_cursor *cur, int /*idx_num*/, const char *idx_str, int
   return advance(t, c);
 }
 
-int x_next(sqlite3_vtab_cursor *cur) {
-  return advance(static_cast<table *>(cur->pVtab), static_cast<cursor *>(cur));
+int x_next(cursor &c) {
+  return advance(static_cast<table *>(c.pVtab), &c);
 }
 
-int x_eof(sqlite3_vtab_cursor *cur) {
-  return static_cast<cursor *>(cur)->eof ? 1 : 0;
+bool x_eof(const cursor &c) {
+  return c.eof;
 }
 
-int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i) {
-  auto *c = static_cast<cursor *>(cur);
+int x_column(cursor &cur, sqlite3_context *ctx, int i) {
+  auto *c = &cur;
   if (c->st == nullptr || i < 0 || i >= sqlite3_column_count(c->st)) {
     sqlite3_result_null(ctx);
     return SQLITE_OK;
@@ -789,38 +773,28 @@ int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i) {
   return SQLITE_OK;
 }
 
-int x_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *out) {
-  *out = static_cast<cursor *>(cur)->rowid;
-  return SQLITE_OK;
+sqlite3_int64 x_rowid(const cursor &c) {
+  return c.rowid;
 }
 
-sqlite3_module make_module() {
-  sqlite3_module m{};
-  m.iVersion = 1;
-  m.xCreate = x_create;
-  m.xConnect = x_create;
-  m.xBestIndex = x_best_index;
-  m.xDisconnect = x_disconnect;
-  m.xDestroy = x_disconnect;
-  m.xOpen = x_open;
-  m.xClose = x_close;
-  m.xFilter = x_filter;
-  m.xNext = x_next;
-  m.xEof = x_eof;
-  m.xColumn = x_column;
-  m.xRowid = x_rowid;
-  return m;
-}
-
-const sqlite3_module tiered_module = make_module();
+// The module: sqlite::module makes its sqlite3_module (rsched/sqlite/module.hpp).
+struct tiered_vtab {
+  using table = struct table;
+  using cursor = struct cursor;
+  static constexpr auto connect = x_create;
+  static constexpr auto best_index = x_best_index;
+  static constexpr auto close = x_close;
+  static constexpr auto filter = x_filter;
+  static constexpr auto next = x_next;
+  static constexpr auto eof = x_eof;
+  static constexpr auto column = x_column;
+  static constexpr auto rowid = x_rowid;
+};
 
 } // namespace
 
 result<void> register_tiered_module(sqlite3 *db, tier_router *router) {
-  if (sqlite3_create_module_v2(db, "rsched_tiered", &tiered_module, router, nullptr) != SQLITE_OK) {
-    return make_error(fmt::format("registering rsched_tiered: {}", sqlite3_errmsg(db)));
-  }
-  return {};
+  return sqlite::create_module<tiered_vtab>(db, "rsched_tiered", router);
 }
 
 result<std::vector<std::string>> shadow_tiered_views(sqlite3 *db) {

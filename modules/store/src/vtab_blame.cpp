@@ -1,5 +1,6 @@
 #include "vtab_blame.hpp"
 
+#include "rsched/sqlite/module.hpp"
 #include "rsched/sqlite/quote.hpp"
 #include "rsched/store/blame_pack.hpp"
 
@@ -108,16 +109,10 @@ struct cursor : sqlite3_vtab_cursor {
   [[nodiscard]] bool holds(std::int64_t iv) const { return pk && pk->interval == iv; }
 };
 
-int set_error(sqlite3_vtab *vt, const std::string &msg) {
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = sqlite3_mprintf("%s", msg.c_str());
-  return SQLITE_ERROR;
-}
-
-int x_connect(sqlite3 *db, void * /*aux*/, int argc, const char *const *argv, sqlite3_vtab **out,
-              char **err) {
+int x_connect(sqlite3 *db, void * /*aux*/, int argc, const char *const *argv, table **out,
+              std::string &err) {
   if (argc < 3) {
-    *err = sqlite3_mprintf("rsched_thread_blame: no schema name");
+    err = "rsched_thread_blame: no schema name";
     return SQLITE_ERROR;
   }
   const int rc = sqlite3_declare_vtab(
@@ -138,12 +133,8 @@ int x_connect(sqlite3 *db, void * /*aux*/, int argc, const char *const *argv, sq
   return SQLITE_OK;
 }
 
-int x_disconnect(sqlite3_vtab *vt) {
-  delete static_cast<table *>(vt);
-  return SQLITE_OK;
-}
-
-int x_best_index(sqlite3_vtab * /*vt*/, sqlite3_index_info *info) {
+int x_best_index(table & /*t*/, sqlite3_index_info &index_info) {
+  sqlite3_index_info *info = &index_info;
   std::array<int, bits.size()> at{};
   at.fill(-1);
   for (int i = 0; i < info->nConstraint; ++i) {
@@ -227,15 +218,6 @@ int x_best_index(sqlite3_vtab * /*vt*/, sqlite3_index_info *info) {
   return SQLITE_OK;
 }
 
-int x_open(sqlite3_vtab * /*vt*/, sqlite3_vtab_cursor **out) {
-  auto *c = new (std::nothrow) cursor();
-  if (c == nullptr) {
-    return SQLITE_NOMEM;
-  }
-  *out = c;
-  return SQLITE_OK;
-}
-
 void give_back(table *t, cursor *c) {
   if (c->st.rows == nullptr && c->st.packs == nullptr) {
     return;
@@ -251,11 +233,9 @@ void give_back(table *t, cursor *c) {
   c->st = statements{};
 }
 
-int x_close(sqlite3_vtab_cursor *cur) {
-  auto *c = static_cast<cursor *>(cur);
-  give_back(static_cast<table *>(cur->pVtab), c);
+void x_close(table &t, cursor *c) {
+  give_back(&t, c);
   delete c;
-  return SQLITE_OK;
 }
 
 // ?1 ?2 interval bounds (or ?1 the interval), ?3 thread.
@@ -270,7 +250,7 @@ std::string where_of(int shape, bool thread_column) {
 int prepare(table *t, const std::string &sql, sqlite3_stmt **st) {
   if (sqlite3_prepare_v3(t->db, sql.c_str(), static_cast<int>(sql.size()),
                          SQLITE_PREPARE_PERSISTENT, st, nullptr) != SQLITE_OK) {
-    return set_error(t, fmt::format("thread_blame: {}", sqlite3_errmsg(t->db)));
+    return sqlite::vtab_error(t, fmt::format("thread_blame: {}", sqlite3_errmsg(t->db)));
   }
   return SQLITE_OK;
 }
@@ -300,7 +280,7 @@ int load_pack(cursor *c) {
   const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->st.packs, 1));
   const auto n = static_cast<std::size_t>(sqlite3_column_bytes(c->st.packs, 1));
   if (auto r = unpack_blame(std::span<const std::uint8_t>(p, n), d->entries); !r) {
-    return set_error(t, fmt::format("thread_blame_pack interval {}: {}", iv, r.err().msg));
+    return sqlite::vtab_error(t, fmt::format("thread_blame_pack interval {}: {}", iv, r.err().msg));
   }
   d->interval = iv;
   c->pk = d;
@@ -321,7 +301,7 @@ int advance(cursor *c) {
     c->in_rows = false;
     c->rows_left = false;
     if (rc != SQLITE_DONE) {
-      return set_error(t, fmt::format("thread_blame: {}", sqlite3_errmsg(t->db)));
+      return sqlite::vtab_error(t, fmt::format("thread_blame: {}", sqlite3_errmsg(t->db)));
     }
   }
   for (;;) {
@@ -345,7 +325,7 @@ int advance(cursor *c) {
       return SQLITE_OK;
     }
     if (rc != SQLITE_ROW) {
-      return set_error(t, fmt::format("thread_blame: {}", sqlite3_errmsg(t->db)));
+      return sqlite::vtab_error(t, fmt::format("thread_blame: {}", sqlite3_errmsg(t->db)));
     }
     if (int r = load_pack(c); r != SQLITE_OK) {
       return r;
@@ -371,7 +351,7 @@ int find_in_pack(cursor *c) {
         return SQLITE_OK; // no pack: only thread_blame_row may have the rows
       }
       if (rc != SQLITE_ROW) {
-        return set_error(t, fmt::format("thread_blame: {}", sqlite3_errmsg(t->db)));
+        return sqlite::vtab_error(t, fmt::format("thread_blame: {}", sqlite3_errmsg(t->db)));
       }
       if (int r = load_pack(c); r != SQLITE_OK) {
         return r;
@@ -391,9 +371,8 @@ int find_in_pack(cursor *c) {
   return SQLITE_OK;
 }
 
-int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int argc,
-             sqlite3_value **argv) {
-  auto *c = static_cast<cursor *>(cur);
+int x_filter(cursor &cur, int idx, const char * /*idx_str*/, int argc, sqlite3_value **argv) {
+  auto *c = &cur;
   auto *t = static_cast<table *>(c->pVtab);
   bounds b;
   int a = 0;
@@ -402,7 +381,7 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
       continue;
     }
     if (a >= argc) {
-      return set_error(t, "thread_blame: constraint values missing");
+      return sqlite::vtab_error(t, "thread_blame: constraint values missing");
     }
     sqlite3_value *v = argv[a++];
     std::int64_t x = 0;
@@ -504,14 +483,14 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
   return advance(c);
 }
 
-int x_next(sqlite3_vtab_cursor *cur) {
-  auto *c = static_cast<cursor *>(cur);
+int x_next(cursor &cur) {
+  auto *c = &cur;
   ++c->rowid;
   return advance(c);
 }
 
-int x_eof(sqlite3_vtab_cursor *cur) {
-  return static_cast<cursor *>(cur)->eof ? 1 : 0;
+bool x_eof(const cursor &c) {
+  return c.eof;
 }
 
 void result_opt(sqlite3_context *ctx, const std::optional<std::int64_t> &v) {
@@ -522,8 +501,8 @@ void result_opt(sqlite3_context *ctx, const std::optional<std::int64_t> &v) {
   }
 }
 
-int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
-  auto *c = static_cast<cursor *>(cur);
+int x_column(cursor &cur, sqlite3_context *ctx, int col) {
+  auto *c = &cur;
   if (c->in_rows) {
     sqlite3_result_value(ctx, sqlite3_column_value(c->st.rows, col));
     return SQLITE_OK;
@@ -564,46 +543,28 @@ int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   return SQLITE_OK;
 }
 
-int x_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *out) {
-  *out = static_cast<cursor *>(cur)->rowid;
-  return SQLITE_OK;
+sqlite3_int64 x_rowid(const cursor &c) {
+  return c.rowid;
 }
 
-sqlite3_module blame_module = {
-    0,            // iVersion
-    x_connect,    // xCreate: the table holds nothing of its own
-    x_connect,    // xConnect
-    x_best_index, // xBestIndex
-    x_disconnect, // xDisconnect
-    x_disconnect, // xDestroy
-    x_open,       // xOpen
-    x_close,      // xClose
-    x_filter,     // xFilter
-    x_next,       // xNext
-    x_eof,        // xEof
-    x_column,     // xColumn
-    x_rowid,      // xRowid
-    nullptr,      // xUpdate: read-only
-    nullptr,      // xBegin
-    nullptr,      // xSync
-    nullptr,      // xCommit
-    nullptr,      // xRollback
-    nullptr,      // xFindFunction
-    nullptr,      // xRename
-    nullptr,      // xSavepoint
-    nullptr,      // xRelease
-    nullptr,      // xRollbackTo
-    nullptr,      // xShadowName
+// The module: sqlite::module makes the sqlite3_module of it (rsched/sqlite/module.hpp).
+struct blame_vtab {
+  using table = struct table;
+  using cursor = struct cursor;
+  static constexpr auto connect = x_connect;
+  static constexpr auto best_index = x_best_index;
+  static constexpr auto close = x_close;
+  static constexpr auto filter = x_filter;
+  static constexpr auto next = x_next;
+  static constexpr auto eof = x_eof;
+  static constexpr auto column = x_column;
+  static constexpr auto rowid = x_rowid;
 };
 
 } // namespace
 
 result<void> register_blame_module(sqlite3 *db) {
-  if (sqlite3_create_module_v2(db, "rsched_thread_blame", &blame_module, nullptr, nullptr) !=
-      SQLITE_OK) {
-    return make_error(fmt::format("registering thread_blame: {}", sqlite3_errmsg(db)));
-  }
-  return {};
+  return sqlite::create_module<blame_vtab>(db, "rsched_thread_blame");
 }
 
 } // namespace rsched::store::detail

@@ -1,5 +1,6 @@
 #include "vtab_hist.hpp"
 
+#include "rsched/sqlite/module.hpp"
 #include "rsched/sqlite/quote.hpp"
 #include "rsched/store/hist_pack.hpp"
 
@@ -105,16 +106,10 @@ struct cursor : sqlite3_vtab_cursor {
   }
 };
 
-int set_error(sqlite3_vtab *vt, const std::string &msg) {
-  sqlite3_free(vt->zErrMsg);
-  vt->zErrMsg = sqlite3_mprintf("%s", msg.c_str());
-  return SQLITE_ERROR;
-}
-
-int x_connect(sqlite3 *db, void * /*aux*/, int argc, const char *const *argv, sqlite3_vtab **out,
-              char **err) {
+int x_connect(sqlite3 *db, void * /*aux*/, int argc, const char *const *argv, table **out,
+              std::string &err) {
   if (argc < 3) {
-    *err = sqlite3_mprintf("rsched_thread_hist: no schema name");
+    err = "rsched_thread_hist: no schema name";
     return SQLITE_ERROR;
   }
   const int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(interval_id INTEGER, metric INTEGER, "
@@ -134,12 +129,8 @@ int x_connect(sqlite3 *db, void * /*aux*/, int argc, const char *const *argv, sq
   return SQLITE_OK;
 }
 
-int x_disconnect(sqlite3_vtab *vt) {
-  delete static_cast<table *>(vt);
-  return SQLITE_OK;
-}
-
-int x_best_index(sqlite3_vtab * /*vt*/, sqlite3_index_info *info) {
+int x_best_index(table & /*t*/, sqlite3_index_info &index_info) {
+  sqlite3_index_info *info = &index_info;
   std::array<int, 7> at{};
   at.fill(-1);
   for (int i = 0; i < info->nConstraint; ++i) {
@@ -230,15 +221,6 @@ int x_best_index(sqlite3_vtab * /*vt*/, sqlite3_index_info *info) {
   return SQLITE_OK;
 }
 
-int x_open(sqlite3_vtab * /*vt*/, sqlite3_vtab_cursor **out) {
-  auto *c = new (std::nothrow) cursor();
-  if (c == nullptr) {
-    return SQLITE_NOMEM;
-  }
-  *out = c;
-  return SQLITE_OK;
-}
-
 // Gives the cursor's statements back to the table (a few shapes are kept; the rest finalized).
 void give_back(table *t, cursor *c) {
   if (c->st.rows == nullptr && c->st.packs == nullptr) {
@@ -255,11 +237,9 @@ void give_back(table *t, cursor *c) {
   c->st = statements{};
 }
 
-int x_close(sqlite3_vtab_cursor *cur) {
-  auto *c = static_cast<cursor *>(cur);
-  give_back(static_cast<table *>(cur->pVtab), c);
+void x_close(table &t, cursor *c) {
+  give_back(&t, c);
   delete c;
-  return SQLITE_OK;
 }
 
 // The WHERE clause of a shape: the interval as one value or a range, the metric if given.
@@ -278,7 +258,7 @@ std::string where_of(int shape, bool thread_column) {
 int prepare(table *t, const std::string &sql, sqlite3_stmt **st) {
   if (sqlite3_prepare_v3(t->db, sql.c_str(), static_cast<int>(sql.size()),
                          SQLITE_PREPARE_PERSISTENT, st, nullptr) != SQLITE_OK) {
-    return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+    return sqlite::vtab_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
   }
   return SQLITE_OK;
 }
@@ -310,8 +290,8 @@ int load_pack(cursor *c) {
   d->blob.assign(p, p + sqlite3_column_bytes(c->st.packs, 2));
   auto entries = unpack(std::span<const std::uint8_t>(d->blob));
   if (!entries) {
-    return set_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}", iv, metric,
-                                    entries.err().msg));
+    return sqlite::vtab_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}", iv,
+                                             metric, entries.err().msg));
   }
   d->entries = std::move(*entries);
   d->interval = iv;
@@ -333,7 +313,7 @@ int advance(cursor *c) {
     c->in_rows = false;
     c->rows_left = false;
     if (rc != SQLITE_DONE) {
-      return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+      return sqlite::vtab_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
     }
   }
   for (;;) {
@@ -357,7 +337,7 @@ int advance(cursor *c) {
       return SQLITE_OK;
     }
     if (rc != SQLITE_ROW) {
-      return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+      return sqlite::vtab_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
     }
     if (int r = load_pack(c); r != SQLITE_OK) {
       return r;
@@ -384,7 +364,7 @@ int find_in_pack(cursor *c) {
         return SQLITE_OK; // no pack: only thread_hist_row may have the row
       }
       if (rc != SQLITE_ROW) {
-        return set_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
+        return sqlite::vtab_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
       }
       if (int r = load_pack(c); r != SQLITE_OK) {
         return r;
@@ -401,9 +381,8 @@ int find_in_pack(cursor *c) {
   return SQLITE_OK;
 }
 
-int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int argc,
-             sqlite3_value **argv) {
-  auto *c = static_cast<cursor *>(cur);
+int x_filter(cursor &cur, int idx, const char * /*idx_str*/, int argc, sqlite3_value **argv) {
+  auto *c = &cur;
   auto *t = static_cast<table *>(c->pVtab);
   bounds b;
   int a = 0;
@@ -412,7 +391,7 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
       continue;
     }
     if (a >= argc) {
-      return set_error(t, "thread_hist: constraint values missing");
+      return sqlite::vtab_error(t, "thread_hist: constraint values missing");
     }
     sqlite3_value *v = argv[a++];
     std::int64_t x = 0;
@@ -525,18 +504,18 @@ int x_filter(sqlite3_vtab_cursor *cur, int idx, const char * /*idx_str*/, int ar
   return advance(c);
 }
 
-int x_next(sqlite3_vtab_cursor *cur) {
-  auto *c = static_cast<cursor *>(cur);
+int x_next(cursor &cur) {
+  auto *c = &cur;
   ++c->rowid;
   return advance(c);
 }
 
-int x_eof(sqlite3_vtab_cursor *cur) {
-  return static_cast<cursor *>(cur)->eof ? 1 : 0;
+bool x_eof(const cursor &c) {
+  return c.eof;
 }
 
-int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
-  auto *c = static_cast<cursor *>(cur);
+int x_column(cursor &cur, sqlite3_context *ctx, int col) {
+  auto *c = &cur;
   if (c->in_rows) {
     sqlite3_result_value(ctx, sqlite3_column_value(c->st.rows, col));
     return SQLITE_OK;
@@ -567,46 +546,28 @@ int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   return SQLITE_OK;
 }
 
-int x_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *out) {
-  *out = static_cast<cursor *>(cur)->rowid;
-  return SQLITE_OK;
+sqlite3_int64 x_rowid(const cursor &c) {
+  return c.rowid;
 }
 
-sqlite3_module hist_module = {
-    0,            // iVersion
-    x_connect,    // xCreate: the table holds nothing of its own
-    x_connect,    // xConnect
-    x_best_index, // xBestIndex
-    x_disconnect, // xDisconnect
-    x_disconnect, // xDestroy
-    x_open,       // xOpen
-    x_close,      // xClose
-    x_filter,     // xFilter
-    x_next,       // xNext
-    x_eof,        // xEof
-    x_column,     // xColumn
-    x_rowid,      // xRowid
-    nullptr,      // xUpdate: read-only
-    nullptr,      // xBegin
-    nullptr,      // xSync
-    nullptr,      // xCommit
-    nullptr,      // xRollback
-    nullptr,      // xFindFunction
-    nullptr,      // xRename
-    nullptr,      // xSavepoint
-    nullptr,      // xRelease
-    nullptr,      // xRollbackTo
-    nullptr,      // xShadowName
+// The module: sqlite::module makes the sqlite3_module of it (rsched/sqlite/module.hpp).
+struct hist_vtab {
+  using table = struct table;
+  using cursor = struct cursor;
+  static constexpr auto connect = x_connect;
+  static constexpr auto best_index = x_best_index;
+  static constexpr auto close = x_close;
+  static constexpr auto filter = x_filter;
+  static constexpr auto next = x_next;
+  static constexpr auto eof = x_eof;
+  static constexpr auto column = x_column;
+  static constexpr auto rowid = x_rowid;
 };
 
 } // namespace
 
 result<void> register_hist_module(sqlite3 *db) {
-  if (sqlite3_create_module_v2(db, "rsched_thread_hist", &hist_module, nullptr, nullptr) !=
-      SQLITE_OK) {
-    return make_error(fmt::format("registering thread_hist: {}", sqlite3_errmsg(db)));
-  }
-  return {};
+  return sqlite::create_module<hist_vtab>(db, "rsched_thread_hist");
 }
 
 } // namespace rsched::store::detail
