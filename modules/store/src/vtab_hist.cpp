@@ -2,6 +2,7 @@
 
 #include "rsched/sqlite/module.hpp"
 #include "rsched/sqlite/quote.hpp"
+#include "rsched/sqlite/statement.hpp"
 #include "rsched/store/hist_pack.hpp"
 
 #include <fmt/format.h>
@@ -46,8 +47,8 @@ struct decoded_pack {
 // A cursor's two statements for one constraint shape (where_of).
 struct statements {
   int shape = -1;
-  sqlite3_stmt *rows = nullptr;  // thread_hist_row
-  sqlite3_stmt *packs = nullptr; // thread_hist_pack
+  sqlite::stmt_ptr rows;  // thread_hist_row
+  sqlite::stmt_ptr packs; // thread_hist_pack
 };
 
 // SQLite opens a cursor for every run of a statement: a lookup of one thread of one interval
@@ -59,12 +60,6 @@ struct table : sqlite3_vtab {
   std::string schema; // the database the table is in: "main", or a host's name
   std::vector<statements> idle;
   std::shared_ptr<const decoded_pack> last;
-  ~table() {
-    for (auto &st : idle) {
-      sqlite3_finalize(st.rows);
-      sqlite3_finalize(st.packs);
-    }
-  }
   table() = default;
   table(const table &) = delete;
   table &operator=(const table &) = delete;
@@ -227,14 +222,11 @@ void give_back(table *t, cursor *c) {
     return;
   }
   if (t->idle.size() < 8) {
-    sqlite3_reset(c->st.rows);
-    sqlite3_reset(c->st.packs);
-    t->idle.push_back(c->st);
-  } else {
-    sqlite3_finalize(c->st.rows);
-    sqlite3_finalize(c->st.packs);
+    sqlite3_reset(c->st.rows.get());
+    sqlite3_reset(c->st.packs.get());
+    t->idle.push_back(std::move(c->st));
   }
-  c->st = statements{};
+  c->st = statements{}; // finalizes what the table did not keep
 }
 
 void x_close(table &t, cursor *c) {
@@ -255,9 +247,12 @@ std::string where_of(int shape, bool thread_column) {
   return w;
 }
 
-int prepare(table *t, const std::string &sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v3(t->db, sql.c_str(), static_cast<int>(sql.size()),
-                         SQLITE_PREPARE_PERSISTENT, st, nullptr) != SQLITE_OK) {
+int prepare(table *t, const std::string &sql, sqlite::stmt_ptr &st) {
+  sqlite3_stmt *raw = nullptr;
+  const int rc = sqlite3_prepare_v3(t->db, sql.c_str(), static_cast<int>(sql.size()),
+                                    SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+  st.reset(raw);
+  if (rc != SQLITE_OK) {
     return sqlite::vtab_error(t, fmt::format("thread_hist: {}", sqlite3_errmsg(t->db)));
   }
   return SQLITE_OK;
@@ -275,8 +270,8 @@ bool as_int(sqlite3_value *v, std::int64_t &out) {
 // decoded last, by this cursor or another).
 int load_pack(cursor *c) {
   auto *t = static_cast<table *>(c->pVtab);
-  const std::int64_t iv = sqlite3_column_int64(c->st.packs, 0);
-  const std::int64_t metric = sqlite3_column_int64(c->st.packs, 1);
+  const std::int64_t iv = sqlite3_column_int64(c->st.packs.get(), 0);
+  const std::int64_t metric = sqlite3_column_int64(c->st.packs.get(), 1);
   if (c->holds(iv, metric)) {
     return SQLITE_OK;
   }
@@ -286,8 +281,8 @@ int load_pack(cursor *c) {
   }
   c->pk.reset();
   auto d = std::make_shared<decoded_pack>();
-  const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->st.packs, 2));
-  d->blob.assign(p, p + sqlite3_column_bytes(c->st.packs, 2));
+  const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->st.packs.get(), 2));
+  d->blob.assign(p, p + sqlite3_column_bytes(c->st.packs.get(), 2));
   auto entries = unpack(std::span<const std::uint8_t>(d->blob));
   if (!entries) {
     return sqlite::vtab_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}", iv,
@@ -305,7 +300,7 @@ int load_pack(cursor *c) {
 int advance(cursor *c) {
   auto *t = static_cast<table *>(c->pVtab);
   if (c->rows_left) {
-    const int rc = sqlite3_step(c->st.rows);
+    const int rc = sqlite3_step(c->st.rows.get());
     if (rc == SQLITE_ROW) {
       c->in_rows = true;
       return SQLITE_OK;
@@ -331,7 +326,7 @@ int advance(cursor *c) {
       c->eof = true;
       return SQLITE_OK;
     }
-    const int rc = sqlite3_step(c->st.packs);
+    const int rc = sqlite3_step(c->st.packs.get());
     if (rc == SQLITE_DONE) {
       c->eof = true;
       return SQLITE_OK;
@@ -358,7 +353,7 @@ int find_in_pack(cursor *c) {
     if (t->last && t->last->interval == iv && t->last->metric == metric) {
       c->pk = t->last;
     } else {
-      const int rc = sqlite3_step(c->st.packs);
+      const int rc = sqlite3_step(c->st.packs.get());
       if (rc == SQLITE_DONE) {
         c->pk.reset();
         return SQLITE_OK; // no pack: only thread_hist_row may have the row
@@ -447,7 +442,7 @@ int x_filter(cursor &cur, int idx, const char * /*idx_str*/, int argc, sqlite3_v
     const auto it = std::find_if(t->idle.begin(), t->idle.end(),
                                  [&](const statements &x) { return x.shape == shape; });
     if (it != t->idle.end()) {
-      c->st = *it;
+      c->st = std::move(*it);
       t->idle.erase(it);
     } else {
       const std::string s = sqlite::sql_ident(t->schema);
@@ -457,23 +452,21 @@ int x_filter(cursor &cur, int idx, const char * /*idx_str*/, int argc, sqlite3_v
                        fmt::format("SELECT interval_id, metric, thread_id, count, total, hist "
                                    "FROM {}.thread_hist_row WHERE {}",
                                    s, where_of(shape, true)),
-                       &fresh.rows);
+                       fresh.rows);
       if (rc == SQLITE_OK) {
         rc = prepare(t,
                      fmt::format("SELECT interval_id, metric, data FROM {}.thread_hist_pack "
                                  "WHERE {}",
                                  s, where_of(shape, false)),
-                     &fresh.packs);
+                     fresh.packs);
       }
       if (rc != SQLITE_OK) {
-        sqlite3_finalize(fresh.rows);
-        sqlite3_finalize(fresh.packs);
         return rc;
       }
-      c->st = fresh;
+      c->st = std::move(fresh);
     }
   }
-  for (sqlite3_stmt *st : {c->st.rows, c->st.packs}) {
+  for (sqlite3_stmt *st : {c->st.rows.get(), c->st.packs.get()}) {
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, b.iv_lo);
     if ((shape & iv_eq) == 0) {
@@ -484,7 +477,7 @@ int x_filter(cursor &cur, int idx, const char * /*idx_str*/, int argc, sqlite3_v
     }
   }
   if (b.thread) {
-    sqlite3_bind_int64(c->st.rows, 4, b.thread_v);
+    sqlite3_bind_int64(c->st.rows.get(), 4, b.thread_v);
   }
   c->b = b;
   c->rowid = 0;
@@ -517,7 +510,7 @@ bool x_eof(const cursor &c) {
 int x_column(cursor &cur, sqlite3_context *ctx, int col) {
   auto *c = &cur;
   if (c->in_rows) {
-    sqlite3_result_value(ctx, sqlite3_column_value(c->st.rows, col));
+    sqlite3_result_value(ctx, sqlite3_column_value(c->st.rows.get(), col));
     return SQLITE_OK;
   }
   switch (col) {

@@ -910,7 +910,10 @@ struct writer::impl {
     ins_annotation.exec();
   }
 
-  void write_tx(const interval_row &iv) {
+  // One interval in one transaction. SQLite's errors are SQLite::Exception (the caller rolls
+  // back); a thread row the checks refuse is returned before anything of it is written, and the
+  // caller rolls back the same way.
+  result<void> write_tx(const interval_row &iv) {
     run(begin);
     annotate_sched_ext(iv);
 
@@ -988,7 +991,7 @@ struct writer::impl {
       }
       const thread_row &t = iv.threads[k];
       if (auto r = validate_thread(t, iv.events.size()); !r) {
-        throw std::invalid_argument(r.err().msg); // the transaction is rolled back
+        return r; // the caller rolls the transaction back
       }
       if (!has_any(t)) {
         continue;
@@ -1054,6 +1057,7 @@ struct writer::impl {
     commit_cache(domains, tx.domains);
     commit_cache(culprits, tx.culprits);
     commit_cache(cgroups, tx.cgroups);
+    return {};
   }
 };
 
@@ -1180,7 +1184,10 @@ result<void> writer::write(const interval_row &iv) {
   }
   try {
     const auto t0 = std::chrono::steady_clock::now();
-    p_->write_tx(iv);
+    if (auto r = p_->write_tx(iv); !r) {
+      p_->abort();
+      return make_error(fmt::format("{}: writing interval: {}", p_->path, r.err().msg));
+    }
     p_->prev_write_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count();

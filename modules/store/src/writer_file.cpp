@@ -1,5 +1,7 @@
 #include "writer_file.hpp"
 
+#include "rsched/sqlite/statement.hpp"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -262,19 +264,19 @@ result<void> quick_check(sqlite3 *h, const std::string &path) {
       sqlite3_interrupt(h);
     }
   });
-  sqlite3_stmt *st = nullptr;
-  int rc = sqlite3_prepare_v2(h, "PRAGMA quick_check(1)", -1, &st, nullptr);
+  sqlite3_stmt *raw = nullptr;
+  int rc = sqlite3_prepare_v2(h, "PRAGMA quick_check(1)", -1, &raw, nullptr);
+  sqlite::stmt_ptr st(raw);
   std::string problem;
   if (rc == SQLITE_OK) {
-    rc = sqlite3_step(st);
+    rc = sqlite3_step(st.get());
     if (rc == SQLITE_ROW) {
-      const auto *text = sqlite3_column_text(st, 0);
-      problem = text != nullptr ? reinterpret_cast<const char *>(text) : "";
+      problem = sqlite::column_text(st.get(), 0);
     }
   }
   const std::string msg = sqlite3_errmsg(h);
   rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(h);
-  sqlite3_finalize(st);
+  st.reset();
   {
     const std::lock_guard<std::mutex> l(m);
     done = true;
