@@ -5,10 +5,10 @@
 // scrapes over loopback HTTP (one client, then four at once) with the recording-side cost
 // measured while they run.
 //   build/bench/rsched-metrics-bench [THREADS] [CPUS] [INTERVALS]
-#include "rsched/rschedd/metrics.hpp"
-
 #include "rsched/openmetrics/openmetrics.hpp"
 #include "rsched/rschedd/http_server.hpp"
+#include "rsched/rschedd/metrics_board.hpp"
+#include "rsched/rschedd/metrics_state.hpp"
 
 #include <fmt/format.h>
 #include <sys/socket.h>

@@ -1,9 +1,12 @@
-// rschedd's Prometheus side (metrics.hpp) over plain data and a loopback socket: which keys get
+// rschedd's Prometheus side (metrics_*.hpp) over plain data and a loopback socket: which keys get
 // series, that every series only grows, the numbers against the intervals they came from, hostile
 // names, content negotiation, the HTTP server's bounds and the textfile. No root, no BPF.
 #include "rsched/openmetrics/openmetrics.hpp"
 #include "rsched/rschedd/http_server.hpp"
-#include "rsched/rschedd/metrics.hpp"
+#include "rsched/rschedd/metrics_board.hpp"
+#include "rsched/rschedd/metrics_endpoint.hpp"
+#include "rsched/rschedd/metrics_state.hpp"
+#include "rsched/rschedd/metrics_textfile.hpp"
 
 #include "support/net.hpp"
 #include "support/temp_dir.hpp"

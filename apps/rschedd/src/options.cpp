@@ -3,7 +3,7 @@
 
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
-#include "rsched/rschedd/metrics.hpp"
+#include "rsched/rschedd/metrics_endpoint.hpp"
 
 #include <charconv>
 #include <cstdint>

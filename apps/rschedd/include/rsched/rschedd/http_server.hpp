@@ -23,7 +23,8 @@
 // normal policy, so scrapes yield to recording. Recording never waits for it (the board is only
 // read). Rendering a new interval's text (once per interval and format) runs on this thread.
 #include "rsched/base/result.hpp"
-#include "rsched/rschedd/metrics.hpp"
+#include "rsched/rschedd/metrics_board.hpp"
+#include "rsched/rschedd/metrics_endpoint.hpp"
 
 #include <cstddef>
 #include <memory>

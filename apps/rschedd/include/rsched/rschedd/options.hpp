@@ -73,7 +73,7 @@ struct options {
   // sched_runtime, Linux 6.12; the kernel takes 100-100,000 us); 0 = the kernel's default.
   std::uint32_t recorder_slice_us = 100;
   store::retention keep; // --keep-raw, --keep-1m, --keep-1h, --max-size
-  // Prometheus (metrics.hpp): --metrics-listen [ADDR:]PORT, --metrics-textfile FILE,
+  // Prometheus (metrics_state.hpp): --metrics-listen [ADDR:]PORT, --metrics-textfile FILE,
   // --metrics-top N (named cgroups, comms and culprits; the rest is "other").
   std::optional<std::string> metrics_listen;
   std::optional<std::string> metrics_textfile;

@@ -1,12 +1,10 @@
 #pragma once
 // rschedd's Prometheus side (--metrics-listen, --metrics-textfile): the recorded intervals summed
 // since the start of the run into a bounded set of series, served as Prometheus text (0.0.4) or
-// OpenMetrics 1.0 (docs/FLEET.md lists the families).
-//
-// The recorder thread only adds each interval to a metrics_state (~1.5 µs per thread
-// row) and publishes a copy of it (a few hundred KB at most: the series are bounded); rendering
-// the text happens on the reader's thread (the HTTP server's event loop, http_server.hpp; the
-// textfile writer), so a slow, hostile or hammering scraper never holds up recording.
+// OpenMetrics 1.0 (docs/FLEET.md lists the families). This header holds the summing
+// (metrics_state, its keys chosen by top_keys; its text is rendered in metrics_render.cpp);
+// metrics_board.hpp publishes it to the readers: the HTTP endpoint (http_server.hpp, its address
+// and content type in metrics_endpoint.hpp) and the textfile (metrics_textfile.hpp).
 //
 // Cardinality is bounded: per-CPU series (one per CPU that had data), and for cgroups, comms and
 // culprits at most `top` named series each plus one for the rest ("other"). Which keys are named
@@ -18,24 +16,18 @@
 // So every series only ever grows while it exists (a shrinking counter would read as a reset).
 // Keys that cannot be told from the rest — an empty comm (an absent label in Prometheus) or a
 // comm spelt "other" — always count in "other".
-#include "rsched/base/result.hpp"
 #include "rsched/metrics/registry.hpp"
 #include "rsched/openmetrics/openmetrics.hpp"
 #include "rsched/rschedd/recorder.hpp"
 #include "rsched/store/records.hpp"
 
 #include <array>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
-#include <string_view>
-#include <thread>
 #include <vector>
 
 namespace rsched::rschedd {
@@ -138,74 +130,6 @@ private:
   std::optional<std::int64_t> rss_bytes_;
   std::int64_t last_dur_ns_ = 0;
   std::int64_t last_end_ns_ = 0;
-};
-
-// The latest published state, shared between the recorder (one writer) and any number of
-// readers; each reader renders the text it needs, once per published interval and format.
-class metrics_board {
-public:
-  void publish(const metrics_state &s);
-  // The text of the latest state in `f` (empty before the first interval) and its generation
-  // (0 before the first interval).
-  struct text {
-    std::shared_ptr<const std::string> body;
-    std::uint64_t generation = 0;
-  };
-  text render(openmetrics::format f);
-  // Blocks until a state newer than `generation` is published or `stop()` is called; false
-  // when stopped.
-  bool wait_newer(std::uint64_t generation);
-  void stop();
-
-private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::shared_ptr<const metrics_state> state_;
-  std::uint64_t generation_ = 0;
-  bool stopped_ = false;
-  // Rendered texts, per format, of generation cache_gen_[f].
-  std::array<std::shared_ptr<const std::string>, 2> cache_;
-  std::array<std::uint64_t, 2> cache_gen_{};
-  std::mutex render_mu_; // one render at a time; readers of a cached text do not wait for it
-};
-
-// --metrics-listen ADDR:PORT. A bare port binds the loopback address.
-struct listen_address {
-  std::string host; // numeric address or "localhost"
-  int port = 0;     // 0: any free port (tests)
-};
-result<listen_address> parse_listen_address(std::string_view s);
-
-// The content type a scraper asked for (its Accept header): OpenMetrics 1.0 when it lists
-// application/openmetrics-text (unless with q=0), else the 0.0.4 text format.
-openmetrics::format negotiate(std::string_view accept);
-std::string_view content_type(openmetrics::format f);
-
-// --metrics-textfile FILE: after each published interval the 0.0.4 text (what node_exporter's
-// textfile collector reads) goes to a temporary with an unpredictable name beside FILE, then
-// replaces FILE by rename (rsched::safe_file), on its own thread.
-class metrics_textfile {
-public:
-  metrics_textfile(std::string path, metrics_board &board,
-                   std::function<void(std::string_view)> note);
-  ~metrics_textfile(); // writes nothing more; the board must be stopped first or still alive
-  metrics_textfile(const metrics_textfile &) = delete;
-  metrics_textfile &operator=(const metrics_textfile &) = delete;
-  // Writes the latest text now if it was not written yet (startup, the final interval). An
-  // error is also noted once (and "writing again" when it clears).
-  result<void> flush();
-
-private:
-  void run();
-  result<void> write_once();
-  std::string path_;
-  metrics_board &board_;
-  std::function<void(std::string_view)> note_;
-  std::mutex write_mu_;
-  std::uint64_t written_gen_ = 0;   // the last generation in the file
-  std::uint64_t attempted_gen_ = 0; // the last generation tried
-  bool reported_ = false;
-  std::thread thread_;
 };
 
 } // namespace rsched::rschedd
