@@ -5,6 +5,7 @@
 #include "rsched/collect/cgroup.hpp"
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
+#include "rsched/rschedd/config.hpp"
 #include "rsched/rschedd/enrich.hpp"
 #include "rsched/rschedd/filter.hpp"
 #include "rsched/rschedd/http_server.hpp"
@@ -14,7 +15,6 @@
 #include "rsched/rschedd/metrics_textfile.hpp"
 #include "rsched/rschedd/options.hpp"
 #include "rsched/rschedd/recorder.hpp"
-#include "rsched/rschedd/render.hpp"
 #include "rsched/rschedd/startup.hpp"
 #include "rsched/store/writer.hpp"
 #include "rsched/topology/json.hpp"
@@ -139,7 +139,10 @@ private:
   store::writer &w_;
 };
 
-int run(const rschedd::options &opt) {
+// Wires the parts: `cfg` is what the options say (config.hpp); what only the machine can tell
+// (the readers' group, the perf counters, the topology, the boot id) is added here. The startup
+// steps (banner, open_perf, load_topology) read `opt`.
+int run(const rschedd::options &opt, daemon_config cfg) {
   // Signals are taken synchronously (sigtimedwait) so that an interrupt ends the current
   // interval cleanly: it is recorded, the database is closed, the exit status is 0.
   // SIGHUP stops the run unless it is ignored (nohup): a blocked signal is queued even when
@@ -157,41 +160,32 @@ int run(const rschedd::options &opt) {
   std::signal(SIGPIPE, SIG_IGN);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  std::uint32_t groups = opt.groups.groups;
+  std::uint32_t groups = cfg.bpf.groups;
   // Before anything is loaded: a --db-group that does not exist is the only line.
-  std::optional<gid_t> db_group;
-  if (!opt.no_db) {
-    auto g = readers_group(opt.db_group);
+  if (cfg.store) {
+    auto g = readers_group(cfg.store->group_name);
     if (!g) {
       note("rschedd: {}\n", g.err().msg);
       return 1;
     }
-    db_group = *g;
+    cfg.store->open.group = *g;
   }
 
   // Prometheus: the endpoint binds before anything is loaded, so a taken port is the only line.
   // Its threads start here, before the recorder sets its own priority (they keep the normal
   // policy at nice 10).
-  const bool metrics_on = opt.metrics_listen || opt.metrics_textfile;
   metrics_board board;
   std::optional<metrics_state> mstate;
   std::unique_ptr<metrics_server> server;
-  if (metrics_on) {
-    metrics_config mc;
-    mc.top = opt.metrics_top;
+  if (cfg.metrics.on()) {
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
-    mc.start_ns = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-    mstate.emplace(mc);
+    cfg.metrics.state.start_ns = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    mstate.emplace(cfg.metrics.state);
     board.publish(*mstate);
   }
-  if (opt.metrics_listen) {
-    auto addr = parse_listen_address(*opt.metrics_listen);
-    if (!addr) {
-      note("rschedd: {}\n", addr.err().msg);
-      return 2;
-    }
-    auto srv = metrics_server::start(*addr, board);
+  if (cfg.metrics.listen) {
+    auto srv = metrics_server::start(*cfg.metrics.listen, board);
     if (!srv) {
       note("rschedd: {}\n", srv.err().msg);
       return 1;
@@ -199,7 +193,7 @@ int run(const rschedd::options &opt) {
     server = std::move(*srv);
   }
 
-  bpf::options bo;
+  bpf::options &bo = cfg.bpf;
   // Startup notes are printed once the programs are loaded: a failure to load is then the
   // only line (what is missing), as promised.
   std::string notes = banner(opt);
@@ -223,22 +217,13 @@ int run(const rschedd::options &opt) {
     groups &= ~static_cast<std::uint32_t>(RSCHED_G_PERF);
   }
 
-  render_options ropt;
-  ropt.mode = opt.display == display_mode::detailed  ? output_mode::detailed
-              : opt.display == display_mode::grouped ? output_mode::grouped
-                                                     : output_mode::collapsed;
-  filter_options fo;
-  fo.pid = opt.pid;
-  fo.comm = opt.comm;
-  fo.global_comm = opt.global_comm;
-  fo.cgroup = opt.cgroup;
-  fo.min_latency_us = opt.min_latency_us;
-  fo.latency_on = (groups & RSCHED_G_LATENCY) != 0;
-  auto filt = filter::make(fo);
+  auto filt = filter::make(cfg.filter);
   if (!filt) {
     note("rschedd: {}\n", filt.err().msg);
     return 2;
   }
+  int num_dies = 0;
+  int num_numa_nodes = 0;
   if ((groups & RSCHED_G_MIGRATION) != 0) {
     auto topo = load_topology(opt);
     if (!topo) {
@@ -247,15 +232,15 @@ int run(const rschedd::options &opt) {
     }
     notes += fmt::format("CPU topology: {} dies/CCX, {} NUMA nodes\n", topo->num_dies(),
                          topo->num_numa_nodes());
-    ropt.num_dies = topo->num_dies();
-    ropt.num_numa_nodes = topo->num_numa_nodes();
+    num_dies = topo->num_dies();
+    num_numa_nodes = topo->num_numa_nodes();
     const auto tables = topology::make_cpu_tables(*topo);
     bo.cpu_to_die = tables.cpu_to_die;
     bo.cpu_to_numa = tables.cpu_to_numa;
   }
   // schedstat: read in user space; where the file is missing, one line and the rest runs.
   std::optional<schedstat_feed> schedstat;
-  if (opt.groups.schedstat) {
+  if (cfg.feeds.schedstat) {
     auto f = schedstat_feed::open();
     if (!f) {
       notes += fmt::format("rschedd: schedstat group unavailable: {}\n", f.err().msg);
@@ -265,7 +250,7 @@ int run(const rschedd::options &opt) {
   }
   // pressure: PSI and CFS throttling; what the machine lacks costs one line each.
   std::optional<pressure_feed> pressure;
-  if (opt.groups.pressure) {
+  if (cfg.feeds.pressure) {
     std::ifstream mi("/proc/self/mountinfo");
     std::stringstream text;
     text << mi.rdbuf();
@@ -274,14 +259,8 @@ int run(const rschedd::options &opt) {
       notes += fmt::format("rschedd: {}\n", m);
     }
   }
-  bo.mode = opt.mode;
   bo.groups = groups;
-  bo.graveyard_entries = opt.graveyard_entries;
-  bo.task_hash_entries = opt.task_hash_entries;
-  bo.read = opt.read;
-  bo.dirty_list_entries = opt.dirty_list_entries;
-  bo.delay_rq_clock = opt.delay_rq_clock;
-  bo.verbose = opt.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
+  bo.verbose = bo.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
   auto prog = bpf::program::load(bo);
   if (!prog) {
     note("rschedd: {}\n", prog.err().msg);
@@ -289,21 +268,19 @@ int run(const rschedd::options &opt) {
   }
 
   std::optional<store::writer> db;
-  if (!opt.no_db) {
-    store::open_options oo;
-    oo.group = db_group;
-    auto w = store::writer::open(opt.db_path, oo);
+  if (cfg.store) {
+    auto w = store::writer::open(cfg.store->path, cfg.store->open);
     if (!w) {
       note("rschedd: {}\n", w.err().msg);
       return 1;
     }
     db.emplace(std::move(*w));
-    db->set_retention(opt.keep);
+    db->set_retention(cfg.store->keep);
   }
   // The textfile: written once now, so that a directory that cannot take it is the one line.
   std::unique_ptr<metrics_textfile> textfile;
-  if (opt.metrics_textfile) {
-    textfile = std::make_unique<metrics_textfile>(*opt.metrics_textfile, board,
+  if (cfg.metrics.textfile) {
+    textfile = std::make_unique<metrics_textfile>(*cfg.metrics.textfile, board,
                                                   [](std::string_view s) { note("{}", s); });
     if (!textfile->flush()) {
       return 1; // the writer noted why
@@ -314,37 +291,30 @@ int run(const rschedd::options &opt) {
   }
   note("{}", notes);
 
+  recorder_config &rc = cfg.recorder;
   const bool tty = isatty(STDOUT_FILENO) == 1;
   note("rschedd: {} BPF programs attached ({} mode{}); {} every {} s{}\n", prog->attached().size(),
        bpf::to_string(prog->mode()),
        prog->mode() == bpf::attach_mode::tp_btf
            ? fmt::format(", {} reads", bpf::to_string(prog->read_mode()))
            : std::string(),
-       opt.no_db ? std::string("live display only") : "recording to " + opt.db_path, opt.interval_s,
-       opt.run_time_s ? fmt::format(" for {} s", *opt.run_time_s) : std::string());
+       cfg.store ? "recording to " + cfg.store->path : std::string("live display only"),
+       rc.interval_ns / 1'000'000'000,
+       rc.run_ns ? fmt::format(" for {} s", *rc.run_ns / 1'000'000'000) : std::string());
 
   collect::bpf_source src(*prog);
   collect::cgroup_resolver cgroups;
-  const std::int64_t interval_ns = static_cast<std::int64_t>(opt.interval_s) * 1'000'000'000;
 
-  recorder_config rc;
-  rc.interval_ns = interval_ns;
-  // Migration and generic events need 1-second ticks for their per-second rate histograms.
-  rc.per_second = (groups & RSCHED_G_MIGRATION) != 0 || !event_names.empty();
-  if (opt.run_time_s) {
-    rc.run_ns = static_cast<std::int64_t>(*opt.run_time_s) * 1'000'000'000;
+  // Generic events need 1-second ticks for their per-second rate histograms (as migration does).
+  if (!event_names.empty()) {
+    rc.per_second = true;
   }
   rc.groups = groups;
   rc.ipc = ipc;
-  rc.dies = ropt.num_dies;
-  rc.numa_nodes = ropt.num_numa_nodes;
+  rc.dies = num_dies;
+  rc.numa_nodes = num_numa_nodes;
   rc.events = perf->event_defs;
-  if ((groups & RSCHED_G_LATENCY) != 0) {
-    rc.delay_clock = opt.delay_rq_clock ? "runqueue" : "monotonic";
-  }
   rc.boot_id = read_boot_id();
-  rc.db_path = opt.no_db ? std::string() : opt.db_path;
-  rc.stats = opt.stats;
   rc.note = [](std::string_view s) { note("{}", s); };
   rc.cgroup_path = [&](std::uint64_t id) { return cgroups.path_of(id); };
   // Once a minute: the heap trimmed (recorder.hpp, trim_heap).
@@ -385,17 +355,14 @@ int run(const rschedd::options &opt) {
   std::unique_ptr<live_display> display;
   if (tty) {
     if (auto out = terminal_out::open_stdout()) {
-      live_config lc;
-      lc.view = opt.view ? (*opt.view == "tables" ? view_kind::tables : view_kind::compact)
-                : opt.display != display_mode::collapsed ? view_kind::tables
-                                                         : view_kind::compact;
-      ropt.groups = groups;
-      ropt.ipc = ipc;
-      lc.ropt = ropt;
+      live_config &lc = cfg.live;
+      lc.ropt.groups = groups;
+      lc.ropt.ipc = ipc;
+      lc.ropt.num_dies = num_dies;
+      lc.ropt.num_numa_nodes = num_numa_nodes;
       lc.filt = *filt;
       lc.ipc = ipc;
       lc.event_names = event_names;
-      lc.window_ns = std::max<std::int64_t>(5'000'000'000, interval_ns);
       display = std::make_unique<live_display>(std::move(lc), std::move(*out));
       rc.show = [&](live_frame &&f) {
         if (schedstat && !schedstat->live_table().empty()) {
@@ -413,17 +380,17 @@ int run(const rschedd::options &opt) {
   // lost (under a switch storm on 2 CPUs the longest interval was 1.17 s, none stalled).
   // --rt-priority N is the explicit choice of SCHED_FIFO N, with that cost (docs/PERFORMANCE.md,
   // "The observer effect"). Set after the display thread exists: that one runs at nice 10.
-  if (opt.rt_priority > 0) {
+  const recorder_priority &prio = cfg.priority;
+  if (prio.rt_priority > 0) {
     sched_param sp{};
-    sp.sched_priority = static_cast<int>(opt.rt_priority);
+    sp.sched_priority = static_cast<int>(prio.rt_priority);
     if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0) {
       note("rschedd: cannot run the recorder at SCHED_FIFO {} ({}); it keeps normal "
            "scheduling and may fall behind when the CPUs are saturated\n",
-           opt.rt_priority, std::strerror(errno));
+           prio.rt_priority, std::strerror(errno));
     }
   } else {
-    if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), opt.recorder_nice) != 0 &&
-        opt.verbose) {
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), prio.nice) != 0 && prio.verbose) {
       note("rschedd: the recorder keeps its nice value ({}); it may fall behind when the CPUs "
            "are saturated\n",
            std::strerror(errno));
@@ -431,13 +398,13 @@ int run(const rschedd::options &opt) {
     // A short EEVDF slice (--recorder-slice-us): the tick's work (tens of ms of CPU at 10,000
     // threads) runs in pieces no longer than the microsecond runs of the threads around it, so
     // a wakeup waits behind it no longer than behind any of them.
-    if (opt.recorder_slice_us > 0) {
+    if (prio.slice_us > 0) {
       sched_attr_v1 attr{};
       attr.size = sizeof(attr);
       attr.sched_policy = SCHED_OTHER;
-      attr.sched_nice = opt.recorder_nice;
-      attr.sched_runtime = std::uint64_t{opt.recorder_slice_us} * 1000;
-      if (syscall(SYS_sched_setattr, 0, &attr, 0U) != 0 && opt.verbose) {
+      attr.sched_nice = prio.nice;
+      attr.sched_runtime = std::uint64_t{prio.slice_us} * 1000;
+      if (syscall(SYS_sched_setattr, 0, &attr, 0U) != 0 && prio.verbose) {
         note("rschedd: the recorder keeps the kernel's time slice ({})\n", std::strerror(errno));
       }
     }
@@ -497,9 +464,14 @@ int main(int argc, char **argv) {
     fmt::print("{}\n", rsched::topology::to_json(*topo));
     return 0;
   }
+  auto cfg = rsched::rschedd::make_config(*opt);
+  if (!cfg) {
+    note("rschedd: {}\n", cfg.err().msg);
+    return 2;
+  }
   rsched::rschedd::tune_heap(); // run() trims it once a minute
   try {
-    return run(*opt);
+    return run(*opt, std::move(*cfg));
   } catch (const std::exception &e) {
     note("rschedd: {}\n", e.what());
     return 1;
