@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <limits>
 #include <string>
 
@@ -208,4 +209,212 @@ TEST_CASE("times and durations outside 64-bit ns are errors, not wrapped values"
   auto longest = parse_duration("9223372036854775807ns");
   REQUIRE(longest.ok());
   CHECK(*longest == max);
+}
+
+// Behaviour pinned before named zones moved from libc (setenv("TZ") + mktime/localtime_r) to
+// date/tz: these cases passed on the libc implementation first.
+
+namespace {
+
+std::string at(std::int64_t secs, const char *zone_name) {
+  return format_time(secs * s, named(zone_name));
+}
+
+// parse_time of a civil time in `zone_name`, in seconds, after a conversion of `before` in
+// `before_zone` (the previous mktime call steered libc's choice in some cases).
+std::int64_t civil(const char *in, const char *zone_name, const char *before = nullptr,
+                   const char *before_zone = nullptr) {
+  if (before != nullptr) {
+    (void)t_ok(before, named(before_zone != nullptr ? before_zone : zone_name));
+  }
+  return t_ok(in, named(zone_name)) / s;
+}
+
+} // namespace
+
+TEST_CASE("named zones: a time skipped by a DST change moves by the change", "[base]") {
+  struct c {
+    const char *in, *zone;
+    std::int64_t utc;
+    const char *shown;
+  };
+  const c cases[] = {
+      // New York, 2026-03-08 02:00 EST -> 03:00 EDT: read with the offset before the change.
+      {"2026-03-08 01:59:59", "America/New_York", 1772953199, "2026-03-08 01:59:59-05:00"},
+      {"2026-03-08 02:00", "America/New_York", 1772953200, "2026-03-08 03:00:00-04:00"},
+      {"2026-03-08 02:30", "America/New_York", 1772955000, "2026-03-08 03:30:00-04:00"},
+      {"2026-03-08 02:59:59", "America/New_York", 1772956799, "2026-03-08 03:59:59-04:00"},
+      {"2026-03-08 03:00", "America/New_York", 1772953200, "2026-03-08 03:00:00-04:00"},
+      // Berlin, 2026-03-29 02:00 CET -> 03:00 CEST.
+      {"2026-03-29 01:59:59", "Europe/Berlin", 1774745999, "2026-03-29 01:59:59+01:00"},
+      {"2026-03-29 02:00", "Europe/Berlin", 1774746000, "2026-03-29 03:00:00+02:00"},
+      {"2026-03-29 02:30", "Europe/Berlin", 1774747800, "2026-03-29 03:30:00+02:00"},
+      {"2026-03-29 02:59:59", "Europe/Berlin", 1774749599, "2026-03-29 03:59:59+02:00"},
+      {"2026-03-29 03:00", "Europe/Berlin", 1774746000, "2026-03-29 03:00:00+02:00"},
+      // Lord Howe moves by 30 minutes (02:00 -> 02:30).
+      {"2026-10-04 02:00", "Australia/Lord_Howe", 1791041400, "2026-10-04 02:30:00+11:00"},
+      {"2026-10-04 02:15", "Australia/Lord_Howe", 1791042300, "2026-10-04 02:45:00+11:00"},
+      {"2026-10-04 02:30", "Australia/Lord_Howe", 1791041400, "2026-10-04 02:30:00+11:00"},
+      // Dublin's DST is its winter time (GMT, negative save): the skipped 01:xx goes back an
+      // hour, to the DST side, as glibc's mktime prefers it.
+      {"2026-03-29 01:00", "Europe/Dublin", 1774742400, "2026-03-29 00:00:00+00:00"},
+      {"2026-03-29 01:30", "Europe/Dublin", 1774744200, "2026-03-29 00:30:00+00:00"},
+      {"2026-03-29 02:00", "Europe/Dublin", 1774746000, "2026-03-29 02:00:00+01:00"},
+      {"2011-12-29 23:59:59", "Pacific/Apia", 1325239199, "2011-12-29 23:59:59-10:00"},
+      {"2011-12-31 00:00", "Pacific/Apia", 1325239200, "2011-12-31 00:00:00+14:00"},
+  };
+  for (const auto &k : cases) {
+    INFO(k.in << " in " << k.zone);
+    // The same whatever was converted before.
+    CHECK(civil(k.in, k.zone) == k.utc);
+    CHECK(civil(k.in, k.zone, "2026-07-01 12:00") == k.utc);
+    CHECK(civil(k.in, k.zone, "2026-01-01 12:00") == k.utc);
+    CHECK(civil(k.in, k.zone, "2026-01-01 12:00", "Asia/Tokyo") == k.utc);
+    CHECK(civil(k.in, k.zone, "2026-01-01 12:00", "America/Los_Angeles") == k.utc);
+    CHECK(at(k.utc, k.zone) == k.shown);
+  }
+  // Samoa skipped 2011-12-30 (-10 -> +14, DST on both sides). A skipped time with DST on both
+  // sides (or neither) was mktime's choice of the two readings, steered by its previous call.
+  const std::int64_t apia = civil("2011-12-30 12:00", "Pacific/Apia");
+  CHECK((apia == 1325282400 || apia == 1325196000)); // 2011-12-31 12:00+14 or 2011-12-29 12:00-10
+}
+
+TEST_CASE("named zones: the repeated hour after a conversion before the change", "[base]") {
+  // After a conversion before the clocks go back, a repeated time is its first occurrence.
+  CHECK(civil("2026-11-01 01:00", "America/New_York", "2026-10-31 12:00") == 1793509200);
+  CHECK(civil("2026-11-01 01:30", "America/New_York", "2026-10-31 12:00") == 1793511000);
+  CHECK(civil("2026-11-01 01:59:59", "America/New_York", "2026-10-31 12:00") == 1793512799);
+  CHECK(civil("2026-10-25 02:30", "Europe/Berlin", "2026-10-24 12:00") == 1792888200);
+  CHECK(civil("2026-04-05 01:45", "Australia/Lord_Howe", "2026-04-04 12:00") == 1775313900);
+  // Around it, times exist once.
+  CHECK(civil("2026-11-01 00:59:59", "America/New_York") == 1793509199);
+  CHECK(civil("2026-11-01 02:00", "America/New_York") == 1793516400);
+  CHECK(civil("2026-10-25 01:59:59", "Europe/Berlin") == 1792886399);
+  CHECK(civil("2026-10-25 03:00", "Europe/Berlin") == 1792893600);
+  // Both occurrences print with their own offset, so a printed time reads back exactly.
+  CHECK(at(1793511000, "America/New_York") == "2026-11-01 01:30:00-04:00");
+  CHECK(at(1793514600, "America/New_York") == "2026-11-01 01:30:00-05:00");
+  CHECK(t_ok("2026-11-01 01:30:00-05:00", zone::utc()) == 1793514600 * s);
+}
+
+TEST_CASE("named zones: instants at DST edges and days that change", "[base]") {
+  CHECK(at(1772953199, "America/New_York") == "2026-03-08 01:59:59-05:00");
+  CHECK(at(1772953200, "America/New_York") == "2026-03-08 03:00:00-04:00");
+  CHECK(at(1793512799, "America/New_York") == "2026-11-01 01:59:59-04:00");
+  CHECK(at(1793512800, "America/New_York") == "2026-11-01 01:00:00-05:00");
+  CHECK(at(1774745999, "Europe/Berlin") == "2026-03-29 01:59:59+01:00");
+  CHECK(at(1774746000, "Europe/Berlin") == "2026-03-29 03:00:00+02:00");
+  CHECK(at(1792889999, "Europe/Berlin") == "2026-10-25 02:59:59+02:00");
+  CHECK(at(1792890000, "Europe/Berlin") == "2026-10-25 02:00:00+01:00");
+  // now = 2026-03-08 12:00 EDT, the day New York's clocks go forward.
+  const std::int64_t dst_day = 1772985600 * s;
+  const zone ny = named("America/New_York");
+  const auto day = [&](const char *in) {
+    auto r = parse_time(in, dst_day, ny);
+    INFO(in);
+    REQUIRE(r.ok());
+    return *r / s;
+  };
+  CHECK(day("today") == 1772946000);     // 00:00 EST
+  CHECK(day("yesterday") == 1772859600); // 2026-03-07 00:00 EST
+  CHECK(day("today 02:30") == 1772955000);
+  CHECK(day("02:30") == 1772955000);
+  CHECK(day("yesterday 12:00") == 1772902800);
+}
+
+TEST_CASE("named zones: after 2037 the zone's rule continues, before 1900 its LMT", "[base]") {
+  // Zone files tabulate transitions up to 2037; the rule at their end carries on.
+  CHECK(at(2224929600, "America/New_York") == "2040-07-03 08:00:00-04:00");
+  CHECK(civil("2040-07-01 12:00", "America/New_York") == 2224771200);
+  CHECK(civil("2040-03-11 02:30", "America/New_York") == 2215063800); // skipped: 03:30 EDT
+  CHECK(civil("2040-11-04 00:30", "America/New_York") == 2235616200);
+  CHECK(civil("2040-11-04 01:30", "America/New_York", "2040-11-03 12:00") == 2235619800);
+  CHECK(at(2368094400, "Australia/Sydney") == "2045-01-15 23:00:00+11:00");
+  CHECK(at(2524608000, "Australia/Lord_Howe") == "2050-01-01 11:00:00+11:00");
+  CHECK(at(2540246400, "Australia/Lord_Howe") == "2050-07-01 10:30:00+10:30");
+  // Nuuk's rule changes at -1:00 local time ("M3.5.0/-1"); Dublin's DST is winter.
+  CHECK(at(2224929600, "America/Nuuk") == "2040-07-03 11:00:00-01:00");
+  CHECK(at(2210000000, "America/Nuuk") == "2040-01-12 14:53:20-02:00");
+  CHECK(civil("2040-03-31 22:30", "America/Nuuk") == 2216849400);
+  CHECK(civil("2040-03-31 23:30", "America/Nuuk") == 2216853000);
+  CHECK(at(2224929600, "Europe/Dublin") == "2040-07-03 13:00:00+01:00");
+  CHECK(at(2210000000, "Europe/Dublin") == "2040-01-12 16:53:20+00:00");
+  CHECK(civil("2040-03-25 01:30", "Europe/Dublin") == 2216248200);
+  // Up to the end of the 64-bit range.
+  CHECK(at(9223372036, "America/New_York") == "2262-04-11 19:47:16-04:00");
+  CHECK(at(9200000000, "Europe/Berlin") == "2261-07-15 13:33:20+02:00");
+  CHECK(civil("2262-04-11 12:00", "America/New_York") == 9223344000);
+  CHECK(civil("2262-01-01 12:00", "Australia/Lord_Howe") == 9214650000);
+  // Before the first transition: local mean time.
+  CHECK(at(-3786825600, "Europe/Berlin") == "1850-01-01 00:53:28+00:53");
+  CHECK(civil("1850-01-01 00:00", "Europe/Berlin") == -3786828808);
+  CHECK(at(-9223372036, "America/New_York") == "1677-09-20 19:16:42-04:56");
+  CHECK(civil("1700-01-01 00:00", "America/New_York") == -8520318238);
+}
+
+TEST_CASE("named zones: links, fractional offsets and unknown names", "[base]") {
+  CHECK(at(1795183385, "Asia/Kolkata") == "2026-11-20 19:33:05+05:30");
+  CHECK(civil("2026-11-20 19:33:05", "Asia/Kolkata") == 1795183385);
+  CHECK(at(1795183385, "Asia/Kathmandu") == "2026-11-20 19:48:05+05:45");
+  CHECK(at(1795183385, "Pacific/Chatham") == "2026-11-21 03:48:05+13:45");
+  CHECK(at(1782900000, "Pacific/Chatham") == "2026-07-01 22:45:00+12:45");
+  CHECK(at(1782900000, "US/Eastern") == "2026-07-01 06:00:00-04:00");
+  CHECK(at(1782900000, "Etc/GMT+5") == "2026-07-01 05:00:00-05:00");
+  CHECK(at(1782900000, "EST5EDT") == "2026-07-01 06:00:00-04:00");
+  CHECK(at(1782900000, "posix/Europe/Berlin") == "2026-07-01 12:00:00+02:00");
+  CHECK(named("US/Eastern").label() == "US/Eastern");
+  for (const char *bad : {"Mars/Olympus", "../../etc/passwd", "/etc/localtime", "", "Europe",
+                          "europe/berlin", "zone.tab", "Europe/Berlin/"}) {
+    INFO(bad);
+    auto r = zone::parse(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().msg == std::string("unknown time zone '") + bad +
+                             "' (use UTC, local or an IANA name like Europe/Berlin)");
+  }
+}
+
+namespace {
+
+// Sets TZ (and tzset()) for one test; restores both after it.
+class scoped_tz {
+public:
+  explicit scoped_tz(const char *value) {
+    if (const char *old = std::getenv("TZ"); old != nullptr) {
+      saved_ = old;
+      had_ = true;
+    }
+    setenv("TZ", value, 1);
+    tzset();
+  }
+  ~scoped_tz() {
+    if (had_) {
+      setenv("TZ", saved_.c_str(), 1);
+    } else {
+      unsetenv("TZ");
+    }
+    tzset();
+  }
+  scoped_tz(const scoped_tz &) = delete;
+  scoped_tz &operator=(const scoped_tz &) = delete;
+
+private:
+  std::string saved_;
+  bool had_ = false;
+};
+
+} // namespace
+
+TEST_CASE("the local zone is whatever TZ says, POSIX rules included", "[base]") {
+  {
+    const scoped_tz tz("EST5EDT,M3.2.0,M11.1.0"); // a rule, not a zone file
+    CHECK(format_time(1782900000 * s, zone::local()) == "2026-07-01 06:00:00-04:00");
+    CHECK(format_time(1795183385 * s, zone::local()) == "2026-11-20 09:03:05-05:00");
+    CHECK(t_ok("2026-03-08 02:30", zone::local()) == 1772955000 * s);
+    CHECK(t_ok("2026-07-01 06:00", zone::local()) == 1782900000 * s);
+  }
+  {
+    const scoped_tz tz(":Asia/Kolkata");
+    CHECK(format_time(1795183385 * s, zone::local()) == "2026-11-20 19:33:05+05:30");
+    CHECK(t_ok("2026-11-20 19:33:05", zone::local()) == 1795183385 * s);
+  }
 }
