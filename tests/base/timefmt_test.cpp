@@ -3,11 +3,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace rsched::timefmt;
 
@@ -277,6 +280,11 @@ TEST_CASE("named zones: a time skipped by a DST change moves by the change", "[b
   // sides (or neither) was mktime's choice of the two readings, steered by its previous call.
   const std::int64_t apia = civil("2011-12-30 12:00", "Pacific/Apia");
   CHECK((apia == 1325282400 || apia == 1325196000)); // 2011-12-31 12:00+14 or 2011-12-29 12:00-10
+  // Since date/tz: always forward by the change, the reading with the offset before it.
+  for (const char *before : {"2011-12-01 12:00", "2012-01-15 12:00"}) {
+    CHECK(civil("2011-12-30 12:00", "Pacific/Apia", before) == 1325282400);
+    CHECK(civil("2011-12-30 12:00", "Pacific/Apia", before, "America/Los_Angeles") == 1325282400);
+  }
 }
 
 TEST_CASE("named zones: the repeated hour after a conversion before the change", "[base]") {
@@ -286,6 +294,16 @@ TEST_CASE("named zones: the repeated hour after a conversion before the change",
   CHECK(civil("2026-11-01 01:59:59", "America/New_York", "2026-10-31 12:00") == 1793512799);
   CHECK(civil("2026-10-25 02:30", "Europe/Berlin", "2026-10-24 12:00") == 1792888200);
   CHECK(civil("2026-04-05 01:45", "Australia/Lord_Howe", "2026-04-04 12:00") == 1775313900);
+  // Since date/tz: the first occurrence whatever was converted before (libc took the offset of
+  // its previous result, of any zone, when it was one of the two: EST after a winter time).
+  for (const char *before : {"2026-01-01 12:00", "2026-11-02 12:00", "2026-07-01 12:00"}) {
+    INFO(before);
+    CHECK(civil("2026-11-01 01:30", "America/New_York", before) == 1793511000);
+    CHECK(civil("2026-11-01 01:30", "America/New_York", before, "America/Los_Angeles") ==
+          1793511000);
+    CHECK(civil("2026-10-25 02:30", "Europe/Berlin", before) == 1792888200);
+    CHECK(civil("2026-04-05 01:45", "Australia/Lord_Howe", before) == 1775313900);
+  }
   // Around it, times exist once.
   CHECK(civil("2026-11-01 00:59:59", "America/New_York") == 1793509199);
   CHECK(civil("2026-11-01 02:00", "America/New_York") == 1793516400);
@@ -416,5 +434,76 @@ TEST_CASE("the local zone is whatever TZ says, POSIX rules included", "[base]") 
     const scoped_tz tz(":Asia/Kolkata");
     CHECK(format_time(1795183385 * s, zone::local()) == "2026-11-20 19:33:05+05:30");
     CHECK(t_ok("2026-11-20 19:33:05", zone::local()) == 1795183385 * s);
+  }
+}
+
+TEST_CASE("named zones convert from several threads at once", "[base]") {
+  // 4 threads x 10,000 conversions (format_time and parse_time, alternately) in four zones,
+  // each checked against the answer computed on this thread first. Nothing is shared but the
+  // zone database: no lock, no TZ.
+  const zone zones[] = {named("America/New_York"), named("Europe/Berlin"), named("Asia/Kolkata"),
+                        named("Australia/Lord_Howe")};
+  constexpr std::size_t n = 10'000;
+  struct job {
+    std::size_t zone;
+    std::int64_t t; // UTC ns to format
+    std::string in; // civil time to parse
+  };
+  std::vector<job> jobs;
+  std::vector<std::string> want_fmt;
+  std::vector<std::int64_t> want_parse;
+  for (std::size_t i = 0; i < n; ++i) {
+    // Every 3 h 17 min 13 s from 2025-12-31 (DST edges come round), plus some in 2040.
+    const auto step = static_cast<std::int64_t>(i) * (3 * 3600 + 17 * 60 + 13);
+    const std::int64_t t = (i % 10 == 9 ? 2208988800 : 1767139200) + step;
+    const zone &z = zones[i % 4];
+    std::string in = format_time(t * s, z).substr(0, 19); // its wall clock, offset dropped
+    want_fmt.push_back(format_time(t * s, z));
+    want_parse.push_back(t_ok(in, z));
+    jobs.push_back({i % 4, t * s, std::move(in)});
+  }
+  std::atomic<std::size_t> wrong{0};
+  std::vector<std::thread> threads;
+  for (std::size_t k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t i = (j + k * n / 4) % n; // each thread starts elsewhere
+        const job &b = jobs[i];
+        if (j % 2 == 0) {
+          wrong += format_time(b.t, zones[b.zone]) != want_fmt[i] ? 1 : 0;
+        } else {
+          auto r = parse_time(b.in, now, zones[b.zone]);
+          wrong += !r.ok() || *r != want_parse[i] ? 1 : 0;
+        }
+      }
+    });
+  }
+  for (auto &th : threads) {
+    th.join();
+  }
+  CHECK(wrong == 0);
+
+  // Zones used for the first time by several threads at once (each is loaded once).
+  const char *fresh[] = {"America/Sao_Paulo", "Asia/Tehran",      "Pacific/Auckland",
+                         "Africa/Cairo",      "America/Santiago", "Europe/Lisbon",
+                         "Asia/Jerusalem",    "America/Havana"};
+  std::vector<std::vector<std::string>> got(4);
+  threads.clear();
+  for (std::size_t k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (const char *name : fresh) {
+        auto z = zone::parse(name);
+        got[k].push_back(z.ok() ? format_time(1782900000 * s, *z) : "parse failed");
+      }
+    });
+  }
+  for (auto &th : threads) {
+    th.join();
+  }
+  for (std::size_t i = 0; i < std::size(fresh); ++i) {
+    const std::string want = format_time(1782900000 * s, named(fresh[i]));
+    for (std::size_t k = 0; k < 4; ++k) {
+      CHECK(got[k][i] == want);
+    }
   }
 }

@@ -1,15 +1,21 @@
-// Implementation of rsched/base/timefmt.hpp. Zones go through libc (localtime_r, mktime); see
-// the header for the TZ rule of named zones. Date arithmetic is H. Hinnant's days_from_civil /
-// civil_from_days.
+// Implementation of rsched/base/timefmt.hpp. Named zones go through H. Hinnant's date/tz
+// (libdate-tz, the zone files of /usr/share/zoneinfo) and, after a file's last transition, its
+// POSIX TZ rule through date/ptz.h (tz_posix.hpp); the local zone through libc (localtime_r,
+// mktime). Date arithmetic is H. Hinnant's days_from_civil / civil_from_days.
 #include "rsched/base/timefmt.hpp"
 
-#include <sys/stat.h>
+#include "tz_posix.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <date/tz.h>
+#include <exception>
+#include <memory>
 #include <mutex>
 
 namespace rsched::timefmt {
@@ -86,50 +92,157 @@ std::optional<std::int64_t> checked_ns(std::int64_t secs, std::int64_t frac) {
   return ns;
 }
 
-std::mutex &tz_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-// Holds tz_mutex and, for a named zone, TZ set to it; restores TZ on destruction.
-class tz_scope {
-public:
-  explicit tz_scope(const zone &z) : lock_(tz_mutex()), named_(z.k == zone::kind::named) {
-    if (!named_) {
-      return;
-    }
-    if (const char *old = std::getenv("TZ"); old != nullptr) {
-      saved_ = std::string(old);
-    }
-    setenv("TZ", (":" + z.name).c_str(), 1);
-    tzset();
-  }
-  ~tz_scope() {
-    if (!named_) {
-      return;
-    }
-    if (saved_) {
-      setenv("TZ", saved_->c_str(), 1);
-    } else {
-      unsetenv("TZ");
-    }
-    tzset();
-  }
-  tz_scope(const tz_scope &) = delete;
-  tz_scope &operator=(const tz_scope &) = delete;
-
-private:
-  std::lock_guard<std::mutex> lock_;
-  bool named_;
-  std::optional<std::string> saved_;
+// A named zone: libdate-tz's zone (the tabulated transitions of its zoneinfo file) and the
+// POSIX TZ rule at the end of that file, which libc applies from the last transition on (zic
+// tabulates up to 2037; a "slim" file stops at the rule's start). Immutable once loaded.
+struct named_zone {
+  const date::time_zone *tz = nullptr;
+  std::unique_ptr<const posix_rule> rule; // null when the file has none (or ptz.h cannot read it)
+  date::sys_seconds rule_from{};          // the last tabulated transition
 };
 
-// UTC offset in seconds of `z` at the UTC second `t`.
+// The zoneinfo directory libdate-tz reads on Linux (USE_OS_TZDB: its discover_tz_dir()).
+constexpr const char *zoneinfo_dir = "/usr/share/zoneinfo";
+
+// The TZ string on the last line of a version 2+ TZif file, "" when there is none.
+std::string tzif_footer(const std::string &path) {
+  std::string data;
+  if (std::FILE *f = std::fopen(path.c_str(), "rbe"); f != nullptr) {
+    char buf[4096];
+    for (std::size_t n = 0; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) {
+      data.append(buf, n);
+    }
+    std::fclose(f);
+  }
+  if (data.size() < 6 || data.compare(0, 4, "TZif") != 0 || data[4] < '2' || data.back() != '\n') {
+    return {};
+  }
+  const auto nl = data.rfind('\n', data.size() - 2); // the footer holds no newline
+  return nl == std::string::npos ? std::string() : data.substr(nl + 1, data.size() - nl - 2);
+}
+
+named_zone load_zone(const date::time_zone *tz) {
+  named_zone z;
+  z.tz = tz;
+  // The period after the last transition ends at year::max(); it begins at that transition.
+  z.rule_from = tz->get_info(date::sys_days(date::year::max() / date::January / 1)).begin;
+  z.rule = posix_rule::make(tzif_footer(std::string(zoneinfo_dir) + "/" + tz->name()));
+  return z;
+}
+
+// Every zone of libdate-tz's database, each loaded on first use (std::call_once): lock-free
+// once loaded, and never changed after, so threads share them freely.
+class zone_table {
+public:
+  zone_table() : db_(date::get_tzdb()), zones_(std::make_unique<slot[]>(db_.zones.size())) {}
+
+  // Throws (std::runtime_error) when `name` is not in the database.
+  const named_zone &find(std::string_view name) {
+    // date::locate_zone searches db_ (the member tzdb::locate_zone is not exported).
+    const date::time_zone *tz = date::locate_zone(name);
+    slot &s = zones_[static_cast<std::size_t>(tz - db_.zones.data())];
+    std::call_once(s.once, [&] { s.zone = load_zone(tz); });
+    return s.zone;
+  }
+
+private:
+  struct slot {
+    std::once_flag once;
+    named_zone zone;
+  };
+  const date::tzdb &db_;
+  std::unique_ptr<slot[]> zones_;
+};
+
+// Debian's posix/ directory repeats the zones under their own names; libdate-tz skips it.
+std::string_view db_name(std::string_view name) {
+  constexpr std::string_view posix = "posix/";
+  return name.substr(0, posix.size()) == posix ? name.substr(posix.size()) : name;
+}
+
+// The zone `name`, nullptr when libdate-tz does not know it (or has no database).
+const named_zone *find_zone(std::string_view name) {
+  try {
+    static zone_table table;
+    return &table.find(db_name(name));
+  } catch (const std::exception &) {
+    return nullptr;
+  }
+}
+
+// The period of `z` holding the UTC second `t`: the tabulated one up to the last transition,
+// the footer's after it.
+date::sys_info info_at(const named_zone &z, date::sys_seconds t) {
+  if (z.rule && t >= z.rule_from) {
+    date::sys_info i = z.rule->info(t);
+    i.begin = std::max(i.begin, z.rule_from);
+    return i;
+  }
+  date::sys_info i = z.tz->get_info(t);
+  if (z.rule) {
+    i.end = std::min(i.end, z.rule_from);
+  }
+  return i;
+}
+
+// The UTC second whose wall clock in `z` reads `local` (seconds since 1970-01-01 00:00 on that
+// clock), resolved as glibc's mktime (tm_isdst = -1) resolves it where that does not depend on
+// the calls before:
+//  - a time that exists once: that time;
+//  - a time that exists twice (the hour repeated when the clocks go back): the earlier instant
+//    (mktime took the offset of its previous call's result, of any zone, when it was one of the
+//    two; this is what it gives after a call before the change);
+//  - a time skipped when the clocks go forward: the instant whose period is DST is taken, read
+//    with the other side's offset: normally the offset before the change, so 02:30 on the day
+//    New York moves from 02:00 to 03:00 is 03:30 EDT; in Europe/Dublin, whose winter time is
+//    the DST one, 01:30 on the spring day is 00:30 GMT. When neither or both sides are DST (a
+//    change of standard offset), the offset before the change (mktime: either, by history).
+std::int64_t resolve_local(const named_zone &z, std::int64_t local) {
+  using date::sys_seconds;
+  using std::chrono::seconds;
+  // Every instant that reads `local` is within a day and two hours of it: |offset| < 26 h.
+  constexpr std::int64_t reach = 26 * 3600;
+  std::optional<std::int64_t> gap;
+  std::optional<date::sys_info> prev;
+  date::sys_info i = info_at(z, sys_seconds{seconds{local - reach}});
+  for (int guard = 0; guard < 64; ++guard) {
+    const std::int64_t c = local - i.offset.count();
+    if (i.begin.time_since_epoch().count() <= c && c < i.end.time_since_epoch().count()) {
+      return c; // periods come in time order, so the first match is the earliest
+    }
+    // A gap at prev.end: prev's reading lies after its end, this one's before its begin.
+    if (prev && !gap && local - prev->offset.count() >= prev->end.time_since_epoch().count() &&
+        c < i.begin.time_since_epoch().count()) {
+      const bool dst_before = prev->save != std::chrono::minutes{0};
+      const bool dst_after = i.save != std::chrono::minutes{0};
+      gap = dst_before && !dst_after ? c : local - prev->offset.count();
+    }
+    if (i.end.time_since_epoch().count() > local + reach) {
+      break;
+    }
+    prev = i;
+    i = info_at(z, i.end);
+  }
+  if (gap) {
+    return *gap;
+  }
+  // Not reached for a consistent zone; the offset at `local` read as UTC.
+  return local - info_at(z, sys_seconds{seconds{local}}).offset.count();
+}
+
+// UTC offset in seconds of `z` at the UTC second `t`. The local zone is libc's (TZ, else
+// /etc/localtime): localtime_r is thread-safe and nothing here changes TZ.
 std::int64_t offset_at(std::int64_t t, const zone &z) {
   if (z.k == zone::kind::utc) {
     return 0;
   }
-  const tz_scope scope(z);
+  if (z.k == zone::kind::named) {
+    const named_zone *nz = find_zone(z.name);
+    if (nz == nullptr) {
+      return 0; // libc read an unknown TZ as UTC too
+    }
+    return info_at(*nz, date::sys_seconds{std::chrono::seconds{t}}).offset.count();
+  }
   const auto tt = static_cast<std::time_t>(t);
   std::tm tm{};
   if (localtime_r(&tt, &tm) == nullptr) {
@@ -141,11 +254,15 @@ std::int64_t offset_at(std::int64_t t, const zone &z) {
 // UTC second of the civil time (y-m-d h:mi:s) in `z`.
 result<std::int64_t> to_utc(std::int64_t y, unsigned mo, unsigned d, unsigned h, unsigned mi,
                             unsigned s, const zone &z) {
+  const std::int64_t local = days_from_civil(y, mo, d) * 86400 + std::int64_t{h} * 3600 +
+                             std::int64_t{mi} * 60 + std::int64_t{s};
   if (z.k == zone::kind::utc) {
-    return days_from_civil(y, mo, d) * 86400 + std::int64_t{h} * 3600 + std::int64_t{mi} * 60 +
-           std::int64_t{s};
+    return local;
   }
-  const tz_scope scope(z);
+  if (z.k == zone::kind::named) {
+    const named_zone *nz = find_zone(z.name);
+    return nz != nullptr ? resolve_local(*nz, local) : local;
+  }
   std::tm tm{};
   tm.tm_year = static_cast<int>(y - 1900);
   tm.tm_mon = static_cast<int>(mo) - 1;
@@ -258,14 +375,7 @@ result<zone> zone::parse(std::string_view s) {
     const auto u = static_cast<unsigned char>(c);
     ok = ok && (std::isalnum(u) != 0 || c == '/' || c == '_' || c == '-' || c == '+');
   }
-  if (ok) {
-    const char *dir = std::getenv("TZDIR");
-    const std::string path =
-        std::string(dir != nullptr && *dir != '\0' ? dir : "/usr/share/zoneinfo") + "/" +
-        std::string(s);
-    struct stat st {};
-    ok = stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-  }
+  ok = ok && detail::find_zone(s) != nullptr;
   if (!ok) {
     return make_error("unknown time zone '" + std::string(s) +
                       "' (use UTC, local or an IANA name like Europe/Berlin)");

@@ -1,6 +1,6 @@
 #pragma once
 // Human time input and output for rsched-sql (docs/SQL.md, "Time grammar"). Implemented in
-// modules/base/src/timefmt.cpp over libc only.
+// modules/base/src/timefmt.cpp over libc and H. Hinnant's date/tz (libdate-tz).
 //
 //  - parse_time(): UTC ns from ISO 8601 (with or without offset, fractional seconds),
 //    "YYYY-MM-DD HH:MM[:SS[.frac]]" and "YYYY-MM-DD" in a zone, epoch seconds ("1700000000",
@@ -12,12 +12,21 @@
 //    when they are not zero, the offset always.
 //
 // Zones: UTC, the process's local zone (TZ, else /etc/localtime) or a named IANA zone
-// ("Europe/Berlin", validated against the zoneinfo directory). Local and named zones go through
-// libc (localtime_r / mktime); a named zone temporarily sets TZ under a process-wide mutex and
-// restores it afterwards. Code that calls localtime() concurrently from another thread without
-// that mutex may observe the temporary TZ; rsched itself converts times only through here.
-// Civil times that do not exist (the hour skipped at a DST change) are resolved by mktime
-// (moved forward by the DST offset); ambiguous ones (the repeated hour) take mktime's choice.
+// ("Europe/Berlin"). Every function is thread-safe: nothing here sets TZ, and no lock is held
+// while converting (a zone is loaded once, on first use, under std::call_once).
+//  - Named zones go through date/tz: Debian's libdate-tz reads /usr/share/zoneinfo
+//    (USE_OS_TZDB; $TZDIR is not read), each zone file once, and its zones are immutable once
+//    loaded. After a file's last transition (2037 in Debian's files) the POSIX TZ rule at its
+//    end applies, as libc applies it.
+//  - The local zone stays libc's (localtime_r, mktime): TZ may hold a POSIX rule
+//    ("EST5EDT,M3.2.0,M11.1.0") or a path, and /etc/localtime may be a copy, none of which
+//    date/tz's current_zone() reads.
+// Civil times in a named zone that do not exist (skipped when the clocks go forward) move by
+// the change: read with the offset before it, so 02:30 becomes 03:30 on a 1-hour change, as
+// glibc's mktime does (where the zone's DST is its winter time, e.g. Europe/Dublin, mktime and
+// this go back instead: to the DST side). Times that exist twice (the repeated hour) are the
+// first occurrence. In the local zone both are mktime's choice; for a repeated hour that choice
+// depends on mktime's previous call.
 #include "rsched/base/result.hpp"
 
 #include <cstdint>
@@ -34,8 +43,8 @@ struct zone {
 
   static zone utc() { return zone{kind::utc, {}}; }
   static zone local() { return zone{kind::local, {}}; }
-  // "UTC"/"Z"/"GMT" (any case), "local", or an IANA zone name that exists under the zoneinfo
-  // directory ($TZDIR, else /usr/share/zoneinfo).
+  // "UTC"/"Z"/"GMT" (any case), "local", or an IANA zone name libdate-tz knows (a zone file
+  // under /usr/share/zoneinfo; also "posix/<name>", but not right/, posixrules or Factory).
   static result<zone> parse(std::string_view s);
   // "UTC", "local" or the IANA name.
   [[nodiscard]] std::string label() const;
