@@ -26,7 +26,7 @@ inline void check_error(const std::string &msg) {
   RSCHED_FUZZ_CHECK(msg.find('\n') == std::string::npos);
 }
 
-inline void parse_times(const std::vector<store::detail::incident_record> &recs) {
+inline void parse_times(const std::vector<query::detail::incident_record> &recs) {
   const auto local = timefmt::zone::local();
   for (const auto &rec : recs) {
     for (const auto &[key, value] : rec) {

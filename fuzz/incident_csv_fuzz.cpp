@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerInitialize(int * /*argc*/, char *** /*argv*/) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size) {
   const std::string_view in(reinterpret_cast<const char *>(data), size);
-  auto recs = rsched::store::detail::csv_records(in);
+  auto recs = rsched::query::detail::csv_records(in);
   if (!recs) {
     rsched::fuzz::check_error(recs.err().msg);
     return 0;

@@ -64,7 +64,8 @@ void round_trip(std::int64_t t, const zone &z) {
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int * /*argc*/, char *** /*argv*/) {
-  // The local zone is Berlin too, so the named zone never makes libc reload the zone file.
+  // The local zone (libc's, from TZ) is Berlin too, set once before any conversion; the named
+  // zone is read by date/tz and never touches TZ.
   setenv("TZ", ":Europe/Berlin", 1);
   (void)berlin();
   return 0;
