@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <utility>
 
@@ -189,10 +190,21 @@ result<std::string> sql_list(query::reader &db, const std::string &sql) {
   return out;
 }
 
+// --where, checked where it is spliced: SQL without parameters (detail::has_sql_parameter).
+result<void> check_where(const export_args &a) {
+  if (detail::has_sql_parameter(a.where)) {
+    return make_error(std::string("export: ") + detail::where_parameter_error, EINVAL);
+  }
+  return {};
+}
+
 } // namespace
 
 result<export_stats> write_openmetrics(query::reader &db, const export_args &a, std::int64_t from,
                                        std::int64_t to, std::ostream &out) {
+  if (auto w = check_where(a); !w) {
+    return w.err();
+  }
   auto intervals = recorded(db, from, to);
   if (!intervals) {
     return intervals.err();
@@ -399,6 +411,9 @@ result<void> delay_tracks(query::reader &db, trace &t, int pid, const std::strin
 
 result<export_stats> write_perfetto(query::reader &db, const export_args &a, std::int64_t from,
                                     std::int64_t to, std::ostream &out) {
+  if (auto w = check_where(a); !w) {
+    return w.err();
+  }
   if (auto iv = recorded(db, from, to); !iv) {
     return iv.err();
   }

@@ -328,6 +328,9 @@ result<std::uint64_t> clip_of(query::reader &db, const std::string &text) {
 result<heatmap_plan> plan_heatmap(query::reader &db, const heatmap_args &a,
                                   std::size_t max_columns) {
   heatmap_plan pl;
+  if (detail::has_sql_parameter(a.where)) {
+    return bad_arg(std::string("heatmap: ") + detail::where_parameter_error);
+  }
   const auto cols = columns_of(db, a.view);
   if (cols.empty()) {
     return bad_arg(fmt::format("no view named '{}' (sched_delay, cpu_sched_delay, "
@@ -815,6 +818,9 @@ std::optional<result<void>> window_flag(Args &a, const char *cmd, const std::str
   } else if (f == "--to") {
     a.to = v;
   } else if (f == "--where") {
+    if (detail::has_sql_parameter(v)) {
+      return result<void>{make_error(fmt::format("{}: {}", cmd, detail::where_parameter_error))};
+    }
     a.where = v;
   } else if (f == "-o") {
     if (v.empty()) {

@@ -57,4 +57,52 @@ inline bool has_object(query::reader &db, const std::string &name) {
   return r && !r->rows.empty() && int_of(r->rows[0][0]).value_or(0) > 0;
 }
 
+// Whether the SQL text `sql` holds a parameter (?, ?NNN, :name, @name, $name, #name) outside
+// its string literals, quoted identifiers and comments.
+//
+// A --where condition (heatmap, report, export) is SQL by design: a condition on the view's
+// columns, written by the user, spliced as the text it is into rsched-sql's statements, which
+// the reader runs on a read-only connection whose authorizer refuses every write. It is not a
+// value, so it cannot be bound. Those statements bind their own values (?1 the window's
+// start, ...): a parameter in the condition would be given one of them, so the condition must
+// hold none (heatmap, report and export refuse it with where_parameter_error).
+inline bool has_sql_parameter(std::string_view sql) {
+  const auto ident = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '$' || static_cast<unsigned char>(c) >= 0x80;
+  };
+  std::size_t i = 0;
+  while (i < sql.size()) {
+    const char c = sql[i];
+    if (c == '\'' || c == '"' || c == '`' || c == '[') {
+      // A literal or a quoted name; a doubled quote inside it is two steps of this loop.
+      const char close = c == '[' ? ']' : c;
+      const auto end = sql.find(close, i + 1);
+      i = end == std::string_view::npos ? sql.size() : end + 1;
+    } else if (sql.substr(i, 2) == "--") {
+      const auto nl = sql.find('\n', i);
+      i = nl == std::string_view::npos ? sql.size() : nl + 1;
+    } else if (sql.substr(i, 2) == "/*") {
+      const auto end = sql.find("*/", i + 2);
+      i = end == std::string_view::npos ? sql.size() : end + 2;
+    } else if (c == '?') {
+      return true;
+    } else if ((c == ':' || c == '@' || c == '$' || c == '#') && i + 1 < sql.size() &&
+               ident(sql[i + 1])) {
+      return true;
+    } else if (ident(c)) {
+      while (i < sql.size() && ident(sql[i])) {
+        ++i; // a word: a '$' inside it is part of it
+      }
+    } else {
+      ++i;
+    }
+  }
+  return false;
+}
+
+inline constexpr const char *where_parameter_error =
+    "--where is a condition in SQL and takes no parameter (?, ?1, :name, @name, $name): write "
+    "the value itself";
+
 } // namespace rsched::sql_shell::detail
