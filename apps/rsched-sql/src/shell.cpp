@@ -371,6 +371,15 @@ void shell::route_output() {
 }
 
 shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
+  return run_statements(sql, first_line, nullptr);
+}
+
+shell::status shell::run_bound(std::string_view sql, const std::vector<query::value> &params) {
+  return run_statements(sql, 0, &params);
+}
+
+shell::status shell::run_statements(std::string_view sql, std::size_t first_line,
+                                    const std::vector<query::value> *params) {
   route_output();
   interrupted_ = 0;
   printer_.reset_counts();
@@ -382,7 +391,10 @@ shell::status shell::run_sql(std::string_view sql, std::size_t first_line) {
   if (page) {
     printer_.set_stream(paged);
   }
-  auto r = db_.exec(sql, printer_.sink());
+  // The user's SQL runs as written (a parameter in it is NULL, as in sqlite3); the shell's own
+  // statements bind their values.
+  auto r =
+      params != nullptr ? db_.exec(sql, *params, printer_.sink()) : db_.exec(sql, printer_.sink());
   printer_.finish(static_cast<bool>(r) && interrupted_ == 0);
   if (page) {
     printer_.set_stream(out_);
@@ -474,9 +486,9 @@ void shell::note_coverage(std::int64_t a, std::int64_t b) {
     }
   };
   const bool hosts = !db_.hosts().empty();
-  if (!db_.exec(fmt::format("SELECT coverage_pct, gaps{} FROM coverage({}, {})",
-                            hosts ? ", host" : "", a, b),
-                sink)) {
+  if (!db_.exec(std::string("SELECT coverage_pct, gaps") + (hosts ? ", host" : "") +
+                    " FROM coverage(?1, ?2)",
+                {a, b}, sink)) {
     return;
   }
   for (const auto &c : covers) {
@@ -662,10 +674,10 @@ shell::status shell::dot_import(const std::vector<std::string> &args) {
   const char *times = is_human(cfg.mode) && cfg.units
                           ? "fmt_time(start_ns) AS start, fmt_time(end_ns) AS \"end\""
                           : "start_ns, end_ns";
-  return run_sql(fmt::format("SELECT id, {}, text, source, tags FROM annotations WHERE id "
-                             "BETWEEN {} AND {} ORDER BY id",
-                             times, rep->ids.front(), rep->ids.back()),
-                 0);
+  return run_bound(std::string("SELECT id, ") + times +
+                       ", text, source, tags FROM annotations WHERE id BETWEEN ?1 AND ?2 "
+                       "ORDER BY id",
+                   {rep->ids.front(), rep->ids.back()});
 }
 
 shell::status shell::dot_read(const std::vector<std::string> &args) {

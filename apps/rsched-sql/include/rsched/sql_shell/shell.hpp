@@ -92,6 +92,10 @@ public:
   static const std::vector<std::string> &dot_commands();
 
 private:
+  // run_sql for the shell's own statements: `params` bound to ?1, ?2, ... of `sql`.
+  status run_bound(std::string_view sql, const std::vector<query::value> &params);
+  status run_statements(std::string_view sql, std::size_t first_line,
+                        const std::vector<query::value> *params);
   // Reports on stderr when the window a statement asked for is only partly recorded.
   void note_coverage(std::int64_t a, std::int64_t b);
   status query_lines(std::string_view sql, std::vector<std::string> &lines,
