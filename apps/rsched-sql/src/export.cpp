@@ -23,8 +23,8 @@ namespace {
 
 using detail::has_object;
 using detail::int_of;
+using detail::placeholders;
 using detail::query;
-using detail::quote;
 namespace om = openmetrics;
 
 constexpr double ns_per_s = 1e9;
@@ -116,10 +116,10 @@ std::string text_of(const query::value &v) {
   return {};
 }
 
-// Streams `sql` (columns: key, ts, hist, total_ns; ordered by key, ts) and emits one histogram
-// series per key, labelled `label`.
+// Streams `sql` (columns: key, ts, hist, total_ns; ordered by key, ts; `params` bound to ?1, ?2,
+// ...) and emits one histogram series per key, labelled `label`.
 result<void> histogram_family(query::reader &db, exporter &x, const std::string &sql,
-                              const std::string &label) {
+                              const std::vector<query::value> &params, const std::string &label) {
   std::string key;
   bool have = false;
   std::vector<hist_row> rows;
@@ -140,7 +140,7 @@ result<void> histogram_family(query::reader &db, exporter &x, const std::string 
     }
     rows.push_back({int_of(v[1]).value_or(0), blob_of(v[2]), int_of(v[3]).value_or(0)});
   };
-  if (auto r = db.exec(sql, sink); !r) {
+  if (auto r = db.exec(sql, params, sink); !r) {
     return r;
   }
   flush();
@@ -151,9 +151,10 @@ result<void> histogram_family(query::reader &db, exporter &x, const std::string 
 // finest rollup; a file older than schema 3 has only raw intervals); an error when there is none.
 result<std::vector<interval>> recorded(query::reader &db, std::int64_t from, std::int64_t to) {
   const std::string src = has_object(db, "timeline") ? "timeline" : "intervals";
-  auto ivs = query(db, fmt::format("SELECT start_ns, start_ns + dur_ns FROM {} WHERE start_ns >= "
-                                   "{} AND start_ns < {} ORDER BY start_ns",
-                                   src, from, to));
+  auto ivs = query(db,
+                   "SELECT start_ns, start_ns + dur_ns FROM " + src +
+                       " WHERE start_ns >= ?1 AND start_ns < ?2 ORDER BY start_ns",
+                   {from, to});
   if (!ivs) {
     return ivs.err();
   }
@@ -171,21 +172,24 @@ result<std::vector<interval>> recorded(query::reader &db, std::int64_t from, std
   return out;
 }
 
-// The condition on a view's rows: the window, and --where when given.
-std::string rows_in(std::int64_t from, std::int64_t to, const std::string &where) {
-  const std::string window = fmt::format("ts >= {} AND ts < {}", from, to);
+// The condition on a view's rows: the window, ?1 (from) and ?2 (to), and --where when given.
+// --where is SQL by design (a condition on sched_delay's columns), not a value: spliced as it is,
+// into statements the reader runs read-only (detail::has_sql_parameter).
+std::string rows_in(const std::string &where) {
+  const std::string window = "ts >= ?1 AND ts < ?2";
   return where.empty() ? window : window + " AND (" + where + ")";
 }
 
-// The first column of `sql`'s rows as an SQL list of literals ("'/a', '/b'"); "" for no rows.
-result<std::string> sql_list(query::reader &db, const std::string &sql) {
-  auto r = query(db, sql);
+// The first column of `sql`'s rows as texts (the values the statements after it bind).
+result<std::vector<std::string>> texts_of(query::reader &db, const std::string &sql,
+                                          const std::vector<query::value> &params) {
+  auto r = query(db, sql, params);
   if (!r) {
     return r.err();
   }
-  std::string out;
+  std::vector<std::string> out;
   for (const auto &row : r->rows) {
-    out += (out.empty() ? "" : ", ") + quote(text_of(row[0]));
+    out.push_back(text_of(row[0]));
   }
   return out;
 }
@@ -210,7 +214,8 @@ result<export_stats> write_openmetrics(query::reader &db, const export_args &a, 
     return intervals.err();
   }
   exporter x(out, std::move(*intervals));
-  const std::string window = rows_in(from, to, "");
+  const std::vector<query::value> span = {from, to}; // ?1, ?2 of window and cond
+  const std::string window = rows_in("");
 
   x.writer().begin("rsched_cpu_sched_delay_seconds", om::metric_type::histogram,
                    "Scheduling delay (wakeup to switch-in) per CPU, cumulative from the start "
@@ -219,40 +224,45 @@ result<export_stats> write_openmetrics(query::reader &db, const export_args &a, 
   if (auto r = histogram_family(db, x,
                                 "SELECT cpu, ts, hist, total_ns FROM cpu_sched_delay WHERE " +
                                     window + " ORDER BY cpu, ts",
-                                "cpu");
+                                span, "cpu");
       !r) {
     return r.err();
   }
 
-  const std::string cond = rows_in(from, to, a.where);
-  auto names = sql_list(db, fmt::format("SELECT cgroup FROM sched_delay WHERE {} GROUP BY cgroup "
-                                        "ORDER BY sum(count) DESC, cgroup LIMIT {}",
-                                        cond, a.top));
+  const std::string cond = rows_in(a.where);
+  auto names = texts_of(db,
+                        "SELECT cgroup FROM sched_delay WHERE " + cond +
+                            " GROUP BY cgroup ORDER BY sum(count) DESC, cgroup LIMIT ?3",
+                        {from, to, static_cast<std::int64_t>(a.top)});
   if (!names) {
     return names.err();
   }
-  // Cgroup paths start with '/', so "other" never names a real one.
-  const std::string group =
-      names->empty() ? std::string("'other'")
-                     : fmt::format("CASE WHEN cgroup IN ({}) THEN cgroup ELSE 'other' END", *names);
+  // Cgroup paths start with '/', so "other" never names a real one. The names kept are values
+  // (?3, ...), after the window's.
+  std::vector<query::value> params = span;
+  const std::string group = names->empty()
+                                ? std::string("'other'")
+                                : "CASE WHEN cgroup IN (" + placeholders(params, *names) +
+                                      ") THEN cgroup ELSE 'other' END";
   x.writer().begin("rsched_cgroup_sched_delay_seconds", om::metric_type::histogram,
                    "Scheduling delay per cgroup (the busiest by samples; the rest as "
                    "cgroup=\"other\"), cumulative from the start of the export window.",
                    "seconds");
   if (auto r = histogram_family(
           db, x,
-          fmt::format("SELECT {0} AS g, ts, hist_merge(hist), sum(total_ns) FROM sched_delay "
-                      "WHERE {1} GROUP BY g, ts ORDER BY g, ts",
-                      group, cond),
-          "cgroup");
+          "SELECT " + group + " AS g, ts, hist_merge(hist), sum(total_ns) FROM sched_delay WHERE " +
+              cond + " GROUP BY g, ts ORDER BY g, ts",
+          params, "cgroup");
       !r) {
     return r.err();
   }
 
   // rschedd's own health, per raw interval.
   if (has_object(db, "health")) {
-    auto h = query(db, "SELECT ts, dur, collect_ns, write_ns, drops FROM health WHERE " + window +
-                           " ORDER BY ts");
+    auto h = query(db,
+                   "SELECT ts, dur, collect_ns, write_ns, drops FROM health WHERE " + window +
+                       " ORDER BY ts",
+                   span);
     if (!h) {
       return h.err();
     }
@@ -394,9 +404,10 @@ double real_of(const query::value &v) {
 
 constexpr double ns_per_ms = 1e6;
 
-// Streams `sql` (columns: key, ts, p50, p99, max in ns) into one counter track per key.
+// Streams `sql` (columns: key, ts, p50, p99, max in ns; `params` bound to ?1, ?2, ...) into one
+// counter track per key.
 result<void> delay_tracks(query::reader &db, trace &t, int pid, const std::string &sql,
-                          const std::string &prefix) {
+                          const std::vector<query::value> &params, const std::string &prefix) {
   query::result_sink sink;
   sink.on_row = [&](const std::vector<query::value> &v) {
     t.counter(pid, prefix + text_of(v[0]), int_of(v[1]).value_or(0),
@@ -404,7 +415,7 @@ result<void> delay_tracks(query::reader &db, trace &t, int pid, const std::strin
                {"p99_ms", real_of(v[3]) / ns_per_ms},
                {"max_ms", real_of(v[4]) / ns_per_ms}});
   };
-  return db.exec(sql, sink);
+  return db.exec(sql, params, sink);
 }
 
 } // namespace
@@ -417,13 +428,15 @@ result<export_stats> write_perfetto(query::reader &db, const export_args &a, std
   if (auto iv = recorded(db, from, to); !iv) {
     return iv.err();
   }
-  const std::string window = rows_in(from, to, "");
-  const std::string cond = rows_in(from, to, a.where);
+  const std::vector<query::value> span = {from, to}; // ?1, ?2 of window and cond
+  const std::string window = rows_in("");
+  const std::string cond = rows_in(a.where);
   // The worst comms: the highest p99 over the window among those with 20 samples or more.
-  auto names = sql_list(db, fmt::format("SELECT comm FROM sched_delay WHERE {} GROUP BY comm "
-                                        "HAVING sum(count) >= 20 ORDER BY hist_percentile(hist, "
-                                        "99) DESC, comm LIMIT {}",
-                                        cond, a.top));
+  auto names = texts_of(db,
+                        "SELECT comm FROM sched_delay WHERE " + cond +
+                            " GROUP BY comm HAVING sum(count) >= 20 ORDER BY "
+                            "hist_percentile(hist, 99) DESC, comm LIMIT ?3",
+                        {from, to, static_cast<std::int64_t>(a.top)});
   if (!names) {
     return names.err();
   }
@@ -438,26 +451,27 @@ result<export_stats> write_perfetto(query::reader &db, const export_args &a, std
                             "SELECT cpu, ts, hist_pct(hist, 50), hist_pct(hist, 99), "
                             "hist_max(hist) FROM cpu_sched_delay WHERE " +
                                 window + " ORDER BY cpu, ts",
-                            "cpu ");
+                            span, "cpu ");
       !r) {
     return r.err();
   }
   if (!names->empty()) {
-    if (auto r = delay_tracks(
-            db, t, comms,
-            fmt::format("SELECT comm, ts, hist_pct(m, 50), hist_pct(m, 99), hist_max(m) FROM "
-                        "(SELECT comm, ts, hist_merge(hist) AS m FROM sched_delay WHERE {} AND "
-                        "comm IN ({}) GROUP BY comm, ts) ORDER BY comm, ts",
-                        cond, *names),
-            "");
+    std::vector<query::value> params = span; // the comms are values: ?3, ...
+    const std::string in = placeholders(params, *names);
+    if (auto r = delay_tracks(db, t, comms,
+                              "SELECT comm, ts, hist_pct(m, 50), hist_pct(m, 99), hist_max(m) FROM "
+                              "(SELECT comm, ts, hist_merge(hist) AS m FROM sched_delay WHERE " +
+                                  cond + " AND comm IN (" + in +
+                                  ") GROUP BY comm, ts) ORDER BY comm, ts",
+                              params, "");
         !r) {
       return r.err();
     }
   }
-  auto m = query(db, fmt::format("SELECT start_ns, coalesce(end_ns, start_ns), text, source, tags "
-                                 "FROM annotations WHERE start_ns < {} AND coalesce(end_ns, "
-                                 "start_ns) >= {} ORDER BY start_ns, id",
-                                 to, from));
+  auto m = query(db,
+                 "SELECT start_ns, coalesce(end_ns, start_ns), text, source, tags FROM annotations "
+                 "WHERE start_ns < ?2 AND coalesce(end_ns, start_ns) >= ?1 ORDER BY start_ns, id",
+                 span);
   if (!m) {
     return m.err();
   }
@@ -466,9 +480,8 @@ result<export_stats> write_perfetto(query::reader &db, const export_args &a, std
     t.slice(marks, 1, text_of(r[2]), s, int_of(r[1]).value_or(s) - s,
             {{"source", text_of(r[3])}, {"tags", text_of(r[4])}});
   }
-  auto sp = query(db, fmt::format("SELECT ts, dur, victim, peak_ns, cause FROM "
-                                  "spikes('sched_delay', '3x', {}, {})",
-                                  from, to));
+  auto sp = query(
+      db, "SELECT ts, dur, victim, peak_ns, cause FROM spikes('sched_delay', '3x', ?1, ?2)", span);
   if (!sp) {
     return sp.err();
   }
@@ -476,7 +489,7 @@ result<export_stats> write_perfetto(query::reader &db, const export_args &a, std
     t.slice(spikes, 1, text_of(r[2]), int_of(r[0]).value_or(0), int_of(r[1]).value_or(0),
             {{"peak_p99", text::format_duration_ns(real_of(r[3]))}, {"cause", text_of(r[4])}});
   }
-  auto g = query(db, fmt::format("SELECT ts, dur, reason FROM gaps({}, {})", from, to));
+  auto g = query(db, "SELECT ts, dur, reason FROM gaps(?1, ?2)", span);
   if (!g) {
     return g.err();
   }

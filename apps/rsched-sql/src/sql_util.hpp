@@ -48,6 +48,18 @@ inline std::optional<std::int64_t> int_of(const query::value &v) {
   return std::nullopt;
 }
 
+// Appends `texts` to `params` as values and returns their placeholders, "?3, ?4, ?5": the list
+// of an IN (...) whose members are data.
+inline std::string placeholders(std::vector<query::value> &params,
+                                const std::vector<std::string> &texts) {
+  std::string out;
+  for (const auto &t : texts) {
+    params.emplace_back(t);
+    out += (out.empty() ? "?" : ", ?") + std::to_string(params.size());
+  }
+  return out;
+}
+
 // Whether the schema has a table or view named `name` (over several hosts, --host: a TEMP view
 // that combines the hosts' objects of that name).
 inline bool has_object(query::reader &db, const std::string &name) {
