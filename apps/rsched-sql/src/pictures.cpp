@@ -5,6 +5,7 @@
 #include "rsched/base/timefmt.hpp"
 #include "rsched/sql_shell/export.hpp"
 #include "rsched/sql_shell/files.hpp"
+#include "rsched/sqlite/quote.hpp"
 #include "rsched/stats/encoding.hpp"
 
 #include "sql_util.hpp"
@@ -24,8 +25,9 @@ namespace {
 
 using detail::has_object;
 using detail::int_of;
+using detail::placeholders;
 using detail::query;
-using detail::quote;
+using sqlite::sql_ident;
 
 // An error in an argument's value (a view that does not exist, a time that is not one): exit 2
 // as bad usage, like an unknown flag; errors of the SQL itself stay errnum 0 (exit 1).
@@ -110,9 +112,9 @@ result<std::pair<std::int64_t, std::int64_t>> window_of(query::reader &db,
     }
     a = *t;
   } else {
-    auto first = scalar(db, fmt::format("SELECT min(start_ns) FROM {} WHERE start_ns + dur_ns > {} "
-                                        "AND start_ns < {}",
-                                        src, a, b));
+    auto first = scalar(
+        db, "SELECT min(start_ns) FROM " + src + " WHERE start_ns + dur_ns > ?1 AND start_ns < ?2",
+        {a, b});
     if (first && *first && **first > a) {
       a = **first;
     }
@@ -191,8 +193,9 @@ std::vector<piece> pieces_of(query::reader &db, const std::string &view, std::in
     }
   }
   if (k != 0) {
-    auto built = scalar(db, fmt::format("SELECT built_ns FROM tiers WHERE tier = {}", k));
-    auto cutoff = scalar(db, fmt::format("SELECT cutoff_ns FROM tiers WHERE tier = {}", k));
+    const std::vector<query::value> tier = {static_cast<std::int64_t>(k)};
+    auto built = scalar(db, "SELECT built_ns FROM tiers WHERE tier = ?1", tier);
+    auto cutoff = scalar(db, "SELECT cutoff_ns FROM tiers WHERE tier = ?1", tier);
     if (built && *built && cutoff && *cutoff) {
       const std::int64_t lo = std::max(a, **cutoff);
       const std::int64_t ta = floor_to(lo, width) == lo ? lo : floor_to(lo, width) + width;
@@ -215,7 +218,7 @@ std::vector<piece> pieces_of(query::reader &db, const std::string &view, std::in
 
 std::vector<charts::span> gaps_of(query::reader &db, std::int64_t a, std::int64_t b) {
   std::vector<charts::span> out;
-  if (auto r = query(db, fmt::format("SELECT ts, end_ts, reason FROM gaps({}, {})", a, b))) {
+  if (auto r = query(db, "SELECT ts, end_ts, reason FROM gaps(?1, ?2)", {a, b})) {
     for (const auto &row : r->rows) {
       const auto s = int_of(row[0]);
       const auto e = int_of(row[1]);
@@ -245,6 +248,31 @@ std::optional<std::size_t> sqlite_chars(std::string_view s, std::size_t n) {
   return i < s.size() ? std::optional<std::size_t>(i) : std::nullopt;
 }
 
+// A heatmap's condition on the view's rows as SQL, "" for none: its --where, SQL by design (the
+// user's condition on the view's columns, spliced as written into statements the reader runs
+// read-only; without parameters, see detail::has_sql_parameter), and its comms as values
+// appended to `params` (their placeholders in the text).
+std::string condition_of(const heatmap_args &a, std::vector<query::value> &params) {
+  if (a.comms.empty()) {
+    return a.where;
+  }
+  const std::string in = "comm IN (" + placeholders(params, a.comms) + ")";
+  return a.where.empty() ? in : "(" + a.where + ") AND " + in;
+}
+
+// The same condition as titles show it: the comms as SQL literals. Shown, never run.
+std::string shown_condition(const heatmap_args &a) {
+  if (a.comms.empty()) {
+    return a.where;
+  }
+  std::string in;
+  for (const auto &c : a.comms) {
+    in += (in.empty() ? "" : ", ") + sqlite::sql_literal(c);
+  }
+  in = "comm IN (" + in + ")";
+  return a.where.empty() ? in : "(" + a.where + ") AND " + in;
+}
+
 } // namespace
 
 result<mark_list> load_marks(query::reader &db, std::int64_t from, std::int64_t to) {
@@ -252,9 +280,9 @@ result<mark_list> load_marks(query::reader &db, std::int64_t from, std::int64_t 
   if (!has_object(db, "annotations")) {
     return out;
   }
-  const std::string overlap =
-      fmt::format("start_ns < {} AND coalesce(end_ns, start_ns) >= {}", to, from);
-  auto n = query(db, "SELECT count(*) FROM annotations WHERE " + overlap);
+  // Those that overlap the window: ?1 (from) and ?2 (to).
+  const std::string overlap = "start_ns < ?2 AND coalesce(end_ns, start_ns) >= ?1";
+  auto n = query(db, "SELECT count(*) FROM annotations WHERE " + overlap, {from, to});
   if (!n) {
     return n.err();
   }
@@ -266,14 +294,15 @@ result<mark_list> load_marks(query::reader &db, std::int64_t from, std::int64_t 
   // read, and only their first characters leave SQLite. Over several hosts the rows are
   // (host, id).
   const bool hosts = !db.hosts().empty();
-  auto r = query(
-      db,
-      fmt::format("SELECT start_ns, coalesce(end_ns, start_ns), substr(text, 1, {0}), id "
-                  "FROM annotations WHERE {1} IN (SELECT {2} FROM annotations WHERE {3} ORDER BY "
-                  "source LIKE 'import:%', coalesce(end_ns, start_ns) - start_ns DESC, "
-                  "start_ns, id LIMIT {4}) ORDER BY start_ns, id",
-                  mark_text_chars + 1, hosts ? "(host, id)" : "id", hosts ? "host, id" : "id",
-                  overlap, max_marks));
+  auto r = query(db,
+                 std::string("SELECT start_ns, coalesce(end_ns, start_ns), substr(text, 1, ?3), id "
+                             "FROM annotations WHERE ") +
+                     (hosts ? "(host, id)" : "id") + " IN (SELECT " + (hosts ? "host, id" : "id") +
+                     " FROM annotations WHERE " + overlap +
+                     " ORDER BY source LIKE 'import:%', coalesce(end_ns, start_ns) - start_ns "
+                     "DESC, start_ns, id LIMIT ?4) ORDER BY start_ns, id",
+                 {from, to, static_cast<std::int64_t>(mark_text_chars + 1),
+                  static_cast<std::int64_t>(max_marks)});
   if (!r) {
     return r.err();
   }
@@ -384,10 +413,11 @@ result<heatmap_plan> plan_heatmap(query::reader &db, const heatmap_args &a,
     pl.step = *s;
   } else {
     // Not finer than the recording's intervals: a column narrower than one would be empty.
-    auto iv =
-        scalar(db, fmt::format("SELECT max(dur_ns) FROM intervals WHERE start_ns >= {} AND "
-                               "start_ns < {}{}",
-                               pl.from, pl.to, has_object(db, "tiers") ? " AND tier = 0" : ""));
+    auto iv = scalar(db,
+                     std::string("SELECT max(dur_ns) FROM intervals WHERE start_ns >= ?1 AND "
+                                 "start_ns < ?2") +
+                         (has_object(db, "tiers") ? " AND tier = 0" : ""),
+                     {pl.from, pl.to});
     const std::int64_t min_step =
         iv && *iv ? std::max<std::int64_t>(**iv, 1'000'000'000) : 1'000'000'000;
     pl.step = charts::nice_step(pl.to - pl.from, max_columns, min_step);
@@ -427,8 +457,8 @@ std::vector<charts::heatmap> finish_heatmap(query::reader &db, const heatmap_pla
     marks = std::move(*m);
   }
   std::string what = a.view;
-  if (!a.where.empty()) {
-    what += " where " + a.where;
+  if (const std::string shown = shown_condition(a); !shown.empty()) {
+    what += " where " + shown;
   }
   if (a.column) {
     what += " (" + *a.column + ")";
@@ -536,8 +566,11 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
   std::vector<std::size_t> key_of(plans.size(), 0); // column of the plan's key; 0: none
   bool one_where = true;
   for (const auto &pl : plans) {
-    one_where = one_where && pl.args.where == first.args.where;
+    one_where = one_where && pl.args.where == first.args.where && pl.args.comms == first.args.comms;
   }
+  // The statement's values: ?1 and ?2 the piece's [a, b) (set per piece below), then the comms
+  // of the plans' conditions.
+  std::vector<query::value> params = {std::int64_t{0}, std::int64_t{0}};
   std::string sql = "SELECT ts";
   for (std::size_t i = 0; i < plans.size(); ++i) {
     if (plans[i].key.empty()) {
@@ -546,14 +579,14 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
     auto it = std::find(keys.begin(), keys.end(), plans[i].key);
     if (it == keys.end()) {
       keys.push_back(plans[i].key);
-      sql += ", " + plans[i].key;
+      sql += ", " + sql_ident(plans[i].key);
       it = keys.end() - 1;
     }
     key_of[i] = 1 + static_cast<std::size_t>(it - keys.begin());
   }
   const std::size_t hist0 = 1 + keys.size();
   for (const auto &h : first.hist_cols) {
-    sql += ", " + h;
+    sql += ", " + sql_ident(h);
   }
   const std::size_t flag0 = hist0 + first.hist_cols.size();
   // One host: each piece read from the file's own view (main.V), not through the routed TEMP
@@ -564,11 +597,15 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
   const char *open_cond = own_views ? " AND +(" : " AND (";
   std::string cond;
   if (one_where) {
-    cond = first.args.where.empty() ? std::string() : open_cond + first.args.where + ")";
+    const std::string w = condition_of(first.args, params);
+    cond = w.empty() ? std::string() : open_cond + w + ")";
   } else {
     std::string any;
     for (const auto &pl : plans) {
-      const std::string w = pl.args.where.empty() ? std::string("1") : pl.args.where;
+      std::string w = condition_of(pl.args, params);
+      if (w.empty()) {
+        w = "1";
+      }
       sql += ", (" + w + ") IS 1";
       any += (any.empty() ? "(" : " OR (") + w + ")";
     }
@@ -586,8 +623,11 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
         acc.sources.push_back(p.source);
       }
     }
-    const std::string q = sql + fmt::format(" FROM {}{} WHERE ts >= {} AND ts < {}{}",
-                                            own_views ? "main." : "", p.source, p.a, p.b, cond);
+    // The same text for every piece but its source (a view, or its rollup: view_1m, view_1h).
+    const std::string q = sql + " FROM " + (own_views ? "main." : "") + sql_ident(p.source) +
+                          " WHERE ts >= ?1 AND ts < ?2" + cond;
+    params[0] = p.a;
+    params[1] = p.b;
     query::result_sink sink;
     sink.on_columns = [](const std::vector<std::string> &) {};
     std::optional<error> failure;
@@ -658,7 +698,7 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
         }
       }
     };
-    if (auto r = db.exec(q, sink); !r) {
+    if (auto r = db.exec(q, params, sink); !r) {
       return r.err();
     }
     if (failure) {
@@ -689,8 +729,8 @@ std::string heatmap_svg(const std::vector<charts::heatmap> &panels, const heatma
   charts::svg_options o;
   o.zone = zone;
   std::string title = a.view;
-  if (!a.where.empty()) {
-    title += " where " + a.where;
+  if (const std::string shown = shown_condition(a); !shown.empty()) {
+    title += " where " + shown;
   }
   if (a.by) {
     title += fmt::format(" by {} (top {})", *a.by, panels.size());
@@ -700,7 +740,7 @@ std::string heatmap_svg(const std::vector<charts::heatmap> &panels, const heatma
 }
 
 result<charts::series_chart> load_plot(query::reader &db, const plot_args &a) {
-  auto r = query(db, a.sql);
+  auto r = query(db, a.sql, a.params);
   if (!r) {
     return r.err();
   }

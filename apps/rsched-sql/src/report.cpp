@@ -20,7 +20,6 @@ namespace {
 using detail::has_object;
 using detail::int_of;
 using detail::query;
-using detail::quote;
 
 using charts::xml_text;
 
@@ -115,8 +114,13 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
   base.to_ns = to;
   base.step_ns = step;
   const timefmt::zone &zone = db.zone();
+  // Every statement below binds its window's start and end as ?1 and ?2 (`span` for the
+  // report's window). --where is SQL by design (a condition on sched_delay's columns), not a
+  // value: spliced as written into statements the reader runs read-only; plan_heatmap above
+  // has refused one with parameters (detail::has_sql_parameter).
+  const std::vector<query::value> span = {from, to};
   const std::string cond = a.where.empty() ? std::string() : " AND (" + a.where + ")";
-  const std::string window = fmt::format("ts >= {} AND ts < {}{}", from, to, cond);
+  const std::string window = "ts >= ?1 AND ts < ?2" + cond;
 
   // The annotations of the window, read once, bounded (load_marks): drawn on the timeline and
   // every heatmap, listed below.
@@ -136,9 +140,10 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
   // p50 and p99 per column, from one read of the window's histograms (load_heatmaps): each
   // read alone decoded every histogram of the window again.
   auto worst =
-      query(db, "SELECT comm, hist_percentile(hist, 99) AS p99 FROM sched_delay WHERE " + window +
-                    " GROUP BY comm HAVING sum(count) >= 20 ORDER BY p99 DESC "
-                    "LIMIT 4");
+      query(db,
+            "SELECT comm, hist_percentile(hist, 99) AS p99 FROM sched_delay WHERE " + window +
+                " GROUP BY comm HAVING sum(count) >= 20 ORDER BY p99 DESC LIMIT 4",
+            span);
   if (!worst) {
     return worst.err();
   }
@@ -146,12 +151,9 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
   std::vector<heatmap_plan> plans = {*main_plan};
   heatmap_args wa = base;
   if (!worst->rows.empty()) {
-    std::string in;
     for (const auto &r : worst->rows) {
-      in += (in.empty() ? "" : ", ") + quote(text_of(r[0]));
+      wa.comms.push_back(text_of(r[0])); // values, bound by load_heatmaps
     }
-    wa.where =
-        (a.where.empty() ? std::string() : "(" + a.where + ") AND ") + "comm IN (" + in + ")";
     wa.by = "comm";
     wa.top = 4;
     auto p = plan_heatmap(db, wa, svg_columns);
@@ -196,15 +198,14 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
 
   // Coverage and gaps.
   html += "<h2>Coverage</h2>\n";
-  if (auto c =
-          query(db, fmt::format("SELECT covered_ns, coverage_pct FROM coverage({}, {})", from, to));
+  if (auto c = query(db, "SELECT covered_ns, coverage_pct FROM coverage(?1, ?2)", span);
       c && !c->rows.empty()) {
     html += fmt::format(
         "<p>{} of the window recorded ({:.1f} %).</p>\n", xml_text(dur_of(c->rows[0][0])),
         std::get_if<double>(&c->rows[0][1]) != nullptr ? *std::get_if<double>(&c->rows[0][1])
                                                        : 0.0);
   }
-  if (auto g = query(db, fmt::format("SELECT ts, end_ts, dur, reason FROM gaps({}, {})", from, to));
+  if (auto g = query(db, "SELECT ts, end_ts, dur, reason FROM gaps(?1, ?2)", span);
       g && !g->rows.empty()) {
     std::vector<std::vector<std::pair<std::string, bool>>> rows;
     for (const auto &r : g->rows) {
@@ -220,13 +221,15 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
 
   // Headline percentiles with their error bound.
   html += "<h2>Scheduling delay</h2>\n";
-  if (auto p = query(db, "SELECT sum(count), hist_percentile(hist, 50), "
-                         "hist_percentile_error(hist, 50), hist_percentile(hist, 90), "
-                         "hist_percentile_error(hist, 90), hist_percentile(hist, 99), "
-                         "hist_percentile_error(hist, 99), hist_percentile(hist, 99.9), "
-                         "hist_percentile_error(hist, 99.9), hist_max(hist_merge(hist)) FROM "
-                         "sched_delay WHERE " +
-                             window);
+  if (auto p = query(db,
+                     "SELECT sum(count), hist_percentile(hist, 50), "
+                     "hist_percentile_error(hist, 50), hist_percentile(hist, 90), "
+                     "hist_percentile_error(hist, 90), hist_percentile(hist, 99), "
+                     "hist_percentile_error(hist, 99), hist_percentile(hist, 99.9), "
+                     "hist_percentile_error(hist, 99.9), hist_max(hist_merge(hist)) FROM "
+                     "sched_delay WHERE " +
+                         window,
+                     span);
       p && !p->rows.empty()) {
     const auto &r = p->rows[0];
     const auto pm = [&](std::size_t v, std::size_t e) {
@@ -249,22 +252,20 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
   // --where narrows them to its threads: a one-thread spike by its tid, a comm's by its comm
   // (as the spike's victim names it).
   // A thread by (tid, comm), not by tid alone: a tid is reused, and the rollup tiers keep one
-  // identity per (comm, cgroup) with tid 0.
-  const auto threads_in = [&](std::int64_t ws, std::int64_t we) {
-    return fmt::format("SELECT tid, comm FROM sched_delay WHERE ts >= {} AND ts < {}{}", ws, we,
-                       cond);
-  };
-  const std::string narrow =
-      a.where.empty() ? std::string()
-                      : fmt::format(" WHERE CASE WHEN tid IS NULL THEN victim IN (SELECT comm FROM "
-                                    "sched_delay WHERE {}) ELSE (tid, victim) IN ({}) END",
-                                    window, threads_in(from, to));
+  // identity per (comm, cgroup) with tid 0. The threads of the statement's window, ?1 to ?2.
+  const std::string threads = "SELECT tid, comm FROM sched_delay WHERE " + window;
+  const std::string narrow = a.where.empty()
+                                 ? std::string()
+                                 : " WHERE CASE WHEN tid IS NULL THEN victim IN (SELECT comm FROM "
+                                   "sched_delay WHERE " +
+                                       window + ") ELSE (tid, victim) IN (" + threads + ") END";
   // Column 6 (spikes' top_comms) is not shown: NULL in its place, so that spikes() does not
   // read every incident's histograms again for it.
-  if (auto s = query(db, fmt::format("SELECT ts, end_ts, dur, peak_ns, victim, "
-                                     "cause, NULL, tid FROM spikes('sched_delay', '3x', {}, "
-                                     "{}){} ORDER BY peak_ns DESC, ts LIMIT 12",
-                                     from, to, narrow));
+  if (auto s = query(db,
+                     "SELECT ts, end_ts, dur, peak_ns, victim, cause, NULL, tid FROM "
+                     "spikes('sched_delay', '3x', ?1, ?2)" +
+                         narrow + " ORDER BY peak_ns DESC, ts LIMIT 12",
+                     span);
       s) {
     spikes = s->rows;
   }
@@ -357,11 +358,11 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
   // annotation's window is its range; a point in time's, the 5 minutes either side (as the
   // annotation_delay view). Spikes that overlap one are listed there, the rest below.
   std::vector<bool> covered(spikes.size(), false);
-  if (auto an = query(db, fmt::format("SELECT id, start_ns, end_ns, substr(text, 1, {}) FROM "
-                                      "annotations WHERE "
-                                      "start_ns < {} AND coalesce(end_ns, start_ns) >= {} "
-                                      "ORDER BY start_ns, id LIMIT 12",
-                                      shown_chars + 1, to, from));
+  if (auto an = query(db,
+                      "SELECT id, start_ns, end_ns, substr(text, 1, ?3) FROM annotations WHERE "
+                      "start_ns < ?2 AND coalesce(end_ns, start_ns) >= ?1 ORDER BY start_ns, id "
+                      "LIMIT 12",
+                      {from, to, static_cast<std::int64_t>(shown_chars + 1)});
       an && !an->rows.empty()) {
     constexpr std::int64_t margin = 5LL * 60 * 1'000'000'000;
     const bool throttling = has_object(db, "cpu_throttling"); // once, not per annotation
@@ -381,15 +382,16 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
                       xml_text(timefmt::format_time(we, zone)),
                       e0 && *e0 > s0 ? "" : " (5 minutes either side of a point in time)");
       // explain(): the threads that did worst against their own baseline, and why.
-      // The 5 worst threads (of --where's threads), 3 causes each.
-      if (auto ex = query(
-              db, fmt::format("SELECT victim_rank, victim_tid, victim_comm, excess_ns, cause, "
-                              "share_pct, summary FROM explain({}, {}) WHERE (cause_rank <= 3 "
-                              "OR cause_rank IS NULL){}",
-                              ws, we,
-                              a.where.empty() ? std::string(" AND victim_rank <= 5")
-                                              : " AND (victim_tid, victim_comm) IN (" +
-                                                    threads_in(ws, we) + ")"));
+      // The 5 worst threads (of --where's threads), 3 causes each. ?1, ?2: this window.
+      const std::vector<query::value> wspan = {ws, we};
+      if (auto ex =
+              query(db,
+                    "SELECT victim_rank, victim_tid, victim_comm, excess_ns, cause, "
+                    "share_pct, summary FROM explain(?1, ?2) WHERE (cause_rank <= 3 OR "
+                    "cause_rank IS NULL)" +
+                        (a.where.empty() ? std::string(" AND victim_rank <= 5")
+                                         : " AND (victim_tid, victim_comm) IN (" + threads + ")"),
+                    wspan);
           ex && !ex->rows.empty()) {
         std::vector<std::string> ranks; // the victims kept, in explain's order
         std::erase_if(ex->rows, [&](const std::vector<query::value> &v) {
@@ -419,10 +421,12 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
         // A timeline of the worst three: each one's p99 from as long before the window as it
         // lasts (their baseline) to half as long after it.
         std::vector<std::pair<std::string, std::string>> who; // (tid, comm)
+        std::vector<query::value> who_tid;                    // who[k]'s tid as explain gave it
         for (const auto &v : ex->rows) {
           std::pair<std::string, std::string> t{text_of(v[1]), text_of(v[2])};
           if (who.size() < 3 && std::find(who.begin(), who.end(), t) == who.end()) {
             who.push_back(std::move(t));
+            who_tid.push_back(v[1]);
           }
         }
         const std::int64_t len = we - ws;
@@ -430,18 +434,22 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
         const std::int64_t pa1 = we + len / 2;
         constexpr std::int64_t second = 1'000'000'000;
         const std::int64_t pstep = std::max(second, (pa1 - pa0) / 100 / second * second);
+        // ?1, ?2: the plot's span; ?3 its step; then each thread's tid and comm.
+        plot_args vp;
+        vp.params = {pa0, pa1, pstep};
         std::string cols;
         std::string any;
         for (std::size_t k = 0; k < who.size(); ++k) {
-          const std::string one =
-              fmt::format("tid = {} AND comm = {}", who[k].first, quote(who[k].second));
-          cols += fmt::format(", hist_percentile(hist, 99) FILTER (WHERE {}) AS v{}", one, k);
+          vp.params.push_back(who_tid[k]);
+          vp.params.emplace_back(who[k].second);
+          const std::string one = "tid = ?" + std::to_string(vp.params.size() - 1) +
+                                  " AND comm = ?" + std::to_string(vp.params.size());
+          cols += ", hist_percentile(hist, 99) FILTER (WHERE " + one + ") AS v" + std::to_string(k);
           any += (any.empty() ? "(" : " OR (") + one + ")";
         }
-        plot_args vp;
-        vp.sql = fmt::format("SELECT bucket(ts, {}) AS t{} FROM sched_delay WHERE ts >= {} AND "
-                             "ts < {} AND ({}) GROUP BY 1 ORDER BY 1",
-                             pstep, cols, pa0, pa1, any);
+        vp.sql = "SELECT bucket(ts, ?3) AS t" + cols +
+                 " FROM sched_delay WHERE ts >= ?1 AND ts < ?2 AND (" + any +
+                 ") GROUP BY 1 ORDER BY 1";
         vp.title = "p99 scheduling delay of the worst threads, per " +
                    text::format_duration_ns(static_cast<double>(pstep));
         vp.log = true;
@@ -483,13 +491,13 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
         html += table_html({"", "from", "for", "victim", "peak p99", "likely cause"}, srows);
       }
       // Priority inversions, throttling and pressure in the window, with their times.
-      if (auto inv = query(db, fmt::format("SELECT ts, end_ts, comm, tid, by_comm, by_pid, "
-                                           "wait_ns FROM inversions({}, {}, '10ms'){} ORDER BY "
-                                           "wait_ns DESC LIMIT 6",
-                                           ws, we,
-                                           a.where.empty() ? std::string()
-                                                           : " WHERE (tid, comm) IN (" +
-                                                                 threads_in(ws, we) + ")"));
+      if (auto inv = query(
+              db,
+              "SELECT ts, end_ts, comm, tid, by_comm, by_pid, wait_ns FROM "
+              "inversions(?1, ?2, '10ms')" +
+                  (a.where.empty() ? std::string() : " WHERE (tid, comm) IN (" + threads + ")") +
+                  " ORDER BY wait_ns DESC LIMIT 6",
+              wspan);
           inv && !inv->rows.empty()) {
         std::vector<std::vector<std::pair<std::string, bool>>> rows;
         for (const auto &v : inv->rows) {
@@ -502,11 +510,11 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
         html += table_html({"inversion from", "until", "waiting thread", "behind", "wait"}, rows);
       }
       if (throttling) {
-        if (auto t = query(db, fmt::format("SELECT cgroup, min(ts), max(ts + dur), sum(throttled), "
-                                           "sum(throttled_ns) FROM cpu_throttling WHERE ts >= {} "
-                                           "AND ts < {} AND throttled > 0 GROUP BY cgroup ORDER "
-                                           "BY 5 DESC LIMIT 6",
-                                           ws, we));
+        if (auto t = query(db,
+                           "SELECT cgroup, min(ts), max(ts + dur), sum(throttled), "
+                           "sum(throttled_ns) FROM cpu_throttling WHERE ts >= ?1 AND ts < ?2 AND "
+                           "throttled > 0 GROUP BY cgroup ORDER BY 5 DESC LIMIT 6",
+                           wspan);
             t && !t->rows.empty()) {
           std::vector<std::vector<std::pair<std::string, bool>>> rows;
           for (const auto &v : t->rows) {
@@ -520,10 +528,10 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
         }
       }
       if (pressure) {
-        if (auto pr = query(db, fmt::format("SELECT ts, some_pct FROM cpu_pressure WHERE ts >= {} "
-                                            "AND ts < {} AND cgroup = '/' ORDER BY some_pct "
-                                            "DESC, ts LIMIT 1",
-                                            ws, we));
+        if (auto pr = query(db,
+                            "SELECT ts, some_pct FROM cpu_pressure WHERE ts >= ?1 AND ts < ?2 AND "
+                            "cgroup = '/' ORDER BY some_pct DESC, ts LIMIT 1",
+                            wspan);
             pr && !pr->rows.empty()) {
           const auto *pct = std::get_if<double>(&pr->rows[0][1]);
           if (pct != nullptr) {
@@ -630,10 +638,10 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
   // Pressure and throttling.
   if (has_object(db, "cpu_pressure")) {
     html += "<h2>CPU pressure and throttling</h2>\n";
-    auto p = query(db, fmt::format("SELECT cgroup, avg(some_pct), max(some_pct) FROM "
-                                   "cpu_pressure WHERE ts >= {} AND ts < {} GROUP BY cgroup "
-                                   "ORDER BY 3 DESC LIMIT 8",
-                                   from, to));
+    auto p = query(db,
+                   "SELECT cgroup, avg(some_pct), max(some_pct) FROM cpu_pressure WHERE ts >= ?1 "
+                   "AND ts < ?2 GROUP BY cgroup ORDER BY 3 DESC LIMIT 8",
+                   span);
     if (p && !p->rows.empty()) {
       std::vector<std::vector<std::pair<std::string, bool>>> rows;
       for (const auto &r : p->rows) {
@@ -645,10 +653,10 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
       }
       html += table_html({"cgroup (/ = the system)", "PSI some, mean", "max interval"}, rows);
     }
-    auto t = query(db, fmt::format("SELECT cgroup, sum(throttled), sum(throttled_ns) FROM "
-                                   "cpu_throttling WHERE ts >= {} AND ts < {} AND throttled > 0 "
-                                   "GROUP BY cgroup ORDER BY 3 DESC LIMIT 8",
-                                   from, to));
+    auto t = query(db,
+                   "SELECT cgroup, sum(throttled), sum(throttled_ns) FROM cpu_throttling WHERE "
+                   "ts >= ?1 AND ts < ?2 AND throttled > 0 GROUP BY cgroup ORDER BY 3 DESC LIMIT 8",
+                   span);
     if (t && !t->rows.empty()) {
       std::vector<std::vector<std::pair<std::string, bool>>> rows;
       for (const auto &r : t->rows) {

@@ -1,9 +1,13 @@
 #pragma once
-// Small helpers of rsched-sql's own queries (pictures, report): a text as an SQL literal, a
-// whole result in memory, typed access to values. Private to the rsched-sql library.
+// Small helpers of rsched-sql's own queries (pictures, report, export): a whole result in
+// memory, typed access to values, values as bound parameters. Private to the rsched-sql library.
+//
+// rsched-sql splices no value into SQL: numbers (times, limits, ids), names and texts read from
+// the database (comms, cgroups) go in as parameters ?1, ?2, ... through query::reader::exec.
+// What stays SQL text is SQL: the program's own pieces, identifiers (sqlite::sql_ident), and a
+// user's --where condition, which is SQL by design (see has_sql_parameter).
 #include "rsched/base/result.hpp"
 #include "rsched/query/reader.hpp"
-#include "rsched/sqlite/quote.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -12,11 +16,6 @@
 #include <vector>
 
 namespace rsched::sql_shell::detail {
-
-// `s` as an SQL string literal ('' for ').
-inline std::string quote(std::string_view s) {
-  return sqlite::sql_literal(s);
-}
 
 struct rowset {
   std::vector<std::string> columns;
@@ -63,9 +62,10 @@ inline std::string placeholders(std::vector<query::value> &params,
 // Whether the schema has a table or view named `name` (over several hosts, --host: a TEMP view
 // that combines the hosts' objects of that name).
 inline bool has_object(query::reader &db, const std::string &name) {
-  auto r = query(db, "SELECT count(*) FROM (SELECT name FROM sqlite_master UNION ALL SELECT name "
-                     "FROM sqlite_temp_master) WHERE name = " +
-                         quote(name));
+  auto r = query(db,
+                 "SELECT count(*) FROM (SELECT name FROM sqlite_master UNION ALL SELECT name "
+                 "FROM sqlite_temp_master) WHERE name = ?1",
+                 {name});
   return r && !r->rows.empty() && int_of(r->rows[0][0]).value_or(0) > 0;
 }
 

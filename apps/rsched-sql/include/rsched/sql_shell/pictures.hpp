@@ -35,7 +35,11 @@ result<mark_list> load_marks(query::reader &db, std::int64_t from, std::int64_t 
 //         [--top N] [--max DUR] [--column COL] [-o FILE.svg]
 struct heatmap_args {
   std::string view = "sched_delay";
-  std::string where;                 // an SQL condition on the view's columns
+  std::string where;                 // an SQL condition on the view's columns (SQL by design:
+                                     // spliced as written; no parameters in it)
+  std::vector<std::string> comms;    // when not empty: only these comms' rows (the report's
+                                     // worst comms), bound as values; titles show them as
+                                     // "comm IN ('a', 'b')" after `where`
   std::optional<std::string> from;   // time words (t()); default: an hour before `to`, or
                                      // the start of the recording if that is later
   std::optional<std::string> to;     // default: the end of the newest recorded interval
@@ -56,6 +60,7 @@ struct heatmap_args {
 // numbers, one series each.
 struct plot_args {
   std::string sql;
+  std::vector<query::value> params; // bound to ?1, ?2, ... of sql (the report's own plots)
   bool log = false;
   std::optional<std::string> title;
   std::optional<std::string> output;
