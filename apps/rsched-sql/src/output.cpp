@@ -407,9 +407,9 @@ void render_table(std::ostream &out, const std::vector<std::string> &header,
     buf += '\n';
     maybe_flush(out, buf);
   }
-  if (!rows.empty()) {
-    buf += rule(bottom); // with a header and no rows, the rule under the header closes the table
-  } else if (show_header && box) {
+  // With a header and no rows, the rule under the header closes the table (but a box needs its
+  // bottom edge).
+  if (!rows.empty() || (show_header && box)) {
     buf += rule(bottom);
   }
   out << buf;

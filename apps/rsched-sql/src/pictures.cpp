@@ -624,8 +624,9 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
       }
     }
     // The same text for every piece but its source (a view, or its rollup: view_1m, view_1h).
-    const std::string q = sql + " FROM " + (own_views ? "main." : "") + sql_ident(p.source) +
-                          " WHERE ts >= ?1 AND ts < ?2" + cond;
+    std::string q = sql;
+    q.append(" FROM ").append(own_views ? "main." : "").append(sql_ident(p.source));
+    q.append(" WHERE ts >= ?1 AND ts < ?2").append(cond);
     params[0] = p.a;
     params[1] = p.b;
     query::result_sink sink;

@@ -264,7 +264,7 @@ std::string locate(const std::string &msg, std::size_t first_line) {
   return fmt::format("{} (input line {})", msg, first_line);
 }
 
-shell::shell(query::reader &db, std::ostream &out, std::ostream &err, output_config cfg)
+shell::shell(query::reader &db, std::ostream &out, std::ostream &err, const output_config &cfg)
     : db_(db), out_(out), err_(err), printer_(out, cfg), terminal_escape_(cfg.escape_csv_text),
       terminal_max_rows_(cfg.max_rows) {
   apply_zone(db_, cfg.zone);

@@ -97,11 +97,9 @@ inline bool has_sql_parameter(std::string_view sql) {
     } else if (sql.substr(i, 2) == "/*") {
       const auto end = sql.find("*/", i + 2);
       i = end == std::string_view::npos ? sql.size() : end + 2;
-    } else if (c == '?') {
-      return true;
-    } else if ((c == ':' || c == '@' || c == '$' || c == '#') && i + 1 < sql.size() &&
-               ident(sql[i + 1])) {
-      return true;
+    } else if (c == '?' || ((c == ':' || c == '@' || c == '$' || c == '#') && i + 1 < sql.size() &&
+                            ident(sql[i + 1]))) {
+      return true; // ?, ?NNN, or a named parameter
     } else if (ident(c)) {
       while (i < sql.size() && ident(sql[i])) {
         ++i; // a word: a '$' inside it is part of it

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
@@ -111,7 +112,7 @@ std::string rate(double per_s) {
   if (per_s < 10) {
     return fmt::format("{:.1f}", per_s);
   }
-  return count(static_cast<std::uint64_t>(per_s + 0.5));
+  return count(static_cast<std::uint64_t>(std::llround(per_s)));
 }
 
 // A percentile of `h` as a duration, "-" without samples.

@@ -129,8 +129,8 @@ void top_keys::update(const std::map<std::string, std::uint64_t> &samples, std::
   }
 }
 
-metrics_state::metrics_state(metrics_config cfg)
-    : cfg_(std::move(cfg)), cgroup_keys_(cfg_.top, cfg_.idle_expiry_ns),
+metrics_state::metrics_state(const metrics_config &cfg)
+    : cfg_(cfg), cgroup_keys_(cfg_.top, cfg_.idle_expiry_ns),
       comm_keys_(cfg_.top, cfg_.idle_expiry_ns), culprit_keys_(cfg_.top, cfg_.idle_expiry_ns) {}
 
 void metrics_state::add(const store::interval_row &row, const interval_outcome &o) {

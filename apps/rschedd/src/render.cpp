@@ -615,6 +615,7 @@ std::string render_ipc(const model &m, const render_options &o, const filter &f)
     return v;
   };
   std::vector<const ipc_entry *> all;
+  all.reserve(entries.size());
   for (const auto &e : entries) {
     all.push_back(&e);
   }

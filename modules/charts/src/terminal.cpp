@@ -129,7 +129,7 @@ std::string to_terminal(const heatmap &h, int rows, int cols, bool color,
     out += '\n';
   }
   // time axis: the first, middle and last column starts
-  out += std::string(label_w, ' ') + " \u2514" + std::string(0, ' ');
+  out += std::string(label_w, ' ') + " \u2514";
   for (std::size_t c = 0; c < ncols; ++c) {
     out += "\u2500";
   }

@@ -421,7 +421,10 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
       // Tags are comma-separated: a comma in the value would split the tag.
       std::string v(trimmed(*it->second));
       std::replace(v.begin(), v.end(), ',', ';');
-      a.tags += (a.tags.empty() ? "" : ",") + c + ":" + v;
+      if (!a.tags.empty()) {
+        a.tags += ',';
+      }
+      a.tags.append(c).append(":").append(v);
     }
     if (auto v = validate(a); !v) {
       return bad(v.err().msg);

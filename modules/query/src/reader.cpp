@@ -456,8 +456,6 @@ result<reader> reader::open(const std::string &path, bool read_only) {
 namespace {
 
 // Host names and the files' object and column names are data, whatever they hold.
-using sqlite::sql_ident;
-using sqlite::sql_literal;
 std::string ident(std::string_view s) {
   return sqlite::sql_ident(s);
 }

@@ -113,7 +113,8 @@ void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &c
   if (metric >= 0 && static_cast<std::size_t>(metric) < b.last_hist.size()) {
     auto &l = b.last_hist[static_cast<std::size_t>(metric)];
     if (l.sum == nullptr || l.group != g) {
-      l = {g, &b.hists[{metric, g}]}; // map nodes stay where they are
+      l.group = g;
+      l.sum = &b.hists[{metric, g}]; // map nodes stay where they are
     }
     s = l.sum;
   } else {

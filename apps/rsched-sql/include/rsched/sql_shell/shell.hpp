@@ -33,7 +33,7 @@ public:
   // `out` gets results, `err` error lines ("rsched-sql: ..."). Both must outlive the shell.
   // `cfg` describes `out`: escape_csv_text and max_rows are meant for a terminal and are dropped
   // while results go to a file (.output, .once).
-  shell(query::reader &db, std::ostream &out, std::ostream &err, output_config cfg);
+  shell(query::reader &db, std::ostream &out, std::ostream &err, const output_config &cfg);
 
   // The database file, for the commands that write annotations (.mark, .import-incidents).
   void set_db_path(std::string path) { db_path_ = std::move(path); }

@@ -76,7 +76,7 @@ struct metrics_config {
 // The run so far, summed from the intervals. Plain data: copied to publish it.
 class metrics_state {
 public:
-  explicit metrics_state(metrics_config cfg);
+  explicit metrics_state(const metrics_config &cfg);
 
   void add(const store::interval_row &row, const interval_outcome &o);
   void render(std::ostream &out, openmetrics::format f) const;
