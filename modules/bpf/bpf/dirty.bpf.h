@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The dirty list and the compact record. Part of rsched.bpf.c, included after its maps; not a
+ * standalone header.
+ *
+ * Holds: mark_dirty(), called on every counter change (tp_btf with the dirty list: a thread's
+ * first change in a read epoch appends a task reference to that epoch's list; else it sets the
+ * iterator's `dirty` flag); write_record(), a thread's compact record (sched_abi.h) as the drain
+ * and the segment records carry it; the bpf_loop callbacks of the dirty_drain program,
+ * drain_one() and release_one(), and their struct drain_ctx.
+ *
+ * Expects, from rsched.bpf.c: the rodata dirty_list, dirty_cap and groups (ON()); the maps
+ * dirty_tasks (struct dirty_entry), drain_out and task_state; the globals dirty_epoch, dirty_n,
+ * drain_sel and drain_epoch (dirty_flip sets the last two). From state.bpf.h: fill_attr();
+ * from hist.bpf.h: copy_hist().
+ */
+#ifndef RSCHED_DIRTY_BPF_H
+#define RSCHED_DIRTY_BPF_H
+
+extern struct task_struct *bpf_task_acquire(struct task_struct *p) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+
+/* A counter of thread `t` changed. With the dirty list, its first change in the current epoch
+ * appends a reference to it to the epoch's list (an atomic add and a task reference per thread
+ * and interval: the drain then needs no pid lookup, ~0.3 ms per 1,000 threads); otherwise the
+ * iterator's flag is set. */
+static __always_inline void mark_dirty(struct rsched_task_state *st, struct task_struct *t,
+				       bool btf)
+{
+	if (!btf || !dirty_list) {
+		st->dirty = 1;
+		return;
+	}
+	__u32 e = dirty_epoch;
+	if (st->dirty == e)
+		return;
+	st->dirty = e;
+	__u32 l = e & 1;
+	__u32 i = __sync_fetch_and_add(&dirty_n[l], 1);
+	if (i >= dirty_cap)
+		return; /* overflow: user space sees the length and reads every thread instead */
+	__u32 k = l * dirty_cap + i;
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tasks, &k);
+	if (!ent)
+		return;
+	struct task_struct *ref = bpf_task_acquire(t);
+	if (!ref)
+		return;
+	/* A late entry from an earlier flip may still sit here (see dirty_flip): release it. */
+	ref = bpf_kptr_xchg(&ent->task, ref);
+	if (ref)
+		bpf_task_release(ref);
+}
+
+struct drain_ctx {
+	__u32 base;    /* first list index of this run */
+	__u32 emitted; /* records written to drain_out */
+};
+
+/* Writes the compact record of `t` (sched_abi.h) into a drain_out value. Offsets are constants
+ * for the verifier: `groups` is frozen rodata. */
+static __always_inline void write_record(char *out, struct task_struct *t,
+					 struct rsched_task_state *st)
+{
+	struct rsched_task_ident *id = (struct rsched_task_ident *)out;
+	__u64 used = st->used;
+	__u32 off = sizeof(*id) + sizeof(used);
+
+	id->tid = (__u32)t->pid;
+	id->tgid = (__u32)t->tgid;
+	id->start_time = t->start_time;
+	fill_attr(id, st);
+	id->flags = 0;
+	*(__u64 *)(out + sizeof(*id)) = used;
+	if (ON(RSCHED_G_LATENCY)) {
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->delay, RSCHED_HIST_SLOTS, used,
+			  RSCHED_USED_DELAY);
+		off += sizeof(st->delay);
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->depth, RSCHED_DEPTH_SLOTS, used,
+			  RSCHED_USED_DEPTH);
+		off += sizeof(st->depth);
+	}
+	if (ON(RSCHED_G_SLICE)) {
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->slice_vol, RSCHED_HIST_SLOTS,
+			  used, RSCHED_USED_SLICE_VOL);
+		off += sizeof(st->slice_vol);
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->slice_invol, RSCHED_HIST_SLOTS,
+			  used, RSCHED_USED_SLICE_INVOL);
+		off += sizeof(st->slice_invol);
+	}
+	if (ON(RSCHED_G_SLEEP)) {
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->sleep, RSCHED_HIST_SLOTS, used,
+			  RSCHED_USED_SLEEP);
+		off += sizeof(st->sleep);
+	}
+	if (ON(RSCHED_G_WAKING)) {
+		copy_hist((__u64 *)(out + off), (const __u64 *)&st->waking, RSCHED_HIST_SLOTS, used,
+			  RSCHED_USED_WAKING);
+		off += sizeof(st->waking);
+	}
+	if (ON(RSCHED_G_MIGRATION)) {
+		__u64 *m = (__u64 *)(out + off);
+		m[0] = st->migrations;
+		m[1] = st->cross_ccx;
+		m[2] = st->cross_numa;
+		off += RSCHED_ITER_MIGRATION_BYTES;
+	}
+	if (ON(RSCHED_G_PERF)) {
+		__u64 *c = (__u64 *)(out + off);
+#pragma unroll
+		for (int i = 0; i < RSCHED_COUNTER_SLOTS; i++)
+			c[i] = st->counters[i];
+		off += RSCHED_ITER_PERF_BYTES;
+	}
+	if (ON(RSCHED_G_BLAME)) {
+		__u64 *b = (__u64 *)(out + off);
+		const __u64 *src = (const __u64 *)&st->blame;
+#pragma unroll
+		for (int i = 0; i < RSCHED_ITER_BLAME_BYTES / 8; i++)
+			b[i] = src[i];
+	}
+}
+
+static long drain_one(__u32 i, struct drain_ctx *c)
+{
+	__u32 k = drain_sel * dirty_cap + c->base + i;
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tasks, &k);
+	struct rsched_task_state *st = NULL;
+	struct task_struct *t;
+
+	if (!ent)
+		return 1;
+	/* Take the reference out: the entry is empty for the list's next use. */
+	t = bpf_kptr_xchg(&ent->task, NULL);
+	if (!t)
+		return 0; /* not written yet (a late append, see dirty_flip) */
+	/* Exiting threads are left to the graveyard, as in the iterator. A thread listed twice (a
+	 * race between two CPUs, or a reused tid) is emitted once: `drained` marks it. */
+	if (!t->exit_state)
+		st = bpf_task_storage_get(&task_state, t, 0, 0);
+	if (st && st->drained != drain_epoch) {
+		__u32 o = c->emitted;
+		char *out = bpf_map_lookup_elem(&drain_out, &o);
+		if (out) {
+			st->drained = drain_epoch;
+			write_record(out, t, st);
+			c->emitted = o + 1;
+		}
+	}
+	bpf_task_release(t);
+	return 0;
+}
+
+/* Only releases a list entry's task reference (the iterator reads every thread this time). */
+static long release_one(__u32 i, struct drain_ctx *c)
+{
+	__u32 k = drain_sel * dirty_cap + c->base + i;
+	struct dirty_entry *ent = bpf_map_lookup_elem(&dirty_tasks, &k);
+	struct task_struct *t;
+
+	if (!ent)
+		return 1;
+	t = bpf_kptr_xchg(&ent->task, NULL);
+	if (t)
+		bpf_task_release(t);
+	return 0;
+}
+
+#endif /* RSCHED_DIRTY_BPF_H */

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Histogram helpers. Part of rsched.bpf.c, included after its maps; not a standalone header.
+ *
+ * Holds: add_delay(), which counts a value in a struct rsched_delay_stats (its slot from
+ * rsched_hist_slot, and for a thread the slot group's bit in its `used` mask); add_bounded(),
+ * the same within a limit (past it, a discard counted in drops); copy_hist(), which copies a
+ * histogram into a compact record, reading only the slot groups whose `used` bit is set.
+ *
+ * Expects: OPAQUE() from rsched.bpf.c; count_drop() from state.bpf.h (the drops map).
+ */
+#ifndef RSCHED_HIST_BPF_H
+#define RSCHED_HIST_BPF_H
+
+/* Counts `delta` in `s`. For a thread's histogram, `used` is its state's used mask and `base`
+ * the histogram's first bit (enum rsched_used_bit); per-CPU histograms pass NULL. */
+static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta, __u64 *used,
+				      __u32 base)
+{
+	__u32 slot = rsched_hist_slot(delta);
+	s->count++;
+	s->total_ns += delta;
+	OPAQUE(slot);
+	if (slot < RSCHED_HIST_SLOTS) {
+		s->slots[slot]++;
+		if (used)
+			*used |= rsched_used_bit(base, slot);
+	}
+}
+
+/* Adds `delta` when it is within `limit`, else counts a discard. */
+static __always_inline void add_bounded(struct rsched_delay_stats *s, __u64 delta, __u64 limit,
+					__u64 *used, __u32 base)
+{
+	if (delta > limit) {
+		count_drop(RSCHED_DROP_TOO_LONG);
+		return;
+	}
+	add_delay(s, delta, used, base);
+}
+
+/* Copies a histogram (count, total, then `nslots` slots) from the state to a record, skipping the
+ * slot groups whose `used` bit is clear: their slots are zero, and not reading them is what makes
+ * the drain cheap (a thread's 1.1 KB of latency histograms is mostly cache misses otherwise). */
+static __always_inline void copy_hist(__u64 *dst, const __u64 *src, __u32 nslots, __u64 used,
+				      __u32 base)
+{
+	dst[0] = src[0];
+	dst[1] = src[1];
+#pragma unroll
+	for (__u32 g = 0; g < (nslots + RSCHED_USED_SPAN - 1) / RSCHED_USED_SPAN; g++) {
+		if (!(used & (1ULL << (base + g))))
+			continue;
+#pragma unroll
+		for (__u32 i = g * RSCHED_USED_SPAN; i < (g + 1) * RSCHED_USED_SPAN && i < nslots;
+		     i++)
+			dst[2 + i] = src[2 + i];
+	}
+}
+
+#endif /* RSCHED_HIST_BPF_H */

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Per-thread state. Part of rsched.bpf.c, included after its maps; not a standalone header.
+ *
+ * Holds: count_drop(); state_of(), a thread's cumulative state in either mode (task-local storage
+ * in tp_btf, the tid-keyed hash in raw_tp; created on demand, a stale tid's entry buried first);
+ * the attribution (comm, cgroup) a new state takes and an ident carries (init_attr, fill_attr);
+ * a thread's final record into the graveyard (bury, task_dead).
+ *
+ * Expects, from rsched.bpf.c: the maps drops, task_state, task_hash, graveyard, zero_record and
+ * scratch, and the global buried; from task.bpf.h: READ(), cgroup_of(), comm_of(), fill_key().
+ */
+#ifndef RSCHED_STATE_BPF_H
+#define RSCHED_STATE_BPF_H
+
+static __always_inline void count_drop(__u32 id)
+{
+	__u32 zero = 0;
+	struct rsched_drop_stats *d = bpf_map_lookup_elem(&drops, &zero);
+	if (d && id < RSCHED_DROP_COUNT)
+		__sync_fetch_and_add(&d->counters[id], 1);
+}
+
+/* The attribution in force (comm, cgroup) and the number of attributions closed before it. */
+static __always_inline void fill_attr(struct rsched_task_ident *id, struct rsched_task_state *st)
+{
+	id->cgroup_id = st->cgroup_id;
+	__builtin_memcpy(id->comm, st->comm, sizeof(id->comm));
+	id->seg = st->seg;
+}
+
+/* Takes the attribution of a new state from its task. */
+static __always_inline void init_attr(struct rsched_task_state *st, struct task_struct *t, bool btf)
+{
+	st->cgroup_id = cgroup_of(t, btf);
+	comm_of(st->comm, t, btf);
+}
+
+/* Copies a final record into the graveyard. `rec` holds ident + state. */
+static __always_inline void bury(struct rsched_task_record *rec)
+{
+	struct rsched_task_key key = {
+		.tid = rec->id.tid,
+		.start_time = rec->id.start_time,
+	};
+	rec->id.flags |= RSCHED_TASK_DEAD;
+	if (bpf_map_update_elem(&graveyard, &key, rec, BPF_NOEXIST))
+		count_drop(RSCHED_DROP_GRAVEYARD);
+	else
+		__sync_fetch_and_add(&buried, 1);
+}
+
+/* Per-thread state of `t`, creating it when `create`. NULL when absent or not creatable. */
+static __always_inline struct rsched_task_state *state_of(struct task_struct *t, bool btf,
+							  bool create)
+{
+	struct rsched_task_state *st;
+	struct rsched_task_record *rec, *scr;
+	__u32 zero = 0, tid;
+	__u64 start;
+
+	if (btf) {
+		st = bpf_task_storage_get(&task_state, t, 0,
+					  create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		if (!st) {
+			if (create)
+				count_drop(RSCHED_DROP_TASK_STATE);
+			return NULL;
+		}
+		if (!st->cgroup_id) /* new: the attribution is the task's now */
+			init_attr(st, t, true);
+		return st;
+	}
+
+	tid = (__u32)BPF_CORE_READ(t, pid);
+	start = BPF_CORE_READ(t, start_time);
+	rec = bpf_map_lookup_elem(&task_hash, &tid);
+	if (rec) {
+		if (rec->id.start_time == start)
+			return &rec->st;
+		/* The tid belongs to a new thread but the old one's entry is still here (its final
+		 * switch was missed): keep the old data by burying it, then start afresh. */
+		bury(rec);
+		count_drop(RSCHED_DROP_STALE_TID);
+		bpf_map_delete_elem(&task_hash, &tid);
+	}
+	if (!create)
+		return NULL;
+	scr = bpf_map_lookup_elem(&zero_record, &zero);
+	if (!scr)
+		return NULL;
+	if (bpf_map_update_elem(&task_hash, &tid, scr, BPF_NOEXIST)) {
+		count_drop(RSCHED_DROP_TASK_STATE);
+		return NULL;
+	}
+	rec = bpf_map_lookup_elem(&task_hash, &tid);
+	if (!rec)
+		return NULL;
+	fill_key(&rec->id, t, false);
+	init_attr(&rec->st, t, false);
+	fill_attr(&rec->id, &rec->st);
+	return &rec->st;
+}
+
+/* The thread `t` made its final switch: bury its cumulative record. */
+static __always_inline void task_dead(struct task_struct *t, struct rsched_task_state *st, bool btf)
+{
+	struct rsched_task_record *scr;
+	__u32 zero = 0, tid;
+
+	if (btf) {
+		scr = bpf_map_lookup_elem(&scratch, &zero);
+		if (!scr)
+			return;
+		scr->id.flags = 0;
+		fill_key(&scr->id, t, true);
+		fill_attr(&scr->id, st);
+		bpf_probe_read_kernel(&scr->st, sizeof(scr->st), st);
+		bury(scr);
+		return;
+	}
+	tid = (__u32)BPF_CORE_READ(t, pid);
+	struct rsched_task_record *rec = bpf_map_lookup_elem(&task_hash, &tid);
+	if (!rec)
+		return;
+	bury(rec); /* its ident holds the attribution in force (kept by close_attr) */
+	bpf_map_delete_elem(&task_hash, &tid);
+}
+
+#endif /* RSCHED_STATE_BPF_H */
