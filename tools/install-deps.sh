@@ -7,14 +7,14 @@
 # drop-in (tests/dist). rschedd's /metrics endpoint needs no HTTP library (its own epoll loop).
 # libclang-rt-14-dev: clang's sanitizer and libFuzzer runtimes for the fuzz targets (tools/fuzz.sh);
 # clang only recommends it. llvm: llvm-symbolizer, which the sanitizers' reports look up on PATH.
-# clang-format: CI's format check (tools/format-check.sh). libhowardhinnant-date-dev: date/tz
-# (libdate-tz) for named time zones in rsched::base's timefmt.
+# clang-format: CI's format check (tools/format-check.sh); clang-tidy: CI's tools/tidy.sh.
+# libhowardhinnant-date-dev: date/tz (libdate-tz) for named time zones in rsched::base's timefmt.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
   cmake make g++ pkg-config \
-  clang clang-15 clang-format llvm libclang-rt-14-dev libbpf-dev bpftool \
+  clang clang-15 clang-format clang-tidy llvm libclang-rt-14-dev libbpf-dev bpftool \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
   nlohmann-json3-dev libhowardhinnant-date-dev \
   stress-ng systemd \

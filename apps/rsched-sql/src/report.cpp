@@ -447,9 +447,9 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
           cols += ", hist_percentile(hist, 99) FILTER (WHERE " + one + ") AS v" + std::to_string(k);
           any += (any.empty() ? "(" : " OR (") + one + ")";
         }
-        vp.sql = "SELECT bucket(ts, ?3) AS t" + cols +
-                 " FROM sched_delay WHERE ts >= ?1 AND ts < ?2 AND (" + any +
-                 ") GROUP BY 1 ORDER BY 1";
+        vp.sql = "SELECT bucket(ts, ?3) AS t";
+        vp.sql.append(cols).append(" FROM sched_delay WHERE ts >= ?1 AND ts < ?2 AND (");
+        vp.sql.append(any).append(") GROUP BY 1 ORDER BY 1");
         vp.title = "p99 scheduling delay of the worst threads, per " +
                    text::format_duration_ns(static_cast<double>(pstep));
         vp.log = true;
