@@ -290,10 +290,11 @@ annotations (mark, .mark, .import-incidents) are ever written, each in a short t
 
   heatmap     a latency heatmap of a histogram view (default sched_delay): time across,
               buckets up a log axis, colour for how many samples, annotations as bands, gaps
-              hatched. --where filters the view's rows, --from/--to the window (default the
-              last hour recorded), --step the column width (default: fits the output), --by
-              small multiples of the top --top (6) keys, --max clips into a top row. With -o an
-              SVG file, on a terminal drawn in text, else the SVG on standard output.
+              hatched. --where filters the view's rows (values as literals: no ?, :name
+              parameters), --from/--to the window (default the last hour recorded), --step
+              the column width (default: fits the output), --by small multiples of the top
+              --top (6) keys, --max clips into a top row. With -o an SVG file, on a terminal
+              drawn in text, else the SVG on standard output.
   plot        a time-series chart of a query whose first column is a time (ns) and the others
               numbers (SELECT bucket(ts, '10s'), hist_percentile(hist, 99) FROM sched_delay
               GROUP BY 1); --log for a log axis. SVG or text, as heatmap.
