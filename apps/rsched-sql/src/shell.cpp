@@ -7,6 +7,8 @@
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/sqlite/quote.hpp"
 
+#include "sql_util.hpp"
+
 #include <fmt/format.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
@@ -159,16 +161,8 @@ bool names_time_window(std::string_view sql) {
   std::size_t i = 0;
   while (i < sql.size()) {
     const char c = sql[i];
-    if (c == '\'' || c == '"' || c == '`' || c == '[') {
-      const char close = c == '[' ? ']' : c;
-      const auto end = sql.find(close, i + 1);
-      i = end == std::string_view::npos ? sql.size() : end + 1;
-    } else if (sql.substr(i, 2) == "--") {
-      const auto nl = sql.find('\n', i);
-      i = nl == std::string_view::npos ? sql.size() : nl + 1;
-    } else if (sql.substr(i, 2) == "/*") {
-      const auto end = sql.find("*/", i + 2);
-      i = end == std::string_view::npos ? sql.size() : end + 2;
+    if (const std::size_t past = detail::skip_literal_or_comment(sql, i); past != i) {
+      i = past;
     } else if (ident_char(c)) {
       const std::size_t start = i;
       while (i < sql.size() && ident_char(sql[i])) {

@@ -69,6 +69,26 @@ inline bool has_object(query::reader &db, const std::string &name) {
   return r && !r->rows.empty() && int_of(r->rows[0][0]).value_or(0) > 0;
 }
 
+// When sql[i] starts a string literal, a quoted name or a comment, the index just past it (the
+// end of `sql` when it is not closed); otherwise i. A doubled quote inside a literal reads as
+// two literals in a row, which is the same for a scan.
+inline std::size_t skip_literal_or_comment(std::string_view sql, std::size_t i) {
+  const char c = sql[i];
+  if (c == '\'' || c == '"' || c == '`' || c == '[') {
+    const auto end = sql.find(c == '[' ? ']' : c, i + 1);
+    return end == std::string_view::npos ? sql.size() : end + 1;
+  }
+  if (sql.substr(i, 2) == "--") {
+    const auto nl = sql.find('\n', i);
+    return nl == std::string_view::npos ? sql.size() : nl + 1;
+  }
+  if (sql.substr(i, 2) == "/*") {
+    const auto end = sql.find("*/", i + 2);
+    return end == std::string_view::npos ? sql.size() : end + 2;
+  }
+  return i;
+}
+
 // Whether the SQL text `sql` holds a parameter (?, ?NNN, :name, @name, $name, #name) outside
 // its string literals, quoted identifiers and comments.
 //
@@ -86,17 +106,8 @@ inline bool has_sql_parameter(std::string_view sql) {
   std::size_t i = 0;
   while (i < sql.size()) {
     const char c = sql[i];
-    if (c == '\'' || c == '"' || c == '`' || c == '[') {
-      // A literal or a quoted name; a doubled quote inside it is two steps of this loop.
-      const char close = c == '[' ? ']' : c;
-      const auto end = sql.find(close, i + 1);
-      i = end == std::string_view::npos ? sql.size() : end + 1;
-    } else if (sql.substr(i, 2) == "--") {
-      const auto nl = sql.find('\n', i);
-      i = nl == std::string_view::npos ? sql.size() : nl + 1;
-    } else if (sql.substr(i, 2) == "/*") {
-      const auto end = sql.find("*/", i + 2);
-      i = end == std::string_view::npos ? sql.size() : end + 2;
+    if (const std::size_t past = skip_literal_or_comment(sql, i); past != i) {
+      i = past;
     } else if (c == '?' || ((c == ':' || c == '@' || c == '$' || c == '#') && i + 1 < sql.size() &&
                             ident(sql[i + 1]))) {
       return true; // ?, ?NNN, or a named parameter
