@@ -7,6 +7,7 @@
 #include "rsched/store/schema.hpp"
 
 #include "tvf_blame.hpp"
+#include "tvf_window.hpp"
 
 #include <fmt/format.h>
 
@@ -261,6 +262,20 @@ TEST_CASE_METHOD(new_db, "spikes: the per-interval summaries give the same rows 
     REQUIRE(scalar_int(r, "SELECT count(*) FROM hist_summary") == seconds);
   }
   const auto with = answers();
+  // Summaries' per-series feeds go to a second thread in batches: the default (one batch here)
+  // and batches so small that every series crosses many hand-offs give the same answers.
+  {
+    const auto saved_batch = rsched::query::detail::spike_feed_batch;
+    struct restore {
+      std::size_t v;
+      ~restore() { rsched::query::detail::spike_feed_batch = v; }
+    } restored{saved_batch};
+    for (const std::size_t batch : {std::size_t{1}, std::size_t{7}}) {
+      rsched::query::detail::spike_feed_batch = batch;
+      INFO("batch " << batch);
+      CHECK(answers() == with);
+    }
+  }
   std::size_t rows = 0;
   for (const auto &a : with) {
     rows += static_cast<std::size_t>(std::count(a.begin(), a.end(), '\n'));

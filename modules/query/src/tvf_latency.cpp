@@ -14,14 +14,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -380,9 +383,8 @@ public:
     if (!open_) {
       std::optional<std::uint64_t> t;
       if (r.thr.multiple) {
-        if (!sorted_.empty()) {
-          t = static_cast<std::uint64_t>(static_cast<double>(sorted_[sorted_.size() / 2]) *
-                                         *r.thr.multiple);
+        if (n_ != 0) {
+          t = static_cast<std::uint64_t>(static_cast<double>(sorted_[n_ / 2]) * *r.thr.multiple);
         }
       } else {
         t = r.thr.absolute < 0 ? 0 : static_cast<std::uint64_t>(r.thr.absolute);
@@ -392,9 +394,7 @@ public:
         threshold_ = *t;
         // The stay level: half way from the baseline to the threshold ('3x': 2x the baseline),
         // half the threshold for an absolute one.
-        stay_ = r.thr.multiple
-                    ? sorted_[sorted_.size() / 2] + (*t - sorted_[sorted_.size() / 2]) / 2
-                    : *t / 2;
+        stay_ = r.thr.multiple ? sorted_[n_ / 2] + (*t - sorted_[n_ / 2]) / 2 : *t / 2;
         held_ = 0;
         recent_.clear();
         recent_oldest_ = 0;
@@ -422,11 +422,16 @@ public:
 private:
   // The p99 into the baseline: the previous (at most baseline_intervals) p99s outside
   // incidents, in order (`history_`, a ring once full) and sorted (`sorted_`), so the median is
-  // read, not selected.
+  // read, not selected. Both are inside the finder (a day has tens of thousands of series, fed
+  // 17 M times: each pointer followed to a separate allocation was a cache miss per feed).
   void remember(std::uint64_t p99) {
-    if (history_.size() < baseline_intervals) {
-      history_.push_back(p99);
-      sorted_.insert(std::upper_bound(sorted_.begin(), sorted_.end(), p99), p99);
+    if (n_ < baseline_intervals) {
+      history_[n_] = p99;
+      const auto *at = std::upper_bound(sorted_.data(), sorted_.data() + n_, p99);
+      const auto i = static_cast<std::size_t>(at - sorted_.data());
+      std::memmove(sorted_.data() + i + 1, sorted_.data() + i, (n_ - i) * sizeof(std::uint64_t));
+      sorted_[i] = p99;
+      ++n_;
       return;
     }
     const std::uint64_t gone = history_[oldest_];
@@ -439,7 +444,7 @@ private:
     // place toward it (one pass, not an erase and an insert). The search is branch-free: a
     // series' p99s jump about, and a mispredicted branch per halving was most of the cost.
     std::uint64_t *v = sorted_.data();
-    const std::size_t n = sorted_.size();
+    const std::size_t n = n_;
     std::size_t at = 0; // lower bound of `gone`: the first element not less than it
     for (std::size_t len = n; len > 1;) {
       const std::size_t half = len / 2;
@@ -488,12 +493,13 @@ private:
   }
   // The incident's last intervals become the baseline, oldest first.
   void adopt() {
-    history_.assign(recent_.begin() + static_cast<std::ptrdiff_t>(recent_oldest_), recent_.end());
-    history_.insert(history_.end(), recent_.begin(),
-                    recent_.begin() + static_cast<std::ptrdiff_t>(recent_oldest_));
+    const auto first = static_cast<std::ptrdiff_t>(recent_oldest_);
+    auto out = std::copy(recent_.begin() + first, recent_.end(), history_.begin());
+    std::copy(recent_.begin(), recent_.begin() + first, out);
+    n_ = recent_.size();
     oldest_ = 0;
     sorted_ = history_;
-    std::sort(sorted_.begin(), sorted_.end());
+    std::sort(sorted_.begin(), sorted_.begin() + static_cast<std::ptrdiff_t>(n_));
   }
   void close(std::vector<spike_run> &out) {
     if (run_) {
@@ -503,8 +509,9 @@ private:
     open_ = false;
   }
 
-  std::vector<std::uint64_t> history_;
-  std::vector<std::uint64_t> sorted_;
+  std::array<std::uint64_t, baseline_intervals> history_;
+  std::array<std::uint64_t, baseline_intervals> sorted_;
+  std::size_t n_ = 0;      // points in history_ and sorted_
   std::size_t oldest_ = 0; // into history_, once it holds baseline_intervals points
   bool open_ = false;
   std::uint64_t threshold_ = 0;       // the open incident's
@@ -532,8 +539,8 @@ struct spike_scan {
 template <typename OnInterval, typename OnRow, typename FeedP99>
 result<void>
 scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, const victims &vs,
-               bool all, bool per_thread, OnInterval &&on_interval, OnRow &&on_row,
-               FeedP99 &&feed_p99, std::map<value, incident_finder> &key_finders,
+               bool all, bool per_thread, const spike_rules &rules, OnInterval &&on_interval,
+               OnRow &&on_row, FeedP99 &&feed_p99, std::map<value, incident_finder> &key_finders,
                std::unordered_map<std::int64_t, incident_finder> &thread_finders, spike_scan &out) {
   auto keys = thread_keys::make(db, "comm", vs);
   if (!keys) {
@@ -559,17 +566,19 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
   struct thread_ref {
     const value *key = nullptr;
     bool victim = false;
+    bool seen = false;
+    std::uint32_t series = 0; // into series_of, once `slot` is set
     std::pair<value, std::vector<spike_run>> *slot = nullptr;
     incident_finder *finder = nullptr;
-    incident_finder *key_finder = nullptr;
-    std::vector<spike_run> *key_runs = nullptr;
+    bool keyed = false;           // key_series is set
+    std::uint32_t key_series = 0; // into series_of: its key's series
   };
   // By thread id: a window's ids are mostly a dense range (rowids given as threads are first
   // seen), so a table indexed from the first id seen, grown as needed, unless an id lies too
   // far from it (a months-old thread beside today's); those in a hash map. A day is 17 M
   // lookups.
   std::unordered_map<std::int64_t, thread_ref> far_refs;
-  std::vector<std::unique_ptr<thread_ref>> near_refs;
+  std::vector<thread_ref> near_refs; // `key` set once looked up (a victim's) or `seen`
   std::int64_t near_base = -1;
   constexpr std::int64_t near_max = std::int64_t{1} << 22;
   const auto ref_of = [&](std::int64_t thread) -> result<thread_ref *> {
@@ -584,11 +593,9 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
       if (i >= near_refs.size()) {
         near_refs.resize(std::max(i + 1, near_refs.size() * 2));
       }
-      if (!near_refs[i]) {
-        near_refs[i] = std::make_unique<thread_ref>();
-        fresh = true;
-      }
-      ref = near_refs[i].get();
+      ref = &near_refs[i];
+      fresh = !ref->seen;
+      ref->seen = true;
     } else {
       auto [it, added] = far_refs.try_emplace(thread);
       ref = &it->second;
@@ -604,6 +611,90 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
     }
     return ref;
   };
+  // Per-thread feeds are not made as they are read but gathered, up to pending_max of them, and
+  // handed to a second thread that makes them series by series (a stable counting sort by series
+  // keeps each one's time order) while this one reads on: a day feeds tens of thousands of
+  // finders 17 M times, about half the scan's work, and fed in the order read every feed was a
+  // cache miss on its finder. Series are independent, so the incidents are the same. The feeder
+  // has its own copies of the intervals and series it was told of (this thread appends to
+  // out.ivs and series_of as it reads) and touches only the finders and runs of its series;
+  // it is joined before an interval read from its rows (those feed at once, on this thread)
+  // and at the end.
+  struct pending_feed {
+    std::uint64_t p99 = 0;
+    std::uint64_t samples = 0;
+    std::uint32_t at = 0; // into out.ivs
+    std::uint32_t series = 0;
+  };
+  using series_ref = std::pair<incident_finder *, std::vector<spike_run> *>;
+  struct feeder_state {
+    std::vector<interval_info> ivs; // out.ivs as far as handed over
+    std::vector<series_ref> series; // series_of as far as handed over
+    std::vector<pending_feed> feeds;
+    std::vector<pending_feed> by_series;
+    std::vector<std::size_t> starts;
+    std::exception_ptr failed;
+    void run(const spike_rules &r) {
+      try {
+        starts.assign(series.size() + 1, 0);
+        for (const auto &f : feeds) {
+          ++starts[f.series + 1];
+        }
+        for (std::size_t i = 1; i < starts.size(); ++i) {
+          starts[i] += starts[i - 1];
+        }
+        by_series.resize(feeds.size());
+        for (const auto &f : feeds) {
+          by_series[starts[f.series]++] = f;
+        }
+        for (const auto &f : by_series) {
+          auto &[finder, runs] = series[f.series];
+          finder->add(ivs, f.at, f.p99, f.samples, r, *runs);
+        }
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+  };
+  const std::size_t pending_max = std::max<std::size_t>(1, spike_feed_batch);
+  std::vector<series_ref> series_of;
+  std::unordered_map<const incident_finder *, std::uint32_t> key_series;
+  std::vector<pending_feed> pending;
+  pending.reserve(pending_max);
+  feeder_state feeder;
+  std::thread feeding;
+  const auto join = [&] {
+    if (feeding.joinable()) {
+      feeding.join();
+    }
+    if (feeder.failed) {
+      std::rethrow_exception(std::exchange(feeder.failed, nullptr));
+    }
+  };
+  const auto hand_off = [&] {
+    if (pending.empty()) {
+      return;
+    }
+    join();
+    feeder.ivs.insert(feeder.ivs.end(), out.ivs.begin() + std::ssize(feeder.ivs), out.ivs.end());
+    feeder.series.insert(feeder.series.end(), series_of.begin() + std::ssize(feeder.series),
+                         series_of.end());
+    std::swap(feeder.feeds, pending);
+    pending.clear();
+    feeding = std::thread([&feeder, &rules] { feeder.run(rules); });
+  };
+  // Joins the feeder however the scan ends (an error return included).
+  struct joiner {
+    std::thread &t;
+    explicit joiner(std::thread &th) : t(th) {}
+    joiner(const joiner &) = delete;
+    joiner &operator=(const joiner &) = delete;
+    ~joiner() {
+      if (t.joinable()) {
+        t.join();
+      }
+    }
+  } joined{feeding};
   store::interval_summary decoded; // each interval's, its memory reused
   sqlite3_stmt *s = st->get();
   sqlite3_bind_int64(s, 1, a);
@@ -627,6 +718,8 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
       }
     }
     if (sum == nullptr) {
+      hand_off();
+      join();
       sqlite3_stmt *r = rows_of->get();
       sqlite3_reset(r);
       sqlite3_bind_int64(r, 1, iv.id);
@@ -676,9 +769,15 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
           t.slot = &out.by_thread[e.thread_id];
           t.slot->first = *t.key;
           t.finder = &thread_finders[e.thread_id];
+          t.series = static_cast<std::uint32_t>(series_of.size());
+          series_of.emplace_back(t.finder, &t.slot->second);
         }
         if (e.samples > 0) {
-          feed_p99(*t.finder, e.p99, e.samples, t.slot->second);
+          pending.push_back(
+              {e.p99, e.samples, static_cast<std::uint32_t>(out.ivs.size() - 1), t.series});
+          if (pending.size() == pending_max) {
+            hand_off();
+          }
         }
       }
     }
@@ -687,7 +786,8 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
     }
     if (all) {
       if (sum->all && sum->all->samples > 0) {
-        feed_p99(key_finders[value{}], sum->all->p99, sum->all->samples, out.by_key[value{}]);
+        feed_p99(key_finders[value{}], out.ivs.size() - 1, sum->all->p99, sum->all->samples,
+                 out.by_key[value{}]);
       }
       continue;
     }
@@ -700,16 +800,29 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
       if (!t.victim || c.samples == 0) {
         continue;
       }
-      if (t.key_runs == nullptr) {
-        t.key_finder = &key_finders[*t.key];
-        t.key_runs = &out.by_key[*t.key];
+      if (!t.keyed) {
+        // One series per key, however many threads lead its comm over time (a finder fed
+        // under two series numbers would lose its time order in the counting sort).
+        incident_finder *f = &key_finders[*t.key];
+        auto [it, fresh] = key_series.try_emplace(f, static_cast<std::uint32_t>(series_of.size()));
+        if (fresh) {
+          series_of.emplace_back(f, &out.by_key[*t.key]);
+        }
+        t.key_series = it->second;
+        t.keyed = true;
       }
-      feed_p99(*t.key_finder, c.p99, c.samples, *t.key_runs);
+      pending.push_back(
+          {c.p99, c.samples, static_cast<std::uint32_t>(out.ivs.size() - 1), t.key_series});
+      if (pending.size() == pending_max) {
+        hand_off();
+      }
     }
   }
   if (rc != SQLITE_DONE) {
     return make_error(sqlite3_errmsg(db));
   }
+  hand_off();
+  join();
   return {};
 }
 
@@ -744,14 +857,15 @@ result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std
   std::map<value, stats::histogram> per_key; // the current interval's
   std::unordered_map<std::int64_t, std::pair<value, stats::histogram>> per_thr;
   std::optional<stats::histogram> merged; // the current interval's; none before its 1st row
-  const auto feed_p99 = [&](incident_finder &f, std::uint64_t p99, std::uint64_t samples,
-                            std::vector<spike_run> &runs) {
-    f.add(out.ivs, out.ivs.size() - 1, p99, samples, rules, runs);
+  // Feeds interval `at` (into out.ivs) of a series.
+  const auto feed_p99 = [&](incident_finder &f, std::size_t at, std::uint64_t p99,
+                            std::uint64_t samples, std::vector<spike_run> &runs) {
+    f.add(out.ivs, at, p99, samples, rules, runs);
   };
   const auto feed = [&](incident_finder &f, const stats::histogram &h,
                         std::vector<spike_run> &runs) {
     if (auto r = stats::percentile(h, spike_p)) {
-      feed_p99(f, r->value, h.total(), runs);
+      feed_p99(f, out.ivs.size() - 1, r->value, h.total(), runs);
     }
   };
   const auto flush = [&] {
@@ -802,8 +916,8 @@ result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std
     return stats::merge_into(it->second, h);
   };
   if (summaries_serve(db, m, vs, all, per_thread, key)) {
-    if (auto r = scan_summaries(db, m, a, b, vs, all, per_thread, on_interval, on_row, feed_p99,
-                                key_finders, thread_finders, out);
+    if (auto r = scan_summaries(db, m, a, b, vs, all, per_thread, rules, on_interval, on_row,
+                                feed_p99, key_finders, thread_finders, out);
         !r) {
       return r.err();
     }

@@ -30,6 +30,10 @@ struct interval_info {
   [[nodiscard]] std::int64_t end() const { return start + dur; }
 };
 
+// How many per-series feeds spikes() gathers before handing them to its feeder thread
+// (tvf_latency.cpp, scan_summaries). Tests set it small so that a scan crosses many hand-offs.
+inline std::size_t spike_feed_batch = std::size_t{1} << 19;
+
 // A histogram blob column.
 result<stats::histogram> col_hist(sqlite3_stmt *st, int i);
 
