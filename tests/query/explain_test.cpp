@@ -1,8 +1,12 @@
 // explain(): from an incident's window (or annotation) to the threads that did worst against
 // their own baseline, and for each the causes the history holds, by share of the extra wait.
+#include "rsched/store/schema.hpp"
+
 #include "store_test_util.hpp"
 
 #include <fmt/format.h>
+
+#include <random>
 
 using namespace store_test;
 using rsched::store::blame_row;
@@ -245,4 +249,89 @@ TEST_CASE_METHOD(new_db,
   CHECK(as_real(t.rows[0][3]) == Approx(100.0)); // not 300
   CHECK(as_real(t.rows[0][4]) == Approx(36e6));
   CHECK(as_real(t.rows[0][5]) == Approx(0.0));
+}
+
+TEST_CASE("explain: the same answers from histogram packs, from rows, and without summaries",
+          "[store][explain]") {
+  // Random threads of three comms in two cgroups, with blame, migrations and cgroup pressure; a
+  // few stall in the window. explain() reads each thread's histograms from the interval's pack
+  // (or its rows) and its cgroups' threads from the interval's summary (or the histograms).
+  const auto seed = static_cast<std::uint32_t>(GENERATE(1, 2));
+  std::mt19937 gen(seed);
+  const auto rng = [&gen] { return static_cast<std::uint32_t>(gen()); };
+  temp_dir dir;
+  const std::string path = dir.file("rsched.db");
+  {
+    auto w = open_writer(path);
+    for (int i = 0; i < baseline_ivs + window_ivs; ++i) {
+      const bool in_window = i >= baseline_ivs;
+      std::vector<rsched::store::thread_row> th;
+      for (std::uint32_t tid = 501; tid <= 530; ++tid) {
+        if (rng() % 5 == 0) {
+          continue;
+        }
+        const bool stalled = in_window && tid % 7 == 0;
+        std::vector<std::uint64_t> d(1 + rng() % 30);
+        for (auto &x : d) {
+          x = 50'000 + rng() % (stalled ? 9'000'000 : 400'000);
+        }
+        const std::string cg = tid % 2 == 0 ? "/a.slice" : "/b.slice";
+        auto t = make_thread(tid, tid % 3 == 0 ? "web" : tid % 3 == 1 ? "db" : "batch", d, {}, cg);
+        t.pid = 500 + tid % 4;
+        t.blame = {culprit(50 + rng() % 3, "noise", "/", 1'000'000 + rng() % 4'000'000)};
+        if (stalled) {
+          t.blame.push_back(culprit(900, "hog", "/hog.slice", 20'000'000 + rng() % 9'000'000));
+        }
+        t.migrations = stalled ? 40 + rng() % 10 : rng() % 3;
+        th.push_back(std::move(t));
+      }
+      auto iv = make_interval(t0 + i * 10 * sec, th);
+      iv.cgroup_cpu = {cgroup_cpu_row{"/", 200'000'000, 0, 9'000'000'000, {}, {}, {}},
+                       cgroup_cpu_row{"/a.slice", in_window ? 5'000'000'000 : 400'000'000, 0,
+                                      1'000'000'000, 100, 0, 0},
+                       cgroup_cpu_row{"/b.slice", 300'000'000, 0, 1'000'000'000, 100, 0, 0}};
+      write_ok(w, iv);
+    }
+  }
+  const std::vector<std::string> calls = {window_sql("*"), window_sql("*", ", 'web'"),
+                                          window_sql("*", ", 'pid:501'"),
+                                          window_sql("*", ", 'tid:507'")};
+  const auto answers = [&] {
+    auto r = open_reader(path);
+    std::vector<std::vector<std::vector<value>>> out;
+    for (const auto &c : calls) {
+      out.push_back(run(r, c).rows);
+    }
+    return out;
+  };
+  const auto packed = answers();
+  std::size_t rows = 0;
+  for (const auto &a : packed) {
+    rows += a.size();
+  }
+  INFO("seed " << seed << ": " << rows << " rows");
+  CHECK(rows >= 20);
+  raw_exec(path, "DELETE FROM hist_summary");
+  CHECK(answers() == packed);
+  // The packs' entries as rows of thread_hist_row (as a history written before schema 8 has
+  // them), through a connection that can read the thread_hist table.
+  {
+    sqlite3 *c = nullptr;
+    REQUIRE(sqlite3_open_v2(path.c_str(), &c, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
+    REQUIRE(rsched::store::register_storage(c));
+    char *msg = nullptr;
+    const int rc = sqlite3_exec(
+        c,
+        "CREATE TEMP TABLE moved AS SELECT interval_id, metric, thread_id, count, total, hist "
+        "FROM thread_hist WHERE interval_id IN (SELECT interval_id FROM thread_hist_pack);"
+        "DELETE FROM thread_hist_pack;"
+        "INSERT INTO thread_hist_row(interval_id, metric, thread_id, count, total, hist) "
+        "SELECT * FROM moved;",
+        nullptr, nullptr, &msg);
+    INFO("sqlite: " << (msg != nullptr ? msg : ""));
+    sqlite3_free(msg);
+    sqlite3_close(c);
+    REQUIRE(rc == SQLITE_OK);
+  }
+  CHECK(answers() == packed);
 }

@@ -5,6 +5,7 @@
 #include "rsched/base/text.hpp"
 #include "rsched/sqlite/statement.hpp"
 #include "rsched/store/blame_pack.hpp"
+#include "rsched/store/hist_summary.hpp"
 #include "rsched/store/records.hpp"
 
 #include "sql_functions.hpp"
@@ -20,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <sqlite3.h>
 #include <tuple>
 #include <unordered_map>
@@ -594,7 +596,8 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
   std::vector<std::unordered_map<std::pair<std::int64_t, std::uint32_t>, blame_sums, key_hash>>
       sums(qs.size());
   std::vector<std::set<std::uint32_t>> victim_cgroups(qs.size());
-  sqlite::stmt_ptr blame_st, culprit_st, hist_st, pack_st;
+  sqlite::stmt_ptr blame_st, culprit_st, hist_st, pack_st, summary_st;
+  store::interval_summary summary; // an interval's, its memory reused
   // Schema v13: the raw tier's rows are packed, one blob per interval (blame_pack.hpp), decoded
   // here straight from thread_blame_pack; the rest (rollups, raw rows written before) are
   // thread_blame_row's. Before v13 every row is thread_blame's.
@@ -629,6 +632,14 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       return st.err();
     }
     hist_st = std::move(*st);
+    if (has_table(db, "hist_summary")) {
+      auto sst = sqlite::prepare_stmt(
+          db, "SELECT data FROM hist_summary WHERE interval_id = ?1 AND metric = 1");
+      if (!sst) {
+        return sst.err();
+      }
+      summary_st = std::move(*sst);
+    }
   }
   const auto culprit_group_of = [&](std::int64_t id) -> result<std::optional<std::uint32_t>> {
     auto [it, fresh] = culprit_of.try_emplace(id);
@@ -920,25 +931,61 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
     }
     if (pressure) {
       // The victims' cgroups: those of the threads with sched_delay samples in the interval.
+      const auto take_thread = [&](std::int64_t id) -> result<void> {
+        auto t = thread_of(id);
+        if (!t) {
+          return t.err();
+        }
+        if ((*t)->groups.empty() || (*t)->ident.cgroup.empty()) {
+          return {};
+        }
+        windows_of(**t, hits);
+        for (const std::uint32_t k : hits) {
+          victim_cgroups[k].insert((*t)->cgroup);
+        }
+        return {};
+      };
       const auto take_threads = [&](sqlite3_stmt *s) -> result<void> {
         int rc = 0;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-          auto t = thread_of(sqlite3_column_int64(s, 0));
-          if (!t) {
-            return t.err();
-          }
-          if ((*t)->groups.empty() || (*t)->ident.cgroup.empty()) {
-            continue;
-          }
-          windows_of(**t, hits);
-          for (const std::uint32_t k : hits) {
-            victim_cgroups[k].insert((*t)->cgroup);
+          if (auto r = take_thread(sqlite3_column_int64(s, 0)); !r) {
+            return r;
           }
         }
         if (rc != SQLITE_DONE) {
           return make_error(sqlite3_errmsg(db));
         }
         return {};
+      };
+      // The interval's sched_delay summary (schema v12, raw tier) lists the same threads as its
+      // thread_hist rows, without decoding their histograms; one that is missing or does not
+      // decode leaves it to the rows.
+      const auto take_summary = [&]() -> result<bool> {
+        if (!summary_st) {
+          return false;
+        }
+        sqlite3_stmt *s = summary_st.get();
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+        const int rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE) {
+          return false;
+        }
+        if (rc != SQLITE_ROW) {
+          return make_error(sqlite3_errmsg(db));
+        }
+        const std::span<const std::uint8_t> blob(
+            static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 0)),
+            static_cast<std::size_t>(sqlite3_column_bytes(s, 0)));
+        if (!store::decode_summary_into(blob, summary)) {
+          return false;
+        }
+        for (const auto &e : summary.threads) {
+          if (auto r = take_thread(e.thread_id); !r) {
+            return r.err();
+          }
+        }
+        return true;
       };
       if (seek) {
         if (!hist_seek_st) {
@@ -960,11 +1007,17 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
           }
         }
       } else {
-        sqlite3_stmt *s = hist_st.get();
-        sqlite3_reset(s);
-        sqlite3_bind_int64(s, 1, (*ivs)[j].id);
-        if (auto r = take_threads(s); !r) {
-          return r.err();
+        auto from_summary = take_summary();
+        if (!from_summary) {
+          return from_summary.err();
+        }
+        if (!*from_summary) {
+          sqlite3_stmt *s = hist_st.get();
+          sqlite3_reset(s);
+          sqlite3_bind_int64(s, 1, (*ivs)[j].id);
+          if (auto r = take_threads(s); !r) {
+            return r.err();
+          }
         }
       }
     }

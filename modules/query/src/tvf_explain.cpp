@@ -6,6 +6,7 @@
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
+#include "rsched/store/hist_pack.hpp"
 
 #include "sql_functions.hpp"
 #include "table_functions.hpp"
@@ -20,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <sqlite3.h>
 #include <string>
 #include <tuple>
@@ -64,10 +66,139 @@ result<period> period_of(sqlite3 *db, std::int64_t a, std::int64_t b) {
   return p;
 }
 
+// One thread_hist row of sched_delay counted into its thread's stats: its wait summed, its
+// histogram added into the thread's as it decodes (not decoded, then merged: two passes over
+// 600 bytes for a few buckets), with merge_into's layout check.
+result<void> add_delay_row(thread_stats &t, std::int64_t total,
+                           std::span<const std::uint8_t> blob) {
+  t.wait_ns += total;
+  if (!blob.empty() && stats::valid_layout(blob[0])) {
+    const auto kind = static_cast<stats::layout>(blob[0]);
+    if (!t.hist) {
+      t.hist = stats::histogram{kind, {}};
+    } else if (t.hist->kind != kind) {
+      return make_error("explain: cannot merge histograms of different layouts");
+    }
+  }
+  auto &into = t.hist;
+  if (auto r = stats::for_each_bucket(blob,
+                                      [&into](std::size_t slot, std::uint64_t n) -> result<void> {
+                                        into->slots[slot] += n;
+                                        return {};
+                                      });
+      !r) {
+    return make_error("explain: stored histogram: " + r.err().msg);
+  }
+  return {};
+}
+
+std::span<const std::uint8_t> column_blob(sqlite3_stmt *s, int i) {
+  return {static_cast<const std::uint8_t *>(sqlite3_column_blob(s, i)),
+          static_cast<std::size_t>(sqlite3_column_bytes(s, i))};
+}
+
+// delay_by_thread() where the raw tier is packed (schema v8): per interval of the period its
+// sched_delay pack decoded here and its other rows (rollups, raw rows written before) read from
+// thread_hist_row, as the thread_hist table reads them; each thread's identity and whether it
+// is a victim looked up once, not joined per row (an hour is ~700 K rows of a few thousand
+// threads).
+result<void> delay_by_thread_packed(sqlite3 *db, const victims &vs, const period &p,
+                                    std::unordered_map<std::int64_t, thread_stats> &out) {
+  auto ivs = intervals_in(db, p.a, p.b);
+  if (!ivs) {
+    return ivs.err();
+  }
+  auto ident = sqlite::prepare_stmt(
+      db, fmt::format("SELECT t.tid, t.pid, t.comm, t.cgroup FROM thread AS t WHERE t.id = ?1 "
+                      "AND {}",
+                      victims_sql(vs, 2)));
+  auto pack = sqlite::prepare_stmt(
+      db, "SELECT data FROM thread_hist_pack WHERE interval_id = ?1 AND metric = 1");
+  auto rows = sqlite::prepare_stmt(
+      db, "SELECT thread_id, total, hist FROM thread_hist_row WHERE interval_id = ?1 AND "
+          "metric = 1");
+  if (!ident || !pack || !rows) {
+    return !ident ? ident.err() : !pack ? pack.err() : rows.err();
+  }
+  bind_victims(ident->get(), vs, 2);
+  // Per thread id: its stats in `out` if it is a victim, else nullptr.
+  std::unordered_map<std::int64_t, thread_stats *> victim_of;
+  const auto stats_of = [&](std::int64_t id) -> result<thread_stats *> {
+    auto [it, fresh] = victim_of.try_emplace(id, nullptr);
+    if (!fresh) {
+      return it->second;
+    }
+    sqlite3_stmt *q = ident->get();
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    const int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+      auto [at, added] = out.try_emplace(id);
+      if (added) {
+        at->second.tid = sqlite3_column_int64(q, 0);
+        at->second.pid = sqlite3_column_int64(q, 1);
+        at->second.comm = sqlite::column_text(q, 2);
+        at->second.cgroup = sqlite::column_text(q, 3);
+      }
+      it->second = &at->second;
+    } else if (rc != SQLITE_DONE) {
+      return make_error(std::string("explain: ") + sqlite3_errmsg(db));
+    }
+    return it->second;
+  };
+  store::pack_entry e;
+  for (const auto &iv : *ivs) {
+    sqlite3_stmt *ps = pack->get();
+    sqlite3_reset(ps);
+    sqlite3_bind_int64(ps, 1, iv.id);
+    int rc = sqlite3_step(ps);
+    if (rc == SQLITE_ROW) {
+      store::pack_reader r(column_blob(ps, 0));
+      while (r.next(e)) {
+        auto t = stats_of(e.thread_id);
+        if (!t) {
+          return t.err();
+        }
+        if (*t != nullptr) {
+          if (auto x = add_delay_row(**t, e.total, e.hist); !x) {
+            return x.err();
+          }
+        }
+      }
+      if (!r.err().empty()) {
+        return make_error(fmt::format("thread_hist_pack interval {} metric 1: {}", iv.id, r.err()));
+      }
+    } else if (rc != SQLITE_DONE) {
+      return make_error(std::string("explain: ") + sqlite3_errmsg(db));
+    }
+    sqlite3_stmt *rs = rows->get();
+    sqlite3_reset(rs);
+    sqlite3_bind_int64(rs, 1, iv.id);
+    while ((rc = sqlite3_step(rs)) == SQLITE_ROW) {
+      auto t = stats_of(sqlite3_column_int64(rs, 0));
+      if (!t) {
+        return t.err();
+      }
+      if (*t != nullptr) {
+        if (auto x = add_delay_row(**t, sqlite3_column_int64(rs, 1), column_blob(rs, 2)); !x) {
+          return x.err();
+        }
+      }
+    }
+    if (rc != SQLITE_DONE) {
+      return make_error(std::string("explain: ") + sqlite3_errmsg(db));
+    }
+  }
+  return {};
+}
+
 // sched_delay (metric 1) per thread (thread.id) of the victims in the intervals overlapping the
 // period: its summed wait and merged histogram.
 result<void> delay_by_thread(sqlite3 *db, const victims &vs, const period &p,
                              std::unordered_map<std::int64_t, thread_stats> &out) {
+  if (has_table(db, "thread_hist_pack")) {
+    return delay_by_thread_packed(db, vs, p, out);
+  }
   auto st = sqlite::prepare_stmt(
       db, fmt::format("SELECT h.thread_id, t.tid, t.pid, t.comm, t.cgroup, h.total, h.hist "
                       "FROM {} AS i CROSS JOIN thread_hist AS h ON h.interval_id = i.id AND "
@@ -90,28 +221,8 @@ result<void> delay_by_thread(sqlite3 *db, const victims &vs, const period &p,
       t.comm = sqlite::column_text(s, 3);
       t.cgroup = sqlite::column_text(s, 4);
     }
-    t.wait_ns += sqlite3_column_int64(s, 5);
-    // Added into the thread's histogram as it decodes (not decoded, then merged: two passes
-    // over 600 bytes for a few buckets), with merge_into's layout check.
-    const auto *bytes = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 6));
-    const std::span<const std::uint8_t> blob(bytes,
-                                             static_cast<std::size_t>(sqlite3_column_bytes(s, 6)));
-    if (!blob.empty() && stats::valid_layout(blob[0])) {
-      const auto kind = static_cast<stats::layout>(blob[0]);
-      if (!t.hist) {
-        t.hist = stats::histogram{kind, {}};
-      } else if (t.hist->kind != kind) {
-        return make_error("explain: cannot merge histograms of different layouts");
-      }
-    }
-    auto &into = t.hist;
-    if (auto r = stats::for_each_bucket(blob,
-                                        [&into](std::size_t slot, std::uint64_t n) -> result<void> {
-                                          into->slots[slot] += n;
-                                          return {};
-                                        });
-        !r) {
-      return make_error("explain: stored histogram: " + r.err().msg);
+    if (auto x = add_delay_row(t, sqlite3_column_int64(s, 5), column_blob(s, 6)); !x) {
+      return x.err();
     }
   }
   if (rc != SQLITE_DONE) {
