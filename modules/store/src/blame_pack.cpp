@@ -108,42 +108,43 @@ result<void> unpack_blame(std::span<const std::uint8_t> b, std::vector<blame_ent
   if (n > (b.size() - pos) / min_entry_bytes) {
     return damaged("more entries than bytes");
   }
+  // Reserved whole, so each entry is decoded in place and `last` (the previous one) stays put.
   out.reserve(static_cast<std::size_t>(n));
-  blame_entry last;
+  const blame_entry *last = nullptr;
   constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   for (std::uint64_t i = 0; i < n; ++i) {
-    blame_entry e;
+    blame_entry &e = out.emplace_back();
     std::uint64_t thread = 0;
     std::uint64_t culprit = 0;
     if (!get_varint(b, pos, thread) || !get_varint(b, pos, culprit) || pos >= b.size()) {
       return damaged("truncated entry");
     }
     bool new_thread = true;
-    if (i == 0) {
+    if (last == nullptr) {
       e.thread_id = unzigzag(thread);
     } else {
-      if (last.thread_id < 0 || thread > max - static_cast<std::uint64_t>(last.thread_id)) {
+      if (last->thread_id < 0 || thread > max - static_cast<std::uint64_t>(last->thread_id)) {
         return damaged("thread ids out of order");
       }
-      e.thread_id = static_cast<std::int64_t>(static_cast<std::uint64_t>(last.thread_id) + thread);
+      e.thread_id = static_cast<std::int64_t>(static_cast<std::uint64_t>(last->thread_id) + thread);
       new_thread = thread != 0;
     }
     if (new_thread) {
       e.culprit_id = unzigzag(culprit);
     } else {
-      if (culprit == 0 || last.culprit_id < 0 ||
-          culprit > max - static_cast<std::uint64_t>(last.culprit_id)) {
+      if (culprit == 0 || last->culprit_id < 0 ||
+          culprit > max - static_cast<std::uint64_t>(last->culprit_id)) {
         return damaged("culprit ids out of order");
       }
       e.culprit_id =
-          static_cast<std::int64_t>(static_cast<std::uint64_t>(last.culprit_id) + culprit);
+          static_cast<std::int64_t>(static_cast<std::uint64_t>(last->culprit_id) + culprit);
     }
     if (e.thread_id < 0 || e.culprit_id < 0) {
       return damaged("negative id"); // ids are rowids: the builder writes none
     }
     const std::uint8_t flags = b[pos++];
     if ((flags & 0x80U) != 0 ||
-        ((flags & same_sched_bit) != 0 && (i == 0 || (flags & 0x1FU) != 0))) {
+        ((flags & same_sched_bit) != 0 && (last == nullptr || (flags & 0x1FU) != 0))) {
       return damaged("bad flags");
     }
     std::uint64_t v[3] = {};
@@ -156,7 +157,7 @@ result<void> unpack_blame(std::span<const std::uint8_t> b, std::vector<blame_ent
     e.waits = unzigzag(v[1]);
     e.preempts = unzigzag(v[2]);
     if ((flags & same_sched_bit) != 0) {
-      e.sched = last.sched;
+      e.sched = last->sched;
     } else {
       for (std::size_t k = 0; k < e.sched.size(); ++k) {
         if ((flags & (1U << k)) == 0) {
@@ -176,8 +177,7 @@ result<void> unpack_blame(std::span<const std::uint8_t> b, std::vector<blame_ent
       }
       e.approx_ns = unzigzag(x);
     }
-    out.push_back(e);
-    last = e;
+    last = &e;
   }
   if (pos != b.size()) {
     return damaged("bytes after the last entry");

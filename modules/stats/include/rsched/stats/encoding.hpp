@@ -27,6 +27,10 @@ inline void put_varint(std::vector<std::uint8_t> &out, std::uint64_t v) {
 }
 
 inline bool get_varint(std::span<const std::uint8_t> in, std::size_t &pos, std::uint64_t &v) {
+  if (pos < in.size() && in[pos] < 0x80) { // one byte: most ids, gaps and counts
+    v = in[pos++];
+    return true;
+  }
   v = 0;
   for (unsigned shift = 0; shift < 64; shift += 7) {
     if (pos >= in.size()) {
