@@ -346,9 +346,10 @@ Output:
 
 Exit status: 0 success; 1 the database could not be opened or a statement failed; 2 bad
 usage; 3 no data: a statement whose SQL calls t(, ago(, around( or during( (written
-directly before the parenthesis) returned no rows; "{0}: no recorded data in that window" is
-printed on standard error, the remaining statements still run, and an error (1) takes
-precedence.
+directly before the parenthesis), or gave a table function a window, returned no rows and
+the window holds no recorded interval; "{0}: no recorded data in that window" is printed on
+standard error, the remaining statements still run, and an error (1) takes precedence. An
+empty answer over a recorded window is 0, with a note.
 )",
       program_name, store::default_db_path, query::reader::max_hosts());
 }

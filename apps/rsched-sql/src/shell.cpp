@@ -378,6 +378,7 @@ shell::status shell::run_statements(std::string_view sql, std::size_t first_line
   interrupted_ = 0;
   printer_.reset_counts();
   (void)db_.take_window_named(); // what earlier statements named is theirs
+  (void)db_.take_named_window();
   const auto t0 = std::chrono::steady_clock::now();
   // Human-mode results for the terminal are rendered whole, then paged when they do not fit.
   const bool page = pager_ && !once_file_ && !output_file_ && is_human(printer_.config().mode);
@@ -441,13 +442,49 @@ shell::status shell::run_statements(std::string_view sql, std::size_t first_line
   // (compare('2026-11-20 13:50', ...) as much as compare(t('...'), ...)): same question, same
   // status.
   const bool window_named = db_.take_window_named();
+  const auto named = db_.take_named_window();
   if (printer_.empty_results() > 0 && (window_named || names_time_window(sql))) {
+    // A table function's window that has recorded intervals: the answer is empty, not missing
+    // (no spikes, no inversions in it).
+    if (const auto pct = named ? recorded_pct(named->first, named->second) : std::nullopt;
+        pct && *pct > 0) {
+      err_ << fmt::format("rsched-sql: note: no rows; the window {} .. {} is recorded ({:.1f}% "
+                          "covered)\n",
+                          timefmt::format_time(named->first, db_.zone()),
+                          timefmt::format_time(named->second, db_.zone()), *pct);
+      err_.flush();
+      return status::ok;
+    }
     no_data_ = true;
     report_error("no recorded data in that window");
   } else if (auto w = db_.take_window()) {
     note_coverage(w->first, w->second);
   }
   return status::ok;
+}
+
+// How much of [a, b) recorded intervals cover (the most over several hosts), or none when that
+// cannot be read.
+std::optional<double> shell::recorded_pct(std::int64_t a, std::int64_t b) {
+  std::optional<double> pct;
+  query::result_sink sink;
+  sink.on_columns = [](const std::vector<std::string> &) {};
+  sink.on_row = [&](const std::vector<query::value> &row) {
+    double p = 0;
+    if (const auto *d = row.empty() ? nullptr : std::get_if<double>(&row[0])) {
+      p = *d;
+    } else if (const auto *i = row.empty() ? nullptr : std::get_if<std::int64_t>(&row[0])) {
+      p = static_cast<double>(*i);
+    }
+    pct = pct ? std::max(*pct, p) : p;
+  };
+  if (!db_.exec("SELECT coverage_pct FROM coverage(?1, ?2)", {a, b}, sink)) {
+    return std::nullopt;
+  }
+  (void)db_.take_window_named(); // coverage() names its window: not the user's statement
+  (void)db_.take_named_window();
+  (void)db_.take_window();
+  return pct;
 }
 
 // A window only partly covered by recorded intervals is reported on stderr (the result itself

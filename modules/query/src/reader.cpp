@@ -918,6 +918,12 @@ bool reader::take_window_named() {
   return named;
 }
 
+std::optional<std::pair<std::int64_t, std::int64_t>> reader::take_named_window() {
+  auto w = p_->ctx.named_window;
+  p_->ctx.named_window.reset();
+  return w;
+}
+
 void reader::interrupt() noexcept {
   if (p_) {
     sqlite3_interrupt(p_->db.getHandle());

@@ -56,6 +56,15 @@ struct fn_context {
   // gaps, during, around with explicit times), whatever spelling its times had; taken (and
   // cleared) by reader::take_window_named.
   mutable bool window_named = false;
+  // The span of the windows the statement's table functions were given with both bounds (the
+  // earliest start to the latest end), for the shell: an empty answer over a recorded window is
+  // not "no recorded data". Taken (and cleared) by reader::take_named_window.
+  mutable std::optional<std::pair<std::int64_t, std::int64_t>> named_window;
+  void name_window(std::int64_t a, std::int64_t b) const {
+    named_window = named_window ? std::pair{std::min(named_window->first, a),
+                                            std::max(named_window->second, b)}
+                                : std::pair{a, b};
+  }
   // Per tier of the timeline, its longest interval and the start before which its rows show
   // (tvf_window.cpp, overlaps()): read once and kept while the database is unchanged
   // (data_version and total_changes of this connection as they were when read).

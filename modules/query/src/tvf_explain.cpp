@@ -389,6 +389,7 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     }
     w = *aw;
     ctx.window_named = true;
+    ctx.name_window(w.first, w.second);
   } else {
     if (!given(0) || !given(1)) {
       return make_error("explain: a window needs both start and end: explain(start, end [, "

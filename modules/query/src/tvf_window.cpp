@@ -211,6 +211,9 @@ result<std::pair<std::int64_t, std::int64_t>> window_args(sqlite3 *db, const fn_
   if (!timefmt::detail::checked_sub(b, a)) { // its length must fit in 64 bits too
     return make_error(std::string(fn) + ": the window is longer than 64-bit ns hold (292 years)");
   }
+  if (given(ia) && given(ib)) {
+    ctx.name_window(a, b);
+  }
   return std::pair{a, b};
 }
 

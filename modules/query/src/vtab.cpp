@@ -169,12 +169,16 @@ result<rows> run_on_hosts(const tvf &def, const args_t &args) {
     hc.annotation_margin_ns = ctx.annotation_margin_ns;
     hc.last_window.reset();
     hc.window_named = false;
+    hc.named_window.reset();
     result<rows> r = rows{};
     {
       const table_function_scope scope(hc);
       r = def.body(h.db, hc, args);
     }
     ctx.window_named = ctx.window_named || hc.window_named;
+    if (hc.named_window) {
+      ctx.name_window(hc.named_window->first, hc.named_window->second);
+    }
     if (hc.last_window) {
       ctx.last_window = hc.last_window;
     }

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <istream>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -98,6 +99,7 @@ private:
                         const std::vector<query::value> *params);
   // Reports on stderr when the window a statement asked for is only partly recorded.
   void note_coverage(std::int64_t a, std::int64_t b);
+  std::optional<double> recorded_pct(std::int64_t a, std::int64_t b);
   status query_lines(std::string_view sql, std::vector<std::string> &lines,
                      const std::vector<query::value> &params = {});
   status open_output(const std::string &file, std::unique_ptr<safe_file> &slot);

@@ -93,6 +93,9 @@ public:
   // Whether a statement since the previous call gave a table function a time window of its own
   // (its times as numbers, text or t()): an empty result then means "no data in that window".
   bool take_window_named();
+  // The span of the windows given to the last statement's table functions with both bounds
+  // (none: no such window); cleared by the call.
+  std::optional<std::pair<std::int64_t, std::int64_t>> take_named_window();
   [[nodiscard]] const timefmt::zone &zone() const;
   // Fixes what `now` means for the time functions (tests, reproducible examples); nullopt =
   // the real clock (default).
