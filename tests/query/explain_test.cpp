@@ -281,6 +281,11 @@ TEST_CASE("explain: the same answers from histogram packs, from rows, and withou
         t.blame = {culprit(50 + rng() % 3, "noise", "/", 1'000'000 + rng() % 4'000'000)};
         if (stalled) {
           t.blame.push_back(culprit(900, "hog", "/hog.slice", 20'000'000 + rng() % 9'000'000));
+          // A SCHED_FIFO job ahead of a thread at nice -20 (an inversion) for some of them.
+          if (tid % 2 == 0) {
+            t.blame.push_back(
+                culprit(901, "rtjob", "/batch.slice", 5'000'000 + rng() % 9'000'000, 1, 98, 100));
+          }
         }
         t.migrations = stalled ? 40 + rng() % 10 : rng() % 3;
         th.push_back(std::move(t));
@@ -311,10 +316,18 @@ TEST_CASE("explain: the same answers from histogram packs, from rows, and withou
   }
   INFO("seed " << seed << ": " << rows << " rows");
   CHECK(rows >= 20);
+  std::size_t inversions = 0;
+  for (const auto &a : packed) {
+    for (const auto &row : a) {
+      inversions += static_cast<std::size_t>(
+          std::count(row.begin(), row.end(), value{std::string("inversion")}));
+    }
+  }
+  CHECK(inversions > 0);
   raw_exec(path, "DELETE FROM hist_summary");
   CHECK(answers() == packed);
-  // The packs' entries as rows of thread_hist_row (as a history written before schema 8 has
-  // them), through a connection that can read the thread_hist table.
+  // The packs' entries as rows of thread_hist_row and thread_blame_row (as a history written
+  // before schemas 8 and 13 has them), through a connection that can read the thread_hist table.
   {
     sqlite3 *c = nullptr;
     REQUIRE(sqlite3_open_v2(path.c_str(), &c, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
@@ -326,7 +339,14 @@ TEST_CASE("explain: the same answers from histogram packs, from rows, and withou
         "FROM thread_hist WHERE interval_id IN (SELECT interval_id FROM thread_hist_pack);"
         "DELETE FROM thread_hist_pack;"
         "INSERT INTO thread_hist_row(interval_id, metric, thread_id, count, total, hist) "
-        "SELECT * FROM moved;",
+        "SELECT * FROM moved;"
+        "CREATE TEMP TABLE moved_blame AS SELECT interval_id, thread_id, culprit_id, wait_ns, "
+        "waits, preempts, cpu, policy, prio, waiter_policy, waiter_prio, approx_ns FROM "
+        "thread_blame WHERE interval_id IN (SELECT interval_id FROM thread_blame_pack);"
+        "DELETE FROM thread_blame_pack;"
+        "INSERT INTO thread_blame_row(interval_id, thread_id, culprit_id, wait_ns, waits, "
+        "preempts, cpu, policy, prio, waiter_policy, waiter_prio, approx_ns) SELECT * FROM "
+        "moved_blame;",
         nullptr, nullptr, &msg);
     INFO("sqlite: " << (msg != nullptr ? msg : ""));
     sqlite3_free(msg);

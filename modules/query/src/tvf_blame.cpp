@@ -1372,10 +1372,179 @@ std::string inversion_rows_sql(sqlite3 *db, std::int64_t a, const std::string &c
 }
 } // namespace
 
+namespace {
+
+// inverted_waits() where the raw tier's blame is packed (schema v13): each raw interval's pack
+// decoded here (and its other rows, written before v13, read from thread_blame_row with the same
+// conditions), the priority conditions checked on the entry before anything is looked up, and a
+// thread's victim check and a culprit's identity looked up once. The thread_blame table read
+// every entry of the window through SQL to keep a few.
+result<void> inverted_waits_packed(
+    sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b,
+    std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::string>, inverted_wait>
+        &sums) {
+  auto ivs = sqlite::prepare_stmt(
+      db, fmt::format("SELECT i.id FROM intervals AS i WHERE i.tier = 0 AND {} ORDER BY "
+                      "i.start_ns, i.id",
+                      overlaps(db, "i", a)));
+  auto pack = sqlite::prepare_stmt(db, "SELECT data FROM thread_blame_pack WHERE interval_id = ?1");
+  auto rows = sqlite::prepare_stmt(
+      db, "SELECT thread_id, culprit_id, wait_ns, policy, prio, waiter_policy, waiter_prio FROM "
+          "thread_blame_row WHERE interval_id = ?1 AND wait_ns > 0 AND policy IN (1, 2, 6) AND "
+          "waiter_policy NOT IN (1, 2, 5, 6) AND waiter_prio < 120 AND prio IS NOT NULL");
+  auto victim_st = sqlite::prepare_stmt(
+      db, fmt::format("SELECT 1 FROM thread AS t WHERE t.id = ?1 AND {}", victims_sql(v, 2)));
+  auto culprit_st =
+      sqlite::prepare_stmt(db, "SELECT kind, pid, comm, cgroup FROM culprit WHERE id = ?1");
+  for (auto *st : {&ivs, &pack, &rows, &victim_st, &culprit_st}) {
+    if (!*st) {
+      return st->err();
+    }
+  }
+  sqlite3_bind_int64(ivs->get(), 1, a);
+  sqlite3_bind_int64(ivs->get(), 2, b);
+  bind_victims(victim_st->get(), v, 2);
+  std::unordered_map<std::int64_t, bool> victim_of;
+  const auto is_victim = [&](std::int64_t id) -> result<bool> {
+    auto [it, fresh] = victim_of.try_emplace(id, false);
+    if (fresh) {
+      sqlite3_stmt *q = victim_st->get();
+      sqlite3_reset(q);
+      sqlite3_bind_int64(q, 1, id);
+      const int rc = sqlite3_step(q);
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+      it->second = rc == SQLITE_ROW;
+    }
+    return it->second;
+  };
+  struct culprit_ident {
+    bool process = false; // culprit.kind 0
+    std::int64_t pid = 0;
+    std::string comm, cgroup;
+  };
+  std::unordered_map<std::int64_t, std::optional<culprit_ident>> culprits;
+  const auto culprit_of = [&](std::int64_t id) -> result<const std::optional<culprit_ident> *> {
+    auto [it, fresh] = culprits.try_emplace(id);
+    if (fresh) {
+      sqlite3_stmt *q = culprit_st->get();
+      sqlite3_reset(q);
+      sqlite3_bind_int64(q, 1, id);
+      const int rc = sqlite3_step(q);
+      if (rc == SQLITE_ROW) {
+        it->second = culprit_ident{sqlite3_column_int64(q, 0) == 0, sqlite3_column_int64(q, 1),
+                                   sqlite::column_text(q, 2), sqlite::column_text(q, 3)};
+      } else if (rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db));
+      }
+    }
+    return &it->second;
+  };
+  // One row that passed the priority conditions (SQL's, then store::priority_inversion's).
+  const auto take = [&](std::int64_t thread, std::int64_t culprit, std::int64_t wait_ns,
+                        int by_policy, int by_prio, int policy, int prio) -> result<void> {
+    if (!store::priority_inversion(policy, prio, by_policy, by_prio)) {
+      return {};
+    }
+    auto victim = is_victim(thread);
+    if (!victim) {
+      return victim.err();
+    }
+    if (!*victim) {
+      return {};
+    }
+    auto c = culprit_of(culprit);
+    if (!c) {
+      return c.err();
+    }
+    if (!**c || !(**c)->process) {
+      return {};
+    }
+    const culprit_ident &ci = ***c;
+    inverted_wait w{thread, ci.pid, ci.comm, ci.cgroup, 0, policy, prio, by_policy, by_prio};
+    auto [it, fresh] = sums.try_emplace({thread, ci.pid, ci.comm, ci.cgroup}, w);
+    it->second.wait_ns += wait_ns;
+    // The latest row's scheduling.
+    it->second.policy = policy;
+    it->second.prio = prio;
+    it->second.by_policy = by_policy;
+    it->second.by_prio = by_prio;
+    return {};
+  };
+  std::vector<store::blame_entry> entries;
+  int rc = 0;
+  while ((rc = sqlite3_step(ivs->get())) == SQLITE_ROW) {
+    const std::int64_t id = sqlite3_column_int64(ivs->get(), 0);
+    sqlite3_stmt *ps = pack->get();
+    sqlite3_reset(ps);
+    sqlite3_bind_int64(ps, 1, id);
+    int prc = sqlite3_step(ps);
+    if (prc == SQLITE_ROW) {
+      const std::span<const std::uint8_t> blob(
+          static_cast<const std::uint8_t *>(sqlite3_column_blob(ps, 0)),
+          static_cast<std::size_t>(sqlite3_column_bytes(ps, 0)));
+      if (auto r = store::unpack_blame(blob, entries); !r) {
+        return make_error(fmt::format("thread_blame_pack interval {}: {}", id, r.err().msg));
+      }
+      for (const auto &e : entries) {
+        // The SQL's conditions: wait_ns > 0, policy IN (1, 2, 6), prio IS NOT NULL,
+        // waiter_policy NOT IN (1, 2, 5, 6) (NULL fails it), waiter_prio < 120.
+        const auto &[cpu, policy, prio, waiter_policy, waiter_prio] = e.sched;
+        if (e.wait_ns <= 0 || !policy || (*policy != 1 && *policy != 2 && *policy != 6) || !prio ||
+            !waiter_policy || *waiter_policy == 1 || *waiter_policy == 2 || *waiter_policy == 5 ||
+            *waiter_policy == 6 || !waiter_prio || *waiter_prio >= 120) {
+          continue;
+        }
+        // sqlite3_column_int's conversion, as the SQL path reads them.
+        if (auto r = take(e.thread_id, e.culprit_id, e.wait_ns, static_cast<int>(*policy),
+                          static_cast<int>(*prio), static_cast<int>(*waiter_policy),
+                          static_cast<int>(*waiter_prio));
+            !r) {
+          return r;
+        }
+      }
+    } else if (prc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+    sqlite3_stmt *rs = rows->get();
+    sqlite3_reset(rs);
+    sqlite3_bind_int64(rs, 1, id);
+    while ((prc = sqlite3_step(rs)) == SQLITE_ROW) {
+      if (auto r =
+              take(sqlite3_column_int64(rs, 0), sqlite3_column_int64(rs, 1),
+                   sqlite3_column_int64(rs, 2), sqlite3_column_int(rs, 3),
+                   sqlite3_column_int(rs, 4), sqlite3_column_int(rs, 5), sqlite3_column_int(rs, 6));
+          !r) {
+        return r;
+      }
+    }
+    if (prc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db));
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
+} // namespace
+
 result<std::vector<inverted_wait>> inverted_waits(sqlite3 *db, const victims &v, std::int64_t a,
                                                   std::int64_t b) {
   std::vector<inverted_wait> out;
   if (!has_table(db, "thread_blame") || !has_column(db, "thread_blame", "waiter_prio")) {
+    return out;
+  }
+  if (has_table(db, "thread_blame_pack")) {
+    std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::string>, inverted_wait> sums;
+    if (auto r = inverted_waits_packed(db, v, a, b, sums); !r) {
+      return r.err();
+    }
+    for (auto &kv : sums) {
+      out.push_back(std::move(kv.second));
+    }
     return out;
   }
   auto st = prepare_window(
