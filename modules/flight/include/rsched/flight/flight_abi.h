@@ -34,19 +34,19 @@ typedef __u8 rsched_fl_u8;
 #endif
 
 enum rsched_flight_kind {
-	RSCHED_FL_SWITCH = 1,
-	RSCHED_FL_WAKING = 2,
-	RSCHED_FL_WAKEUP_NEW = 3,
-	RSCHED_FL_MIGRATE = 4,
-	RSCHED_FL_FORK = 5,
-	RSCHED_FL_EXIT = 6,
-	RSCHED_FL_RENAME = 7,
+  RSCHED_FL_SWITCH = 1,
+  RSCHED_FL_WAKING = 2,
+  RSCHED_FL_WAKEUP_NEW = 3,
+  RSCHED_FL_MIGRATE = 4,
+  RSCHED_FL_FORK = 5,
+  RSCHED_FL_EXIT = 6,
+  RSCHED_FL_RENAME = 7,
 };
 
 enum {
-	RSCHED_FLIGHT_MAX_CPUS = 1024,
-	/* u64s between two CPUs' heads: one cache line each. */
-	RSCHED_FLIGHT_HEAD_STRIDE = 8,
+  RSCHED_FLIGHT_MAX_CPUS = 1024,
+  /* u64s between two CPUs' heads: one cache line each. */
+  RSCHED_FLIGHT_HEAD_STRIDE = 8,
 };
 
 /* One event. pid: the thread running on the CPU (ftrace's common_pid; a switch's prev).
@@ -56,21 +56,21 @@ enum {
  * tracepoint's preempt; prev_prio its prio. cpu: a waking's target (task_cpu), a migration's
  * destination; orig_cpu: a migration's origin. */
 struct rsched_flight_event {
-	rsched_fl_u64 seq; /* ring index + 1 once written */
-	rsched_fl_u64 ts;  /* CLOCK_BOOTTIME ns (bpf_ktime_get_boot_ns) */
-	rsched_fl_s32 pid;
-	rsched_fl_s32 tid;
-	rsched_fl_s32 tgid;
-	rsched_fl_s16 prio;
-	rsched_fl_s16 prev_prio;
-	rsched_fl_u32 state;
-	rsched_fl_u32 exit_state;
-	rsched_fl_u16 cpu;
-	rsched_fl_u16 orig_cpu;
-	rsched_fl_u8 kind;
-	rsched_fl_u8 preempt;
-	rsched_fl_u16 pad;
-	char comm[16];
+  rsched_fl_u64 seq; /* ring index + 1 once written */
+  rsched_fl_u64 ts;  /* CLOCK_BOOTTIME ns (bpf_ktime_get_boot_ns) */
+  rsched_fl_s32 pid;
+  rsched_fl_s32 tid;
+  rsched_fl_s32 tgid;
+  rsched_fl_s16 prio;
+  rsched_fl_s16 prev_prio;
+  rsched_fl_u32 state;
+  rsched_fl_u32 exit_state;
+  rsched_fl_u16 cpu;
+  rsched_fl_u16 orig_cpu;
+  rsched_fl_u8 kind;
+  rsched_fl_u8 preempt;
+  rsched_fl_u16 pad;
+  char comm[16];
 };
 
 #ifdef __cplusplus
