@@ -342,12 +342,14 @@ TEST_CASE("flight recorder: an unwritable captures directory is one line and rec
   CHECK(test::as_int(rows[0][0]) == 1);
 }
 
-TEST_CASE("flight recorder: rsched-sql mark --tag capture saves the seconds before the mark",
+TEST_CASE("flight recorder: rsched-sql mark --tag capture saves the seconds before the mark "
+          "(raw_tp)",
           "[root][flight]") {
   if (!test::bpf_available()) {
     return;
   }
-  test::recording rec({"--flight-recorder", "3"});
+  // In raw_tp mode, so that the flight programs' other variant is loaded and checked too.
+  test::recording rec({"--bpf-mode", "raw_tp", "--flight-recorder", "3"});
   REQUIRE(test::wait_for_intervals(rec.db, 2, 10s));
   const std::int64_t before = test::realtime_ns();
   auto m = test::run_program(
@@ -374,4 +376,10 @@ TEST_CASE("flight recorder: rsched-sql mark --tag capture saves the seconds befo
   auto d = trace::decode(slurp(test::as_text(rows[0][5])));
   REQUIRE(d);
   CHECK(d->events.size() > 100);
+  bool switches = false;
+  for (const auto &e : d->events) {
+    switches = switches || (e.kind == trace::event_kind::sched_switch && e.tid > 0 &&
+                            !trace::comm_view(e.comm).empty());
+  }
+  CHECK(switches);
 }
