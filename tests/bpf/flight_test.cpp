@@ -383,3 +383,40 @@ TEST_CASE("flight recorder: rsched-sql mark --tag capture saves the seconds befo
   }
   CHECK(switches);
 }
+
+TEST_CASE("flight recorder: a full disk is one line, recording goes on, and the next capture "
+          "after space returns is saved",
+          "[root][flight]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  test::tmpfs_dir fs("64m");
+  REQUIRE(fs.mounted());
+  const std::string db = fs.mnt() + "/rsched.db";
+  const std::string filler = fs.mnt() + "/filler";
+  test::daemon d({"--db", db, "--flight-recorder", "2"});
+  d.require(d.wait_attached(), "rschedd did not attach");
+  d.require(test::wait_for_intervals(db, 1, 10s), "no intervals before the disk filled up");
+  d.require(test::fill(filler) > 0, "could not fill the tmpfs");
+  for (int i = 0; i < 2; ++i) {
+    kill(d.pid(), SIGUSR1);
+    std::this_thread::sleep_for(1500ms);
+  }
+  std::filesystem::remove(filler);
+  const auto n = test::raw_intervals(db);
+  d.require(test::wait_for_intervals(db, n, 10s), "recording did not go on");
+  kill(d.pid(), SIGUSR1);
+  std::this_thread::sleep_for(1500ms);
+  CHECK(d.stop() == 0);
+  const std::string err = d.stderr_text();
+  INFO(err);
+  const std::string what = "rschedd: flight recorder: capture (signal) not saved: ";
+  const auto at = err.find(what);
+  REQUIRE(at != std::string::npos);
+  CHECK(err.find("No space left on device", at) < err.find('\n', at));
+  CHECK(err.find(what, at + 1) == std::string::npos); // one line for the episode
+  // The capture after space returned is saved and listed.
+  const auto rows = test::query_db(db, "SELECT count(*), min(bytes) FROM captures");
+  CHECK(test::as_int(rows[0][0]) == 1);
+  CHECK(test::as_int(rows[0][1]) > 0);
+}
