@@ -384,6 +384,36 @@ TEST_CASE("flight recorder: rsched-sql mark --tag capture saves the seconds befo
   CHECK(switches);
 }
 
+TEST_CASE("flight recorder: --flight-keep removes the oldest capture and its file",
+          "[root][flight]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  test::recording rec({"--flight-recorder", "2", "--flight-keep", "1"});
+  REQUIRE(test::wait_for_intervals(rec.db, 1, 10s));
+  std::vector<std::string> files;
+  for (int i = 0; i < 2; ++i) {
+    kill(rec.d.pid(), SIGUSR1);
+    std::string file;
+    for (int t = 0; t < 40 && file.empty(); ++t) {
+      std::this_thread::sleep_for(100ms);
+      const auto rows =
+          test::query_db(rec.db, "SELECT file FROM captures ORDER BY id DESC LIMIT 1");
+      if (!rows.empty() && (files.empty() || test::as_text(rows[0][0]) != files.back())) {
+        file = test::as_text(rows[0][0]);
+      }
+    }
+    REQUIRE_FALSE(file.empty());
+    files.push_back(file);
+  }
+  CHECK(rec.d.stop() == 0);
+  const auto rows = test::query_db(rec.db, "SELECT file FROM captures");
+  REQUIRE(rows.size() == 1);
+  CHECK(test::as_text(rows[0][0]) == files[1]);
+  CHECK_FALSE(std::filesystem::exists(files[0]));
+  CHECK(std::filesystem::exists(files[1]));
+}
+
 TEST_CASE("flight recorder: a full disk is one line, recording goes on, and the next capture "
           "after space returns is saved",
           "[root][flight]") {
