@@ -381,8 +381,20 @@ int run(const rschedd::options &opt, daemon_config cfg) {
       return;
     }
     if (auto q = db->capture_requests(last_annotation)) {
+      timespec now{};
+      clock_gettime(CLOCK_REALTIME, &now);
+      const std::int64_t now_ns =
+          static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
       for (auto &a : *q) {
         last_annotation = a.id;
+        // A mark older than the window (an imported incident, --at in the past) has nothing
+        // left to save; one later than now is taken when its time comes.
+        if (a.start_ns < now_ns - cfg.flight->recorder.span_ns) {
+          note("rschedd: flight recorder: annotation {} is older than the last {} s: not "
+               "captured\n",
+               a.id, cfg.flight->recorder.span_ns / 1'000'000'000);
+          continue;
+        }
         flight_rec->request("annotation", a.text, a.id, a.start_ns);
       }
     }

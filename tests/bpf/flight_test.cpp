@@ -450,3 +450,22 @@ TEST_CASE("flight recorder: a full disk is one line, recording goes on, and the 
   CHECK(test::as_int(rows[0][0]) == 1);
   CHECK(test::as_int(rows[0][1]) > 0);
 }
+
+TEST_CASE("flight recorder: a mark older than the window is one note, not a capture",
+          "[root][flight]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  test::recording rec({"--flight-recorder", "2"});
+  REQUIRE(test::wait_for_intervals(rec.db, 1, 10s));
+  auto m = test::run_program({test::rsched_sql_path(), rec.db, "mark", "yesterday's", "--at",
+                              "1h ago", "--tag", "capture"});
+  REQUIRE(m.status == 0);
+  const auto n = test::raw_intervals(rec.db);
+  REQUIRE(test::wait_for_intervals(rec.db, n + 1, 10s));
+  CHECK(rec.d.stop() == 0);
+  const std::string err = rec.d.stderr_text();
+  INFO(err);
+  CHECK(err.find("is older than the last 2 s: not captured") != std::string::npos);
+  CHECK(test::as_int(test::query_db(rec.db, "SELECT count(*) FROM captures")[0][0]) == 0);
+}
