@@ -190,7 +190,9 @@ TEST_CASE("flight recorder: a staged stall is captured once per crossing within 
                                       (test::realtime_ns() - static_cast<std::int64_t>(boot_ns())));
   };
   CHECK(boot_of(test::as_int(rows[0][3])) > r.burst[0] + 150'000'000);
-  CHECK(boot_of(test::as_int(rows[0][3])) < r.burst[0] + 450'000'000);
+  // (the first episode's: the 1st burst's, or the 2nd's on a host so busy that the 1st made
+  // no one wait 200 ms)
+  CHECK(boot_of(test::as_int(rows[0][3])) < r.burst[1] + 450'000'000);
   CHECK(boot_of(test::as_int(rows[1][3])) > r.burst[3] + 150'000'000);
   CHECK(boot_of(test::as_int(rows[1][3])) < r.burst[3] + 450'000'000);
   struct stat db_st {};
@@ -279,10 +281,11 @@ TEST_CASE("flight recorder: a staged stall is captured once per crossing within 
     // that ended within 400 ms of the burst's start.
     std::uint64_t since = 0;
     std::uint64_t longest[4] = {};
-    for (const auto &e : d->events) { // per CPU in time order; the victim stays on CPU 1
-      if (e.cpu != 1) {
-        continue;
-      }
+    // All CPUs in time order: the victim runs on CPU 1, but its timer may fire elsewhere.
+    auto timeline = d->events;
+    std::stable_sort(timeline.begin(), timeline.end(),
+                     [](const auto &a, const auto &b) { return a.ts < b.ts; });
+    for (const auto &e : timeline) {
       if (e.kind == trace::event_kind::sched_waking && e.tid == r.victim && since == 0) {
         since = e.ts;
       } else if (e.kind == trace::event_kind::sched_switch && e.pid == r.victim &&
