@@ -33,6 +33,7 @@ def measure(cmd, workload):
     tracer.wait(timeout=30)
     per = {}
     tot_ns = tot_cnt = 0
+    fl_ns = fl_cnt = 0
     for i in ids:
         if i not in a or i not in b:
             continue
@@ -42,6 +43,11 @@ def measure(cmd, workload):
             per[b[i].get("name", str(i))] = dn / dc
             tot_ns += dn
             tot_cnt += dc
+            if b[i].get("name", "").startswith("fl_"):  # the flight recorder's programs
+                fl_ns += dn
+                fl_cnt += dc
+    if fl_cnt:
+        per["(flight programs alone)"] = fl_ns / fl_cnt
     return (tot_ns / tot_cnt if tot_cnt else float("nan")), per, tot_cnt
 
 def main():
@@ -64,6 +70,10 @@ def main():
         "rschedd -g latency,blame": [args.rschedd, "--no-db", "-i", "1", "-g", "latency,blame"],
         "rschedd -g latency,migration,blame (service + blame)": [
             args.rschedd, "--no-db", "-i", "1", "-g", "latency,migration,blame"],
+        # The flight recorder needs a database (its captures go beside it): a fresh one.
+        "rschedd --flight-recorder 10 (default groups + flight)": [
+            "sh", "-c", 'd=$(mktemp -d) && trap \'rm -rf "$d"\' EXIT INT && ' + args.rschedd +
+            ' --db "$d/r.db" -i 1 --flight-recorder 10'],
         "runqlat": [args.runqlat, "1", "1000"],
     }
     for path in args.baseline:
@@ -95,6 +105,11 @@ def main():
     med = {k: statistics.median(v) for k, v in results.items()}
     for k, v in med.items():
         print(f"  {k:28s} {v:6.0f} ns/event  [min {min(results[k]):.0f}, max {max(results[k]):.0f}]")
+    for k, reps in detail.items():
+        fl = [p["(flight programs alone)"] for p in reps if "(flight programs alone)" in p]
+        if fl:
+            print(f"  {k}: flight programs alone {statistics.median(fl):6.0f} ns/event "
+                  f"(median), ratio to runqlat {statistics.median(fl) / med['runqlat']:.2f}")
     base = med["runqlat"]
     for k, v in med.items():
         if k != "runqlat":

@@ -111,6 +111,8 @@ def tracer_configs(args):
         "rschedd (default groups)": ([args.rschedd, "--db", "{tmp}/rsched.db", "-i", "1"], "rschedd"),
         "rschedd -g most": ([args.rschedd, "--db", "{tmp}/rsched.db", "-i", "1", "-g", "most"],
                             "rschedd"),
+        "rschedd --flight-recorder 10": ([args.rschedd, "--db", "{tmp}/rsched.db", "-i", "1",
+                                          "--flight-recorder", "10"], "rschedd"),
         "runqlat": (["stdbuf", "-oL", args.runqlat], "runqlat"),
         "perf sched record": (["perf", "sched", "record", "-o", "{tmp}/perf.data"], "perf"),
     }
@@ -271,6 +273,7 @@ def main():
 
     all_configs = tracer_configs(args)
     short = {"none": "none", "default": "rschedd (default groups)", "most": "rschedd -g most",
+             "flight": "rschedd --flight-recorder 10",
              "runqlat": "runqlat", "perf": "perf sched record"}
     if args.configs == "all":
         configs = {k: v for k, v in all_configs.items()}

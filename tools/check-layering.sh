@@ -2,7 +2,7 @@
 # The layering rule, checked on the sources (the link graph enforces it for symbols):
 #  - stats, topology, schedstat, sqlite, store and query include nothing from libbpf or the BPF
 #    module;
-#  - the pure modules (stats, metrics, topology, schedstat, pressure, charts, openmetrics, base,
+#  - the pure modules (stats, metrics, topology, schedstat, pressure, charts, openmetrics, trace, base,
 #    abi) include nothing from the database layers (sqlite, store, query);
 #  - the database layers point one way: sqlite <- store <- query. sqlite includes neither store
 #    nor query; store includes nothing from query;
@@ -15,13 +15,13 @@ set -u
 rschedd_bin=${1:-}
 cd "$(dirname "$0")/.."
 bad=0
-for m in stats metrics topology schedstat pressure charts openmetrics sqlite store query base abi; do
+for m in stats metrics topology schedstat pressure charts openmetrics trace sqlite store query base abi; do
   [ -d "modules/$m" ] || continue
   if grep -rnE '#include [<"](bpf/|rsched/bpf/|rsched/collect/)' "modules/$m"; then
     echo "layering: modules/$m must not depend on BPF"; bad=1
   fi
 done
-for m in stats metrics topology schedstat pressure charts openmetrics base abi; do
+for m in stats metrics topology schedstat pressure charts openmetrics trace base abi; do
   [ -d "modules/$m" ] || continue
   if grep -rnE '#include [<"]rsched/(sqlite|store|query)/' "modules/$m"; then
     echo "layering: modules/$m must not depend on the database layers"; bad=1

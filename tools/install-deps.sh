@@ -9,6 +9,7 @@
 # clang only recommends it. llvm: llvm-symbolizer, which the sanitizers' reports look up on PATH.
 # clang-format: CI's format check (tools/format-check.sh); clang-tidy: CI's tools/tidy.sh.
 # libhowardhinnant-date-dev: date/tz (libdate-tz) for named time zones in rsched::base's timefmt.
+# protobuf-compiler: protoc, which the trace tests run to decode the flight recorder's Perfetto traces.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -16,6 +17,6 @@ apt-get install -y -q --no-install-recommends \
   cmake make g++ pkg-config \
   clang clang-15 clang-format clang-tidy llvm libclang-rt-14-dev libbpf-dev bpftool \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
-  nlohmann-json3-dev libhowardhinnant-date-dev \
+  nlohmann-json3-dev libhowardhinnant-date-dev protobuf-compiler \
   stress-ng systemd \
   python3 chromium fonts-dejavu-core prometheus

@@ -5,6 +5,8 @@
 #include "rsched/collect/cgroup.hpp"
 #include "rsched/collect/perf.hpp"
 #include "rsched/collect/source.hpp"
+#include "rsched/flight/program.hpp"
+#include "rsched/flight/recorder.hpp"
 #include "rsched/rschedd/config.hpp"
 #include "rsched/rschedd/enrich.hpp"
 #include "rsched/rschedd/filter.hpp"
@@ -23,6 +25,7 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include <cerrno>
@@ -40,6 +43,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -158,7 +162,12 @@ int run(const rschedd::options &opt, daemon_config cfg) {
     sigaddset(&sigs, SIGHUP);
   }
   std::signal(SIGPIPE, SIG_IGN);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // With the flight recorder, SIGUSR1 asks for a capture (taken in the recorder's wait).
+  sigset_t blocked = sigs;
+  if (cfg.flight) {
+    sigaddset(&blocked, SIGUSR1);
+  }
+  pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
   std::uint32_t groups = cfg.bpf.groups;
   // Before anything is loaded: a --db-group that does not exist is the only line.
@@ -277,6 +286,37 @@ int run(const rschedd::options &opt, daemon_config cfg) {
     db.emplace(std::move(*w));
     db->set_retention(cfg.store->keep);
   }
+  // The flight recorder: its own BPF programs and thread (flight/recorder.hpp); captures beside
+  // the database, as protected as it (its mode, at most 0640, and its group).
+  std::unique_ptr<flight::recorder> flight_rec;
+  std::int64_t last_annotation = 0;
+  if (cfg.flight && db) {
+    auto fp = flight::program::load(cfg.flight->load);
+    if (!fp) {
+      note("rschedd: flight recorder: {}\n", fp.err().msg);
+      return 1;
+    }
+    auto &fc = cfg.flight->recorder;
+    struct stat st {};
+    if (::stat(cfg.store->path.c_str(), &st) == 0) {
+      fc.file_mode = st.st_mode & 0640;
+      if ((st.st_mode & 0040) != 0) {
+        fc.group = st.st_gid;
+      }
+    }
+    fc.note = [](std::string_view s) { note("{}", s); };
+    if (auto last = db->last_annotation_id()) {
+      last_annotation = *last;
+    }
+    notes += fmt::format(
+        "rschedd: flight recorder: the last {} s of scheduler events ({} programs, {} mode; a "
+        "ring of {} MiB a CPU, at most {} MiB a CPU in memory); captures in {}\n",
+        fc.span_ns / 1'000'000'000, fp->attached().size(), bpf::to_string(fp->mode()),
+        std::size_t{fp->slots_per_cpu()} * sizeof(rsched_flight_event) >> 20,
+        fc.max_events_per_cpu * sizeof(rsched_flight_event) >> 20,
+        text::escape_for_terminal(fc.dir));
+    flight_rec = std::make_unique<flight::recorder>(std::move(*fp), fc);
+  }
   // The textfile: written once now, so that a directory that cannot take it is the one line.
   std::unique_ptr<metrics_textfile> textfile;
   if (cfg.metrics.textfile) {
@@ -330,6 +370,85 @@ int run(const rschedd::options &opt, daemon_config cfg) {
     rc.done = [&](const store::interval_row &row, const interval_outcome &o) {
       mstate->add(row, o);
       board.publish(*mstate);
+    };
+  }
+  // Once an interval, on this thread (the database's): the annotations that ask for a capture
+  // go to the flight recorder, and its finished captures are listed and the oldest removed.
+  bool capture_failing = false;
+  bool capture_list_failing = false;
+  auto flight_tick = [&] {
+    if (!flight_rec || !db) {
+      return;
+    }
+    if (auto q = db->capture_requests(last_annotation)) {
+      timespec now{};
+      clock_gettime(CLOCK_REALTIME, &now);
+      const std::int64_t now_ns =
+          static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+      for (auto &a : *q) {
+        last_annotation = a.id;
+        // A mark older than the window (an imported incident, --at in the past) has nothing
+        // left to save; one later than now is taken when its time comes.
+        if (a.start_ns < now_ns - cfg.flight->recorder.span_ns) {
+          note("rschedd: flight recorder: annotation {} is older than the last {} s: not "
+               "captured\n",
+               a.id, cfg.flight->recorder.span_ns / 1'000'000'000);
+          continue;
+        }
+        flight_rec->request("annotation", a.text, a.id, a.start_ns);
+      }
+    }
+    for (auto &r : flight_rec->take_results()) {
+      if (!r.error.empty()) {
+        if (!capture_failing) {
+          note("rschedd: flight recorder: capture ({}) not saved: {}; recording goes on\n",
+               r.trigger, r.error);
+        }
+        capture_failing = true;
+        continue;
+      }
+      capture_failing = false;
+      std::string lossy;
+      for (auto c : r.lossy_cpus) {
+        lossy += (lossy.empty() ? "" : ",") + std::to_string(c);
+      }
+      note("rschedd: flight recorder: {} ({}): {} events, {} bytes in {}\n", r.trigger,
+           text::escape_for_terminal(r.reason), r.events, r.bytes,
+           text::escape_for_terminal(r.file));
+      timespec now{};
+      clock_gettime(CLOCK_REALTIME, &now);
+      store::capture_row row{
+          r.start_ns,      r.end_ns,
+          r.trigger,       r.reason,
+          r.annotation_id, r.file,
+          r.bytes,         r.events,
+          lossy,           static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec};
+      auto added = db->add_capture(row);
+      auto gone = added ? db->prune_captures(cfg.flight->keep, cfg.flight->max_bytes)
+                        : result<std::vector<std::string>>(added.err());
+      if (!gone) {
+        if (!capture_list_failing) {
+          note("rschedd: flight recorder: {}\n", gone.err().msg);
+        }
+        capture_list_failing = true;
+        continue;
+      }
+      capture_list_failing = false;
+      const std::string prefix = cfg.flight->recorder.dir + "/";
+      for (const auto &f : *gone) {
+        if (f.rfind(prefix, 0) == 0 && f.find("/..") == std::string::npos) {
+          (void)::unlink(f.c_str());
+        }
+      }
+    }
+  };
+  if (flight_rec) {
+    rc.done = [&, prev = std::move(rc.done)](const store::interval_row &row,
+                                             const interval_outcome &o) {
+      if (prev) {
+        prev(row, o);
+      }
+      flight_tick();
     };
   }
 
@@ -411,6 +530,9 @@ int run(const rschedd::options &opt, daemon_config cfg) {
   }
 
   system_clock clock(sigs);
+  if (flight_rec) {
+    clock.on_signal(SIGUSR1, [&] { flight_rec->request("signal", "SIGUSR1"); });
+  }
   std::optional<writer_sink> sink;
   if (db) {
     sink.emplace(*db);
@@ -428,6 +550,19 @@ int run(const rschedd::options &opt, daemon_config cfg) {
   while (rec.step()) {
   }
   display.reset(); // within ~100 ms, whatever the terminal is doing
+  if (flight_rec) {
+    // The captures asked for before the stop are taken (within one read period) and listed.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (flight_rec->pending() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    flight_tick();
+    const auto st = flight_rec->stats();
+    note("rschedd: flight recorder: {} events read, {} lost (ring overrun), {} threshold "
+         "crossings ({} not captured: --flight-trigger-gap), {} captures\n",
+         st.events, st.lost, st.crossings, st.rate_limited, st.captures);
+    flight_rec.reset();
+  }
   if (textfile) {
     (void)textfile->flush(); // the final interval; an error was reported by the writer thread
   }

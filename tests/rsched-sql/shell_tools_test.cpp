@@ -58,10 +58,12 @@ TEST_CASE("rsched-sql options: the mark subcommand", "[rsched-sql]") {
   REQUIRE(p.ok());
   CHECK(p->mark->text == "-dash text");
   CHECK_FALSE(p->mark->until.has_value());
-  CHECK_FALSE(parse({"x.db", "mark"}).ok());                        // no text
-  CHECK_FALSE(parse({"x.db", "mark", "a", "b"}).ok());              // two texts
-  CHECK_FALSE(parse({"x.db", "mark", "a", "--bogus"}).ok());        // unknown option
-  CHECK_FALSE(parse({"x.db", "mark", "a", "--at"}).ok());           // --at without value
+  CHECK_FALSE(parse({"x.db", "mark"}).ok());                 // no text
+  CHECK_FALSE(parse({"x.db", "mark", "a", "b"}).ok());       // two texts
+  CHECK_FALSE(parse({"x.db", "mark", "a", "--bogus"}).ok()); // unknown option
+  CHECK_FALSE(parse({"x.db", "mark", "a", "--at"}).ok());    // --at without value
+  CHECK(parse({"x.db", "mark", "a", "--tag", "capture"})->mark->tags == "capture");
+  CHECK(parse({"x.db", "mark", "--tag", "x", "a", "--tag", "capture"})->mark->tags == "x,capture");
   CHECK_FALSE(parse({"x.db", "-c", "SELECT 1", "mark", "a"}).ok()); // not with -c
   CHECK(parse({"mark"})->db_path == "mark");                        // a database named mark
 }
@@ -72,7 +74,13 @@ TEST_CASE("rsched-sql shell: .mark arguments", "[rsched-sql]") {
   CHECK(m->text == "deploy v42");
   CHECK(m->at == "2h ago");
   CHECK(m->tags == "a,b");
+  // --tag adds one tag (the flight recorder's capture); repeatable, after --tags too.
+  auto t = parse_mark_args({"checkout", "slow", "--tags", "a", "--tag", "capture", "--tag", "b"});
+  REQUIRE(t.ok());
+  CHECK(t->text == "checkout slow");
+  CHECK(t->tags == "a,capture,b");
   CHECK_FALSE(parse_mark_args({}).ok());
+  CHECK_FALSE(parse_mark_args({"x", "--tag"}).ok());
   CHECK_FALSE(parse_mark_args({"x", "--until"}).ok());
   CHECK_FALSE(parse_mark_args({"x", "--frob", "y"}).ok());
 }

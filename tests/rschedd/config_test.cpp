@@ -153,6 +153,21 @@ field_map fields(const daemon_config &c) {
 
   f["feeds.schedstat"] = str(c.feeds.schedstat);
   f["feeds.pressure"] = str(c.feeds.pressure);
+
+  f["flight"] = str(c.flight.has_value());
+  if (c.flight) {
+    const flight_setup &fl = *c.flight;
+    f["flight.load.mode"] = bpf::to_string(fl.load.mode);
+    f["flight.load.verbose"] = str(fl.load.verbose);
+    f["flight.load.slots_per_cpu"] = str(fl.load.slots_per_cpu);
+    f["flight.span_ns"] = str(fl.recorder.span_ns);
+    f["flight.max_events_per_cpu"] = str(fl.recorder.max_events_per_cpu);
+    f["flight.threshold_ns"] = str(fl.recorder.threshold_ns);
+    f["flight.min_gap_ns"] = str(fl.recorder.min_gap_ns);
+    f["flight.dir"] = str(fl.recorder.dir);
+    f["flight.keep"] = str(fl.keep);
+    f["flight.max_bytes"] = str(fl.max_bytes);
+  }
   return f;
 }
 
@@ -213,6 +228,24 @@ std::vector<effect> effects() {
   field_map pressure = groups(0);
   pressure.erase("feeds.pressure"); // on, as by default
   field_map perf = groups(RSCHED_G_PERF);
+  // --flight-recorder 5 and what each flight option changes on top of it.
+  auto flight = [](const field_map &more) {
+    field_map m{{"flight", "true"},
+                {"flight.load.mode", bpf::to_string(bpf::attach_mode::automatic)},
+                {"flight.load.verbose", "false"},
+                {"flight.load.slots_per_cpu", "65536"},
+                {"flight.span_ns", str(5 * sec)},
+                {"flight.max_events_per_cpu", str(std::size_t{1} << 20)},
+                {"flight.threshold_ns", "none"},
+                {"flight.min_gap_ns", str(60 * sec)},
+                {"flight.dir", str("/var/lib/rsched/rsched.captures")},
+                {"flight.keep", "20"},
+                {"flight.max_bytes", str(std::uint64_t{1} << 30)}};
+    for (const auto &[k, v] : more) {
+      m[k] = v;
+    }
+    return m;
+  };
 
   return {
       {{"--interval", "10"},
@@ -275,6 +308,18 @@ std::vector<effect> effects() {
        {{"metrics.on", "true"}, {"metrics.textfile", str("/tmp/m.prom")}}},
       {{"--metrics-top", "5"}, {{"metrics.state.top", "5"}}},
       {{"--verbose"}, {{"bpf.verbose", "true"}, {"priority.verbose", "true"}}},
+      {{"--flight-recorder", "5"}, flight({})},
+      {{"--flight-recorder", "5", "--flight-trigger", "50ms"},
+       flight({{"flight.threshold_ns", str(50'000'000)}})},
+      {{"--flight-recorder", "5", "--flight-trigger-gap", "2m"},
+       flight({{"flight.min_gap_ns", str(120 * sec)}})},
+      {{"--flight-recorder", "5", "--flight-keep", "3"}, flight({{"flight.keep", "3"}})},
+      {{"--flight-recorder", "5", "--flight-max-size", "10M"},
+       flight({{"flight.max_bytes", str(10 << 20)}})},
+      {{"--flight-recorder", "5", "--db", "/tmp/x.db"},
+       flight({{"flight.dir", str("/tmp/x.captures")},
+               {"store.path", str("/tmp/x.db")},
+               {"recorder.db_path", str("/tmp/x.db")}})},
   };
 }
 

@@ -271,3 +271,35 @@ TEST_CASE("rschedd --view, --rt-priority, --recorder-nice and --recorder-slice-u
     CHECK(o.err().msg.find('\n') == std::string::npos);
   }
 }
+
+TEST_CASE("options: the flight recorder's flags and their one-line refusals", "[rschedd]") {
+  auto o = parse_options({"--flight-recorder", "10", "--flight-trigger", "50ms",
+                          "--flight-trigger-gap=30s", "--flight-keep", "5", "--flight-max-size",
+                          "100M"});
+  REQUIRE(o.ok());
+  CHECK(o->flight_seconds == 10);
+  CHECK(o->flight_trigger_ns == 50'000'000);
+  CHECK(o->flight_trigger_gap_ns == 30'000'000'000);
+  CHECK(o->flight_keep == 5u);
+  CHECK(o->flight_max_bytes == 100ULL << 20);
+  CHECK(parse_options({}).value().flight_seconds == 0); // off by default
+  const std::pair<std::vector<std::string>, const char *> bad[] = {
+      {{"--flight-recorder", "0"}, "--flight-recorder"},
+      {{"--flight-recorder", "x"}, "--flight-recorder"},
+      {{"--flight-recorder", "5", "--flight-trigger", "50"}, "with a unit"},
+      {{"--flight-recorder", "5", "--flight-trigger", "-1s"}, "with a unit"},
+      {{"--flight-recorder", "5", "--flight-trigger", "\x1b[31m"}, "with a unit"},
+      {{"--flight-trigger", "50ms"}, "need --flight-recorder"},
+      {{"--flight-keep", "3"}, "need --flight-recorder"},
+      {{"--flight-recorder", "5", "--no-db"}, "needs one"},
+      {{"--flight-recorder", "5", "--flight-keep", "0"}, "--flight-keep"},
+  };
+  for (const auto &[args, says] : bad) {
+    auto r = parse_options(args);
+    INFO(args.front() << " " << args.back());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().msg.find(says) != std::string::npos);
+    CHECK(r.err().msg.find('\n') == std::string::npos);
+    CHECK(r.err().msg.find('\x1b') == std::string::npos);
+  }
+}

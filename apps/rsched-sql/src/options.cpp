@@ -106,7 +106,7 @@ result<options> parse_args(std::span<const std::string_view> args) {
             continue;
           }
           if (!options_ended && b.size() > 1 && b.front() == '-') {
-            if (b == "--at" || b == "--until" || b == "--tags") {
+            if (b == "--at" || b == "--until" || b == "--tags" || b == "--tag") {
               auto v = need_value(j, "a value");
               if (!v) {
                 return v.err();
@@ -115,6 +115,8 @@ result<options> parse_args(std::span<const std::string_view> args) {
                 o.mark->at = std::string(*v);
               } else if (b == "--until") {
                 o.mark->until = std::string(*v);
+              } else if (b == "--tag") { // one more tag
+                o.mark->tags += (o.mark->tags.empty() ? "" : ",") + std::string(*v);
               } else {
                 o.mark->tags = std::string(*v);
               }
@@ -310,8 +312,11 @@ annotations (mark, .mark, .import-incidents) are ever written, each in a short t
               the window as a JSON trace for ui.perfetto.dev: p50/p99/max delay tracks per CPU
               and for the --top (10) worst comms, annotations, spikes and gaps as slices.
   mark TEXT   add an annotation and print its id. --at T (default now), --until T (default: a
-              point in time), --tags a,b. Times as in t(): ISO 8601, 'YYYY-MM-DD HH:MM[:SS]'
-              (local zone), epoch seconds, now, today, 'yesterday 14:00', '2h ago'.
+              point in time), --tags a,b (or --tag a, repeatable). Times as in t(): ISO 8601,
+              'YYYY-MM-DD HH:MM[:SS]' (local zone), epoch seconds, now, today, 'yesterday 14:00',
+              '2h ago'. The tag capture asks a running rschedd --flight-recorder to save the
+              seconds before the mark as a Perfetto trace (table captures: SELECT * FROM
+              captures ORDER BY start_ns DESC lists them).
 
 Without -c, SQL is read from standard input when it is not a terminal, otherwise an interactive
 shell starts (line editing, history in $RSCHED_SQL_HISTORY or ~/.rsched_sql_history, Ctrl-C

@@ -186,7 +186,7 @@ result<mark_args> parse_mark_args(const std::vector<std::string> &args) {
   std::vector<std::string> words;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
-    if (a == "--at" || a == "--until" || a == "--tags") {
+    if (a == "--at" || a == "--until" || a == "--tags" || a == "--tag") {
       if (i + 1 == args.size()) {
         return make_error(fmt::format("{} needs a value", a));
       }
@@ -195,6 +195,8 @@ result<mark_args> parse_mark_args(const std::vector<std::string> &args) {
         m.at = val;
       } else if (a == "--until") {
         m.until = val;
+      } else if (a == "--tag") { // one more tag
+        m.tags += (m.tags.empty() ? "" : ",") + val;
       } else {
         m.tags = val;
       }

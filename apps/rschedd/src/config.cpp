@@ -73,6 +73,23 @@ result<daemon_config> make_config(const options &opt) {
   c.priority.slice_us = opt.recorder_slice_us;
   c.priority.verbose = opt.verbose;
 
+  if (opt.flight_seconds != 0 && !opt.no_db) {
+    flight_setup f;
+    f.load.mode = opt.mode;
+    f.load.verbose = opt.verbose;
+    f.recorder.span_ns = static_cast<std::int64_t>(opt.flight_seconds) * ns_per_s;
+    if (opt.flight_trigger_ns) {
+      f.recorder.threshold_ns = static_cast<std::uint64_t>(*opt.flight_trigger_ns);
+    }
+    if (opt.flight_trigger_gap_ns) {
+      f.recorder.min_gap_ns = *opt.flight_trigger_gap_ns;
+    }
+    f.recorder.dir = flight::captures_dir(opt.db_path);
+    f.keep = opt.flight_keep.value_or(20);
+    f.max_bytes = opt.flight_max_bytes.value_or(1ULL << 30);
+    c.flight = std::move(f);
+  }
+
   c.feeds.schedstat = opt.groups.schedstat;
   c.feeds.pressure = opt.groups.pressure;
   return c;

@@ -411,6 +411,48 @@ result<options> parse_options(const std::vector<std::string> &args) {
         return n.err();
       }
       o.metrics_top = static_cast<std::uint32_t>(*n);
+    } else if (flag == "--flight-recorder") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 1, 3600);
+      if (!n) {
+        return n.err();
+      }
+      o.flight_seconds = static_cast<std::uint32_t>(*n);
+    } else if (flag == "--flight-trigger" || flag == "--flight-trigger-gap") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto d = timefmt::parse_duration(*v);
+      const bool bare = !v->empty() && v->find_first_not_of("0123456789. ") == std::string::npos;
+      if (!d || *d <= 0 || bare) {
+        return make_error(flag + " needs a duration with a unit such as 50ms or 2s, got '" +
+                          text::escape_for_terminal(*v) + "'");
+      }
+      (flag == "--flight-trigger" ? o.flight_trigger_ns : o.flight_trigger_gap_ns) = *d;
+    } else if (flag == "--flight-keep") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = detail::parse_u64(flag, *v, 1, 100000);
+      if (!n) {
+        return n.err();
+      }
+      o.flight_keep = static_cast<std::uint32_t>(*n);
+    } else if (flag == "--flight-max-size") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto n = parse_size(flag, *v);
+      if (!n) {
+        return n.err();
+      }
+      o.flight_max_bytes = *n;
     } else if (flag == "-C" || flag == "--no-collapse") {
       if (o.display != display_mode::detailed) {
         o.display = display_mode::grouped;
@@ -441,6 +483,16 @@ result<options> parse_options(const std::vector<std::string> &args) {
   }
   if (o.no_db && o.db_path != store::default_db_path) {
     return make_error("--db and --no-db exclude each other");
+  }
+  const bool flight_options =
+      o.flight_trigger_ns || o.flight_trigger_gap_ns || o.flight_keep || o.flight_max_bytes;
+  if (flight_options && o.flight_seconds == 0) {
+    return make_error("--flight-trigger, --flight-trigger-gap, --flight-keep and "
+                      "--flight-max-size need --flight-recorder SECONDS");
+  }
+  if (o.flight_seconds != 0 && o.no_db) {
+    return make_error("--flight-recorder keeps its captures beside the database: it needs one "
+                      "(not --no-db)");
   }
   auto g = parse_groups(o.group_tokens);
   if (!g) {

@@ -36,6 +36,21 @@ std::int64_t system_clock::real_ns() {
   return clock_ns(CLOCK_REALTIME);
 }
 
+void system_clock::on_signal(int sig, std::function<void()> action) {
+  sigaddset(&sigs_, sig);
+  actions_.emplace_back(sig, std::move(action));
+}
+
+bool system_clock::act(int sig) {
+  for (const auto &[s, f] : actions_) {
+    if (s == sig) {
+      f();
+      return true;
+    }
+  }
+  return false;
+}
+
 bool system_clock::wait_until(std::int64_t deadline) {
   for (;;) {
     const std::int64_t now = mono_ns();
@@ -43,12 +58,20 @@ bool system_clock::wait_until(std::int64_t deadline) {
       // Behind schedule (a slow read or write, an overloaded or stopped process): a signal
       // that arrived meanwhile still ends the run at this tick, not after the missed ones.
       const timespec zero{};
-      return sigtimedwait(&sigs_, nullptr, &zero) > 0;
+      for (;;) {
+        const int sig = sigtimedwait(&sigs_, nullptr, &zero);
+        if (sig <= 0) {
+          return false;
+        }
+        if (!act(sig)) {
+          return true;
+        }
+      }
     }
     const std::int64_t left = deadline - now;
     const timespec ts{static_cast<time_t>(left / 1'000'000'000),
                       static_cast<long>(left % 1'000'000'000)};
-    if (sigtimedwait(&sigs_, nullptr, &ts) > 0) {
+    if (const int sig = sigtimedwait(&sigs_, nullptr, &ts); sig > 0 && !act(sig)) {
       return true;
     }
   }

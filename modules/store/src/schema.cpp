@@ -999,6 +999,24 @@ result<void> upgrade_v10_to_v11(sqlite3 *db) {
   return sqlite::exec(db, sql.c_str());
 }
 
+// Schema 14: the flight recorder's captures (rschedd --flight-recorder): one row per Perfetto
+// trace file written beside the database, what asked for it and the window it holds.
+constexpr const char *upgrade_v13_to_v14 = R"sql(CREATE TABLE captures(
+  id            INTEGER PRIMARY KEY,
+  start_ns      INTEGER NOT NULL,                -- UTC ns: the window's first moment
+  end_ns        INTEGER NOT NULL,                -- UTC ns: its last (the trigger's moment)
+  trigger       TEXT NOT NULL,                   -- 'signal', 'threshold' or 'annotation'
+  reason        TEXT NOT NULL,                   -- what fired: the thread and its wait, ...
+  annotation_id INTEGER,                         -- the annotation that asked, if one did
+  file          TEXT NOT NULL,                   -- the trace file's absolute path
+  bytes         INTEGER NOT NULL,                -- its size
+  events        INTEGER NOT NULL,                -- scheduler events in it
+  lossy_cpus    TEXT NOT NULL DEFAULT '',        -- CPUs that lost events in the window (0,3)
+  created_ns    INTEGER NOT NULL                 -- UTC ns when the file was written
+);
+CREATE INDEX captures_start_ns ON captures(start_ns);
+)sql";
+
 // The schema, one numbered step per version: step N turns a database of version N - 1 into
 // version N (step 1 makes version 1 from nothing). create() runs every step on an empty file and
 // upgrade() the steps above a file's version, in one transaction either way, so a new database
@@ -1055,6 +1073,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM sqlite_master WHERE name = 'hist_summary'"},
     {13, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v12_to_v13); },
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'"},
+    {14, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v13_to_v14); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'captures'"},
 };
 
 constexpr bool steps_numbered() {

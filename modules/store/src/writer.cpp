@@ -15,6 +15,7 @@
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/Transaction.h>
 #include <SQLiteCpp/VariadicBind.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -1255,6 +1256,103 @@ result<maintenance_report> writer::maintain(std::int64_t now_ns) {
     p_->cgroups.clear();
   }
   return r;
+}
+
+result<std::int64_t> writer::add_capture(const capture_row &c) {
+  if (!p_) {
+    return make_error("store writer used after move");
+  }
+  try {
+    SQLite::Statement ins(p_->db, "INSERT INTO captures(start_ns, end_ns, trigger, reason, "
+                                  "annotation_id, file, bytes, events, lossy_cpus, created_ns) "
+                                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    ins.bind(1, c.start_ns);
+    ins.bind(2, c.end_ns);
+    ins.bind(3, c.trigger);
+    ins.bind(4, c.reason);
+    if (c.annotation_id) {
+      ins.bind(5, *c.annotation_id);
+    }
+    ins.bind(6, c.file);
+    ins.bind(7, static_cast<std::int64_t>(c.bytes));
+    ins.bind(8, static_cast<std::int64_t>(c.events));
+    ins.bind(9, c.lossy_cpus);
+    ins.bind(10, c.created_ns);
+    ins.exec();
+    return p_->db.getLastInsertRowid();
+  } catch (const std::exception &e) {
+    return make_error(fmt::format("{}: listing a capture: {}", p_->path, e.what()));
+  }
+}
+
+result<std::vector<std::string>> writer::prune_captures(std::uint32_t keep,
+                                                        std::uint64_t max_bytes) {
+  if (!p_) {
+    return make_error("store writer used after move");
+  }
+  try {
+    std::vector<std::pair<std::int64_t, std::string>> gone;
+    {
+      SQLite::Statement sel(p_->db, "SELECT id, file, bytes FROM captures ORDER BY created_ns "
+                                    "DESC, id DESC");
+      std::uint32_t n = 0;
+      std::uint64_t bytes = 0;
+      while (sel.executeStep()) {
+        const auto b = static_cast<std::uint64_t>(sel.getColumn(2).getInt64());
+        ++n;
+        bytes += b;
+        if (n > 1 && (n > keep || (max_bytes != 0 && bytes > max_bytes))) {
+          gone.emplace_back(sel.getColumn(0).getInt64(), sel.getColumn(1).getString());
+        }
+      }
+    }
+    std::vector<std::string> files;
+    SQLite::Transaction tx(p_->db);
+    SQLite::Statement del(p_->db, "DELETE FROM captures WHERE id = ?");
+    for (auto &[id, file] : gone) {
+      del.bind(1, id);
+      del.exec();
+      del.reset();
+      files.push_back(std::move(file));
+    }
+    tx.commit();
+    return files;
+  } catch (const std::exception &e) {
+    return make_error(fmt::format("{}: pruning captures: {}", p_->path, e.what()));
+  }
+}
+
+result<std::vector<capture_request>> writer::capture_requests(std::int64_t after_id) {
+  if (!p_) {
+    return make_error("store writer used after move");
+  }
+  try {
+    SQLite::Statement sel(p_->db,
+                          "SELECT id, start_ns, text FROM annotations WHERE id > ? AND "
+                          "(',' || replace(tags, ' ', '') || ',') LIKE '%,capture,%' ORDER BY id");
+    sel.bind(1, after_id);
+    std::vector<capture_request> out;
+    while (sel.executeStep()) {
+      out.push_back(
+          {sel.getColumn(0).getInt64(), sel.getColumn(1).getInt64(), sel.getColumn(2).getString()});
+    }
+    return out;
+  } catch (const std::exception &e) {
+    return make_error(fmt::format("{}: reading capture requests: {}", p_->path, e.what()));
+  }
+}
+
+result<std::int64_t> writer::last_annotation_id() {
+  if (!p_) {
+    return make_error("store writer used after move");
+  }
+  try {
+    SQLite::Statement sel(p_->db, "SELECT coalesce(max(id), 0) FROM annotations");
+    sel.executeStep();
+    return sel.getColumn(0).getInt64();
+  } catch (const std::exception &e) {
+    return make_error(fmt::format("{}: reading annotations: {}", p_->path, e.what()));
+  }
 }
 
 void writer::set_retention(const retention &r) {

@@ -6,6 +6,8 @@
 // load_topology: startup.hpp) read the options themselves.
 #include "rsched/base/result.hpp"
 #include "rsched/bpf/program.hpp"
+#include "rsched/flight/program.hpp"
+#include "rsched/flight/recorder.hpp"
 #include "rsched/rschedd/filter.hpp"
 #include "rsched/rschedd/live.hpp"
 #include "rsched/rschedd/metrics_endpoint.hpp"
@@ -54,6 +56,16 @@ struct enrich_feeds {
   bool pressure = true;
 };
 
+// The flight recorder (--flight-recorder and its options): nullopt when off. main adds the
+// captures' group (the database's), the note callback, and loads the programs in the mode of
+// the main ones.
+struct flight_setup {
+  flight::load_options load;
+  flight::recorder_config recorder; // span, threshold, gap, the captures directory
+  std::uint32_t keep = 20;          // captures kept
+  std::uint64_t max_bytes = 1ULL << 30;
+};
+
 // Everything main.cpp configures, from the options alone.
 struct daemon_config {
   // -g's groups, --bpf-mode, --live-read, --delay-clock, the map sizes, -v. main adds the perf
@@ -71,6 +83,7 @@ struct daemon_config {
   metrics_output metrics;
   recorder_priority priority;
   enrich_feeds feeds;
+  std::optional<flight_setup> flight;
 };
 
 // The options' config. An error (a --metrics-listen address that parse_options would have

@@ -78,6 +78,15 @@ struct options {
   std::optional<std::string> metrics_listen;
   std::optional<std::string> metrics_textfile;
   std::uint32_t metrics_top = 20;
+  // The flight recorder (docs/ARCHITECTURE.md, "Flight recorder"): --flight-recorder SECONDS
+  // (0 = off), --flight-trigger DURATION (a thread's wait above it captures), its rate limit
+  // --flight-trigger-gap DURATION (default 60 s), and the captures kept: --flight-keep N
+  // (default 20) and --flight-max-size SIZE (default 1G), oldest removed first.
+  std::uint32_t flight_seconds = 0;
+  std::optional<std::int64_t> flight_trigger_ns;
+  std::optional<std::int64_t> flight_trigger_gap_ns;
+  std::optional<std::uint32_t> flight_keep;
+  std::optional<std::uint64_t> flight_max_bytes;
 };
 
 inline constexpr const char *usage_text =
@@ -154,6 +163,18 @@ inline constexpr const char *usage_text =
     "                           replaced atomically after every interval\n"
     "      --metrics-top N      cgroups, comms and culprits with a series of their own\n"
     "                           (default 20; the rest is \"other\")\n"
+    "      --flight-recorder SECONDS  keep the last SECONDS of every scheduler event (switch,\n"
+    "                           waking, wakeup of a new thread, migration, fork, exit, rename)\n"
+    "                           in memory (64 bytes an event, at most 64 MiB a CPU) and save\n"
+    "                           them as a Perfetto trace beside the database (DB.captures/,\n"
+    "                           table captures) on SIGUSR1, on an annotation tagged capture\n"
+    "                           (rsched-sql mark --tags capture TEXT) or on --flight-trigger.\n"
+    "                           Off by default\n"
+    "      --flight-trigger DURATION  also save when a thread waited longer than DURATION\n"
+    "                           to run (50ms): once per crossing, at most once per\n"
+    "                           --flight-trigger-gap DURATION (default 60s)\n"
+    "      --flight-keep N      captures kept (default 20); --flight-max-size SIZE: their\n"
+    "                           total bytes (default 1G); the oldest go first\n"
     "  -v, --verbose            show libbpf messages (verifier log on load failures)\n"
     "  -h, --help               this text\n"
     "  -V, --version            print the version\n";

@@ -42,15 +42,21 @@ public:
 };
 
 // The real clocks; waits in sigtimedwait for `stop_signals` (which the caller has blocked).
+// A signal given to on_signal (also blocked by the caller) runs its action instead of stopping
+// the run (SIGUSR1: a flight recorder capture), and the wait goes on.
 class system_clock final : public recorder_clock {
 public:
   explicit system_clock(const sigset_t &stop_signals) : sigs_(stop_signals) {}
   std::int64_t mono_ns() override;
   std::int64_t real_ns() override;
   bool wait_until(std::int64_t deadline_mono_ns) override;
+  void on_signal(int sig, std::function<void()> action);
 
 private:
+  // The signal was one of on_signal's: its action ran.
+  bool act(int sig);
   sigset_t sigs_;
+  std::vector<std::pair<int, std::function<void()>>> actions_;
 };
 
 // Where intervals go: the store writer in rschedd, a vector in tests.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace rsched::store {
 
@@ -45,6 +46,27 @@ struct open_options {
   // (0750) when it is a private one of ours (owned by us, nothing granted to others). nullopt:
   // ownership is left as it is.
   std::optional<gid_t> group;
+};
+
+// Schema 14: one flight recorder capture (table `captures`, docs/SCHEMA.md).
+struct capture_row {
+  std::int64_t start_ns = 0; // UTC ns
+  std::int64_t end_ns = 0;
+  std::string trigger; // "signal", "threshold", "annotation"
+  std::string reason;
+  std::optional<std::int64_t> annotation_id;
+  std::string file;
+  std::uint64_t bytes = 0;
+  std::uint64_t events = 0;
+  std::string lossy_cpus; // "0,3"
+  std::int64_t created_ns = 0;
+};
+
+// An annotation that asks for a capture (tag `capture`).
+struct capture_request {
+  std::int64_t id = 0;
+  std::int64_t start_ns = 0; // UTC ns
+  std::string text;
 };
 
 class writer {
@@ -93,6 +115,16 @@ public:
   // over the following calls. `now_ns` is the UTC wall clock.
   result<maintenance_report> maintain(std::int64_t now_ns);
   void set_retention(const retention &r);
+
+  // The flight recorder's captures (schema 14). add_capture lists one; prune_captures keeps the
+  // newest `keep` whose bytes add up to at most `max_bytes` (0 = no limit; the newest is always
+  // kept) and returns the files of the rows it deleted, for the caller to remove.
+  result<std::int64_t> add_capture(const capture_row &c);
+  result<std::vector<std::string>> prune_captures(std::uint32_t keep, std::uint64_t max_bytes);
+  // The annotations tagged `capture` (a tag of the comma-separated list) with an id above
+  // `after_id`, oldest first; last_annotation_id() is where to start (the newest id, 0 none).
+  result<std::vector<capture_request>> capture_requests(std::int64_t after_id);
+  result<std::int64_t> last_annotation_id();
   // Bytes in use in the file (pages holding data) and the file's size in pages * page size.
   [[nodiscard]] result<std::pair<std::uint64_t, std::uint64_t>> size() const;
 

@@ -1,0 +1,119 @@
+#pragma once
+// The flight recorder's thread (rschedd --flight-recorder): reads the BPF rings every 50 ms into
+// a window of the last seconds (window.hpp), watches every thread's wait when a threshold is
+// set, and saves the window as a Perfetto trace when asked (a signal, an annotation) or when a
+// wait crosses the threshold. It never writes the database: each capture's outcome is taken by
+// the recorder's thread (take_results), which lists it in the `captures` table and applies the
+// retention.
+#include "rsched/flight/program.hpp"
+#include "rsched/flight/window.hpp"
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace rsched::flight {
+
+struct recorder_config {
+  std::int64_t span_ns = 10'000'000'000;     // --flight-recorder SECONDS
+  std::size_t max_events_per_cpu = 1U << 20; // 64 MiB a CPU
+  std::optional<std::uint64_t> threshold_ns; // --flight-trigger: a thread's wait above it
+  std::int64_t min_gap_ns = 60'000'000'000;  // --flight-trigger-gap: between two threshold captures
+  std::int64_t rearm_ns = 1'000'000'000;     // a crossing again only after this long below
+  std::int64_t read_every_ns = 50'000'000;   // reads of the BPF rings
+  std::string dir;                           // where the trace files go
+  mode_t file_mode = 0640;                   // as the database's
+  std::optional<gid_t> group;                // as the database's
+  std::function<void(std::string_view)> note; // one-line notes (stderr)
+};
+
+// What became of one capture.
+struct capture_result {
+  std::string trigger; // "signal", "threshold", "annotation"
+  std::string reason;  // e.g. "tid 1234 (victim) waited 152.3 ms", "SIGUSR1", the annotation text
+  std::optional<std::int64_t> annotation_id;
+  std::int64_t start_ns = 0; // the window, UTC ns
+  std::int64_t end_ns = 0;
+  std::string file; // absolute path ("" when it failed)
+  std::uint64_t bytes = 0;
+  std::uint64_t events = 0;
+  std::vector<std::uint32_t> lossy_cpus;
+  std::string error; // why it failed ("" when written)
+};
+
+class recorder {
+public:
+  recorder(program prog, recorder_config cfg);
+  ~recorder(); // stops the thread
+  recorder(const recorder &) = delete;
+  recorder &operator=(const recorder &) = delete;
+
+  // Saves the window that ends now (or at `at_real_ns`, UTC, when within the window): taken
+  // within one read period. Thread-safe.
+  void request(std::string trigger, std::string reason,
+               std::optional<std::int64_t> annotation_id = std::nullopt,
+               std::optional<std::int64_t> at_real_ns = std::nullopt);
+  // Whether a request is still to be taken. Thread-safe.
+  [[nodiscard]] bool pending() const;
+  // The captures finished since the last call. Thread-safe.
+  std::vector<capture_result> take_results();
+
+  struct counters {
+    std::uint64_t events = 0;       // read from the rings
+    std::uint64_t lost = 0;         // overwritten before they were read
+    std::uint64_t held = 0;         // in the window now
+    std::uint64_t crossings = 0;    // waits above the threshold that began an episode
+    std::uint64_t rate_limited = 0; // of them, not captured (--flight-trigger-gap)
+    std::uint64_t captures = 0;     // files written
+  };
+  [[nodiscard]] counters stats() const;
+  [[nodiscard]] const program &bpf() const { return prog_; }
+
+private:
+  void run();
+  void round(std::uint64_t boot_now, std::int64_t real_minus_boot);
+  void capture(std::uint64_t to_boot, std::int64_t real_minus_boot, capture_result r);
+
+  program prog_;
+  recorder_config cfg_;
+  window win_;
+  std::optional<wait_watch> watch_;
+  struct pending_event {
+    std::uint32_t cpu;
+    rsched_flight_event e;
+  };
+  std::vector<pending_event> pending_;
+  std::vector<std::uint64_t> lost_seen_;
+  // The threshold trigger: armed until a crossing, re-armed after rearm_ns without one.
+  bool armed_ = true;
+  std::uint64_t last_crossing_ = 0;
+  std::optional<std::uint64_t> last_fire_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  struct request_t {
+    std::string trigger, reason;
+    std::optional<std::int64_t> annotation_id;
+    std::optional<std::int64_t> at_real_ns;
+    std::int64_t asked_real_ns;
+  };
+  std::vector<request_t> requests_;
+  std::size_t unfinished_ = 0; // requests not yet in results_
+  std::vector<capture_result> results_;
+  counters counters_;
+  std::thread thread_;
+};
+
+// The captures directory of a database: "<dir>/<stem>.captures" (rsched.db -> rsched.captures).
+std::string captures_dir(const std::string &db_path);
+
+} // namespace rsched::flight

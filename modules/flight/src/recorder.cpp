@@ -1,0 +1,243 @@
+#include "rsched/flight/recorder.hpp"
+
+#include "rsched/base/safe_file.hpp"
+#include "rsched/base/text.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <unistd.h>
+
+namespace rsched::flight {
+
+namespace {
+
+std::int64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// "20261127T150102.345Z": a capture file's time, UTC, sortable.
+std::string file_time(std::int64_t real_ns) {
+  const auto secs = static_cast<time_t>(real_ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
+  return fmt::format("{}.{:03}Z", buf, (real_ns / 1'000'000) % 1000);
+}
+
+} // namespace
+
+std::string captures_dir(const std::string &db_path) {
+  const std::filesystem::path p(db_path);
+  auto stem = p.stem().string();
+  if (stem.empty()) {
+    stem = "rsched";
+  }
+  return (p.parent_path() / (stem + ".captures")).string();
+}
+
+recorder::recorder(program prog, recorder_config cfg)
+    : prog_(std::move(prog)), cfg_(std::move(cfg)),
+      win_(prog_.cpus(), cfg_.span_ns, cfg_.max_events_per_cpu), lost_seen_(prog_.cpus(), 0) {
+  if (cfg_.threshold_ns) {
+    watch_.emplace(*cfg_.threshold_ns);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+recorder::~recorder() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void recorder::request(std::string trigger, std::string reason,
+                       std::optional<std::int64_t> annotation_id,
+                       std::optional<std::int64_t> at_real_ns) {
+  std::lock_guard lk(mu_);
+  requests_.push_back(
+      {std::move(trigger), std::move(reason), annotation_id, at_real_ns, clock_ns(CLOCK_REALTIME)});
+  ++unfinished_;
+}
+
+bool recorder::pending() const {
+  std::lock_guard lk(mu_);
+  return unfinished_ > 0;
+}
+
+std::vector<capture_result> recorder::take_results() {
+  std::lock_guard lk(mu_);
+  return std::exchange(results_, {});
+}
+
+recorder::counters recorder::stats() const {
+  std::lock_guard lk(mu_);
+  return counters_;
+}
+
+void recorder::run() {
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    cv_.wait_for(lk, std::chrono::nanoseconds(cfg_.read_every_ns), [this] { return stop_; });
+    if (stop_) {
+      break;
+    }
+    lk.unlock();
+    const std::int64_t boot = clock_ns(CLOCK_BOOTTIME);
+    const std::int64_t offset = clock_ns(CLOCK_REALTIME) - boot;
+    round(static_cast<std::uint64_t>(boot), offset);
+    lk.lock();
+  }
+}
+
+void recorder::round(std::uint64_t upto, std::int64_t real_minus_boot) {
+  std::uint64_t read = 0;
+  prog_.read([&](std::uint32_t cpu, const rsched_flight_event &e) {
+    pending_.push_back({cpu, e});
+    ++read;
+  });
+  std::uint64_t lost = 0;
+  for (std::uint32_t cpu = 0; cpu < prog_.cpus(); ++cpu) {
+    const std::uint64_t l = prog_.lost(cpu);
+    if (l > lost_seen_[cpu]) {
+      lost += l - lost_seen_[cpu];
+      lost_seen_[cpu] = l;
+      win_.note_lost(cpu, upto);
+    }
+  }
+  // The CPUs are read one after another: an event after `upto` on one CPU may precede one not
+  // read yet on another, so those wait for the next round; the rest goes in time order.
+  std::stable_sort(pending_.begin(), pending_.end(),
+                   [](const pending_event &a, const pending_event &b) { return a.e.ts < b.e.ts; });
+  const auto split = std::partition_point(pending_.begin(), pending_.end(),
+                                          [&](const pending_event &p) { return p.e.ts <= upto; });
+  std::uint64_t crossings = 0;
+  std::uint64_t limited = 0;
+  for (auto it = pending_.begin(); it != split; ++it) {
+    win_.add(it->cpu, it->e);
+    if (!watch_) {
+      continue;
+    }
+    auto c = watch_->add(it->e);
+    if (!c) {
+      continue;
+    }
+    if (!armed_ && c->ts - last_crossing_ >= static_cast<std::uint64_t>(cfg_.rearm_ns)) {
+      armed_ = true;
+    }
+    last_crossing_ = c->ts;
+    if (!armed_) {
+      continue; // the same episode
+    }
+    armed_ = false;
+    ++crossings;
+    if (last_fire_ && c->ts - *last_fire_ < static_cast<std::uint64_t>(cfg_.min_gap_ns)) {
+      ++limited;
+      continue;
+    }
+    last_fire_ = c->ts;
+    capture_result r;
+    r.trigger = "threshold";
+    r.reason = fmt::format("tid {} ({}) waited {:.1f} ms", c->tid,
+                           text::escape_for_terminal(std::string(trace::comm_view(c->comm))),
+                           static_cast<double>(c->wait_ns) / 1e6);
+    capture(c->ts, real_minus_boot, std::move(r));
+  }
+  pending_.erase(pending_.begin(), split);
+
+  std::vector<request_t> due;
+  {
+    std::lock_guard lk(mu_);
+    counters_.events += read;
+    counters_.lost += lost;
+    counters_.held = win_.events();
+    counters_.crossings += crossings;
+    counters_.rate_limited += limited;
+    for (auto it = requests_.begin(); it != requests_.end();) {
+      const std::int64_t at = it->at_real_ns.value_or(it->asked_real_ns) - real_minus_boot;
+      if (at <= static_cast<std::int64_t>(upto)) {
+        due.push_back(std::move(*it));
+        it = requests_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto &q : due) {
+    capture_result r;
+    r.trigger = std::move(q.trigger);
+    r.reason = std::move(q.reason);
+    r.annotation_id = q.annotation_id;
+    const std::int64_t at = q.at_real_ns.value_or(q.asked_real_ns) - real_minus_boot;
+    capture(static_cast<std::uint64_t>(std::max<std::int64_t>(at, 0)), real_minus_boot,
+            std::move(r));
+    std::lock_guard lk(mu_);
+    --unfinished_;
+  }
+}
+
+void recorder::capture(std::uint64_t to_boot, std::int64_t real_minus_boot, capture_result r) {
+  auto snap = win_.snapshot(to_boot);
+  r.start_ns = static_cast<std::int64_t>(snap.from_ts) + real_minus_boot;
+  r.end_ns = static_cast<std::int64_t>(snap.to_ts) + real_minus_boot;
+  r.events = snap.events.size();
+  r.lossy_cpus = snap.lossy_cpus;
+  trace::trace_input in;
+  in.events = snap.events;
+  in.names = snap.names;
+  in.lossy_cpus = snap.lossy_cpus;
+  auto bytes = trace::encode(in);
+  std::uint64_t n = 0;
+  {
+    std::lock_guard lk(mu_);
+    n = counters_.captures + 1;
+  }
+  if (!bytes) {
+    r.error = bytes.err().msg;
+  } else {
+    // The directory as private as the database's: 0750 with its group, 0700 without.
+    const mode_t dir_mode = 0700 | ((cfg_.file_mode & 0040) != 0 ? 0050 : 0);
+    if (::mkdir(cfg_.dir.c_str(), dir_mode) != 0 && errno != EEXIST) {
+      r.error = fmt::format("cannot create {}: {}", text::escape_for_terminal(cfg_.dir),
+                            std::strerror(errno));
+    } else {
+      if (cfg_.group) {
+        (void)::lchown(cfg_.dir.c_str(), static_cast<uid_t>(-1), *cfg_.group);
+      }
+      const std::string path =
+          fmt::format("{}/{}-{}-{}.pftrace", cfg_.dir, file_time(r.end_ns), r.trigger, n);
+      safe_file::options o;
+      o.mode = cfg_.file_mode;
+      o.devices = false;
+      if (auto w = write_file_safely(path, *bytes, o); !w) {
+        r.error = w.err().msg;
+      } else {
+        if (cfg_.group) {
+          (void)::lchown(path.c_str(), static_cast<uid_t>(-1), *cfg_.group);
+        }
+        r.file = path;
+        r.bytes = bytes->size();
+      }
+    }
+  }
+  std::lock_guard lk(mu_);
+  if (r.error.empty()) {
+    ++counters_.captures;
+  }
+  results_.push_back(std::move(r));
+}
+
+} // namespace rsched::flight
