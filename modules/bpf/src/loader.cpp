@@ -226,7 +226,10 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   // final record is taken at its last switch. Unselected groups' programs are not loaded.
   const bool btf = p->mode == attach_mode::tp_btf;
   const bool wakeups = (opt.groups & (RSCHED_G_LATENCY | RSCHED_G_SLEEP)) != 0;
-  const bool waking = (opt.groups & RSCHED_G_WAKING) != 0;
+  // The wakeup group ends a sleep at sched_waking, in the waker's context, and names interrupt
+  // contexts from their tracepoints.
+  const bool waking = (opt.groups & (RSCHED_G_WAKING | RSCHED_G_WAKEUP)) != 0;
+  const bool wakeup = (opt.groups & RSCHED_G_WAKEUP) != 0;
   // Blame follows a waiting thread that is moved to another runqueue.
   const bool migration = (opt.groups & (RSCHED_G_MIGRATION | RSCHED_G_BLAME)) != 0;
   struct variant_pair {
@@ -246,6 +249,12 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
       {s->progs.sched_wakeup_new_btf, s->progs.sched_wakeup_new_raw, wakeups},
       {s->progs.sched_waking_btf, s->progs.sched_waking_raw, waking},
       {s->progs.sched_migrate_task_btf, s->progs.sched_migrate_task_raw, migration},
+      {s->progs.irq_entry_btf, s->progs.irq_entry_raw, wakeup},
+      {s->progs.irq_exit_btf, s->progs.irq_exit_raw, wakeup},
+      {s->progs.softirq_entry_btf, s->progs.softirq_entry_raw, wakeup},
+      {s->progs.softirq_exit_btf, s->progs.softirq_exit_raw, wakeup},
+      {s->progs.hrtimer_entry_btf, s->progs.hrtimer_entry_raw, wakeup},
+      {s->progs.hrtimer_exit_btf, s->progs.hrtimer_exit_raw, wakeup},
   };
   std::vector<bpf_program *> to_attach;
   for (const auto &pr : pairs) {

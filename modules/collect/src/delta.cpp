@@ -79,6 +79,38 @@ void from_abi(const rsched_task_record &r, thread_sample &t, std::uint32_t blame
     t.c.counters[i] = r.st.counters[i];
   }
   from_abi(r.st.blame, t.c.blame, blame_epoch);
+  from_abi(r.st.wakeup, t.c.wakeup);
+}
+
+void from_abi(const rsched_wakeup &w, wakeup_state &out) {
+  out.e.clear();
+  for (std::uint32_t i = 0; i < RSCHED_WAKEUP_SLOTS; ++i) {
+    if (w.gen[i] == 0) {
+      continue;
+    }
+    wakeup_entry &x = out.e.emplace_back();
+    x.index = i;
+    x.gen = w.gen[i];
+    x.who.tgid = w.tgid[i];
+    x.who.cgroup_id = w.slot[i].cgroup_id;
+    std::memcpy(x.who.comm.data(), w.slot[i].comm, x.who.comm.size());
+    for (std::size_t s = 0; s < RSCHED_WAKEUP_STATES; ++s) {
+      x.n.sleep_ns[s] = w.slot[i].n.sleep_ns[s];
+      x.n.count[s] = w.slot[i].n.count[s];
+    }
+  }
+  for (std::uint32_t j = 0; j < RSCHED_WAKEUP_PSEUDO; ++j) {
+    wakeup_entry x;
+    x.index = RSCHED_WAKEUP_SLOTS + j;
+    x.who.kind = static_cast<std::uint8_t>(1 + j);
+    for (std::size_t s = 0; s < RSCHED_WAKEUP_STATES; ++s) {
+      x.n.sleep_ns[s] = w.pseudo[j].sleep_ns[s];
+      x.n.count[s] = w.pseudo[j].count[s];
+    }
+    if (!x.n.empty()) {
+      out.e.push_back(x);
+    }
+  }
 }
 
 namespace {
@@ -207,6 +239,43 @@ blame_state delta(const blame_state &cur, const blame_state &prev) {
   return d;
 }
 
+wakeup_state delta(const wakeup_state &cur, const wakeup_state &prev) {
+  wakeup_state d;
+  for (const auto &c : cur.e) {
+    const wakeup_entry *p = nullptr;
+    for (const auto &x : prev.e) {
+      if (x.index == c.index) {
+        p = &x;
+        break;
+      }
+    }
+    // A slot that took a new waker since the previous read restarted from 0.
+    wakeup_counts n = c.n;
+    if (p != nullptr && p->gen == c.gen && p->who == c.who) {
+      for (std::size_t s = 0; s < n.count.size(); ++s) {
+        n.sleep_ns[s] = sub(c.n.sleep_ns[s], p->n.sleep_ns[s]);
+        n.count[s] = sub(c.n.count[s], p->n.count[s]);
+      }
+    }
+    if (!n.empty()) {
+      d.e.push_back({c.index, c.gen, c.who, n});
+    }
+  }
+  return d;
+}
+
+void accumulate(wakeup_state &into, const wakeup_state &d) {
+  for (const auto &x : d.e) {
+    auto it = std::find_if(into.e.begin(), into.e.end(),
+                           [&](const wakeup_entry &y) { return y.who == x.who; });
+    if (it == into.e.end()) {
+      into.e.push_back(x);
+    } else {
+      it->n += x.n;
+    }
+  }
+}
+
 void accumulate(blame_state &into, const blame_state &d) {
   d.for_each_live(~0U, [&](std::size_t k) {
     const blame_slot &s = d.slots[k];
@@ -255,6 +324,7 @@ void delta_rest(thread_counters &d, const thread_counters &cur, const thread_cou
     d.counters[i] = sub(cur.counters[i], prev.counters[i]);
   }
   d.blame = delta(cur.blame, prev.blame);
+  d.wakeup = delta(cur.wakeup, prev.wakeup);
 }
 
 // d = cur - prev, written in place (no 3.6 KB temporary per thread).
@@ -279,6 +349,7 @@ void accumulate(thread_counters &into, const thread_counters &d) {
     into.counters[i] += d.counters[i];
   }
   accumulate(into.blame, d.blame);
+  accumulate(into.wakeup, d.wakeup);
 }
 
 namespace {
@@ -318,6 +389,7 @@ void rebase_rest(thread_counters &base, thread_counters &&cur, bool fresh) {
   base.migrations = cur.migrations;
   base.counters = cur.counters;
   rebase_blame(base.blame, std::move(cur.blame), fresh);
+  base.wakeup = std::move(cur.wakeup);
 }
 
 // The baseline after a live read `cur`.

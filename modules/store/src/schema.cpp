@@ -1022,6 +1022,34 @@ result<void> exec_all(sqlite3 *db, std::initializer_list<const char *> sql) {
   return {};
 }
 
+// Schema v13 -> v14 (issue 34): the wakeup group. Who ended each thread's sleeps, by the state
+// it slept in: one row per (interval, sleeping thread, waker, state). Wakers are `culprit` rows
+// (processes per boot, their rollup identities, pseudo-wakers), three pseudo-wakers added.
+std::string upgrade_v13_to_v14() {
+  std::string sql = R"sql(INSERT OR IGNORE INTO culprit(boot_id, pid, comm, cgroup, kind) VALUES
+  ('', 0, '<hardirq>', '', 4), ('', 0, '<softirq>', '', 5), ('', 0, '<timer>', '', 6);
+CREATE TABLE thread_wakeup(
+  interval_id INTEGER NOT NULL,
+  thread_id   INTEGER NOT NULL, -- the thread that slept
+  waker_id    INTEGER NOT NULL, -- culprit.id of what ended the sleeps (sched_waking's context)
+  state       INTEGER NOT NULL, -- the sleeper's state at switch-out: 0 S, 1 D, 2 other
+  sleep_ns    INTEGER NOT NULL, -- switch-out -> sched_waking, summed over those sleeps
+  count       INTEGER NOT NULL, -- sleeps it ended
+  PRIMARY KEY(interval_id, thread_id, waker_id, state)
+) WITHOUT ROWID;
+)sql";
+  const view_spec v{
+      "wakeups",
+      "{T}, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END AS by_pid, c.comm AS "
+      "by_comm, c.cgroup AS by_cgroup, CASE w.state WHEN 0 THEN 'S' WHEN 1 THEN 'D' ELSE 'other' "
+      "END AS state, w.sleep_ns AS sleep_ns, w.count AS count",
+      "intervals AS i CROSS JOIN thread_wakeup AS w ON w.interval_id = i.id "
+      "JOIN thread AS t ON t.id = w.thread_id JOIN culprit AS c ON c.id = w.waker_id",
+      ""};
+  sql += create_views(v);
+  return sql;
+}
+
 constexpr migration migrations[] = {
     {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
     // Version 1 recorded the latency group only, always (no rows to mark in a new file).
@@ -1055,6 +1083,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM sqlite_master WHERE name = 'hist_summary'"},
     {13, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v12_to_v13); },
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'"},
+    {14, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v13_to_v14().c_str()); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'thread_wakeup'"},
 };
 
 constexpr bool steps_numbered() {

@@ -225,14 +225,74 @@ struct blame_state {
   friend bool operator==(const blame_state &, const blame_state &) = default;
 };
 
+// Wakeup group (sched_abi.h, struct rsched_wakeup): a waker's part of a thread's sleeps, by the
+// state the thread slept in (enum rsched_sleep_state).
+struct wakeup_counts {
+  std::array<std::uint64_t, RSCHED_WAKEUP_STATES> sleep_ns{}; // switch-out -> sched_waking
+  std::array<std::uint64_t, RSCHED_WAKEUP_STATES> count{};    // sleeps it ended
+  [[nodiscard]] bool empty() const {
+    for (std::size_t s = 0; s < count.size(); ++s) {
+      if (count[s] != 0 || sleep_ns[s] != 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+  wakeup_counts &operator+=(const wakeup_counts &o) {
+    for (std::size_t s = 0; s < count.size(); ++s) {
+      sleep_ns[s] += o.sleep_ns[s];
+      count[s] += o.count[s];
+    }
+    return *this;
+  }
+  friend bool operator==(const wakeup_counts &, const wakeup_counts &) = default;
+};
+
+// A waker: a process (kind 0: tgid, comm and cgroup at sched_waking) or a pseudo-waker, kind
+// 1 + enum rsched_waker_pseudo (<hardirq>, <softirq>, <timer>, <idle>, <other>).
+struct waker {
+  std::uint8_t kind = 0;
+  std::uint32_t tgid = 0;
+  std::uint64_t cgroup_id = 0;
+  std::array<char, RSCHED_COMM_LEN> comm{}; // NUL-padded kernel bytes
+  friend auto operator<=>(const waker &, const waker &) = default;
+};
+
+// One waker's counts. As read: `index` is the kernel slot (0..RSCHED_WAKEUP_SLOTS - 1, `gen`
+// its occupant number) or RSCHED_WAKEUP_SLOTS + the pseudo-waker's index (gen 0); in deltas and
+// sums only `who` identifies it.
+struct wakeup_entry {
+  std::uint32_t index = 0;
+  std::uint32_t gen = 0;
+  waker who;
+  wakeup_counts n;
+  friend bool operator==(const wakeup_entry &, const wakeup_entry &) = default;
+};
+
+// A thread's wakers (empty without the group: a vector, so a thread without the group carries
+// no slots).
+struct wakeup_state {
+  std::vector<wakeup_entry> e;
+  [[nodiscard]] bool empty() const {
+    for (const auto &x : e) {
+      if (!x.n.empty()) {
+        return false;
+      }
+    }
+    return true;
+  }
+  friend bool operator==(const wakeup_state &, const wakeup_state &) = default;
+};
+
 struct thread_counters {
   // The kernel metrics (the per-second ones stay empty here: the interval assembly builds them).
   metrics::thread_set m;
   migration_counters migrations;
   counter_values counters{}; // perf counter deltas by slot (rsched_counter_slot)
   blame_state blame;         // blame group
+  wakeup_state wakeup;       // wakeup group
   [[nodiscard]] bool empty() const {
-    bool none = m.empty() && migrations.count == 0 && blame.empty();
+    bool none = m.empty() && migrations.count == 0 && blame.empty() && wakeup.empty();
     for (auto c : counters) {
       none = none && c == 0;
     }
@@ -321,6 +381,8 @@ void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch = 0);
 // it keeps.
 void blame_from_record(const char *at, blame_state &out, std::uint32_t epoch = 0);
 void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out);
+// The wakeup group's wakers as read (slots in use and pseudo-wakers with counts).
+void from_abi(const rsched_wakeup &w, wakeup_state &out);
 thread_sample from_abi(const rsched_task_record &r);
 // Fills `out` in place (`blame_epoch`: as for the blame above).
 void from_abi(const rsched_task_record &r, thread_sample &out, std::uint32_t blame_epoch = 0);
