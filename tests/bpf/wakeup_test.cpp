@@ -159,7 +159,7 @@ void run_pipe(const std::string &mode) {
     WARN("needs two CPUs");
     return;
   }
-  test::recording rec({"-i", "1", "-g", "latency,blame,wakeup", "--bpf-mode", mode});
+  test::recording rec({"-i", "1", "-g", "latency,slice,blame,wakeup", "--bpf-mode", mode});
   keep_off_cpu(rec.d.pid(), hog_cpu);
   std::unique_ptr<wakelat_bpf, probe_deleter> probe(wakelat_bpf::open_and_load());
   REQUIRE(probe != nullptr);
@@ -273,6 +273,36 @@ void run_pipe(const std::string &mode) {
   // Each read after the first blocked once (a read the writer's byte beat is rarer than 1 in
   // 100 here): the workload's own count agrees too.
   CHECK(within(w.count["rs-writer"], reads));
+
+  // why(): the reader slept, woken by the writer; one hop further the writer waited behind the
+  // hog.
+  const std::string q =
+      "SELECT hop, subject, part, by_comm, ns, share_pct, summary FROM why('tid:" +
+      std::to_string(reader) + "')";
+  const auto why = test::query_db(rec.db, q);
+  REQUIRE(!why.empty());
+  std::printf("why[%s]: %s\n", mode.c_str(), as_text(why[0][6]).c_str());
+  INFO(as_text(why[0][6]));
+  std::map<std::string, double> hop0, hop1; // share by part and culprit/waker
+  std::string hop1_subject;
+  for (const auto &r : why) {
+    const std::string key = as_text(r[2]) + ":" + as_text(r[3]);
+    (as_int(r[0]) == 0 ? hop0 : hop1)[key] += std::get<double>(r[5]);
+    if (as_int(r[0]) == 1) {
+      hop1_subject = as_text(r[1]);
+    }
+  }
+  CHECK(hop0["sleeping:rs-writer"] >= 80.0);
+  CHECK(hop1_subject == "rs-writer[" + std::to_string(writer) + "]");
+  // The writer's runnable time is the hog's, and it is most of the writer's waiting.
+  double runnable = 0;
+  for (const auto &[k, share] : hop1) {
+    if (k.rfind("runnable:", 0) == 0) {
+      runnable += share;
+    }
+  }
+  CHECK(hop1["runnable:rs-hog"] >= runnable * 0.8);
+  CHECK(hop1["runnable:rs-hog"] > 0);
 }
 
 } // namespace

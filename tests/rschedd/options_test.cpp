@@ -128,7 +128,7 @@ TEST_CASE("options: -g with a group that does not exist names it as an unknown m
   CHECK(q.err().msg.rfind("unknown perf event 'offcpu'", 0) == 0);
 }
 
-TEST_CASE("-g wakeup selects the wakeup group alone; all leaves it out", "[rschedd]") {
+TEST_CASE("metric group wakeup: -g wakeup selects it alone, all leaves it out", "[rschedd]") {
   auto g = rsched::rschedd::parse_groups({"wakeup"});
   REQUIRE(g.ok());
   CHECK(g->groups == RSCHED_G_WAKEUP);
