@@ -32,17 +32,24 @@ def measure(cmd, workload):
     os.killpg(tracer.pid, signal.SIGINT)
     tracer.wait(timeout=30)
     per = {}
-    tot_ns = tot_cnt = 0
+    tot_ns = tot_cnt = switches = 0
     for i in ids:
         if i not in a or i not in b:
             continue
         dn = b[i].get("run_time_ns", 0) - a[i].get("run_time_ns", 0)
         dc = b[i].get("run_cnt", 0) - a[i].get("run_cnt", 0)
         if dc > 0:
-            per[b[i].get("name", str(i))] = dn / dc
+            name = b[i].get("name", str(i))
+            per[name] = dn / dc
             tot_ns += dn
             tot_cnt += dc
-    return (tot_ns / tot_cnt if tot_cnt else float("nan")), per, tot_cnt
+            if name.startswith("sched_switch"):
+                switches = max(switches, dc)
+    # ns per event, the programs' ns per event, events, and all the tracer's BPF time per context
+    # switch (tracers that attach more tracepoints, such as -g wakeup's interrupt ones, have more
+    # and cheaper events: per switch compares what each costs the same workload).
+    return ((tot_ns / tot_cnt if tot_cnt else float("nan")), per, tot_cnt,
+            (tot_ns / switches if switches else float("nan")))
 
 def main():
     ap = argparse.ArgumentParser()
@@ -64,6 +71,9 @@ def main():
         "rschedd -g latency,blame": [args.rschedd, "--no-db", "-i", "1", "-g", "latency,blame"],
         "rschedd -g latency,migration,blame (service + blame)": [
             args.rschedd, "--no-db", "-i", "1", "-g", "latency,migration,blame"],
+        "rschedd -g latency,wakeup": [args.rschedd, "--no-db", "-i", "1", "-g", "latency,wakeup"],
+        "rschedd -g latency,migration,blame,wakeup (service + blame + wakeup)": [
+            args.rschedd, "--no-db", "-i", "1", "-g", "latency,migration,blame,wakeup"],
         "runqlat": [args.runqlat, "1", "1000"],
     }
     for path in args.baseline:
@@ -78,27 +88,32 @@ def main():
     old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
     open("/proc/sys/kernel/bpf_stats_enabled", "w").write("1")
     results = {k: [] for k in tracers}
+    per_switch = {k: [] for k in tracers}
     detail = {k: [] for k in tracers}
     try:
         for rep in range(args.reps):
             order = list(tracers)
             random.Random(rep).shuffle(order)
             for name in order:
-                w, per, cnt = measure(tracers[name], args.workload)
+                w, per, cnt, sw = measure(tracers[name], args.workload)
                 results[name].append(w)
+                per_switch[name].append(sw)
                 detail[name].append(per)
-                print(f"rep {rep} {name}: {w:.0f} ns/event over {cnt} events  " +
+                print(f"rep {rep} {name}: {w:.0f} ns/event over {cnt} events, {sw:.0f} ns/switch  " +
                       ", ".join(f"{k} {v:.0f}" for k, v in sorted(per.items())), flush=True)
     finally:
         open("/proc/sys/kernel/bpf_stats_enabled", "w").write(old)
     print(f"\nworkload: {args.workload}; {args.reps} interleaved repetitions; medians:")
     med = {k: statistics.median(v) for k, v in results.items()}
+    msw = {k: statistics.median(v) for k, v in per_switch.items()}
     for k, v in med.items():
-        print(f"  {k:28s} {v:6.0f} ns/event  [min {min(results[k]):.0f}, max {max(results[k]):.0f}]")
+        print(f"  {k:28s} {v:6.0f} ns/event  [min {min(results[k]):.0f}, max {max(results[k]):.0f}]"
+              f"  {msw[k]:6.0f} ns/switch")
     base = med["runqlat"]
     for k, v in med.items():
         if k != "runqlat":
-            print(f"  ratio {k} / runqlat = {v / base:.2f}")
+            print(f"  ratio {k} / runqlat = {v / base:.2f} per event, "
+                  f"{msw[k] / msw['runqlat']:.2f} per switch")
 
 if __name__ == "__main__":
     sys.exit(main())
