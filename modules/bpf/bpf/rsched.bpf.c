@@ -509,12 +509,14 @@ static __always_inline int on_waking(struct task_struct *p, bool btf)
 	st = state_of(p, btf, ON(RSCHED_G_WAKING));
 	if (!st)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = 0;
 	if (ON(RSCHED_G_WAKING))
-		st->waking_ns = now;
+		st->waking_ns = now = bpf_ktime_get_ns();
 	if (ON(RSCHED_G_WAKEUP) && st->wakeup.off_since) {
 		/* the sleep that began at its switch-out ends: charged whole to this waker */
 		__u64 t0 = st->wakeup.off_since;
+		if (!now)
+			now = bpf_ktime_get_ns();
 		st->wakeup.off_since = 0;
 		wakeup_charge(st, now > t0 ? now - t0 : 0, st->wakeup.off_state);
 		mark_dirty(st, p, btf);
