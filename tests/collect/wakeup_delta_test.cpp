@@ -125,3 +125,53 @@ TEST_CASE("wakeup: the compact record carries the group after blame; the tracker
   CHECK(d2.threads[0].c.wakeup.e.at(0).n.sleep_ns[RSCHED_SLEEP_S] == 300);
   CHECK(d2.threads[0].c.wakeup.e.at(0).n.count[RSCHED_SLEEP_S] == 1);
 }
+
+TEST_CASE("wakeup: D sleeps' stacks by slot, a new occupant counted whole, <other> kept",
+          "[collect][wakeup]") {
+  rsched_wakeup a{};
+  a.stack_gen[0] = 1;
+  a.stack_id[0] = 7;
+  a.stack_ns[0] = 100;
+  a.stack_count[0] = 2;
+  a.other_stack_ns = 5;
+  a.other_stack_count = 1;
+  wakeup_state s0;
+  from_abi(a, s0);
+  REQUIRE(s0.stacks.size() == 2);
+  rsched_wakeup b = a;
+  b.stack_ns[0] = 160; // same stack: +60, +1
+  b.stack_count[0] = 3;
+  b.stack_gen[1] = 1; // a new one
+  b.stack_id[1] = 9;
+  b.stack_ns[1] = 40;
+  b.stack_count[1] = 1;
+  b.stack_gen[0] = 1;
+  wakeup_state s1;
+  from_abi(b, s1);
+  wakeup_state d = delta(s1, s0);
+  REQUIRE(d.stacks.size() == 2);
+  CHECK(d.stacks[0].stack == 7);
+  CHECK(d.stacks[0].sleep_ns == 60);
+  CHECK(d.stacks[0].count == 1);
+  CHECK(d.stacks[1].stack == 9);
+  CHECK(d.stacks[1].sleep_ns == 40);
+  // Slot 0 given to another stack: its counts are whole.
+  rsched_wakeup c = b;
+  c.stack_gen[0] = 2;
+  c.stack_id[0] = 11;
+  c.stack_ns[0] = 30;
+  c.stack_count[0] = 1;
+  wakeup_state s2;
+  from_abi(c, s2);
+  d = delta(s2, s1);
+  REQUIRE(d.stacks.size() == 1);
+  CHECK(d.stacks[0].stack == 11);
+  CHECK(d.stacks[0].sleep_ns == 30);
+  // Sums per stack.
+  wakeup_state sum;
+  accumulate(sum, d);
+  accumulate(sum, d);
+  REQUIRE(sum.stacks.size() == 1);
+  CHECK(sum.stacks[0].sleep_ns == 60);
+  CHECK(!sum.empty());
+}

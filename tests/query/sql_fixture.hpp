@@ -162,6 +162,13 @@ inline void wakeups(rsched::store::thread_row &t) {
   } else if (t.comm == "db") {
     t.wakeups = {by(waker_kind::process, 10, "web", "/web.slice", 0, interval / 4, 50),
                  by(waker_kind::softirq, 0, "", "", 1, interval / 20, 5)};
+    // Its D sleeps: writing back its data file (the same stack every interval).
+    rsched::store::blocked_row b;
+    b.hash = 0x5EED;
+    b.frames = {"io_schedule", "folio_wait_writeback", "ext4_sync_file", "do_fsync"};
+    b.sleep_ns = static_cast<std::uint64_t>(interval / 20);
+    b.count = 5;
+    t.blocked = {b};
   }
 }
 

@@ -110,3 +110,47 @@ TEST_CASE_METHOD(new_db, "wakeups roll up per (comm, cgroup) of sleeper and wake
   CHECK(scalar_int(r, "SELECT count(by_pid) FROM wakeups_1m WHERE by_comm = 'writer'") == 0);
   CHECK(scalar_int(r, "SELECT sum(count) FROM wakeups_1m WHERE by_comm = 'writer'") == 12 * 8);
 }
+
+TEST_CASE_METHOD(new_db, "blocked stacks: frames stored once per stack and boot, the view, rollups",
+                 "[store][wakeup]") {
+  const auto blocked = [](std::uint64_t hash, std::vector<std::string> frames, std::uint64_t ns,
+                          std::uint64_t n) {
+    rsched::store::blocked_row b;
+    b.hash = hash;
+    b.frames = std::move(frames);
+    b.sleep_ns = ns;
+    b.count = n;
+    return b;
+  };
+  for (int i = 0; i < 12; ++i) {
+    auto t = sleeper(10, "fsyncer");
+    t.blocked = {
+        blocked(0xF00DULL << 40, {"io_schedule", "folio_wait_bit", "ext4_sync_file"}, 700, 3),
+        blocked(0, {}, 50, 1)};
+    auto u = sleeper(11, "fsyncer");
+    u.blocked = {
+        blocked(0xF00DULL << 40, {"io_schedule", "folio_wait_bit", "ext4_sync_file"}, 300, 1)};
+    write_ok(w, make_interval(t0 + i * 10 * sec, {t, u}));
+  }
+  write_ok(w, make_interval(t0 + 2 * minute, {make_thread(1, "later", {1})}));
+  REQUIRE(w.maintain(t0 + 3 * minute).ok());
+  auto r = open_reader(path);
+  CHECK(columns_of(r, "blocked_stacks") ==
+        std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "stack_id", "frames",
+                                 "sleep_ns", "count", "tier"});
+  // One stack row and its frames, whatever the intervals and threads that name it.
+  CHECK(scalar_int(r, "SELECT count(*) FROM kstack WHERE hash <> 0") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM kstack_frame") == 3);
+  auto rows = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks GROUP BY "
+                     "stack_id ORDER BY 2 DESC");
+  REQUIRE(rows.rows.size() == 2);
+  CHECK(as_text(rows.rows[0][0]) == "io_schedule <- folio_wait_bit <- ext4_sync_file");
+  CHECK(as_int(rows.rows[0][1]) == 12 * 1000);
+  CHECK(as_text(rows.rows[1][0]) == "<other>");
+  CHECK(as_int(rows.rows[1][2]) == 12);
+  // Rolled up per (comm, cgroup) and stack, exactly.
+  auto m = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks_1m GROUP BY "
+                  "stack_id ORDER BY 2 DESC");
+  CHECK(m.rows == rows.rows);
+  CHECK(scalar_int(r, "SELECT count(DISTINCT tid) FROM blocked_stacks_1m") == 1);
+}

@@ -252,6 +252,24 @@ struct {
 	__type(value, struct rsched_irq_ctx);
 } irq_ctx SEC(".maps");
 
+/* Wakeup group: the kernel stacks of D sleeps, taken at the switch-out (id -> return
+ * addresses, innermost first; one entry without the group). */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, RSCHED_KSTACK_DEPTH * sizeof(__u64));
+} kstacks SEC(".maps");
+
+/* ... and a second map of another size (another bucket for the same hash): a stack whose
+ * bucket in `kstacks` holds another one is stored here (ids | RSCHED_KSTACK_ALT). */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 8192);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, RSCHED_KSTACK_DEPTH * sizeof(__u64));
+} kstacks_alt SEC(".maps");
+
 /* Final records put into the graveyard so far: user space reads the graveyard only when this
  * moved (walking an empty 16k-bucket hash costs ~0.1 ms). Counted after the insert. */
 __u64 buried;
@@ -306,7 +324,7 @@ static __always_inline void charge_counters(struct task_struct *prev, __u32 prev
 /* A scheduling-delay timestamp of task p: the monotonic clock, or the runqueue clock. */
 #define DELAY_TS(p) (delay_rq_clock ? rq_clock_of((p), btf) : NOW())
 
-static __always_inline int on_switch(bool preempt, struct task_struct *prev,
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool btf)
 {
 	struct rsched_task_state *st = NULL, *nst = NULL;
@@ -368,6 +386,19 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				/* a sleep begins (ended and charged at its sched_waking) */
 				st->wakeup.off_since = runnable ? 0 : NOW();
 				st->wakeup.off_state = sleep_state_of(state);
+				/* where a D sleep blocks: this kernel stack (prev's) */
+				long sid = -1;
+				if (!runnable && st->wakeup.off_state == RSCHED_SLEEP_D) {
+					sid = bpf_get_stackid(ctx, &kstacks, BPF_F_FAST_STACK_CMP);
+					if (sid ==
+					    -17 /* -EEXIST: its bucket holds another stack */) {
+						sid = bpf_get_stackid(ctx, &kstacks_alt,
+								      BPF_F_FAST_STACK_CMP);
+						if (sid >= 0)
+							sid |= RSCHED_KSTACK_ALT;
+					}
+				}
+				st->wakeup.off_stack1 = sid >= 0 ? (__u32)sid + 1 : 0;
 			}
 			if (ON(RSCHED_G_BLAME) && runnable) {
 				blame_preempt(st, next_tid,
@@ -519,6 +550,8 @@ static __always_inline int on_waking(struct task_struct *p, bool btf)
 			now = bpf_ktime_get_ns();
 		st->wakeup.off_since = 0;
 		wakeup_charge(st, now > t0 ? now - t0 : 0, st->wakeup.off_state);
+		if (st->wakeup.off_state == RSCHED_SLEEP_D)
+			stack_charge(st, now > t0 ? now - t0 : 0);
 		mark_dirty(st, p, btf);
 	}
 	return 0;
@@ -599,13 +632,13 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next, true);
+	return on_switch(ctx, preempt, prev, next, true);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next, false);
+	return on_switch(ctx, preempt, prev, next, false);
 }
 
 SEC("tp_btf/sched_wakeup")

@@ -147,4 +147,53 @@ static __always_inline void wakeup_charge(struct rsched_task_state *st, __u64 ns
 	n->count[s] += 1;
 }
 
+/* A kernel stack's slot (stack map id + 1 `sid1`): as a waker's (rsched_wakeup_search). */
+__noinline int rsched_stack_search(struct rsched_task_state *st, __u32 sid1)
+{
+	if (!st)
+		return -1;
+	struct rsched_wakeup *w = &st->wakeup;
+	__u16 epoch = (__u16)blame_epoch;
+
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_WAKEUP_STACKS; i++) {
+		if (w->stack_gen[i] && w->stack_id[i] == sid1 - 1) {
+			w->stack_epoch[i] = epoch;
+			return (int)i;
+		}
+	}
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_WAKEUP_STACKS; i++) {
+		if (!w->stack_gen[i] || (__u16)(epoch - w->stack_epoch[i]) >= 3) {
+			__u16 gen = w->stack_gen[i] + 1;
+			w->stack_gen[i] = gen ? gen : 1;
+			w->stack_epoch[i] = epoch;
+			w->stack_id[i] = sid1 - 1;
+			w->stack_ns[i] = 0;
+			w->stack_count[i] = 0;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* Charges a D sleep of `ns` to the kernel stack it blocked in (off_stack1), or to
+ * other_stack when it has none or every slot is taken. */
+static __always_inline void stack_charge(struct rsched_task_state *st, __u64 ns)
+{
+	struct rsched_wakeup *w = &st->wakeup;
+	__u32 sid1 = w->off_stack1;
+	int i = sid1 ? rsched_stack_search(st, sid1) : -1;
+
+	w->off_stack1 = 0;
+	if (i < 0) {
+		w->other_stack_ns += ns;
+		w->other_stack_count += 1;
+		return;
+	}
+	__u32 k = (__u32)i & (RSCHED_WAKEUP_STACKS - 1);
+	w->stack_ns[k] += ns;
+	w->stack_count[k] += 1;
+}
+
 #endif /* RSCHED_WAKEUP_BPF_H */

@@ -311,6 +311,15 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
       err != 0) {
     return make_error("bad blame epoch map size: " + errno_text(err), -err);
   }
+  // The wakeup group's stacks of D sleeps (6.8 MB: 16,384 + 8,192 stacks of 32 frames; a new
+  // stack whose hash bucket is taken in both maps is not stored, and its sleeps go to
+  // <other>): one entry each without it.
+  if (int err = bpf_map__set_max_entries(s->maps.kstacks, wakeup ? 16384U : 1U); err != 0) {
+    return make_error("bad stack map size: " + errno_text(err), -err);
+  }
+  if (int err = bpf_map__set_max_entries(s->maps.kstacks_alt, wakeup ? 8192U : 1U); err != 0) {
+    return make_error("bad stack map size: " + errno_text(err), -err);
+  }
   // Only the state map of the chosen mode is created.
   bpf_map__set_autocreate(s->maps.task_state, btf);
   bpf_map__set_autocreate(s->maps.task_hash, !btf);
@@ -461,6 +470,20 @@ int program::cpu_stats_fd() const {
 }
 int program::drops_fd() const {
   return bpf_map__fd(p_->skel->maps.drops);
+}
+result<std::vector<std::uint64_t>> program::kernel_stack(std::uint32_t id) const {
+  std::vector<std::uint64_t> ips(RSCHED_KSTACK_DEPTH);
+  const bool alt = (id & RSCHED_KSTACK_ALT) != 0;
+  const std::uint32_t key = id & ~RSCHED_KSTACK_ALT;
+  if (bpf_map_lookup_elem(bpf_map__fd(alt ? p_->skel->maps.kstacks_alt : p_->skel->maps.kstacks),
+                          &key, ips.data()) != 0) {
+    const int e = errno;
+    return make_error(fmt::format("reading kernel stack {} failed: {}", id, errno_text(e)), e);
+  }
+  while (!ips.empty() && ips.back() == 0) {
+    ips.pop_back();
+  }
+  return ips;
 }
 int program::task_hash_fd() const {
   return bpf_map__fd(p_->skel->maps.task_hash);

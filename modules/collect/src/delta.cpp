@@ -111,6 +111,16 @@ void from_abi(const rsched_wakeup &w, wakeup_state &out) {
       out.e.push_back(x);
     }
   }
+  out.stacks.clear();
+  for (std::uint32_t i = 0; i < RSCHED_WAKEUP_STACKS; ++i) {
+    if (w.stack_gen[i] != 0) {
+      out.stacks.push_back({i, w.stack_gen[i], w.stack_id[i], w.stack_ns[i], w.stack_count[i]});
+    }
+  }
+  if (w.other_stack_count != 0 || w.other_stack_ns != 0) {
+    out.stacks.push_back(
+        {RSCHED_WAKEUP_STACKS, 0, other_stack, w.other_stack_ns, w.other_stack_count});
+  }
 }
 
 namespace {
@@ -261,6 +271,19 @@ wakeup_state delta(const wakeup_state &cur, const wakeup_state &prev) {
       d.e.push_back({c.index, c.gen, c.who, n});
     }
   }
+  for (const auto &c : cur.stacks) {
+    const auto p = std::find_if(prev.stacks.begin(), prev.stacks.end(), [&](const auto &x) {
+      return x.index == c.index && x.gen == c.gen && x.stack == c.stack;
+    });
+    blocked_entry n = c;
+    if (p != prev.stacks.end()) {
+      n.sleep_ns = sub(c.sleep_ns, p->sleep_ns);
+      n.count = sub(c.count, p->count);
+    }
+    if (n.sleep_ns != 0 || n.count != 0) {
+      d.stacks.push_back(n);
+    }
+  }
   return d;
 }
 
@@ -272,6 +295,16 @@ void accumulate(wakeup_state &into, const wakeup_state &d) {
       into.e.push_back(x);
     } else {
       it->n += x.n;
+    }
+  }
+  for (const auto &x : d.stacks) {
+    auto it = std::find_if(into.stacks.begin(), into.stacks.end(),
+                           [&](const blocked_entry &y) { return y.stack == x.stack; });
+    if (it == into.stacks.end()) {
+      into.stacks.push_back(x);
+    } else {
+      it->sleep_ns += x.sleep_ns;
+      it->count += x.count;
     }
   }
 }
@@ -606,6 +639,7 @@ interval_delta delta_tracker::advance(snapshot &&snap) {
     out.drops[i] = sub(snap.drops[i], prev_drops_[i]);
   }
   prev_drops_ = snap.drops;
+  out.stacks = std::move(snap.stacks);
   return out;
 }
 

@@ -2,7 +2,8 @@
 //
 // Hop 0 is the victim: its time running (the slice group's time slices), runnable (its
 // scheduling delay, divided among what ran meanwhile: blame's culprits) and sleeping (the wakeup
-// group: who ended each sleep, by the state it slept in). Hop 1 is the process that ended most
+// group: who ended each sleep, by the state it slept in), and where its D sleeps blocked (their
+// kernel stacks, a split of the D part). Hop 1 is the process that ended most
 // of that sleep (the top waker): the same three parts of its own time in the same window, its
 // runnable delay divided among its culprits. "slept 80 % on a pipe, woken by db[1234]; db itself
 // waited 60 % of its time behind batch[77]".
@@ -135,6 +136,39 @@ std::string pct(std::int64_t part, std::int64_t whole) {
   return fmt::format("{:.0f} %", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
 }
 
+// Where the victims' D sleeps blocked: per kernel stack, its frames (innermost first).
+struct blocked_part {
+  std::string frames;
+  std::int64_t sleep_ns = 0, count = 0;
+};
+
+result<std::vector<blocked_part>> blocked_of(sqlite3 *db, const victims &v, std::int64_t a,
+                                             std::int64_t b) {
+  std::vector<blocked_part> out;
+  if (!has_table(db, "thread_blocked")) {
+    return out;
+  }
+  auto r = each_row(
+      db,
+      fmt::format("SELECT coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT func FROM "
+                  "kstack_frame WHERE stack_id = x.stack_id ORDER BY depth) AS f), '<other>'), "
+                  "sum(x.sleep_ns), sum(x.count) FROM {} AS i CROSS JOIN thread_blocked AS x ON "
+                  "x.interval_id = i.id CROSS JOIN thread AS t ON t.id = x.thread_id WHERE {} AND "
+                  "{} GROUP BY x.stack_id",
+                  timeline(db), overlaps(db, "i", a), victims_sql(v, 3)),
+      a, b, v, [&](sqlite3_stmt *s) {
+        out.push_back(
+            {sqlite::column_text(s, 0), sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2)});
+      });
+  if (!r) {
+    return r.err();
+  }
+  std::stable_sort(out.begin(), out.end(), [](const blocked_part &x, const blocked_part &y) {
+    return x.sleep_ns > y.sleep_ns;
+  });
+  return out;
+}
+
 // One hop's time: running (nullopt: not recorded), runnable culprits, sleeping wakers.
 struct hop {
   std::string subject;
@@ -142,6 +176,7 @@ struct hop {
   std::vector<culprit_sum> culprits;
   std::optional<std::int64_t> delay; // sched_delay's total when no blame was recorded
   std::vector<waker_part> wakers;
+  std::vector<blocked_part> blocked; // the D part of `wakers`, by kernel stack
   [[nodiscard]] std::int64_t runnable() const {
     std::int64_t n = 0;
     for (const auto &c : culprits) {
@@ -185,6 +220,11 @@ result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b
     return w.err();
   }
   h.wakers = std::move(*w);
+  auto bl = blocked_of(db, v, a, b);
+  if (!bl) {
+    return bl.err();
+  }
+  h.blocked = std::move(*bl);
   return h;
 }
 
@@ -317,6 +357,11 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     }
     for (const auto &p : h.wakers) {
       add("sleeping", p.state, opt(p.pid), p.comm, p.cgroup, p.sleep_ns, p.count);
+    }
+    // Where the D sleeps blocked (a split of the D rows above, not added to the hop's time):
+    // the kernel stack in by_comm.
+    for (const auto &p : h.blocked) {
+      add("blocked", std::string("D"), {}, p.frames, {}, p.sleep_ns, p.count);
     }
   }
   return out;

@@ -1037,7 +1037,40 @@ CREATE TABLE thread_wakeup(
   count       INTEGER NOT NULL, -- sleeps it ended
   PRIMARY KEY(interval_id, thread_id, waker_id, state)
 ) WITHOUT ROWID;
+-- Where D sleeps blocked: kernel stacks, per boot, by a hash of their return addresses (the
+-- row with boot_id '' and hash 0 is <other>: stacks past the kernel's slots or not taken).
+CREATE TABLE kstack(
+  id      INTEGER PRIMARY KEY,
+  boot_id TEXT NOT NULL,
+  hash    INTEGER NOT NULL, -- FNV-1a of the return addresses (as a signed 64-bit integer)
+  depth   INTEGER NOT NULL, -- frames in kstack_frame
+  UNIQUE(boot_id, hash)
+);
+INSERT INTO kstack(boot_id, hash, depth) VALUES ('', 0, 0);
+CREATE TABLE kstack_frame(
+  stack_id INTEGER NOT NULL,
+  depth    INTEGER NOT NULL, -- 0 innermost
+  func     TEXT NOT NULL,    -- the kernel function (/proc/kallsyms), or 0x<address>
+  PRIMARY KEY(stack_id, depth)
+) WITHOUT ROWID;
+CREATE TABLE thread_blocked(
+  interval_id INTEGER NOT NULL,
+  thread_id   INTEGER NOT NULL, -- the thread whose D sleeps blocked there
+  stack_id    INTEGER NOT NULL, -- kstack.id
+  sleep_ns    INTEGER NOT NULL, -- switch-out -> sched_waking, summed over those D sleeps
+  count       INTEGER NOT NULL, -- those D sleeps
+  PRIMARY KEY(interval_id, thread_id, stack_id)
+) WITHOUT ROWID;
 )sql";
+  const view_spec blocked{
+      "blocked_stacks",
+      "{T}, b.stack_id AS stack_id, coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT "
+      "func FROM kstack_frame WHERE stack_id = b.stack_id ORDER BY depth) AS f), '<other>') AS "
+      "frames, b.sleep_ns AS sleep_ns, b.count AS count",
+      "intervals AS i CROSS JOIN thread_blocked AS b ON b.interval_id = i.id "
+      "JOIN thread AS t ON t.id = b.thread_id",
+      ""};
+  sql += create_views(blocked);
   const view_spec v{
       "wakeups",
       "{T}, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END AS by_pid, c.comm AS "

@@ -67,7 +67,13 @@ enum {
 	RSCHED_WAKEUP_SLOTS = 8,
 	RSCHED_WAKEUP_STATES = 3,
 	RSCHED_WAKEUP_PSEUDO = 5,
+	/* Wakeup: the kernel stacks of D sleeps kept per thread, and the frames a stack keeps. */
+	RSCHED_WAKEUP_STACKS = 8,
+	RSCHED_KSTACK_DEPTH = 32,
 };
+
+/* A stack id of the second stack map (`kstacks_alt`): RSCHED_KSTACK_ALT | its id there. */
+#define RSCHED_KSTACK_ALT 0x40000000U
 
 /* Metric groups, a bit mask in the BPF rodata `groups`: code of an unselected group is dead
  * (the verifier removes branches on frozen rodata), so it costs nothing per event. */
@@ -226,6 +232,18 @@ struct rsched_wakeup {
 	__u16 epoch[RSCHED_WAKEUP_SLOTS]; /* blame_epoch (low 16 bits) at the last update */
 	struct rsched_wakeup_slot slot[RSCHED_WAKEUP_SLOTS];
 	struct rsched_wakeup_counts pseudo[RSCHED_WAKEUP_PSEUDO]; /* enum rsched_waker_pseudo */
+	/* Where D sleeps blocked: per kernel stack (an id of the `kstacks` stack map, taken at the
+	 * switch-out), their time and count; slots given away as the wakers'; past them, or when
+	 * the stack could not be taken, other_stack_*. The parts add up to the D rows above. */
+	__u32 off_stack1; /* BPF-internal: the stack id + 1 of the D sleep in progress, 0 none */
+	__u32 stack_hint; /* BPF-internal */
+	__u32 stack_id[RSCHED_WAKEUP_STACKS];
+	__u16 stack_gen[RSCHED_WAKEUP_STACKS];
+	__u16 stack_epoch[RSCHED_WAKEUP_STACKS];
+	__u64 stack_ns[RSCHED_WAKEUP_STACKS];
+	__u64 stack_count[RSCHED_WAKEUP_STACKS];
+	__u64 other_stack_ns;
+	__u64 other_stack_count;
 };
 
 /* Per-thread cumulative state. Lives in task-local storage (tp_btf mode) or in a tid-keyed hash
@@ -399,11 +417,11 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLO
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame_slot) == 56, "blame slot");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 68 * RSCHED_BLAME_SLOTS + 64 + 8 + 16, "blame");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup_counts) == 48, "wakeup counts");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup) == 16 + 64 + 72 * RSCHED_WAKEUP_SLOTS + 240,
+RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup) == 16 + 64 + 72 * RSCHED_WAKEUP_SLOTS + 240 + 216,
 		  "wakeup");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 896, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 1112, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 896, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1112, "task record");
 RSCHED_ABI_ASSERT((RSCHED_WAKEUP_SLOTS & (RSCHED_WAKEUP_SLOTS - 1)) == 0,
 		  "wakeup slots: a power of 2");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");

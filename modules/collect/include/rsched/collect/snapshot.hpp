@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -269,13 +270,31 @@ struct wakeup_entry {
   friend bool operator==(const wakeup_entry &, const wakeup_entry &) = default;
 };
 
+// Where a thread's D sleeps blocked: a kernel stack (the stack map's id; `other_stack` for the
+// stacks past the slots or not taken), their time and count. `index`/`gen` as wakeup_entry's.
+inline constexpr std::uint32_t other_stack = 0xFFFFFFFFU;
+struct blocked_entry {
+  std::uint32_t index = 0;
+  std::uint32_t gen = 0;
+  std::uint32_t stack = other_stack;
+  std::uint64_t sleep_ns = 0;
+  std::uint64_t count = 0;
+  friend bool operator==(const blocked_entry &, const blocked_entry &) = default;
+};
+
 // A thread's wakers (empty without the group: a vector, so a thread without the group carries
-// no slots).
+// no slots) and its D sleeps' stacks.
 struct wakeup_state {
   std::vector<wakeup_entry> e;
+  std::vector<blocked_entry> stacks;
   [[nodiscard]] bool empty() const {
     for (const auto &x : e) {
       if (!x.n.empty()) {
+        return false;
+      }
+    }
+    for (const auto &x : stacks) {
+      if (x.count != 0 || x.sleep_ns != 0) {
         return false;
       }
     }
@@ -347,6 +366,15 @@ struct cpu_sample {
 
 using drop_counters = std::array<std::uint64_t, RSCHED_DROP_COUNT>;
 
+// A kernel stack of the wakeup group, resolved once: a hash of its return addresses (the same
+// stack in every run of one boot) and its functions, innermost first.
+struct kernel_stack {
+  std::uint64_t hash = 0;
+  std::vector<std::string> frames;
+  friend bool operator==(const kernel_stack &, const kernel_stack &) = default;
+};
+using kernel_stacks = std::map<std::uint32_t, kernel_stack>; // by the stack map's id
+
 // One read of the kernel side: cumulative values.
 struct snapshot {
   // A full read lists every live thread with state; a partial one only threads whose counters
@@ -359,6 +387,8 @@ struct snapshot {
   std::vector<thread_sample> segments;
   std::vector<cpu_sample> cpus; // every possible CPU
   drop_counters drops{};
+  // The kernel stacks the samples name (wakeup group), by id: each resolved once per run.
+  kernel_stacks stacks;
   // CPU time the source spent turning kernel records into samples (--stats), ns.
   std::int64_t parse_cpu_ns = 0;
 };
@@ -370,6 +400,7 @@ struct interval_delta {
   std::vector<thread_sample> threads;
   std::vector<cpu_sample> cpus; // only CPUs with new samples
   drop_counters drops{};
+  kernel_stacks stacks; // the read's (snapshot::stacks)
 };
 
 // Conversions from the ABI structs.

@@ -81,6 +81,16 @@ struct wakeup_row {
   std::uint64_t count = 0;    // sleeps it ended
 };
 
+// Wakeup group (schema v14): where a thread's D sleeps blocked in one interval: a kernel stack
+// (its functions, innermost first; `hash` identifies it within a boot; 0 and no frames:
+// <other>, the stacks past the kernel's slots or not taken).
+struct blocked_row {
+  std::uint64_t hash = 0;
+  std::vector<std::string> frames;
+  std::uint64_t sleep_ns = 0; // switch-out -> sched_waking, summed over the D sleeps there
+  std::uint64_t count = 0;
+};
+
 // CPU pressure and bandwidth throttling of a cgroup ("/" = the whole system) in one interval:
 // deltas, each NULL in the database when the kernel does not say.
 struct cgroup_cpu_row {
@@ -119,6 +129,7 @@ struct thread_row {
   std::vector<blame_row> blame;
   // Wakeup group (schema v14): who ended this thread's sleeps, by sleep state.
   std::vector<wakeup_row> wakeups;
+  std::vector<blocked_row> blocked; // their D sleeps by kernel stack
 };
 
 // A generic perf event of the run (stable for the whole run; identified by name in the DB).
