@@ -32,7 +32,7 @@ def measure(cmd, workload):
     os.killpg(tracer.pid, signal.SIGINT)
     tracer.wait(timeout=30)
     per = {}
-    tot_ns = tot_cnt = 0
+    tot_ns = tot_cnt = switches = 0
     fl_ns = fl_cnt = 0
     for i in ids:
         if i not in a or i not in b:
@@ -40,15 +40,22 @@ def measure(cmd, workload):
         dn = b[i].get("run_time_ns", 0) - a[i].get("run_time_ns", 0)
         dc = b[i].get("run_cnt", 0) - a[i].get("run_cnt", 0)
         if dc > 0:
-            per[b[i].get("name", str(i))] = dn / dc
+            name = b[i].get("name", str(i))
+            per[name] = dn / dc
             tot_ns += dn
             tot_cnt += dc
-            if b[i].get("name", "").startswith("fl_"):  # the flight recorder's programs
+            if name.startswith("fl_"):  # the flight recorder's programs
                 fl_ns += dn
                 fl_cnt += dc
+            if name.startswith("sched_switch"):
+                switches = max(switches, dc)
     if fl_cnt:
         per["(flight programs alone)"] = fl_ns / fl_cnt
-    return (tot_ns / tot_cnt if tot_cnt else float("nan")), per, tot_cnt
+    # ns per event, the programs' ns per event, events, and all the tracer's BPF time per context
+    # switch (tracers that attach more tracepoints, such as -g wakeup's interrupt ones, have more
+    # and cheaper events: per switch compares what each costs the same workload).
+    return ((tot_ns / tot_cnt if tot_cnt else float("nan")), per, tot_cnt,
+            (tot_ns / switches if switches else float("nan")))
 
 def main():
     ap = argparse.ArgumentParser()
@@ -74,6 +81,9 @@ def main():
         "rschedd --flight-recorder 10 (default groups + flight)": [
             "sh", "-c", 'd=$(mktemp -d) && trap \'rm -rf "$d"\' EXIT INT && ' + args.rschedd +
             ' --db "$d/r.db" -i 1 --flight-recorder 10'],
+        "rschedd -g latency,wakeup": [args.rschedd, "--no-db", "-i", "1", "-g", "latency,wakeup"],
+        "rschedd -g latency,migration,blame,wakeup (service + blame + wakeup)": [
+            args.rschedd, "--no-db", "-i", "1", "-g", "latency,migration,blame,wakeup"],
         "runqlat": [args.runqlat, "1", "1000"],
     }
     for path in args.baseline:
@@ -88,23 +98,27 @@ def main():
     old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
     open("/proc/sys/kernel/bpf_stats_enabled", "w").write("1")
     results = {k: [] for k in tracers}
+    per_switch = {k: [] for k in tracers}
     detail = {k: [] for k in tracers}
     try:
         for rep in range(args.reps):
             order = list(tracers)
             random.Random(rep).shuffle(order)
             for name in order:
-                w, per, cnt = measure(tracers[name], args.workload)
+                w, per, cnt, sw = measure(tracers[name], args.workload)
                 results[name].append(w)
+                per_switch[name].append(sw)
                 detail[name].append(per)
-                print(f"rep {rep} {name}: {w:.0f} ns/event over {cnt} events  " +
+                print(f"rep {rep} {name}: {w:.0f} ns/event over {cnt} events, {sw:.0f} ns/switch  " +
                       ", ".join(f"{k} {v:.0f}" for k, v in sorted(per.items())), flush=True)
     finally:
         open("/proc/sys/kernel/bpf_stats_enabled", "w").write(old)
     print(f"\nworkload: {args.workload}; {args.reps} interleaved repetitions; medians:")
     med = {k: statistics.median(v) for k, v in results.items()}
+    msw = {k: statistics.median(v) for k, v in per_switch.items()}
     for k, v in med.items():
-        print(f"  {k:28s} {v:6.0f} ns/event  [min {min(results[k]):.0f}, max {max(results[k]):.0f}]")
+        print(f"  {k:28s} {v:6.0f} ns/event  [min {min(results[k]):.0f}, max {max(results[k]):.0f}]"
+              f"  {msw[k]:6.0f} ns/switch")
     for k, reps in detail.items():
         fl = [p["(flight programs alone)"] for p in reps if "(flight programs alone)" in p]
         if fl:
@@ -113,7 +127,8 @@ def main():
     base = med["runqlat"]
     for k, v in med.items():
         if k != "runqlat":
-            print(f"  ratio {k} / runqlat = {v / base:.2f}")
+            print(f"  ratio {k} / runqlat = {v / base:.2f} per event, "
+                  f"{msw[k] / msw['runqlat']:.2f} per switch")
 
 if __name__ == "__main__":
     sys.exit(main())

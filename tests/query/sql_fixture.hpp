@@ -137,6 +137,41 @@ inline void blame(rsched::store::thread_row &t, bool spike) {
   }
 }
 
+// Who ended the threads' sleeps (schema 14): web sleeps on db's answers (S, 4 s of each 10-s
+// interval) and on a timer, db on web's requests and on its disk (D, ended by the block
+// layer's softirq); hog never sleeps. During the spike the same: web's wait on db then leads,
+// one hop further, to db waiting behind hog.
+inline void wakeups(rsched::store::thread_row &t) {
+  using rsched::store::waker_kind;
+  using rsched::store::wakeup_row;
+  const auto by = [](waker_kind k, std::uint32_t pid, const char *comm, const char *cgroup,
+                     std::uint8_t state, std::int64_t ns, std::uint64_t count) {
+    wakeup_row w;
+    w.kind = k;
+    w.pid = pid;
+    w.comm = comm;
+    w.cgroup = cgroup;
+    w.state = state;
+    w.sleep_ns = static_cast<std::uint64_t>(ns);
+    w.count = count;
+    return w;
+  };
+  if (t.comm == "web") {
+    t.wakeups = {by(waker_kind::process, 20, "db", "/db.slice", 0, interval * 4 / 10, 50),
+                 by(waker_kind::timer, 0, "", "", 0, interval / 10, 10)};
+  } else if (t.comm == "db") {
+    t.wakeups = {by(waker_kind::process, 10, "web", "/web.slice", 0, interval / 4, 50),
+                 by(waker_kind::softirq, 0, "", "", 1, interval / 20, 5)};
+    // Its D sleeps: writing back its data file (the same stack every interval).
+    rsched::store::blocked_row b;
+    b.hash = 0x5EED;
+    b.frames = {"io_schedule", "folio_wait_writeback", "ext4_sync_file", "do_fsync"};
+    b.sleep_ns = static_cast<std::uint64_t>(interval / 20);
+    b.count = 5;
+    t.blocked = {b};
+  }
+}
+
 inline void build(history &h) {
   h.path = h.dir.file("rsched.db");
   std::mt19937_64 rng(20261120);
@@ -170,6 +205,7 @@ inline void build(history &h) {
     for (auto &x : ws) {
       threads.push_back(store_test::make_thread(x.tid, x.comm, x.ns, {1, 2}, x.cgroup));
       blame(threads.back(), spike);
+      wakeups(threads.back());
       auto &c = x.cpu == 0 ? c0 : c1;
       for (auto v : x.ns) {
         c.m[metric::cpu_sched_delay].hist.add(v);

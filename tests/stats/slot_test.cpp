@@ -81,8 +81,8 @@ TEST_CASE("log2 helper agrees with a plain loop", "[stats]") {
 }
 
 TEST_CASE("ABI structs have the layout the BPF side uses", "[stats][abi]") {
-  STATIC_REQUIRE(sizeof(rsched_task_record) == 5104);
-  STATIC_REQUIRE(sizeof(rsched_task_state) == 5056);
+  STATIC_REQUIRE(sizeof(rsched_task_record) == 6216);
+  STATIC_REQUIRE(sizeof(rsched_task_state) == 6168);
   STATIC_REQUIRE(offsetof(rsched_task_record, st) == sizeof(rsched_task_ident));
   STATIC_REQUIRE(sizeof(rsched_cpu_stats) % 8 == 0); // per-CPU values are 8-byte strided
 }

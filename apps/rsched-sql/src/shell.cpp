@@ -74,9 +74,11 @@ hist_count, hist_count_above, hist_fraction_above, hist_mean, hist_max,
 ipc(instructions, cycles), rate(n, dur); times: t('...'), ago('2h'), dur('5m'), fmt_time,
 bucket(ts, '10s'), ts IN around(T, '5m'), ts IN during(a, b), annotation_margin('2m');
 tables of their own: coverage, gaps, spikes, blame, inversions, compare, hist_buckets(hist),
-explain(ANNOTATION_ID) or explain(start, end [, victims]) (see docs/SQL.md).
+explain(ANNOTATION_ID) or explain(start, end [, victims]), why(victim [, start, end]): the
+victim's time running, runnable (blame's culprits) and sleeping (who woke it), and the same for
+its top waker (see docs/SQL.md).
 Over several hosts (rsched-sql --host NAME=PATH ...) every view and table starts with a host
-column, as do spikes, compare, coverage, gaps, blame, inversions and explain; "NAME".view is
+column, as do spikes, compare, coverage, gaps, blame, inversions, explain and why; "NAME".view is
 one host's own view.
 )";
 

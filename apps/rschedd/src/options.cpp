@@ -48,6 +48,8 @@ result<group_selection> parse_groups(const std::vector<std::string> &tokens) {
     } else if (t == "blame") {
       // Blame divides the scheduling delay among what ran meanwhile: it needs the delay.
       g.groups |= RSCHED_G_BLAME | RSCHED_G_LATENCY;
+    } else if (t == "wakeup") {
+      g.groups |= RSCHED_G_WAKEUP;
     } else if (t == "schedstat") {
       g.schedstat = true;
     } else if (t == "pressure") {

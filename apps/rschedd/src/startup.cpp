@@ -122,6 +122,7 @@ std::string banner(const options &opt) {
     add((g.groups & RSCHED_G_WAKING) != 0, "waking");
     add((g.groups & RSCHED_G_MIGRATION) != 0, "migration");
     add((g.groups & RSCHED_G_BLAME) != 0, "blame");
+    add((g.groups & RSCHED_G_WAKEUP) != 0, "wakeup");
     add(g.pressure, "pressure");
     active += "  - Metric groups: " + escaped_list(names) + "\n";
   }

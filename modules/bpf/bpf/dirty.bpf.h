@@ -118,6 +118,14 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 #pragma unroll
 		for (int i = 0; i < RSCHED_ITER_BLAME_BYTES / 8; i++)
 			b[i] = src[i];
+		off += RSCHED_ITER_BLAME_BYTES;
+	}
+	if (ON(RSCHED_G_WAKEUP)) {
+		__u64 *b = (__u64 *)(out + off);
+		const __u64 *src = (const __u64 *)&st->wakeup;
+#pragma unroll
+		for (int i = 0; i < RSCHED_ITER_WAKEUP_BYTES / 8; i++)
+			b[i] = src[i];
 	}
 }
 

@@ -25,8 +25,8 @@
  * Layout: this file holds the maps and globals, the event handlers and the programs; the helpers
  * are in headers next to it, included below in dependency order: task.bpf.h (reading a task and
  * its runqueue), state.bpf.h (per-thread state, the graveyard), hist.bpf.h (histograms),
- * dirty.bpf.h (the dirty list, the compact record, the drain's callbacks) and blame.bpf.h (the
- * blame group).
+ * dirty.bpf.h (the dirty list, the compact record, the drain's callbacks), blame.bpf.h (the
+ * blame group) and wakeup.bpf.h (the wakeup group).
  */
 #include "vmlinux.h"
 
@@ -235,6 +235,41 @@ struct {
  * three epochs ago has had its counts read, so it may be given to a new culprit. */
 __u32 blame_epoch;
 
+/* Wakeup group (BPF-internal): how deep this CPU is in each named interrupt context, counted
+ * by the hard-irq, softirq and hrtimer-expiry tracepoints (wakeup.bpf.h). */
+struct rsched_irq_ctx {
+	__u32 hardirq;
+	__u32 softirq;
+	__u32 timer;
+	__u32 pad;
+};
+
+/* 0 -> per-CPU interrupt context (wakeup group) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_irq_ctx);
+} irq_ctx SEC(".maps");
+
+/* Wakeup group: the kernel stacks of D sleeps, taken at the switch-out (id -> return
+ * addresses, innermost first; one entry without the group). */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, RSCHED_KSTACK_DEPTH * sizeof(__u64));
+} kstacks SEC(".maps");
+
+/* ... and a second map of another size (another bucket for the same hash): a stack whose
+ * bucket in `kstacks` holds another one is stored here (ids | RSCHED_KSTACK_ALT). */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 8192);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, RSCHED_KSTACK_DEPTH * sizeof(__u64));
+} kstacks_alt SEC(".maps");
+
 /* Final records put into the graveyard so far: user space reads the graveyard only when this
  * moved (walking an empty 16k-bucket hash costs ~0.1 ms). Counted after the insert. */
 __u64 buried;
@@ -250,6 +285,7 @@ __u32 drain_epoch;
 #include "hist.bpf.h"
 #include "dirty.bpf.h"
 #include "blame.bpf.h"
+#include "wakeup.bpf.h"
 
 /* Reads the open perf counters of this CPU and charges what they advanced since the last switch
  * to the thread that ran in between (prev). */
@@ -288,7 +324,7 @@ static __always_inline void charge_counters(struct task_struct *prev, __u32 prev
 /* A scheduling-delay timestamp of task p: the monotonic clock, or the runqueue clock. */
 #define DELAY_TS(p) (delay_rq_clock ? rq_clock_of((p), btf) : NOW())
 
-static __always_inline int on_switch(bool preempt, struct task_struct *prev,
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool btf)
 {
 	struct rsched_task_state *st = NULL, *nst = NULL;
@@ -318,7 +354,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		 * also the kernel's nvcsw/nivcsw split: involuntary unless it blocked. */
 		runnable = preempt || state == TASK_RUNNING;
 		st = state_of(prev, btf,
-			      runnable || ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_PERF));
+			      runnable || ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_PERF |
+					     RSCHED_G_WAKEUP));
 		if (st) {
 			if (ON(RSCHED_G_LATENCY)) {
 				/* delay runs from preemption */
@@ -345,6 +382,24 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			}
 			if (ON(RSCHED_G_SLEEP))
 				st->sleep_ns = runnable ? 0 : NOW();
+			if (ON(RSCHED_G_WAKEUP)) {
+				/* a sleep begins (ended and charged at its sched_waking) */
+				st->wakeup.off_since = runnable ? 0 : NOW();
+				st->wakeup.off_state = sleep_state_of(state);
+				/* where a D sleep blocks: this kernel stack (prev's) */
+				long sid = -1;
+				if (!runnable && st->wakeup.off_state == RSCHED_SLEEP_D) {
+					sid = bpf_get_stackid(ctx, &kstacks, BPF_F_FAST_STACK_CMP);
+					if (sid ==
+					    -17 /* -EEXIST: its bucket holds another stack */) {
+						sid = bpf_get_stackid(ctx, &kstacks_alt,
+								      BPF_F_FAST_STACK_CMP);
+						if (sid >= 0)
+							sid |= RSCHED_KSTACK_ALT;
+					}
+				}
+				st->wakeup.off_stack1 = sid >= 0 ? (__u32)sid + 1 : 0;
+			}
 			if (ON(RSCHED_G_BLAME) && runnable) {
 				blame_preempt(st, next_tid,
 					      next_tid ? (__u32)READ(btf, next, tgid) : 0, nst,
@@ -477,14 +532,28 @@ static __always_inline int on_waking(struct task_struct *p, bool btf)
 	struct rsched_task_state *st;
 	__u32 state;
 
-	if (!ON(RSCHED_G_WAKING) || READ(btf, p, pid) == 0)
+	if (!ON(RSCHED_G_WAKING | RSCHED_G_WAKEUP) || READ(btf, p, pid) == 0)
 		return 0;
 	state = task_run_state(p, btf);
 	if (state == TASK_RUNNING || (state & TASK_WAKING))
 		return 0;
-	st = state_of(p, btf, true);
-	if (st)
-		st->waking_ns = bpf_ktime_get_ns();
+	st = state_of(p, btf, ON(RSCHED_G_WAKING));
+	if (!st)
+		return 0;
+	__u64 now = 0;
+	if (ON(RSCHED_G_WAKING))
+		st->waking_ns = now = bpf_ktime_get_ns();
+	if (ON(RSCHED_G_WAKEUP) && st->wakeup.off_since) {
+		/* the sleep that began at its switch-out ends: charged whole to this waker */
+		__u64 t0 = st->wakeup.off_since;
+		if (!now)
+			now = bpf_ktime_get_ns();
+		st->wakeup.off_since = 0;
+		wakeup_charge(st, now > t0 ? now - t0 : 0, st->wakeup.off_state);
+		if (st->wakeup.off_state == RSCHED_SLEEP_D)
+			stack_charge(st, now > t0 ? now - t0 : 0);
+		mark_dirty(st, p, btf);
+	}
 	return 0;
 }
 
@@ -563,13 +632,13 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next, true);
+	return on_switch(ctx, preempt, prev, next, true);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next, false);
+	return on_switch(ctx, preempt, prev, next, false);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -589,6 +658,91 @@ int BPF_PROG(sched_waking_btf, struct task_struct *p) { return on_waking(p, true
 
 SEC("raw_tp/sched_waking")
 int BPF_PROG(sched_waking_raw, struct task_struct *p) { return on_waking(p, false); }
+
+/* Wakeup group: the interrupt contexts a wakeup can come from (wakeup.bpf.h, irq_ctx). */
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(irq_entry_btf)
+{
+	irq_level(RSCHED_WAKER_HARDIRQ, true);
+	return 0;
+}
+
+SEC("raw_tp/irq_handler_entry")
+int BPF_PROG(irq_entry_raw)
+{
+	irq_level(RSCHED_WAKER_HARDIRQ, true);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(irq_exit_btf)
+{
+	irq_level(RSCHED_WAKER_HARDIRQ, false);
+	return 0;
+}
+
+SEC("raw_tp/irq_handler_exit")
+int BPF_PROG(irq_exit_raw)
+{
+	irq_level(RSCHED_WAKER_HARDIRQ, false);
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(softirq_entry_btf)
+{
+	irq_level(RSCHED_WAKER_SOFTIRQ, true);
+	return 0;
+}
+
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(softirq_entry_raw)
+{
+	irq_level(RSCHED_WAKER_SOFTIRQ, true);
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(softirq_exit_btf)
+{
+	irq_level(RSCHED_WAKER_SOFTIRQ, false);
+	return 0;
+}
+
+SEC("raw_tp/softirq_exit")
+int BPF_PROG(softirq_exit_raw)
+{
+	irq_level(RSCHED_WAKER_SOFTIRQ, false);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(hrtimer_entry_btf)
+{
+	irq_level(RSCHED_WAKER_TIMER, true);
+	return 0;
+}
+
+SEC("raw_tp/hrtimer_expire_entry")
+int BPF_PROG(hrtimer_entry_raw)
+{
+	irq_level(RSCHED_WAKER_TIMER, true);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(hrtimer_exit_btf)
+{
+	irq_level(RSCHED_WAKER_TIMER, false);
+	return 0;
+}
+
+SEC("raw_tp/hrtimer_expire_exit")
+int BPF_PROG(hrtimer_exit_raw)
+{
+	irq_level(RSCHED_WAKER_TIMER, false);
+	return 0;
+}
 
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(sched_migrate_task_btf, struct task_struct *p, int dest_cpu)
@@ -628,6 +782,8 @@ static __always_inline int emit_task(struct seq_file *seq, struct rsched_task_id
 	if (ON(RSCHED_G_PERF) && bpf_seq_write(seq, st->counters, RSCHED_ITER_PERF_BYTES))
 		return -1;
 	if (ON(RSCHED_G_BLAME) && bpf_seq_write(seq, &st->blame, RSCHED_ITER_BLAME_BYTES))
+		return -1;
+	if (ON(RSCHED_G_WAKEUP) && bpf_seq_write(seq, &st->wakeup, RSCHED_ITER_WAKEUP_BYTES))
 		return -1;
 	return 0;
 }

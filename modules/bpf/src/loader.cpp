@@ -226,7 +226,10 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   // final record is taken at its last switch. Unselected groups' programs are not loaded.
   const bool btf = p->mode == attach_mode::tp_btf;
   const bool wakeups = (opt.groups & (RSCHED_G_LATENCY | RSCHED_G_SLEEP)) != 0;
-  const bool waking = (opt.groups & RSCHED_G_WAKING) != 0;
+  // The wakeup group ends a sleep at sched_waking, in the waker's context, and names interrupt
+  // contexts from their tracepoints.
+  const bool waking = (opt.groups & (RSCHED_G_WAKING | RSCHED_G_WAKEUP)) != 0;
+  const bool wakeup = (opt.groups & RSCHED_G_WAKEUP) != 0;
   // Blame follows a waiting thread that is moved to another runqueue.
   const bool migration = (opt.groups & (RSCHED_G_MIGRATION | RSCHED_G_BLAME)) != 0;
   struct variant_pair {
@@ -246,6 +249,12 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
       {s->progs.sched_wakeup_new_btf, s->progs.sched_wakeup_new_raw, wakeups},
       {s->progs.sched_waking_btf, s->progs.sched_waking_raw, waking},
       {s->progs.sched_migrate_task_btf, s->progs.sched_migrate_task_raw, migration},
+      {s->progs.irq_entry_btf, s->progs.irq_entry_raw, wakeup},
+      {s->progs.irq_exit_btf, s->progs.irq_exit_raw, wakeup},
+      {s->progs.softirq_entry_btf, s->progs.softirq_entry_raw, wakeup},
+      {s->progs.softirq_exit_btf, s->progs.softirq_exit_raw, wakeup},
+      {s->progs.hrtimer_entry_btf, s->progs.hrtimer_entry_raw, wakeup},
+      {s->progs.hrtimer_exit_btf, s->progs.hrtimer_exit_raw, wakeup},
   };
   std::vector<bpf_program *> to_attach;
   for (const auto &pr : pairs) {
@@ -301,6 +310,15 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
           (opt.groups & RSCHED_G_BLAME) != 0 ? static_cast<__u32>(RSCHED_BLAME_LEVELS) : 1U);
       err != 0) {
     return make_error("bad blame epoch map size: " + errno_text(err), -err);
+  }
+  // The wakeup group's stacks of D sleeps (6.8 MB: 16,384 + 8,192 stacks of 32 frames; a new
+  // stack whose hash bucket is taken in both maps is not stored, and its sleeps go to
+  // <other>): one entry each without it.
+  if (int err = bpf_map__set_max_entries(s->maps.kstacks, wakeup ? 16384U : 1U); err != 0) {
+    return make_error("bad stack map size: " + errno_text(err), -err);
+  }
+  if (int err = bpf_map__set_max_entries(s->maps.kstacks_alt, wakeup ? 8192U : 1U); err != 0) {
+    return make_error("bad stack map size: " + errno_text(err), -err);
   }
   // Only the state map of the chosen mode is created.
   bpf_map__set_autocreate(s->maps.task_state, btf);
@@ -452,6 +470,20 @@ int program::cpu_stats_fd() const {
 }
 int program::drops_fd() const {
   return bpf_map__fd(p_->skel->maps.drops);
+}
+result<std::vector<std::uint64_t>> program::kernel_stack(std::uint32_t id) const {
+  std::vector<std::uint64_t> ips(RSCHED_KSTACK_DEPTH);
+  const bool alt = (id & RSCHED_KSTACK_ALT) != 0;
+  const std::uint32_t key = id & ~RSCHED_KSTACK_ALT;
+  if (bpf_map_lookup_elem(bpf_map__fd(alt ? p_->skel->maps.kstacks_alt : p_->skel->maps.kstacks),
+                          &key, ips.data()) != 0) {
+    const int e = errno;
+    return make_error(fmt::format("reading kernel stack {} failed: {}", id, errno_text(e)), e);
+  }
+  while (!ips.empty() && ips.back() == 0) {
+    ips.pop_back();
+  }
+  return ips;
 }
 int program::task_hash_fd() const {
   return bpf_map__fd(p_->skel->maps.task_hash);

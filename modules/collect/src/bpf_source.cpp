@@ -226,7 +226,48 @@ result<snapshot> bpf_source::read() {
       snap.drops[i] += d.counters[i];
     }
   }
+  resolve_stacks(snap);
   return snap;
+}
+
+void bpf_source::resolve_stacks(snapshot &snap) {
+  if ((prog_.groups() & RSCHED_G_WAKEUP) == 0) {
+    return;
+  }
+  const auto add = [&](const std::vector<thread_sample> &ts) {
+    for (const auto &t : ts) {
+      for (const auto &b : t.c.wakeup.stacks) {
+        if (b.stack == other_stack || snap.stacks.count(b.stack) != 0) {
+          continue;
+        }
+        auto it = stacks_.find(b.stack);
+        if (it == stacks_.end()) {
+          // Once per stack and run: its addresses, hashed (FNV-1a: the same stack has the same
+          // hash in every run of a boot), and its functions.
+          auto ips = prog_.kernel_stack(b.stack);
+          if (!ips) {
+            continue; // counted under the id; not named
+          }
+          if (!syms_) {
+            syms_ = kallsyms::load();
+          }
+          kernel_stack k;
+          k.hash = 1469598103934665603ULL;
+          for (const std::uint64_t ip : *ips) {
+            for (int s = 0; s < 64; s += 8) {
+              k.hash = (k.hash ^ ((ip >> s) & 0xFF)) * 1099511628211ULL;
+            }
+            k.frames.push_back(syms_->name_of(ip));
+          }
+          it = stacks_.emplace(b.stack, std::move(k)).first;
+        }
+        snap.stacks.emplace(it->first, it->second);
+      }
+    }
+  };
+  add(snap.live);
+  add(snap.dead);
+  add(snap.segments);
 }
 
 } // namespace rsched::collect

@@ -79,6 +79,48 @@ void from_abi(const rsched_task_record &r, thread_sample &t, std::uint32_t blame
     t.c.counters[i] = r.st.counters[i];
   }
   from_abi(r.st.blame, t.c.blame, blame_epoch);
+  from_abi(r.st.wakeup, t.c.wakeup);
+}
+
+void from_abi(const rsched_wakeup &w, wakeup_state &out) {
+  out.e.clear();
+  for (std::uint32_t i = 0; i < RSCHED_WAKEUP_SLOTS; ++i) {
+    if (w.gen[i] == 0) {
+      continue;
+    }
+    wakeup_entry &x = out.e.emplace_back();
+    x.index = i;
+    x.gen = w.gen[i];
+    x.who.tgid = w.tgid[i];
+    x.who.cgroup_id = w.slot[i].cgroup_id;
+    std::memcpy(x.who.comm.data(), w.slot[i].comm, x.who.comm.size());
+    for (std::size_t s = 0; s < RSCHED_WAKEUP_STATES; ++s) {
+      x.n.sleep_ns[s] = w.slot[i].n.sleep_ns[s];
+      x.n.count[s] = w.slot[i].n.count[s];
+    }
+  }
+  for (std::uint32_t j = 0; j < RSCHED_WAKEUP_PSEUDO; ++j) {
+    wakeup_entry x;
+    x.index = RSCHED_WAKEUP_SLOTS + j;
+    x.who.kind = static_cast<std::uint8_t>(1 + j);
+    for (std::size_t s = 0; s < RSCHED_WAKEUP_STATES; ++s) {
+      x.n.sleep_ns[s] = w.pseudo[j].sleep_ns[s];
+      x.n.count[s] = w.pseudo[j].count[s];
+    }
+    if (!x.n.empty()) {
+      out.e.push_back(x);
+    }
+  }
+  out.stacks.clear();
+  for (std::uint32_t i = 0; i < RSCHED_WAKEUP_STACKS; ++i) {
+    if (w.stack_gen[i] != 0) {
+      out.stacks.push_back({i, w.stack_gen[i], w.stack_id[i], w.stack_ns[i], w.stack_count[i]});
+    }
+  }
+  if (w.other_stack_count != 0 || w.other_stack_ns != 0) {
+    out.stacks.push_back(
+        {RSCHED_WAKEUP_STACKS, 0, other_stack, w.other_stack_ns, w.other_stack_count});
+  }
 }
 
 namespace {
@@ -207,6 +249,66 @@ blame_state delta(const blame_state &cur, const blame_state &prev) {
   return d;
 }
 
+wakeup_state delta(const wakeup_state &cur, const wakeup_state &prev) {
+  wakeup_state d;
+  for (const auto &c : cur.e) {
+    const wakeup_entry *p = nullptr;
+    for (const auto &x : prev.e) {
+      if (x.index == c.index) {
+        p = &x;
+        break;
+      }
+    }
+    // A slot that took a new waker since the previous read restarted from 0.
+    wakeup_counts n = c.n;
+    if (p != nullptr && p->gen == c.gen && p->who == c.who) {
+      for (std::size_t s = 0; s < n.count.size(); ++s) {
+        n.sleep_ns[s] = sub(c.n.sleep_ns[s], p->n.sleep_ns[s]);
+        n.count[s] = sub(c.n.count[s], p->n.count[s]);
+      }
+    }
+    if (!n.empty()) {
+      d.e.push_back({c.index, c.gen, c.who, n});
+    }
+  }
+  for (const auto &c : cur.stacks) {
+    const auto p = std::find_if(prev.stacks.begin(), prev.stacks.end(), [&](const auto &x) {
+      return x.index == c.index && x.gen == c.gen && x.stack == c.stack;
+    });
+    blocked_entry n = c;
+    if (p != prev.stacks.end()) {
+      n.sleep_ns = sub(c.sleep_ns, p->sleep_ns);
+      n.count = sub(c.count, p->count);
+    }
+    if (n.sleep_ns != 0 || n.count != 0) {
+      d.stacks.push_back(n);
+    }
+  }
+  return d;
+}
+
+void accumulate(wakeup_state &into, const wakeup_state &d) {
+  for (const auto &x : d.e) {
+    auto it = std::find_if(into.e.begin(), into.e.end(),
+                           [&](const wakeup_entry &y) { return y.who == x.who; });
+    if (it == into.e.end()) {
+      into.e.push_back(x);
+    } else {
+      it->n += x.n;
+    }
+  }
+  for (const auto &x : d.stacks) {
+    auto it = std::find_if(into.stacks.begin(), into.stacks.end(),
+                           [&](const blocked_entry &y) { return y.stack == x.stack; });
+    if (it == into.stacks.end()) {
+      into.stacks.push_back(x);
+    } else {
+      it->sleep_ns += x.sleep_ns;
+      it->count += x.count;
+    }
+  }
+}
+
 void accumulate(blame_state &into, const blame_state &d) {
   d.for_each_live(~0U, [&](std::size_t k) {
     const blame_slot &s = d.slots[k];
@@ -255,6 +357,7 @@ void delta_rest(thread_counters &d, const thread_counters &cur, const thread_cou
     d.counters[i] = sub(cur.counters[i], prev.counters[i]);
   }
   d.blame = delta(cur.blame, prev.blame);
+  d.wakeup = delta(cur.wakeup, prev.wakeup);
 }
 
 // d = cur - prev, written in place (no 3.6 KB temporary per thread).
@@ -279,6 +382,7 @@ void accumulate(thread_counters &into, const thread_counters &d) {
     into.counters[i] += d.counters[i];
   }
   accumulate(into.blame, d.blame);
+  accumulate(into.wakeup, d.wakeup);
 }
 
 namespace {
@@ -318,6 +422,7 @@ void rebase_rest(thread_counters &base, thread_counters &&cur, bool fresh) {
   base.migrations = cur.migrations;
   base.counters = cur.counters;
   rebase_blame(base.blame, std::move(cur.blame), fresh);
+  base.wakeup = std::move(cur.wakeup);
 }
 
 // The baseline after a live read `cur`.
@@ -534,6 +639,7 @@ interval_delta delta_tracker::advance(snapshot &&snap) {
     out.drops[i] = sub(snap.drops[i], prev_drops_[i]);
   }
   prev_drops_ = snap.drops;
+  out.stacks = std::move(snap.stacks);
   return out;
 }
 

@@ -87,6 +87,12 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
     }
     if ((groups & RSCHED_G_BLAME) != 0) {
       blame_from_record(at, t.c.blame, blame_epoch);
+      at += RSCHED_ITER_BLAME_BYTES;
+    }
+    if ((groups & RSCHED_G_WAKEUP) != 0) {
+      rsched_wakeup w;
+      take(at, &w, sizeof(w));
+      from_abi(w, t.c.wakeup);
     }
   }
   return {};

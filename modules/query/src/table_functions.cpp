@@ -185,6 +185,12 @@ std::vector<tvf> &definitions() {
        {"start_or_id", "end_time", "victim"},
        1,
        explain_fn},
+      {"why",
+       {"hop", "subject", "part", "state", "by_pid", "by_comm", "by_cgroup", "ns", "share_pct",
+        "count", "summary"},
+       {"victim", "start_time", "end_time"},
+       1,
+       why_fn},
   };
   static const bool modes_set = [] {
     for (auto &d : defs) {

@@ -3,6 +3,7 @@
 #include "rsched/collect/delta.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <tuple>
@@ -72,6 +73,9 @@ std::size_t interval_acc::find_or_add(attr_key &&k) {
 }
 
 void interval_acc::add_tick(collect::interval_delta &&d, bool per_second) {
+  for (auto &[id, k] : d.stacks) {
+    stacks_.try_emplace(id, std::move(k));
+  }
   constexpr auto defs = metrics::entries<metrics::scope::thread>();
   for (auto &t : d.threads) {
     const std::size_t before = rows_.size();
@@ -209,6 +213,88 @@ void add_blame_rows(store::thread_row &r, acc_thread &a,
   }
 }
 
+// The wakeup rows of a thread: the store::max_wakers processes with the most sleep ended (then
+// count), the rest summed into <other>, then the pseudo-wakers; one row per state with counts.
+void add_wakeup_rows(store::thread_row &r, const collect::wakeup_state &w,
+                     const std::function<std::string(std::uint64_t)> &cgroup_path,
+                     const collect::kernel_stacks &stacks) {
+  if (w.empty()) {
+    return;
+  }
+  // Where its D sleeps blocked: per stack (a stack not resolved goes with <other>).
+  for (const auto &b : w.stacks) {
+    if (b.sleep_ns == 0 && b.count == 0) {
+      continue;
+    }
+    const auto k = b.stack == collect::other_stack ? stacks.end() : stacks.find(b.stack);
+    const std::uint64_t hash = k == stacks.end() ? 0 : k->second.hash;
+    auto same = std::find_if(r.blocked.begin(), r.blocked.end(),
+                             [&](const store::blocked_row &x) { return x.hash == hash; });
+    if (same == r.blocked.end()) {
+      store::blocked_row &x = r.blocked.emplace_back();
+      x.hash = hash;
+      if (k != stacks.end()) {
+        x.frames = k->second.frames;
+      }
+      same = r.blocked.end() - 1;
+    }
+    same->sleep_ns += b.sleep_ns;
+    same->count += b.count;
+  }
+  const auto total = [](const collect::wakeup_counts &n) {
+    std::uint64_t ns = 0, c = 0;
+    for (std::size_t s = 0; s < n.count.size(); ++s) {
+      ns += n.sleep_ns[s];
+      c += n.count[s];
+    }
+    return std::pair{ns, c};
+  };
+  std::vector<const collect::wakeup_entry *> procs;
+  std::array<collect::wakeup_counts, RSCHED_WAKEUP_PSEUDO> pseudo{};
+  for (const auto &x : w.e) {
+    if (x.who.kind == 0) {
+      procs.push_back(&x);
+    } else if (x.who.kind <= RSCHED_WAKEUP_PSEUDO) {
+      pseudo[x.who.kind - 1U] += x.n;
+    }
+  }
+  std::sort(procs.begin(), procs.end(), [&](const auto *a, const auto *b) {
+    const auto ka = total(a->n), kb = total(b->n);
+    if (ka != kb) {
+      return ka > kb;
+    }
+    return a->who < b->who;
+  });
+  const auto emit = [&](store::waker_kind kind, const collect::waker *who,
+                        const collect::wakeup_counts &n) {
+    for (std::size_t s = 0; s < n.count.size(); ++s) {
+      if (n.count[s] == 0 && n.sleep_ns[s] == 0) {
+        continue;
+      }
+      store::wakeup_row &x = r.wakeups.emplace_back();
+      x.kind = kind;
+      if (who != nullptr) {
+        x.pid = who->tgid;
+        x.comm.assign(who->comm.data(), strnlen(who->comm.data(), who->comm.size()));
+        x.cgroup = cgroup_path(who->cgroup_id);
+      }
+      x.state = static_cast<std::uint8_t>(s);
+      x.sleep_ns = n.sleep_ns[s];
+      x.count = n.count[s];
+    }
+  };
+  for (std::size_t i = 0; i < procs.size(); ++i) {
+    if (i >= store::max_wakers) {
+      pseudo[RSCHED_WAKER_OTHER] += procs[i]->n;
+    } else {
+      emit(store::waker_kind::process, &procs[i]->who, procs[i]->n);
+    }
+  }
+  for (std::size_t j = 0; j < pseudo.size(); ++j) {
+    emit(static_cast<store::waker_kind>(j + 1), nullptr, pseudo[j]);
+  }
+}
+
 bool written(const metrics::def &d, const row_options &o) {
   if (d.from != metrics::origin::per_second) {
     return true; // the kernel fills only the run's groups; empty values are not written
@@ -228,7 +314,8 @@ bool written(const metrics::def &d, const row_options &o) {
 // histograms are moved out of `a` (which is not used again).
 void add_thread_row(store::interval_row &row, const collect::thread_key &key, acc_thread &a,
                     std::string path, const row_options &o, std::size_t events,
-                    const std::function<std::string(std::uint64_t)> &cgroup_path) {
+                    const std::function<std::string(std::uint64_t)> &cgroup_path,
+                    const collect::kernel_stacks &stacks) {
   const auto &c = a.s.c;
   store::thread_row &r = row.threads.emplace_back();
   r.tid = key.tid;
@@ -263,6 +350,7 @@ void add_thread_row(store::interval_row &row, const collect::thread_key &key, ac
     }
   }
   add_blame_rows(r, a, cgroup_path);
+  add_wakeup_rows(r, c.wakeup, cgroup_path, stacks);
 }
 
 } // namespace
@@ -284,7 +372,7 @@ store::interval_row make_row(interval_acc &acc,
   std::deque<acc_thread> copies; // merged rows
   const auto flush = [&](const collect::thread_key &key) {
     for (auto &p : one_thread) {
-      add_thread_row(row, key, *p.a, std::move(p.path), o, acc.events(), cgroup_path);
+      add_thread_row(row, key, *p.a, std::move(p.path), o, acc.events(), cgroup_path, acc.stacks());
     }
     one_thread.clear();
     copies.clear();

@@ -35,7 +35,7 @@ constexpr const char *fact_tables[] = {
     "thread_migration", "thread_perf",         "thread_perf_event",
     "counter_time",     "schedstat_cpu_delta", "schedstat_domain_delta",
     "thread_blame_row", "thread_blame_pack",   "cgroup_cpu",
-    "hist_summary",
+    "hist_summary",     "thread_wakeup",       "thread_blocked",
 };
 
 // The tables whose rows name a thread identity (thread_id), with the intervals `{0}` selects.
@@ -44,7 +44,9 @@ constexpr const char *thread_refs =
     "SELECT thread_id FROM thread_migration WHERE interval_id IN ({0}) UNION "
     "SELECT thread_id FROM thread_perf WHERE interval_id IN ({0}) UNION "
     "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0}) UNION "
-    "SELECT thread_id FROM thread_blame WHERE interval_id IN ({0})";
+    "SELECT thread_id FROM thread_blame WHERE interval_id IN ({0}) UNION "
+    "SELECT thread_id FROM thread_wakeup WHERE interval_id IN ({0}) UNION "
+    "SELECT thread_id FROM thread_blocked WHERE interval_id IN ({0})";
 
 // intervals.groups of a rollup: the bitwise OR of its sources' groups (SQLite has no bit_or
 // aggregate; the groups use the low 16 bits).
@@ -106,6 +108,13 @@ std::vector<std::string> rollup_statements() {
     collect.push_back(collect_threads_sql(t));
   }
   collect.push_back(collect_culprits_sql());
+  // The wakeup group's sleepers and wakers (statements of their own: the writer's sums, which
+  // replace the ones above, do not hold them).
+  collect.push_back(collect_threads_sql("thread_wakeup"));
+  collect.push_back(collect_threads_sql("thread_blocked"));
+  collect.push_back(fmt::format("INSERT OR IGNORE INTO temp.rollup_culprits(id) SELECT waker_id "
+                                "FROM thread_wakeup WHERE interval_id IN ({})",
+                                src_ids));
   std::vector<std::string> merge = {
       fmt::format("INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, cgroup, "
                   "last_ns) SELECT '', 0, 0, 0, comm, cgroup, ?4 FROM thread WHERE id IN ({}) "
@@ -171,6 +180,19 @@ std::vector<std::string> rollup_statements() {
           "r.boot_id = '' AND r.pid = 0 AND r.comm = c.comm AND r.cgroup = c.cgroup AND "
           "r.kind = c.kind WHERE {} GROUP BY g.id, r.id",
           group_join, in),
+      // Wakeups per (comm, cgroup) of the sleeper and (comm, cgroup) of the waker, by state.
+      fmt::format("INSERT INTO thread_wakeup(interval_id, thread_id, waker_id, state, sleep_ns, "
+                  "count) SELECT ?1, g.id, r.id, x.state, sum(x.sleep_ns), sum(x.count) FROM "
+                  "thread_wakeup AS x {} JOIN culprit AS c ON c.id = x.waker_id JOIN culprit AS "
+                  "r ON r.boot_id = '' AND r.pid = 0 AND r.comm = c.comm AND r.cgroup = c.cgroup "
+                  "AND r.kind = c.kind WHERE {} GROUP BY g.id, r.id, x.state",
+                  group_join, in),
+      // D sleeps per (comm, cgroup) of the thread and stack (a boot's stack rows serve its
+      // rollups too).
+      fmt::format("INSERT INTO thread_blocked(interval_id, thread_id, stack_id, sleep_ns, count) "
+                  "SELECT ?1, g.id, x.stack_id, sum(x.sleep_ns), sum(x.count) FROM "
+                  "thread_blocked AS x {} WHERE {} GROUP BY g.id, x.stack_id",
+                  group_join, in),
       fmt::format("UPDATE cgroup SET last_ns = ?4 WHERE last_ns < ?4 AND id IN (SELECT cgroup_id "
                   "FROM cgroup_cpu WHERE interval_id IN ({}))",
                   src_ids),
@@ -711,7 +733,8 @@ struct maintenance::impl {
       // Culprits and cgroups the same way (the pseudo-culprits stay).
       const std::string culprits = fmt::format(
           "DELETE FROM culprit WHERE boot_id <> '' AND last_ns < ?1 AND id NOT IN (SELECT "
-          "culprit_id FROM thread_blame WHERE interval_id IN ({}))",
+          "culprit_id FROM thread_blame WHERE interval_id IN ({0}) UNION SELECT waker_id FROM "
+          "thread_wakeup WHERE interval_id IN ({0}))",
           tail);
       if (auto d = run(culprits, {horizon, *st - minute_ns}); !d) {
         return d;

@@ -1040,6 +1040,67 @@ result<void> exec_all(sqlite3 *db, std::initializer_list<const char *> sql) {
   return {};
 }
 
+// Schema v14 -> v15 (issue 34): the wakeup group. Who ended each thread's sleeps, by the state
+// it slept in: one row per (interval, sleeping thread, waker, state). Wakers are `culprit` rows
+// (processes per boot, their rollup identities, pseudo-wakers), three pseudo-wakers added.
+std::string upgrade_v14_to_v15() {
+  std::string sql = R"sql(INSERT OR IGNORE INTO culprit(boot_id, pid, comm, cgroup, kind) VALUES
+  ('', 0, '<hardirq>', '', 4), ('', 0, '<softirq>', '', 5), ('', 0, '<timer>', '', 6);
+CREATE TABLE thread_wakeup(
+  interval_id INTEGER NOT NULL,
+  thread_id   INTEGER NOT NULL, -- the thread that slept
+  waker_id    INTEGER NOT NULL, -- culprit.id of what ended the sleeps (sched_waking's context)
+  state       INTEGER NOT NULL, -- the sleeper's state at switch-out: 0 S, 1 D, 2 other
+  sleep_ns    INTEGER NOT NULL, -- switch-out -> sched_waking, summed over those sleeps
+  count       INTEGER NOT NULL, -- sleeps it ended
+  PRIMARY KEY(interval_id, thread_id, waker_id, state)
+) WITHOUT ROWID;
+-- Where D sleeps blocked: kernel stacks, per boot, by a hash of their return addresses (the
+-- row with boot_id '' and hash 0 is <other>: stacks past the kernel's slots or not taken).
+CREATE TABLE kstack(
+  id      INTEGER PRIMARY KEY,
+  boot_id TEXT NOT NULL,
+  hash    INTEGER NOT NULL, -- FNV-1a of the return addresses (as a signed 64-bit integer)
+  depth   INTEGER NOT NULL, -- frames in kstack_frame
+  UNIQUE(boot_id, hash)
+);
+INSERT INTO kstack(boot_id, hash, depth) VALUES ('', 0, 0);
+CREATE TABLE kstack_frame(
+  stack_id INTEGER NOT NULL,
+  depth    INTEGER NOT NULL, -- 0 innermost
+  func     TEXT NOT NULL,    -- the kernel function (/proc/kallsyms), or 0x<address>
+  PRIMARY KEY(stack_id, depth)
+) WITHOUT ROWID;
+CREATE TABLE thread_blocked(
+  interval_id INTEGER NOT NULL,
+  thread_id   INTEGER NOT NULL, -- the thread whose D sleeps blocked there
+  stack_id    INTEGER NOT NULL, -- kstack.id
+  sleep_ns    INTEGER NOT NULL, -- switch-out -> sched_waking, summed over those D sleeps
+  count       INTEGER NOT NULL, -- those D sleeps
+  PRIMARY KEY(interval_id, thread_id, stack_id)
+) WITHOUT ROWID;
+)sql";
+  const view_spec blocked{
+      "blocked_stacks",
+      "{T}, b.stack_id AS stack_id, coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT "
+      "func FROM kstack_frame WHERE stack_id = b.stack_id ORDER BY depth) AS f), '<other>') AS "
+      "frames, b.sleep_ns AS sleep_ns, b.count AS count",
+      "intervals AS i CROSS JOIN thread_blocked AS b ON b.interval_id = i.id "
+      "JOIN thread AS t ON t.id = b.thread_id",
+      ""};
+  sql += create_views(blocked);
+  const view_spec v{
+      "wakeups",
+      "{T}, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END AS by_pid, c.comm AS "
+      "by_comm, c.cgroup AS by_cgroup, CASE w.state WHEN 0 THEN 'S' WHEN 1 THEN 'D' ELSE 'other' "
+      "END AS state, w.sleep_ns AS sleep_ns, w.count AS count",
+      "intervals AS i CROSS JOIN thread_wakeup AS w ON w.interval_id = i.id "
+      "JOIN thread AS t ON t.id = w.thread_id JOIN culprit AS c ON c.id = w.waker_id",
+      ""};
+  sql += create_views(v);
+  return sql;
+}
+
 constexpr migration migrations[] = {
     {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
     // Version 1 recorded the latency group only, always (no rows to mark in a new file).
@@ -1075,6 +1136,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_blame_pack'"},
     {14, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v13_to_v14); },
      "SELECT count(*) FROM sqlite_master WHERE name = 'captures'"},
+    {15, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v14_to_v15().c_str()); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'thread_wakeup'"},
 };
 
 constexpr bool steps_numbered() {

@@ -231,6 +231,14 @@ struct writer::impl {
     std::int64_t approx_ns; // schema v11: the part of wait_ns estimated
   };
   std::vector<blame_out> blame_rows;
+  // Schema v15: the wakeup group's rows (two input rows of one waker and state are summed).
+  SQLite::Statement ins_wakeup;
+  // ... and its D sleeps' kernel stacks (each inserted with its frames once per boot).
+  SQLite::Statement ins_kstack;
+  SQLite::Statement sel_kstack;
+  SQLite::Statement ins_kframe;
+  SQLite::Statement ins_blocked;
+  std::map<std::pair<std::string, std::uint64_t>, std::int64_t> kstack_ids;
   SQLite::Statement ins_cgroup;
   SQLite::Statement sel_cgroup;
   SQLite::Statement ins_cgroup_cpu;
@@ -313,6 +321,17 @@ struct writer::impl {
                         "AND cgroup = ?4 AND kind = ?5"),
         ins_blame_pack(db, "INSERT INTO thread_blame_pack(interval_id, rows, data) "
                            "VALUES(?1, ?2, ?3)"),
+        ins_wakeup(db, "INSERT INTO thread_wakeup(interval_id, thread_id, waker_id, state, "
+                       "sleep_ns, count) VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE "
+                       "SET sleep_ns = sleep_ns + excluded.sleep_ns, count = count + "
+                       "excluded.count"),
+        ins_kstack(db, "INSERT OR IGNORE INTO kstack(boot_id, hash, depth) VALUES(?1, ?2, ?3)"),
+        sel_kstack(db, "SELECT id FROM kstack WHERE boot_id = ?1 AND hash = ?2"),
+        ins_kframe(db, "INSERT OR IGNORE INTO kstack_frame(stack_id, depth, func) "
+                       "VALUES(?1, ?2, ?3)"),
+        ins_blocked(db, "INSERT INTO thread_blocked(interval_id, thread_id, stack_id, sleep_ns, "
+                        "count) VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT DO UPDATE SET sleep_ns = "
+                        "sleep_ns + excluded.sleep_ns, count = count + excluded.count"),
         ins_cgroup(db, "INSERT OR IGNORE INTO cgroup(path, last_ns) VALUES(?1, ?2)"),
         sel_cgroup(db, "SELECT id FROM cgroup WHERE path = ?1"),
         ins_cgroup_cpu(db, "INSERT INTO cgroup_cpu(interval_id, cgroup_id, some_ns, full_ns, "
@@ -336,38 +355,17 @@ struct writer::impl {
   detail::bucket_sums &sums() { return maint->sums(); }
 
   void abort() noexcept {
-    for (auto *s : {&ins_interval,
-                    &upd_write_ns,
-                    &ins_thread,
-                    &sel_thread,
-                    &ins_thread_pack,
-                    &ins_summary,
-                    &ins_cpu_hist,
-                    &ins_migration,
-                    &ins_perf,
-                    &ins_event_def,
-                    &sel_event_def,
-                    &ins_thread_event,
-                    &ins_counter_time,
-                    &ins_field,
-                    &sel_field,
-                    &ins_domain,
-                    &sel_domain,
-                    &ins_schedstat_cpu,
-                    &ins_schedstat_domain,
-                    &ins_culprit,
-                    &sel_culprit,
-                    &ins_blame_pack,
-                    &ins_cgroup,
-                    &sel_cgroup,
-                    &ins_cgroup_cpu,
-                    &sel_topology,
-                    &del_topology,
-                    &ins_topology,
-                    &sel_prev_scx,
-                    &ins_annotation,
-                    &begin,
-                    &commit}) {
+    for (auto *s : {&ins_interval,         &upd_write_ns,    &ins_thread,
+                    &sel_thread,           &ins_thread_pack, &ins_summary,
+                    &ins_cpu_hist,         &ins_migration,   &ins_perf,
+                    &ins_event_def,        &sel_event_def,   &ins_thread_event,
+                    &ins_counter_time,     &ins_field,       &sel_field,
+                    &ins_domain,           &sel_domain,      &ins_schedstat_cpu,
+                    &ins_schedstat_domain, &ins_culprit,     &sel_culprit,
+                    &ins_blame_pack,       &ins_wakeup,      &ins_cgroup,
+                    &sel_cgroup,           &ins_cgroup_cpu,  &sel_topology,
+                    &del_topology,         &ins_topology,    &sel_prev_scx,
+                    &ins_annotation,       &begin,           &commit}) {
       s->tryReset();
     }
     if (sqlite3_get_autocommit(db.getHandle()) == 0) {
@@ -561,6 +559,82 @@ struct writer::impl {
                        b.wait_ns, b.waits, b.preempts, b.approx_ns);
     }
   }
+  // The waker row of `w` (its boot: the interval's for a process, '' for a pseudo-waker).
+  static culprit_ref waker_of(const wakeup_row &w) {
+    switch (w.kind) {
+    case waker_kind::hardirq:
+      return {0, 4, "<hardirq>", ""};
+    case waker_kind::softirq:
+      return {0, 5, "<softirq>", ""};
+    case waker_kind::timer:
+      return {0, 6, "<timer>", ""};
+    case waker_kind::idle:
+      return {0, 1, "<idle>", ""};
+    case waker_kind::other:
+      return {0, 3, "<other>", ""};
+    case waker_kind::process:
+      break;
+    }
+    return {w.pid, 0, w.comm, w.cgroup};
+  }
+
+  // Inserts thread t's wakeup rows (schema v15).
+  void write_wakeups(std::int64_t interval_id, std::int64_t thread, const thread_row &t,
+                     const std::string &boot_id, std::int64_t now, pending &tx) {
+    for (const auto &w : t.wakeups) {
+      if (w.count == 0 && w.sleep_ns == 0) {
+        continue;
+      }
+      if (w.state > 2) {
+        throw std::invalid_argument("wakeup row with an unknown sleep state");
+      }
+      const std::int64_t id = culprit_id(waker_of(w), boot_id, now, tx);
+      rerun(ins_wakeup, interval_id, thread, id, static_cast<int>(w.state), to_i64(w.sleep_ns),
+            to_i64(w.count));
+    }
+  }
+
+  // kstack.id of a stack of boot `boot_id` (hash 0: <other>), its frames inserted with it.
+  std::int64_t kstack_id(const blocked_row &b, const std::string &boot_id) {
+    const std::string boot = b.hash == 0 ? std::string() : boot_id;
+    if (auto it = kstack_ids.find({boot, b.hash}); it != kstack_ids.end()) {
+      return it->second;
+    }
+    const auto hash = static_cast<std::int64_t>(b.hash);
+    ins_kstack.reset();
+    SQLite::bind(ins_kstack, boot, hash, static_cast<std::int64_t>(b.frames.size()));
+    const bool inserted = ins_kstack.exec() > 0;
+    sel_kstack.reset();
+    SQLite::bind(sel_kstack, boot, hash);
+    if (!sel_kstack.executeStep()) {
+      throw std::logic_error("kstack row missing after its insert");
+    }
+    const std::int64_t id = sel_kstack.getColumn(0).getInt64();
+    sel_kstack.reset();
+    if (inserted) {
+      for (std::size_t d = 0; d < b.frames.size(); ++d) {
+        rerun(ins_kframe, id, static_cast<std::int64_t>(d), b.frames[d]);
+      }
+    }
+    if (kstack_ids.size() > 65536) {
+      kstack_ids.clear(); // a cache
+    }
+    kstack_ids.emplace(std::pair{boot, b.hash}, id);
+    return id;
+  }
+
+  // Inserts thread t's D sleeps by kernel stack (schema v15).
+  void write_blocked(std::int64_t interval_id, std::int64_t thread, const thread_row &t,
+                     const std::string &boot_id) {
+    for (const auto &b : t.blocked) {
+      if (b.count == 0 && b.sleep_ns == 0) {
+        continue;
+      }
+      rerun(ins_blocked, interval_id, thread, kstack_id(b, boot_id), to_i64(b.sleep_ns),
+            to_i64(b.count));
+    }
+  }
+
   // One thread's blame summed per culprit identity (write_blame's scratch).
   struct culprit_sum {
     std::int64_t id = 0;
@@ -1038,6 +1112,8 @@ struct writer::impl {
       pack_thread_hists(id, *t);
       write_thread(interval_id, id, *t, event_ids);
       write_blame(id, *t, iv.boot_id, iv.start_ns, tx);
+      write_wakeups(interval_id, id, *t, iv.boot_id, iv.start_ns, tx);
+      write_blocked(interval_id, id, *t, iv.boot_id);
     }
     insert_thread_packs(interval_id);
     insert_blame_rows(interval_id);

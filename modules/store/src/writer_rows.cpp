@@ -99,6 +99,8 @@ void add_row(thread_row &a, const thread_row &b) {
   a.event_rates.insert(a.event_rates.end(), b.event_rates.begin(), b.event_rates.end());
   // Summed per culprit when written.
   a.blame.insert(a.blame.end(), b.blame.begin(), b.blame.end());
+  a.wakeups.insert(a.wakeups.end(), b.wakeups.begin(), b.wakeups.end());
+  a.blocked.insert(a.blocked.end(), b.blocked.begin(), b.blocked.end());
 }
 
 void add_row(cpu_row &a, const cpu_row &b) {

@@ -5,6 +5,11 @@
  * / sched_wakeup_new, or at a switch-out that leaves the task runnable, to its next switch-in.
  * Only the children of the processes user space lists in `watched` (by tgid) are measured, from
  * their creation on; per thread it sums the delays, counts them and keeps the longest.
+ *
+ * For the wakeup group, the same children's sleeps as offwaketime and `perf sched timehist -w`
+ * see them: from a switch-out that does not leave the task runnable to the sched_waking that
+ * wakes it, counted and summed per (sleeper tid, the waking process's tgid: whatever is current
+ * at sched_waking, interrupts included).
  */
 #include "vmlinux.h"
 
@@ -40,6 +45,50 @@ struct {
 	__type(value, struct totals);
 } delay SEC(".maps");
 
+struct waker_key {
+	__u32 tid;  /* the sleeper */
+	__u32 tgid; /* current at its sched_waking */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} asleep SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct waker_key);
+	__type(value, struct totals);
+} wakers SEC(".maps");
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(waking, struct task_struct *p)
+{
+	__u32 tid = p->pid;
+	__u64 *since = bpf_map_lookup_elem(&asleep, &tid);
+	struct totals *t, zero = {};
+	struct waker_key k = {.tid = tid, .tgid = (__u32)(bpf_get_current_pid_tgid() >> 32)};
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!since)
+		return 0;
+	__u64 ns = now > *since ? now - *since : 0;
+	bpf_map_delete_elem(&asleep, &tid);
+	t = bpf_map_lookup_elem(&wakers, &k);
+	if (!t) {
+		bpf_map_update_elem(&wakers, &k, &zero, BPF_NOEXIST);
+		t = bpf_map_lookup_elem(&wakers, &k);
+	}
+	if (t) {
+		__sync_fetch_and_add(&t->count, 1);
+		__sync_fetch_and_add(&t->total_ns, ns);
+	}
+	return 0;
+}
+
 static __always_inline void enqueued(struct task_struct *p, __u64 now)
 {
 	__u32 parent = p->real_parent->tgid;
@@ -72,8 +121,13 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u64 *ts;
 	struct totals *t, zero = {};
 
-	if (preempt || prev->__state == 0)
+	if (preempt || prev->__state == 0) {
 		enqueued(prev, now);
+	} else {
+		__u32 parent = prev->real_parent->tgid, ptid = prev->pid;
+		if (bpf_map_lookup_elem(&watched, &parent))
+			bpf_map_update_elem(&asleep, &ptid, &now, BPF_ANY);
+	}
 	ts = bpf_map_lookup_elem(&start, &tid);
 	if (!ts)
 		return 0;

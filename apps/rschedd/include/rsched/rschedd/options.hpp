@@ -26,8 +26,9 @@ struct group_selection {
 };
 
 // The -g group names, for the error about one that does not exist.
-inline constexpr const char *group_names = "latency, slice, sleep, waking, migration, blame, "
-                                           "schedstat, pressure, perf, perf=EVENT, most, all";
+inline constexpr const char *group_names =
+    "latency, slice, sleep, waking, migration, blame, "
+    "wakeup, schedstat, pressure, perf, perf=EVENT, most, all";
 
 // Parses the -g tokens (already split on commas). An explicit -g replaces the default.
 result<group_selection> parse_groups(const std::vector<std::string> &tokens);
@@ -99,7 +100,8 @@ inline constexpr const char *usage_text =
     "\n"
     "  -g, --group GROUPS       metric groups, comma-separated, repeatable: latency and\n"
     "                           pressure (the default), slice, sleep, waking, migration, blame\n"
-    "                           (who ran while threads waited; implies latency), schedstat,\n"
+    "                           (who ran while threads waited; implies latency), wakeup (who\n"
+    "                           woke threads, off-CPU time by state; not in all), schedstat,\n"
     "                           perf (= perf=ipc), perf=EVENT, most (all but waking and blame),\n"
     "                           all; a bare name is a perf event\n"
     "  -c, --comm REGEX         only threads whose comm matches (repeatable, OR'd)\n"

@@ -62,7 +62,18 @@ enum {
 	RSCHED_BLAME_LEVELS = 4,
 	/* The parts of one wait on the CPUs it was moved from, kept until its switch-in. */
 	RSCHED_MIG_PARTS = 4,
+	/* Wakeup: the wakers kept per thread (struct rsched_wakeup; a power of two), the states
+	 * a sleep is split by (S, D, other) and the pseudo-wakers (enum rsched_waker_pseudo). */
+	RSCHED_WAKEUP_SLOTS = 8,
+	RSCHED_WAKEUP_STATES = 3,
+	RSCHED_WAKEUP_PSEUDO = 5,
+	/* Wakeup: the kernel stacks of D sleeps kept per thread, and the frames a stack keeps. */
+	RSCHED_WAKEUP_STACKS = 8,
+	RSCHED_KSTACK_DEPTH = 32,
 };
+
+/* A stack id of the second stack map (`kstacks_alt`): RSCHED_KSTACK_ALT | its id there. */
+#define RSCHED_KSTACK_ALT 0x40000000U
 
 /* Metric groups, a bit mask in the BPF rodata `groups`: code of an unselected group is dead
  * (the verifier removes branches on frozen rodata), so it costs nothing per event. */
@@ -74,6 +85,25 @@ enum rsched_group {
 	RSCHED_G_MIGRATION = 1 << 4, /* sched_migrate_task counts */
 	RSCHED_G_PERF = 1 << 5,	     /* perf counters read at every switch */
 	RSCHED_G_BLAME = 1 << 6,     /* who ran while a thread waited, who preempted it */
+	RSCHED_G_WAKEUP = 1 << 7,    /* off-CPU time by state, and who woke the thread */
+};
+
+/* Wakeup group: the state a thread left the CPU in (rsched_wakeup_counts index). */
+enum rsched_sleep_state {
+	RSCHED_SLEEP_S = 0,	/* TASK_INTERRUPTIBLE */
+	RSCHED_SLEEP_D = 1,	/* TASK_UNINTERRUPTIBLE, not TASK_NOLOAD (TASK_IDLE is other) */
+	RSCHED_SLEEP_OTHER = 2, /* stopped, traced, TASK_IDLE, ... */
+};
+
+/* Wakeup group: a wakeup not made by a process, by context at sched_waking (rsched_wakeup.pseudo
+ * index), and the residual of the wakers past the slots. */
+enum rsched_waker_pseudo {
+	RSCHED_WAKER_HARDIRQ = 0, /* a hard interrupt handler (irq_handler_entry..exit) */
+	RSCHED_WAKER_SOFTIRQ = 1, /* a softirq (softirq_entry..exit), timer-wheel expiry included */
+	RSCHED_WAKER_TIMER = 2,	  /* an hrtimer callback (hrtimer_expire_entry..exit): nanosleep,
+				     poll/epoll timeouts */
+	RSCHED_WAKER_IDLE = 3,	  /* the idle task, outside those contexts */
+	RSCHED_WAKER_OTHER = 4,	  /* <other>: wakers past the slots while all were in use */
 };
 
 enum rsched_counter_slot {
@@ -177,6 +207,45 @@ struct rsched_blame {
 	__u8 pad[6];
 };
 
+/* Wakeup group: a waker's part of a thread's sleeps, by the state the thread slept in. */
+struct rsched_wakeup_counts {
+	__u64 sleep_ns[RSCHED_WAKEUP_STATES]; /* switch-out -> sched_waking, exact */
+	__u64 count[RSCHED_WAKEUP_STATES];    /* sleeps it ended */
+};
+
+struct rsched_wakeup_slot {
+	__u64 cgroup_id; /* the waker's cgroup v2 id and comm at sched_waking */
+	char comm[RSCHED_COMM_LEN];
+	struct rsched_wakeup_counts n;
+};
+
+/* A thread's sleeps and who ended them: every sleep (switch-out in a sleeping state -> the
+ * sched_waking that ends it) is charged whole to one waker: a process in a slot, a pseudo-waker,
+ * or <other>; so the parts add up to the thread's off-CPU time exactly. Slots are given away as
+ * blame's are (three reads after their last update, `gen` moving on). */
+struct rsched_wakeup {
+	__u64 off_since; /* BPF-internal: switch-out time of the sleep in progress, 0 = none */
+	__u32 off_state; /* BPF-internal: its rsched_sleep_state */
+	__u32 hint;	 /* BPF-internal: the slot found last */
+	__u32 tgid[RSCHED_WAKEUP_SLOTS];
+	__u16 gen[RSCHED_WAKEUP_SLOTS];	  /* as rsched_blame.gen */
+	__u16 epoch[RSCHED_WAKEUP_SLOTS]; /* blame_epoch (low 16 bits) at the last update */
+	struct rsched_wakeup_slot slot[RSCHED_WAKEUP_SLOTS];
+	struct rsched_wakeup_counts pseudo[RSCHED_WAKEUP_PSEUDO]; /* enum rsched_waker_pseudo */
+	/* Where D sleeps blocked: per kernel stack (an id of the `kstacks` stack map, taken at the
+	 * switch-out), their time and count; slots given away as the wakers'; past them, or when
+	 * the stack could not be taken, other_stack_*. The parts add up to the D rows above. */
+	__u32 off_stack1; /* BPF-internal: the stack id + 1 of the D sleep in progress, 0 none */
+	__u32 stack_hint; /* BPF-internal */
+	__u32 stack_id[RSCHED_WAKEUP_STACKS];
+	__u16 stack_gen[RSCHED_WAKEUP_STACKS];
+	__u16 stack_epoch[RSCHED_WAKEUP_STACKS];
+	__u64 stack_ns[RSCHED_WAKEUP_STACKS];
+	__u64 stack_count[RSCHED_WAKEUP_STACKS];
+	__u64 other_stack_ns;
+	__u64 other_stack_count;
+};
+
 /* Per-thread cumulative state. Lives in task-local storage (tp_btf mode) or in a tid-keyed hash
  * (raw_tp mode). Counters only ever grow; user space takes deltas, so nothing is lost at an
  * interval boundary. */
@@ -224,7 +293,8 @@ struct rsched_task_state {
 	__u32 mig_cpu[RSCHED_MIG_PARTS];
 	__u32 nmig;
 	__u32 pad2;
-	struct rsched_blame blame; /* who ran while it waited, who preempted it (blame group) */
+	struct rsched_blame blame;   /* who ran while it waited, who preempted it (blame group) */
+	struct rsched_wakeup wakeup; /* its sleeps and their wakers (wakeup group) */
 };
 
 struct rsched_task_ident {
@@ -260,6 +330,7 @@ struct rsched_task_record {
  *   migrations, cross_ccx, cross_numa           RSCHED_G_MIGRATION
  *   counters                                    RSCHED_G_PERF
  *   blame                                       RSCHED_G_BLAME
+ *   wakeup                                      RSCHED_G_WAKEUP
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
  * drain does not write them); readers must take only the used groups. With the default groups a
@@ -274,6 +345,7 @@ enum {
 	RSCHED_ITER_MIGRATION_BYTES = 3 * sizeof(__u64),
 	RSCHED_ITER_PERF_BYTES = RSCHED_COUNTER_SLOTS * sizeof(__u64),
 	RSCHED_ITER_BLAME_BYTES = sizeof(struct rsched_blame),
+	RSCHED_ITER_WAKEUP_BYTES = sizeof(struct rsched_wakeup),
 };
 
 static inline __u32 rsched_iter_record_size(__u32 groups)
@@ -293,6 +365,8 @@ static inline __u32 rsched_iter_record_size(__u32 groups)
 		n += RSCHED_ITER_PERF_BYTES;
 	if (groups & RSCHED_G_BLAME)
 		n += RSCHED_ITER_BLAME_BYTES;
+	if (groups & RSCHED_G_WAKEUP)
+		n += RSCHED_ITER_WAKEUP_BYTES;
 	return n;
 }
 
@@ -342,9 +416,14 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_delay_stats) == 16 + 8 * RSCHED_HIST_SLOT
 RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLOTS, "depth stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame_slot) == 56, "blame slot");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 68 * RSCHED_BLAME_SLOTS + 64 + 8 + 16, "blame");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup_counts) == 48, "wakeup counts");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup) == 16 + 64 + 72 * RSCHED_WAKEUP_SLOTS + 240 + 216,
+		  "wakeup");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 1112, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1112, "task record");
+RSCHED_ABI_ASSERT((RSCHED_WAKEUP_SLOTS & (RSCHED_WAKEUP_SLOTS - 1)) == 0,
+		  "wakeup slots: a power of 2");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");

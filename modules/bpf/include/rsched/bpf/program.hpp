@@ -80,6 +80,9 @@ public:
   [[nodiscard]] int cpu_stats_fd() const;
   [[nodiscard]] int drops_fd() const;
   [[nodiscard]] int task_hash_fd() const; // raw_tp mode
+  // The return addresses of kernel stack `id` (wakeup group: where D sleeps blocked),
+  // innermost first.
+  [[nodiscard]] result<std::vector<std::uint64_t>> kernel_stack(std::uint32_t id) const;
   // Whether the next task-iterator reads return every thread with state (true) or only those
   // whose counters changed since they were last read (false, the default).
   void set_full_read(bool all);

@@ -31,6 +31,11 @@ void accumulate(thread_counters &into, const thread_counters &d);
 blame_state delta(const blame_state &cur, const blame_state &prev);
 void accumulate(blame_state &into, const blame_state &d);
 
+// Wakeup deltas: cur - prev per kernel slot (a slot whose `gen` changed counts whole), and a sum
+// of deltas per waker.
+wakeup_state delta(const wakeup_state &cur, const wakeup_state &prev);
+void accumulate(wakeup_state &into, const wakeup_state &d);
+
 class delta_tracker {
 public:
   explicit delta_tracker(unsigned grace_reads = 8) : grace_reads_(grace_reads) {}

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -225,14 +226,92 @@ struct blame_state {
   friend bool operator==(const blame_state &, const blame_state &) = default;
 };
 
+// Wakeup group (sched_abi.h, struct rsched_wakeup): a waker's part of a thread's sleeps, by the
+// state the thread slept in (enum rsched_sleep_state).
+struct wakeup_counts {
+  std::array<std::uint64_t, RSCHED_WAKEUP_STATES> sleep_ns{}; // switch-out -> sched_waking
+  std::array<std::uint64_t, RSCHED_WAKEUP_STATES> count{};    // sleeps it ended
+  [[nodiscard]] bool empty() const {
+    for (std::size_t s = 0; s < count.size(); ++s) {
+      if (count[s] != 0 || sleep_ns[s] != 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+  wakeup_counts &operator+=(const wakeup_counts &o) {
+    for (std::size_t s = 0; s < count.size(); ++s) {
+      sleep_ns[s] += o.sleep_ns[s];
+      count[s] += o.count[s];
+    }
+    return *this;
+  }
+  friend bool operator==(const wakeup_counts &, const wakeup_counts &) = default;
+};
+
+// A waker: a process (kind 0: tgid, comm and cgroup at sched_waking) or a pseudo-waker, kind
+// 1 + enum rsched_waker_pseudo (<hardirq>, <softirq>, <timer>, <idle>, <other>).
+struct waker {
+  std::uint8_t kind = 0;
+  std::uint32_t tgid = 0;
+  std::uint64_t cgroup_id = 0;
+  std::array<char, RSCHED_COMM_LEN> comm{}; // NUL-padded kernel bytes
+  friend auto operator<=>(const waker &, const waker &) = default;
+};
+
+// One waker's counts. As read: `index` is the kernel slot (0..RSCHED_WAKEUP_SLOTS - 1, `gen`
+// its occupant number) or RSCHED_WAKEUP_SLOTS + the pseudo-waker's index (gen 0); in deltas and
+// sums only `who` identifies it.
+struct wakeup_entry {
+  std::uint32_t index = 0;
+  std::uint32_t gen = 0;
+  waker who;
+  wakeup_counts n;
+  friend bool operator==(const wakeup_entry &, const wakeup_entry &) = default;
+};
+
+// Where a thread's D sleeps blocked: a kernel stack (the stack map's id; `other_stack` for the
+// stacks past the slots or not taken), their time and count. `index`/`gen` as wakeup_entry's.
+inline constexpr std::uint32_t other_stack = 0xFFFFFFFFU;
+struct blocked_entry {
+  std::uint32_t index = 0;
+  std::uint32_t gen = 0;
+  std::uint32_t stack = other_stack;
+  std::uint64_t sleep_ns = 0;
+  std::uint64_t count = 0;
+  friend bool operator==(const blocked_entry &, const blocked_entry &) = default;
+};
+
+// A thread's wakers (empty without the group: a vector, so a thread without the group carries
+// no slots) and its D sleeps' stacks.
+struct wakeup_state {
+  std::vector<wakeup_entry> e;
+  std::vector<blocked_entry> stacks;
+  [[nodiscard]] bool empty() const {
+    for (const auto &x : e) {
+      if (!x.n.empty()) {
+        return false;
+      }
+    }
+    for (const auto &x : stacks) {
+      if (x.count != 0 || x.sleep_ns != 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+  friend bool operator==(const wakeup_state &, const wakeup_state &) = default;
+};
+
 struct thread_counters {
   // The kernel metrics (the per-second ones stay empty here: the interval assembly builds them).
   metrics::thread_set m;
   migration_counters migrations;
   counter_values counters{}; // perf counter deltas by slot (rsched_counter_slot)
   blame_state blame;         // blame group
+  wakeup_state wakeup;       // wakeup group
   [[nodiscard]] bool empty() const {
-    bool none = m.empty() && migrations.count == 0 && blame.empty();
+    bool none = m.empty() && migrations.count == 0 && blame.empty() && wakeup.empty();
     for (auto c : counters) {
       none = none && c == 0;
     }
@@ -287,6 +366,15 @@ struct cpu_sample {
 
 using drop_counters = std::array<std::uint64_t, RSCHED_DROP_COUNT>;
 
+// A kernel stack of the wakeup group, resolved once: a hash of its return addresses (the same
+// stack in every run of one boot) and its functions, innermost first.
+struct kernel_stack {
+  std::uint64_t hash = 0;
+  std::vector<std::string> frames;
+  friend bool operator==(const kernel_stack &, const kernel_stack &) = default;
+};
+using kernel_stacks = std::map<std::uint32_t, kernel_stack>; // by the stack map's id
+
 // One read of the kernel side: cumulative values.
 struct snapshot {
   // A full read lists every live thread with state; a partial one only threads whose counters
@@ -299,6 +387,8 @@ struct snapshot {
   std::vector<thread_sample> segments;
   std::vector<cpu_sample> cpus; // every possible CPU
   drop_counters drops{};
+  // The kernel stacks the samples name (wakeup group), by id: each resolved once per run.
+  kernel_stacks stacks;
   // CPU time the source spent turning kernel records into samples (--stats), ns.
   std::int64_t parse_cpu_ns = 0;
 };
@@ -310,6 +400,7 @@ struct interval_delta {
   std::vector<thread_sample> threads;
   std::vector<cpu_sample> cpus; // only CPUs with new samples
   drop_counters drops{};
+  kernel_stacks stacks; // the read's (snapshot::stacks)
 };
 
 // Conversions from the ABI structs.
@@ -321,6 +412,8 @@ void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch = 0);
 // it keeps.
 void blame_from_record(const char *at, blame_state &out, std::uint32_t epoch = 0);
 void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out);
+// The wakeup group's wakers as read (slots in use and pseudo-wakers with counts).
+void from_abi(const rsched_wakeup &w, wakeup_state &out);
 thread_sample from_abi(const rsched_task_record &r);
 // Fills `out` in place (`blame_epoch`: as for the blame above).
 void from_abi(const rsched_task_record &r, thread_sample &out, std::uint32_t blame_epoch = 0);

@@ -2,9 +2,11 @@
 // The narrow seam between the kernel and everything else: something that yields snapshots.
 // bpf_source reads rsched's BPF maps; tests use their own sources.
 #include "rsched/base/result.hpp"
+#include "rsched/collect/kallsyms.hpp"
 #include "rsched/collect/snapshot.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace rsched::bpf {
@@ -42,6 +44,12 @@ private:
   std::uint64_t buried_seen_ = 0; // the programs' burial count at the last graveyard drain
   std::vector<char> iter_buf_;    // the task iterator's bytes, reused from read to read
   std::vector<char> seg_buf_;     // segment records' bytes, reused from read to read
+  // Wakeup group: the kernel stacks resolved so far (by the stack map's id), and the symbols,
+  // read at the first stack.
+  kernel_stacks stacks_;
+  std::optional<kallsyms> syms_;
+  // Adds the stacks the samples name to the snapshot, resolving the new ones.
+  void resolve_stacks(snapshot &snap);
 };
 
 } // namespace rsched::collect

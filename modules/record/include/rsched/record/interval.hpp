@@ -84,6 +84,8 @@ public:
   [[nodiscard]] const std::map<std::uint32_t, collect::cpu_sample> &cpus() const { return cpus_; }
   [[nodiscard]] const collect::drop_counters &drops() const { return drops_; }
   [[nodiscard]] std::size_t events() const { return events_; }
+  // The kernel stacks the ticks named (wakeup group), kept for the run: ids are the run's.
+  [[nodiscard]] const collect::kernel_stacks &stacks() const { return stacks_; }
 
   // Forgets the interval; the memory of its rows and index is kept for the next one (a busy
   // machine has the same ten thousand threads every second).
@@ -105,6 +107,7 @@ private:
   std::vector<std::uint32_t> index_; // rows_ positions by hash; a power of two, at most half full
   std::map<std::uint32_t, collect::cpu_sample> cpus_;
   collect::drop_counters drops_{};
+  collect::kernel_stacks stacks_;
 };
 
 // What the run records beyond the metrics' own groups.

@@ -13,7 +13,7 @@
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 14;
+inline constexpr int schema_version = 15;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // A histogram-valued metric's value; its id in thread_hist.metric / cpu_hist.metric is the
@@ -56,6 +56,41 @@ struct blame_row {
   int waiter_prio = -1;
 };
 
+// Wakeup group (schema v15): who ended a thread's sleeps in one interval. A waker is a process
+// under the comm and cgroup it had at sched_waking, or a pseudo-waker (the `culprit` table holds
+// both, kinds 0, 1 <idle>, 3 <other>, 4 <hardirq>, 5 <softirq>, 6 <timer>).
+enum class waker_kind : std::uint8_t {
+  process = 0,
+  hardirq = 1, // a hard interrupt handler
+  softirq = 2, // a softirq (the timer wheel's expiry included)
+  timer = 3,   // an hrtimer callback
+  idle = 4,    // the idle task outside those contexts
+  other = 5,   // <other>: wakers past the kernel's slots or the bound (max_wakers)
+};
+
+// The processes kept per sleeping thread and interval, by sleep; the rest is summed into <other>.
+inline constexpr std::size_t max_wakers = 8;
+
+struct wakeup_row {
+  waker_kind kind = waker_kind::process;
+  std::uint32_t pid = 0;      // the waker's process (tgid), kind process
+  std::string comm;           // its comm (exact kernel bytes), kind process
+  std::string cgroup;         // its cgroup v2 path, "" unknown
+  std::uint8_t state = 0;     // the sleeper's state at switch-out: 0 S, 1 D, 2 other
+  std::uint64_t sleep_ns = 0; // switch-out -> sched_waking, summed over the sleeps it ended
+  std::uint64_t count = 0;    // sleeps it ended
+};
+
+// Wakeup group (schema v15): where a thread's D sleeps blocked in one interval: a kernel stack
+// (its functions, innermost first; `hash` identifies it within a boot; 0 and no frames:
+// <other>, the stacks past the kernel's slots or not taken).
+struct blocked_row {
+  std::uint64_t hash = 0;
+  std::vector<std::string> frames;
+  std::uint64_t sleep_ns = 0; // switch-out -> sched_waking, summed over the D sleeps there
+  std::uint64_t count = 0;
+};
+
 // CPU pressure and bandwidth throttling of a cgroup ("/" = the whole system) in one interval:
 // deltas, each NULL in the database when the kernel does not say.
 struct cgroup_cpu_row {
@@ -92,6 +127,9 @@ struct thread_row {
   std::vector<std::pair<std::uint32_t, stats::histogram>> event_rates;
   // Blame group (schema v5): the culprits of this thread's waits and preemptions.
   std::vector<blame_row> blame;
+  // Wakeup group (schema v15): who ended this thread's sleeps, by sleep state.
+  std::vector<wakeup_row> wakeups;
+  std::vector<blocked_row> blocked; // their D sleeps by kernel stack
 };
 
 // A generic perf event of the run (stable for the whole run; identified by name in the DB).

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The wakeup group. Part of rsched.bpf.c, included after its maps; not a standalone header.
+ *
+ * Holds: the interrupt context of each CPU (irq_ctx: counted up and down by the hard-irq,
+ * softirq and hrtimer-expiry tracepoints, loaded only with the group), the state a thread
+ * sleeps in (sleep_state_of), a waker's slot in the thread's wakeup record
+ * (rsched_wakeup_search, wakeup_slot) and the charge of one sleep to its waker (wakeup_charge).
+ *
+ * A sleep runs from the switch-out in a sleeping state (on_switch stamps off_since) to the
+ * sched_waking that ends it (on_waking). sched_waking runs in the waker's context: the process
+ * current then, or an interrupt it interrupted (irq_ctx says which), so the sleep is charged
+ * whole to one waker and the parts add up to the thread's off-CPU time exactly.
+ *
+ * Expects, from rsched.bpf.c: the map irq_ctx and the global blame_epoch (the read epoch that
+ * blame's slots are given away by, bumped by user space before every read); from task.bpf.h:
+ * READ(), comm_eq().
+ */
+#ifndef RSCHED_WAKEUP_BPF_H
+#define RSCHED_WAKEUP_BPF_H
+
+#define TASK_INTERRUPTIBLE 0x0001
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define TASK_NOLOAD 0x0400
+
+/* The state a thread left the CPU in (prev->__state at sched_switch). */
+static __always_inline __u32 sleep_state_of(__u32 state)
+{
+	if (state & TASK_INTERRUPTIBLE)
+		return RSCHED_SLEEP_S;
+	if ((state & TASK_UNINTERRUPTIBLE) && !(state & TASK_NOLOAD))
+		return RSCHED_SLEEP_D;
+	return RSCHED_SLEEP_OTHER;
+}
+
+/* Counts one context level of this CPU up (entry) or down (exit). A level entered before the
+ * programs attached is left once more than entered: the count stays at 0. */
+static __always_inline void irq_level(__u32 which, bool enter)
+{
+	__u32 zero = 0;
+	struct rsched_irq_ctx *c = bpf_map_lookup_elem(&irq_ctx, &zero);
+	if (!c)
+		return;
+	__u32 *n = which == RSCHED_WAKER_HARDIRQ   ? &c->hardirq
+		   : which == RSCHED_WAKER_SOFTIRQ ? &c->softirq
+						   : &c->timer;
+	if (enter)
+		*n += 1;
+	else if (*n)
+		*n -= 1;
+}
+
+/* The pseudo-waker of this CPU's context now (enum rsched_waker_pseudo), or -1: the current
+ * process. An hrtimer callback runs inside a hard interrupt (or a softirq, for soft timers):
+ * the innermost named context wins, timer before hardirq before softirq. */
+static __always_inline int waker_context(void)
+{
+	__u32 zero = 0;
+	struct rsched_irq_ctx *c = bpf_map_lookup_elem(&irq_ctx, &zero);
+	if (c) {
+		if (c->timer)
+			return RSCHED_WAKER_TIMER;
+		if (c->hardirq)
+			return RSCHED_WAKER_HARDIRQ;
+		if (c->softirq)
+			return RSCHED_WAKER_SOFTIRQ;
+	}
+	if ((__u32)bpf_get_current_pid_tgid() == 0)
+		return RSCHED_WAKER_IDLE;
+	return -1;
+}
+
+/* A waker's slot: its own if it has one; else one never used or not updated for three reads
+ * (its counts have been read), which takes the waker on (`gen` moves on, counts restart at 0);
+ * else -1: <other>. A global function: the verifier checks it once. */
+__noinline int rsched_wakeup_search(struct rsched_task_state *st, __u32 tgid, __u64 cgroup,
+				    __u64 comm0, __u64 comm1)
+{
+	if (!st)
+		return -1;
+	struct rsched_wakeup *w = &st->wakeup;
+	__u16 epoch = (__u16)blame_epoch;
+
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_WAKEUP_SLOTS; i++) {
+		const __u64 *c = (const __u64 *)w->slot[i].comm;
+		if (w->gen[i] && w->tgid[i] == tgid && w->slot[i].cgroup_id == cgroup &&
+		    c[0] == comm0 && c[1] == comm1) {
+			w->epoch[i] = epoch;
+			w->hint = i;
+			return (int)i;
+		}
+	}
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_WAKEUP_SLOTS; i++) {
+		if (!w->gen[i] || (__u16)(epoch - w->epoch[i]) >= 3) {
+			struct rsched_wakeup_slot *s = &w->slot[i];
+			__u16 gen = w->gen[i] + 1;
+			w->gen[i] = gen ? gen : 1; /* 0 means never used */
+			w->epoch[i] = epoch;
+			w->tgid[i] = tgid;
+			s->cgroup_id = cgroup;
+			((__u64 *)s->comm)[0] = comm0;
+			((__u64 *)s->comm)[1] = comm1;
+			__builtin_memset(&s->n, 0, sizeof(s->n));
+			w->hint = i;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* Charges one sleep of `ns` in state `state` to the waker current now (or the context's
+ * pseudo-waker). */
+static __always_inline void wakeup_charge(struct rsched_task_state *st, __u64 ns, __u32 state)
+{
+	struct rsched_wakeup *w = &st->wakeup;
+	struct rsched_wakeup_counts *n;
+	__u32 s = state < RSCHED_WAKEUP_STATES ? state : RSCHED_SLEEP_OTHER;
+	int ctx = waker_context();
+
+	if (ctx < 0) {
+		__u64 comm[2] = {};
+		__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+		__u64 cgroup = bpf_get_current_cgroup_id();
+		bpf_get_current_comm(comm, sizeof(comm));
+		__u32 h = w->hint & (RSCHED_WAKEUP_SLOTS - 1);
+		int i;
+		if (w->gen[h] && w->tgid[h] == tgid && w->slot[h].cgroup_id == cgroup &&
+		    comm_eq(w->slot[h].comm, (const char *)comm)) {
+			w->epoch[h] = (__u16)blame_epoch;
+			i = (int)h;
+		} else {
+			i = rsched_wakeup_search(st, tgid, cgroup, comm[0], comm[1]);
+		}
+		if (i >= 0)
+			n = &w->slot[(__u32)i & (RSCHED_WAKEUP_SLOTS - 1)].n;
+		else
+			n = &w->pseudo[RSCHED_WAKER_OTHER];
+	} else {
+		n = &w->pseudo[(__u32)ctx % RSCHED_WAKEUP_PSEUDO];
+	}
+	s &= 3;
+	if (s >= RSCHED_WAKEUP_STATES)
+		s = RSCHED_SLEEP_OTHER;
+	n->sleep_ns[s] += ns;
+	n->count[s] += 1;
+}
+
+/* A kernel stack's slot (stack map id + 1 `sid1`): as a waker's (rsched_wakeup_search). */
+__noinline int rsched_stack_search(struct rsched_task_state *st, __u32 sid1)
+{
+	if (!st)
+		return -1;
+	struct rsched_wakeup *w = &st->wakeup;
+	__u16 epoch = (__u16)blame_epoch;
+
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_WAKEUP_STACKS; i++) {
+		if (w->stack_gen[i] && w->stack_id[i] == sid1 - 1) {
+			w->stack_epoch[i] = epoch;
+			return (int)i;
+		}
+	}
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_WAKEUP_STACKS; i++) {
+		if (!w->stack_gen[i] || (__u16)(epoch - w->stack_epoch[i]) >= 3) {
+			__u16 gen = w->stack_gen[i] + 1;
+			w->stack_gen[i] = gen ? gen : 1;
+			w->stack_epoch[i] = epoch;
+			w->stack_id[i] = sid1 - 1;
+			w->stack_ns[i] = 0;
+			w->stack_count[i] = 0;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* Charges a D sleep of `ns` to the kernel stack it blocked in (off_stack1), or to
+ * other_stack when it has none or every slot is taken. */
+static __always_inline void stack_charge(struct rsched_task_state *st, __u64 ns)
+{
+	struct rsched_wakeup *w = &st->wakeup;
+	__u32 sid1 = w->off_stack1;
+	int i = sid1 ? rsched_stack_search(st, sid1) : -1;
+
+	w->off_stack1 = 0;
+	if (i < 0) {
+		w->other_stack_ns += ns;
+		w->other_stack_count += 1;
+		return;
+	}
+	__u32 k = (__u32)i & (RSCHED_WAKEUP_STACKS - 1);
+	w->stack_ns[k] += ns;
+	w->stack_count[k] += 1;
+}
+
+#endif /* RSCHED_WAKEUP_BPF_H */

@@ -1,0 +1,27 @@
+#pragma once
+// Kernel symbols from /proc/kallsyms, for the wakeup group's stacks: each return address to the
+// function holding it (the text symbol at or below it). Read once; a kernel with
+// kptr_restrict showing zero addresses gives no symbols (every frame then "0x...").
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rsched::collect {
+
+class kallsyms {
+public:
+  // Parses kallsyms text ("ffffffff81000000 T _stext [module]" lines); text symbols only.
+  static kallsyms parse(std::string_view text);
+  // /proc/kallsyms (empty when unreadable).
+  static kallsyms load(const char *path = "/proc/kallsyms");
+  // The function holding `ip`, or "0x<hex>" when none does.
+  [[nodiscard]] std::string name_of(std::uint64_t ip) const;
+  [[nodiscard]] std::size_t size() const { return syms_.size(); }
+
+private:
+  std::vector<std::pair<std::uint64_t, std::string>> syms_; // by address
+};
+
+} // namespace rsched::collect

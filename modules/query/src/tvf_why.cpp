@@ -1,0 +1,370 @@
+// why(victim, [start, end]): where a victim's time went in a window, and one hop further.
+//
+// Hop 0 is the victim: its time running (the slice group's time slices), runnable (its
+// scheduling delay, divided among what ran meanwhile: blame's culprits) and sleeping (the wakeup
+// group: who ended each sleep, by the state it slept in), and where its D sleeps blocked (their
+// kernel stacks, a split of the D part). Hop 1 is the process that ended most
+// of that sleep (the top waker): the same three parts of its own time in the same window, its
+// runnable delay divided among its culprits. "slept 80 % on a pipe, woken by db[1234]; db itself
+// waited 60 % of its time behind batch[77]".
+#include "rsched/base/timefmt.hpp"
+#include "rsched/sqlite/statement.hpp"
+
+#include "table_functions.hpp"
+#include "tvf_blame.hpp"
+#include "tvf_window.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sqlite3.h>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace rsched::query::detail {
+
+namespace {
+
+std::optional<std::string_view> text_of(sqlite3_value *v) {
+  if (v == nullptr || sqlite3_value_type(v) == SQLITE_NULL) {
+    return std::nullopt;
+  }
+  const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+  return std::string_view(p != nullptr ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v)));
+}
+
+// Runs `sql` (?1, ?2: the window; ?3...: the victims) and hands each row to `on_row`.
+template <typename F>
+result<void> each_row(sqlite3 *db, const std::string &sql, std::int64_t a, std::int64_t b,
+                      const victims &vs, F &&on_row) {
+  auto st = sqlite::prepare_stmt(db, sql);
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  bind_victims(st->get(), vs, 3);
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    on_row(st->get());
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
+// The sum of the victims' thread_hist totals of `metrics` ("3, 4") in the window; nullopt when
+// no row has them (the group was not recorded).
+result<std::optional<std::int64_t>> hist_total(sqlite3 *db, const victims &v, std::int64_t a,
+                                               std::int64_t b, const char *metrics) {
+  std::optional<std::int64_t> total;
+  auto r = each_row(
+      db,
+      fmt::format("SELECT sum(h.total) FROM {} AS i CROSS JOIN thread_hist AS h ON "
+                  "h.interval_id = i.id AND h.metric IN ({}) CROSS JOIN thread AS t ON t.id = "
+                  "h.thread_id WHERE {} AND {}",
+                  timeline(db), metrics, overlaps(db, "i", a), victims_sql(v, 3)),
+      a, b, v, [&](sqlite3_stmt *s) {
+        if (sqlite3_column_type(s, 0) != SQLITE_NULL) {
+          total = sqlite3_column_int64(s, 0);
+        }
+      });
+  if (!r) {
+    return r.err();
+  }
+  return total;
+}
+
+// One waker of the victims' sleeps, in one state.
+struct waker_part {
+  int kind = 0; // culprit.kind: 0 process, 1 <idle>, 3 <other>, 4 <hardirq>, 5 <softirq>, 6 <timer>
+  std::optional<std::int64_t> pid;
+  std::string comm, cgroup, state;
+  std::int64_t sleep_ns = 0, count = 0;
+};
+
+result<std::vector<waker_part>> wakers_of(sqlite3 *db, const victims &v, std::int64_t a,
+                                          std::int64_t b) {
+  std::vector<waker_part> out;
+  auto r = each_row(
+      db,
+      fmt::format("SELECT c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 THEN 0 END, "
+                  "c.comm, c.cgroup, CASE w.state WHEN 0 THEN 'S' WHEN 1 THEN 'D' ELSE 'other' "
+                  "END, sum(w.sleep_ns), sum(w.count) FROM {} AS i CROSS JOIN thread_wakeup AS w "
+                  "ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id = w.thread_id JOIN "
+                  "culprit AS c ON c.id = w.waker_id WHERE {} AND {} GROUP BY c.kind, c.pid, "
+                  "c.comm, c.cgroup, w.state",
+                  timeline(db), overlaps(db, "i", a), victims_sql(v, 3)),
+      a, b, v, [&](sqlite3_stmt *s) {
+        waker_part p;
+        p.kind = sqlite3_column_int(s, 0);
+        if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
+          p.pid = sqlite3_column_int64(s, 1);
+        }
+        p.comm = sqlite::column_text(s, 2);
+        p.cgroup = sqlite::column_text(s, 3);
+        p.state = sqlite::column_text(s, 4);
+        p.sleep_ns = sqlite3_column_int64(s, 5);
+        p.count = sqlite3_column_int64(s, 6);
+        out.push_back(std::move(p));
+      });
+  if (!r) {
+    return r.err();
+  }
+  std::stable_sort(out.begin(), out.end(), [](const waker_part &x, const waker_part &y) {
+    return x.sleep_ns != y.sleep_ns ? x.sleep_ns > y.sleep_ns : x.count > y.count;
+  });
+  return out;
+}
+
+// comm[pid] for a process, the name alone for a pseudo one or a rollup identity (no pid).
+std::string name_of(const std::string &comm, const std::optional<std::int64_t> &pid, int kind) {
+  if (kind == 0 && pid && *pid > 0) {
+    return fmt::format("{}[{}]", comm, *pid);
+  }
+  return comm;
+}
+
+std::string pct(std::int64_t part, std::int64_t whole) {
+  if (whole <= 0) {
+    return "?";
+  }
+  return fmt::format("{:.0f} %", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+// Where the victims' D sleeps blocked: per kernel stack, its frames (innermost first).
+struct blocked_part {
+  std::string frames;
+  std::int64_t sleep_ns = 0, count = 0;
+};
+
+result<std::vector<blocked_part>> blocked_of(sqlite3 *db, const victims &v, std::int64_t a,
+                                             std::int64_t b) {
+  std::vector<blocked_part> out;
+  if (!has_table(db, "thread_blocked")) {
+    return out;
+  }
+  auto r = each_row(
+      db,
+      fmt::format("SELECT coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT func FROM "
+                  "kstack_frame WHERE stack_id = x.stack_id ORDER BY depth) AS f), '<other>'), "
+                  "sum(x.sleep_ns), sum(x.count) FROM {} AS i CROSS JOIN thread_blocked AS x ON "
+                  "x.interval_id = i.id CROSS JOIN thread AS t ON t.id = x.thread_id WHERE {} AND "
+                  "{} GROUP BY x.stack_id",
+                  timeline(db), overlaps(db, "i", a), victims_sql(v, 3)),
+      a, b, v, [&](sqlite3_stmt *s) {
+        out.push_back(
+            {sqlite::column_text(s, 0), sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2)});
+      });
+  if (!r) {
+    return r.err();
+  }
+  std::stable_sort(out.begin(), out.end(), [](const blocked_part &x, const blocked_part &y) {
+    return x.sleep_ns > y.sleep_ns;
+  });
+  return out;
+}
+
+// One hop's time: running (nullopt: not recorded), runnable culprits, sleeping wakers.
+struct hop {
+  std::string subject;
+  std::optional<std::int64_t> running;
+  std::vector<culprit_sum> culprits;
+  std::optional<std::int64_t> delay; // sched_delay's total when no blame was recorded
+  std::vector<waker_part> wakers;
+  std::vector<blocked_part> blocked; // the D part of `wakers`, by kernel stack
+  [[nodiscard]] std::int64_t runnable() const {
+    std::int64_t n = 0;
+    for (const auto &c : culprits) {
+      n += c.wait_ns;
+    }
+    return culprits.empty() ? delay.value_or(0) : n;
+  }
+  [[nodiscard]] std::int64_t sleeping() const {
+    std::int64_t n = 0;
+    for (const auto &w : wakers) {
+      n += w.sleep_ns;
+    }
+    return n;
+  }
+  [[nodiscard]] std::int64_t total() const { return running.value_or(0) + runnable() + sleeping(); }
+};
+
+result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b,
+                   std::string subject) {
+  hop h;
+  h.subject = std::move(subject);
+  auto run = hist_total(db, v, a, b, "3, 4"); // timeslice: voluntary and involuntary
+  if (!run) {
+    return run.err();
+  }
+  h.running = *run;
+  auto c = blame_of(db, v, a, b);
+  if (!c) {
+    return c.err();
+  }
+  h.culprits = std::move(*c);
+  if (h.culprits.empty()) {
+    auto d = hist_total(db, v, a, b, "1"); // sched_delay
+    if (!d) {
+      return d.err();
+    }
+    h.delay = *d;
+  }
+  auto w = wakers_of(db, v, a, b);
+  if (!w) {
+    return w.err();
+  }
+  h.wakers = std::move(*w);
+  auto bl = blocked_of(db, v, a, b);
+  if (!bl) {
+    return bl.err();
+  }
+  h.blocked = std::move(*bl);
+  return h;
+}
+
+// "running 2 %, runnable 1 % (behind hog[77] 95 %), sleeping 97 % (S 97 %)".
+std::string hop_text(const hop &h) {
+  const std::int64_t all = h.total();
+  std::string s = h.subject + ":";
+  if (all <= 0) {
+    return s + " nothing recorded in the window";
+  }
+  if (h.running) {
+    s += " running " + pct(*h.running, all) + ",";
+  }
+  s += " runnable " + pct(h.runnable(), all);
+  if (!h.culprits.empty()) {
+    const auto &c = h.culprits.front();
+    s += fmt::format(" (behind {} {} of it)", name_of(c.comm, c.pid, c.kind),
+                     pct(c.wait_ns, h.runnable()));
+  }
+  const std::int64_t sleeping = h.sleeping();
+  if (sleeping > 0) {
+    std::map<std::string, std::int64_t> by_state;
+    for (const auto &w : h.wakers) {
+      by_state[w.state] += w.sleep_ns;
+    }
+    std::string states;
+    for (const auto &[st, ns] : by_state) {
+      states += (states.empty() ? "" : ", ") + st + " " + pct(ns, all);
+    }
+    s += ", sleeping " + pct(sleeping, all) + " (" + states + ")";
+  }
+  return s;
+}
+
+} // namespace
+
+result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  auto v = parse_victim(text_of(args[0]), "why");
+  if (!v) {
+    return v.err();
+  }
+  auto w = window_args(db, ctx, args, 1, 2, "why");
+  if (!w) {
+    return w.err();
+  }
+  if (!has_table(db, "thread_wakeup")) {
+    return make_error("why: this database has no wakeup table (recorded before schema 14; "
+                      "rschedd -g wakeup records who woke each thread)");
+  }
+  const auto [a, b] = *w;
+  auto h0 = hop_of(db, {*v}, a, b, v->describe());
+  if (!h0) {
+    return h0.err();
+  }
+  // Hop 1: the process that ended most of the victim's sleep (summed over its states).
+  std::vector<hop> hops{std::move(*h0)};
+  std::map<std::tuple<std::string, std::string, std::int64_t>, std::int64_t> by_waker;
+  for (const auto &p : hops[0].wakers) {
+    if (p.kind == 0) {
+      by_waker[{p.comm, p.cgroup, p.pid.value_or(0)}] += p.sleep_ns;
+    }
+  }
+  const auto top =
+      std::max_element(by_waker.begin(), by_waker.end(),
+                       [](const auto &x, const auto &y) { return x.second < y.second; });
+  if (top != by_waker.end()) {
+    const auto &[comm, cgroup, pid] = top->first;
+    victim next;
+    if (pid > 0) {
+      next.what = victim::kind::pid;
+      next.number = pid;
+    } else { // a rollup row names the waker by comm only
+      next.what = victim::kind::comm;
+      next.text = comm;
+    }
+    auto h1 =
+        hop_of(db, {next}, a, b, name_of(comm, pid > 0 ? std::optional(pid) : std::nullopt, 0));
+    if (!h1) {
+      return h1.err();
+    }
+    hops.push_back(std::move(*h1));
+  }
+  // The sentence every row carries.
+  std::string summary = hop_text(hops[0]);
+  if (hops.size() > 1) {
+    const std::int64_t sleeping = hops[0].sleeping();
+    summary += fmt::format("; woken by {} for {} of its sleep; {}", hops[1].subject,
+                           pct(top->second, sleeping), hop_text(hops[1]));
+  }
+  rows out;
+  for (std::size_t k = 0; k < hops.size(); ++k) {
+    const hop &h = hops[k];
+    const std::int64_t all = h.total();
+    const auto add = [&](const char *part, value state, value by_pid, value by_comm,
+                         value by_cgroup, std::int64_t ns, value count) {
+      row r;
+      r.reserve(11);
+      r.emplace_back(static_cast<std::int64_t>(k));
+      r.emplace_back(h.subject);
+      r.emplace_back(std::string(part));
+      r.push_back(std::move(state));
+      r.push_back(std::move(by_pid));
+      r.push_back(std::move(by_comm));
+      r.push_back(std::move(by_cgroup));
+      r.emplace_back(ns);
+      if (all > 0) {
+        r.emplace_back(100.0 * static_cast<double>(ns) / static_cast<double>(all));
+      } else {
+        r.emplace_back();
+      }
+      r.push_back(std::move(count));
+      r.emplace_back(summary);
+      out.push_back(std::move(r));
+    };
+    const auto opt = [](const std::optional<std::int64_t> &o) {
+      value x;
+      if (o) {
+        x = *o;
+      }
+      return x;
+    };
+    if (h.running) {
+      add("running", {}, {}, {}, {}, *h.running, {});
+    }
+    for (const auto &c : h.culprits) {
+      add("runnable", {}, opt(c.pid), c.comm, c.cgroup, c.wait_ns, c.waits);
+    }
+    if (h.culprits.empty() && h.delay) {
+      add("runnable", {}, {}, {}, {}, *h.delay, {});
+    }
+    for (const auto &p : h.wakers) {
+      add("sleeping", p.state, opt(p.pid), p.comm, p.cgroup, p.sleep_ns, p.count);
+    }
+    // Where the D sleeps blocked (a split of the D rows above, not added to the hop's time):
+    // the kernel stack in by_comm.
+    for (const auto &p : h.blocked) {
+      add("blocked", std::string("D"), {}, p.frames, {}, p.sleep_ns, p.count);
+    }
+  }
+  return out;
+}
+
+} // namespace rsched::query::detail

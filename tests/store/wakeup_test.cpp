@@ -1,0 +1,156 @@
+// Schema v15 in the store: the wakeup group (view wakeups): written rows, pseudo-wakers, two rows
+// of one waker summed, rollups per (comm, cgroup) of both sides, exactly, and retention keeping
+// the wakers that rows still name.
+#include "store_test_util.hpp"
+
+#include <fmt/format.h>
+
+using namespace store_test;
+using rsched::store::waker_kind;
+using rsched::store::wakeup_row;
+
+namespace {
+
+constexpr std::int64_t t0 = 1'700'000'040'000'000'000; // a whole minute (UTC ns)
+
+wakeup_row by_process(std::uint32_t pid, std::string comm, std::string cgroup, int state,
+                      std::uint64_t ns, std::uint64_t count) {
+  wakeup_row w;
+  w.kind = waker_kind::process;
+  w.pid = pid;
+  w.comm = std::move(comm);
+  w.cgroup = std::move(cgroup);
+  w.state = static_cast<std::uint8_t>(state);
+  w.sleep_ns = ns;
+  w.count = count;
+  return w;
+}
+
+wakeup_row by_pseudo(waker_kind k, int state, std::uint64_t ns, std::uint64_t count) {
+  wakeup_row w;
+  w.kind = k;
+  w.state = static_cast<std::uint8_t>(state);
+  w.sleep_ns = ns;
+  w.count = count;
+  return w;
+}
+
+// A reader woken by its writer (S), by the block layer's softirq (D), a timer and <other>.
+rsched::store::thread_row sleeper(std::uint32_t tid, const std::string &comm) {
+  auto t = make_thread(tid, comm, {1'000}, {}, "/app");
+  t.wakeups = {by_process(77, "writer", "/app", 0, 8'000'000, 4),
+               by_pseudo(waker_kind::softirq, 1, 2'000'000, 1),
+               by_pseudo(waker_kind::timer, 0, 1'000'000, 1),
+               by_pseudo(waker_kind::hardirq, 2, 500, 1),
+               by_pseudo(waker_kind::idle, 0, 700, 1),
+               by_pseudo(waker_kind::other, 0, 300'000, 3)};
+  return t;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(new_db, "wakeup rows: the view, pseudo-wakers by name, states, hostile comms",
+                 "[store][wakeup]") {
+  auto iv = make_interval(t0, {sleeper(10, "reader"), sleeper(11, "reader")});
+  iv.threads[1].wakeups.push_back(by_process(66, "<softirq>", "/x", 1, 5, 1));
+  iv.threads[1].wakeups.push_back(by_process(67, "a,\"b\"\x1b[2J", "", 2, 6, 2));
+  // Two rows of one waker and state are one row, summed.
+  iv.threads[1].wakeups.push_back(by_process(77, "writer", "/app", 0, 1'000'000, 1));
+  write_ok(w, iv);
+  auto r = open_reader(path);
+  CHECK(columns_of(r, "wakeups") ==
+        std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "by_pid", "by_comm",
+                                 "by_cgroup", "state", "sleep_ns", "count", "tier"});
+  CHECK(columns_of(r, "wakeups_1m") == columns_of(r, "wakeups"));
+  CHECK(columns_of(r, "wakeups_1h") == columns_of(r, "wakeups"));
+  auto rows = run(r, "SELECT by_pid, by_comm, state, sleep_ns, count FROM wakeups WHERE tid = 10 "
+                     "ORDER BY sleep_ns DESC");
+  REQUIRE(rows.rows.size() == 6);
+  CHECK(as_int(rows.rows[0][0]) == 77);
+  CHECK(as_text(rows.rows[0][1]) == "writer");
+  CHECK(as_text(rows.rows[0][2]) == "S");
+  CHECK(as_text(rows.rows[1][1]) == "<softirq>");
+  CHECK(as_text(rows.rows[1][2]) == "D");
+  CHECK(is_null(rows.rows[1][0])); // a pseudo-waker names no process
+  CHECK(as_text(rows.rows[2][1]) == "<timer>");
+  CHECK(as_text(rows.rows[3][1]) == "<other>");
+  CHECK(as_text(rows.rows[4][1]) == "<idle>");
+  CHECK(as_int(rows.rows[4][0]) == 0); // the idle task is pid 0, as in blame
+  CHECK(as_text(rows.rows[5][1]) == "<hardirq>");
+  CHECK(as_text(rows.rows[5][2]) == "other");
+  CHECK(scalar_int(r, "SELECT sum(sleep_ns) FROM wakeups WHERE tid = 11 AND by_pid = 77") ==
+        9'000'000);
+  CHECK(scalar_int(r, "SELECT count(*) FROM wakeups WHERE tid = 11 AND by_pid = 77") == 1);
+  // The process named like a pseudo-waker and the hostile comm are data.
+  CHECK(scalar_int(r, "SELECT by_pid FROM wakeups WHERE tid = 11 AND by_comm = '<softirq>' AND "
+                      "state = 'D' AND count = 1 AND sleep_ns = 5") == 66);
+  CHECK(scalar_int(r, "SELECT sleep_ns FROM wakeups WHERE by_comm = 'a,\"b\"' || char(27) || "
+                      "'[2J'") == 6);
+}
+
+TEST_CASE_METHOD(new_db, "wakeups roll up per (comm, cgroup) of sleeper and waker, exactly",
+                 "[store][wakeup][rollup]") {
+  for (int i = 0; i < 12; ++i) {
+    auto a = sleeper(10, "reader");
+    auto b = sleeper(20 + static_cast<std::uint32_t>(i), "reader");
+    b.wakeups[0].pid = 78; // another writer process, same comm and cgroup
+    write_ok(w, make_interval(t0 + i * 10 * sec, {a, b}));
+  }
+  write_ok(w, make_interval(t0 + 2 * minute, {make_thread(1, "later", {1})}));
+  REQUIRE(w.maintain(t0 + 3 * minute).ok());
+  auto r = open_reader(path);
+  const char *q = "SELECT comm, by_comm, state, sum(sleep_ns), sum(count) FROM {} GROUP BY 1, 2, "
+                  "3 ORDER BY 1, 2, 3";
+  auto raw = run(r, fmt::format(fmt::runtime(q), "wakeups"));
+  auto m = run(r, fmt::format(fmt::runtime(q), "wakeups_1m"));
+  REQUIRE(!raw.rows.empty());
+  CHECK(m.rows == raw.rows);
+  // One 1-minute row per minute and (reader, writer, state): the writer processes are one comm.
+  CHECK(scalar_int(r, "SELECT count(*) FROM wakeups_1m WHERE by_comm = 'writer'") == 2);
+  CHECK(scalar_int(r, "SELECT count(by_pid) FROM wakeups_1m WHERE by_comm = 'writer'") == 0);
+  CHECK(scalar_int(r, "SELECT sum(count) FROM wakeups_1m WHERE by_comm = 'writer'") == 12 * 8);
+}
+
+TEST_CASE_METHOD(new_db, "blocked stacks: frames stored once per stack and boot, the view, rollups",
+                 "[store][wakeup]") {
+  const auto blocked = [](std::uint64_t hash, std::vector<std::string> frames, std::uint64_t ns,
+                          std::uint64_t n) {
+    rsched::store::blocked_row b;
+    b.hash = hash;
+    b.frames = std::move(frames);
+    b.sleep_ns = ns;
+    b.count = n;
+    return b;
+  };
+  for (int i = 0; i < 12; ++i) {
+    auto t = sleeper(10, "fsyncer");
+    t.blocked = {
+        blocked(0xF00DULL << 40, {"io_schedule", "folio_wait_bit", "ext4_sync_file"}, 700, 3),
+        blocked(0, {}, 50, 1)};
+    auto u = sleeper(11, "fsyncer");
+    u.blocked = {
+        blocked(0xF00DULL << 40, {"io_schedule", "folio_wait_bit", "ext4_sync_file"}, 300, 1)};
+    write_ok(w, make_interval(t0 + i * 10 * sec, {t, u}));
+  }
+  write_ok(w, make_interval(t0 + 2 * minute, {make_thread(1, "later", {1})}));
+  REQUIRE(w.maintain(t0 + 3 * minute).ok());
+  auto r = open_reader(path);
+  CHECK(columns_of(r, "blocked_stacks") ==
+        std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "stack_id", "frames",
+                                 "sleep_ns", "count", "tier"});
+  // One stack row and its frames, whatever the intervals and threads that name it.
+  CHECK(scalar_int(r, "SELECT count(*) FROM kstack WHERE hash <> 0") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM kstack_frame") == 3);
+  auto rows = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks GROUP BY "
+                     "stack_id ORDER BY 2 DESC");
+  REQUIRE(rows.rows.size() == 2);
+  CHECK(as_text(rows.rows[0][0]) == "io_schedule <- folio_wait_bit <- ext4_sync_file");
+  CHECK(as_int(rows.rows[0][1]) == 12 * 1000);
+  CHECK(as_text(rows.rows[1][0]) == "<other>");
+  CHECK(as_int(rows.rows[1][2]) == 12);
+  // Rolled up per (comm, cgroup) and stack, exactly.
+  auto m = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks_1m GROUP BY "
+                  "stack_id ORDER BY 2 DESC");
+  CHECK(m.rows == rows.rows);
+  CHECK(scalar_int(r, "SELECT count(DISTINCT tid) FROM blocked_stacks_1m") == 1);
+}
