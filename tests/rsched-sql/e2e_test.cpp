@@ -374,11 +374,32 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
           b.wait_ns = 10 * 20'000'000;
           b.waits = 10;
           t.blame = {b};
+          // Between its waits it sleeps, woken by db (pid 20): the wakeup group's rows.
+          store::wakeup_row wk;
+          wk.kind = store::waker_kind::process;
+          wk.pid = 20;
+          wk.comm = "db";
+          wk.cgroup = "/db";
+          wk.state = 0;
+          wk.sleep_ns = 500'000'000;
+          wk.count = 10;
+          t.wakeups = {wk};
         }
         iv.threads.push_back(t);
       }
       REQUIRE(w->write(iv).ok());
     }
+    // A flight recorder capture of the stall's first seconds, its file name hostile.
+    store::capture_row c;
+    c.start_ns = t0 + 115 * sec;
+    c.end_ns = t0 + 125 * sec;
+    c.trigger = "threshold";
+    c.reason = "webworker <tid 103> waited 20 ms";
+    c.file = dir.file("rsched.captures/x \"<a>\" #1.pftrace");
+    c.bytes = 4650;
+    c.events = 410;
+    c.created_ns = t0 + 126 * sec;
+    REQUIRE(w->add_capture(c).ok());
   }
   const std::string f = dir.file("r.html");
   const auto r = run_sql({db, "report", "--from", std::to_string(t0 / sec), "--to",
@@ -424,6 +445,22 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   CHECK(tl1 < h2.find("</section>", sec1));
   CHECK(h2.find(">webworker (tid 103)</text>", tl1) < h2.find("</section>", sec1));
   CHECK(h2.find("No spike in this window.", sec2) < h2.find("</section>", sec2));
+  // The whole wait of the stalled thread (why()): its sleep is db's; and the capture of the
+  // stall linked from the section to its row in the captures table, the file name as data.
+  const auto whole = h2.find("The whole wait of the worst threads", sec1);
+  CHECK(whole < h2.find("</section>", sec1));
+  CHECK(h2.find("woken by db[20]", whole) < h2.find("</section>", sec1));
+  CHECK(h2.find("Flight recorder captures of this window: <a href=\"#capture-1\">#1 "
+                "(threshold)</a>.",
+                sec1) < h2.find("</section>", sec1));
+  CHECK(h2.find("Flight recorder captures of this window", sec2) > h2.find("</section>", sec2));
+  const auto caps = h2.find("<h2 id=\"captures\">Flight recorder captures</h2>");
+  REQUIRE(caps != std::string::npos);
+  CHECK(h2.find("<tr id=\"capture-1\"><td>#1</td>", caps) != std::string::npos);
+  CHECK(h2.find("webworker &lt;tid 103&gt; waited 20 ms", caps) != std::string::npos);
+  CHECK(h2.find("rsched.captures/x%20%22%3Ca%3E%22%20%231.pftrace\">", caps) != std::string::npos);
+  CHECK(h2.find("rsched.captures/x &quot;&lt;a&gt;&quot; #1.pftrace</a>", caps) !=
+        std::string::npos);
   CHECK(h2.find("All of them are inside annotations' windows.") != std::string::npos);
   // The annotations' labels start with their id, as their table rows and sections name them.
   CHECK(h2.find(">#1 checkout &lt;b&gt;slow&lt;/b&gt;</text>") != std::string::npos);

@@ -95,6 +95,22 @@ std::string table_html(const std::vector<std::string> &head,
   return out + "</table>\n";
 }
 
+// A file path as a file:// URL: every byte but unreserved ones and '/' percent-encoded (a path
+// is bytes: quotes, spaces, '#', non-UTF-8 in a name stay data).
+std::string file_url(const std::string &path) {
+  std::string out = "file://";
+  for (const char ch : path) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~' || c == '/') {
+      out += ch;
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 result<std::string> build_report(query::reader &db, const report_args &a) {
@@ -358,6 +374,7 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
   // annotation's window is its range; a point in time's, the 5 minutes either side (as the
   // annotation_delay view). Spikes that overlap one are listed there, the rest below.
   std::vector<bool> covered(spikes.size(), false);
+  const bool captures = has_object(db, "captures");
   if (auto an = query(db,
                       "SELECT id, start_ns, end_ns, substr(text, 1, ?3) FROM annotations WHERE "
                       "start_ns < ?2 AND coalesce(end_ns, start_ns) >= ?1 ORDER BY start_ns, id "
@@ -367,6 +384,7 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
     constexpr std::int64_t margin = 5LL * 60 * 1'000'000'000;
     const bool throttling = has_object(db, "cpu_throttling"); // once, not per annotation
     const bool pressure = has_object(db, "cpu_pressure");
+    const bool wakeups = has_object(db, "wakeups");
     for (const auto &r : an->rows) {
       const std::int64_t id = int_of(r[0]).value_or(0);
       const std::int64_t s0 = int_of(r[1]).value_or(0);
@@ -470,6 +488,46 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
                   "<figcaption>The worst threads' p99 before, during and after the window "
                   "(log scale).</figcaption></figure>\n";
         }
+        // The sleeping side of the same threads, where the wakeup group was recorded: their
+        // time running, runnable (who ran), sleeping (who woke them) and blocked (where), and
+        // one hop further (why(), docs/SQL.md).
+        if (wakeups) {
+          if (auto recorded =
+                  query(db, "SELECT 1 FROM wakeups WHERE ts >= ?1 AND ts < ?2 LIMIT 1", wspan);
+              recorded && !recorded->rows.empty()) {
+            std::vector<std::vector<std::pair<std::string, bool>>> wrows;
+            for (std::size_t k = 0; k < who.size(); ++k) {
+              if (auto wy = query(db, "SELECT summary FROM why(?3, ?1, ?2) LIMIT 1",
+                                  {ws, we, "tid:" + who[k].first});
+                  wy && !wy->rows.empty()) {
+                wrows.push_back({{fmt::format("{} (tid {})", who[k].second, who[k].first), false},
+                                 {text_of(wy->rows[0][0]), false}});
+              }
+            }
+            if (!wrows.empty()) {
+              html += "<p class=\"note\">The whole wait of the worst threads: running, runnable "
+                      "(who ran), sleeping (who woke them), blocked (where), and the waker's own "
+                      "time one hop further (why(), docs/SQL.md):</p>\n";
+              html += table_html({"thread", "where its time went"}, wrows);
+            }
+          }
+        }
+      }
+      // The flight recorder's captures of this window: the seconds around it as a trace.
+      if (captures) {
+        if (auto cp = query(db,
+                            "SELECT id, trigger FROM captures WHERE start_ns < ?2 AND end_ns >= ?1 "
+                            "ORDER BY start_ns, id LIMIT 20",
+                            wspan);
+            cp && !cp->rows.empty()) {
+          std::string links;
+          for (const auto &v : cp->rows) {
+            links +=
+                fmt::format("{}<a href=\"#capture-{}\">#{} ({})</a>", links.empty() ? "" : ", ",
+                            text_of(v[0]), text_of(v[0]), xml_text(text_of(v[1])));
+          }
+          html += "<p>Flight recorder captures of this window: " + links + ".</p>\n";
+        }
       }
       // Spikes in the window, with their causes.
       std::vector<std::vector<std::pair<std::string, bool>>> srows;
@@ -543,6 +601,35 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
         }
       }
       html += "</section>\n";
+    }
+  }
+
+  // The flight recorder's captures in the window (rschedd --flight-recorder): Perfetto traces
+  // of the seconds before each trigger, linked where they are (docs/SQL.md, "captures").
+  if (captures) {
+    if (auto cp = query(db,
+                        "SELECT id, start_ns, end_ns, trigger, reason, file, bytes, events FROM "
+                        "captures WHERE start_ns < ?2 AND end_ns >= ?1 ORDER BY start_ns, id "
+                        "LIMIT 200",
+                        {from, to});
+        cp && !cp->rows.empty()) {
+      html += "<h2 id=\"captures\">Flight recorder captures</h2>\n<p class=\"note\">Perfetto "
+              "traces of the seconds before each trigger (open them in ui.perfetto.dev); the "
+              "files are beside the database, as protected as it.</p>\n<table><tr><th>#</th>"
+              "<th>from</th><th>until</th><th>trigger</th><th>why</th><th>file</th><th>bytes"
+              "</th><th>events</th></tr>\n";
+      for (const auto &v : cp->rows) {
+        const std::string file = text_of(v[5]);
+        html += fmt::format(
+            "<tr id=\"capture-{}\"><td>#{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>"
+            "<a href=\"{}\">{}</a></td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+            text_of(v[0]), text_of(v[0]),
+            xml_text(timefmt::format_time(int_of(v[1]).value_or(0), zone)),
+            xml_text(timefmt::format_time(int_of(v[2]).value_or(0), zone)), xml_text(text_of(v[3])),
+            xml_text(text_of(v[4])), xml_text(file_url(file)), xml_text(file), text_of(v[6]),
+            text_of(v[7]));
+      }
+      html += "</table>\n";
     }
   }
 
