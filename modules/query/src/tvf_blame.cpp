@@ -454,7 +454,8 @@ private:
 } // namespace
 
 result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
-                                             bool blame, bool pressure, bool per_thread) {
+                                             bool blame, bool pressure, bool per_thread,
+                                             const std::unordered_set<std::int64_t> *only) {
   std::vector<window_causes> out(qs.size());
   blame = blame && has_table(db, "thread_blame");
   pressure = pressure && has_table(db, "cgroup_cpu");
@@ -734,6 +735,9 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
         return t.err();
       }
       windows_of(**t, hits);
+      if (only != nullptr && !only->contains(thread)) {
+        hits.clear();
+      }
     }
     if (hits.empty()) {
       return {};

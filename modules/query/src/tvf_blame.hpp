@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 struct sqlite3;
@@ -115,8 +116,12 @@ struct window_causes {
   std::vector<thread_culprit> by_thread; // per_thread: blame_by_thread(who, a, b)
   pressure_sum pressure;                 // pressure_of(who, a, b)
 };
-result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
-                                             bool blame, bool pressure, bool per_thread = false);
+// `only`, when given: the blame rows of other threads (thread.id) are left out, as if they were
+// no window's victims (explain() needs the culprits of the threads it ranks, not of every
+// thread it read); the pressure part is not narrowed.
+result<std::vector<window_causes>>
+causes_of(sqlite3 *db, const std::vector<window_query> &qs, bool blame, bool pressure,
+          bool per_thread = false, const std::unordered_set<std::int64_t> *only = nullptr);
 
 // One line naming a likely cause: "hog[4242] 91% of the wait, <idle> 5%; throttled 1.20 s
 // (/app); CPU pressure 35%". A culprit process is named comm[pid] (two processes of one name

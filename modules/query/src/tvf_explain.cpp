@@ -26,6 +26,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -468,8 +469,13 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
             });
   // The evidence, per thread.
   // blame_by_thread of the window and of the baseline, from one read of both.
+  // Of the ranked threads only: the others' culprits are never read.
+  std::unordered_set<std::int64_t> ranked;
+  for (const auto &v : victims_ranked) {
+    ranked.insert(v.thread_id);
+  }
   auto blame = causes_of(db, {{vs, window->a, window->b}, {vs, baseline->a, baseline->b}}, true,
-                         false, true);
+                         false, true, &ranked);
   if (!blame) {
     return blame.err();
   }
