@@ -620,12 +620,15 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
   // out.ivs and series_of as it reads) and touches only the finders and runs of its series;
   // it is joined before an interval read from its rows (those feed at once, on this thread)
   // and at the end.
+  // 16 bytes a feed (the batches are streamed through memory): the series' index with, in its
+  // top bit, whether the interval is judged (samples >= min_samples, all the finder asks of
+  // the count).
   struct pending_feed {
     std::uint64_t p99 = 0;
-    std::uint64_t samples = 0;
-    std::uint32_t at = 0; // into out.ivs
-    std::uint32_t series = 0;
+    std::uint32_t at = 0;     // into out.ivs
+    std::uint32_t series = 0; // | judged_bit
   };
+  static constexpr std::uint32_t judged_bit = std::uint32_t{1} << 31;
   using series_ref = std::pair<incident_finder *, std::vector<spike_run> *>;
   struct feeder_state {
     std::vector<interval_info> ivs; // out.ivs as far as handed over
@@ -638,18 +641,20 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
       try {
         starts.assign(series.size() + 1, 0);
         for (const auto &f : feeds) {
-          ++starts[f.series + 1];
+          ++starts[(f.series & ~judged_bit) + 1];
         }
         for (std::size_t i = 1; i < starts.size(); ++i) {
           starts[i] += starts[i - 1];
         }
         by_series.resize(feeds.size());
         for (const auto &f : feeds) {
-          by_series[starts[f.series]++] = f;
+          by_series[starts[f.series & ~judged_bit]++] = f;
         }
         for (const auto &f : by_series) {
-          auto &[finder, runs] = series[f.series];
-          finder->add(ivs, f.at, f.p99, f.samples, r, *runs);
+          auto &[finder, runs] = series[f.series & ~judged_bit];
+          // A judged interval's count is min_samples or more; any such count gives add() the
+          // same answer, as 0 does for one that is not.
+          finder->add(ivs, f.at, f.p99, (f.series & judged_bit) != 0 ? r.min_samples : 0, r, *runs);
         }
       } catch (...) {
         failed = std::current_exception();
@@ -773,8 +778,8 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
           series_of.emplace_back(t.finder, &t.slot->second);
         }
         if (e.samples > 0) {
-          pending.push_back(
-              {e.p99, e.samples, static_cast<std::uint32_t>(out.ivs.size() - 1), t.series});
+          pending.push_back({e.p99, static_cast<std::uint32_t>(out.ivs.size() - 1),
+                             t.series | (e.samples >= rules.min_samples ? judged_bit : 0)});
           if (pending.size() == pending_max) {
             hand_off();
           }
@@ -811,8 +816,8 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
         t.key_series = it->second;
         t.keyed = true;
       }
-      pending.push_back(
-          {c.p99, c.samples, static_cast<std::uint32_t>(out.ivs.size() - 1), t.key_series});
+      pending.push_back({c.p99, static_cast<std::uint32_t>(out.ivs.size() - 1),
+                         t.key_series | (c.samples >= rules.min_samples ? judged_bit : 0)});
       if (pending.size() == pending_max) {
         hand_off();
       }
