@@ -208,15 +208,11 @@ void recorder::capture(std::uint64_t to_boot, std::int64_t real_minus_boot, capt
   if (!bytes) {
     r.error = bytes.err().msg;
   } else {
-    // The directory as private as the database's: 0750 with its group, 0700 without.
-    const mode_t dir_mode = 0700 | ((cfg_.file_mode & 0040) != 0 ? 0050 : 0);
-    if (::mkdir(cfg_.dir.c_str(), dir_mode) != 0 && errno != EEXIST) {
-      r.error = fmt::format("cannot create {}: {}", text::escape_for_terminal(cfg_.dir),
-                            std::strerror(errno));
+    if (auto d =
+            ensure_capture_dir(cfg_.dir, (cfg_.file_mode & 0040) != 0 ? cfg_.group : std::nullopt);
+        !d) {
+      r.error = d.err().msg;
     } else {
-      if (cfg_.group) {
-        (void)::lchown(cfg_.dir.c_str(), static_cast<uid_t>(-1), *cfg_.group);
-      }
       const std::string path =
           fmt::format("{}/{}-{}-{}.pftrace", cfg_.dir, file_time(r.end_ns), r.trigger, n);
       safe_file::options o;
@@ -238,6 +234,36 @@ void recorder::capture(std::uint64_t to_boot, std::int64_t real_minus_boot, capt
     ++counters_.captures;
   }
   results_.push_back(std::move(r));
+}
+
+result<void> ensure_capture_dir(const std::string &dir, std::optional<gid_t> group) {
+  // As private as the database: 0750 with its group, 0700 without.
+  const mode_t mode = 0700 | (group ? 0050 : 0);
+  const std::string shown = text::escape_for_terminal(dir);
+  if (::mkdir(dir.c_str(), mode) == 0) {
+    if (group && ::lchown(dir.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+      return make_error(fmt::format("cannot give {} its group: {}", shown, std::strerror(errno)));
+    }
+    return {};
+  }
+  if (errno != EEXIST) {
+    return make_error(fmt::format("cannot create {}: {}", shown, std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    return make_error(fmt::format("cannot read {}: {}", shown, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return make_error(fmt::format("{} is not a directory (a link or a file there is not "
+                                  "written through)",
+                                  shown));
+  }
+  if (st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0) {
+    return make_error(fmt::format("{} is not this user's private directory (owner uid {}, mode "
+                                  "{:o}): captures are not written into it",
+                                  shown, st.st_uid, st.st_mode & 07777));
+  }
+  return {};
 }
 
 } // namespace rsched::flight

@@ -116,4 +116,10 @@ private:
 // The captures directory of a database: "<dir>/<stem>.captures" (rsched.db -> rsched.captures).
 std::string captures_dir(const std::string &db_path);
 
+// Makes `dir` (mode 0700, or 0750 with `group`) unless it is there, and refuses one rschedd
+// must not write into: a symlink, not a directory, not owned by this user, or writable by
+// others (root writes the traces: a captures directory another user planted beside a
+// database in a shared directory would receive them). One line on refusal.
+result<void> ensure_capture_dir(const std::string &dir, std::optional<gid_t> group);
+
 } // namespace rsched::flight
