@@ -350,7 +350,7 @@ void run_fsync(const std::string &mode) {
                                         "0) FROM wakeups WHERE state = 'D' AND tid = " +
                                             tid);
   const auto s = test::query_db(rec.db, "SELECT coalesce(sum(sleep_ns), 0), coalesce(sum(count), "
-                                        "0) FROM blocked_stacks WHERE tid = " +
+                                        "0) FROM blocked_stacks WHERE state = 'D' AND tid = " +
                                             tid);
   // Frames of the file system or the block layer (ext4 here; xfs and btrfs elsewhere).
   const auto fs = test::query_db(
@@ -405,7 +405,108 @@ void run_fsync(const std::string &mode) {
          top_frames.find("fsync") != std::string::npos));
 }
 
+// A pipe reader whose reads block 20 ms 40 times and ~0.2 ms 400 times: with --stack-sleep 5ms,
+// tp_btf records a kernel stack (through the pipe's read) for each long sleep and none for a
+// short one; the reader's own clock around each read() is the probe. raw_tp takes none
+// (bpf_get_task_stack needs a BTF task pointer): only D sleeps have stacks there.
+void run_long_sleep(const std::string &mode) {
+  if (!test::bpf_available()) {
+    return;
+  }
+  test::recording rec(
+      {"-i", "1", "-g", "latency,wakeup", "--stack-sleep", "5ms", "--bpf-mode", mode});
+  int to_reader[2], from_reader[2];
+  REQUIRE(pipe(to_reader) == 0);
+  REQUIRE(pipe(from_reader) == 0);
+  const pid_t child = test::fork_child([&] {
+    prctl(PR_SET_NAME, "rs-longsleep");
+    close(to_reader[1]);
+    close(from_reader[0]);
+    std::uint64_t long_reads = 0, long_ns = 0;
+    char c = 0;
+    for (;;) {
+      const std::uint64_t t0 = mono_ns();
+      if (read(to_reader[0], &c, 1) != 1) {
+        break;
+      }
+      const std::uint64_t took = mono_ns() - t0;
+      if (took >= 5'000'000) {
+        ++long_reads;
+        long_ns += took;
+      }
+    }
+    const std::uint64_t out[2] = {long_reads, long_ns};
+    if (write(from_reader[1], out, sizeof(out)) != static_cast<ssize_t>(sizeof(out))) {
+      _exit(5);
+    }
+    _exit(0);
+  });
+  close(to_reader[0]);
+  close(from_reader[1]);
+  for (int i = 0; i < 440; ++i) {
+    const long gap_ns = i % 11 == 0 ? 20'000'000 : 200'000;
+    timespec ts{0, gap_ns};
+    nanosleep(&ts, nullptr);
+    REQUIRE(write(to_reader[1], "x", 1) == 1);
+  }
+  close(to_reader[1]);
+  std::uint64_t probe[2] = {};
+  REQUIRE(read(from_reader[0], probe, sizeof(probe)) == static_cast<ssize_t>(sizeof(probe)));
+  close(from_reader[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  std::this_thread::sleep_for(1500ms);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
+  const std::string tid = std::to_string(child);
+  const auto st = test::query_db(
+      rec.db, "SELECT coalesce(sum(sleep_ns), 0), coalesce(sum(count), 0), count(DISTINCT "
+              "stack_id), coalesce(sum(CASE WHEN frames LIKE '%pipe_read%' THEN count END), 0) "
+              "FROM blocked_stacks WHERE state = 'S' AND tid = " +
+                  tid);
+  const auto all_s = test::query_db(rec.db, "SELECT coalesce(sum(count), 0) FROM wakeups WHERE "
+                                            "state = 'S' AND tid = " +
+                                                tid);
+  const auto top = test::query_db(rec.db, "SELECT frames FROM blocked_stacks WHERE state = 'S' "
+                                          "AND tid = " +
+                                              tid + " GROUP BY stack_id ORDER BY sum(count) DESC");
+  const std::int64_t s_ns = as_int(st[0][0]), s_n = as_int(st[0][1]);
+  std::printf("wakeup long sleeps[%s]: the reader's clock: %llu reads >= 5 ms, %llu ns; recorded: "
+              "%lld S sleeps with a stack (%lld stacks, %lld through pipe_read), %lld ns; all S "
+              "sleeps %lld; top: %s\n",
+              mode.c_str(), static_cast<unsigned long long>(probe[0]),
+              static_cast<unsigned long long>(probe[1]), static_cast<long long>(s_n),
+              static_cast<long long>(as_int(st[0][2])), static_cast<long long>(as_int(st[0][3])),
+              static_cast<long long>(s_ns), static_cast<long long>(as_int(all_s[0][0])),
+              top.empty() ? "-" : as_text(top[0][0]).c_str());
+  REQUIRE(as_int(all_s[0][0]) >= 400); // the reader did sleep, short and long
+  if (mode == "raw_tp") {
+    CHECK(s_n == 0);
+    return;
+  }
+  REQUIRE(probe[0] >= 38);
+  // One stack per long sleep, none for the short ones. A read is a little longer than its sleep
+  // (switch-out to sched_waking): a read just over 5 ms may be a sleep just under it.
+  CHECK(s_n <= static_cast<std::int64_t>(probe[0]));
+  CHECK(s_n >= static_cast<std::int64_t>(probe[0]) - 2);
+  CHECK(static_cast<double>(s_ns) <= static_cast<double>(probe[1]));
+  CHECK(static_cast<double>(s_ns) >= 0.9 * static_cast<double>(probe[1]));
+  // Through the pipe's read, the stack a reader blocks in.
+  CHECK(as_int(st[0][3]) == s_n);
+}
+
 } // namespace
+
+TEST_CASE("Wakeup: a pipe reader's long sleeps get the stack they blocked in, short ones none "
+          "(tp_btf)",
+          "[root][bpf][wakeup]") {
+  run_long_sleep("tp_btf");
+}
+
+TEST_CASE("Wakeup: raw_tp takes no stack of a long sleep that is not D (raw_tp)",
+          "[root][bpf][wakeup]") {
+  run_long_sleep("raw_tp");
+}
 
 TEST_CASE("Wakeup: an fsync loop's D sleeps are recorded with kernel stacks that name the file "
           "system (tp_btf)",

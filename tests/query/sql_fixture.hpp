@@ -159,6 +159,14 @@ inline void wakeups(rsched::store::thread_row &t) {
   if (t.comm == "web") {
     t.wakeups = {by(waker_kind::process, 20, "db", "/db.slice", 0, interval * 4 / 10, 50),
                  by(waker_kind::timer, 0, "", "", 0, interval / 10, 10)};
+    // Its long S sleeps (>= --stack-sleep), waiting for db's answer on a socket.
+    rsched::store::blocked_row b;
+    b.hash = 0x50C;
+    b.state = 0;
+    b.frames = {"unix_stream_read_generic", "unix_stream_recvmsg", "sock_recvmsg"};
+    b.sleep_ns = static_cast<std::uint64_t>(interval * 3 / 10);
+    b.count = 20;
+    t.blocked = {b};
   } else if (t.comm == "db") {
     t.wakeups = {by(waker_kind::process, 10, "web", "/web.slice", 0, interval / 4, 50),
                  by(waker_kind::softirq, 0, "", "", 1, interval / 20, 5)};

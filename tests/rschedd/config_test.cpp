@@ -85,6 +85,7 @@ field_map fields(const daemon_config &c) {
   f["bpf.max_sleep_ns"] = str(b.max_sleep_ns);
   f["bpf.verbose"] = str(b.verbose);
   f["bpf.delay_rq_clock"] = str(b.delay_rq_clock);
+  f["bpf.long_sleep_ns"] = str(b.long_sleep_ns);
   f["bpf.segment_buffer_bytes"] = str(b.segment_buffer_bytes);
   f["bpf.counter_fds"] = str(b.counter_fds.size());
 
@@ -223,6 +224,8 @@ std::vector<effect> effects() {
   field_map slice = groups(RSCHED_G_SLICE);
   field_map migration = groups(RSCHED_G_MIGRATION);
   field_map blame = groups(RSCHED_G_BLAME | RSCHED_G_LATENCY);
+  field_map wakeup_20ms = groups(RSCHED_G_WAKEUP | RSCHED_G_LATENCY);
+  wakeup_20ms["bpf.long_sleep_ns"] = str(std::uint64_t{20'000'000});
   field_map schedstat = groups(0);
   schedstat["feeds.schedstat"] = "true";
   field_map pressure = groups(0);
@@ -282,6 +285,7 @@ std::vector<effect> effects() {
       {{"--group", "slice"}, slice},
       {{"-g", "migration"}, migration},
       {{"-g", "blame"}, blame},
+      {{"-g", "wakeup", "--stack-sleep", "20ms"}, wakeup_20ms},
       {{"-g", "schedstat"}, schedstat},
       {{"-g", "pressure"}, pressure},
       {{"-g", "perf=cycles"}, perf},

@@ -128,13 +128,30 @@ TEST_CASE("options: -g with a group that does not exist names it as an unknown m
   CHECK(q.err().msg.rfind("unknown perf event 'offcpu'", 0) == 0);
 }
 
-TEST_CASE("metric group wakeup: -g wakeup selects it alone, all leaves it out", "[rschedd]") {
+TEST_CASE("metric group wakeup: -g wakeup selects it and latency, all leaves it out", "[rschedd]") {
+  // Alone, its rows were never kept (a thread's rows hang off its histograms): it implies the
+  // delay, as blame does.
   auto g = rsched::rschedd::parse_groups({"wakeup"});
   REQUIRE(g.ok());
-  CHECK(g->groups == RSCHED_G_WAKEUP);
+  CHECK(g->groups == (RSCHED_G_WAKEUP | RSCHED_G_LATENCY));
   auto a = rsched::rschedd::parse_groups({"all"});
   REQUIRE(a.ok());
   CHECK((a->groups & RSCHED_G_WAKEUP) == 0);
+}
+
+TEST_CASE("option stack-sleep takes a duration or 0 and needs -g wakeup", "[rschedd]") {
+  auto o = parse_options({"-g", "wakeup", "--stack-sleep", "5ms"});
+  REQUIRE(o.ok());
+  CHECK(o->stack_sleep_ns == std::optional<std::int64_t>{5'000'000});
+  auto z = parse_options({"-g", "wakeup", "--stack-sleep", "0"});
+  REQUIRE(z.ok());
+  CHECK(z->stack_sleep_ns == std::optional<std::int64_t>{0});
+  auto bare = parse_options({"-g", "wakeup", "--stack-sleep", "5"});
+  REQUIRE_FALSE(bare.ok());
+  CHECK(bare.err().msg.find("needs a duration with a unit") != std::string::npos);
+  auto alone = parse_options({"--stack-sleep", "5ms"});
+  REQUIRE_FALSE(alone.ok());
+  CHECK(alone.err().msg.find("needs -g wakeup") != std::string::npos);
 }
 
 TEST_CASE("metric groups (-g) split on commas and repeat, filters and modes", "[rschedd]") {

@@ -114,9 +114,10 @@ TEST_CASE_METHOD(new_db, "wakeups roll up per (comm, cgroup) of sleeper and wake
 TEST_CASE_METHOD(new_db, "blocked stacks: frames stored once per stack and boot, the view, rollups",
                  "[store][wakeup]") {
   const auto blocked = [](std::uint64_t hash, std::vector<std::string> frames, std::uint64_t ns,
-                          std::uint64_t n) {
+                          std::uint64_t n, std::uint8_t state = 1) {
     rsched::store::blocked_row b;
     b.hash = hash;
+    b.state = state;
     b.frames = std::move(frames);
     b.sleep_ns = ns;
     b.count = n;
@@ -129,7 +130,9 @@ TEST_CASE_METHOD(new_db, "blocked stacks: frames stored once per stack and boot,
         blocked(0, {}, 50, 1)};
     auto u = sleeper(11, "fsyncer");
     u.blocked = {
-        blocked(0xF00DULL << 40, {"io_schedule", "folio_wait_bit", "ext4_sync_file"}, 300, 1)};
+        blocked(0xF00DULL << 40, {"io_schedule", "folio_wait_bit", "ext4_sync_file"}, 300, 1),
+        // a long S sleep's stack (v16)
+        blocked(0xBEEFULL << 40, {"anon_pipe_read", "vfs_read"}, 9'000'000, 1, 0)};
     write_ok(w, make_interval(t0 + i * 10 * sec, {t, u}));
   }
   write_ok(w, make_interval(t0 + 2 * minute, {make_thread(1, "later", {1})}));
@@ -137,20 +140,31 @@ TEST_CASE_METHOD(new_db, "blocked stacks: frames stored once per stack and boot,
   auto r = open_reader(path);
   CHECK(columns_of(r, "blocked_stacks") ==
         std::vector<std::string>{"ts", "dur", "tid", "pid", "comm", "cgroup", "stack_id", "frames",
-                                 "sleep_ns", "count", "tier"});
+                                 "sleep_ns", "count", "tier", "state"});
+  CHECK(columns_of(r, "blocked_stacks_1m") == columns_of(r, "blocked_stacks"));
+  CHECK(columns_of(r, "blocked_stacks_1h") == columns_of(r, "blocked_stacks"));
   // One stack row and its frames, whatever the intervals and threads that name it.
-  CHECK(scalar_int(r, "SELECT count(*) FROM kstack WHERE hash <> 0") == 1);
-  CHECK(scalar_int(r, "SELECT count(*) FROM kstack_frame") == 3);
-  auto rows = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks GROUP BY "
-                     "stack_id ORDER BY 2 DESC");
+  CHECK(scalar_int(r, "SELECT count(*) FROM kstack WHERE hash <> 0") == 2);
+  CHECK(scalar_int(r, "SELECT count(*) FROM kstack_frame") == 5);
+  // The long sleep's stack says S, with its time; the D stacks (and <other>) say D.
+  auto s_rows = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks WHERE state "
+                       "= 'S' GROUP BY stack_id");
+  REQUIRE(s_rows.rows.size() == 1);
+  CHECK(as_text(s_rows.rows[0][0]) == "anon_pipe_read <- vfs_read");
+  CHECK(as_int(s_rows.rows[0][1]) == 12 * 9'000'000);
+  auto rows = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks WHERE state = "
+                     "'D' GROUP BY stack_id ORDER BY 2 DESC");
   REQUIRE(rows.rows.size() == 2);
   CHECK(as_text(rows.rows[0][0]) == "io_schedule <- folio_wait_bit <- ext4_sync_file");
   CHECK(as_int(rows.rows[0][1]) == 12 * 1000);
   CHECK(as_text(rows.rows[1][0]) == "<other>");
   CHECK(as_int(rows.rows[1][2]) == 12);
   // Rolled up per (comm, cgroup) and stack, exactly.
-  auto m = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks_1m GROUP BY "
-                  "stack_id ORDER BY 2 DESC");
+  auto m = run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks_1m WHERE state = "
+                  "'D' GROUP BY stack_id ORDER BY 2 DESC");
   CHECK(m.rows == rows.rows);
+  CHECK(run(r, "SELECT frames, sum(sleep_ns), sum(count) FROM blocked_stacks_1m WHERE state = "
+               "'S' GROUP BY stack_id")
+            .rows == s_rows.rows);
   CHECK(scalar_int(r, "SELECT count(DISTINCT tid) FROM blocked_stacks_1m") == 1);
 }

@@ -18,6 +18,9 @@ result<daemon_config> make_config(const options &opt) {
   c.bpf.read = opt.read;
   c.bpf.dirty_list_entries = opt.dirty_list_entries;
   c.bpf.delay_rq_clock = opt.delay_rq_clock;
+  if (opt.stack_sleep_ns) {
+    c.bpf.long_sleep_ns = static_cast<std::uint64_t>(*opt.stack_sleep_ns);
+  }
   c.bpf.verbose = opt.verbose;
 
   if (!opt.no_db) {

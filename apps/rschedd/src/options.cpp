@@ -49,7 +49,9 @@ result<group_selection> parse_groups(const std::vector<std::string> &tokens) {
       // Blame divides the scheduling delay among what ran meanwhile: it needs the delay.
       g.groups |= RSCHED_G_BLAME | RSCHED_G_LATENCY;
     } else if (t == "wakeup") {
-      g.groups |= RSCHED_G_WAKEUP;
+      // A thread's time is running, runnable and asleep: the runnable part is the delay (and
+      // the store keeps a thread's rows under its histograms: without one, nothing is kept).
+      g.groups |= RSCHED_G_WAKEUP | RSCHED_G_LATENCY;
     } else if (t == "schedstat") {
       g.schedstat = true;
     } else if (t == "pressure") {
@@ -435,6 +437,20 @@ result<options> parse_options(const std::vector<std::string> &args) {
                           text::escape_for_terminal(*v) + "'");
       }
       (flag == "--flight-trigger" ? o.flight_trigger_ns : o.flight_trigger_gap_ns) = *d;
+    } else if (flag == "--stack-sleep") {
+      auto v = value();
+      if (!v) {
+        return v.err();
+      }
+      auto d = timefmt::parse_duration(*v);
+      const bool zero = *v == "0";
+      const bool bare = !v->empty() && v->find_first_not_of("0123456789. ") == std::string::npos;
+      if (!zero && (!d || *d <= 0 || bare)) {
+        return make_error("--stack-sleep needs a duration with a unit such as 1ms or 0.5s (0 = D "
+                          "sleeps only), got '" +
+                          text::escape_for_terminal(*v) + "'");
+      }
+      o.stack_sleep_ns = zero ? 0 : *d;
     } else if (flag == "--flight-keep") {
       auto v = value();
       if (!v) {
@@ -501,6 +517,9 @@ result<options> parse_options(const std::vector<std::string> &args) {
     return g.err();
   }
   o.groups = *g;
+  if (o.stack_sleep_ns && (o.groups.groups & RSCHED_G_WAKEUP) == 0) {
+    return make_error("--stack-sleep is an option of the wakeup group: it needs -g wakeup");
+  }
   return o;
 }
 

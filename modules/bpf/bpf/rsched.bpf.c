@@ -54,6 +54,9 @@ const volatile __u32 drain_batch = 1;	/* records per drain run (drain_out entrie
 /* Scheduling delay from the runqueue clock (the clock of the kernel's sched_info run_delay)
  * instead of the monotonic clock (the default: what the task lived, leaving idle included). */
 const volatile bool delay_rq_clock = false;
+/* Wakeup group: a sleep (S or other, not D) of at least this long gets its kernel stack, taken
+ * from the sleeping thread at the sched_waking that ends it; 0 = none. */
+const volatile __u64 long_sleep_ns = 0;
 /* Bytes of one segment record: the compact record (tp_btf) or a whole rsched_task_record. */
 const volatile __u32 segment_record_size = sizeof(struct rsched_task_record);
 
@@ -269,6 +272,23 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, RSCHED_KSTACK_DEPTH * sizeof(__u64));
 } kstacks_alt SEC(".maps");
+
+/* Wakeup group: the kernel stacks of long sleeps (not D), taken from the sleeper at its
+ * sched_waking (key: the low 29 bits of the stack's hash; one entry without the group). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct rsched_kstack_sleep);
+} kstacks_sleep SEC(".maps");
+
+/* ... and a per-CPU scratch value to take one in (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_kstack_sleep);
+} kstack_scratch SEC(".maps");
 
 /* Final records put into the graveyard so far: user space reads the graveyard only when this
  * moved (walking an empty 16k-bucket hash costs ~0.1 ms). Counted after the insert. */
@@ -527,6 +547,47 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 
 #define TASK_WAKING 0x0200
 
+/* A long sleep (not D) of `ns` ends: its stack, the sleeper's (`p`, off the CPU since), is
+ * stored once in kstacks_sleep and the sleep charged to it in one of the thread's stack slots.
+ * Without a stack (none taken, a hash key taken by another stack, the map full) or a slot, it is
+ * not charged: the `<other>` stack row stays the D sleeps' residual. */
+static __always_inline void long_sleep_charge(struct rsched_task_state *st, struct task_struct *p,
+					      __u64 ns)
+{
+	__u32 zero = 0;
+	struct rsched_kstack_sleep *k = bpf_map_lookup_elem(&kstack_scratch, &zero);
+	if (!k)
+		return;
+	long n = bpf_get_task_stack(p, k->ips, sizeof(k->ips), 0);
+	if (n <= 0)
+		return;
+	/* FNV-1a over the addresses, 8 bytes a step (the verifier sees a fixed bound) */
+	__u64 h = 1469598103934665603ULL;
+#pragma unroll
+	for (__u32 i = 0; i < RSCHED_KSTACK_DEPTH; i++)
+		h = (h ^ k->ips[i]) * 1099511628211ULL;
+	h = (h ^ st->wakeup.off_state) * 1099511628211ULL;
+	k->hash = h;
+	k->state = st->wakeup.off_state;
+	k->pad = 0;
+	__u32 key = (__u32)h & RSCHED_KSTACK_SLEEP_KEY;
+	struct rsched_kstack_sleep *have = bpf_map_lookup_elem(&kstacks_sleep, &key);
+	if (!have && bpf_map_update_elem(&kstacks_sleep, &key, k, BPF_NOEXIST) != 0) {
+		/* full, or another CPU stored this key first: which stack it holds decides */
+		have = bpf_map_lookup_elem(&kstacks_sleep, &key);
+		if (!have)
+			return;
+	}
+	if (have && have->hash != h)
+		return;
+	int i = rsched_stack_search(st, (key | RSCHED_KSTACK_SLEEP) + 1);
+	if (i < 0)
+		return;
+	__u32 j = (__u32)i & (RSCHED_WAKEUP_STACKS - 1);
+	st->wakeup.stack_ns[j] += ns;
+	st->wakeup.stack_count[j] += 1;
+}
+
 static __always_inline int on_waking(struct task_struct *p, bool btf)
 {
 	struct rsched_task_state *st;
@@ -549,9 +610,13 @@ static __always_inline int on_waking(struct task_struct *p, bool btf)
 		if (!now)
 			now = bpf_ktime_get_ns();
 		st->wakeup.off_since = 0;
-		wakeup_charge(st, now > t0 ? now - t0 : 0, st->wakeup.off_state);
+		__u64 ns = now > t0 ? now - t0 : 0;
+		wakeup_charge(st, ns, st->wakeup.off_state);
 		if (st->wakeup.off_state == RSCHED_SLEEP_D)
-			stack_charge(st, now > t0 ? now - t0 : 0);
+			stack_charge(st, ns);
+		else if (btf && long_sleep_ns && ns >= long_sleep_ns)
+			/* tp_btf only: bpf_get_task_stack needs a BTF task pointer */
+			long_sleep_charge(st, p, ns);
 		mark_dirty(st, p, btf);
 	}
 	return 0;

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <unistd.h>
 
 namespace rsched::bpf {
@@ -215,6 +216,7 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   s->rodata->max_delay_ns = opt.max_delay_ns;
   s->rodata->max_sleep_ns = opt.max_sleep_ns;
   s->rodata->delay_rq_clock = opt.delay_rq_clock;
+  s->rodata->long_sleep_ns = (opt.groups & RSCHED_G_WAKEUP) != 0 ? opt.long_sleep_ns : 0;
   p->rq_clock = opt.delay_rq_clock;
   s->rodata->counter_mask = (opt.groups & RSCHED_G_PERF) != 0 ? opt.counter_mask : 0;
   for (std::size_t i = 0; i < opt.cpu_to_die.size(); ++i) {
@@ -318,6 +320,12 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
     return make_error("bad stack map size: " + errno_text(err), -err);
   }
   if (int err = bpf_map__set_max_entries(s->maps.kstacks_alt, wakeup ? 8192U : 1U); err != 0) {
+    return make_error("bad stack map size: " + errno_text(err), -err);
+  }
+  // ... and of long sleeps (2.1 MB: 8,192 stacks; preallocated, as hash maps are).
+  const bool long_sleeps = wakeup && opt.long_sleep_ns != 0;
+  if (int err = bpf_map__set_max_entries(s->maps.kstacks_sleep, long_sleeps ? 8192U : 1U);
+      err != 0) {
     return make_error("bad stack map size: " + errno_text(err), -err);
   }
   // Only the state map of the chosen mode is created.
@@ -471,19 +479,31 @@ int program::cpu_stats_fd() const {
 int program::drops_fd() const {
   return bpf_map__fd(p_->skel->maps.drops);
 }
-result<std::vector<std::uint64_t>> program::kernel_stack(std::uint32_t id) const {
-  std::vector<std::uint64_t> ips(RSCHED_KSTACK_DEPTH);
-  const bool alt = (id & RSCHED_KSTACK_ALT) != 0;
-  const std::uint32_t key = id & ~RSCHED_KSTACK_ALT;
-  if (bpf_map_lookup_elem(bpf_map__fd(alt ? p_->skel->maps.kstacks_alt : p_->skel->maps.kstacks),
-                          &key, ips.data()) != 0) {
-    const int e = errno;
-    return make_error(fmt::format("reading kernel stack {} failed: {}", id, errno_text(e)), e);
+result<program::stack_trace> program::kernel_stack(std::uint32_t id) const {
+  stack_trace t;
+  if ((id & RSCHED_KSTACK_SLEEP) != 0) {
+    const std::uint32_t key = id & RSCHED_KSTACK_SLEEP_KEY;
+    rsched_kstack_sleep v{};
+    if (bpf_map_lookup_elem(bpf_map__fd(p_->skel->maps.kstacks_sleep), &key, &v) != 0) {
+      const int e = errno;
+      return make_error(fmt::format("reading kernel stack {} failed: {}", id, errno_text(e)), e);
+    }
+    t.ips.assign(std::begin(v.ips), std::end(v.ips));
+    t.state = static_cast<std::uint8_t>(v.state);
+  } else {
+    t.ips.resize(RSCHED_KSTACK_DEPTH);
+    const bool alt = (id & RSCHED_KSTACK_ALT) != 0;
+    const std::uint32_t key = id & ~RSCHED_KSTACK_ALT;
+    if (bpf_map_lookup_elem(bpf_map__fd(alt ? p_->skel->maps.kstacks_alt : p_->skel->maps.kstacks),
+                            &key, t.ips.data()) != 0) {
+      const int e = errno;
+      return make_error(fmt::format("reading kernel stack {} failed: {}", id, errno_text(e)), e);
+    }
   }
-  while (!ips.empty() && ips.back() == 0) {
-    ips.pop_back();
+  while (!t.ips.empty() && t.ips.back() == 0) {
+    t.ips.pop_back();
   }
-  return ips;
+  return t;
 }
 int program::task_hash_fd() const {
   return bpf_map__fd(p_->skel->maps.task_hash);

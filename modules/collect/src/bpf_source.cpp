@@ -253,11 +253,17 @@ void bpf_source::resolve_stacks(snapshot &snap) {
           }
           kernel_stack k;
           k.hash = 1469598103934665603ULL;
-          for (const std::uint64_t ip : *ips) {
+          for (const std::uint64_t ip : ips->ips) {
             for (int s = 0; s < 64; s += 8) {
               k.hash = (k.hash ^ ((ip >> s) & 0xFF)) * 1099511628211ULL;
             }
             k.frames.push_back(syms_->name_of(ip));
+          }
+          // A long sleep's stack (not D): the state too, so that one path slept in two states
+          // is two rows, and none is a D stack's.
+          k.state = ips->state;
+          if (k.state != RSCHED_SLEEP_D) {
+            k.hash = (k.hash ^ (0x100U | k.state)) * 1099511628211ULL;
           }
           it = stacks_.emplace(b.stack, std::move(k)).first;
         }

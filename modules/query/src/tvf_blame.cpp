@@ -40,12 +40,6 @@ bool has_table(sqlite3 *db, const char *name) {
   return sqlite3_step(st->get()) == SQLITE_ROW;
 }
 
-namespace {
-
-bool has_glob(std::string_view s) {
-  return s.find_first_of("*?[") != std::string_view::npos;
-}
-
 bool has_column(sqlite3 *db, const char *table, const char *column) {
   auto st = sqlite::prepare_stmt(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2");
   if (!st) {
@@ -54,6 +48,12 @@ bool has_column(sqlite3 *db, const char *table, const char *column) {
   sqlite3_bind_text(st->get(), 1, table, -1, SQLITE_STATIC);
   sqlite3_bind_text(st->get(), 2, column, -1, SQLITE_STATIC);
   return sqlite3_step(st->get()) == SQLITE_ROW;
+}
+
+namespace {
+
+bool has_glob(std::string_view s) {
+  return s.find_first_of("*?[") != std::string_view::npos;
 }
 
 std::optional<std::string_view> text_arg(sqlite3_value *v) {

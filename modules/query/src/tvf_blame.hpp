@@ -33,6 +33,8 @@ struct victim {
 
 // The database has a table of that name (in main).
 bool has_table(sqlite3 *db, const char *name);
+// Whether `table` (a table or view) has a column `column`.
+bool has_column(sqlite3 *db, const char *table, const char *column);
 
 // Parses a victim pattern; "" or NULL (nullopt) is every thread. The error names the function.
 result<victim> parse_victim(std::optional<std::string_view> text, const char *fn);

@@ -136,8 +136,10 @@ std::string pct(std::int64_t part, std::int64_t whole) {
   return fmt::format("{:.0f} %", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
 }
 
-// Where the victims' D sleeps blocked: per kernel stack, its frames (innermost first).
+// Where the victims' D sleeps (and, from v16, long sleeps) blocked: per kernel stack, its
+// frames (innermost first) and the state of its sleeps.
 struct blocked_part {
+  std::string state = "D";
   std::string frames;
   std::int64_t sleep_ns = 0, count = 0;
 };
@@ -152,13 +154,21 @@ result<std::vector<blocked_part>> blocked_of(sqlite3 *db, const victims &v, std:
       db,
       fmt::format("SELECT coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT func FROM "
                   "kstack_frame WHERE stack_id = x.stack_id ORDER BY depth) AS f), '<other>'), "
-                  "sum(x.sleep_ns), sum(x.count) FROM {} AS i CROSS JOIN thread_blocked AS x ON "
-                  "x.interval_id = i.id CROSS JOIN thread AS t ON t.id = x.thread_id WHERE {} AND "
-                  "{} GROUP BY x.stack_id",
+                  "sum(x.sleep_ns), sum(x.count), {} FROM {} AS i CROSS JOIN thread_blocked AS x "
+                  "ON x.interval_id = i.id CROSS JOIN thread AS t ON t.id = x.thread_id WHERE {} "
+                  "AND {} GROUP BY x.stack_id",
+                  // v16: the state of a stack's sleeps (before, every stack is a D sleep's)
+                  has_column(db, "kstack", "state")
+                      ? "(SELECT k.state FROM kstack AS k WHERE k.id = x.stack_id)"
+                      : "1",
                   timeline(db), overlaps(db, "i", a), victims_sql(v, 3)),
       a, b, v, [&](sqlite3_stmt *s) {
-        out.push_back(
-            {sqlite::column_text(s, 0), sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2)});
+        const std::int64_t st = sqlite3_column_int64(s, 3);
+        out.push_back({st == 0   ? "S"
+                       : st == 1 ? "D"
+                                 : "other",
+                       sqlite::column_text(s, 0), sqlite3_column_int64(s, 1),
+                       sqlite3_column_int64(s, 2)});
       });
   if (!r) {
     return r.err();
@@ -176,7 +186,7 @@ struct hop {
   std::vector<culprit_sum> culprits;
   std::optional<std::int64_t> delay; // sched_delay's total when no blame was recorded
   std::vector<waker_part> wakers;
-  std::vector<blocked_part> blocked; // the D part of `wakers`, by kernel stack
+  std::vector<blocked_part> blocked; // the D part of `wakers` and long sleeps, by kernel stack
   [[nodiscard]] std::int64_t runnable() const {
     std::int64_t n = 0;
     for (const auto &c : culprits) {
@@ -358,10 +368,10 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     for (const auto &p : h.wakers) {
       add("sleeping", p.state, opt(p.pid), p.comm, p.cgroup, p.sleep_ns, p.count);
     }
-    // Where the D sleeps blocked (a split of the D rows above, not added to the hop's time):
-    // the kernel stack in by_comm.
+    // Where the D sleeps and the long sleeps blocked (a split of the sleeping rows above, not
+    // added to the hop's time): the kernel stack in by_comm.
     for (const auto &p : h.blocked) {
-      add("blocked", std::string("D"), {}, p.frames, {}, p.sleep_ns, p.count);
+      add("blocked", p.state, {}, p.frames, {}, p.sleep_ns, p.count);
     }
   }
   return out;

@@ -221,7 +221,8 @@ void add_wakeup_rows(store::thread_row &r, const collect::wakeup_state &w,
   if (w.empty()) {
     return;
   }
-  // Where its D sleeps blocked: per stack (a stack not resolved goes with <other>).
+  // Where its D sleeps and long sleeps blocked: per stack (a stack not resolved goes with
+  // <other>).
   for (const auto &b : w.stacks) {
     if (b.sleep_ns == 0 && b.count == 0) {
       continue;
@@ -235,6 +236,7 @@ void add_wakeup_rows(store::thread_row &r, const collect::wakeup_state &w,
       x.hash = hash;
       if (k != stacks.end()) {
         x.frames = k->second.frames;
+        x.state = k->second.state;
       }
       same = r.blocked.end() - 1;
     }

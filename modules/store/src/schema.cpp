@@ -1101,6 +1101,27 @@ CREATE TABLE thread_blocked(
   return sql;
 }
 
+// Schema v15 -> v16 (issue 34): long sleeps' stacks. A kernel stack is now also taken for a
+// sleep that is not D but lasted at least rschedd's --stack-sleep (from the sleeper, at the
+// sched_waking that ends it): `kstack.state` says which sleeps a stack is of (0 S, 1 D, 2 other,
+// as thread_wakeup.state; rows before v16 are D), and blocked_stacks shows it.
+std::string upgrade_v15_to_v16() {
+  std::string sql = "ALTER TABLE kstack ADD COLUMN state INTEGER NOT NULL DEFAULT 1;\n"
+                    "DROP VIEW blocked_stacks;\nDROP VIEW blocked_stacks_1m;\n"
+                    "DROP VIEW blocked_stacks_1h;\n";
+  const view_spec blocked{
+      "blocked_stacks",
+      "{T}, b.stack_id AS stack_id, coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT "
+      "func FROM kstack_frame WHERE stack_id = b.stack_id ORDER BY depth) AS f), '<other>') AS "
+      "frames, b.sleep_ns AS sleep_ns, b.count AS count",
+      "intervals AS i CROSS JOIN thread_blocked AS b ON b.interval_id = i.id "
+      "JOIN thread AS t ON t.id = b.thread_id",
+      ""};
+  sql += create_views(blocked, ", (SELECT CASE k.state WHEN 0 THEN 'S' WHEN 1 THEN 'D' ELSE "
+                               "'other' END FROM kstack AS k WHERE k.id = b.stack_id) AS state");
+  return sql;
+}
+
 constexpr migration migrations[] = {
     {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
     // Version 1 recorded the latency group only, always (no rows to mark in a new file).
@@ -1138,6 +1159,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM sqlite_master WHERE name = 'captures'"},
     {15, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v14_to_v15().c_str()); },
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_wakeup'"},
+    {16, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v15_to_v16().c_str()); },
+     "SELECT count(*) FROM pragma_table_info('kstack') WHERE name = 'state'"},
 };
 
 constexpr bool steps_numbered() {

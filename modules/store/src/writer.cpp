@@ -233,7 +233,7 @@ struct writer::impl {
   std::vector<blame_out> blame_rows;
   // Schema v15: the wakeup group's rows (two input rows of one waker and state are summed).
   SQLite::Statement ins_wakeup;
-  // ... and its D sleeps' kernel stacks (each inserted with its frames once per boot).
+  // ... and its sleeps' kernel stacks (each inserted with its frames once per boot).
   SQLite::Statement ins_kstack;
   SQLite::Statement sel_kstack;
   SQLite::Statement ins_kframe;
@@ -325,7 +325,8 @@ struct writer::impl {
                        "sleep_ns, count) VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE "
                        "SET sleep_ns = sleep_ns + excluded.sleep_ns, count = count + "
                        "excluded.count"),
-        ins_kstack(db, "INSERT OR IGNORE INTO kstack(boot_id, hash, depth) VALUES(?1, ?2, ?3)"),
+        ins_kstack(db, "INSERT OR IGNORE INTO kstack(boot_id, hash, depth, state) "
+                       "VALUES(?1, ?2, ?3, ?4)"),
         sel_kstack(db, "SELECT id FROM kstack WHERE boot_id = ?1 AND hash = ?2"),
         ins_kframe(db, "INSERT OR IGNORE INTO kstack_frame(stack_id, depth, func) "
                        "VALUES(?1, ?2, ?3)"),
@@ -602,7 +603,8 @@ struct writer::impl {
     }
     const auto hash = static_cast<std::int64_t>(b.hash);
     ins_kstack.reset();
-    SQLite::bind(ins_kstack, boot, hash, static_cast<std::int64_t>(b.frames.size()));
+    SQLite::bind(ins_kstack, boot, hash, static_cast<std::int64_t>(b.frames.size()),
+                 static_cast<std::int64_t>(b.hash == 0 ? 1 : b.state));
     const bool inserted = ins_kstack.exec() > 0;
     sel_kstack.reset();
     SQLite::bind(sel_kstack, boot, hash);
@@ -623,7 +625,7 @@ struct writer::impl {
     return id;
   }
 
-  // Inserts thread t's D sleeps by kernel stack (schema v15).
+  // Inserts thread t's D sleeps and long sleeps by kernel stack (schema v15, state v16).
   void write_blocked(std::int64_t interval_id, std::int64_t thread, const thread_row &t,
                      const std::string &boot_id) {
     for (const auto &b : t.blocked) {

@@ -48,8 +48,9 @@ struct options {
   std::uint32_t graveyard_entries = 16384;
   std::uint32_t task_hash_entries = 16384; // raw_tp mode: live threads tracked
   bpf::live_read read = bpf::live_read::automatic;
-  std::uint32_t dirty_list_entries = 65536; // threads that change within one interval, listed
-  bool delay_rq_clock = false;              // --delay-clock runqueue
+  std::uint32_t dirty_list_entries = 65536;   // threads that change within one interval, listed
+  bool delay_rq_clock = false;                // --delay-clock runqueue
+  std::optional<std::int64_t> stack_sleep_ns; // --stack-sleep DURATION (wakeup group; 0 = off)
   bool verbose = false;
   bool help = false;
   bool version = false;
@@ -101,7 +102,8 @@ inline constexpr const char *usage_text =
     "  -g, --group GROUPS       metric groups, comma-separated, repeatable: latency and\n"
     "                           pressure (the default), slice, sleep, waking, migration, blame\n"
     "                           (who ran while threads waited; implies latency), wakeup (who\n"
-    "                           woke threads, off-CPU time by state; not in all), schedstat,\n"
+    "                           woke threads, off-CPU time by state; implies latency; not in\n"
+    "                           all), schedstat,\n"
     "                           perf (= perf=ipc), perf=EVENT, most (all but waking and blame),\n"
     "                           all; a bare name is a perf event\n"
     "  -c, --comm REGEX         only threads whose comm matches (repeatable, OR'd)\n"
@@ -128,6 +130,9 @@ inline constexpr const char *usage_text =
     "      --live-read HOW      tp_btf mode: auto (default), dirty-list or iterator: read only\n"
     "                           the threads that changed from a list the tracepoints fill, or\n"
     "                           visit every thread of the system each interval\n"
+    "      --stack-sleep DURATION  wakeup group: a sleep that is not D (those always get\n"
+    "                           theirs) and lasts at least DURATION gets the kernel stack it\n"
+    "                           blocked in (default 1ms; 0 = D sleeps only)\n"
     "      --delay-clock CLOCK  scheduling delay from the monotonic clock (default: wakeup to\n"
     "                           switch-in as the task lived it, leaving idle included, as\n"
     "                           runqlat and perf sched) or the runqueue clock (runqueue: the\n"

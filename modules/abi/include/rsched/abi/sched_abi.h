@@ -74,6 +74,21 @@ enum {
 
 /* A stack id of the second stack map (`kstacks_alt`): RSCHED_KSTACK_ALT | its id there. */
 #define RSCHED_KSTACK_ALT 0x40000000U
+/* A stack id of the long-sleep stack map (`kstacks_sleep`): RSCHED_KSTACK_SLEEP | its key there,
+ * the low 29 bits of the stack's hash. Those stacks are a sleeping thread's, taken at the
+ * sched_waking that ends a sleep (not D) of at least `long_sleep_ns`. */
+#define RSCHED_KSTACK_SLEEP 0x20000000U
+#define RSCHED_KSTACK_SLEEP_KEY 0x1FFFFFFFU
+
+/* A value of `kstacks_sleep`: the stack's full 64-bit hash (a key shared by two stacks is
+ * detected, not merged), the state of its sleeps, and its return addresses, innermost first,
+ * zero-padded. */
+struct rsched_kstack_sleep {
+	__u64 hash;  /* FNV-1a of the addresses, then of the state */
+	__u32 state; /* its sleeps' rsched_sleep_state (S or other; two states: two stacks) */
+	__u32 pad;
+	__u64 ips[RSCHED_KSTACK_DEPTH];
+};
 
 /* Metric groups, a bit mask in the BPF rodata `groups`: code of an unselected group is dead
  * (the verifier removes branches on frozen rodata), so it costs nothing per event. */
@@ -425,6 +440,12 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1112, 
 RSCHED_ABI_ASSERT((RSCHED_WAKEUP_SLOTS & (RSCHED_WAKEUP_SLOTS - 1)) == 0,
 		  "wakeup slots: a power of 2");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_kstack_sleep) == 16 + 8 * RSCHED_KSTACK_DEPTH,
+		  "kstack sleep");
+RSCHED_ABI_ASSERT((RSCHED_KSTACK_SLEEP & RSCHED_KSTACK_ALT) == 0 &&
+			  (RSCHED_KSTACK_SLEEP_KEY & (RSCHED_KSTACK_SLEEP | RSCHED_KSTACK_ALT)) ==
+				  0,
+		  "stack id flags are apart");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");

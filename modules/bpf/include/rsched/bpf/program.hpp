@@ -48,6 +48,8 @@ struct options {
   // Scheduling delay from the runqueue clock (the kernel's run_delay) instead of the monotonic
   // clock (the default: leaving idle included, as runqlat and perf sched measure it).
   bool delay_rq_clock = false;
+  // Wakeup group: sleeps (not D) at least this long get the sleeper's kernel stack; 0 = none.
+  std::uint64_t long_sleep_ns = 1'000'000;
   // Bytes of the buffer of segment records (a thread's counters at a rename, exec or cgroup
   // move) between two reads; a power of two of at least one page.
   std::uint32_t segment_buffer_bytes = 4U << 20U;
@@ -80,9 +82,13 @@ public:
   [[nodiscard]] int cpu_stats_fd() const;
   [[nodiscard]] int drops_fd() const;
   [[nodiscard]] int task_hash_fd() const; // raw_tp mode
-  // The return addresses of kernel stack `id` (wakeup group: where D sleeps blocked),
-  // innermost first.
-  [[nodiscard]] result<std::vector<std::uint64_t>> kernel_stack(std::uint32_t id) const;
+  // A stack of the wakeup group by its id (RSCHED_KSTACK_ALT / RSCHED_KSTACK_SLEEP flags):
+  // return addresses, innermost first, and the state of the sleeps it is of.
+  struct stack_trace {
+    std::vector<std::uint64_t> ips;
+    std::uint8_t state = 1; // rsched_sleep_state: 0 S, 1 D, 2 other
+  };
+  [[nodiscard]] result<stack_trace> kernel_stack(std::uint32_t id) const;
   // Whether the next task-iterator reads return every thread with state (true) or only those
   // whose counters changed since they were last read (false, the default).
   void set_full_read(bool all);

@@ -370,6 +370,7 @@ using drop_counters = std::array<std::uint64_t, RSCHED_DROP_COUNT>;
 // stack in every run of one boot) and its functions, innermost first.
 struct kernel_stack {
   std::uint64_t hash = 0;
+  std::uint8_t state = 1; // the sleeps it is of: 0 S, 1 D, 2 other (rsched_sleep_state)
   std::vector<std::string> frames;
   friend bool operator==(const kernel_stack &, const kernel_stack &) = default;
 };

@@ -13,7 +13,7 @@
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 15;
+inline constexpr int schema_version = 16;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // A histogram-valued metric's value; its id in thread_hist.metric / cpu_hist.metric is the
@@ -86,8 +86,9 @@ struct wakeup_row {
 // <other>, the stacks past the kernel's slots or not taken).
 struct blocked_row {
   std::uint64_t hash = 0;
+  std::uint8_t state = 1; // the sleeps' state: 0 S, 1 D, 2 other (as thread_wakeup.state)
   std::vector<std::string> frames;
-  std::uint64_t sleep_ns = 0; // switch-out -> sched_waking, summed over the D sleeps there
+  std::uint64_t sleep_ns = 0; // switch-out -> sched_waking, summed over those sleeps
   std::uint64_t count = 0;
 };
 
