@@ -132,7 +132,7 @@ inline constexpr const char *usage_text =
     "                           visit every thread of the system each interval\n"
     "      --stack-sleep DURATION  wakeup group: a sleep that is not D (those always get\n"
     "                           theirs) and lasts at least DURATION gets the kernel stack it\n"
-    "                           blocked in (default 1ms; 0 = D sleeps only)\n"
+    "                           blocked in (default 10ms; 0 = D sleeps only)\n"
     "      --delay-clock CLOCK  scheduling delay from the monotonic clock (default: wakeup to\n"
     "                           switch-in as the task lived it, leaving idle included, as\n"
     "                           runqlat and perf sched) or the runqueue clock (runqueue: the\n"

@@ -49,7 +49,7 @@ struct options {
   // clock (the default: leaving idle included, as runqlat and perf sched measure it).
   bool delay_rq_clock = false;
   // Wakeup group: sleeps (not D) at least this long get the sleeper's kernel stack; 0 = none.
-  std::uint64_t long_sleep_ns = 1'000'000;
+  std::uint64_t long_sleep_ns = 10'000'000;
   // Bytes of the buffer of segment records (a thread's counters at a rename, exec or cgroup
   // move) between two reads; a power of two of at least one page.
   std::uint32_t segment_buffer_bytes = 4U << 20U;
