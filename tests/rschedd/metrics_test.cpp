@@ -395,6 +395,49 @@ TEST_CASE("metrics_state: an idle cgroup gives its slot back and a new one start
   CHECK(num(v, R"(rsched_cgroup_sched_delay_seconds_count{cgroup="other"})") == 2);
 }
 
+TEST_CASE("metrics_state: wakers are bounded to the top N plus other, pseudo-wakers named, "
+          "the sum is every sleep ended",
+          "[metrics]") {
+  metrics_config cfg;
+  cfg.top = 2;
+  cfg.start_ns = t0;
+  metrics_state m(cfg);
+  auto by = [](store::waker_kind k, std::string comm, std::uint64_t ns) {
+    store::wakeup_row w;
+    w.kind = k;
+    w.pid = k == store::waker_kind::process ? 7 : 0;
+    w.comm = std::move(comm);
+    w.sleep_ns = ns;
+    w.count = 1;
+    return w;
+  };
+  auto row = interval(t0, {thread(1, "reader", "/a", 1), thread(2, "reader", "/a", 1)});
+  row.groups = RSCHED_G_LATENCY | RSCHED_G_WAKEUP;
+  // Ten writers, one very busy, the timer busier still, <other> (past the slots) unnamed.
+  row.threads[0].wakeups = {by(store::waker_kind::process, "writer0", 9'000'000'000),
+                            by(store::waker_kind::timer, "", 20'000'000'000),
+                            by(store::waker_kind::other, "", 1'000'000'000)};
+  for (int i = 1; i < 10; ++i) {
+    row.threads[1].wakeups.push_back(
+        by(store::waker_kind::process, "writer" + std::to_string(i), 100'000'000));
+  }
+  m.add(row, {});
+  const auto v = samples(render(m));
+  std::size_t series = 0;
+  double total = 0;
+  for (const auto &[k, x] : v) {
+    if (k.rfind("rsched_waker_sleep_seconds_total{", 0) == 0) {
+      ++series;
+      total += std::stod(x);
+    }
+  }
+  CHECK(series == 3); // the top 2 and "other"
+  CHECK(num(v, R"(rsched_waker_sleep_seconds_total{comm="<timer>"})") == 20);
+  CHECK(num(v, R"(rsched_waker_sleep_seconds_total{comm="writer0"})") == 9);
+  CHECK(num(v, R"(rsched_waker_sleep_seconds_total{comm="other"})") == Approx(1.9));
+  CHECK(total == Approx(30.9));
+}
+
 TEST_CASE("metrics_state: hostile comms and cgroups are label values, never markup, comms "
           "that cannot be told from the rest count in it",
           "[metrics]") {
@@ -652,6 +695,11 @@ TEST_CASE("Every family the endpoint serves is in the dashboard's list (tests/di
   b.wait_ns = 1000;
   b.waits = 1;
   row.threads[0].blame.push_back(b);
+  store::wakeup_row wk;
+  wk.comm = "writer";
+  wk.sleep_ns = 1000;
+  wk.count = 1;
+  row.threads[0].wakeups.push_back(wk);
   store::cpu_row c;
   c.cpu = 0;
   row.cpus.push_back(c);

@@ -177,6 +177,18 @@ void metrics_state::render(std::ostream &out, om::format f) const {
     }
   }
 
+  if (!wakers_.empty()) {
+    w.begin("rsched_waker_sleep_seconds", om::metric_type::counter,
+            "Sleep that each waker (comm, or <hardirq> / <softirq> / <timer> / <idle>) ended: "
+            "switch-out to its sched_waking, of the threads it woke (wakeup group; the busiest; "
+            "the rest as comm=\"other\").",
+            "seconds");
+    for (const auto &[c, s] : wakers_) {
+      w.counter({{"comm", c}}, static_cast<double>(s.v.total) / ns_per_s, std::nullopt,
+                s.created_ns);
+    }
+  }
+
   // rschedd's own health.
   auto counter = [&](const char *name, const char *help, const char *unit, double v) {
     w.begin(name, om::metric_type::counter, help, unit);

@@ -41,6 +41,26 @@ std::string culprit_key(const store::blame_row &b) {
   return "o:";
 }
 
+// A waker's key: "p:comm" for a process, "x:<hardirq>" and the like for the pseudo-wakers,
+// "o:" for <other> (the wakers past the kernel's slots), which goes to "other".
+std::string waker_key(const store::wakeup_row &w) {
+  switch (w.kind) {
+  case store::waker_kind::process:
+    return "p:" + w.comm;
+  case store::waker_kind::hardirq:
+    return "x:<hardirq>";
+  case store::waker_kind::softirq:
+    return "x:<softirq>";
+  case store::waker_kind::timer:
+    return "x:<timer>";
+  case store::waker_kind::idle:
+    return "x:<idle>";
+  case store::waker_kind::other:
+    break;
+  }
+  return "o:";
+}
+
 void add_opt(std::optional<double> &a, const std::optional<std::int64_t> &b) {
   if (b) {
     a = a.value_or(0) + static_cast<double>(*b);
@@ -131,7 +151,8 @@ void top_keys::update(const std::map<std::string, std::uint64_t> &samples, std::
 
 metrics_state::metrics_state(const metrics_config &cfg)
     : cfg_(cfg), cgroup_keys_(cfg_.top, cfg_.idle_expiry_ns),
-      comm_keys_(cfg_.top, cfg_.idle_expiry_ns), culprit_keys_(cfg_.top, cfg_.idle_expiry_ns) {}
+      comm_keys_(cfg_.top, cfg_.idle_expiry_ns), culprit_keys_(cfg_.top, cfg_.idle_expiry_ns),
+      waker_keys_(cfg_.top, cfg_.idle_expiry_ns) {}
 
 void metrics_state::add(const store::interval_row &row, const interval_outcome &o) {
   const std::int64_t now = row.start_ns;
@@ -152,6 +173,7 @@ void metrics_state::add(const store::interval_row &row, const interval_outcome &
   std::map<std::string, std::uint64_t> cgroup_samples;
   std::map<std::string, std::uint64_t> comm_samples;
   std::map<std::string, std::uint64_t> culprit_samples; // by wait
+  std::map<std::string, std::uint64_t> waker_samples;   // by the sleep they ended
   for (const store::thread_row &t : row.threads) {
     cgroup_samples[cgroup_of(t)] += samples_of(t.m);
     if (const auto n = t.m[metrics::id::sched_delay].count; n > 0) {
@@ -159,6 +181,9 @@ void metrics_state::add(const store::interval_row &row, const interval_outcome &
     }
     for (const store::blame_row &b : t.blame) {
       culprit_samples[culprit_key(b)] += b.wait_ns;
+    }
+    for (const store::wakeup_row &w : t.wakeups) {
+      waker_samples[waker_key(w)] += w.sleep_ns;
     }
   }
   cgroup_keys_.update(cgroup_samples, now);
@@ -177,6 +202,12 @@ void metrics_state::add(const store::interval_row &row, const interval_outcome &
   }
   for (const std::string &k : culprit_keys_.expired()) {
     culprits_.erase(k.substr(2));
+  }
+  waker_keys_.update(waker_samples, now, [](const std::string &k) {
+    return k.starts_with("x:") || (k.starts_with("p:") && !reserved_comm(k.substr(2)));
+  });
+  for (const std::string &k : waker_keys_.expired()) {
+    wakers_.erase(k.substr(2));
   }
 
   // Pass 2: each thread's values into its key's series or into "other".
@@ -204,6 +235,12 @@ void metrics_state::add(const store::interval_row &row, const interval_outcome &
       sum_series &s = series_for(culprits_, culprit_keys_, key, std::string_view(key).substr(2));
       s.v.count += b.waits;
       s.v.total += b.wait_ns;
+    }
+    for (const store::wakeup_row &w : t.wakeups) {
+      const std::string key = waker_key(w);
+      sum_series &s = series_for(wakers_, waker_keys_, key, std::string_view(key).substr(2));
+      s.v.count += w.count;
+      s.v.total += w.sleep_ns;
     }
   }
 

@@ -7,10 +7,10 @@
 // and content type in metrics_endpoint.hpp) and the textfile (metrics_textfile.hpp).
 //
 // Cardinality is bounded: per-CPU series (one per CPU that had data), and for cgroups, comms and
-// culprits at most `top` named series each plus one for the rest ("other"). Which keys are named
-// follows recent activity (top_keys): samples decayed with a half-life of a minute; a free slot
-// goes to the busiest key, and a key at least twice as busy as the least busy named one takes
-// its slot. A key's series starts at zero when it gets its slot (`_created` = that interval's
+// culprits and wakers at most `top` named series each plus one for the rest ("other"). Which keys
+// are named follows recent activity (top_keys): samples decayed with a half-life of a minute; a
+// free slot goes to the busiest key, and a key at least twice as busy as the least busy named one
+// takes its slot. A key's series starts at zero when it gets its slot (`_created` = that interval's
 // start) and what it did before stays in "other"; a key that loses its slot (or is idle for
 // `idle_expiry_ns`) loses its series (Prometheus marks it stale) and counts in "other" again.
 // So every series only ever grows while it exists (a shrinking counter would read as a reset).
@@ -100,7 +100,8 @@ public:
   };
   struct sum_series {
     std::int64_t created_ns = 0;
-    metrics::value v; // comm: sched delay; culprit: wait in `total`, waits in `count`
+    metrics::value v; // comm: sched delay; culprit: wait in `total`, waits in `count`; waker:
+                      // the sleep it ended in `total`, those sleeps in `count`
   };
 
 private:
@@ -108,11 +109,13 @@ private:
   top_keys cgroup_keys_;
   top_keys comm_keys_;
   top_keys culprit_keys_;
+  top_keys waker_keys_;
   std::map<std::uint32_t, cpu_series> cpus_;
   std::map<std::string, cgroup_series> cgroups_; // named ones and "other"
   std::map<std::string, pressure_series> pressure_;
   std::map<std::string, sum_series> comms_;
   std::map<std::string, sum_series> culprits_;
+  std::map<std::string, sum_series> wakers_;
   std::uint32_t groups_ = 0;
 
   // Health.
