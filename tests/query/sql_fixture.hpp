@@ -139,9 +139,10 @@ inline void blame(rsched::store::thread_row &t, bool spike) {
 
 // Who ended the threads' sleeps (schema 14): web sleeps on db's answers (S, 4 s of each 10-s
 // interval) and on a timer, db on web's requests and on its disk (D, ended by the block
-// layer's softirq); hog never sleeps. During the spike the same: web's wait on db then leads,
-// one hop further, to db waiting behind hog.
-inline void wakeups(rsched::store::thread_row &t) {
+// layer's softirq); hog never sleeps. During the spike web waits on db twice as long (8 s of
+// each interval: db is slow to answer), and that wait leads, one hop further, to db waiting
+// behind hog.
+inline void wakeups(rsched::store::thread_row &t, bool spike) {
   using rsched::store::waker_kind;
   using rsched::store::wakeup_row;
   const auto by = [](waker_kind k, std::uint32_t pid, const char *comm, const char *cgroup,
@@ -157,7 +158,8 @@ inline void wakeups(rsched::store::thread_row &t) {
     return w;
   };
   if (t.comm == "web") {
-    t.wakeups = {by(waker_kind::process, 20, "db", "/db.slice", 0, interval * 4 / 10, 50),
+    t.wakeups = {by(waker_kind::process, 20, "db", "/db.slice", 0,
+                    spike ? interval * 8 / 10 : interval * 4 / 10, 50),
                  by(waker_kind::timer, 0, "", "", 0, interval / 10, 10)};
     // Its long S sleeps (>= --stack-sleep), waiting for db's answer on a socket.
     rsched::store::blocked_row b;
@@ -213,7 +215,7 @@ inline void build(history &h) {
     for (auto &x : ws) {
       threads.push_back(store_test::make_thread(x.tid, x.comm, x.ns, {1, 2}, x.cgroup));
       blame(threads.back(), spike);
-      wakeups(threads.back());
+      wakeups(threads.back(), spike);
       auto &c = x.cpu == 0 ? c0 : c1;
       for (auto v : x.ns) {
         c.m[metric::cpu_sched_delay].hist.add(v);

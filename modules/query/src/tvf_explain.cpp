@@ -42,6 +42,9 @@ constexpr std::int64_t min_baseline_ns = 5LL * 60 * 1'000'000'000;
 // this many percentage points above the baseline's.
 constexpr double min_extra_migrations = 10.0;
 constexpr double min_pressure_rise_pct = 10.0;
+// The wakeup group's evidence: the waker whose ended sleep of the victim grew most, when it grew
+// by at least this share of the window and to at least twice its baseline rate's.
+constexpr double min_sleep_rise_share = 0.10;
 
 struct thread_stats {
   std::int64_t tid = 0, pid = 0;
@@ -261,6 +264,55 @@ migrations_by_thread(sqlite3 *db, const victims &vs, const period &p) {
   return out;
 }
 
+// One waker of one thread (wakeup group, schema v15): culprit.kind (0 process, 1 <idle>,
+// 3 <other>, 4-6 <hardirq>/<softirq>/<timer>), pid (NULL on rollups, 0 for <idle>), comm,
+// cgroup, and the sleep of the thread it ended in the period.
+struct waker_sum {
+  int kind = 0;
+  std::optional<std::int64_t> pid;
+  std::string comm, cgroup;
+  std::int64_t sleep_ns = 0;
+};
+
+// The wakers of the victims' threads (thread.id) in the period; empty where not recorded.
+result<std::unordered_map<std::int64_t, std::vector<waker_sum>>>
+wakers_by_thread(sqlite3 *db, const victims &vs, const period &p) {
+  std::unordered_map<std::int64_t, std::vector<waker_sum>> out;
+  if (!has_table(db, "thread_wakeup") || !recorded_in(db, "thread_wakeup", p.a, p.b)) {
+    return out;
+  }
+  auto st = sqlite::prepare_stmt(
+      db, fmt::format("SELECT w.thread_id, c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN "
+                      "1 THEN 0 END, c.comm, c.cgroup, sum(w.sleep_ns) FROM {} AS i CROSS JOIN "
+                      "thread_wakeup AS w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id "
+                      "= w.thread_id JOIN culprit AS c ON c.id = w.waker_id WHERE {} AND {} GROUP "
+                      "BY w.thread_id, c.kind, c.pid, c.comm, c.cgroup",
+                      timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)));
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_stmt *s = st->get();
+  sqlite3_bind_int64(s, 1, p.a);
+  sqlite3_bind_int64(s, 2, p.b);
+  bind_victims(s, vs, 3);
+  int rc = 0;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    waker_sum w;
+    w.kind = sqlite3_column_int(s, 1);
+    if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+      w.pid = sqlite3_column_int64(s, 2);
+    }
+    w.comm = sqlite::column_text(s, 3);
+    w.cgroup = sqlite::column_text(s, 4);
+    w.sleep_ns = sqlite3_column_int64(s, 5);
+    out[sqlite3_column_int64(s, 0)].push_back(std::move(w));
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(std::string("explain: ") + sqlite3_errmsg(db));
+  }
+  return out;
+}
+
 std::optional<std::int64_t> p99(const std::optional<stats::histogram> &h) {
   if (!h) {
     return std::nullopt;
@@ -307,7 +359,7 @@ struct cause_row {
   std::optional<double> share; // percent of the victim's excess wait; NULL for evidence
   double measure = 0, measure_baseline = 0;
   std::string summary;
-  int order = 0; // 0: a share of the wait; 1: migrations; 2: pressure (after the shares)
+  int order = 0; // 0: a share of the wait; 1: migrations; 2: pressure; 3: a waker (after them)
 };
 
 struct victim_row {
@@ -513,6 +565,14 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   if (!pressures) {
     return pressures.err();
   }
+  auto wake_w = wakers_by_thread(db, vs, *window);
+  if (!wake_w) {
+    return wake_w.err();
+  }
+  auto wake_b = wakers_by_thread(db, vs, *baseline);
+  if (!wake_b) {
+    return wake_b.err();
+  }
 
   rows out;
   std::int64_t rank = 0;
@@ -618,6 +678,61 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
         r.measure_baseline = expected;
         r.order = 1;
         r.summary = fmt::format("migrated {:.0f} times ({:.0f} at its baseline rate)", n, expected);
+        causes.push_back(std::move(r));
+      }
+    }
+    // Who woke it (wakeup group): the waker whose ended sleep grew most over its baseline
+    // rate's, when by a tenth of the window at least and to twice that rate: it waited on that
+    // waker more than it used to. Evidence, not a share of the scheduling delay; why() of the
+    // thread goes one hop further (the waker's own wait).
+    if (auto wi = wake_w->find(v.thread_id); wi != wake_w->end()) {
+      const auto bi = wake_b->find(v.thread_id);
+      const waker_sum *best = nullptr;
+      std::int64_t best_extra = 0, best_expected = 0;
+      for (const waker_sum &x : wi->second) {
+        if (x.kind == 3) {
+          continue; // <other>: no waker to name
+        }
+        std::int64_t before = 0;
+        if (bi != wake_b->end()) {
+          for (const waker_sum &y : bi->second) {
+            if (y.kind == x.kind && y.pid == x.pid && y.comm == x.comm && y.cgroup == x.cgroup) {
+              before += y.sleep_ns;
+            }
+          }
+        }
+        const std::int64_t expected = at_baseline_rate(before);
+        const std::int64_t extra = x.sleep_ns - expected;
+        if (extra > best_extra && x.sleep_ns >= 2 * expected) {
+          best = &x;
+          best_extra = extra;
+          best_expected = expected;
+        }
+      }
+      if (best != nullptr && window->recorded_ns > 0 &&
+          static_cast<double>(best_extra) >=
+              min_sleep_rise_share * static_cast<double>(window->recorded_ns)) {
+        cause_row r;
+        r.kind = "wakeup";
+        if (best->kind == 0) {
+          r.pid = best->pid;
+          r.comm = best->comm;
+          r.cgroup = best->cgroup;
+        } else {
+          r.comm = best->comm; // <idle>, <hardirq>, <softirq>, <timer>
+        }
+        r.measure = static_cast<double>(best->sleep_ns);
+        r.measure_baseline = static_cast<double>(best_expected);
+        r.order = 3;
+        const std::string who =
+            best->pid && *best->pid != 0
+                ? fmt::format("{}[{}]", text::escape_for_terminal(best->comm), *best->pid)
+                : text::escape_for_terminal(best->comm);
+        r.summary = fmt::format(
+            "slept {} until {} woke it ({:.0f}% of the window; {} at its baseline rate): see why()",
+            text::format_duration_ns(r.measure), who,
+            100.0 * r.measure / static_cast<double>(window->recorded_ns),
+            text::format_duration_ns(r.measure_baseline));
         causes.push_back(std::move(r));
       }
     }
