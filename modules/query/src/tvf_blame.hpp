@@ -5,6 +5,7 @@
 #include "rsched/base/result.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,11 @@ using victims = std::vector<victim>;
 // "c1 AND c2 ..." with parameters from `first` on, and their binding.
 std::string victims_sql(const victims &vs, int first);
 void bind_victims(sqlite3_stmt *st, const victims &vs, int first);
+
+// Runs `sql` (?1, ?2: a window [a, b); ?3...: the victims) and hands each row to `on_row`; an
+// SQLite error is the result's error.
+result<void> each_row(sqlite3 *db, const std::string &sql, std::int64_t a, std::int64_t b,
+                      const victims &vs, const std::function<void(sqlite3_stmt *)> &on_row);
 
 // One culprit of a window's blame.
 struct culprit_sum {

@@ -242,24 +242,16 @@ migrations_by_thread(sqlite3 *db, const victims &vs, const period &p) {
   if (!recorded_in(db, "thread_migration", p.a, p.b)) {
     return out;
   }
-  auto st = sqlite::prepare_stmt(
-      db, fmt::format("SELECT m.thread_id, sum(m.count) FROM {} AS i CROSS JOIN thread_migration "
-                      "AS m ON m.interval_id = i.id CROSS JOIN thread AS t ON t.id = m.thread_id "
-                      "WHERE {} AND {} GROUP BY m.thread_id",
-                      timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)));
-  if (!st) {
-    return st.err();
-  }
-  sqlite3_stmt *s = st->get();
-  sqlite3_bind_int64(s, 1, p.a);
-  sqlite3_bind_int64(s, 2, p.b);
-  bind_victims(s, vs, 3);
-  int rc = 0;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    out[sqlite3_column_int64(s, 0)] = sqlite3_column_int64(s, 1);
-  }
-  if (rc != SQLITE_DONE) {
-    return make_error(std::string("explain: ") + sqlite3_errmsg(db));
+  auto r = each_row(
+      db,
+      fmt::format("SELECT m.thread_id, sum(m.count) FROM {} AS i CROSS JOIN thread_migration AS "
+                  "m ON m.interval_id = i.id CROSS JOIN thread AS t ON t.id = m.thread_id WHERE "
+                  "{} AND {} GROUP BY m.thread_id",
+                  timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)),
+      p.a, p.b, vs,
+      [&](sqlite3_stmt *s) { out[sqlite3_column_int64(s, 0)] = sqlite3_column_int64(s, 1); });
+  if (!r) {
+    return make_error("explain: " + r.err().msg);
   }
   return out;
 }
@@ -281,34 +273,27 @@ wakers_by_thread(sqlite3 *db, const victims &vs, const period &p) {
   if (!has_table(db, "thread_wakeup") || !recorded_in(db, "thread_wakeup", p.a, p.b)) {
     return out;
   }
-  auto st = sqlite::prepare_stmt(
-      db, fmt::format("SELECT w.thread_id, c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN "
-                      "1 THEN 0 END, c.comm, c.cgroup, sum(w.sleep_ns) FROM {} AS i CROSS JOIN "
-                      "thread_wakeup AS w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id "
-                      "= w.thread_id JOIN culprit AS c ON c.id = w.waker_id WHERE {} AND {} GROUP "
-                      "BY w.thread_id, c.kind, c.pid, c.comm, c.cgroup",
-                      timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)));
-  if (!st) {
-    return st.err();
-  }
-  sqlite3_stmt *s = st->get();
-  sqlite3_bind_int64(s, 1, p.a);
-  sqlite3_bind_int64(s, 2, p.b);
-  bind_victims(s, vs, 3);
-  int rc = 0;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    waker_sum w;
-    w.kind = sqlite3_column_int(s, 1);
-    if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
-      w.pid = sqlite3_column_int64(s, 2);
-    }
-    w.comm = sqlite::column_text(s, 3);
-    w.cgroup = sqlite::column_text(s, 4);
-    w.sleep_ns = sqlite3_column_int64(s, 5);
-    out[sqlite3_column_int64(s, 0)].push_back(std::move(w));
-  }
-  if (rc != SQLITE_DONE) {
-    return make_error(std::string("explain: ") + sqlite3_errmsg(db));
+  auto r = each_row(
+      db,
+      fmt::format("SELECT w.thread_id, c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 "
+                  "THEN 0 END, c.comm, c.cgroup, sum(w.sleep_ns) FROM {} AS i CROSS JOIN "
+                  "thread_wakeup AS w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id = "
+                  "w.thread_id JOIN culprit AS c ON c.id = w.waker_id WHERE {} AND {} GROUP BY "
+                  "w.thread_id, c.kind, c.pid, c.comm, c.cgroup",
+                  timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)),
+      p.a, p.b, vs, [&](sqlite3_stmt *s) {
+        waker_sum w;
+        w.kind = sqlite3_column_int(s, 1);
+        if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+          w.pid = sqlite3_column_int64(s, 2);
+        }
+        w.comm = sqlite::column_text(s, 3);
+        w.cgroup = sqlite::column_text(s, 4);
+        w.sleep_ns = sqlite3_column_int64(s, 5);
+        out[sqlite3_column_int64(s, 0)].push_back(std::move(w));
+      });
+  if (!r) {
+    return make_error("explain: " + r.err().msg);
   }
   return out;
 }

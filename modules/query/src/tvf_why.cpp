@@ -36,27 +36,6 @@ std::optional<std::string_view> text_of(sqlite3_value *v) {
   return std::string_view(p != nullptr ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v)));
 }
 
-// Runs `sql` (?1, ?2: the window; ?3...: the victims) and hands each row to `on_row`.
-template <typename F>
-result<void> each_row(sqlite3 *db, const std::string &sql, std::int64_t a, std::int64_t b,
-                      const victims &vs, F &&on_row) {
-  auto st = sqlite::prepare_stmt(db, sql);
-  if (!st) {
-    return st.err();
-  }
-  sqlite3_bind_int64(st->get(), 1, a);
-  sqlite3_bind_int64(st->get(), 2, b);
-  bind_victims(st->get(), vs, 3);
-  int rc = 0;
-  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
-    on_row(st->get());
-  }
-  if (rc != SQLITE_DONE) {
-    return make_error(sqlite3_errmsg(db));
-  }
-  return {};
-}
-
 // The sum of the victims' thread_hist totals of `metrics` ("3, 4") in the window; nullopt when
 // no row has them (the group was not recorded).
 result<std::optional<std::int64_t>> hist_total(sqlite3 *db, const victims &v, std::int64_t a,

@@ -1040,6 +1040,17 @@ result<void> exec_all(sqlite3 *db, std::initializer_list<const char *> sql) {
   return {};
 }
 
+// blocked_stacks (v15; v16 adds `state` after `tier`, create_views' tail).
+view_spec blocked_stacks_spec() {
+  return {"blocked_stacks",
+          "{T}, b.stack_id AS stack_id, coalesce((SELECT group_concat(f.func, ' <- ') FROM "
+          "(SELECT func FROM kstack_frame WHERE stack_id = b.stack_id ORDER BY depth) AS f), "
+          "'<other>') AS frames, b.sleep_ns AS sleep_ns, b.count AS count",
+          "intervals AS i CROSS JOIN thread_blocked AS b ON b.interval_id = i.id "
+          "JOIN thread AS t ON t.id = b.thread_id",
+          ""};
+}
+
 // Schema v14 -> v15 (issue 34): the wakeup group. Who ended each thread's sleeps, by the state
 // it slept in: one row per (interval, sleeping thread, waker, state). Wakers are `culprit` rows
 // (processes per boot, their rollup identities, pseudo-wakers), three pseudo-wakers added.
@@ -1080,14 +1091,7 @@ CREATE TABLE thread_blocked(
   PRIMARY KEY(interval_id, thread_id, stack_id)
 ) WITHOUT ROWID;
 )sql";
-  const view_spec blocked{
-      "blocked_stacks",
-      "{T}, b.stack_id AS stack_id, coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT "
-      "func FROM kstack_frame WHERE stack_id = b.stack_id ORDER BY depth) AS f), '<other>') AS "
-      "frames, b.sleep_ns AS sleep_ns, b.count AS count",
-      "intervals AS i CROSS JOIN thread_blocked AS b ON b.interval_id = i.id "
-      "JOIN thread AS t ON t.id = b.thread_id",
-      ""};
+  const view_spec blocked = blocked_stacks_spec();
   sql += create_views(blocked);
   const view_spec v{
       "wakeups",
@@ -1109,14 +1113,7 @@ std::string upgrade_v15_to_v16() {
   std::string sql = "ALTER TABLE kstack ADD COLUMN state INTEGER NOT NULL DEFAULT 1;\n"
                     "DROP VIEW blocked_stacks;\nDROP VIEW blocked_stacks_1m;\n"
                     "DROP VIEW blocked_stacks_1h;\n";
-  const view_spec blocked{
-      "blocked_stacks",
-      "{T}, b.stack_id AS stack_id, coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT "
-      "func FROM kstack_frame WHERE stack_id = b.stack_id ORDER BY depth) AS f), '<other>') AS "
-      "frames, b.sleep_ns AS sleep_ns, b.count AS count",
-      "intervals AS i CROSS JOIN thread_blocked AS b ON b.interval_id = i.id "
-      "JOIN thread AS t ON t.id = b.thread_id",
-      ""};
+  const view_spec blocked = blocked_stacks_spec();
   sql += create_views(blocked, ", (SELECT CASE k.state WHEN 0 THEN 'S' WHEN 1 THEN 'D' ELSE "
                                "'other' END FROM kstack AS k WHERE k.id = b.stack_id) AS state");
   return sql;
