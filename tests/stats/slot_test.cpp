@@ -31,7 +31,8 @@ TEST_CASE("latency layout matches the documented bucket table", "[stats]") {
 }
 
 TEST_CASE("every slot edge maps to its own slot", "[stats]") {
-  for (auto l : {layout::latency, layout::depth, layout::count, layout::log2}) {
+  for (auto l :
+       {layout::latency, layout::depth, layout::count, layout::log2, layout::latency_fine}) {
     const std::size_t n = slot_count(l);
     std::uint64_t expected_lo = 0;
     for (std::size_t s = 0; s < n; ++s) {
@@ -60,7 +61,8 @@ TEST_CASE("lo(slot(v)) <= v <= hi(slot(v)) for random values of every magnitude"
   for (int i = 0; i < 200'000; ++i) {
     const unsigned shift = static_cast<unsigned>(rng() % 64);
     const std::uint64_t v = rng() >> shift;
-    for (auto l : {layout::latency, layout::depth, layout::count, layout::log2}) {
+    for (auto l :
+         {layout::latency, layout::depth, layout::count, layout::log2, layout::latency_fine}) {
       const bucket b = bucket_bounds(l, slot_of(l, v));
       REQUIRE(b.lo <= v);
       REQUIRE(v <= b.hi);

@@ -11,7 +11,7 @@ result<void> hist_sum::add(std::int64_t c, std::int64_t t, std::span<const std::
     return make_error("integer overflow");
   }
   if (!blob.empty() && stats::valid_layout(blob[0])) {
-    const auto kind = static_cast<stats::layout>(blob[0]);
+    const auto kind = stats::coarse_layout(static_cast<stats::layout>(blob[0]));
     if (!any) {
       hist.kind = kind;
       any = true;

@@ -36,6 +36,16 @@ enum {
 	RSCHED_HIST_LINEAR_SLOTS = 50,
 	RSCHED_HIST_LINEAR_STEP_US = 10,
 	RSCHED_HIST_LOG2_BASE_SLOT = 42, /* slot = floor(log2(us)) + 42 for us >= 512 */
+	/* Fine latency histogram (layout 5, rsched_hist_fine_slot), values in ns:
+	 *   slots  0..50: as above (10 us linear, then [500, 511] us)
+	 *   slots 51..234: each power of two of us from 512 us split in 8 equal sub-buckets:
+	 *                  slot 51 + 8 * (n - 9) + j = [(8 + j) * 2^(n-3), (9 + j) * 2^(n-3) - 1]
+	 * us, n = 9..31, j = 0..7 (width 1/8 of the octave's lower bound: at most 12.5 % of the
+	 * bucket's own lower bound) slot     235: [2^32 us, inf), as slot 74 above Every boundary
+	 * of the layout above is one of these: latency slot k >= 51 is fine slots 51 + 8 * (k - 51)
+	 * .. + 7 (rsched_fine_to_coarse), slot 74 is 235. */
+	RSCHED_HIST_FINE_SLOTS = 236,
+	RSCHED_HIST_FINE_SUB_BITS = 3, /* 8 sub-buckets per power of two */
 	/* Runqueue depth histogram: slot = nr_running, the last slot holds >= 63. */
 	RSCHED_DEPTH_SLOTS = 64,
 	RSCHED_COMM_LEN = 16,
@@ -439,6 +449,14 @@ RSCHED_ABI_ASSERT((int)RSCHED_USED_SLICE_VOL - (int)RSCHED_USED_DEPTH ==
 			  (int)RSCHED_DEPTH_SLOTS / (int)RSCHED_USED_SPAN,
 		  "depth groups");
 RSCHED_ABI_ASSERT((int)RSCHED_USED_WAKING + 10 <= 64, "used bits fit");
+/* Fine layout: the 51 slots below 512 us, 8 per octave of the 23 coarse log2 slots, the open top.
+ */
+RSCHED_ABI_ASSERT((int)RSCHED_HIST_FINE_SLOTS ==
+			  (int)RSCHED_HIST_LINEAR_SLOTS + 1 +
+				  ((int)RSCHED_HIST_SLOTS - (int)RSCHED_HIST_LINEAR_SLOTS - 2) *
+					  (1 << RSCHED_HIST_FINE_SUB_BITS) +
+				  1,
+		  "fine slots");
 RSCHED_ABI_ASSERT((RSCHED_BLAME_RING & (RSCHED_BLAME_RING - 1)) == 0, "blame ring is a power of 2");
 RSCHED_ABI_ASSERT(RSCHED_BLAME_RING % RSCHED_BLAME_EPOCH_RUNS == 0 &&
 			  RSCHED_BLAME_RING / RSCHED_BLAME_EPOCH_RUNS >= 4,
@@ -500,6 +518,55 @@ static inline __u32 rsched_hist_slot(__u64 ns)
 		return RSCHED_HIST_LINEAR_SLOTS;
 	slot = rsched_log2_u64(us) + RSCHED_HIST_LOG2_BASE_SLOT;
 	return slot < RSCHED_HIST_SLOTS - 1 ? slot : RSCHED_HIST_SLOTS - 1;
+}
+
+/* Lower bound in ns of fine slot `slot`, 51 <= slot <= 235: (1000 + 125 j) << n, for
+ * slot = 51 + 8 (n - 9) + j (a multiply and a shift). */
+static inline __u64 rsched_fine_lo_ns(__u32 slot)
+{
+	__u32 k = slot - (RSCHED_HIST_LINEAR_SLOTS + 1);
+	return (__u64)(1000 + 125 * (k & 7)) << (9 + (k >> RSCHED_HIST_FINE_SUB_BITS));
+}
+
+/* Slot of a duration in ns in the fine latency histogram (layout above). No loop and no
+ * division: each quotient is a multiply-shift by a constant rounded down, which is the exact
+ * quotient or one less, then one exact correction against the next slot's lower bound in ns.
+ *  - below 500 us: c = ns * floor(2^32 / 10^4) >> 32 is floor(ns / 10^4) - e with
+ *    e < 500000 * 0.73 / 2^32 + 1 < 2, so e is 0 or 1: take c + 1 when ns >= (c + 1) * 10^4.
+ *  - from 512 us to 2^32 us: us = ns * floor(2^32 / 1000) >> 32 is floor(ns / 1000) - e with
+ *    0 <= e <= 296 and e < 1 + ns * 7e-11; the slot of that (log2, then the next 3 bits) is the
+ *    true slot or the one below, as e is far below the narrowest bucket there (32 us at 2^9 us,
+ *    2^(n-4) us in octave n); take the next slot when ns reaches its lower bound.
+ * ns * 4294967 fits 64 bits for ns < 2^32 * 1000 (4294967 < 2^32 / 1000). Tested against a
+ * division-based reference at every boundary (b - 1, b, b + 1 ns) in tests/stats/slot_test.cpp. */
+static inline __u32 rsched_hist_fine_slot(__u64 ns)
+{
+	__u64 us;
+	__u32 n, slot;
+	if (ns < 500000) {
+		__u32 c = (__u32)((ns * 429496ULL) >> 32);
+		return c + (__u32)(ns >= (__u64)(c + 1) * 10000);
+	}
+	if (ns < 512000)
+		return RSCHED_HIST_LINEAR_SLOTS;
+	if (ns >= 4294967296000ULL) /* 2^32 us */
+		return RSCHED_HIST_FINE_SLOTS - 1;
+	us = (ns * 4294967ULL) >> 32;
+	if (us < 512)
+		us = 512;
+	n = rsched_log2_u64(us); /* 9..31 */
+	slot = RSCHED_HIST_LINEAR_SLOTS + 1 + ((n - 9) << RSCHED_HIST_FINE_SUB_BITS) +
+	       (__u32)((us >> (n - RSCHED_HIST_FINE_SUB_BITS)) & 7);
+	return slot + (__u32)(ns >= rsched_fine_lo_ns(slot + 1));
+}
+
+/* The latency (coarse) slot that holds fine slot `fine`. */
+static inline __u32 rsched_fine_to_coarse(__u32 fine)
+{
+	if (fine <= RSCHED_HIST_LINEAR_SLOTS)
+		return fine;
+	return RSCHED_HIST_LINEAR_SLOTS + 1 +
+	       ((fine - RSCHED_HIST_LINEAR_SLOTS - 1) >> RSCHED_HIST_FINE_SUB_BITS);
 }
 
 /* The `used` bit of `slot` in a histogram whose groups start at bit `base`. */
