@@ -2,6 +2,7 @@
 // (modules/store/src/bucket_sums.hpp) writes exactly the rows the rollup from the raw rows
 // writes: the same history written by one writer (sums), by a writer reopened before every
 // interval (rows only) and by one reopened once mid-minute (both) gives identical rollup tiers.
+#include "bucket_sums.hpp"
 #include "store_test_util.hpp"
 
 #include <fmt/format.h>
@@ -174,4 +175,46 @@ TEST_CASE("an overflow in a minute's sums is the rows' rollup's error, not a wra
   auto r = w.maintain(t0 + 7 * step);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.err().msg, Catch::Contains(samples ? "sample counts overflow" : "overflow"));
+}
+
+TEST_CASE("a rollup sum keeps latency_fine while every row is, as hist_merge does", "[store]") {
+  namespace stats = rsched::stats;
+  auto r = open_reader(":memory:", false);
+  std::mt19937_64 rng(3606);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<std::vector<std::uint8_t>> blobs;
+    stats::fine_histogram fine_sum;
+    stats::histogram all{stats::layout::latency, {}};
+    const int rows = 1 + static_cast<int>(rng() % 6);
+    const bool with_old = trial % 2 == 1; // a minute across the upgrade
+    for (int k = 0; k < rows; ++k) {
+      stats::fine_histogram f;
+      stats::histogram c{stats::layout::latency, {}};
+      for (int i = 0, n = 1 + static_cast<int>(rng() % 30); i < n; ++i) {
+        const std::uint64_t v = (500 + rng() % 5000) << (rng() % 20);
+        f.add(v);
+        c.add(v);
+      }
+      const bool old_row = with_old && k == 0;
+      blobs.push_back(old_row ? stats::encode(c) : stats::encode(f));
+      if (!old_row) {
+        stats::merge_into(fine_sum, f);
+      }
+      REQUIRE(stats::merge_into(all, c).ok());
+    }
+    rsched::store::detail::hist_sum sum;
+    std::string values;
+    for (const auto &b : blobs) {
+      REQUIRE(sum.add(1, 1, b).ok());
+      values += (values.empty() ? "(X'" : ", (X'") + hex(b) + "')";
+    }
+    const auto expect = with_old ? stats::encode(all) : stats::encode(fine_sum);
+    CHECK(sum.encoded() == expect);
+    auto t = run(r, "SELECT hist_merge(column1) FROM (VALUES " + values + ")");
+    REQUIRE(t.rows.size() == 1);
+    CHECK(as_blob(t.rows[0][0]) == expect);
+  }
+  rsched::store::detail::hist_sum mixed;
+  REQUIRE(mixed.add(1, 1, stats::encode(stats::fine_histogram{})).ok());
+  CHECK_FALSE(mixed.add(1, 1, stats::encode(stats::histogram{stats::layout::depth, {}})).ok());
 }

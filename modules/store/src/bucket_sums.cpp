@@ -10,6 +10,8 @@ result<void> hist_sum::add(std::int64_t c, std::int64_t t, std::span<const std::
   if (!add_checked(count, c) || !add_checked(total, t)) {
     return make_error("integer overflow");
   }
+  const bool is_fine =
+      !blob.empty() && blob[0] == static_cast<std::uint8_t>(stats::layout::latency_fine);
   if (!blob.empty() && stats::valid_layout(blob[0])) {
     const auto kind = stats::coarse_layout(static_cast<stats::layout>(blob[0]));
     if (!any) {
@@ -18,19 +20,38 @@ result<void> hist_sum::add(std::int64_t c, std::int64_t t, std::span<const std::
     } else if (hist.kind != kind) {
       return make_error("hist_merge: histograms of different layouts");
     }
-  }
-  auto r = stats::for_each_bucket(blob, [this](std::size_t i, std::uint64_t n) -> result<void> {
-    if (hist.slots[i] + n < n || samples + n < n) {
-      return make_error("sample counts overflow 64 bits");
+    if (is_fine && !fine) {
+      fine = std::make_unique<stats::fine_histogram>();
     }
-    hist.slots[i] += n;
-    samples += n;
-    return {};
-  });
+    coarse_rows = coarse_rows || !is_fine;
+  }
+  // No slot, fine or coarsened, can wrap while the sum of all samples does not.
+  std::uint64_t *into = is_fine ? fine->slots.data() : hist.slots.data();
+  auto r = stats::for_each_stored_bucket(
+      blob, [this, into](std::size_t i, std::uint64_t n) -> result<void> {
+        if (samples + n < n) {
+          return make_error("sample counts overflow 64 bits");
+        }
+        into[i] += n;
+        samples += n;
+        return {};
+      });
   if (!r) {
     return make_error("hist_merge: " + r.err().msg);
   }
   return {};
+}
+
+std::vector<std::uint8_t> hist_sum::encoded() const {
+  if (fine && !coarse_rows) {
+    return stats::encode(*fine);
+  }
+  if (!fine) {
+    return stats::encode(hist);
+  }
+  stats::histogram h = hist;
+  (void)stats::merge_into(h, *fine); // hist.kind is latency: the layouts' check passed
+  return stats::encode(h);
 }
 
 bool hist_sum::add(std::int64_t c, std::int64_t t, const stats::histogram &h,
@@ -44,6 +65,7 @@ bool hist_sum::add(std::int64_t c, std::int64_t t, const stats::histogram &h,
   } else if (hist.kind != h.kind) {
     return false;
   }
+  coarse_rows = true;
   // No slot can pass 64 bits unless the sum of all slots does (each is at most the sum): one
   // check, then a branch-free add. The sum of h's own slots may wrap only if a slot is huge.
   // Slots past the layout's and outside `spans` are zero.
