@@ -246,6 +246,21 @@ TEST_CASE("hist functions answer latency_fine rows at their precision, mixed one
     CHECK(scalar_int(r, "SELECT hist_count(" + fine_literal(new12) + ")") ==
           static_cast<std::int64_t>(new12.total()));
   }
+  // hist_buckets (one histogram of layout 1's size) reads a fine blob coarsened: latency's buckets
+  {
+    fine_histogram f;
+    for (std::uint64_t v : {5'000ULL, 600'000ULL, 700'000ULL, 6'000'000ULL, 6'500'000ULL}) {
+      f.add(v);
+    }
+    auto t = run(r, "SELECT lo_ns, hi_ns, count FROM hist_buckets(" + fine_literal(f) + ")");
+    REQUIRE(t.rows.size() == 3);
+    CHECK(as_int(t.rows[0][0]) == 0);
+    CHECK(as_int(t.rows[1][0]) == 512'000);
+    CHECK(as_int(t.rows[1][1]) == 1'023'999);
+    CHECK(as_int(t.rows[1][2]) == 2);
+    CHECK(as_int(t.rows[2][0]) == 4'096'000);
+    CHECK(as_int(t.rows[2][2]) == 2);
+  }
   // a fine blob does not merge with another layout
   CHECK_THAT(run_error(r, "SELECT hist_merge(column1) FROM (VALUES (X'050001'), (" +
                               blob_literal(depth_hist({1})) + "))"),
