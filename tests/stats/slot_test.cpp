@@ -83,8 +83,11 @@ TEST_CASE("log2 helper agrees with a plain loop", "[stats]") {
 }
 
 TEST_CASE("ABI structs have the layout the BPF side uses", "[stats][abi]") {
-  STATIC_REQUIRE(sizeof(rsched_task_record) == 6216);
-  STATIC_REQUIRE(sizeof(rsched_task_state) == 6168);
+  STATIC_REQUIRE(sizeof(rsched_task_record) == 6960);
+  STATIC_REQUIRE(sizeof(rsched_task_state) == 6912); // 6168 + the delay's fine tail (issue 36)
+  STATIC_REQUIRE(sizeof(rsched_fine_tail) == 744);
+  STATIC_REQUIRE(offsetof(rsched_task_state, delay_tail) ==
+                 offsetof(rsched_task_state, depth) + sizeof(rsched_depth_stats));
   STATIC_REQUIRE(offsetof(rsched_task_record, st) == sizeof(rsched_task_ident));
   STATIC_REQUIRE(sizeof(rsched_cpu_stats) % 8 == 0); // per-CPU values are 8-byte strided
 }

@@ -123,27 +123,39 @@ std::uint32_t bucket_sums::group_of(bucket &b, std::int64_t thread, const std::s
   return it->second;
 }
 
-void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &comm,
-                           const std::string &cgroup, std::int64_t count, std::int64_t total,
-                           const stats::histogram &h, stats::span_mask spans) {
+hist_sum *bucket_sums::hist_slot(int metric, std::int64_t thread, const std::string &comm,
+                                 const std::string &cgroup) {
   if (cur_ == nullptr || cur_->broken) {
-    return;
+    return nullptr;
   }
   bucket &b = *cur_;
   const std::uint32_t g = group_of(b, thread, comm, cgroup);
-  hist_sum *s = nullptr;
   if (metric >= 0 && static_cast<std::size_t>(metric) < b.last_hist.size()) {
     auto &l = b.last_hist[static_cast<std::size_t>(metric)];
     if (l.sum == nullptr || l.group != g) {
       l.group = g;
       l.sum = &b.hists[{metric, g}]; // map nodes stay where they are
     }
-    s = l.sum;
-  } else {
-    s = &b.hists[{metric, g}];
+    return l.sum;
   }
-  if (!s->add(count, total, h, spans)) {
-    b.broken = true; // the rollup from the rows reports the error
+  return &b.hists[{metric, g}];
+}
+
+void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &comm,
+                           const std::string &cgroup, std::int64_t count, std::int64_t total,
+                           const stats::histogram &h, stats::span_mask spans) {
+  hist_sum *s = hist_slot(metric, thread, comm, cgroup);
+  if (s != nullptr && !s->add(count, total, h, spans)) {
+    cur_->broken = true; // the rollup from the rows reports the error
+  }
+}
+
+void bucket_sums::add_hist_blob(int metric, std::int64_t thread, const std::string &comm,
+                                const std::string &cgroup, std::int64_t count, std::int64_t total,
+                                std::span<const std::uint8_t> blob) {
+  hist_sum *s = hist_slot(metric, thread, comm, cgroup);
+  if (s != nullptr && !s->add(count, total, blob)) {
+    cur_->broken = true; // the rollup from the rows reports the error
   }
 }
 

@@ -126,6 +126,10 @@ public:
   void add_hist(int metric, std::int64_t thread, const std::string &comm, const std::string &cgroup,
                 std::int64_t count, std::int64_t total, const stats::histogram &h,
                 stats::span_mask spans = stats::all_spans);
+  // The same from the row's blob (a latency_fine one: hist_sum keeps those apart).
+  void add_hist_blob(int metric, std::int64_t thread, const std::string &comm,
+                     const std::string &cgroup, std::int64_t count, std::int64_t total,
+                     std::span<const std::uint8_t> blob);
   // One thread_blame row of the interval.
   // (the culprit's comm, cgroup and kind: its rollup group, read when the culprit is new)
   void add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
@@ -147,6 +151,10 @@ public:
 private:
   std::uint32_t group_of(bucket &b, std::int64_t thread, const std::string &comm,
                          const std::string &cgroup);
+  // The current bucket's sum of (metric, the thread's group); nullptr when there is none or it
+  // is broken.
+  hist_sum *hist_slot(int metric, std::int64_t thread, const std::string &comm,
+                      const std::string &cgroup);
   std::int64_t width_;
   std::vector<std::unique_ptr<bucket>> buckets_; // a few: the current minute and unbuilt ones
   bucket *cur_ = nullptr;

@@ -46,6 +46,9 @@ enum {
 	 * .. + 7 (rsched_fine_to_coarse), slot 74 is 235. */
 	RSCHED_HIST_FINE_SLOTS = 236,
 	RSCHED_HIST_FINE_SUB_BITS = 3, /* 8 sub-buckets per power of two */
+	/* The fine slots past the latency ones they share (51..235): a thread's scheduling delay
+	 * keeps them beside its latency histogram (struct rsched_fine_tail). */
+	RSCHED_HIST_FINE_TAIL_SLOTS = RSCHED_HIST_FINE_SLOTS - RSCHED_HIST_LINEAR_SLOTS - 1,
 	/* Runqueue depth histogram: slot = nr_running, the last slot holds >= 63. */
 	RSCHED_DEPTH_SLOTS = 64,
 	RSCHED_COMM_LEN = 16,
@@ -170,6 +173,17 @@ enum rsched_used_bit {
 	RSCHED_USED_SLICE_INVOL = 28, /* 10 groups */
 	RSCHED_USED_SLEEP = 38,	      /* 10 groups */
 	RSCHED_USED_WAKING = 48,      /* 10 groups */
+	RSCHED_USED_DELAY_TAIL = 58,  /* 1 bit: the whole of delay_tail (any sample >= 512 us) */
+};
+
+/* The fine tail of a thread's scheduling delay: fine slots 51..235 (layout 5, sched_abi.h's
+ * rsched_hist_fine_slot) of the samples >= 512 us, also counted in delay's latency slots 51..74
+ * (each of which is 8 of these). Counters are 32-bit and wrap: user space takes the difference
+ * of two reads modulo 2^32 (fewer than 2^32 samples of one slot between two reads). The low
+ * slots 0..50 are delay's own. */
+struct rsched_fine_tail {
+	__u32 slots[RSCHED_HIST_FINE_TAIL_SLOTS];
+	__u32 pad;
 };
 
 /* One culprit of a thread (blame group): a process, under the comm and cgroup it ran as, that
@@ -274,6 +288,7 @@ struct rsched_task_state {
 	char comm[RSCHED_COMM_LEN];
 	struct rsched_delay_stats delay;       /* scheduling delay */
 	struct rsched_depth_stats depth;       /* runqueue depth at wakeup */
+	struct rsched_fine_tail delay_tail;    /* delay's fine slots >= 512 us (latency group) */
 	struct rsched_delay_stats slice_vol;   /* time on CPU ending in a voluntary switch */
 	struct rsched_delay_stats slice_invol; /* time on CPU ending in a preemption */
 	struct rsched_delay_stats sleep;       /* switch-out (not runnable) -> wakeup */
@@ -333,7 +348,7 @@ struct rsched_task_record {
  * as laid out in the state:
  *   struct rsched_task_ident                    always
  *   used                                        always
- *   delay, depth                                RSCHED_G_LATENCY
+ *   delay, depth, delay_tail                    RSCHED_G_LATENCY
  *   slice_vol, slice_invol                      RSCHED_G_SLICE
  *   sleep                                       RSCHED_G_SLEEP
  *   waking                                      RSCHED_G_WAKING
@@ -343,12 +358,14 @@ struct rsched_task_record {
  *   wakeup                                      RSCHED_G_WAKEUP
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
- * drain does not write them); readers must take only the used groups. With the default groups a
- * record is 1200 bytes instead of 5064. The graveyard and the raw_tp map keep whole
+ * drain does not write them); readers must take only the used groups (delay_tail: all of it when
+ * RSCHED_USED_DELAY_TAIL is set, none otherwise). With the default groups a record is 1944 bytes
+ * instead of 5808. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
-	RSCHED_ITER_LATENCY_BYTES =
-		sizeof(struct rsched_delay_stats) + sizeof(struct rsched_depth_stats),
+	RSCHED_ITER_LATENCY_BYTES = sizeof(struct rsched_delay_stats) +
+				    sizeof(struct rsched_depth_stats) +
+				    sizeof(struct rsched_fine_tail),
 	RSCHED_ITER_SLICE_BYTES = 2 * sizeof(struct rsched_delay_stats),
 	RSCHED_ITER_SLEEP_BYTES = sizeof(struct rsched_delay_stats),
 	RSCHED_ITER_WAKING_BYTES = sizeof(struct rsched_delay_stats),
@@ -429,9 +446,11 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 68 * RSCHED_BLAME_SLOTS + 64 + 
 RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup_counts) == 48, "wakeup counts");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup) == 16 + 64 + 72 * RSCHED_WAKEUP_SLOTS + 240 + 216,
 		  "wakeup");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 1112, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_fine_tail) == 4 * RSCHED_HIST_FINE_TAIL_SLOTS + 4, "tail");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 1112 + 744, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1112, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1112 + 744,
+		  "task record");
 RSCHED_ABI_ASSERT((RSCHED_WAKEUP_SLOTS & (RSCHED_WAKEUP_SLOTS - 1)) == 0,
 		  "wakeup slots: a power of 2");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
@@ -449,6 +468,7 @@ RSCHED_ABI_ASSERT((int)RSCHED_USED_SLICE_VOL - (int)RSCHED_USED_DEPTH ==
 			  (int)RSCHED_DEPTH_SLOTS / (int)RSCHED_USED_SPAN,
 		  "depth groups");
 RSCHED_ABI_ASSERT((int)RSCHED_USED_WAKING + 10 <= 64, "used bits fit");
+RSCHED_ABI_ASSERT((int)RSCHED_USED_DELAY_TAIL == (int)RSCHED_USED_WAKING + 10, "tail bit");
 /* Fine layout: the 51 slots below 512 us, 8 per octave of the 23 coarse log2 slots, the open top.
  */
 RSCHED_ABI_ASSERT((int)RSCHED_HIST_FINE_SLOTS ==
