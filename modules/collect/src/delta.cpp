@@ -63,10 +63,11 @@ void fill_tail(metrics::thread_set &m, const rsched_fine_tail &tail, bool used) 
     return;
   }
   metrics::value &v = m.at(delay);
-  v.tail = base::make_cached<metrics::fine_tail>();
-  for (std::size_t s = 0; s < v.tail->slots.size(); ++s) {
-    v.tail->slots[s] = tail.slots[s];
+  if (!v.tail) {
+    v.tail = base::make_cached<metrics::fine_tail>();
   }
+  static_assert(sizeof(v.tail->slots) == sizeof(tail.slots));
+  std::memcpy(v.tail->slots.data(), tail.slots, sizeof(tail.slots));
 }
 
 void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out) {

@@ -217,11 +217,13 @@ using stats::span_mask;
 using stats::span_slots;
 
 // The latency_fine slots 51..235 of a thread's scheduling delay (sched_abi.h, struct
-// rsched_fine_tail; 64-bit here): the same samples as the value's latency slots from 512 us,
-// each of those split in 8. Cumulative (read from the kernel) they are the kernel's 32-bit
-// counters, which wrap: delta_into takes differences modulo 2^32.
+// rsched_fine_tail): the same samples as the value's latency slots from 512 us, each of those
+// split in 8. 32-bit, as in the kernel: cumulative (read from the kernel) they wrap, and
+// delta_into takes differences modulo 2^32; a delta or an interval's sum holds far fewer than
+// 2^32 samples of one bucket. Half the memory of 64-bit counts: every thread that ever waited
+// 512 us keeps one in the baseline of its cumulative counts.
 struct fine_tail {
-  std::array<std::uint64_t, RSCHED_HIST_FINE_TAIL_SLOTS> slots{};
+  std::array<std::uint32_t, RSCHED_HIST_FINE_TAIL_SLOTS> slots{};
   friend bool operator==(const fine_tail &, const fine_tail &) = default;
 };
 
@@ -346,6 +348,16 @@ inline void add_tail(value &a, const value &b) {
   }
 }
 
+// Whether two values of one thread hold the same latency counts from 512 us (then their tails
+// are equal too: the kernel counts a sample in both).
+inline bool same_log_slots(const value &a, const value &b) {
+  unsigned differ = 0;
+  for (std::size_t s = RSCHED_HIST_LINEAR_SLOTS + 1; s < RSCHED_HIST_SLOTS; ++s) {
+    differ |= static_cast<unsigned>(a.hist.slots[s] != b.hist.slots[s]);
+  }
+  return differ == 0;
+}
+
 // The values of every metric of scope S, indexed by metric id, each histogram in its layout.
 // Sparse: a value takes memory only once something writes it (a value is ~620 bytes, and a
 // thread uses two or three of the nine metrics: at 10,000 threads the dense array was 56 MB
@@ -444,8 +456,14 @@ using thread_set = set<scope::thread>;
 using cpu_set = set<scope::cpu>;
 
 // a += b: samples, sum and histogram (of one metric: the layouts are equal); b's spans only.
-inline void add(value &a, const value &b) {
-  add_tail(a, b);
+// Without `tails`, a keeps none (a sum that never writes a latency_fine blob: the /metrics
+// series, which live as long as rschedd and would wrap 32-bit counts).
+inline void add(value &a, const value &b, bool tails = true) {
+  if (tails) {
+    add_tail(a, b);
+  } else {
+    a.tail.reset();
+  }
   a.count += b.count;
   a.total += b.total;
   for_each_span(b.spans, [&](std::size_t lo, std::size_t hi) {
@@ -459,18 +477,17 @@ inline void add(value &a, const value &b) {
 // d's tail = cur's - prev's (cumulative kernel tails: 32-bit counters, modulo 2^32), or cur's
 // when the histogram went down (`down`); none when no slot changed. d may be prev.
 inline void delta_tail(value &d, const value &cur, const value &prev, bool down) {
-  if (!cur.tail) {
-    d.tail.reset();
+  if (!cur.tail || (!down && prev.tail && same_log_slots(cur, prev))) {
+    d.tail.reset(); // no sample from 512 us since prev (the common case: one compare pass)
     return;
   }
   if (!d.tail) {
     d.tail = base::make_cached<fine_tail>();
   }
-  constexpr std::uint64_t mask = 0xffffffffU;
-  std::uint64_t any = 0;
+  std::uint32_t any = 0;
   for (std::size_t s = 0; s < cur.tail->slots.size(); ++s) {
-    const std::uint64_t p = down || !prev.tail ? 0 : prev.tail->slots[s];
-    d.tail->slots[s] = (cur.tail->slots[s] - p) & mask;
+    const std::uint32_t p = down || !prev.tail ? 0 : prev.tail->slots[s];
+    d.tail->slots[s] = static_cast<std::uint32_t>(cur.tail->slots[s] - p); // modulo 2^32
     any |= d.tail->slots[s];
   }
   if (any == 0) {
@@ -533,10 +550,10 @@ inline void delta_into(value &d, const value &cur, const value &prev) {
 }
 
 // a += b, metric by metric (layouts are equal by construction).
-template <scope S> void accumulate(set<S> &a, const set<S> &b) {
+template <scope S> void accumulate(set<S> &a, const set<S> &b, bool tails = true) {
   for (std::size_t i = 0; i < set<S>::n; ++i) {
     if (b.has(i)) {
-      add(a.at(i), b.at(i));
+      add(a.at(i), b.at(i), tails);
     }
   }
 }
