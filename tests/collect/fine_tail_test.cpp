@@ -3,6 +3,7 @@
 // a value without new tail samples holds none, sums keep it only while both sides are known at
 // the fine precision, and the fine histogram it makes coarsens into the value's own.
 #include "rsched/collect/delta.hpp"
+#include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 
 #include <catch2/catch.hpp>
@@ -83,6 +84,9 @@ TEST_CASE("a fine value's latency_fine histogram coarsens into its own, and sums
     const metrics::value b = delays(rng, static_cast<int>(rng() % 50), 20'000'000);
     REQUIRE(metrics::has_fine(a));
     CHECK(stats::coarsen(metrics::fine_of(a)) == a.hist);
+    std::vector<std::uint8_t> blob{9, 9, 9};
+    metrics::encode_fine_into(a, blob); // the writer's encoding, from the spans and the tail
+    CHECK(blob == stats::encode(metrics::fine_of(a)));
     stats::fine_histogram sum = metrics::fine_of(a);
     stats::merge_into(sum, metrics::fine_of(b));
     metrics::add(a, b);

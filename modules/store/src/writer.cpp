@@ -706,7 +706,12 @@ struct writer::impl {
     return metrics::keeps_fine_tail(m) && metrics::has_fine(v);
   }
   static std::vector<std::uint8_t> encoded(metrics::id m, const hist_value &v) {
-    return fine_row(m, v) ? stats::encode(metrics::fine_of(v)) : stats::encode(v.hist);
+    if (fine_row(m, v)) {
+      std::vector<std::uint8_t> out;
+      metrics::encode_fine_into(v, out);
+      return out;
+    }
+    return stats::encode(v.hist);
   }
 
   // Writes metric i of the set when it has samples, under its registry id.
@@ -746,7 +751,7 @@ struct writer::impl {
         continue;
       }
       if (fine_row(defs[i].metric, v)) { // latency_fine: the sums add the blob
-        stats::encode_into(metrics::fine_of(v), hist_blob);
+        metrics::encode_fine_into(v, hist_blob);
         sums().add_hist_blob(defs[i].db_id, id, t.comm, t.cgroup, to_i64(v.count), to_i64(v.total),
                              hist_blob);
       } else {

@@ -9,6 +9,7 @@
 // stage holds one), never in per-metric fields.
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/block_cache.hpp"
+#include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace rsched::metrics {
 
@@ -328,6 +330,34 @@ inline stats::fine_histogram fine_of(const value &v) {
     }
   }
   return f;
+}
+
+// encode(fine_of(v)) into `out` (cleared first), reading only v's spans below 512 us and its
+// tail: the writer's per-row encoding, without the 236-slot copy.
+inline void encode_fine_into(const value &v, std::vector<std::uint8_t> &out) {
+  out.clear();
+  out.push_back(static_cast<std::uint8_t>(stats::layout::latency_fine));
+  std::int64_t prev = -1;
+  const auto put = [&](std::size_t s, std::uint64_t c) {
+    stats::detail::put_varint(out,
+                              static_cast<std::uint64_t>(static_cast<std::int64_t>(s) - prev - 1));
+    stats::detail::put_varint(out, c);
+    prev = static_cast<std::int64_t>(s);
+  };
+  for_each_span(v.spans, [&](std::size_t a, std::size_t b) {
+    for (std::size_t s = a; s < b && s <= RSCHED_HIST_LINEAR_SLOTS; ++s) {
+      if (v.hist.slots[s] != 0) {
+        put(s, v.hist.slots[s]);
+      }
+    }
+  });
+  if (v.tail) {
+    for (std::size_t s = 0; s < v.tail->slots.size(); ++s) {
+      if (v.tail->slots[s] != 0) {
+        put(RSCHED_HIST_LINEAR_SLOTS + 1 + s, v.tail->slots[s]);
+      }
+    }
+  }
 }
 
 // a's tail += b's, before a.hist += b.hist: a stays fine when both were (has_fine), else it
