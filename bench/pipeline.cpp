@@ -5,7 +5,9 @@
 // minutes. What it leaves out is the kernel's side of a read (the dirty-list drain, ~8 ms at
 // 10,000 threads: bench/big_server.sh measures that with real threads).
 //
-// Every interval each thread has one scheduling delay (log-normal around 6 us) and one runqueue
+// Every interval each thread has one scheduling delay (log-normal around 6 us; with
+// --long-pct P, P % of them uniform in 0.5-20 ms instead, which the kernel also counts in the
+// delay's fine tail, issue 36) and one runqueue
 // depth sample, a migration one second in ten, and (blame group) its wait charged to the
 // workload's process, now and then to <idle>; the compact records are laid out as the drain
 // writes them (sched_abi.h) and parsed by collect::parse_iter_records. Prints the recorder
@@ -13,7 +15,7 @@
 // slowdown with the process's age shows, and the peak RSS.
 //
 //   build/bench/rsched-pipeline-bench [--threads N] [--intervals K] [--block B] [--db PATH]
-//                                     [--groups latency,migration,blame]
+//                                     [--groups latency,migration,blame] [--long-pct P]
 // The database is a new file: by default in a directory of its own under /var/tmp, removed at
 // the end; --db names a file that must not exist yet (and is kept).
 #include "rsched/collect/snapshot.hpp"
@@ -55,13 +57,15 @@ struct sim_thread {
   std::uint64_t used = 0;
   rsched_delay_stats delay{};
   rsched_depth_stats depth{};
+  rsched_fine_tail delay_tail{};
   std::uint64_t migrations[3] = {};
   rsched_blame blame{};
 };
 
 class synth_source final : public collect::source {
 public:
-  synth_source(std::size_t threads, std::uint32_t groups) : groups_(groups), rng_(16) {
+  synth_source(std::size_t threads, std::uint32_t groups, int long_pct)
+      : groups_(groups), long_pct_(long_pct), rng_(16) {
     threads_.resize(threads);
     for (std::size_t i = 0; i < threads; ++i) {
       sim_thread &t = threads_[i];
@@ -85,7 +89,14 @@ public:
     char *out = bytes_.data();
     for (auto &t : threads_) {
       // One wakeup: its delay, the runqueue depth it found, sometimes a migration.
-      const auto d = static_cast<std::uint64_t>(delay_ns(rng_)) + 1;
+      std::uint64_t d = static_cast<std::uint64_t>(delay_ns(rng_)) + 1;
+      if (pct(rng_) < long_pct_) {
+        d = 500'000 + rng_() % 19'500'000;
+      }
+      if (d >= 512'000) {
+        ++t.delay_tail.slots[rsched_hist_fine_slot(d) - RSCHED_HIST_LINEAR_SLOTS - 1];
+        t.used |= 1ULL << RSCHED_USED_DELAY_TAIL;
+      }
       const auto slot = rsched_hist_slot(d);
       ++t.delay.count;
       t.delay.total_ns += d;
@@ -146,6 +157,7 @@ private:
     if ((groups_ & RSCHED_G_LATENCY) != 0) {
       copy(&t.delay, sizeof(t.delay));
       copy(&t.depth, sizeof(t.depth));
+      copy(&t.delay_tail, sizeof(t.delay_tail));
     }
     if ((groups_ & RSCHED_G_MIGRATION) != 0) {
       copy(t.migrations, sizeof(t.migrations));
@@ -156,6 +168,7 @@ private:
     return at;
   }
   std::uint32_t groups_;
+  int long_pct_;
   std::mt19937_64 rng_;
   std::vector<sim_thread> threads_;
   std::vector<char> bytes_;
@@ -219,7 +232,7 @@ double median(std::vector<double> v) {
 int usage(const char *msg) {
   std::fprintf(stderr, "rsched-pipeline-bench: %s\n", msg);
   std::fprintf(stderr, "usage: rsched-pipeline-bench [--threads N] [--intervals K] [--block B] "
-                       "[--db PATH] [--groups latency,migration,blame]\n");
+                       "[--db PATH] [--groups latency,migration,blame] [--long-pct P]\n");
   return 2;
 }
 
@@ -231,6 +244,7 @@ int main(int argc, char **argv) {
   long block = 60;
   std::string db; // default: a new directory under /var/tmp
   std::string groups_arg = "latency,migration,blame";
+  int long_pct = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (i + 1 >= argc) {
@@ -248,6 +262,8 @@ int main(int argc, char **argv) {
         db = v;
       } else if (a == "--groups") {
         groups_arg = v;
+      } else if (a == "--long-pct") {
+        long_pct = std::stoi(v);
       } else {
         return usage("unknown option");
       }
@@ -257,6 +273,9 @@ int main(int argc, char **argv) {
   }
   if (threads == 0 || intervals <= 0 || block <= 0) {
     return usage("threads, intervals and block must be positive");
+  }
+  if (long_pct < 0 || long_pct > 100) {
+    return usage("--long-pct: a percentage, 0 to 100");
   }
   std::vector<std::string> tokens;
   for (std::size_t p = 0; p <= groups_arg.size();) {
@@ -293,7 +312,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   writer_sink sink(*w);
-  synth_source src(threads, groups);
+  synth_source src(threads, groups, long_pct);
   sim_clock clock;
 
   std::vector<std::map<std::string, double>> stats;
@@ -330,8 +349,9 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  fmt::print("# rsched-pipeline-bench --threads {} --intervals {} --groups {}: {} intervals\n",
-             threads, intervals, groups_arg, stats.size());
+  fmt::print("# rsched-pipeline-bench --threads {} --intervals {} --groups {} --long-pct {}: {} "
+             "intervals\n",
+             threads, intervals, groups_arg, long_pct, stats.size());
   fmt::print("# recorder thread CPU per interval, median of each block of {} (ms); drain here "
              "is the synthetic source's own work\n",
              block);

@@ -63,9 +63,13 @@ rsched_task_record make_record(std::uint32_t tid, std::uint32_t groups, const ch
       slot = ++v;
     }
   };
+  const bool tail_used = (used >> RSCHED_USED_DELAY_TAIL & 1U) != 0;
   if ((groups & RSCHED_G_LATENCY) != 0) {
     fill(r.st.delay);
     fill_depth(r.st.depth);
+    for (auto &slot : r.st.delay_tail.slots) { // 32-bit counters: near their wrap
+      slot = tail_used ? static_cast<std::uint32_t>(0xFFFFFF00U + ++v) : 0;
+    }
   }
   if ((groups & RSCHED_G_SLICE) != 0) {
     fill(r.st.slice_vol);
@@ -114,6 +118,9 @@ void append_compact(std::vector<char> &out, const rsched_task_record &whole, std
                     bool garble = false) {
   rsched_task_record r = whole;
   if (garble) {
+    if ((r.st.used >> RSCHED_USED_DELAY_TAIL & 1U) == 0) {
+      std::memset(&r.st.delay_tail, 0xAB, sizeof(r.st.delay_tail));
+    }
     for (const auto &h : hists(r.st)) {
       for (std::size_t i = 0; i < h.slots; ++i) {
         if (!slot_used(h, i, r.st.used)) {
@@ -204,9 +211,32 @@ TEST_CASE("slot groups without their used bit are taken as zero whatever the rec
 }
 
 TEST_CASE("the default groups' compact record is a third of a whole one", "[collect][abi]") {
-  CHECK(rsched_iter_record_size(RSCHED_G_LATENCY) == 1200);
-  CHECK(rsched_iter_record_size(RSCHED_G_LATENCY | RSCHED_G_MIGRATION) == 1224);
-  CHECK(sizeof(rsched_task_record) == 6216);
+  CHECK(rsched_iter_record_size(RSCHED_G_LATENCY) == 1944);
+  CHECK(rsched_iter_record_size(RSCHED_G_LATENCY | RSCHED_G_MIGRATION) == 1968);
+  CHECK(sizeof(rsched_task_record) == 6960);
+}
+
+TEST_CASE("the scheduling delay's fine tail is read from a compact record only when its bit is set",
+          "[collect][abi]") {
+  constexpr auto delay = rsched::metrics::id::sched_delay;
+  for (const bool with_tail : {true, false}) {
+    INFO("tail " << with_tail);
+    const std::uint64_t used = with_tail ? all_used : all_used & ~(1ULL << RSCHED_USED_DELAY_TAIL);
+    const auto rec = make_record(30, RSCHED_G_LATENCY, "tail", used);
+    std::vector<char> bytes;
+    append_compact(bytes, rec, RSCHED_G_LATENCY, true); // a clear bit: the tail is garbage
+    std::vector<thread_sample> got;
+    REQUIRE(parse_iter_records(bytes, RSCHED_G_LATENCY, got));
+    REQUIRE(got.size() == 1);
+    const auto &v = got[0].c.m[delay];
+    REQUIRE((v.tail != nullptr) == with_tail);
+    if (with_tail) {
+      for (std::size_t s = 0; s < v.tail->slots.size(); ++s) {
+        CHECK(v.tail->slots[s] == rec.st.delay_tail.slots[s]);
+      }
+    }
+    CHECK(same(got[0], from_abi(rec))); // the whole record reads the same
+  }
 }
 
 TEST_CASE("bytes that are not whole compact records are an error and append nothing",

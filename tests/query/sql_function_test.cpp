@@ -177,6 +177,98 @@ TEST_CASE("hist_percentile on literal blobs, as window function, and its errors"
   }
 }
 
+TEST_CASE("hist functions answer latency_fine rows at their precision, mixed ones in latency",
+          "[store]") {
+  using namespace rsched::stats;
+  auto r = memory_reader();
+  std::mt19937_64 rng(36);
+  const auto fine_literal = [](const fine_histogram &h) { return "X'" + hex(encode(h)) + "'"; };
+  for (int trial = 0; trial < 20; ++trial) {
+    // an old row (before the upgrade) and two new ones
+    histogram old_row{layout::latency, {}};
+    fine_histogram new1;
+    fine_histogram new2;
+    for (int i = 0; i < 200; ++i) {
+      const std::uint64_t v = 100'000 + (rng() >> (30 + rng() % 34)); // 100 us .. ~17 s
+      if (i % 3 == 0) {
+        old_row.add(v);
+      } else if (i % 3 == 1) {
+        new1.add(v);
+      } else {
+        new2.add(v);
+      }
+    }
+    fine_histogram new12 = new1;
+    merge_into(new12, new2);
+    histogram mixed = old_row;
+    REQUIRE(merge_into(mixed, new12).ok());
+    const std::string rows = "(VALUES (1, " + blob_literal(old_row) + "), (2, " +
+                             fine_literal(new1) + "), (3, " + fine_literal(new2) + "))";
+    for (double p : {50.0, 99.0}) {
+      const auto pf = percentile(new12, p);
+      const auto pm = percentile(mixed, p);
+      REQUIRE(pf.has_value());
+      REQUIRE(pm.has_value());
+      const std::string ps = std::to_string(p);
+      INFO("p" << p);
+      // new rows only: fine precision (the bucket at most 12.5 % wide)
+      CHECK(static_cast<std::uint64_t>(scalar_int(r, "SELECT hist_percentile(column2, " + ps +
+                                                         ") FROM " + rows +
+                                                         " WHERE column1 > 1")) == pf->value);
+      CHECK(static_cast<std::uint64_t>(
+                scalar_int(r, "SELECT hist_percentile_error(column2, " + ps + ") FROM " + rows +
+                                  " WHERE column1 > 1")) == pf->bounds.width());
+      CHECK(pf->bounds.width() * 8 <= pf->bounds.lo);
+      // across the upgrade: latency's buckets, and hist_percentile_error says so
+      CHECK(static_cast<std::uint64_t>(scalar_int(r, "SELECT hist_percentile(column2, " + ps +
+                                                         ") FROM " + rows)) == pm->value);
+      CHECK(static_cast<std::uint64_t>(scalar_int(r, "SELECT hist_percentile_error(column2, " + ps +
+                                                         ") FROM " + rows)) == pm->bounds.width());
+      // scalars on one fine blob
+      CHECK(static_cast<std::uint64_t>(scalar_int(r, "SELECT hist_error(" + fine_literal(new12) +
+                                                         ", " + ps + ")")) == pf->bounds.width());
+      CHECK(static_cast<std::uint64_t>(scalar_int(r, "SELECT hist_pct(" + fine_literal(new12) +
+                                                         ", " + ps + ")")) == pf->value);
+      // a sliding window: the frame of rows 2..3 is fine again once row 1 left it
+      auto t = run(r, "SELECT column1, hist_percentile_error(column2, " + ps +
+                          ") OVER (ORDER BY column1 ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) "
+                          "FROM " +
+                          rows + " ORDER BY column1");
+      REQUIRE(t.rows.size() == 3);
+      CHECK(static_cast<std::uint64_t>(as_int(t.rows[2][1])) == pf->bounds.width());
+    }
+    // hist_merge keeps the fine layout for new rows only, gives latency across the upgrade
+    auto m = run(r, "SELECT hist_merge(column2) FROM " + rows + " WHERE column1 > 1");
+    REQUIRE(m.rows.size() == 1);
+    CHECK(as_blob(m.rows[0][0]) == encode(new12));
+    m = run(r, "SELECT hist_merge(column2) FROM " + rows);
+    CHECK(as_blob(m.rows[0][0]) == encode(mixed));
+    CHECK(scalar_int(r, "SELECT hist_count(" + fine_literal(new12) + ")") ==
+          static_cast<std::int64_t>(new12.total()));
+  }
+  // hist_buckets (one histogram of layout 1's size) reads a fine blob coarsened: latency's buckets
+  {
+    fine_histogram f;
+    for (std::uint64_t v : {5'000ULL, 600'000ULL, 700'000ULL, 6'000'000ULL, 6'500'000ULL}) {
+      f.add(v);
+    }
+    auto t = run(r, "SELECT lo_ns, hi_ns, count FROM hist_buckets(" + fine_literal(f) + ")");
+    REQUIRE(t.rows.size() == 3);
+    CHECK(as_int(t.rows[0][0]) == 0);
+    CHECK(as_int(t.rows[1][0]) == 512'000);
+    CHECK(as_int(t.rows[1][1]) == 1'023'999);
+    CHECK(as_int(t.rows[1][2]) == 2);
+    CHECK(as_int(t.rows[2][0]) == 4'096'000);
+    CHECK(as_int(t.rows[2][2]) == 2);
+  }
+  // a fine blob does not merge with another layout
+  CHECK_THAT(run_error(r, "SELECT hist_merge(column1) FROM (VALUES (X'050001'), (" +
+                              blob_literal(depth_hist({1})) + "))"),
+             Catch::Contains("hist_merge: histograms of different layouts"));
+  CHECK_THAT(run_error(r, "SELECT hist_pct(X'05EC0101', 50)"),
+             Catch::Contains("past the last slot"));
+}
+
 TEST_CASE("ipc", "[store]") {
   auto r = memory_reader();
   auto t = run(r, "SELECT ipc(300, 200), ipc(1, 0), ipc(5, NULL), ipc(NULL, 5), ipc(0, 7)");

@@ -31,7 +31,8 @@ TEST_CASE("latency layout matches the documented bucket table", "[stats]") {
 }
 
 TEST_CASE("every slot edge maps to its own slot", "[stats]") {
-  for (auto l : {layout::latency, layout::depth, layout::count, layout::log2}) {
+  for (auto l :
+       {layout::latency, layout::depth, layout::count, layout::log2, layout::latency_fine}) {
     const std::size_t n = slot_count(l);
     std::uint64_t expected_lo = 0;
     for (std::size_t s = 0; s < n; ++s) {
@@ -60,7 +61,8 @@ TEST_CASE("lo(slot(v)) <= v <= hi(slot(v)) for random values of every magnitude"
   for (int i = 0; i < 200'000; ++i) {
     const unsigned shift = static_cast<unsigned>(rng() % 64);
     const std::uint64_t v = rng() >> shift;
-    for (auto l : {layout::latency, layout::depth, layout::count, layout::log2}) {
+    for (auto l :
+         {layout::latency, layout::depth, layout::count, layout::log2, layout::latency_fine}) {
       const bucket b = bucket_bounds(l, slot_of(l, v));
       REQUIRE(b.lo <= v);
       REQUIRE(v <= b.hi);
@@ -81,8 +83,11 @@ TEST_CASE("log2 helper agrees with a plain loop", "[stats]") {
 }
 
 TEST_CASE("ABI structs have the layout the BPF side uses", "[stats][abi]") {
-  STATIC_REQUIRE(sizeof(rsched_task_record) == 6216);
-  STATIC_REQUIRE(sizeof(rsched_task_state) == 6168);
+  STATIC_REQUIRE(sizeof(rsched_task_record) == 6960);
+  STATIC_REQUIRE(sizeof(rsched_task_state) == 6912); // 6168 + the delay's fine tail (issue 36)
+  STATIC_REQUIRE(sizeof(rsched_fine_tail) == 744);
+  STATIC_REQUIRE(offsetof(rsched_task_state, delay_tail) ==
+                 offsetof(rsched_task_state, depth) + sizeof(rsched_depth_stats));
   STATIC_REQUIRE(offsetof(rsched_task_record, st) == sizeof(rsched_task_ident));
   STATIC_REQUIRE(sizeof(rsched_cpu_stats) % 8 == 0); // per-CPU values are 8-byte strided
 }

@@ -2,6 +2,7 @@
 // (modules/store/src/bucket_sums.hpp) writes exactly the rows the rollup from the raw rows
 // writes: the same history written by one writer (sums), by a writer reopened before every
 // interval (rows only) and by one reopened once mid-minute (both) gives identical rollup tiers.
+#include "bucket_sums.hpp"
 #include "store_test_util.hpp"
 
 #include <fmt/format.h>
@@ -20,7 +21,9 @@ constexpr std::int64_t step = 10 * sec;
 // Interval n of a history: threads under a few (comm, cgroup) groups, one renamed halfway,
 // one listed twice (the writer sums the two rows), blame on process culprits (several pids
 // of one comm and cgroup, one rollup group) and pseudo-culprits, a reboot inside a minute.
-rsched::store::interval_row interval(int n, std::mt19937_64 &rng) {
+// With `fine`, each thread's delays also have the kernel's fine tail (latency_fine slots from
+// 512 us): its sched_delay rows are written as latency_fine (issue 36).
+rsched::store::interval_row interval(int n, std::mt19937_64 &rng, bool fine) {
   const char *comms[] = {"db", "web", "web", "a,\"b\"\x1b[2J", "db", "batch"};
   const char *cgroups[] = {"/app", "/app", "/web", "", "/batch", "/batch"};
   std::vector<rsched::store::thread_row> threads;
@@ -37,6 +40,16 @@ rsched::store::interval_row interval(int n, std::mt19937_64 &rng) {
       comm = "web-renamed";
     }
     auto t = make_thread(200 + i, comm, d, {rng() % 4, rng() % 3}, cgroups[i]);
+    for (const std::uint64_t v : d) {
+      const std::size_t f = rsched_hist_fine_slot(v);
+      auto &delay = t.m[metric::sched_delay];
+      if (fine && f > RSCHED_HIST_LINEAR_SLOTS) {
+        if (!delay.tail) {
+          delay.tail = rsched::base::make_cached<rsched::metrics::fine_tail>();
+        }
+        delay.tail->slots[f - RSCHED_HIST_LINEAR_SLOTS - 1] += 1;
+      }
+    }
     if (rng() % 2 == 0) {
       t.m[metric::slice_voluntary] = value_of(layout::latency, {1000 + rng() % 90000});
     }
@@ -77,7 +90,7 @@ constexpr int intervals = 40; // 6 min 40 s: six whole minutes
 
 // The history written into a fresh file; a new writer before interval n when reopen(n).
 // Returns the buckets merged from the writer's sums.
-template <typename Reopen> int record(const std::string &path, Reopen reopen) {
+template <typename Reopen> int record(const std::string &path, Reopen reopen, bool fine) {
   std::mt19937_64 rng(7);
   std::optional<writer> w;
   int from_sums = 0;
@@ -87,7 +100,7 @@ template <typename Reopen> int record(const std::string &path, Reopen reopen) {
       w.emplace(open_writer(path));
       w->set_retention(forever());
     }
-    write_ok(*w, interval(n, rng));
+    write_ok(*w, interval(n, rng, fine));
     auto r = w->maintain(t0 + (n + 1) * step);
     INFO("maintain: " << (r.ok() ? std::string() : r.err().msg));
     REQUIRE(r.ok());
@@ -133,9 +146,16 @@ TEST_CASE("the minute rollup from the writer's sums equals the rollup from the r
   const std::string one = dir.file("one.db");
   const std::string each = dir.file("each.db");
   const std::string mid = dir.file("mid.db");
-  const int sums_one = record(one, [](int) { return false; });
-  const int sums_each = record(each, [](int) { return true; });
-  const int sums_mid = record(mid, [](int n) { return n == 9; }); // 30 s into minute 1
+  // Without fine tails, rows with a delay from 512 us are latency, the others latency_fine;
+  // with them, every sched_delay row is latency_fine.
+  const bool fine = GENERATE(false, true);
+  INFO("fine tails " << fine);
+  const int sums_one = record(
+      one, [](int) { return false; }, fine);
+  const int sums_each = record(
+      each, [](int) { return true; }, fine);
+  const int sums_mid = record(
+      mid, [](int n) { return n == 9; }, fine); // 30 s into minute 1
 
   // Minutes 0-5 are complete, minute 4 twice (two boots); the last one is still open.
   CHECK(sums_one == 7);
@@ -150,6 +170,16 @@ TEST_CASE("the minute rollup from the writer's sums equals the rollup from the r
   CHECK(scalar_int(r, "SELECT count(DISTINCT t.comm) FROM thread_hist AS h JOIN intervals AS i "
                       "ON i.id = h.interval_id JOIN thread AS t ON t.id = h.thread_id WHERE "
                       "i.tier = 1") == 5); // web-renamed too
+  const auto layouts = [&](int tier) {
+    return scalar_int(r, "SELECT count(DISTINCT hex(substr(h.hist, 1, 1))) * 10 + "
+                         "max(hex(substr(h.hist, 1, 1)) = '05') FROM thread_hist AS h JOIN "
+                         "intervals AS i ON i.id = h.interval_id WHERE h.metric = 1 AND i.tier = " +
+                             std::to_string(tier));
+  };
+  CHECK(layouts(0) == (fine ? 11 : 21)); // latency_fine only, or both
+  if (fine) {
+    CHECK(layouts(1) == 11); // minutes of latency_fine rows only stay latency_fine
+  }
   REQUIRE(expected.size() > 100);
   CHECK(rollups(one) == expected);
   CHECK(rollups(mid) == expected);
@@ -174,4 +204,46 @@ TEST_CASE("an overflow in a minute's sums is the rows' rollup's error, not a wra
   auto r = w.maintain(t0 + 7 * step);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.err().msg, Catch::Contains(samples ? "sample counts overflow" : "overflow"));
+}
+
+TEST_CASE("a rollup sum keeps latency_fine while every row is, as hist_merge does", "[store]") {
+  namespace stats = rsched::stats;
+  auto r = open_reader(":memory:", false);
+  std::mt19937_64 rng(3606);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<std::vector<std::uint8_t>> blobs;
+    stats::fine_histogram fine_sum;
+    stats::histogram all{stats::layout::latency, {}};
+    const int rows = 1 + static_cast<int>(rng() % 6);
+    const bool with_old = trial % 2 == 1; // a minute across the upgrade
+    for (int k = 0; k < rows; ++k) {
+      stats::fine_histogram f;
+      stats::histogram c{stats::layout::latency, {}};
+      for (int i = 0, n = 1 + static_cast<int>(rng() % 30); i < n; ++i) {
+        const std::uint64_t v = (500 + rng() % 5000) << (rng() % 20);
+        f.add(v);
+        c.add(v);
+      }
+      const bool old_row = with_old && k == 0;
+      blobs.push_back(old_row ? stats::encode(c) : stats::encode(f));
+      if (!old_row) {
+        stats::merge_into(fine_sum, f);
+      }
+      REQUIRE(stats::merge_into(all, c).ok());
+    }
+    rsched::store::detail::hist_sum sum;
+    std::string values;
+    for (const auto &b : blobs) {
+      REQUIRE(sum.add(1, 1, b).ok());
+      values += (values.empty() ? "(X'" : ", (X'") + hex(b) + "')";
+    }
+    const auto expect = with_old ? stats::encode(all) : stats::encode(fine_sum);
+    CHECK(sum.encoded() == expect);
+    auto t = run(r, "SELECT hist_merge(column1) FROM (VALUES " + values + ")");
+    REQUIRE(t.rows.size() == 1);
+    CHECK(as_blob(t.rows[0][0]) == expect);
+  }
+  rsched::store::detail::hist_sum mixed;
+  REQUIRE(mixed.add(1, 1, stats::encode(stats::fine_histogram{})).ok());
+  CHECK_FALSE(mixed.add(1, 1, stats::encode(stats::histogram{stats::layout::depth, {}})).ok());
 }

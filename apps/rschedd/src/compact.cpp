@@ -39,7 +39,7 @@ void compact_window::push(const store::interval_row &row, const filter &f) {
     comm_summary &c = by_comm[t.comm];
     c.comm = t.comm;
     ++c.threads;
-    metrics::accumulate(c.m, t.m);
+    metrics::accumulate(c.m, t.m, false); // the live view reads no fine tail
     c.migrations += t.migrations;
   }
   std::vector<comm_summary> all;

@@ -223,12 +223,12 @@ void metrics_state::add(const store::interval_row &row, const interval_outcome &
   for (const store::thread_row &t : row.threads) {
     const std::string &cg = cgroup_of(t);
     cgroup_series &g = series_for(cgroups_, cgroup_keys_, cg, cg);
-    metrics::accumulate(g.m, t.m);
+    metrics::accumulate(g.m, t.m, false); // the series never write a fine tail
     g.migrations += t.migrations;
     g.cross_ccx += t.cross_ccx;
     g.cross_numa += t.cross_numa;
     if (const metrics::value &d = t.m[metrics::id::sched_delay]; d.count > 0) {
-      metrics::add(series_for(comms_, comm_keys_, t.comm, t.comm).v, d);
+      metrics::add(series_for(comms_, comm_keys_, t.comm, t.comm).v, d, false);
     }
     for (const store::blame_row &b : t.blame) {
       const std::string key = culprit_key(b);

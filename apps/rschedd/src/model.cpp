@@ -24,7 +24,7 @@ void fold_row(model &m, const store::interval_row &row, bool ipc,
     t.comm = r.comm;
     t.cgroup = r.cgroup;
     t.last_seen = seq;
-    metrics::accumulate(t.m, r.m);
+    metrics::accumulate(t.m, r.m, false); // the live view reads no fine tail
     if (ipc && r.has_ipc) {
       m.ipc.push_back({r.tid, r.pid, r.comm, r.cgroup, r.user_cycles, r.kernel_cycles,
                        r.user_instructions, r.kernel_instructions});

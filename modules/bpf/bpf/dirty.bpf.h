@@ -79,6 +79,10 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 		copy_hist((__u64 *)(out + off), (const __u64 *)&st->depth, RSCHED_DEPTH_SLOTS, used,
 			  RSCHED_USED_DEPTH);
 		off += sizeof(st->depth);
+		/* the fine tail whole, only when a delay reached 512 us */
+		if (used & (1ULL << RSCHED_USED_DELAY_TAIL))
+			__builtin_memcpy(out + off, &st->delay_tail, sizeof(st->delay_tail));
+		off += sizeof(st->delay_tail);
 	}
 	if (ON(RSCHED_G_SLICE)) {
 		copy_hist((__u64 *)(out + off), (const __u64 *)&st->slice_vol, RSCHED_HIST_SLOTS,

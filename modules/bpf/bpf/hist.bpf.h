@@ -3,7 +3,8 @@
  * Histogram helpers. Part of rsched.bpf.c, included after its maps; not a standalone header.
  *
  * Holds: add_delay(), which counts a value in a struct rsched_delay_stats (its slot from
- * rsched_hist_slot, and for a thread the slot group's bit in its `used` mask); add_bounded(),
+ * rsched_hist_slot, and for a thread the slot group's bit in its `used` mask); add_fine_tail(),
+ * the scheduling delay's fine slots from 512 us (rsched_hist_fine_slot); add_bounded(),
  * the same within a limit (past it, a discard counted in drops); copy_hist(), which copies a
  * histogram into a compact record, reading only the slot groups whose `used` bit is set.
  *
@@ -25,6 +26,21 @@ static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta,
 		s->slots[slot]++;
 		if (used)
 			*used |= rsched_used_bit(base, slot);
+	}
+}
+
+/* Counts `delta` in a thread's fine tail (struct rsched_fine_tail) when it is >= 512 us, the
+ * samples add_delay counts in latency slots 51..74 (the slot function runs only for those). */
+static __always_inline void add_fine_tail(struct rsched_fine_tail *t, __u64 delta, __u64 *used)
+{
+	__u32 i;
+	if (delta < 512000)
+		return;
+	i = rsched_hist_fine_slot(delta) - (RSCHED_HIST_LINEAR_SLOTS + 1);
+	OPAQUE(i);
+	if (i < RSCHED_HIST_FINE_TAIL_SLOTS) {
+		t->slots[i]++;
+		*used |= 1ULL << RSCHED_USED_DELAY_TAIL;
 	}
 }
 

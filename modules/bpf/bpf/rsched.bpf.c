@@ -479,6 +479,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 			count_drop(RSCHED_DROP_TOO_LONG);
 		} else {
 			add_delay(&st->delay, delta, &st->used, RSCHED_USED_DELAY);
+			add_fine_tail(&st->delay_tail, delta, &st->used);
 			if (ON(RSCHED_G_BLAME)) {
 				st->blame.waiter_policy = (__u8)READ(btf, next, policy);
 				st->blame.waiter_prio1 = (__u8)(READ(btf, next, prio) + 1);

@@ -153,8 +153,8 @@ struct program::impl {
 
 namespace {
 
-// Records one dirty-list drain run emits (the drain_out map's entries): 1.2 MiB with the default
-// groups, 3.7 MiB with all.
+// Records one dirty-list drain run emits (the drain_out map's entries): 1.9 MiB with the default
+// groups (1,944-byte records), 6.7 MiB with all.
 constexpr std::uint32_t drain_batch_records = 1024;
 
 } // namespace

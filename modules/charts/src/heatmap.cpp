@@ -20,6 +20,7 @@ std::vector<std::uint64_t> row_starts(stats::layout l) {
   std::vector<std::uint64_t> s;
   switch (l) {
   case stats::layout::latency:
+  case stats::layout::latency_fine: // the same rows: every latency edge is a fine edge
     for (std::uint64_t v : {0U, 10U, 20U, 40U, 80U, 160U, 320U}) {
       s.push_back(v * us);
     }

@@ -57,6 +57,19 @@ void fill_kernel(metrics::set<S> &out, const State &st) {
 }
 } // namespace
 
+void fill_tail(metrics::thread_set &m, const rsched_fine_tail &tail, bool used) {
+  constexpr auto delay = static_cast<std::size_t>(metrics::id::sched_delay);
+  if (!used || !m.has(delay)) {
+    return;
+  }
+  metrics::value &v = m.at(delay);
+  if (!v.tail) {
+    v.tail = base::make_cached<metrics::fine_tail>();
+  }
+  static_assert(sizeof(v.tail->slots) == sizeof(tail.slots));
+  std::memcpy(v.tail->slots.data(), tail.slots, sizeof(tail.slots));
+}
+
 void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out) {
   fill_kernel(out, s);
 }
@@ -74,6 +87,7 @@ void from_abi(const rsched_task_record &r, thread_sample &t, std::uint32_t blame
   t.segment = (r.id.flags & RSCHED_TASK_SEGMENT) != 0;
   t.seg = r.id.seg;
   fill_kernel(t.c.m, r.st);
+  fill_tail(t.c.m, r.st.delay_tail, (r.st.used >> RSCHED_USED_DELAY_TAIL & 1U) != 0);
   t.c.migrations = {r.st.migrations, r.st.cross_ccx, r.st.cross_numa};
   for (std::size_t i = 0; i < t.c.counters.size(); ++i) {
     t.c.counters[i] = r.st.counters[i];

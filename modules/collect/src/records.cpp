@@ -1,6 +1,7 @@
 #include "rsched/collect/snapshot.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace rsched::collect {
@@ -43,6 +44,19 @@ const char *take_hist(const char *at, metrics::set<S> &m, std::size_t i, stats::
   return at + slots * sizeof(std::uint64_t);
 }
 
+// Delay's fine tail (sched_abi.h: all of it when its `used` bit is set, else undefined).
+const char *take_tail(const char *at, metrics::thread_set &m, std::uint64_t used) {
+  static_assert(offsetof(rsched_task_state, delay_tail) ==
+                offsetof(rsched_task_state, depth) + sizeof(rsched_depth_stats));
+  const bool tail_used = (used >> RSCHED_USED_DELAY_TAIL & 1U) != 0;
+  if (tail_used) {
+    rsched_fine_tail tail;
+    std::memcpy(&tail, at, sizeof(tail));
+    fill_tail(m, tail, true);
+  }
+  return at + sizeof(rsched_fine_tail);
+}
+
 } // namespace
 
 result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t groups,
@@ -74,6 +88,9 @@ result<void> parse_iter_records(std::span<const char> bytes, std::uint32_t group
       const auto &d = defs[i];
       if (d.from == metrics::origin::kernel && (groups & d.group) != 0) {
         at = take_hist(at, t.c.m, i, d.layout, used, static_cast<unsigned>(d.used_base));
+        if (d.metric == metrics::id::runq_depth) { // after delay and depth: delay's fine tail
+          at = take_tail(at, t.c.m, used);
+        }
       }
     }
     if ((groups & RSCHED_G_MIGRATION) != 0) {

@@ -77,7 +77,7 @@ result<void> add_delay_row(thread_stats &t, std::int64_t total,
                            std::span<const std::uint8_t> blob) {
   t.wait_ns += total;
   if (!blob.empty() && stats::valid_layout(blob[0])) {
-    const auto kind = static_cast<stats::layout>(blob[0]);
+    const auto kind = stats::coarse_layout(static_cast<stats::layout>(blob[0]));
     if (!t.hist) {
       t.hist = stats::histogram{kind, {}};
     } else if (t.hist->kind != kind) {

@@ -10,27 +10,48 @@ result<void> hist_sum::add(std::int64_t c, std::int64_t t, std::span<const std::
   if (!add_checked(count, c) || !add_checked(total, t)) {
     return make_error("integer overflow");
   }
+  const bool is_fine =
+      !blob.empty() && blob[0] == static_cast<std::uint8_t>(stats::layout::latency_fine);
   if (!blob.empty() && stats::valid_layout(blob[0])) {
-    const auto kind = static_cast<stats::layout>(blob[0]);
+    const auto kind = stats::coarse_layout(static_cast<stats::layout>(blob[0]));
     if (!any) {
       hist.kind = kind;
       any = true;
     } else if (hist.kind != kind) {
       return make_error("hist_merge: histograms of different layouts");
     }
-  }
-  auto r = stats::for_each_bucket(blob, [this](std::size_t i, std::uint64_t n) -> result<void> {
-    if (hist.slots[i] + n < n || samples + n < n) {
-      return make_error("sample counts overflow 64 bits");
+    if (is_fine && !fine) {
+      fine = std::make_unique<stats::fine_histogram>();
     }
-    hist.slots[i] += n;
-    samples += n;
-    return {};
-  });
+    coarse_rows = coarse_rows || !is_fine;
+  }
+  // No slot, fine or coarsened, can wrap while the sum of all samples does not.
+  std::uint64_t *into = is_fine ? fine->slots.data() : hist.slots.data();
+  auto r = stats::for_each_stored_bucket(
+      blob, [this, into](std::size_t i, std::uint64_t n) -> result<void> {
+        if (samples + n < n) {
+          return make_error("sample counts overflow 64 bits");
+        }
+        into[i] += n;
+        samples += n;
+        return {};
+      });
   if (!r) {
     return make_error("hist_merge: " + r.err().msg);
   }
   return {};
+}
+
+std::vector<std::uint8_t> hist_sum::encoded() const {
+  if (fine && !coarse_rows) {
+    return stats::encode(*fine);
+  }
+  if (!fine) {
+    return stats::encode(hist);
+  }
+  stats::histogram h = hist;
+  (void)stats::merge_into(h, *fine); // hist.kind is latency: the layouts' check passed
+  return stats::encode(h);
 }
 
 bool hist_sum::add(std::int64_t c, std::int64_t t, const stats::histogram &h,
@@ -44,6 +65,7 @@ bool hist_sum::add(std::int64_t c, std::int64_t t, const stats::histogram &h,
   } else if (hist.kind != h.kind) {
     return false;
   }
+  coarse_rows = true;
   // No slot can pass 64 bits unless the sum of all slots does (each is at most the sum): one
   // check, then a branch-free add. The sum of h's own slots may wrap only if a slot is huge.
   // Slots past the layout's and outside `spans` are zero.
@@ -101,27 +123,39 @@ std::uint32_t bucket_sums::group_of(bucket &b, std::int64_t thread, const std::s
   return it->second;
 }
 
-void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &comm,
-                           const std::string &cgroup, std::int64_t count, std::int64_t total,
-                           const stats::histogram &h, stats::span_mask spans) {
+hist_sum *bucket_sums::hist_slot(int metric, std::int64_t thread, const std::string &comm,
+                                 const std::string &cgroup) {
   if (cur_ == nullptr || cur_->broken) {
-    return;
+    return nullptr;
   }
   bucket &b = *cur_;
   const std::uint32_t g = group_of(b, thread, comm, cgroup);
-  hist_sum *s = nullptr;
   if (metric >= 0 && static_cast<std::size_t>(metric) < b.last_hist.size()) {
     auto &l = b.last_hist[static_cast<std::size_t>(metric)];
     if (l.sum == nullptr || l.group != g) {
       l.group = g;
       l.sum = &b.hists[{metric, g}]; // map nodes stay where they are
     }
-    s = l.sum;
-  } else {
-    s = &b.hists[{metric, g}];
+    return l.sum;
   }
-  if (!s->add(count, total, h, spans)) {
-    b.broken = true; // the rollup from the rows reports the error
+  return &b.hists[{metric, g}];
+}
+
+void bucket_sums::add_hist(int metric, std::int64_t thread, const std::string &comm,
+                           const std::string &cgroup, std::int64_t count, std::int64_t total,
+                           const stats::histogram &h, stats::span_mask spans) {
+  hist_sum *s = hist_slot(metric, thread, comm, cgroup);
+  if (s != nullptr && !s->add(count, total, h, spans)) {
+    cur_->broken = true; // the rollup from the rows reports the error
+  }
+}
+
+void bucket_sums::add_hist_blob(int metric, std::int64_t thread, const std::string &comm,
+                                const std::string &cgroup, std::int64_t count, std::int64_t total,
+                                std::span<const std::uint8_t> blob) {
+  hist_sum *s = hist_slot(metric, thread, comm, cgroup);
+  if (s != nullptr && !s->add(count, total, blob)) {
+    cur_->broken = true; // the rollup from the rows reports the error
   }
 }
 

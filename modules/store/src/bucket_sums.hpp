@@ -44,12 +44,19 @@ inline bool add_checked(std::int64_t &a, std::int64_t b) {
 // One merged thread_hist value: sum(count), sum(total), hist_merge(hist), with hist_merge's
 // checks (one layout per group, sample counts within 64 bits). The rollup from the rows adds
 // blobs, the writer's sums add the histograms it writes; the same sums either way.
+// latency_fine rows are summed apart (`fine`, allocated at the first): the sum is fine while every
+// row was, else latency (encoded(), as hist_merge).
 struct hist_sum {
   std::int64_t count = 0;
   std::int64_t total = 0;
-  stats::histogram hist{};
-  std::uint64_t samples = 0; // sum of hist's slots
-  bool any = false;          // hist.kind is set
+  stats::histogram hist{};                     // rows of every layout but latency_fine
+  std::unique_ptr<stats::fine_histogram> fine; // latency_fine rows, if any
+  std::uint64_t samples = 0;                   // sum of hist's and fine's slots
+  bool any = false;                            // hist.kind is set (coarse_layout of the rows)
+  bool coarse_rows = false;                    // a row of hist's layout was added
+  // The merged blob: the fine sum when every row was latency_fine, else hist with the fine part
+  // coarsened into it.
+  [[nodiscard]] std::vector<std::uint8_t> encoded() const;
   // Adds a row from its histogram blob, bucket by bucket as it is decoded (decode's checks,
   // hist_merge's messages). An error leaves the sum half-added: the caller fails the bucket.
   result<void> add(std::int64_t c, std::int64_t t, std::span<const std::uint8_t> blob);
@@ -119,6 +126,10 @@ public:
   void add_hist(int metric, std::int64_t thread, const std::string &comm, const std::string &cgroup,
                 std::int64_t count, std::int64_t total, const stats::histogram &h,
                 stats::span_mask spans = stats::all_spans);
+  // The same from the row's blob (a latency_fine one: hist_sum keeps those apart).
+  void add_hist_blob(int metric, std::int64_t thread, const std::string &comm,
+                     const std::string &cgroup, std::int64_t count, std::int64_t total,
+                     std::span<const std::uint8_t> blob);
   // One thread_blame row of the interval.
   // (the culprit's comm, cgroup and kind: its rollup group, read when the culprit is new)
   void add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
@@ -140,6 +151,10 @@ public:
 private:
   std::uint32_t group_of(bucket &b, std::int64_t thread, const std::string &comm,
                          const std::string &cgroup);
+  // The current bucket's sum of (metric, the thread's group); nullptr when there is none or it
+  // is broken.
+  hist_sum *hist_slot(int metric, std::int64_t thread, const std::string &comm,
+                      const std::string &cgroup);
   std::int64_t width_;
   std::vector<std::unique_ptr<bucket>> buckets_; // a few: the current minute and unbuilt ones
   bucket *cur_ = nullptr;

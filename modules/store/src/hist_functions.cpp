@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 #include <string>
 #include <type_traits>
+#include <variant>
 
 namespace rsched::store {
 
@@ -33,7 +34,8 @@ result<std::optional<stats::histogram>> hist_arg(sqlite3_value *v, const char *f
   return std::optional<stats::histogram>(*h);
 }
 
-double count_above(const stats::histogram &h, std::uint64_t ns) {
+namespace {
+template <typename H> double count_above_of(const H &h, std::uint64_t ns) {
   long double n = 0;
   for (std::size_t s = 0; s < stats::slot_count(h.kind); ++s) {
     const std::uint64_t c = h.slots[s];
@@ -55,8 +57,38 @@ double count_above(const stats::histogram &h, std::uint64_t ns) {
   }
   return static_cast<double>(n);
 }
+} // namespace
+
+double count_above(const stats::histogram &h, std::uint64_t ns) {
+  return count_above_of(h, ns);
+}
 
 namespace {
+
+// A blob argument at its own precision: a latency_fine blob as a fine_histogram (hist_arg reads
+// it coarsened), every other layout as a histogram.
+using any_hist = std::variant<stats::histogram, stats::fine_histogram>;
+
+result<std::optional<any_hist>> any_hist_arg(sqlite3_value *v, const char *fn) {
+  const int type = sqlite3_value_type(v);
+  if (type != SQLITE_BLOB || sqlite3_value_bytes(v) < 1 ||
+      static_cast<const std::uint8_t *>(sqlite3_value_blob(v))[0] !=
+          static_cast<std::uint8_t>(stats::layout::latency_fine)) {
+    auto h = hist_arg(v, fn);
+    if (!h) {
+      return h.err();
+    }
+    return *h ? std::optional<any_hist>(any_hist(**h)) : std::optional<any_hist>();
+  }
+  const std::span<const std::uint8_t> bytes(
+      static_cast<const std::uint8_t *>(sqlite3_value_blob(v)),
+      static_cast<std::size_t>(sqlite3_value_bytes(v)));
+  auto f = stats::decode_fine(bytes);
+  if (!f) {
+    return make_error(std::string(fn) + ": " + f.err().msg);
+  }
+  return std::optional<any_hist>(any_hist(*f));
+}
 
 // What an aggregate over histogram blobs returns.
 enum class agg_mode { percentile, merge, error_bound };
@@ -72,11 +104,17 @@ constexpr agg_info err_info{agg_mode::error_bound, "hist_percentile_error"};
 // State of one aggregate group. It lives in sqlite3_aggregate_context() memory, which SQLite
 // zero-fills and frees itself, so it must be trivial: all-zero is the initial state and nothing
 // needs a destructor (xFinal is not a reliable place to free when a step fails).
+// latency and latency_fine rows merge (one coarse layout id): the fine rows are summed apart, and
+// the result is fine while the frame holds fine rows only, else latency (the fine part
+// coarsened: exact, every latency bucket is a union of fine ones).
 struct agg_state {
-  std::uint64_t slots[stats::max_slots];
-  std::uint64_t total;
+  std::uint64_t slots[stats::max_slots]; // rows of every layout but latency_fine
+  std::uint64_t fine[stats::fine_slots]; // latency_fine rows
+  std::uint64_t total;                   // samples of both
+  std::uint64_t coarse_rows;             // non-NULL rows in `slots` (in the frame)
+  std::uint64_t fine_rows;               // non-NULL rows in `fine`
   double p;
-  std::uint8_t layout; // 0 until the first non-NULL blob
+  std::uint8_t layout; // coarse_layout id of the first non-NULL blob; 0 until then
   bool p_set;
 };
 static_assert(std::is_trivial_v<agg_state>);
@@ -126,7 +164,7 @@ void agg_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       return;
     }
   }
-  auto h = hist_arg(argv[0], info.name);
+  auto h = any_hist_arg(argv[0], info.name);
   if (!h) {
     result_error(ctx, h.err().msg);
     return;
@@ -134,27 +172,35 @@ void agg_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (!*h) {
     return;
   }
-  const auto id = static_cast<std::uint8_t>((*h)->kind);
-  if (st->layout == 0) {
-    st->layout = id;
-  } else if (st->layout != id) {
-    result_error(ctx, std::string(info.name) + ": histograms of different layouts");
-    return;
-  }
-  // Checked sums: blobs come from the user, a crafted one must not wrap a counter.
-  std::uint64_t total = st->total;
-  for (std::size_t i = 0; i < stats::max_slots; ++i) {
-    const std::uint64_t c = (*h)->slots[i];
-    if (st->slots[i] + c < c || total + c < c) {
-      result_error(ctx, std::string(info.name) + ": sample counts overflow 64 bits");
-      return;
-    }
-    total += c;
-  }
-  for (std::size_t i = 0; i < stats::max_slots; ++i) {
-    st->slots[i] += (*h)->slots[i];
-  }
-  st->total = total;
+  std::visit(
+      [&](const auto &hist) {
+        const auto id = static_cast<std::uint8_t>(stats::coarse_layout(hist.kind));
+        if (st->layout == 0) {
+          st->layout = id;
+        } else if (st->layout != id) {
+          result_error(ctx, std::string(info.name) + ": histograms of different layouts");
+          return;
+        }
+        constexpr bool fine = std::is_same_v<std::decay_t<decltype(hist)>, stats::fine_histogram>;
+        std::uint64_t *into = fine ? st->fine : st->slots;
+        // Checked sums: blobs come from the user, a crafted one must not wrap a counter (no
+        // slot can wrap, in either array or coarsened, while the total of both does not).
+        std::uint64_t total = st->total;
+        for (std::size_t i = 0; i < hist.slots.size(); ++i) {
+          const std::uint64_t c = hist.slots[i];
+          if (total + c < c) {
+            result_error(ctx, std::string(info.name) + ": sample counts overflow 64 bits");
+            return;
+          }
+          total += c;
+        }
+        for (std::size_t i = 0; i < hist.slots.size(); ++i) {
+          into[i] += hist.slots[i];
+        }
+        st->total = total;
+        ++(fine ? st->fine_rows : st->coarse_rows);
+      },
+      **h);
 }
 
 // Window functions: remove a row that left the frame. SQLite only passes rows that were stepped
@@ -165,15 +211,23 @@ void agg_inverse(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
     sqlite3_result_error_nomem(ctx);
     return;
   }
-  auto h = hist_arg(argv[0], info_of(ctx).name);
+  auto h = any_hist_arg(argv[0], info_of(ctx).name);
   if (!h || !*h) {
     return;
   }
-  for (std::size_t i = 0; i < stats::max_slots; ++i) {
-    const std::uint64_t c = (*h)->slots[i] <= st->slots[i] ? (*h)->slots[i] : st->slots[i];
-    st->slots[i] -= c;
-    st->total -= c;
-  }
+  std::visit(
+      [&](const auto &hist) {
+        constexpr bool fine = std::is_same_v<std::decay_t<decltype(hist)>, stats::fine_histogram>;
+        std::uint64_t *from = fine ? st->fine : st->slots;
+        for (std::size_t i = 0; i < hist.slots.size(); ++i) {
+          const std::uint64_t c = hist.slots[i] <= from[i] ? hist.slots[i] : from[i];
+          from[i] -= c;
+          st->total -= c;
+        }
+        std::uint64_t &rows = fine ? st->fine_rows : st->coarse_rows;
+        rows -= rows > 0 ? 1 : 0;
+      },
+      **h);
 }
 
 void result_u64(sqlite3_context *ctx, std::uint64_t v) {
@@ -181,13 +235,14 @@ void result_u64(sqlite3_context *ctx, std::uint64_t v) {
   sqlite3_result_int64(ctx, static_cast<sqlite3_int64>(v > max ? max : v));
 }
 
-void result_blob(sqlite3_context *ctx, const stats::histogram &h) {
+template <typename H> void result_blob(sqlite3_context *ctx, const H &h) {
   const auto bytes = stats::encode(h);
   sqlite3_result_blob64(ctx, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
 }
 
 // Percentile value or its error bound (bucket width) of h; NULL when empty.
-void percentile_result(sqlite3_context *ctx, const stats::histogram &h, double p, bool error) {
+template <typename H>
+void percentile_result(sqlite3_context *ctx, const H &h, double p, bool error) {
   const auto r = stats::percentile(h, p);
   if (!r) {
     sqlite3_result_null(ctx);
@@ -202,9 +257,26 @@ void agg_result(sqlite3_context *ctx, const agg_state *st) {
     sqlite3_result_null(ctx);
     return;
   }
+  if (st->coarse_rows == 0 && st->fine_rows > 0) { // fine rows only: their own precision
+    stats::fine_histogram f;
+    for (std::size_t i = 0; i < stats::fine_slots; ++i) {
+      f.slots[i] = st->fine[i];
+    }
+    if (info.mode == agg_mode::merge) {
+      result_blob(ctx, f);
+      return;
+    }
+    percentile_result(ctx, f, st->p, info.mode == agg_mode::error_bound);
+    return;
+  }
   stats::histogram h{static_cast<stats::layout>(st->layout), {}};
   for (std::size_t i = 0; i < stats::max_slots; ++i) {
     h.slots[i] = st->slots[i];
+  }
+  if (st->fine_rows > 0 && h.kind == stats::layout::latency) { // a window across the upgrade
+    for (std::size_t i = 0; i < stats::fine_slots; ++i) {
+      h.slots[stats::coarse_slot(i)] += st->fine[i];
+    }
   }
   if (info.mode == agg_mode::merge) {
     result_blob(ctx, h);
@@ -227,9 +299,10 @@ const char *fn_name(sqlite3_context *ctx) {
   return static_cast<const char *>(sqlite3_user_data(ctx));
 }
 
-// Decodes argv[0]; false when the result is already set (NULL in, or an error).
-bool scalar_hist(sqlite3_context *ctx, sqlite3_value *arg, stats::histogram &out) {
-  auto h = hist_arg(arg, fn_name(ctx));
+// Decodes argv[0] at its own precision; false when the result is already set (NULL in, or an
+// error).
+bool scalar_hist(sqlite3_context *ctx, sqlite3_value *arg, any_hist &out) {
+  auto h = any_hist_arg(arg, fn_name(ctx));
   if (!h) {
     result_error(ctx, h.err().msg);
     return false;
@@ -243,19 +316,19 @@ bool scalar_hist(sqlite3_context *ctx, sqlite3_value *arg, stats::histogram &out
 }
 
 void pct_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
-  stats::histogram h;
+  any_hist h;
   double p = 0;
   if (!read_p(ctx, fn_name(ctx), argv[1], p) || !scalar_hist(ctx, argv[0], h)) {
     return;
   }
   const std::string name = fn_name(ctx);
-  percentile_result(ctx, h, p, name == "hist_error");
+  std::visit([&](const auto &hist) { percentile_result(ctx, hist, p, name == "hist_error"); }, h);
 }
 
 void count_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
-  stats::histogram h;
+  any_hist h;
   if (scalar_hist(ctx, argv[0], h)) {
-    result_u64(ctx, h.total());
+    result_u64(ctx, std::visit([](const auto &hist) { return hist.total(); }, h));
   }
 }
 
@@ -271,7 +344,7 @@ bool read_ns(sqlite3_context *ctx, sqlite3_value *arg, std::uint64_t &ns) {
 }
 
 void above_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
-  stats::histogram h;
+  any_hist h;
   std::uint64_t ns = 0;
   if (sqlite3_value_type(argv[1]) == SQLITE_NULL) {
     sqlite3_result_null(ctx);
@@ -280,10 +353,10 @@ void above_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
   if (!read_ns(ctx, argv[1], ns) || !scalar_hist(ctx, argv[0], h)) {
     return;
   }
-  const double n = count_above(h, ns);
+  const double n = std::visit([ns](const auto &hist) { return count_above_of(hist, ns); }, h);
   const std::string name = fn_name(ctx);
   if (name == "hist_fraction_above") {
-    const auto total = h.total();
+    const auto total = std::visit([](const auto &hist) { return hist.total(); }, h);
     if (total == 0) {
       sqlite3_result_null(ctx);
     } else {
@@ -295,11 +368,11 @@ void above_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
 }
 
 void mean_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
-  stats::histogram h;
+  any_hist h;
   if (!scalar_hist(ctx, argv[0], h)) {
     return;
   }
-  const auto m = stats::mean(h);
+  const auto m = std::visit([](const auto &hist) { return stats::mean(hist); }, h);
   if (!m) {
     sqlite3_result_null(ctx);
   } else {
@@ -308,18 +381,22 @@ void mean_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
 }
 
 void max_scalar(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
-  stats::histogram h;
+  any_hist h;
   if (!scalar_hist(ctx, argv[0], h)) {
     return;
   }
-  for (std::size_t s = stats::slot_count(h.kind); s-- > 0;) {
-    if (h.slots[s] != 0) {
-      const stats::bucket b = stats::bucket_bounds(h.kind, s);
-      result_u64(ctx, b.open_ended() ? b.lo : b.hi);
-      return;
-    }
-  }
-  sqlite3_result_null(ctx);
+  std::visit(
+      [ctx](const auto &hist) {
+        for (std::size_t s = stats::slot_count(hist.kind); s-- > 0;) {
+          if (hist.slots[s] != 0) {
+            const stats::bucket b = stats::bucket_bounds(hist.kind, s);
+            result_u64(ctx, b.open_ended() ? b.lo : b.hi);
+            return;
+          }
+        }
+        sqlite3_result_null(ctx);
+      },
+      h);
 }
 
 } // namespace

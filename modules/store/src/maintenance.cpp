@@ -463,7 +463,7 @@ struct maintenance::impl {
 
   result<void> insert_hist_row(const std::string &insert, std::int64_t id, std::int64_t metric,
                                std::int64_t group, const hist_sum &m) {
-    const auto blob = stats::encode(m.hist);
+    const auto blob = m.encoded();
     auto ins = prepare(insert);
     if (!ins) {
       return ins.err();

@@ -701,6 +701,21 @@ struct writer::impl {
     }
   }
 
+  // Whether metric m's value v is written as latency_fine: a scheduling delay known at that
+  // precision (a fine tail, or no sample from 512 us up). Every other value is written in its
+  // registry layout.
+  static bool fine_row(metrics::id m, const hist_value &v) {
+    return metrics::keeps_fine_tail(m) && metrics::has_fine(v);
+  }
+  static std::vector<std::uint8_t> encoded(metrics::id m, const hist_value &v) {
+    if (fine_row(m, v)) {
+      std::vector<std::uint8_t> out;
+      metrics::encode_fine_into(v, out);
+      return out;
+    }
+    return stats::encode(v.hist);
+  }
+
   // Writes metric i of the set when it has samples, under its registry id.
   template <metrics::scope S>
   void insert_value(SQLite::Statement &s, std::int64_t interval_id, std::int64_t key,
@@ -710,7 +725,7 @@ struct writer::impl {
     if (!values.has(i) || !has_data(v)) {
       return;
     }
-    rerun_blob(s, interval_id, defs[i].db_id, key, v, stats::encode(v.hist));
+    rerun_blob(s, interval_id, defs[i].db_id, key, v, encoded(defs[i].metric, v));
   }
 
   // The positions of scope S's metrics in the order of their ids in the database.
@@ -737,9 +752,15 @@ struct writer::impl {
       if (!has_data(v)) {
         continue;
       }
-      sums().add_hist(defs[i].db_id, id, t.comm, t.cgroup, to_i64(v.count), to_i64(v.total), v.hist,
-                      v.spans);
-      stats::encode_into(v.hist, hist_blob, v.spans);
+      if (fine_row(defs[i].metric, v)) { // latency_fine: the sums add the blob
+        metrics::encode_fine_into(v, hist_blob);
+        sums().add_hist_blob(defs[i].db_id, id, t.comm, t.cgroup, to_i64(v.count), to_i64(v.total),
+                             hist_blob);
+      } else {
+        sums().add_hist(defs[i].db_id, id, t.comm, t.cgroup, to_i64(v.count), to_i64(v.total),
+                        v.hist, v.spans);
+        stats::encode_into(v.hist, hist_blob, v.spans);
+      }
       if (!packs[i].add(id, to_i64(v.count), to_i64(v.total), hist_blob)) {
         throw std::logic_error("thread_hist_pack: thread ids out of order");
       }

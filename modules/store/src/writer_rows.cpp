@@ -52,6 +52,7 @@ void add_value(hist_value &a, const hist_value &b) {
     a = b;
     return;
   }
+  metrics::add_tail(a, b); // before the histograms: it reads a's and b's as they were
   a.count = sat_add(a.count, b.count);
   a.total = sat_add(a.total, b.total);
   (void)stats::merge_into(a.hist, b.hist);

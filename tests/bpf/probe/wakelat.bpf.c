@@ -10,6 +10,9 @@
  * see them: from a switch-out that does not leave the task runnable to the sched_waking that
  * wakes it, counted and summed per (sleeper tid, the waking process's tgid: whatever is current
  * at sched_waking, interrupts included).
+ *
+ * Each delay itself, in the order measured, with its thread: the first SAMPLES of them (exact
+ * percentiles; user space reads nsamples, sample_tid and sample_ns from .bss).
  */
 #include "vmlinux.h"
 
@@ -44,6 +47,11 @@ struct {
 	__type(key, __u32);
 	__type(value, struct totals);
 } delay SEC(".maps");
+
+#define SAMPLES 32768
+__u32 nsamples;
+__u32 sample_tid[SAMPLES];
+__u64 sample_ns[SAMPLES];
 
 struct waker_key {
 	__u32 tid;  /* the sleeper */
@@ -143,6 +151,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			if (now - *ts > t->max_ns)
 				t->max_ns = now -
 					    *ts; /* a thread is switched in on one CPU at a time */
+		}
+		__u32 i = __sync_fetch_and_add(&nsamples, 1);
+		if (i < SAMPLES) {
+			sample_tid[i] = tid;
+			sample_ns[i] = now - *ts;
 		}
 	}
 	bpf_map_delete_elem(&start, &tid);

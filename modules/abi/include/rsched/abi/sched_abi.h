@@ -36,6 +36,19 @@ enum {
 	RSCHED_HIST_LINEAR_SLOTS = 50,
 	RSCHED_HIST_LINEAR_STEP_US = 10,
 	RSCHED_HIST_LOG2_BASE_SLOT = 42, /* slot = floor(log2(us)) + 42 for us >= 512 */
+	/* Fine latency histogram (layout 5, rsched_hist_fine_slot), values in ns:
+	 *   slots  0..50: as above (10 us linear, then [500, 511] us)
+	 *   slots 51..234: each power of two of us from 512 us split in 8 equal sub-buckets:
+	 *                  slot 51 + 8 * (n - 9) + j = [(8 + j) * 2^(n-3), (9 + j) * 2^(n-3) - 1]
+	 * us, n = 9..31, j = 0..7 (width 1/8 of the octave's lower bound: at most 12.5 % of the
+	 * bucket's own lower bound) slot     235: [2^32 us, inf), as slot 74 above Every boundary
+	 * of the layout above is one of these: latency slot k >= 51 is fine slots 51 + 8 * (k - 51)
+	 * .. + 7 (rsched_fine_to_coarse), slot 74 is 235. */
+	RSCHED_HIST_FINE_SLOTS = 236,
+	RSCHED_HIST_FINE_SUB_BITS = 3, /* 8 sub-buckets per power of two */
+	/* The fine slots past the latency ones they share (51..235): a thread's scheduling delay
+	 * keeps them beside its latency histogram (struct rsched_fine_tail). */
+	RSCHED_HIST_FINE_TAIL_SLOTS = RSCHED_HIST_FINE_SLOTS - RSCHED_HIST_LINEAR_SLOTS - 1,
 	/* Runqueue depth histogram: slot = nr_running, the last slot holds >= 63. */
 	RSCHED_DEPTH_SLOTS = 64,
 	RSCHED_COMM_LEN = 16,
@@ -175,6 +188,17 @@ enum rsched_used_bit {
 	RSCHED_USED_SLICE_INVOL = 28, /* 10 groups */
 	RSCHED_USED_SLEEP = 38,	      /* 10 groups */
 	RSCHED_USED_WAKING = 48,      /* 10 groups */
+	RSCHED_USED_DELAY_TAIL = 58,  /* 1 bit: the whole of delay_tail (any sample >= 512 us) */
+};
+
+/* The fine tail of a thread's scheduling delay: fine slots 51..235 (layout 5, sched_abi.h's
+ * rsched_hist_fine_slot) of the samples >= 512 us, also counted in delay's latency slots 51..74
+ * (each of which is 8 of these). Counters are 32-bit and wrap: user space takes the difference
+ * of two reads modulo 2^32 (fewer than 2^32 samples of one slot between two reads). The low
+ * slots 0..50 are delay's own. */
+struct rsched_fine_tail {
+	__u32 slots[RSCHED_HIST_FINE_TAIL_SLOTS];
+	__u32 pad;
 };
 
 /* One culprit of a thread (blame group): a process, under the comm and cgroup it ran as, that
@@ -279,6 +303,7 @@ struct rsched_task_state {
 	char comm[RSCHED_COMM_LEN];
 	struct rsched_delay_stats delay;       /* scheduling delay */
 	struct rsched_depth_stats depth;       /* runqueue depth at wakeup */
+	struct rsched_fine_tail delay_tail;    /* delay's fine slots >= 512 us (latency group) */
 	struct rsched_delay_stats slice_vol;   /* time on CPU ending in a voluntary switch */
 	struct rsched_delay_stats slice_invol; /* time on CPU ending in a preemption */
 	struct rsched_delay_stats sleep;       /* switch-out (not runnable) -> wakeup */
@@ -338,7 +363,7 @@ struct rsched_task_record {
  * as laid out in the state:
  *   struct rsched_task_ident                    always
  *   used                                        always
- *   delay, depth                                RSCHED_G_LATENCY
+ *   delay, depth, delay_tail                    RSCHED_G_LATENCY
  *   slice_vol, slice_invol                      RSCHED_G_SLICE
  *   sleep                                       RSCHED_G_SLEEP
  *   waking                                      RSCHED_G_WAKING
@@ -348,12 +373,14 @@ struct rsched_task_record {
  *   wakeup                                      RSCHED_G_WAKEUP
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
- * drain does not write them); readers must take only the used groups. With the default groups a
- * record is 1200 bytes instead of 5064. The graveyard and the raw_tp map keep whole
+ * drain does not write them); readers must take only the used groups (delay_tail: all of it when
+ * RSCHED_USED_DELAY_TAIL is set, none otherwise). With the default groups a record is 1944 bytes
+ * instead of 5808. The graveyard and the raw_tp map keep whole
  * rsched_task_record values. */
 enum {
-	RSCHED_ITER_LATENCY_BYTES =
-		sizeof(struct rsched_delay_stats) + sizeof(struct rsched_depth_stats),
+	RSCHED_ITER_LATENCY_BYTES = sizeof(struct rsched_delay_stats) +
+				    sizeof(struct rsched_depth_stats) +
+				    sizeof(struct rsched_fine_tail),
 	RSCHED_ITER_SLICE_BYTES = 2 * sizeof(struct rsched_delay_stats),
 	RSCHED_ITER_SLEEP_BYTES = sizeof(struct rsched_delay_stats),
 	RSCHED_ITER_WAKING_BYTES = sizeof(struct rsched_delay_stats),
@@ -434,9 +461,11 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 68 * RSCHED_BLAME_SLOTS + 64 + 
 RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup_counts) == 48, "wakeup counts");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup) == 16 + 64 + 72 * RSCHED_WAKEUP_SLOTS + 240 + 216,
 		  "wakeup");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 1112, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_fine_tail) == 4 * RSCHED_HIST_FINE_TAIL_SLOTS + 4, "tail");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 1112 + 744, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1112, "task record");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1112 + 744,
+		  "task record");
 RSCHED_ABI_ASSERT((RSCHED_WAKEUP_SLOTS & (RSCHED_WAKEUP_SLOTS - 1)) == 0,
 		  "wakeup slots: a power of 2");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_key) == 16, "task key");
@@ -460,6 +489,15 @@ RSCHED_ABI_ASSERT((int)RSCHED_USED_SLICE_VOL - (int)RSCHED_USED_DEPTH ==
 			  (int)RSCHED_DEPTH_SLOTS / (int)RSCHED_USED_SPAN,
 		  "depth groups");
 RSCHED_ABI_ASSERT((int)RSCHED_USED_WAKING + 10 <= 64, "used bits fit");
+RSCHED_ABI_ASSERT((int)RSCHED_USED_DELAY_TAIL == (int)RSCHED_USED_WAKING + 10, "tail bit");
+/* Fine layout: the 51 slots below 512 us, 8 per octave of the 23 coarse log2 slots, the open top.
+ */
+RSCHED_ABI_ASSERT((int)RSCHED_HIST_FINE_SLOTS ==
+			  (int)RSCHED_HIST_LINEAR_SLOTS + 1 +
+				  ((int)RSCHED_HIST_SLOTS - (int)RSCHED_HIST_LINEAR_SLOTS - 2) *
+					  (1 << RSCHED_HIST_FINE_SUB_BITS) +
+				  1,
+		  "fine slots");
 RSCHED_ABI_ASSERT((RSCHED_BLAME_RING & (RSCHED_BLAME_RING - 1)) == 0, "blame ring is a power of 2");
 RSCHED_ABI_ASSERT(RSCHED_BLAME_RING % RSCHED_BLAME_EPOCH_RUNS == 0 &&
 			  RSCHED_BLAME_RING / RSCHED_BLAME_EPOCH_RUNS >= 4,
@@ -521,6 +559,55 @@ static inline __u32 rsched_hist_slot(__u64 ns)
 		return RSCHED_HIST_LINEAR_SLOTS;
 	slot = rsched_log2_u64(us) + RSCHED_HIST_LOG2_BASE_SLOT;
 	return slot < RSCHED_HIST_SLOTS - 1 ? slot : RSCHED_HIST_SLOTS - 1;
+}
+
+/* Lower bound in ns of fine slot `slot`, 51 <= slot <= 235: (1000 + 125 j) << n, for
+ * slot = 51 + 8 (n - 9) + j (a multiply and a shift). */
+static inline __u64 rsched_fine_lo_ns(__u32 slot)
+{
+	__u32 k = slot - (RSCHED_HIST_LINEAR_SLOTS + 1);
+	return (__u64)(1000 + 125 * (k & 7)) << (9 + (k >> RSCHED_HIST_FINE_SUB_BITS));
+}
+
+/* Slot of a duration in ns in the fine latency histogram (layout above). No loop and no
+ * division: each quotient is a multiply-shift by a constant rounded down, which is the exact
+ * quotient or one less, then one exact correction against the next slot's lower bound in ns.
+ *  - below 500 us: c = ns * floor(2^32 / 10^4) >> 32 is floor(ns / 10^4) - e with
+ *    e < 500000 * 0.73 / 2^32 + 1 < 2, so e is 0 or 1: take c + 1 when ns >= (c + 1) * 10^4.
+ *  - from 512 us to 2^32 us: us = ns * floor(2^32 / 1000) >> 32 is floor(ns / 1000) - e with
+ *    0 <= e <= 296 and e < 1 + ns * 7e-11; the slot of that (log2, then the next 3 bits) is the
+ *    true slot or the one below, as e is far below the narrowest bucket there (32 us at 2^9 us,
+ *    2^(n-4) us in octave n); take the next slot when ns reaches its lower bound.
+ * ns * 4294967 fits 64 bits for ns < 2^32 * 1000 (4294967 < 2^32 / 1000). Tested against a
+ * division-based reference at every boundary (b - 1, b, b + 1 ns) in tests/stats/slot_test.cpp. */
+static inline __u32 rsched_hist_fine_slot(__u64 ns)
+{
+	__u64 us;
+	__u32 n, slot;
+	if (ns < 500000) {
+		__u32 c = (__u32)((ns * 429496ULL) >> 32);
+		return c + (__u32)(ns >= (__u64)(c + 1) * 10000);
+	}
+	if (ns < 512000)
+		return RSCHED_HIST_LINEAR_SLOTS;
+	if (ns >= 4294967296000ULL) /* 2^32 us */
+		return RSCHED_HIST_FINE_SLOTS - 1;
+	us = (ns * 4294967ULL) >> 32;
+	if (us < 512)
+		us = 512;
+	n = rsched_log2_u64(us); /* 9..31 */
+	slot = RSCHED_HIST_LINEAR_SLOTS + 1 + ((n - 9) << RSCHED_HIST_FINE_SUB_BITS) +
+	       (__u32)((us >> (n - RSCHED_HIST_FINE_SUB_BITS)) & 7);
+	return slot + (__u32)(ns >= rsched_fine_lo_ns(slot + 1));
+}
+
+/* The latency (coarse) slot that holds fine slot `fine`. */
+static inline __u32 rsched_fine_to_coarse(__u32 fine)
+{
+	if (fine <= RSCHED_HIST_LINEAR_SLOTS)
+		return fine;
+	return RSCHED_HIST_LINEAR_SLOTS + 1 +
+	       ((fine - RSCHED_HIST_LINEAR_SLOTS - 1) >> RSCHED_HIST_FINE_SUB_BITS);
 }
 
 /* The `used` bit of `slot` in a histogram whose groups start at bit `base`. */

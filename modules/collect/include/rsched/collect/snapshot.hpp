@@ -413,6 +413,9 @@ void from_abi(const rsched_blame &b, blame_state &out, std::uint32_t epoch = 0);
 // it keeps.
 void blame_from_record(const char *at, blame_state &out, std::uint32_t epoch = 0);
 void from_abi(const rsched_cpu_stats &s, metrics::cpu_set &out);
+// The scheduling delay's fine tail of a thread read from the kernel into its sched_delay value,
+// when `used` (its bit in rsched_task_state.used) and the value exists.
+void fill_tail(metrics::thread_set &m, const rsched_fine_tail &tail, bool used);
 // The wakeup group's wakers as read (slots in use and pseudo-wakers with counts).
 void from_abi(const rsched_wakeup &w, wakeup_state &out);
 thread_sample from_abi(const rsched_task_record &r);

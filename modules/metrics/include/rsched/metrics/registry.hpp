@@ -9,12 +9,15 @@
 // stage holds one), never in per-metric fields.
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/block_cache.hpp"
+#include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace rsched::metrics {
 
@@ -215,6 +218,23 @@ using stats::span_count;
 using stats::span_mask;
 using stats::span_slots;
 
+// The latency_fine slots 51..235 of a thread's scheduling delay (sched_abi.h, struct
+// rsched_fine_tail): the same samples as the value's latency slots from 512 us, each of those
+// split in 8. 32-bit, as in the kernel: cumulative (read from the kernel) they wrap, and
+// delta_into takes differences modulo 2^32; a delta or an interval's sum holds far fewer than
+// 2^32 samples of one bucket. Half the memory of 64-bit counts: every thread that ever waited
+// 512 us keeps one in the baseline of its cumulative counts.
+struct fine_tail {
+  std::array<std::uint32_t, RSCHED_HIST_FINE_TAIL_SLOTS> slots{};
+  friend bool operator==(const fine_tail &, const fine_tail &) = default;
+};
+
+// Whether metric m keeps a fine tail (only the thread's scheduling delay: its values are
+// written as latency_fine).
+constexpr bool keeps_fine_tail(id m) {
+  return m == id::sched_delay;
+}
+
 // One histogram-valued metric of one thread or CPU: samples, their exact sum (ns for
 // durations) and their histogram.
 struct value {
@@ -226,6 +246,34 @@ struct value {
   // block's first cache line with them.
   span_mask spans = all_spans;
   stats::histogram hist{stats::layout::latency, {}};
+  // A scheduling delay's fine tail (keeps_fine_tail), allocated only when some of its samples
+  // are >= 512 us: a thread that never waited that long costs one null pointer.
+  base::cached_ptr<fine_tail> tail;
+
+  value() = default;
+  value(const value &o)
+      : count(o.count), total(o.total), spans(o.spans), hist(o.hist),
+        tail(o.tail ? base::make_cached<fine_tail>(*o.tail) : nullptr) {}
+  value &operator=(const value &o) {
+    if (this != &o) {
+      count = o.count;
+      total = o.total;
+      spans = o.spans;
+      hist = o.hist;
+      if (!o.tail) {
+        tail.reset();
+      } else if (tail) {
+        *tail = *o.tail;
+      } else {
+        tail = base::make_cached<fine_tail>(*o.tail);
+      }
+    }
+    return *this;
+  }
+  value(value &&) noexcept = default;
+  value &operator=(value &&) noexcept = default;
+  ~value() = default;
+
   [[nodiscard]] bool empty() const {
     if (count != 0) {
       return false;
@@ -247,9 +295,98 @@ struct value {
     total += v;
   }
   friend bool operator==(const value &a, const value &b) {
-    return a.count == b.count && a.total == b.total && a.hist == b.hist;
+    static const fine_tail zero{};
+    return a.count == b.count && a.total == b.total && a.hist == b.hist &&
+           (a.tail ? *a.tail : zero) == (b.tail ? *b.tail : zero);
   }
 };
+
+// Whether a latency value's histogram has counts from 512 us up (slots past the linear ones).
+inline bool has_log_slots(const value &v) {
+  bool any = false;
+  for_each_span(v.spans, [&](std::size_t a, std::size_t b) {
+    for (std::size_t s = std::max<std::size_t>(a, RSCHED_HIST_LINEAR_SLOTS + 1); s < b; ++s) {
+      any |= v.hist.slots[s] != 0;
+    }
+  });
+  return any;
+}
+
+// Whether the value is known at latency_fine precision: it has a fine tail, or nothing from
+// 512 us up (its latency slots below are latency_fine's). A latency value only.
+inline bool has_fine(const value &v) {
+  return v.hist.kind == stats::layout::latency && (v.tail != nullptr || !has_log_slots(v));
+}
+
+// The value's latency_fine histogram (has_fine(v)): latency's slots below 512 us, then the tail.
+inline stats::fine_histogram fine_of(const value &v) {
+  stats::fine_histogram f;
+  for (std::size_t s = 0; s <= RSCHED_HIST_LINEAR_SLOTS; ++s) {
+    f.slots[s] = v.hist.slots[s];
+  }
+  if (v.tail) {
+    for (std::size_t s = 0; s < v.tail->slots.size(); ++s) {
+      f.slots[RSCHED_HIST_LINEAR_SLOTS + 1 + s] = v.tail->slots[s];
+    }
+  }
+  return f;
+}
+
+// encode(fine_of(v)) into `out` (cleared first), reading only v's spans below 512 us and its
+// tail: the writer's per-row encoding, without the 236-slot copy.
+inline void encode_fine_into(const value &v, std::vector<std::uint8_t> &out) {
+  out.clear();
+  out.push_back(static_cast<std::uint8_t>(stats::layout::latency_fine));
+  std::int64_t prev = -1;
+  const auto put = [&](std::size_t s, std::uint64_t c) {
+    stats::detail::put_varint(out,
+                              static_cast<std::uint64_t>(static_cast<std::int64_t>(s) - prev - 1));
+    stats::detail::put_varint(out, c);
+    prev = static_cast<std::int64_t>(s);
+  };
+  for_each_span(v.spans, [&](std::size_t a, std::size_t b) {
+    for (std::size_t s = a; s < b && s <= RSCHED_HIST_LINEAR_SLOTS; ++s) {
+      if (v.hist.slots[s] != 0) {
+        put(s, v.hist.slots[s]);
+      }
+    }
+  });
+  if (v.tail) {
+    for (std::size_t s = 0; s < v.tail->slots.size(); ++s) {
+      if (v.tail->slots[s] != 0) {
+        put(RSCHED_HIST_LINEAR_SLOTS + 1 + s, v.tail->slots[s]);
+      }
+    }
+  }
+}
+
+// a's tail += b's, before a.hist += b.hist: a stays fine when both were (has_fine), else it
+// loses its tail (its latency slots from 512 us are then the only ones that hold those samples).
+inline void add_tail(value &a, const value &b) {
+  if (!b.tail && !has_log_slots(b)) {
+    return; // nothing from 512 us up in b
+  }
+  if (!has_fine(a) || !has_fine(b)) {
+    a.tail.reset();
+    return;
+  }
+  if (!a.tail) {
+    a.tail = base::make_cached<fine_tail>();
+  }
+  for (std::size_t s = 0; s < a.tail->slots.size(); ++s) {
+    a.tail->slots[s] += b.tail->slots[s];
+  }
+}
+
+// Whether two values of one thread hold the same latency counts from 512 us (then their tails
+// are equal too: the kernel counts a sample in both).
+inline bool same_log_slots(const value &a, const value &b) {
+  unsigned differ = 0;
+  for (std::size_t s = RSCHED_HIST_LINEAR_SLOTS + 1; s < RSCHED_HIST_SLOTS; ++s) {
+    differ |= static_cast<unsigned>(a.hist.slots[s] != b.hist.slots[s]);
+  }
+  return differ == 0;
+}
 
 // The values of every metric of scope S, indexed by metric id, each histogram in its layout.
 // Sparse: a value takes memory only once something writes it (a value is ~620 bytes, and a
@@ -349,7 +486,14 @@ using thread_set = set<scope::thread>;
 using cpu_set = set<scope::cpu>;
 
 // a += b: samples, sum and histogram (of one metric: the layouts are equal); b's spans only.
-inline void add(value &a, const value &b) {
+// Without `tails`, a keeps none (a sum that never writes a latency_fine blob: the /metrics
+// series, which live as long as rschedd and would wrap 32-bit counts).
+inline void add(value &a, const value &b, bool tails = true) {
+  if (tails) {
+    add_tail(a, b);
+  } else {
+    a.tail.reset();
+  }
   a.count += b.count;
   a.total += b.total;
   for_each_span(b.spans, [&](std::size_t lo, std::size_t hi) {
@@ -358,6 +502,27 @@ inline void add(value &a, const value &b) {
     }
   });
   a.spans = static_cast<span_mask>(a.spans | b.spans);
+}
+
+// d's tail = cur's - prev's (cumulative kernel tails: 32-bit counters, modulo 2^32), or cur's
+// when the histogram went down (`down`); none when no slot changed. d may be prev.
+inline void delta_tail(value &d, const value &cur, const value &prev, bool down) {
+  if (!cur.tail || (!down && prev.tail && same_log_slots(cur, prev))) {
+    d.tail.reset(); // no sample from 512 us since prev (the common case: one compare pass)
+    return;
+  }
+  if (!d.tail) {
+    d.tail = base::make_cached<fine_tail>();
+  }
+  std::uint32_t any = 0;
+  for (std::size_t s = 0; s < cur.tail->slots.size(); ++s) {
+    const std::uint32_t p = down || !prev.tail ? 0 : prev.tail->slots[s];
+    d.tail->slots[s] = static_cast<std::uint32_t>(cur.tail->slots[s] - p); // modulo 2^32
+    any |= d.tail->slots[s];
+  }
+  if (any == 0) {
+    d.tail.reset();
+  }
 }
 
 // d = cur - prev for two cumulative values of one thread or CPU, field by field; d may be
@@ -390,6 +555,7 @@ inline void delta_into(value &d, const value &cur, const value &prev) {
   });
   d.count = sub(cur.count, prev.count);
   d.total = sub(cur.total, prev.total);
+  delta_tail(d, cur, prev, down);
   if (down) {
     d.hist = cur.hist;
     d.spans = cur.spans;
@@ -414,10 +580,10 @@ inline void delta_into(value &d, const value &cur, const value &prev) {
 }
 
 // a += b, metric by metric (layouts are equal by construction).
-template <scope S> void accumulate(set<S> &a, const set<S> &b) {
+template <scope S> void accumulate(set<S> &a, const set<S> &b, bool tails = true) {
   for (std::size_t i = 0; i < set<S>::n; ++i) {
     if (b.has(i)) {
-      add(a.at(i), b.at(i));
+      add(a.at(i), b.at(i), tails);
     }
   }
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The sparse histogram blob stored in SQLite (docs/SCHEMA.md, "Histogram blobs").
 //
-//   byte 0      format/layout id: 1 = latency (ns, hybrid), 2 = depth (linear)
+//   byte 0      format/layout id: 1 = latency (ns, hybrid), 2 = depth (linear), 3 = count,
+//               4 = log2, 5 = latency_fine (ns, 236 slots; histogram.hpp)
 //   then, for each non-empty bucket in increasing slot order:
 //     varint(slot - previous_slot - 1)   (previous_slot starts at -1)
 //     varint(count)                      (count > 0)
@@ -11,6 +12,7 @@
 #include "rsched/stats/histogram.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,11 +81,13 @@ inline std::vector<std::uint8_t> encode(const histogram &h) {
   return out;
 }
 
-// Calls fn(slot, count) for each bucket of a blob in slot order, after checking the layout id
-// (fn is not called for a blob that fails it). Every malformed input (unknown layout, truncated
-// varint, slot past the layout, zero count, trailing garbage, counts that overflow when summed)
-// is an error, never a crash; buckets before the damage have been visited.
-template <typename Fn> result<void> for_each_bucket(std::span<const std::uint8_t> in, Fn &&fn) {
+// Calls fn(slot, count) for each bucket of a blob in slot order, slots of the layout the blob
+// was written in (latency_fine's included), after checking the layout id (fn is not called for
+// a blob that fails it). Every malformed input (unknown layout, truncated varint, slot past the
+// layout, zero count, trailing garbage, counts that overflow when summed) is an error, never a
+// crash; buckets before the damage have been visited.
+template <typename Fn>
+result<void> for_each_stored_bucket(std::span<const std::uint8_t> in, Fn &&fn) {
   if (in.empty()) {
     return make_error("histogram blob is empty");
   }
@@ -119,18 +123,76 @@ template <typename Fn> result<void> for_each_bucket(std::span<const std::uint8_t
   return {};
 }
 
-// Decodes a blob, with for_each_bucket's checks.
+// The layout of a blob as a `histogram` holds it (coarse_layout of its id), or nullopt for an
+// empty blob or an unknown id.
+inline std::optional<layout> blob_layout(std::span<const std::uint8_t> in) {
+  if (in.empty() || !valid_layout(in[0])) {
+    return std::nullopt;
+  }
+  return coarse_layout(static_cast<layout>(in[0]));
+}
+
+// for_each_stored_bucket in the slots of blob_layout(in): a latency_fine blob is read as
+// latency, each fine bucket counted in the latency bucket that holds it (fn may then be called
+// more than once for one slot, in non-decreasing slot order: callers add).
+template <typename Fn> result<void> for_each_bucket(std::span<const std::uint8_t> in, Fn &&fn) {
+  if (!in.empty() && in[0] == static_cast<std::uint8_t>(layout::latency_fine)) {
+    return for_each_stored_bucket(
+        in, [&fn](std::size_t slot, std::uint64_t count) { return fn(coarse_slot(slot), count); });
+  }
+  return for_each_stored_bucket(in, fn);
+}
+
+// Decodes a blob, with for_each_bucket's checks, into the layout blob_layout names (a
+// latency_fine blob comes back coarsened to latency).
 inline result<histogram> decode(std::span<const std::uint8_t> in) {
   histogram h{};
   auto r = for_each_bucket(in, [&h](std::size_t slot, std::uint64_t count) -> result<void> {
+    h.slots[slot] += count;
+    return {};
+  });
+  if (!r) {
+    return r.err();
+  }
+  h.kind = coarse_layout(static_cast<layout>(in[0]));
+  return h;
+}
+
+// Decodes a latency_fine blob at its own precision; any other layout is an error.
+inline result<fine_histogram> decode_fine(std::span<const std::uint8_t> in) {
+  if (in.empty() || in[0] != static_cast<std::uint8_t>(layout::latency_fine)) {
+    return make_error("histogram blob is not of the latency_fine layout");
+  }
+  fine_histogram h{};
+  auto r = for_each_stored_bucket(in, [&h](std::size_t slot, std::uint64_t count) -> result<void> {
     h.slots[slot] = count;
     return {};
   });
   if (!r) {
     return r.err();
   }
-  h.kind = static_cast<layout>(in[0]);
   return h;
+}
+
+inline void encode_into(const fine_histogram &h, std::vector<std::uint8_t> &out) {
+  out.clear();
+  out.push_back(static_cast<std::uint8_t>(layout::latency_fine));
+  std::int64_t prev = -1;
+  for (std::size_t s = 0; s < fine_slots; ++s) {
+    if (h.slots[s] == 0) {
+      continue;
+    }
+    detail::put_varint(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(s) - prev - 1));
+    detail::put_varint(out, h.slots[s]);
+    prev = static_cast<std::int64_t>(s);
+  }
+}
+
+inline std::vector<std::uint8_t> encode(const fine_histogram &h) {
+  std::vector<std::uint8_t> out;
+  out.reserve(24);
+  encode_into(h, out);
+  return out;
 }
 
 } // namespace rsched::stats

@@ -7,8 +7,17 @@
 //  - count:   per-second event counts (migrations): 0..63 exact, then log2 buckets
 //             [2^6, 2^7-1] .. [2^15, 2^16-1], the last slot open-ended (>= 2^16);
 //  - log2:    large per-second counts (perf events): slot 0 = {0}, slot s = [2^(s-1), 2^s-1]
-//             for s = 1..64 (65 slots, every u64 value has a bounded bucket).
-// Merging is only defined between histograms of one layout.
+//             for s = 1..64 (65 slots, every u64 value has a bounded bucket);
+//  - latency_fine: durations in ns; rsched_hist_fine_slot() in sched_abi.h: latency's slots
+//             below 512 us, then 8 sub-buckets per power of two (<= 12.5 % wide), 236 slots.
+//             Every latency boundary is a latency_fine boundary: a fine histogram coarsens
+//             exactly into a latency one (coarsen()).
+// Merging is defined between histograms of one layout, and between latency and latency_fine
+// (the result is latency: the fine side is coarsened).
+//
+// `histogram` holds max_slots (75) slots, enough for every layout but latency_fine, which has
+// its own type, `fine_histogram` (236 slots): the common type stays small (the query paths copy
+// and walk many of them), and a fine one never meets code that indexes 75 slots.
 #include "rsched/abi/sched_abi.h"
 #include "rsched/base/result.hpp"
 
@@ -21,13 +30,15 @@
 namespace rsched::stats {
 
 enum class layout : std::uint8_t {
-  latency = 1, // ns, RSCHED_HIST_SLOTS hybrid slots
-  depth = 2,   // count, RSCHED_DEPTH_SLOTS linear slots
-  count = 3,   // per-second counts, 75 slots: 64 exact then log2
-  log2 = 4,    // per-second counts, 65 log2 slots
+  latency = 1,      // ns, RSCHED_HIST_SLOTS hybrid slots
+  depth = 2,        // count, RSCHED_DEPTH_SLOTS linear slots
+  count = 3,        // per-second counts, 75 slots: 64 exact then log2
+  log2 = 4,         // per-second counts, 65 log2 slots
+  latency_fine = 5, // ns, RSCHED_HIST_FINE_SLOTS: latency's below 512 us, then 8 per octave
 };
 
 inline constexpr std::size_t max_slots = RSCHED_HIST_SLOTS;
+inline constexpr std::size_t fine_slots = RSCHED_HIST_FINE_SLOTS;
 static_assert(RSCHED_DEPTH_SLOTS <= RSCHED_HIST_SLOTS);
 
 constexpr std::size_t slot_count(layout l) {
@@ -40,12 +51,34 @@ constexpr std::size_t slot_count(layout l) {
     return 75;
   case layout::log2:
     return 65;
+  case layout::latency_fine:
+    return RSCHED_HIST_FINE_SLOTS;
   }
   return 0;
 }
 
 constexpr bool valid_layout(std::uint8_t id) {
-  return id >= 1 && id <= 4;
+  return id >= 1 && id <= 5;
+}
+
+// The layout a `histogram` (75 slots) holds a blob of layout `l` in: latency_fine is read as
+// latency (coarsened, encoding.hpp), every other layout as itself.
+constexpr layout coarse_layout(layout l) {
+  return l == layout::latency_fine ? layout::latency : l;
+}
+
+// The latency slot that holds latency_fine slot `fine` (fine < fine_slots); as
+// rsched_fine_to_coarse.
+constexpr std::size_t coarse_slot(std::size_t fine) {
+  constexpr std::size_t linear = RSCHED_HIST_LINEAR_SLOTS;
+  return fine <= linear ? fine : linear + 1 + ((fine - linear - 1) >> RSCHED_HIST_FINE_SUB_BITS);
+}
+
+// Lower bound in ns of latency_fine slot `slot`, RSCHED_HIST_LINEAR_SLOTS < slot < fine_slots;
+// as rsched_fine_lo_ns.
+constexpr std::uint64_t fine_lo_ns(std::size_t slot) {
+  const std::size_t k = slot - RSCHED_HIST_LINEAR_SLOTS - 1;
+  return std::uint64_t{1000 + 125 * (k & 7)} << (9 + (k >> RSCHED_HIST_FINE_SUB_BITS));
 }
 
 // Inclusive bounds of one bucket. `hi` is numeric_limits<uint64_t>::max() for the open-ended
@@ -87,6 +120,10 @@ constexpr bucket bucket_bounds(layout l, std::size_t slot) {
     return {lo, slot == 64 ? inf : (lo << 1) - 1};
   }
   constexpr std::uint64_t us = 1000;
+  if (l == layout::latency_fine && slot > RSCHED_HIST_LINEAR_SLOTS) {
+    const std::uint64_t lo = fine_lo_ns(slot);
+    return slot + 1 == fine_slots ? bucket{lo, inf} : bucket{lo, fine_lo_ns(slot + 1) - 1};
+  }
   if (slot < RSCHED_HIST_LINEAR_SLOTS) {
     const std::uint64_t lo_us = slot * RSCHED_HIST_LINEAR_STEP_US;
     return {lo_us * us, (lo_us + RSCHED_HIST_LINEAR_STEP_US) * us - 1};
@@ -116,6 +153,8 @@ inline std::size_t slot_of(layout l, std::uint64_t value) {
     return std::min<std::size_t>(rsched_log2_u64(value) + 58, 74);
   case layout::log2:
     return value == 0 ? 0 : rsched_log2_u64(value) + 1;
+  case layout::latency_fine:
+    return rsched_hist_fine_slot(value);
   }
   return 0;
 }
@@ -187,6 +226,62 @@ inline histogram delta(const histogram &cur, const histogram &prev) {
   histogram d;
   delta_into(d, cur, prev);
   return d;
+}
+
+// A latency_fine histogram (layout 5). Its kind is always latency_fine.
+struct fine_histogram {
+  static constexpr layout kind = layout::latency_fine;
+  std::array<std::uint64_t, fine_slots> slots{};
+
+  [[nodiscard]] std::uint64_t total() const {
+    std::uint64_t t = 0;
+    for (auto c : slots) {
+      t += c;
+    }
+    return t;
+  }
+  [[nodiscard]] bool empty() const { return total() == 0; }
+  void add(std::uint64_t value, std::uint64_t n = 1) { slots[rsched_hist_fine_slot(value)] += n; }
+  friend bool operator==(const fine_histogram &, const fine_histogram &) = default;
+};
+
+// The latency histogram of the same samples: each fine bucket's count in the latency bucket that
+// holds it (exact: every latency bucket is a union of fine buckets).
+inline histogram coarsen(const fine_histogram &f) {
+  histogram h{layout::latency, {}};
+  for (std::size_t s = 0; s < fine_slots; ++s) {
+    h.slots[coarse_slot(s)] += f.slots[s];
+  }
+  return h;
+}
+
+inline void merge_into(fine_histogram &a, const fine_histogram &b) {
+  for (std::size_t i = 0; i < fine_slots; ++i) {
+    a.slots[i] += b.slots[i];
+  }
+}
+
+// a += b where a is latency (a mixed window): b coarsened. Fails for any other layout of a.
+inline result<void> merge_into(histogram &a, const fine_histogram &b) {
+  if (a.kind != layout::latency) {
+    return make_error("cannot merge histograms of different layouts");
+  }
+  for (std::size_t s = 0; s < fine_slots; ++s) {
+    a.slots[coarse_slot(s)] += b.slots[s];
+  }
+  return {};
+}
+
+// Bucket-wise difference of two cumulative fine histograms, as delta_into above.
+inline void delta_into(fine_histogram &d, const fine_histogram &cur, const fine_histogram &prev) {
+  unsigned down = 0;
+  for (std::size_t i = 0; i < fine_slots; ++i) {
+    d.slots[i] = cur.slots[i] - prev.slots[i];
+    down |= static_cast<unsigned>(cur.slots[i] < prev.slots[i]);
+  }
+  if (down != 0) {
+    d.slots = cur.slots;
+  }
 }
 
 } // namespace rsched::stats

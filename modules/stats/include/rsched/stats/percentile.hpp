@@ -41,8 +41,9 @@ inline bool valid_percentile(double p) {
   return std::isfinite(p) && p > 0.0 && p <= 100.0;
 }
 
-// Percentile of `h`, or nullopt when the histogram is empty or p is outside (0, 100].
-inline std::optional<percentile_result> percentile(const histogram &h, double p) {
+namespace detail {
+// percentile() of any histogram type (histogram, fine_histogram): its kind and slots.
+template <typename H> std::optional<percentile_result> percentile_of(const H &h, double p) {
   if (!valid_percentile(p)) {
     return std::nullopt;
   }
@@ -77,6 +78,16 @@ inline std::optional<percentile_result> percentile(const histogram &h, double p)
   }
   return std::nullopt; // unreachable: the slots sum to n
 }
+} // namespace detail
+
+// Percentile of `h`, or nullopt when the histogram is empty or p is outside (0, 100].
+inline std::optional<percentile_result> percentile(const histogram &h, double p) {
+  return detail::percentile_of(h, p);
+}
+// The same at latency_fine's precision (bounds.width() <= 12.5 % of bounds.lo from 80 us).
+inline std::optional<percentile_result> percentile(const fine_histogram &h, double p) {
+  return detail::percentile_of(h, p);
+}
 
 // Convenience: the percentile value or 0 for an empty histogram (live display).
 inline std::uint64_t percentile_or_zero(const histogram &h, double p) {
@@ -84,8 +95,8 @@ inline std::uint64_t percentile_or_zero(const histogram &h, double p) {
   return r ? r->value : 0;
 }
 
-// Arithmetic mean estimated from bucket midpoints (lower bound for the open-ended bucket).
-inline std::optional<double> mean(const histogram &h) {
+namespace detail {
+template <typename H> std::optional<double> mean_of(const H &h) {
   const std::uint64_t n = h.total();
   if (n == 0) {
     return std::nullopt;
@@ -101,6 +112,15 @@ inline std::optional<double> mean(const histogram &h) {
     sum += mid * static_cast<long double>(h.slots[s]);
   }
   return static_cast<double>(sum / static_cast<long double>(n));
+}
+} // namespace detail
+
+// Arithmetic mean estimated from bucket midpoints (lower bound for the open-ended bucket).
+inline std::optional<double> mean(const histogram &h) {
+  return detail::mean_of(h);
+}
+inline std::optional<double> mean(const fine_histogram &h) {
+  return detail::mean_of(h);
 }
 
 } // namespace rsched::stats
