@@ -40,25 +40,6 @@ bool has_table(sqlite3 *db, const char *name) {
   return sqlite3_step(st->get()) == SQLITE_ROW;
 }
 
-result<void> each_row(sqlite3 *db, const std::string &sql, std::int64_t a, std::int64_t b,
-                      const victims &vs, const std::function<void(sqlite3_stmt *)> &on_row) {
-  auto st = sqlite::prepare_stmt(db, sql);
-  if (!st) {
-    return st.err();
-  }
-  sqlite3_bind_int64(st->get(), 1, a);
-  sqlite3_bind_int64(st->get(), 2, b);
-  bind_victims(st->get(), vs, 3);
-  int rc = 0;
-  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
-    on_row(st->get());
-  }
-  if (rc != SQLITE_DONE) {
-    return make_error(sqlite3_errmsg(db));
-  }
-  return {};
-}
-
 bool has_column(sqlite3 *db, const char *table, const char *column) {
   auto st = sqlite::prepare_stmt(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2");
   if (!st) {
@@ -97,6 +78,22 @@ result<sqlite::stmt_ptr> prepare_window(sqlite3 *db, const std::string &sql, std
 }
 
 } // namespace
+
+result<void> each_row(sqlite3 *db, const std::string &sql, std::int64_t a, std::int64_t b,
+                      const victims &vs, const std::function<void(sqlite3_stmt *)> &on_row) {
+  auto st = prepare_window(db, sql, a, b, vs);
+  if (!st) {
+    return st.err();
+  }
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    on_row(st->get());
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
 
 std::string victim::sql(int param) const {
   switch (what) {

@@ -266,21 +266,29 @@ struct waker_sum {
   std::int64_t sleep_ns = 0;
 };
 
-// The wakers of the victims' threads (thread.id) in the period; empty where not recorded.
+// The wakers of the ranked victims' threads (thread.id) in the period; empty where not
+// recorded. Only those threads' rows are read (thread_wakeup is keyed by interval, then
+// thread): the other threads' wakeups of a long baseline are never looked at.
 result<std::unordered_map<std::int64_t, std::vector<waker_sum>>>
-wakers_by_thread(sqlite3 *db, const victims &vs, const period &p) {
+wakers_by_thread(sqlite3 *db, const victims &vs, const period &p,
+                 const std::unordered_set<std::int64_t> &ranked) {
   std::unordered_map<std::int64_t, std::vector<waker_sum>> out;
-  if (!has_table(db, "thread_wakeup") || !recorded_in(db, "thread_wakeup", p.a, p.b)) {
+  if (ranked.empty() || !has_table(db, "thread_wakeup") ||
+      !recorded_in(db, "thread_wakeup", p.a, p.b)) {
     return out;
+  }
+  std::string ids;
+  for (const std::int64_t id : ranked) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(id);
   }
   auto r = each_row(
       db,
       fmt::format("SELECT w.thread_id, c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 "
                   "THEN 0 END, c.comm, c.cgroup, sum(w.sleep_ns) FROM {} AS i CROSS JOIN "
                   "thread_wakeup AS w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id = "
-                  "w.thread_id JOIN culprit AS c ON c.id = w.waker_id WHERE {} AND {} GROUP BY "
-                  "w.thread_id, c.kind, c.pid, c.comm, c.cgroup",
-                  timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)),
+                  "w.thread_id JOIN culprit AS c ON c.id = w.waker_id WHERE {} AND w.thread_id IN "
+                  "({}) AND {} GROUP BY w.thread_id, c.kind, c.pid, c.comm, c.cgroup",
+                  timeline(db), overlaps(db, "i", p.a), ids, victims_sql(vs, 3)),
       p.a, p.b, vs, [&](sqlite3_stmt *s) {
         waker_sum w;
         w.kind = sqlite3_column_int(s, 1);
@@ -550,11 +558,11 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   if (!pressures) {
     return pressures.err();
   }
-  auto wake_w = wakers_by_thread(db, vs, *window);
+  auto wake_w = wakers_by_thread(db, vs, *window, ranked);
   if (!wake_w) {
     return wake_w.err();
   }
-  auto wake_b = wakers_by_thread(db, vs, *baseline);
+  auto wake_b = wakers_by_thread(db, vs, *baseline, ranked);
   if (!wake_b) {
     return wake_b.err();
   }
