@@ -357,6 +357,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	__u32 next_tid = (__u32)READ(btf, next, pid);
 	bool runnable = false;
 
+	if (ON(RSCHED_G_WAKEUP))
+		irq_settle();
 	if (ON(RSCHED_G_LATENCY | RSCHED_G_SLEEP))
 		cs = bpf_map_lookup_elem(&cpu_stats, &zero);
 	/* Blame needs next's attribution before prev is done with (prev's preemption names it). */
@@ -581,12 +583,7 @@ static __always_inline void long_sleep_charge(struct rsched_task_state *st, stru
 	}
 	if (have && have->hash != h)
 		return;
-	int i = rsched_stack_search(st, (key | RSCHED_KSTACK_SLEEP) + 1);
-	if (i < 0)
-		return;
-	__u32 j = (__u32)i & (RSCHED_WAKEUP_STACKS - 1);
-	st->wakeup.stack_ns[j] += ns;
-	st->wakeup.stack_count[j] += 1;
+	stack_add(st, (key | RSCHED_KSTACK_SLEEP) + 1, ns);
 }
 
 static __always_inline int on_waking(struct task_struct *p, bool btf)

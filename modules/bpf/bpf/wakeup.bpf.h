@@ -50,6 +50,21 @@ static __always_inline void irq_level(__u32 which, bool enter)
 		*n -= 1;
 }
 
+/* A context switch never happens inside a hard interrupt, a softirq or an hrtimer callback: at
+ * one, every level of this CPU is 0. Setting them so mends a count left up by an exit not seen
+ * (its program attached after the entry's, or skipped), which would otherwise name `<timer>` or
+ * an interrupt as the waker of everything woken on this CPU from then on. */
+static __always_inline void irq_settle(void)
+{
+	__u32 zero = 0;
+	struct rsched_irq_ctx *c = bpf_map_lookup_elem(&irq_ctx, &zero);
+	if (c && (c->hardirq | c->softirq | c->timer)) {
+		c->hardirq = 0;
+		c->softirq = 0;
+		c->timer = 0;
+	}
+}
+
 /* The pseudo-waker of this CPU's context now (enum rsched_waker_pseudo), or -1: the current
  * process. An hrtimer callback runs inside a hard interrupt (or a softirq, for soft timers):
  * the innermost named context wins, timer before hardirq before softirq. */
@@ -177,23 +192,30 @@ __noinline int rsched_stack_search(struct rsched_task_state *st, __u32 sid1)
 	return -1;
 }
 
+/* Charges a sleep of `ns` to the slot of stack `sid1` (id + 1); false when it has no slot. */
+static __always_inline bool stack_add(struct rsched_task_state *st, __u32 sid1, __u64 ns)
+{
+	int i = sid1 ? rsched_stack_search(st, sid1) : -1;
+	if (i < 0)
+		return false;
+	__u32 k = (__u32)i & (RSCHED_WAKEUP_STACKS - 1);
+	st->wakeup.stack_ns[k] += ns;
+	st->wakeup.stack_count[k] += 1;
+	return true;
+}
+
 /* Charges a D sleep of `ns` to the kernel stack it blocked in (off_stack1), or to
  * other_stack when it has none or every slot is taken. */
 static __always_inline void stack_charge(struct rsched_task_state *st, __u64 ns)
 {
 	struct rsched_wakeup *w = &st->wakeup;
 	__u32 sid1 = w->off_stack1;
-	int i = sid1 ? rsched_stack_search(st, sid1) : -1;
 
 	w->off_stack1 = 0;
-	if (i < 0) {
+	if (!stack_add(st, sid1, ns)) {
 		w->other_stack_ns += ns;
 		w->other_stack_count += 1;
-		return;
 	}
-	__u32 k = (__u32)i & (RSCHED_WAKEUP_STACKS - 1);
-	w->stack_ns[k] += ns;
-	w->stack_count[k] += 1;
 }
 
 #endif /* RSCHED_WAKEUP_BPF_H */

@@ -251,12 +251,14 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
       {s->progs.sched_wakeup_new_btf, s->progs.sched_wakeup_new_raw, wakeups},
       {s->progs.sched_waking_btf, s->progs.sched_waking_raw, waking},
       {s->progs.sched_migrate_task_btf, s->progs.sched_migrate_task_raw, migration},
-      {s->progs.irq_entry_btf, s->progs.irq_entry_raw, wakeup},
+      // Exits before entries: an entry seen always has its exit attached (and a context
+      // switch settles the levels anyway: irq_settle in wakeup.bpf.h).
       {s->progs.irq_exit_btf, s->progs.irq_exit_raw, wakeup},
-      {s->progs.softirq_entry_btf, s->progs.softirq_entry_raw, wakeup},
       {s->progs.softirq_exit_btf, s->progs.softirq_exit_raw, wakeup},
-      {s->progs.hrtimer_entry_btf, s->progs.hrtimer_entry_raw, wakeup},
       {s->progs.hrtimer_exit_btf, s->progs.hrtimer_exit_raw, wakeup},
+      {s->progs.irq_entry_btf, s->progs.irq_entry_raw, wakeup},
+      {s->progs.softirq_entry_btf, s->progs.softirq_entry_raw, wakeup},
+      {s->progs.hrtimer_entry_btf, s->progs.hrtimer_entry_raw, wakeup},
   };
   std::vector<bpf_program *> to_attach;
   for (const auto &pr : pairs) {
