@@ -1,6 +1,12 @@
 // Output modes for people (box, markdown, line, units) and for data (JSON, JSON lines).
+#include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/output.hpp"
+#include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
+#include "rsched/stats/percentile.hpp"
+#include "rsched/store/hist_functions.hpp"
+
+#include "store_test_util.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -194,6 +200,73 @@ TEST_CASE("rsched-sql units: percentiles show the bucket that holds them", "[rsc
   // Data modes keep the value.
   CHECK(run(output_mode::csv, {"p99_ns"}, {{value{std::int64_t{15'000'000}}}}) ==
         "p99_ns\r\n15000000\r\n");
+}
+
+// issue 36: a value answered at layout 5's precision is printed as its layout 5 bucket, and only
+// a statement whose every percentile was answered at it is; the layout 1 bucket otherwise.
+TEST_CASE("rsched-sql units: a statement of fine percentiles prints fine buckets", "[rsched-sql]") {
+  using namespace rsched::stats;
+  // the fine bucket [5.632, 6.144) ms inside layout 1's [4.096, 8.192) ms
+  CHECK(format_percentile_ns(5'900'000, true) == range("5.63", "6.14 ms"));
+  CHECK(format_percentile_ns(5'900'000) == range("4.10", "8.19 ms"));
+  CHECK(format_percentile_ns(123'456, true) == range("120", "130 \xc2\xb5s")); // shared below
+  CHECK(format_percentile_ns(4'294'967'296'000.0, true) == "\xe2\x89\xa5 4295 s");
+  for (std::size_t slot = 0; slot + 1 < fine_slots; ++slot) {
+    const auto b = bucket_bounds(layout::latency_fine, slot);
+    CHECK(format_percentile_ns(static_cast<double>(b.lo), true) ==
+          format_percentile_ns(static_cast<double>(b.hi), true));
+    CHECK(format_percentile_ns(static_cast<double>(b.hi), true) !=
+          format_percentile_ns(static_cast<double>(b.hi) + 1, true));
+  }
+
+  auto opened = rsched::query::reader::open(":memory:", false);
+  REQUIRE(opened.ok());
+  auto &db = *opened;
+  fine_histogram fine;
+  histogram coarse{layout::latency, {}};
+  for (int i = 0; i < 100; ++i) {
+    fine.add(5'700'000 + 2'000 * static_cast<std::uint64_t>(i)); // 5.70 .. 5.90 ms
+    coarse.add(5'700'000 + 2'000 * static_cast<std::uint64_t>(i));
+  }
+  const std::string f = "X'" + store_test::hex(encode(fine)) + "'";
+  const std::string c = store_test::blob_literal(coarse);
+  const auto show = [&](const std::string &sql) {
+    std::ostringstream out;
+    output_config cfg;
+    cfg.zone = rsched::timefmt::zone::utc();
+    printer p(out, cfg);
+    const auto r = db.exec(sql, p.sink());
+    INFO(sql << ": " << (r.ok() ? std::string() : r.err().msg));
+    REQUIRE(r.ok());
+    p.finish();
+    return out.str();
+  };
+  const std::string fine_cell = range("5.63", "6.14 ms");
+  const std::string coarse_cell = range("4.10", "8.19 ms");
+  // the aggregate over fine rows only, and the scalar on a fine blob: fine
+  std::string s =
+      show("SELECT hist_percentile(column1, 99) AS p99_ns FROM (VALUES (" + f + "), (" + f + "))");
+  INFO(s);
+  CHECK(s.find(fine_cell) != std::string::npos);
+  s = show("SELECT hist_pct(" + f + ", 99) AS p99_ns");
+  CHECK(s.find(fine_cell) != std::string::npos);
+  // a window across the upgrade: layout 1's answer and bucket
+  s = show("SELECT hist_percentile(column1, 99) AS p99_ns FROM (VALUES (" + f + "), (" + c + "))");
+  CHECK(s.find(coarse_cell) != std::string::npos);
+  // one coarse answer anywhere in the statement: every percentile column in layout 1's buckets
+  s = show("SELECT hist_pct(" + f + ", 99) AS p99_ns, hist_pct(" + c + ", 99) AS p50_ns");
+  CHECK(s.find(fine_cell) == std::string::npos);
+  CHECK(s.find(coarse_cell) != std::string::npos);
+  // a number no histogram answered: layout 1's bucket, as before
+  s = show("SELECT 5900000 AS p99_ns");
+  CHECK(s.find(coarse_cell) != std::string::npos);
+  // statement by statement: the coarse one does not spill into the next
+  s = show("SELECT hist_pct(" + c + ", 99) AS p99_ns; SELECT hist_pct(" + f + ", 99) AS p99_ns");
+  CHECK(s.find(coarse_cell) != std::string::npos);
+  CHECK(s.find(fine_cell) != std::string::npos);
+  CHECK(s.find(coarse_cell) < s.find(fine_cell));
+  // the tally is this statement's (the last, fine)
+  CHECK(rsched::store::answered_precision().all_fine());
 }
 
 // issue 32: blame()'s share_pct printed as 97.58212931224679 in a table.

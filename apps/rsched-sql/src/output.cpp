@@ -2,6 +2,7 @@
 
 #include "rsched/base/text.hpp"
 #include "rsched/stats/histogram.hpp"
+#include "rsched/store/hist_functions.hpp"
 
 #include <fmt/format.h>
 
@@ -233,12 +234,12 @@ std::string format_duration_ns(double ns) {
   return text::format_duration_ns(ns);
 }
 
-std::string format_percentile_ns(double ns) {
+std::string format_percentile_ns(double ns, bool fine) {
   constexpr double top = 18'000'000'000'000'000'000.0; // below 2^64
   if (!std::isfinite(ns) || ns < 0 || ns >= top) {
     return format_duration_ns(ns);
   }
-  constexpr auto lat = stats::layout::latency;
+  const auto lat = fine ? stats::layout::latency_fine : stats::layout::latency;
   const stats::bucket b =
       stats::bucket_bounds(lat, stats::slot_of(lat, static_cast<std::uint64_t>(ns)));
   if (b.open_ended()) {
@@ -283,7 +284,9 @@ cell human_cell(const query::value &v, column_kind kind, const timefmt::zone &z)
       return {text::escape_for_terminal(timefmt::format_time(*i, z)), false};
     }
   } else if (kind == column_kind::duration || kind == column_kind::percentile) {
-    const auto show = kind == column_kind::duration ? format_duration_ns : format_percentile_ns;
+    const auto show = [kind](double ns) {
+      return kind == column_kind::duration ? format_duration_ns(ns) : format_percentile_ns(ns);
+    };
     if (const auto *i = std::get_if<std::int64_t>(&v)) {
       return {show(static_cast<double>(*i)), true};
     }
@@ -494,7 +497,9 @@ void printer::begin(const std::vector<std::string> &columns) {
   row_count_ = 0;
   columns_ = columns;
   rows_.clear();
+  percentiles_.clear();
   kinds_.clear();
+  store::answered_precision() = {};
   for (const auto &c : columns) {
     kinds_.push_back(cfg_.units ? classify_column(c) : column_kind::plain);
   }
@@ -526,8 +531,15 @@ void printer::row(const std::vector<query::value> &values) {
   std::vector<cell> cells;
   cells.reserve(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    cells.push_back(
-        human_cell(values[i], i < kinds_.size() ? kinds_[i] : column_kind::plain, cfg_.zone));
+    const column_kind kind = i < kinds_.size() ? kinds_[i] : column_kind::plain;
+    cells.push_back(human_cell(values[i], kind, cfg_.zone));
+    if (kind == column_kind::percentile) {
+      if (const auto *n = std::get_if<std::int64_t>(&values[i])) {
+        percentiles_.push_back({rows_.size(), i, static_cast<double>(*n)});
+      } else if (const auto *d = std::get_if<double>(&values[i])) {
+        percentiles_.push_back({rows_.size(), i, *d});
+      }
+    }
   }
   rows_.push_back(std::move(cells));
 }
@@ -543,6 +555,13 @@ void printer::finish(bool ok) {
     pending_ = false;
     if (row_count_ == 0) {
       ++empty_results_;
+    }
+    // Layout 5's buckets only when the statement answered every percentile at their precision;
+    // a window across the upgrade, a layout 1 metric or a table function keeps layout 1's.
+    if (store::answered_precision().all_fine()) {
+      for (const auto &p : percentiles_) {
+        rows_[p.row][p.col].text = format_percentile_ns(p.ns, true);
+      }
     }
     switch (cfg_.mode) {
     case output_mode::csv:
@@ -575,6 +594,7 @@ void printer::finish(bool ok) {
     columns_.clear();
     kinds_.clear();
     rows_.clear();
+    percentiles_.clear();
     row_count_ = 0;
   }
   out_->flush();

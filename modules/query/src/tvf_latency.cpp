@@ -4,6 +4,7 @@
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
+#include "rsched/store/hist_functions.hpp"
 #include "rsched/store/hist_summary.hpp"
 
 #include "table_functions.hpp"
@@ -959,6 +960,8 @@ std::string top_text(const std::vector<std::pair<value, double>> &ranked) {
 } // namespace
 
 result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  // peak_ns is a percentile at layout 1's precision (hist_summary keeps layout 1's buckets).
+  ++store::answered_precision().coarse;
   // Columns 5 (top_comms) and 8 (cause) read the incidents' rows again: only when asked for.
   const bool want_top = ctx.wants(5);
   const bool want_cause = ctx.wants(8);
@@ -1329,6 +1332,8 @@ result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_con
 } // namespace
 
 result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  // Its percentiles are layout 1's (the windows are merged at layout 1's precision).
+  ++store::answered_precision().coarse;
   auto wa = window_args(db, ctx, args, 0, 1, "compare");
   if (!wa) {
     return wa.err();

@@ -63,6 +63,11 @@ double count_above(const stats::histogram &h, std::uint64_t ns) {
   return count_above_of(h, ns);
 }
 
+answer_precision &answered_precision() {
+  thread_local answer_precision tally;
+  return tally;
+}
+
 namespace {
 
 // A blob argument at its own precision: a latency_fine blob as a fine_histogram (hist_arg reads
@@ -248,6 +253,8 @@ void percentile_result(sqlite3_context *ctx, const H &h, double p, bool error) {
     sqlite3_result_null(ctx);
     return;
   }
+  ++(h.kind == stats::layout::latency_fine ? answered_precision().fine
+                                           : answered_precision().coarse);
   result_u64(ctx, error ? r->bounds.width() : r->value);
 }
 

@@ -68,9 +68,10 @@ std::string format_duration_ns(double ns);
 
 // A latency percentile (ns) as the bucket of the latency layout that holds it, the precision it
 // has: the reported value and the exact percentile both lie in that bucket (docs/SQL.md,
-// "Percentiles"). "8.19–16.4 ms", "120–130 µs"; the open-ended top bucket "≥ 4295 s". Values
-// that are no bucket's (negative, not finite) fall back to format_duration_ns.
-std::string format_percentile_ns(double ns);
+// "Percentiles"). "8.19–16.4 ms", "120–130 µs"; the open-ended top bucket "≥ 4295 s". `fine`:
+// the bucket of layout 5 (latency_fine), for a value answered at its precision ("5.63–6.14 ms").
+// Values that are no bucket's (negative, not finite) fall back to format_duration_ns.
+std::string format_percentile_ns(double ns, bool fine = false);
 
 // A table cell as displayed: escaped text, numbers right-aligned.
 struct cell {
@@ -157,6 +158,15 @@ private:
   std::vector<std::string> columns_;
   std::vector<column_kind> kinds_;
   std::vector<std::vector<cell>> rows_;
+  // The percentile cells of rows_ (row, column, ns): printed in layout 5's buckets at finish()
+  // when every percentile the statement's functions answered was at layout 5's precision
+  // (store::answered_precision, reset by begin()).
+  struct percentile_cell {
+    std::size_t row;
+    std::size_t col;
+    double ns;
+  };
+  std::vector<percentile_cell> percentiles_;
   std::size_t empty_results_ = 0;
 };
 
