@@ -70,6 +70,52 @@ TEST_CASE("lo(slot(v)) <= v <= hi(slot(v)) for random values of every magnitude"
   }
 }
 
+namespace {
+
+// The latency slot as it was computed before it went through the fine slot function: two
+// divisions (upstream's form). rsched_hist_slot must agree with it everywhere.
+std::uint32_t plain_hist_slot(std::uint64_t ns) {
+  const std::uint64_t us = ns / 1000;
+  if (us < 500) {
+    return static_cast<std::uint32_t>(us / RSCHED_HIST_LINEAR_STEP_US);
+  }
+  if (us < 512) {
+    return RSCHED_HIST_LINEAR_SLOTS;
+  }
+  std::uint32_t log2 = 0;
+  for (std::uint64_t v = us; v > 1; v >>= 1) {
+    ++log2;
+  }
+  const std::uint32_t slot = log2 + RSCHED_HIST_LOG2_BASE_SLOT;
+  return slot < RSCHED_HIST_SLOTS - 1 ? slot : RSCHED_HIST_SLOTS - 1;
+}
+
+} // namespace
+
+TEST_CASE("the division-free latency slot agrees with the plain division form", "[stats]") {
+  // every ns up to 2.1 ms (the linear part, its 500-512 us edge and two octaves), every
+  // bucket edge of both latency layouts +-1, the top of u64, and random values of every size
+  for (std::uint64_t ns = 0; ns <= 2'100'000; ++ns) {
+    REQUIRE(rsched_hist_slot(ns) == plain_hist_slot(ns));
+  }
+  for (auto l : {layout::latency, layout::latency_fine}) {
+    for (std::size_t s = 0; s < slot_count(l); ++s) {
+      const bucket b = bucket_bounds(l, s);
+      for (const std::uint64_t v : {b.lo - (b.lo > 0 ? 1 : 0), b.lo, b.lo + 1, b.hi - 1, b.hi,
+                                    b.open_ended() ? b.hi : b.hi + 1}) {
+        INFO("layout " << int(l) << " slot " << s << " value " << v);
+        REQUIRE(rsched_hist_slot(v) == plain_hist_slot(v));
+      }
+    }
+  }
+  REQUIRE(rsched_hist_slot(std::numeric_limits<std::uint64_t>::max()) == RSCHED_HIST_SLOTS - 1);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 1'000'000; ++i) {
+    const std::uint64_t v = rng() >> (rng() % 64);
+    REQUIRE(rsched_hist_slot(v) == plain_hist_slot(v));
+  }
+}
+
 TEST_CASE("log2 helper agrees with a plain loop", "[stats]") {
   std::mt19937_64 rng(7);
   for (int i = 0; i < 100'000; ++i) {

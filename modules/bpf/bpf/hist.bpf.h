@@ -3,8 +3,9 @@
  * Histogram helpers. Part of rsched.bpf.c, included after its maps; not a standalone header.
  *
  * Holds: add_delay(), which counts a value in a struct rsched_delay_stats (its slot from
- * rsched_hist_slot, and for a thread the slot group's bit in its `used` mask); add_fine_tail(),
- * the scheduling delay's fine slots from 512 us (rsched_hist_fine_slot); add_bounded(),
+ * rsched_hist_slot, and for a thread the slot group's bit in its `used` mask), and add_delay_at()
+ * for a slot already known; add_fine_tail(), the scheduling delay's fine slots from 512 us
+ * (rsched_hist_fine_slot, whose coarse slot is the delay's latency slot); add_bounded(),
  * the same within a limit (past it, a discard counted in drops); copy_hist(), which copies a
  * histogram into a compact record, reading only the slot groups whose `used` bit is set.
  *
@@ -13,12 +14,12 @@
 #ifndef RSCHED_HIST_BPF_H
 #define RSCHED_HIST_BPF_H
 
-/* Counts `delta` in `s`. For a thread's histogram, `used` is its state's used mask and `base`
- * the histogram's first bit (enum rsched_used_bit); per-CPU histograms pass NULL. */
-static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta, __u64 *used,
-				      __u32 base)
+/* Counts `delta` in `s`, in latency slot `slot` (rsched_hist_slot(delta)). For a thread's
+ * histogram, `used` is its state's used mask and `base` the histogram's first bit (enum
+ * rsched_used_bit); per-CPU histograms pass NULL. */
+static __always_inline void add_delay_at(struct rsched_delay_stats *s, __u64 delta, __u32 slot,
+					 __u64 *used, __u32 base)
 {
-	__u32 slot = rsched_hist_slot(delta);
 	s->count++;
 	s->total_ns += delta;
 	OPAQUE(slot);
@@ -29,14 +30,20 @@ static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta,
 	}
 }
 
-/* Counts `delta` in a thread's fine tail (struct rsched_fine_tail) when it is >= 512 us, the
- * samples add_delay counts in latency slots 51..74 (the slot function runs only for those). */
-static __always_inline void add_fine_tail(struct rsched_fine_tail *t, __u64 delta, __u64 *used)
+static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta, __u64 *used,
+				      __u32 base)
+{
+	add_delay_at(s, delta, rsched_hist_slot(delta), used, base);
+}
+
+/* Counts a delay of fine slot `fine` (rsched_hist_fine_slot) in a thread's fine tail (struct
+ * rsched_fine_tail) when it is >= 512 us: the samples add_delay counts in latency slots 51..74. */
+static __always_inline void add_fine_tail(struct rsched_fine_tail *t, __u32 fine, __u64 *used)
 {
 	__u32 i;
-	if (delta < 512000)
+	if (fine <= RSCHED_HIST_LINEAR_SLOTS)
 		return;
-	i = rsched_hist_fine_slot(delta) - (RSCHED_HIST_LINEAR_SLOTS + 1);
+	i = fine - (RSCHED_HIST_LINEAR_SLOTS + 1);
 	OPAQUE(i);
 	if (i < RSCHED_HIST_FINE_TAIL_SLOTS) {
 		t->slots[i]++;

@@ -480,8 +480,11 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 		if (delta > max_delay_ns) {
 			count_drop(RSCHED_DROP_TOO_LONG);
 		} else {
-			add_delay(&st->delay, delta, &st->used, RSCHED_USED_DELAY);
-			add_fine_tail(&st->delay_tail, delta, &st->used);
+			/* one slot for the thread's and the CPU's histograms and the tail */
+			__u32 fine = rsched_hist_fine_slot(delta);
+			__u32 slot = rsched_fine_to_coarse(fine);
+			add_delay_at(&st->delay, delta, slot, &st->used, RSCHED_USED_DELAY);
+			add_fine_tail(&st->delay_tail, fine, &st->used);
 			if (ON(RSCHED_G_BLAME)) {
 				st->blame.waiter_policy = (__u8)READ(btf, next, policy);
 				st->blame.waiter_prio1 = (__u8)(READ(btf, next, prio) + 1);
@@ -490,7 +493,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 			}
 			mark_dirty(st, next, btf);
 			if (cs)
-				add_delay(&cs->delay, delta, NULL, 0);
+				add_delay_at(&cs->delay, delta, slot, NULL, 0);
 		}
 	}
 	if (ON(RSCHED_G_BLAME))
