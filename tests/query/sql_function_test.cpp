@@ -2,6 +2,7 @@
 #include "rsched/query/reader.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/stats/percentile.hpp"
+#include "rsched/store/hist_functions.hpp"
 #include "rsched/store/writer.hpp"
 
 #include "store_test_util.hpp"
@@ -361,4 +362,81 @@ TEST_CASE("time functions refuse times and windows outside 64-bit ns", "[store]"
         std::numeric_limits<std::int64_t>::min());
   CHECK(scalar_int(r, "SELECT ago('100000d')") ==
         1'700'000'000'000'000'000 - 8'640'000'000'000'000'000);
+}
+
+// issue 36: compare() of two windows of a fresh recording answers at layout 5's precision, so
+// two tails 40 % apart inside one factor-2 bucket come out apart; with layout 1 rows (or one in
+// the window) it answers in layout 1, as before. Whole minutes come from the rollups, the
+// ragged ends from the raw intervals.
+TEST_CASE("compare answers layout 5 windows at layout 5's precision", "[store]") {
+  using namespace rsched::stats;
+  const bool with_tails = GENERATE(true, false);
+  INFO("fine tails " << with_tails);
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  constexpr std::int64_t t0 = 1'700'000'040'000'000'000; // a whole minute
+  constexpr std::int64_t step = 10 * sec;
+  std::mt19937_64 rng(3636);
+  fine_histogram fa;
+  fine_histogram fb;
+  histogram ca{layout::latency, {}};
+  histogram cb{layout::latency, {}};
+  {
+    auto w = writer::open(path);
+    REQUIRE(w.ok());
+    for (int n = 0; n < 36; ++n) {
+      const bool first = n < 18; // A: ~4.3-5.0 ms waits, B: ~6.6-7.0 ms; one layout 1 bucket
+      std::vector<std::uint64_t> d;
+      for (int k = 0; k < 30; ++k) {
+        d.push_back(first ? 4'300'000 + rng() % 700'000 : 6'600'000 + rng() % 400'000);
+      }
+      auto t = make_thread(7, "svc", d);
+      for (const std::uint64_t v : d) {
+        (first ? fa : fb).add(v);
+        (first ? ca : cb).add(v);
+        if (with_tails) {
+          auto &delay = t.m[metric::sched_delay];
+          if (!delay.tail) {
+            delay.tail = rsched::base::make_cached<rsched::metrics::fine_tail>();
+          }
+          delay.tail->slots[rsched_hist_fine_slot(v) - RSCHED_HIST_LINEAR_SLOTS - 1] += 1;
+        }
+      }
+      auto iv = make_interval(t0 + n * step, {t});
+      iv.dur_ns = step;
+      write_ok(*w, iv);
+    }
+  }
+  auto rr = reader::open(path);
+  REQUIRE(rr.ok());
+  auto &r = *rr;
+  const auto at = [](std::int64_t ns) { return std::to_string(ns); };
+  rsched::store::answered_precision() = {};
+  auto t = run(r, "SELECT key, a_p50_ns, a_p99_ns, b_p50_ns, b_p99_ns FROM compare(" + at(t0) +
+                      ", " + at(t0 + 3 * minute) + ", " + at(t0 + 3 * minute + 5 * sec) + ", " +
+                      at(t0 + 6 * minute) + ")");
+  REQUIRE(t.rows.size() == 1);
+  CHECK(as_text(t.rows[0][0]) == "svc");
+  const auto want = [&](const auto &a, const auto &b) {
+    CHECK(static_cast<std::uint64_t>(as_int(t.rows[0][1])) == percentile(a, 50)->value);
+    CHECK(static_cast<std::uint64_t>(as_int(t.rows[0][2])) == percentile(a, 99)->value);
+    CHECK(static_cast<std::uint64_t>(as_int(t.rows[0][3])) == percentile(b, 50)->value);
+    CHECK(static_cast<std::uint64_t>(as_int(t.rows[0][4])) == percentile(b, 99)->value);
+  };
+  const auto p99a = static_cast<std::uint64_t>(as_int(t.rows[0][2]));
+  const auto p99b = static_cast<std::uint64_t>(as_int(t.rows[0][4]));
+  if (with_tails) {
+    want(fa, fb);
+    // apart: the two p99 buckets differ and are each at most 12.5 % wide
+    CHECK(percentile(fa, 99)->bounds.hi < p99b);
+    CHECK(percentile(fa, 99)->bounds.width() * 8 <= percentile(fa, 99)->bounds.lo);
+    CHECK(rsched::store::answered_precision().all_fine());
+    CHECK(p99a < p99b);
+  } else {
+    want(ca, cb);
+    // one bucket, [4.096, 8.192) ms, holds both
+    CHECK(percentile(ca, 99)->bounds.lo == percentile(cb, 99)->bounds.lo);
+    CHECK(rsched::store::answered_precision().coarse > 0);
+    CHECK(p99a == p99b); // the issue: two tails 40 % apart print the same
+  }
 }

@@ -24,8 +24,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -134,11 +136,14 @@ private:
   std::unordered_map<std::int64_t, std::optional<value>> key_of_;
 };
 
+using blob_view = std::span<const std::uint8_t>;
+
 // Streams the histogram rows of `m` in intervals overlapping [a, b) of the threads matching
 // `vs`, in time order: on_interval(interval_info) before the first row of each interval that
 // has one, then on_row(key, histogram) per row, the key being the `key` column of the row's
 // thread ("comm", "cgroup" or "pid") or, for a CPU metric, the CPU, and `thread` the row's
-// thread (its thread.id; the CPU for a CPU metric). Nothing is kept: a day of a busy machine is
+// thread (its thread.id; the CPU for a CPU metric). An on_row that takes a blob_view in place of
+// the histogram gets the stored blob undecoded. Nothing is kept: a day of a busy machine is
 // tens of millions of rows. Rows of threads without an identity are skipped.
 template <typename OnInterval, typename OnRow>
 result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
@@ -199,17 +204,26 @@ result<void> scan_rows(sqlite3 *db, metric_source m, std::int64_t a, std::int64_
       }
       k = ***tk;
     }
-    auto h = col_hist(s, 6);
-    if (!h) {
-      return make_error("stored histogram: " + h.err().msg);
-    }
     if (current != id) {
       current = id;
       on_interval(interval_info{id, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2),
                                 sqlite::column_text(s, 3), sqlite3_column_int64(s, 4) != 0});
     }
-    if (auto r = on_row(std::move(k), thread, *h); !r) {
-      return r.err();
+    if constexpr (std::is_invocable_v<OnRow &, value &&, std::int64_t, blob_view>) {
+      // the stored blob as it is (compare reads layout 5 at its own precision)
+      const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 6));
+      const blob_view bytes(p, static_cast<std::size_t>(sqlite3_column_bytes(s, 6)));
+      if (auto r = on_row(std::move(k), thread, bytes); !r) {
+        return r.err();
+      }
+    } else {
+      auto h = col_hist(s, 6);
+      if (!h) {
+        return make_error("stored histogram: " + h.err().msg);
+      }
+      if (auto r = on_row(std::move(k), thread, *h); !r) {
+        return r.err();
+      }
     }
   }
   if (rc != SQLITE_DONE) {
@@ -1223,11 +1237,64 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
 
 namespace {
 
+// A latency histogram at the finest precision its rows allow: layout 5 while every row added is
+// layout 5 (a recording since issue 36), else layout 1, the layout 5 rows coarsened into it
+// exactly (every layout 1 bucket is a union of layout 5 ones).
+struct precise_hist {
+  stats::histogram coarse{stats::layout::latency, {}};
+  stats::fine_histogram fine;
+  bool all_fine = true;
+
+  result<void> add(blob_view b) {
+    if (!b.empty() && b[0] == static_cast<std::uint8_t>(stats::layout::latency_fine)) {
+      auto f = stats::decode_fine(b);
+      if (!f) {
+        return make_error("stored histogram: " + f.err().msg);
+      }
+      stats::merge_into(fine, *f);
+      return stats::merge_into(coarse, *f);
+    }
+    auto h = stats::decode(b);
+    if (!h) {
+      return make_error("stored histogram: " + h.err().msg);
+    }
+    all_fine = false;
+    return stats::merge_into(coarse, *h);
+  }
+  void add(const precise_hist &o) {
+    stats::merge_into(fine, o.fine);
+    all_fine = all_fine && o.all_fine;
+    (void)stats::merge_into(coarse, o.coarse); // both layout 1
+  }
+  [[nodiscard]] bool is_fine() const { return all_fine && fine.total() > 0; }
+  [[nodiscard]] std::uint64_t total() const { return coarse.total(); }
+  [[nodiscard]] std::optional<stats::percentile_result> percentile(double p) const {
+    return is_fine() ? stats::percentile(fine, p) : stats::percentile(coarse, p);
+  }
+  // Samples in buckets whose lower bound is above `ns`, at this histogram's precision.
+  [[nodiscard]] double above(std::uint64_t ns) const {
+    double n = 0;
+    const auto count = [&](const auto &h) {
+      for (std::size_t slot = 0; slot < stats::slot_count(h.kind); ++slot) {
+        if (h.slots[slot] != 0 && stats::bucket_bounds(h.kind, slot).lo > ns) {
+          n += static_cast<double>(h.slots[slot]);
+        }
+      }
+    };
+    if (is_fine()) {
+      count(fine);
+    } else {
+      count(coarse);
+    }
+    return n;
+  }
+};
+
 // Adds the histograms of `m` per key of the intervals of `src` (a tier's rows of `intervals`,
 // or the timeline) that start in [from, to) into `out`.
 result<void> add_starting_in(sqlite3 *db, metric_source m, int tier, std::int64_t from,
                              std::int64_t to, const std::string &key,
-                             std::map<value, stats::histogram> &out) {
+                             std::map<value, precise_hist> &out) {
   const std::string src = tier == 0 ? timeline(db) : "intervals";
   const std::string in_tier = tier == 0 ? "" : fmt::format(" AND i.tier = {}", tier);
   const std::string sql =
@@ -1248,18 +1315,15 @@ result<void> add_starting_in(sqlite3 *db, metric_source m, int tier, std::int64_
   sqlite3_bind_int64(st->get(), 3, m.id);
   int rc = 0;
   while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
-    auto h = col_hist(st->get(), 1);
-    if (!h) {
-      return make_error("stored histogram: " + h.err().msg);
-    }
     value k;
     if (sqlite3_column_type(st->get(), 0) == SQLITE_INTEGER) {
       k = std::int64_t{sqlite3_column_int64(st->get(), 0)};
     } else {
       k = sqlite::column_text(st->get(), 0);
     }
-    auto [it, fresh] = out.try_emplace(std::move(k), stats::histogram{h->kind, {}});
-    if (auto r = stats::merge_into(it->second, *h); !r) {
+    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(st->get(), 1));
+    const blob_view bytes(p, static_cast<std::size_t>(sqlite3_column_bytes(st->get(), 1)));
+    if (auto r = out[std::move(k)].add(bytes); !r) {
       return r.err();
     }
   }
@@ -1274,22 +1338,21 @@ result<void> add_starting_in(sqlite3 *db, metric_source m, int tier, std::int64_
 // hours and minutes from the rollups where exact, the rest from the timeline by start time;
 // the ragged ends keep the timeline's overlap rule (an interval that starts before the first whole
 // minute and reaches into the window counts; one that starts in the whole minutes is theirs).
-result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_context &ctx,
-                                                       metric_source m, std::int64_t a,
-                                                       std::int64_t b, const std::string &key) {
-  std::map<value, stats::histogram> out;
+result<std::map<value, precise_hist>> window_hists(sqlite3 *db, const fn_context &ctx,
+                                                   metric_source m, std::int64_t a, std::int64_t b,
+                                                   const std::string &key) {
+  std::map<value, precise_hist> out;
   const auto add_scanned = [&](std::int64_t x, std::int64_t y,
                                std::optional<std::int64_t> from) -> result<void> {
     bool skip = false; // an interval that started inside the whole minutes: read there
     return scan_rows(
         db, m, x, y, key, victims{},
         [&](const interval_info &iv) { skip = from && iv.start < *from; },
-        [&](value &&k, std::int64_t /*thread*/, const stats::histogram &h) -> result<void> {
+        [&](value &&k, std::int64_t /*thread*/, blob_view h) -> result<void> {
           if (skip) {
             return {};
           }
-          auto [it, fresh] = out.try_emplace(std::move(k), stats::histogram{h.kind, {}});
-          return stats::merge_into(it->second, h);
+          return out[std::move(k)].add(h);
         });
   };
   const auto ceil_min = [](std::int64_t v) {
@@ -1332,8 +1395,6 @@ result<std::map<value, stats::histogram>> window_hists(sqlite3 *db, const fn_con
 } // namespace
 
 result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
-  // Its percentiles are layout 1's (the windows are merged at layout 1's precision).
-  ++store::answered_precision().coarse;
   auto wa = window_args(db, ctx, args, 0, 1, "compare");
   if (!wa) {
     return wa.err();
@@ -1353,9 +1414,10 @@ result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   } else if (by != "comm" && by != "cgroup") {
     return make_error(fmt::format("compare: cannot group by '{}' (comm, cgroup or cpu)", by));
   }
+  // Each side at layout 5's precision where all its rows are layout 5, else layout 1's.
   struct side {
-    stats::histogram a{stats::layout::latency, {}};
-    stats::histogram b{stats::layout::latency, {}};
+    precise_hist a;
+    precise_hist b;
   };
   std::map<value, side> keys;
   for (int which = 0; which < 2; ++which) {
@@ -1366,14 +1428,17 @@ result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     }
     for (const auto &[k, h] : *data) {
       auto &s = keys[k];
-      if (auto r = stats::merge_into(which == 0 ? s.a : s.b, h); !r) {
-        return r.err();
-      }
+      (which == 0 ? s.a : s.b).add(h);
     }
   }
-  auto pct = [](const stats::histogram &h, double p) -> value {
-    const auto r = stats::percentile(h, p);
-    return r ? value{static_cast<std::int64_t>(r->value)} : value{};
+  // A percentile printed, counted at the precision it has (store::answered_precision).
+  auto pct = [](const precise_hist &h, double p) -> value {
+    const auto r = h.percentile(p);
+    if (!r) {
+      return value{};
+    }
+    ++(h.is_fine() ? store::answered_precision().fine : store::answered_precision().coarse);
+    return value{static_cast<std::int64_t>(r->value)};
   };
   struct out_row {
     row r;
@@ -1382,8 +1447,8 @@ result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   };
   std::vector<out_row> tmp;
   for (const auto &[key, s] : keys) {
-    const auto a99 = stats::percentile(s.a, 99);
-    const auto b99 = stats::percentile(s.b, 99);
+    const auto a99 = s.a.percentile(99);
+    const auto b99 = s.b.percentile(99);
     const auto av = a99 ? static_cast<std::int64_t>(a99->value) : 0;
     const auto bv = b99 ? static_cast<std::int64_t>(b99->value) : 0;
     const std::int64_t d = bv - av;
@@ -1392,13 +1457,7 @@ result<rows> compare_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     // Excess: B's samples in buckets entirely above A's p99 (all of B when A had none), minus
     // the 1 % expected above a p99 when nothing changed. It ranks by how much delay changed,
     // so a key with one unlucky sample does not outrank one whose every sample got worse.
-    double above = 0;
-    for (std::size_t slot = 0; slot < stats::slot_count(s.b.kind); ++slot) {
-      if (s.b.slots[slot] != 0 &&
-          (!a99 || stats::bucket_bounds(s.b.kind, slot).lo > a99->bounds.hi)) {
-        above += static_cast<double>(s.b.slots[slot]);
-      }
-    }
+    const double above = a99 ? s.b.above(a99->bounds.hi) : static_cast<double>(s.b.total());
     const double excess = std::max(0.0, above - 0.01 * static_cast<double>(s.b.total()));
     tmp.push_back(
         {{key, static_cast<std::int64_t>(s.a.total()), pct(s.a, 50), pct(s.a, 99),

@@ -22,10 +22,10 @@ namespace rsched::store {
 // The precision of the latency percentiles (and their error bounds) answered on this thread
 // since the caller last reset it: `fine` counts answers at layout 5's buckets, `coarse` answers
 // at any other layout's. hist_percentile, hist_percentile_error, hist_pct and hist_error count
-// theirs, and the table functions that return percentile columns at layout 1 (spikes, compare)
-// count as coarse. rsched-sql resets it before a statement and prints the statement's percentile
-// columns in layout 5's buckets only when all_fine() (docs/SQL.md, "Percentiles"). Per thread:
-// SQLite calls a function on the thread that steps its statement.
+// theirs, compare() each percentile it returns, and spikes() (peak_ns, layout 1's) one coarse.
+// rsched-sql resets it before a statement and prints the statement's percentile columns in layout
+// 5's buckets only when all_fine() (docs/SQL.md, "Percentiles"). Per thread: SQLite calls a
+// function on the thread that steps its statement.
 struct answer_precision {
   std::uint64_t fine = 0;
   std::uint64_t coarse = 0;
