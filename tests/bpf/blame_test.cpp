@@ -388,7 +388,8 @@ std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> by_pid(const std::
 }
 
 // A switch storm on one CPU: two processes, both named rs-storm, ping-pong through pipes at
-// SCHED_FIFO 1 in bursts of `burst_ms` with 10 ms pauses; a nice 0 victim spins on the same CPU
+// SCHED_FIFO 1 in bursts of `burst_ms` (longer where the machine switches slowly: below) with
+// 10 ms pauses; a nice 0 victim spins on the same CPU
 // and waits out every burst, so each of its waits spans (burst rate x burst) runs: the old ring
 // of 512 recent runs left 82 % of such waits <unknown>. The storm counts its round trips, so
 // the runs per wait are measured, not assumed.
@@ -425,8 +426,17 @@ void run_storm(const std::string &mode, int burst_ms) {
     sleep_ns(50'000'000); // the victim runs first
     while (mono_ns() < end) {
       ++bursts;
-      const std::uint64_t until = mono_ns() + static_cast<std::uint64_t>(burst_ms) * 1'000'000;
-      while (mono_ns() < until) {
+      // A burst lasts burst_ms, and on a slow machine (a busy host halves the switch rate) until
+      // it made 6,500 round trips (13,000 runs), so a wait out of it spans >= 10,000 runs; at
+      // most 1 s.
+      const std::uint64_t start = mono_ns();
+      const std::uint64_t until = start + static_cast<std::uint64_t>(burst_ms) * 1'000'000;
+      const std::uint64_t cap = start + 1'000'000'000;
+      for (std::uint64_t k = 0;; ++k) {
+        const std::uint64_t t = mono_ns();
+        if (t >= cap || (t >= until && k >= 6'500)) {
+          break;
+        }
         if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1) {
           _exit(6);
         }
