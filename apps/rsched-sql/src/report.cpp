@@ -1,6 +1,7 @@
 // report (pictures.hpp): one self-contained HTML page for a window, to attach to a postmortem.
 // No scripts, fonts or images from anywhere: inline CSS and inline SVG.
 #include "rsched/base/text.hpp"
+#include "rsched/sql_shell/output.hpp"
 #include "rsched/sql_shell/pictures.hpp"
 #include "rsched/stats/percentile.hpp"
 
@@ -39,6 +40,13 @@ std::string text_of(const query::value &v) {
 std::string dur_of(const query::value &v) {
   const auto i = int_of(v);
   return i ? text::format_duration_ns(static_cast<double>(*i)) : std::string("–");
+}
+
+// spikes()' peak_ns as the bucket that holds it, the precision it has (layout 1's: the
+// summaries spikes() reads keep layout 1's buckets), as the shell prints it: not "15.0 ms".
+std::string peak_of(const query::value &v) {
+  const auto i = int_of(v);
+  return i ? format_percentile_ns(static_cast<double>(*i)) : std::string("–");
 }
 
 constexpr const char *css = R"(
@@ -539,7 +547,7 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
                            {timefmt::format_time(int_of(sp[0]).value_or(0), zone), false},
                            {dur_of(sp[2]), true},
                            {victim_text(sp), false},
-                           {dur_of(sp[3]), true},
+                           {peak_of(sp[3]), true},
                            {text_of(sp[5]), false}});
         }
       }
@@ -651,7 +659,7 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
                       {timefmt::format_time(int_of(s[0]).value_or(0), zone), false},
                       {dur_of(s[2]), true},
                       {victim_text(s), false},
-                      {dur_of(s[3]), true},
+                      {peak_of(s[3]), true},
                       {text_of(s[5]), false}});
     }
     if (rows.empty()) {
