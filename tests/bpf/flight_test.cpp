@@ -226,9 +226,12 @@ TEST_CASE("flight recorder: a staged stall is captured once per crossing within 
     }
     REQUIRE(in != 0);
     for (const auto &e : d->events) {
-      if (e.cpu == cpu && e.kind == trace::event_kind::sched_switch && e.ts > in && out == 0) {
-        out = e.ts;
-        CHECK(e.pid == r.hog);
+      // The hog's last switch-out there within 400 ms: since kernel 6.12 the fair server may
+      // run CFS tasks for a few ms inside a FIFO burst (65 ms in once on a slow host), so its
+      // first switch-out is not always the burst's end.
+      if (e.cpu == cpu && e.kind == trace::event_kind::sched_switch && e.ts > in &&
+          e.ts < in + 400'000'000 && e.pid == r.hog) {
+        out = std::max(out, e.ts);
       }
       // The victim woke during the burst (it sleeps 2 ms at a time), or was preempted by it.
       woken = woken ||
@@ -236,6 +239,7 @@ TEST_CASE("flight recorder: a staged stall is captured once per crossing within 
                e.ts + 5'000'000 > in && e.ts < in + 300'000'000) ||
               (e.kind == trace::event_kind::sched_switch && e.ts == in && e.pid == r.victim);
     }
+    REQUIRE(out > in);
     CHECK(out - in >= 120'000'000); // it held the CPU longer than the threshold
     CHECK(woken);
   }
@@ -303,9 +307,14 @@ TEST_CASE("flight recorder: a staged stall is captured once per crossing within 
     INFO("victim's longest waits by burst (ms): "
          << longest[0] / 1'000'000 << " " << longest[1] / 1'000'000 << " " << longest[2] / 1'000'000
          << " " << longest[3] / 1'000'000);
+    // Three of the four at least: the fair server (kernel 6.12+: CFS tasks get up to 50 ms a
+    // second under RT starvation) can let the victim run inside a burst; once, on a slow host,
+    // it waited at most 0.26 ms in the third.
+    int waited = 0;
     for (auto l : longest) {
-      CHECK(l > 200'000'000);
+      waited += l > 200'000'000 ? 1 : 0;
     }
+    CHECK(waited >= 3);
   }
 }
 
