@@ -94,8 +94,9 @@ public:
         d = 500'000 + rng_() % 19'500'000;
       }
       if (d >= 512'000) {
-        ++t.delay_tail.slots[rsched_hist_fine_slot(d) - RSCHED_HIST_LINEAR_SLOTS - 1];
-        t.used |= 1ULL << RSCHED_USED_DELAY_TAIL;
+        const std::uint32_t i = rsched_hist_fine_slot(d) - RSCHED_HIST_LINEAR_SLOTS - 1;
+        ++t.delay_tail.slots[i];
+        t.used |= rsched_tail_bit(i);
       }
       const auto slot = rsched_hist_slot(d);
       ++t.delay.count;

@@ -63,12 +63,12 @@ rsched_task_record make_record(std::uint32_t tid, std::uint32_t groups, const ch
       slot = ++v;
     }
   };
-  const bool tail_used = (used >> RSCHED_USED_DELAY_TAIL & 1U) != 0;
   if ((groups & RSCHED_G_LATENCY) != 0) {
     fill(r.st.delay);
     fill_depth(r.st.depth);
-    for (auto &slot : r.st.delay_tail.slots) { // 32-bit counters: near their wrap
-      slot = tail_used ? static_cast<std::uint32_t>(0xFFFFFF00U + ++v) : 0;
+    for (std::uint32_t i = 0; i < RSCHED_HIST_FINE_TAIL_SLOTS; ++i) { // 32-bit: near their wrap
+      r.st.delay_tail.slots[i] =
+          (used & rsched_tail_bit(i)) != 0 ? static_cast<std::uint32_t>(0xFFFFFF00U + ++v) : 0;
     }
   }
   if ((groups & RSCHED_G_SLICE) != 0) {
@@ -118,8 +118,10 @@ void append_compact(std::vector<char> &out, const rsched_task_record &whole, std
                     bool garble = false) {
   rsched_task_record r = whole;
   if (garble) {
-    if ((r.st.used >> RSCHED_USED_DELAY_TAIL & 1U) == 0) {
-      std::memset(&r.st.delay_tail, 0xAB, sizeof(r.st.delay_tail));
+    for (std::uint32_t i = 0; i < RSCHED_HIST_FINE_TAIL_SLOTS; ++i) {
+      if ((r.st.used & rsched_tail_bit(i)) == 0) {
+        r.st.delay_tail.slots[i] = 0xABABABABU + i;
+      }
     }
     for (const auto &h : hists(r.st)) {
       for (std::size_t i = 0; i < h.slots; ++i) {
@@ -216,24 +218,35 @@ TEST_CASE("the default groups' compact record is a third of a whole one", "[coll
   CHECK(sizeof(rsched_task_record) == 6960);
 }
 
-TEST_CASE("the scheduling delay's fine tail is read from a compact record only when its bit is set",
-          "[collect][abi]") {
+TEST_CASE(
+    "the scheduling delay's fine tail is read from a compact record in the groups whose bit is set",
+    "[collect][abi]") {
   constexpr auto delay = rsched::metrics::id::sched_delay;
-  for (const bool with_tail : {true, false}) {
-    INFO("tail " << with_tail);
-    const std::uint64_t used = with_tail ? all_used : all_used & ~(1ULL << RSCHED_USED_DELAY_TAIL);
+  // All of it, none, and a thread whose waits reached only the second and the last group of
+  // RSCHED_TAIL_SPAN slots (8-128 ms, and the open top).
+  constexpr std::uint64_t tail_mask = RSCHED_USED_TAIL_MASK;
+  constexpr std::uint32_t span = RSCHED_TAIL_SPAN;
+  constexpr std::uint32_t tail_slots = RSCHED_HIST_FINE_TAIL_SLOTS;
+  const std::uint64_t some =
+      (all_used & ~tail_mask) | rsched_tail_bit(span) | rsched_tail_bit(tail_slots - 1);
+  for (const std::uint64_t used : {all_used, all_used & ~tail_mask, some}) {
+    const bool with_tail = (used & tail_mask) != 0;
+    INFO("used " << std::hex << used);
     const auto rec = make_record(30, RSCHED_G_LATENCY, "tail", used);
     std::vector<char> bytes;
-    append_compact(bytes, rec, RSCHED_G_LATENCY, true); // a clear bit: the tail is garbage
+    append_compact(bytes, rec, RSCHED_G_LATENCY, true); // a clear bit: its group is garbage
     std::vector<thread_sample> got;
     REQUIRE(parse_iter_records(bytes, RSCHED_G_LATENCY, got));
     REQUIRE(got.size() == 1);
     const auto &v = got[0].c.m[delay];
     REQUIRE((v.tail != nullptr) == with_tail);
     if (with_tail) {
+      std::size_t nonzero = 0;
       for (std::size_t s = 0; s < v.tail->slots.size(); ++s) {
-        CHECK(v.tail->slots[s] == rec.st.delay_tail.slots[s]);
+        CHECK(v.tail->slots[s] == rec.st.delay_tail.slots[s]); // zero where its bit is clear
+        nonzero += v.tail->slots[s] != 0 ? 1U : 0U;
       }
+      CHECK(nonzero == (used == some ? span + tail_slots % span : tail_slots));
     }
     CHECK(same(got[0], from_abi(rec))); // the whole record reads the same
   }

@@ -10,8 +10,8 @@
  * drain_one() and release_one(), and their struct drain_ctx.
  *
  * Expects, from rsched.bpf.c: the rodata dirty_list, dirty_cap and groups (ON()); the maps
- * dirty_tasks (struct dirty_entry), drain_out and task_state; the globals dirty_epoch, dirty_n,
- * drain_sel and drain_epoch (dirty_flip sets the last two). From state.bpf.h: fill_attr();
+ * dirty_tasks (struct dirty_entry), drain_out and task_state; the globals blame_epoch, dirty_epoch,
+ * dirty_n, drain_sel and drain_epoch (dirty_flip sets the last two). From state.bpf.h: fill_attr();
  * from hist.bpf.h: copy_hist().
  */
 #ifndef RSCHED_DIRTY_BPF_H
@@ -57,10 +57,34 @@ struct drain_ctx {
 	__u32 emitted; /* records written to drain_out */
 };
 
-/* Writes the compact record of `t` (sched_abi.h) into a drain_out value. Offsets are constants
- * for the verifier: `groups` is frozen rodata. */
+/* Copies a thread's blame into a record: the arrays before the slots and the fields after them
+ * whole, and of the 16 culprit slots (56 bytes each) only those a reader takes: a slot that
+ * took a culprit (gen != 0) and, in a `live` record, was updated in one of the last three read
+ * epochs (collect's blame_from skips the others: their counts were read before; it judges by
+ * the record's own epoch array, which is copied first, so both sides decide on the same value).
+ * Final and segment records (read with no epoch) take every slot in use. A busy thread's stale
+ * slots are most of its 1.2 KB of blame, read from cold memory at every drain otherwise. */
+static __always_inline void copy_blame(char *dst, const struct rsched_blame *src, bool live)
+{
+	const __u32 head = __builtin_offsetof(struct rsched_blame, slot);
+	const __u32 after = __builtin_offsetof(struct rsched_blame, idle_ns);
+	struct rsched_blame *b = (struct rsched_blame *)dst;
+	__u16 now = (__u16)blame_epoch;
+
+	__builtin_memcpy(dst, src, head);
+	__builtin_memcpy(dst + after, (const char *)src + after, sizeof(*src) - after);
+#pragma unroll
+	for (__u32 i = 0; i < RSCHED_BLAME_SLOTS; i++) {
+		if (b->gen[i] && (!live || (__u16)(now - b->epoch[i]) < 3))
+			__builtin_memcpy(&b->slot[i], &src->slot[i], sizeof(src->slot[i]));
+	}
+}
+
+/* Writes the compact record of `t` (sched_abi.h) into `out` (a drain_out value, a segment record
+ * or the scratch record of a final one); `live` for the drain's records (see copy_blame).
+ * Offsets are constants for the verifier: `groups` is frozen rodata. */
 static __always_inline void write_record(char *out, struct task_struct *t,
-					 struct rsched_task_state *st)
+					 struct rsched_task_state *st, bool live)
 {
 	struct rsched_task_ident *id = (struct rsched_task_ident *)out;
 	__u64 used = st->used;
@@ -79,9 +103,8 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 		copy_hist((__u64 *)(out + off), (const __u64 *)&st->depth, RSCHED_DEPTH_SLOTS, used,
 			  RSCHED_USED_DEPTH);
 		off += sizeof(st->depth);
-		/* the fine tail whole, only when a delay reached 512 us */
-		if (used & (1ULL << RSCHED_USED_DELAY_TAIL))
-			__builtin_memcpy(out + off, &st->delay_tail, sizeof(st->delay_tail));
+		/* the fine tail's groups of 4 octaves that a delay reached (from 512 us) */
+		copy_tail(out + off, &st->delay_tail, used);
 		off += sizeof(st->delay_tail);
 	}
 	if (ON(RSCHED_G_SLICE)) {
@@ -117,11 +140,7 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 		off += RSCHED_ITER_PERF_BYTES;
 	}
 	if (ON(RSCHED_G_BLAME)) {
-		__u64 *b = (__u64 *)(out + off);
-		const __u64 *src = (const __u64 *)&st->blame;
-#pragma unroll
-		for (int i = 0; i < RSCHED_ITER_BLAME_BYTES / 8; i++)
-			b[i] = src[i];
+		copy_blame(out + off, &st->blame, live);
 		off += RSCHED_ITER_BLAME_BYTES;
 	}
 	if (ON(RSCHED_G_WAKEUP)) {
@@ -155,7 +174,7 @@ static long drain_one(__u32 i, struct drain_ctx *c)
 		char *out = bpf_map_lookup_elem(&drain_out, &o);
 		if (out) {
 			st->drained = drain_epoch;
-			write_record(out, t, st);
+			write_record(out, t, st, true);
 			c->emitted = o + 1;
 		}
 	}

@@ -7,7 +7,8 @@
  * for a slot already known; add_fine_tail(), the scheduling delay's fine slots from 512 us
  * (rsched_hist_fine_slot, whose coarse slot is the delay's latency slot); add_bounded(),
  * the same within a limit (past it, a discard counted in drops); copy_hist(), which copies a
- * histogram into a compact record, reading only the slot groups whose `used` bit is set.
+ * histogram into a compact record, reading only the slot groups whose `used` bit is set, and
+ * copy_tail(), the same for a fine tail.
  *
  * Expects: OPAQUE() from rsched.bpf.c; count_drop() from state.bpf.h (the drops map).
  */
@@ -37,7 +38,8 @@ static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta,
 }
 
 /* Counts a delay of fine slot `fine` (rsched_hist_fine_slot) in a thread's fine tail (struct
- * rsched_fine_tail) when it is >= 512 us: the samples add_delay counts in latency slots 51..74. */
+ * rsched_fine_tail) when it is >= 512 us: the samples add_delay counts in latency slots 51..74.
+ * Sets the used bit of the slot's group of RSCHED_TAIL_SPAN (its 4 octaves). */
 static __always_inline void add_fine_tail(struct rsched_fine_tail *t, __u32 fine, __u64 *used)
 {
 	__u32 i;
@@ -47,7 +49,7 @@ static __always_inline void add_fine_tail(struct rsched_fine_tail *t, __u32 fine
 	OPAQUE(i);
 	if (i < RSCHED_HIST_FINE_TAIL_SLOTS) {
 		t->slots[i]++;
-		*used |= 1ULL << RSCHED_USED_DELAY_TAIL;
+		*used |= rsched_tail_bit(i);
 	}
 }
 
@@ -78,6 +80,24 @@ static __always_inline void copy_hist(__u64 *dst, const __u64 *src, __u32 nslots
 		for (__u32 i = g * RSCHED_USED_SPAN; i < (g + 1) * RSCHED_USED_SPAN && i < nslots;
 		     i++)
 			dst[2 + i] = src[2 + i];
+	}
+}
+
+/* Copies the groups of a fine tail (RSCHED_TAIL_SPAN slots each) whose used bit is set into a
+ * record; the others are zero in the state and left unwritten (most threads never wait 8 ms: of
+ * the tail's 12 cache lines, a drain then reads two). */
+static __always_inline void copy_tail(char *dst, const struct rsched_fine_tail *src, __u64 used)
+{
+#pragma unroll
+	for (__u32 g = 0;
+	     g < (RSCHED_HIST_FINE_TAIL_SLOTS + RSCHED_TAIL_SPAN - 1) / RSCHED_TAIL_SPAN; g++) {
+		const __u32 first = g * RSCHED_TAIL_SPAN;
+		const __u32 n = first + RSCHED_TAIL_SPAN <= RSCHED_HIST_FINE_TAIL_SLOTS
+					? RSCHED_TAIL_SPAN
+					: RSCHED_HIST_FINE_TAIL_SLOTS - first;
+		if (used & rsched_tail_bit(first))
+			__builtin_memcpy(dst + first * sizeof(__u32), &src->slots[first],
+					 n * sizeof(__u32));
 	}
 }
 

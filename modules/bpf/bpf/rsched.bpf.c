@@ -82,12 +82,14 @@ struct {
 	__type(value, struct rsched_task_record);
 } task_hash SEC(".maps");
 
-/* (tid, start_time) -> final record of an exited thread; drained by user space */
+/* (tid, start_time) -> final record of an exited thread; drained by user space. The value is a
+ * compact record in tp_btf mode, a whole rsched_task_record in raw_tp mode (sized by user space
+ * before load, hence sizes and not BTF types). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__type(key, struct rsched_task_key);
-	__type(value, struct rsched_task_record);
+	__uint(key_size, sizeof(struct rsched_task_key));
+	__uint(value_size, sizeof(struct rsched_task_record));
 } graveyard SEC(".maps");
 
 /* 0 -> per-CPU cumulative stats */
@@ -941,7 +943,7 @@ static __always_inline void close_attr(struct task_struct *t, struct rsched_task
 	rec = bpf_ringbuf_reserve(&segments, segment_record_size, 0);
 	if (rec) {
 		if (btf) {
-			write_record((char *)rec, t, st);
+			write_record((char *)rec, t, st, false);
 		} else {
 			fill_key(&rec->id, t, false);
 			fill_attr(&rec->id, st);

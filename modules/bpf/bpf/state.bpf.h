@@ -8,7 +8,8 @@
  * a thread's final record into the graveyard (bury, task_dead).
  *
  * Expects, from rsched.bpf.c: the maps drops, task_state, task_hash, graveyard, zero_record and
- * scratch, and the global buried; from task.bpf.h: READ(), cgroup_of(), comm_of(), fill_key().
+ * scratch, and the global buried; from task.bpf.h: READ(), cgroup_of(), comm_of(), fill_key();
+ * from dirty.bpf.h (declared here): write_record().
  */
 #ifndef RSCHED_STATE_BPF_H
 #define RSCHED_STATE_BPF_H
@@ -102,7 +103,14 @@ static __always_inline struct rsched_task_state *state_of(struct task_struct *t,
 	return &rec->st;
 }
 
-/* The thread `t` made its final switch: bury its cumulative record. */
+static __always_inline void write_record(char *out, struct task_struct *t,
+					 struct rsched_task_state *st, bool live); /* dirty.bpf.h */
+
+/* The thread `t` made its final switch: bury its cumulative record. In tp_btf mode that is the
+ * compact record (sched_abi.h), as the drain writes it: only the parts the run's groups fill and
+ * the histogram groups the thread used are read from its state, and the graveyard's values are
+ * that size. A whole 6.9 KB state copied twice per exit (in and out of the scratch record) was
+ * most of what a short-lived thread cost (bench/bpf_cost.py, stress-ng --sleep). */
 static __always_inline void task_dead(struct task_struct *t, struct rsched_task_state *st, bool btf)
 {
 	struct rsched_task_record *scr;
@@ -112,10 +120,7 @@ static __always_inline void task_dead(struct task_struct *t, struct rsched_task_
 		scr = bpf_map_lookup_elem(&scratch, &zero);
 		if (!scr)
 			return;
-		scr->id.flags = 0;
-		fill_key(&scr->id, t, true);
-		fill_attr(&scr->id, st);
-		bpf_probe_read_kernel(&scr->st, sizeof(scr->st), st);
+		write_record((char *)scr, t, st, false);
 		bury(scr);
 		return;
 	}

@@ -340,6 +340,12 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   if (int err = bpf_map__set_max_entries(s->maps.graveyard, opt.graveyard_entries); err != 0) {
     return make_error("bad graveyard map size: " + errno_text(err), -err);
   }
+  // Final records are the size of a segment record: compact in tp_btf mode (a third of a whole
+  // one with the default groups, in the copy an exit makes and in the preallocated map).
+  if (int err = bpf_map__set_value_size(s->maps.graveyard, static_cast<__u32>(p->segment_size));
+      err != 0) {
+    return make_error("bad graveyard record size: " + errno_text(err), -err);
+  }
 
   if (int err = rsched_bpf::load(s); err != 0) {
     return load_error(err);

@@ -61,6 +61,33 @@ template <typename K, typename V> result<void> read_batch(int fd, bool drain, st
   }
 }
 
+// Reads every value of a hash map of `value_size`-byte values, appended to `out` back to back,
+// with lookup_and_delete in batches (the graveyard, whose value size is set at load).
+result<void> drain_bytes(int fd, std::size_t key_size, std::size_t value_size,
+                         std::vector<char> &out) {
+  constexpr __u32 chunk = 256;
+  std::vector<char> keys(chunk * key_size);
+  std::vector<char> vals(chunk * value_size);
+  __u32 batch = 0;
+  bool first = true;
+  LIBBPF_OPTS(bpf_map_batch_opts, opts);
+  for (;;) {
+    __u32 count = chunk;
+    const int rc = bpf_map_lookup_and_delete_batch(fd, first ? nullptr : &batch, &batch,
+                                                   keys.data(), vals.data(), &count, &opts);
+    const int err = rc < 0 ? errno : 0;
+    first = false;
+    out.insert(out.end(), vals.begin(),
+               vals.begin() + static_cast<std::ptrdiff_t>(count * value_size));
+    if (rc < 0) {
+      if (err == ENOENT) {
+        return {}; // end of map
+      }
+      return make_error("reading a BPF map failed: " + errtext(err), err);
+    }
+  }
+}
+
 // Reads the task iterator's records and converts them into `out` as they arrive: `buf` (kept by
 // the caller, so its capacity is reused from read to read) holds one read's bytes plus the
 // partial record a read may end in, never the whole output. A full read at 10,000 threads
@@ -165,17 +192,27 @@ result<snapshot> bpf_source::read() {
       from_abi(rec, snap.live.emplace_back(), epoch);
     }
   }
-  std::vector<rsched_task_record> dead;
-  // Read after the live threads, so a record counted here was inserted before this read.
+  // Read after the live threads, so a record counted here was inserted before this read. Final
+  // records are laid out as segment records: compact in tp_btf mode, whole in raw_tp mode.
   if (const std::uint64_t buried = prog_.buried(); buried != buried_seen_) {
     buried_seen_ = buried;
-    if (auto r = read_batch<rsched_task_key>(prog_.graveyard_fd(), true, dead); !r) {
+    dead_buf_.clear();
+    const std::size_t size = prog_.segment_record_size();
+    if (auto r = drain_bytes(prog_.graveyard_fd(), sizeof(rsched_task_key), size, dead_buf_); !r) {
       return r.err();
     }
-  }
-  snap.dead.reserve(dead.size());
-  for (const auto &rec : dead) {
-    from_abi(rec, snap.dead.emplace_back());
+    if (prog_.mode() == bpf::attach_mode::tp_btf) {
+      if (auto r = parse_timed(dead_buf_, prog_.groups(), snap.dead, snap.parse_cpu_ns); !r) {
+        return r.err();
+      }
+    } else {
+      snap.dead.reserve(dead_buf_.size() / size);
+      for (std::size_t off = 0; off + size <= dead_buf_.size(); off += size) {
+        rsched_task_record rec;
+        std::memcpy(&rec, dead_buf_.data() + off, sizeof(rec));
+        from_abi(rec, snap.dead.emplace_back());
+      }
+    }
   }
   // Segments last: every segment that a live or final record above counts was written before
   // that record was read, so it is in the buffer now.

@@ -87,7 +87,7 @@ void from_abi(const rsched_task_record &r, thread_sample &t, std::uint32_t blame
   t.segment = (r.id.flags & RSCHED_TASK_SEGMENT) != 0;
   t.seg = r.id.seg;
   fill_kernel(t.c.m, r.st);
-  fill_tail(t.c.m, r.st.delay_tail, (r.st.used >> RSCHED_USED_DELAY_TAIL & 1U) != 0);
+  fill_tail(t.c.m, r.st.delay_tail, (r.st.used & RSCHED_USED_TAIL_MASK) != 0);
   t.c.migrations = {r.st.migrations, r.st.cross_ccx, r.st.cross_numa};
   for (std::size_t i = 0; i < t.c.counters.size(); ++i) {
     t.c.counters[i] = r.st.counters[i];

@@ -48,10 +48,16 @@ const char *take_hist(const char *at, metrics::set<S> &m, std::size_t i, stats::
 const char *take_tail(const char *at, metrics::thread_set &m, std::uint64_t used) {
   static_assert(offsetof(rsched_task_state, delay_tail) ==
                 offsetof(rsched_task_state, depth) + sizeof(rsched_depth_stats));
-  const bool tail_used = (used >> RSCHED_USED_DELAY_TAIL & 1U) != 0;
-  if (tail_used) {
-    rsched_fine_tail tail;
-    std::memcpy(&tail, at, sizeof(tail));
+  if ((used & RSCHED_USED_TAIL_MASK) != 0) {
+    // Only the groups of RSCHED_TAIL_SPAN slots whose bit is set were written.
+    rsched_fine_tail tail{};
+    for (std::uint32_t first = 0; first < RSCHED_HIST_FINE_TAIL_SLOTS; first += RSCHED_TAIL_SPAN) {
+      if ((used & rsched_tail_bit(first)) != 0) {
+        const std::uint32_t n =
+            std::min<std::uint32_t>(RSCHED_TAIL_SPAN, RSCHED_HIST_FINE_TAIL_SLOTS - first);
+        std::memcpy(&tail.slots[first], at + first * sizeof(__u32), n * sizeof(__u32));
+      }
+    }
     fill_tail(m, tail, true);
   }
   return at + sizeof(rsched_fine_tail);

@@ -188,8 +188,20 @@ enum rsched_used_bit {
 	RSCHED_USED_SLICE_INVOL = 28, /* 10 groups */
 	RSCHED_USED_SLEEP = 38,	      /* 10 groups */
 	RSCHED_USED_WAKING = 48,      /* 10 groups */
-	RSCHED_USED_DELAY_TAIL = 58,  /* 1 bit: the whole of delay_tail (any sample >= 512 us) */
+	RSCHED_USED_DELAY_TAIL = 58,  /* 6 groups of delay_tail (RSCHED_TAIL_SPAN slots each) */
+	/* Slots of delay_tail per used bit: 32 (4 octaves, 128 bytes, two cache lines), so that
+	 * the drain and a final record copy only the octaves a thread's delays reached. */
+	RSCHED_TAIL_SPAN = 32,
 };
+
+/* The used bit of delay_tail slot `i` (0-based in the tail). */
+static inline __u64 rsched_tail_bit(__u32 i)
+{
+	return 1ULL << (RSCHED_USED_DELAY_TAIL + i / RSCHED_TAIL_SPAN);
+}
+
+/* All of delay_tail's used bits (any sample >= 512 us sets one). */
+#define RSCHED_USED_TAIL_MASK (~0ULL << RSCHED_USED_DELAY_TAIL)
 
 /* The fine tail of a thread's scheduling delay: fine slots 51..235 (layout 5, sched_abi.h's
  * rsched_hist_fine_slot) of the samples >= 512 us, also counted in delay's latency slots 51..74
@@ -373,10 +385,11 @@ struct rsched_task_record {
  *   wakeup                                      RSCHED_G_WAKEUP
  * The parts left out are zero for the whole run (their groups' code is dead). In a histogram, the
  * slot groups whose `used` bit is clear are zero in the kernel and undefined in the record (the
- * drain does not write them); readers must take only the used groups (delay_tail: all of it when
- * RSCHED_USED_DELAY_TAIL is set, none otherwise). With the default groups a record is 1944 bytes
- * instead of 5808. The graveyard and the raw_tp map keep whole
- * rsched_task_record values. */
+ * drain does not write them); readers must take only the used groups (delay_tail too: its groups of
+ * RSCHED_TAIL_SPAN slots, bits RSCHED_USED_DELAY_TAIL..63). With the default groups a record is
+ * 1944 bytes instead of 5808. In tp_btf mode the graveyard's final records are compact too (an
+ * exiting thread's bury reads and copies only what its groups filled); in raw_tp mode the
+ * graveyard and the tid-keyed map keep whole rsched_task_record values. */
 enum {
 	RSCHED_ITER_LATENCY_BYTES = sizeof(struct rsched_delay_stats) +
 				    sizeof(struct rsched_depth_stats) +
@@ -490,6 +503,11 @@ RSCHED_ABI_ASSERT((int)RSCHED_USED_SLICE_VOL - (int)RSCHED_USED_DEPTH ==
 		  "depth groups");
 RSCHED_ABI_ASSERT((int)RSCHED_USED_WAKING + 10 <= 64, "used bits fit");
 RSCHED_ABI_ASSERT((int)RSCHED_USED_DELAY_TAIL == (int)RSCHED_USED_WAKING + 10, "tail bit");
+RSCHED_ABI_ASSERT((int)RSCHED_USED_DELAY_TAIL +
+				  ((int)RSCHED_HIST_FINE_TAIL_SLOTS + (int)RSCHED_TAIL_SPAN - 1) /
+					  (int)RSCHED_TAIL_SPAN ==
+			  64,
+		  "tail groups fill the used mask");
 /* Fine layout: the 51 slots below 512 us, 8 per octave of the 23 coarse log2 slots, the open top.
  */
 RSCHED_ABI_ASSERT((int)RSCHED_HIST_FINE_SLOTS ==

@@ -113,7 +113,8 @@ public:
   // compact record (sched_abi.h) in tp_btf mode, a whole rsched_task_record in raw_tp mode;
   // appended to `out` back to back. Returns how many.
   result<std::size_t> read_segments(std::vector<char> &out);
-  // The size of one segment record in bytes.
+  // The size of one segment record in bytes, and of one final record in the graveyard (the
+  // same layout: compact in tp_btf mode, a whole rsched_task_record in raw_tp mode).
   [[nodiscard]] std::size_t segment_record_size() const;
   // Whether a move of a whole process to another cgroup reaches all its threads (tp_btf with
   // the kernel's open-coded task iterator) or only the thread the kernel names.

@@ -44,6 +44,7 @@ private:
   std::uint64_t buried_seen_ = 0; // the programs' burial count at the last graveyard drain
   std::vector<char> iter_buf_;    // the task iterator's bytes, reused from read to read
   std::vector<char> seg_buf_;     // segment records' bytes, reused from read to read
+  std::vector<char> dead_buf_;    // final records' bytes (the graveyard), reused likewise
   // Wakeup group: the kernel stacks resolved so far (by the stack map's id), and the symbols,
   // read at the first stack.
   kernel_stacks stacks_;
