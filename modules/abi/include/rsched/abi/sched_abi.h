@@ -331,9 +331,11 @@ struct rsched_task_state {
 	__u32 drained;
 	__u32 seg; /* attributions closed so far (segment records emitted or dropped) */
 	__u32 pad;
-	__u64 counters[RSCHED_COUNTER_SLOTS]; /* perf counter deltas charged to this thread */
 	/* Blame (BPF-internal): the CPU whose runqueue the thread waits on while enqueue_ns is set,
-	 * and since when (a migration while waiting moves it; the wait before is <unknown>). */
+	 * and since when (a migration while waiting moves it; the wait before is <unknown>). Kept
+	 * in the cache line of the migration counts and `dirty`, which a wakeup, a preemption and
+	 * a switch-in touch anyway (asserted below): a thread's state is cold memory when
+	 * thousands of threads take turns. */
 	__u32 wait_cpu;
 	__u32 blame_hint; /* the culprit slot found last (checked first) */
 	__u64 wait_since;
@@ -341,10 +343,11 @@ struct rsched_task_state {
 	 * up to wait_since), was on CPU mig_cpu[i]; oldest first, nmig of them. Each is blamed at
 	 * switch-in on that CPU's runners. A wait moved more than RSCHED_MIG_PARTS times keeps its
 	 * newest parts; only the dropped oldest is <unknown>. */
-	__u64 mig_at[RSCHED_MIG_PARTS];
-	__u32 mig_cpu[RSCHED_MIG_PARTS];
 	__u32 nmig;
 	__u32 pad2;
+	__u64 mig_at[RSCHED_MIG_PARTS];
+	__u32 mig_cpu[RSCHED_MIG_PARTS];
+	__u64 counters[RSCHED_COUNTER_SLOTS]; /* perf counter deltas charged to this thread */
 	struct rsched_blame blame;   /* who ran while it waited, who preempted it (blame group) */
 	struct rsched_wakeup wakeup; /* its sleeps and their wakers (wakeup group) */
 };
@@ -493,6 +496,10 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "record layout");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 64, "state layout");
+/* A wait's bookkeeping shares one cache line with `dirty` and the migration counts. */
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, migrations) / 64 ==
+			  (__builtin_offsetof(struct rsched_task_state, pad2) + 3) / 64,
+		  "wait line");
 /* Used-bit groups: ceil(75 / 8) = 10 per latency histogram, 64 / 8 = 8 for depth; 58 bits. */
 RSCHED_ABI_ASSERT((int)RSCHED_USED_DEPTH - (int)RSCHED_USED_DELAY ==
 			  ((int)RSCHED_HIST_SLOTS + (int)RSCHED_USED_SPAN - 1) /
