@@ -427,14 +427,16 @@ void run_storm(const std::string &mode, int burst_ms) {
     while (mono_ns() < end) {
       ++bursts;
       // A burst lasts burst_ms, and on a slow machine (a busy host halves the switch rate) until
-      // it made 6,500 round trips (13,000 runs), so a wait out of it spans >= 10,000 runs; at
-      // most 1 s.
+      // it made 8,000 round trips (16,000 runs), so that the average wait spans >= 10,000 runs
+      // even when a third of the victim's waits are short ones between bursts (a kworker's
+      // preemption: 43 waits for 32 bursts in a whole-suite run on a slow host, 9,674 runs a
+      // wait at 6,500 round trips); at most 1 s.
       const std::uint64_t start = mono_ns();
       const std::uint64_t until = start + static_cast<std::uint64_t>(burst_ms) * 1'000'000;
       const std::uint64_t cap = start + 1'000'000'000;
       for (std::uint64_t k = 0;; ++k) {
         const std::uint64_t t = mono_ns();
-        if (t >= cap || (t >= until && k >= 6'500)) {
+        if (t >= cap || (t >= until && k >= 8'000)) {
           break;
         }
         if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1) {
