@@ -45,7 +45,7 @@ __noinline int rsched_blame_search(struct rsched_task_state *st, __u32 tgid, __u
 	}
 #pragma clang loop unroll(disable)
 	for (__u32 i = 0; i < RSCHED_BLAME_SLOTS; i++) {
-		if (!b->gen[i] || (__u16)(epoch - b->epoch[i]) >= 3) {
+		if (!b->gen[i] || (__u16)(epoch - b->epoch[i]) >= RSCHED_BLAME_STALE_EPOCHS) {
 			struct rsched_blame_slot *s = &b->slot[i];
 			__u16 gen = b->gen[i] + 1;
 			b->gen[i] = gen ? gen : 1; /* 0 means never used */

@@ -75,7 +75,7 @@ static __always_inline void copy_blame(char *dst, const struct rsched_blame *src
 	__builtin_memcpy(dst + after, (const char *)src + after, sizeof(*src) - after);
 #pragma unroll
 	for (__u32 i = 0; i < RSCHED_BLAME_SLOTS; i++) {
-		if (b->gen[i] && (!live || (__u16)(now - b->epoch[i]) < 3))
+		if (b->gen[i] && (!live || (__u16)(now - b->epoch[i]) < RSCHED_BLAME_STALE_EPOCHS))
 			__builtin_memcpy(&b->slot[i], &src->slot[i], sizeof(src->slot[i]));
 	}
 }

@@ -34,12 +34,14 @@ std::string errtext(int e) {
   return std::strerror(e < 0 ? -e : e);
 }
 
-// Reads every record of a map with the batch API (no deletes), or with lookup_and_delete when
-// `drain`. Values must be trivially copyable ABI structs.
-template <typename K, typename V> result<void> read_batch(int fd, bool drain, std::vector<V> &out) {
+// Reads every value of a map of `value_size`-byte values with the batch API (no deletes), or
+// with lookup_and_delete when `drain`, appended to `out` back to back (the graveyard's value
+// size is set at load, so values are bytes here, not ABI structs).
+result<void> read_batch(int fd, std::size_t key_size, std::size_t value_size, bool drain,
+                        std::vector<char> &out) {
   constexpr __u32 chunk = 256;
-  std::vector<K> keys(chunk);
-  std::vector<V> vals(chunk);
+  std::vector<char> keys(chunk * key_size);
+  std::vector<char> vals(chunk * value_size);
   __u32 batch = 0;
   bool first = true;
   LIBBPF_OPTS(bpf_map_batch_opts, opts);
@@ -51,32 +53,6 @@ template <typename K, typename V> result<void> read_batch(int fd, bool drain, st
                                                 vals.data(), &count, &opts);
     const int err = rc < 0 ? errno : 0;
     first = false;
-    out.insert(out.end(), vals.begin(), vals.begin() + count);
-    if (rc < 0) {
-      if (err == ENOENT) {
-        return {}; // end of map
-      }
-      return make_error("reading a BPF map failed: " + errtext(err), err);
-    }
-  }
-}
-
-// Reads every value of a hash map of `value_size`-byte values, appended to `out` back to back,
-// with lookup_and_delete in batches (the graveyard, whose value size is set at load).
-result<void> drain_bytes(int fd, std::size_t key_size, std::size_t value_size,
-                         std::vector<char> &out) {
-  constexpr __u32 chunk = 256;
-  std::vector<char> keys(chunk * key_size);
-  std::vector<char> vals(chunk * value_size);
-  __u32 batch = 0;
-  bool first = true;
-  LIBBPF_OPTS(bpf_map_batch_opts, opts);
-  for (;;) {
-    __u32 count = chunk;
-    const int rc = bpf_map_lookup_and_delete_batch(fd, first ? nullptr : &batch, &batch,
-                                                   keys.data(), vals.data(), &count, &opts);
-    const int err = rc < 0 ? errno : 0;
-    first = false;
     out.insert(out.end(), vals.begin(),
                vals.begin() + static_cast<std::ptrdiff_t>(count * value_size));
     if (rc < 0) {
@@ -86,6 +62,24 @@ result<void> drain_bytes(int fd, std::size_t key_size, std::size_t value_size,
       return make_error("reading a BPF map failed: " + errtext(err), err);
     }
   }
+}
+
+// Converts records read back to back: compact ones (tp_btf: the drain's, final and segment
+// records) with parse_iter_records, whole rsched_task_records (raw_tp) with from_abi.
+result<void> parse_records(const bpf::program &prog, std::span<const char> bytes,
+                           std::vector<thread_sample> &out, std::int64_t &ns,
+                           std::uint32_t blame_epoch = 0) {
+  if (prog.mode() == bpf::attach_mode::tp_btf) {
+    return parse_timed(bytes, prog.groups(), out, ns, blame_epoch);
+  }
+  out.reserve(out.size() + bytes.size() / sizeof(rsched_task_record));
+  for (std::size_t off = 0; off + sizeof(rsched_task_record) <= bytes.size();
+       off += sizeof(rsched_task_record)) {
+    rsched_task_record rec;
+    std::memcpy(&rec, bytes.data() + off, sizeof(rec));
+    from_abi(rec, out.emplace_back(), blame_epoch);
+  }
+  return {};
 }
 
 // Reads the task iterator's records and converts them into `out` as they arrive: `buf` (kept by
@@ -183,13 +177,14 @@ result<snapshot> bpf_source::read() {
       }
     }
   } else {
-    std::vector<rsched_task_record> recs;
-    if (auto r = read_batch<__u32>(prog_.task_hash_fd(), false, recs); !r) {
+    iter_buf_.clear();
+    if (auto r = read_batch(prog_.task_hash_fd(), sizeof(__u32), sizeof(rsched_task_record), false,
+                            iter_buf_);
+        !r) {
       return r.err();
     }
-    snap.live.reserve(recs.size());
-    for (const auto &rec : recs) {
-      from_abi(rec, snap.live.emplace_back(), epoch);
+    if (auto r = parse_records(prog_, iter_buf_, snap.live, snap.parse_cpu_ns, epoch); !r) {
+      return r.err();
     }
   }
   // Read after the live threads, so a record counted here was inserted before this read. Final
@@ -197,21 +192,13 @@ result<snapshot> bpf_source::read() {
   if (const std::uint64_t buried = prog_.buried(); buried != buried_seen_) {
     buried_seen_ = buried;
     dead_buf_.clear();
-    const std::size_t size = prog_.segment_record_size();
-    if (auto r = drain_bytes(prog_.graveyard_fd(), sizeof(rsched_task_key), size, dead_buf_); !r) {
+    if (auto r = read_batch(prog_.graveyard_fd(), sizeof(rsched_task_key),
+                            prog_.segment_record_size(), true, dead_buf_);
+        !r) {
       return r.err();
     }
-    if (prog_.mode() == bpf::attach_mode::tp_btf) {
-      if (auto r = parse_timed(dead_buf_, prog_.groups(), snap.dead, snap.parse_cpu_ns); !r) {
-        return r.err();
-      }
-    } else {
-      snap.dead.reserve(dead_buf_.size() / size);
-      for (std::size_t off = 0; off + size <= dead_buf_.size(); off += size) {
-        rsched_task_record rec;
-        std::memcpy(&rec, dead_buf_.data() + off, sizeof(rec));
-        from_abi(rec, snap.dead.emplace_back());
-      }
+    if (auto r = parse_records(prog_, dead_buf_, snap.dead, snap.parse_cpu_ns); !r) {
+      return r.err();
     }
   }
   // Segments last: every segment that a live or final record above counts was written before
@@ -221,19 +208,8 @@ result<snapshot> bpf_source::read() {
   if (!nseg) {
     return nseg.err();
   }
-  if (*nseg > 0) {
-    if (prog_.mode() == bpf::attach_mode::tp_btf) {
-      if (auto r = parse_timed(seg_buf_, prog_.groups(), snap.segments, snap.parse_cpu_ns); !r) {
-        return r.err();
-      }
-    } else {
-      snap.segments.reserve(*nseg);
-      for (std::size_t i = 0; i < *nseg; ++i) {
-        rsched_task_record rec;
-        std::memcpy(&rec, seg_buf_.data() + i * sizeof(rec), sizeof(rec));
-        from_abi(rec, snap.segments.emplace_back());
-      }
-    }
+  if (auto r = parse_records(prog_, seg_buf_, snap.segments, snap.parse_cpu_ns); !r) {
+    return r.err();
   }
 
   const int ncpus = libbpf_num_possible_cpus();

@@ -151,8 +151,8 @@ void blame_from(const rsched_blame &b, SlotAt &&slot_at, blame_state &out, std::
     if (b.gen[i] == 0) {
       continue;
     }
-    if (epoch != 0 &&
-        static_cast<std::uint16_t>(static_cast<std::uint16_t>(epoch) - b.epoch[i]) >= 3) {
+    if (epoch != 0 && static_cast<std::uint16_t>(static_cast<std::uint16_t>(epoch) - b.epoch[i]) >=
+                          RSCHED_BLAME_STALE_EPOCHS) {
       stale = static_cast<std::uint16_t>(stale | (1U << i));
     } else {
       used = true;

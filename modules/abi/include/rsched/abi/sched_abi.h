@@ -60,6 +60,10 @@ enum {
 	/* Blame: the culprits kept per thread (struct rsched_blame) and the recent runners kept per
 	 * CPU (a power of two: the ring index is masked). */
 	RSCHED_BLAME_SLOTS = 16,
+	/* A culprit slot last updated this many read epochs ago or more is stale: its counts were
+	 * read, the kernel may give it to a new culprit, a live record leaves it out and user space
+	 * keeps its previous counts. One rule for the three. */
+	RSCHED_BLAME_STALE_EPOCHS = 3,
 	RSCHED_BLAME_RING = 512,
 	/* Blame's coarse record of older runners per CPU: an epoch is RSCHED_BLAME_EPOCH_RUNS
 	 * ring entries, summarised as its top RSCHED_BLAME_EPOCH_TOP runners plus idle and the
