@@ -720,7 +720,7 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 	e->tid = tid;
 	e->tgid = tgid;
 	e->cgroup_id = cgroup;
-	__builtin_memcpy(e->comm, comm, RSCHED_COMM_LEN);
+	copy_comm(e->comm, comm);
 	e->policy = policy;
 	e->prio1 = prio1;
 	r->head = h + 1;

@@ -71,8 +71,14 @@ static __always_inline void copy_blame(char *dst, const struct rsched_blame *src
 	struct rsched_blame *b = (struct rsched_blame *)dst;
 	__u16 now = (__u16)blame_epoch;
 
-	__builtin_memcpy(dst, src, head);
-	__builtin_memcpy(dst + after, (const char *)src + after, sizeof(*src) - after);
+	/* In 8-byte words (a memcpy to a char pointer would copy single bytes): both parts are
+	 * whole words (sched_abi.h). */
+#pragma unroll
+	for (__u32 w = 0; w < head / 8; w++)
+		((__u64 *)dst)[w] = ((const __u64 *)src)[w];
+#pragma unroll
+	for (__u32 w = after / 8; w < sizeof(*src) / 8; w++)
+		((__u64 *)dst)[w] = ((const __u64 *)src)[w];
 #pragma unroll
 	for (__u32 i = 0; i < RSCHED_BLAME_SLOTS; i++) {
 		if (b->gen[i] && (!live || (__u16)(now - b->epoch[i]) < RSCHED_BLAME_STALE_EPOCHS))

@@ -85,19 +85,26 @@ static __always_inline void copy_hist(__u64 *dst, const __u64 *src, __u32 nslots
 
 /* Copies the groups of a fine tail (RSCHED_TAIL_SPAN slots each) whose used bit is set into a
  * record; the others are zero in the state and left unwritten (most threads never wait 8 ms: of
- * the tail's 12 cache lines, a drain then reads two). */
+ * the tail's 12 cache lines, a drain then reads two). In 8-byte words, two slots each (the last
+ * group's odd slot with the zero pad): `dst` and the tail are 8-byte aligned (sched_abi.h), and
+ * a __builtin_memcpy to a char pointer is compiled to single bytes, a load and a store each. */
 static __always_inline void copy_tail(char *dst, const struct rsched_fine_tail *src, __u64 used)
 {
+	__u64 *d = (__u64 *)dst;
+	const __u64 *s = (const __u64 *)src->slots;
+
 #pragma unroll
 	for (__u32 g = 0;
 	     g < (RSCHED_HIST_FINE_TAIL_SLOTS + RSCHED_TAIL_SPAN - 1) / RSCHED_TAIL_SPAN; g++) {
 		const __u32 first = g * RSCHED_TAIL_SPAN;
-		const __u32 n = first + RSCHED_TAIL_SPAN <= RSCHED_HIST_FINE_TAIL_SLOTS
-					? RSCHED_TAIL_SPAN
-					: RSCHED_HIST_FINE_TAIL_SLOTS - first;
-		if (used & rsched_tail_bit(first))
-			__builtin_memcpy(dst + first * sizeof(__u32), &src->slots[first],
-					 n * sizeof(__u32));
+		const __u32 end = first + RSCHED_TAIL_SPAN <= RSCHED_HIST_FINE_TAIL_SLOTS
+					  ? first + RSCHED_TAIL_SPAN
+					  : RSCHED_HIST_FINE_TAIL_SLOTS;
+		if (used & rsched_tail_bit(first)) {
+#pragma unroll
+			for (__u32 w = first / 2; w < (end + 1) / 2; w++) /* odd end: + the pad */
+				d[w] = s[w];
+		}
 	}
 }
 

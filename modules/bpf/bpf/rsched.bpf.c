@@ -957,7 +957,7 @@ static __always_inline void close_attr(struct task_struct *t, struct rsched_task
 	}
 	st->seg++;
 	st->cgroup_id = cgroup;
-	__builtin_memcpy(st->comm, comm, RSCHED_COMM_LEN);
+	copy_comm(st->comm, comm);
 	if (!btf) {
 		/* raw_tp mode: user space reads the hash record's ident */
 		struct rsched_task_record *hrec =

@@ -26,7 +26,7 @@ static __always_inline void count_drop(__u32 id)
 static __always_inline void fill_attr(struct rsched_task_ident *id, struct rsched_task_state *st)
 {
 	id->cgroup_id = st->cgroup_id;
-	__builtin_memcpy(id->comm, st->comm, sizeof(id->comm));
+	copy_comm(id->comm, st->comm);
 	id->seg = st->seg;
 }
 

@@ -125,6 +125,14 @@ static __always_inline void fill_key(struct rsched_task_ident *id, struct task_s
 	id->start_time = READ(btf, t, start_time);
 }
 
+/* Copies a 16-byte comm, both 8-byte aligned, as two words: __builtin_memcpy through char
+ * pointers is compiled to single bytes (a load and a store each: 32 instructions). */
+static __always_inline void copy_comm(char *dst, const char *src)
+{
+	((__u64 *)dst)[0] = ((const __u64 *)src)[0];
+	((__u64 *)dst)[1] = ((const __u64 *)src)[1];
+}
+
 /* Whether two 16-byte comms are equal (both 8-byte aligned). */
 static __always_inline bool comm_eq(const char *a, const char *b)
 {

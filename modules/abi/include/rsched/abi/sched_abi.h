@@ -500,6 +500,13 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "record layout");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 64, "state layout");
+/* The BPF record writers copy the tail and blame's parts in 8-byte words. */
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay_tail) % 8 == 0 &&
+			  sizeof(struct rsched_fine_tail) % 8 == 0 &&
+			  __builtin_offsetof(struct rsched_blame, slot) % 8 == 0 &&
+			  __builtin_offsetof(struct rsched_task_ident, comm) % 8 == 0 &&
+			  __builtin_offsetof(struct rsched_task_state, comm) % 8 == 0,
+		  "word copies");
 /* A wait's bookkeeping shares one cache line with `dirty` and the migration counts. */
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, migrations) / 64 ==
 			  (__builtin_offsetof(struct rsched_task_state, pad2) + 3) / 64,
