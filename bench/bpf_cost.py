@@ -8,6 +8,8 @@ run_cnt. Prints per-tracer medians and the ratio to runqlat.
 Usage (root): bench/bpf_cost.py [--reps N] [--rschedd PATH] [--workload "CMD"]
                                 [--baseline PATH [--baseline-groups G]]  # another rschedd binary (an A/B)
                                 [--only SUBSTR,...]  # only the tracers whose name has one
+       bench/bpf_cost.py --paired --baseline PATH [--baseline-groups G] [--reps N] [--workload "CMD"]
+                                # both attached at once over the same events, order alternating
 """
 import argparse, json, os, random, signal, statistics, subprocess, sys, time
 
@@ -15,7 +17,8 @@ def progs():
     out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True, check=True)
     return {p["id"]: p for p in json.loads(out.stdout)}
 
-def measure(cmd, workload):
+def start(cmd):
+    """Starts a tracer; returns it and the ids of the programs it loaded (stable for 0.2 s)."""
     before_ids = set(progs())
     tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     ids = set()
@@ -25,12 +28,13 @@ def measure(cmd, workload):
         if now and now == ids:
             break
         ids = now
-    time.sleep(0.5)
-    a = progs()
-    subprocess.run(workload, shell=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    b = progs()
+    return tracer, ids
+
+def stop(tracer):
     os.killpg(tracer.pid, signal.SIGINT)
     tracer.wait(timeout=30)
+
+def figures(ids, a, b):
     per = {}
     tot_ns = tot_cnt = switches = 0
     fl_ns = fl_cnt = 0
@@ -57,6 +61,63 @@ def measure(cmd, workload):
     return ((tot_ns / tot_cnt if tot_cnt else float("nan")), per, tot_cnt,
             (tot_ns / switches if switches else float("nan")))
 
+def measure(cmd, workload):
+    tracer, ids = start(cmd)
+    time.sleep(0.5)
+    a = progs()
+    subprocess.run(workload, shell=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    b = progs()
+    stop(tracer)
+    return figures(ids, a, b)
+
+def measure_paired(cmds, workload):
+    """Both tracers attached at once, over the same events: each tracepoint runs the programs
+    in the order they were attached (cmds' order), so the caller alternates it."""
+    started = [start(c) for c in cmds]
+    time.sleep(0.5)
+    a = progs()
+    subprocess.run(workload, shell=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    b = progs()
+    for tracer, _ in started:
+        stop(tracer)
+    return [figures(ids, a, b) for _, ids in started]
+
+def paired(args, cand, base):
+    """--paired: the candidate and one baseline attached together in every repetition, over the
+    same events, the one attached first alternating. The first one attached pays more per event
+    (the shared kernel data is cold for it, warm for the second): with A = a + f first and
+    B = b + f first, (A1 - B1) + (A2 - B2) = 2 (a - b), so a pair of repetitions, one of each
+    order, measures the difference with the order's cost cancelled."""
+    runs = []  # (candidate first?, candidate ns/event, baseline ns/event)
+    for rep in range(args.reps):
+        cand_first = rep % 2 == 0
+        names = ["candidate", "baseline"] if cand_first else ["baseline", "candidate"]
+        cmds = [cand, base] if cand_first else [base, cand]
+        res = dict(zip(names, measure_paired(cmds, args.workload)))
+        c, bl = res["candidate"], res["baseline"]
+        runs.append((cand_first, c[0], bl[0]))
+        print(f"rep {rep} ({names[0]} first): candidate {c[0]:.0f} ns/event over {c[2]} events, "
+              f"baseline {bl[0]:.0f} over {bl[2]}, difference {c[0] - bl[0]:+.0f}  candidate: " +
+              ", ".join(f"{k} {v:.0f}" for k, v in sorted(c[1].items())) + "  baseline: " +
+              ", ".join(f"{k} {v:.0f}" for k, v in sorted(bl[1].items())), flush=True)
+    print(f"\nworkload: {args.workload}; {args.reps} paired repetitions (both attached, the "
+          f"first attached alternating); candidate - baseline, ns per event:")
+    for first, label in ((True, "candidate attached first"), (False, "baseline attached first")):
+        d = [c - b for f, c, b in runs if f == first]
+        if d:
+            print(f"  {label}: median {statistics.median(d):+.1f} [{min(d):+.0f}, {max(d):+.0f}] "
+                  f"over {len(d)}")
+    pairs = [((runs[i][1] - runs[i][2]) + (runs[i + 1][1] - runs[i + 1][2])) / 2
+             for i in range(0, len(runs) - 1, 2)]
+    base_ns = [(runs[i][2] + runs[i + 1][2]) / 2 for i in range(0, len(runs) - 1, 2)]
+    if pairs:
+        m = statistics.median(pairs)
+        print(f"  order cancelled (each pair of repetitions): median {m:+.1f} ns/event "
+              f"({100 * m / statistics.median(base_ns):+.1f} % of the baseline's "
+              f"{statistics.median(base_ns):.0f}), mean {statistics.mean(pairs):+.1f}, "
+              f"[{min(pairs):+.1f}, {max(pairs):+.1f}], candidate lower in "
+              f"{sum(p < 0 for p in pairs)} of {len(pairs)}")
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
@@ -68,6 +129,9 @@ def main():
     ap.add_argument("--baseline-groups", default="", help="its -g groups (default: its defaults)")
     ap.add_argument("--only", default="", help="comma-separated substrings: run only tracers whose name "
                     "contains one (runqlat always runs)")
+    ap.add_argument("--paired", action="store_true",
+                    help="A/B on the same events: --rschedd and the one --baseline attached together "
+                    "in every repetition (both with --baseline-groups), the first attached alternating")
     args = ap.parse_args()
     tracers = {
         "rschedd (default groups)": [args.rschedd, "--no-db", "-i", "1"],
@@ -91,6 +155,19 @@ def main():
         tag = path if len(args.baseline) > 1 else "rschedd"
         tracers["baseline " + tag + " (" + (args.baseline_groups or "default groups") + ")"] = [
             path, "--no-db", "-i", "1"] + g
+    if args.paired:
+        if len(args.baseline) != 1:
+            sys.exit("--paired needs exactly one --baseline")
+        g = ["-g", args.baseline_groups] if args.baseline_groups else []
+        cand = [args.rschedd, "--no-db", "-i", "1"] + g
+        base = [args.baseline[0], "--no-db", "-i", "1"] + g
+        old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
+        open("/proc/sys/kernel/bpf_stats_enabled", "w").write("1")
+        try:
+            paired(args, cand, base)
+        finally:
+            open("/proc/sys/kernel/bpf_stats_enabled", "w").write(old)
+        return 0
     if args.only:
         keys = [k for k in args.only.split(",") if k]
         tracers = {n: c for n, c in tracers.items()
