@@ -146,6 +146,25 @@ private:
 // Wires the parts: `cfg` is what the options say (config.hpp); what only the machine can tell
 // (the readers' group, the perf counters, the topology, the boot id) is added here. The startup
 // steps (banner, open_perf, load_topology) read `opt`.
+// Tests only (tests/bpf/accounting_test.cpp): RSCHED_TEST_HIDE_SWITCH_INS=N makes every Nth
+// switch to a thread named "rs-hide*" reach no BPF program (bpf::options::test_hide_every), to
+// stage a switch-in no tracepoint reported. 0 when it is unset.
+result<std::uint32_t> test_hide_every_from_env() {
+  const char *h = std::getenv("RSCHED_TEST_HIDE_SWITCH_INS");
+  if (h == nullptr || *h == '\0') {
+    return std::uint32_t{0};
+  }
+  char *end = nullptr;
+  errno = 0;
+  const unsigned long n = std::strtoul(h, &end, 10);
+  if (*end != '\0' || errno != 0 || n == 0 || n > UINT32_MAX || *h == '-') {
+    return make_error(
+        fmt::format("RSCHED_TEST_HIDE_SWITCH_INS must be a whole number from 1 to {} (got '{}')",
+                    UINT32_MAX, h));
+  }
+  return static_cast<std::uint32_t>(n);
+}
+
 int run(const rschedd::options &opt, daemon_config cfg) {
   // Signals are taken synchronously (sigtimedwait) so that an interrupt ends the current
   // interval cleanly: it is recorded, the database is closed, the exit status is 0.
@@ -270,6 +289,13 @@ int run(const rschedd::options &opt, daemon_config cfg) {
   }
   bo.groups = groups;
   bo.verbose = bo.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;
+  if (auto h = test_hide_every_from_env(); !h) {
+    note("rschedd: {}\n", h.err().msg);
+    return 2;
+  } else if (*h != 0) {
+    bo.test_hide_every = *h;
+    note("rschedd: tests only: every {}th switch to an rs-hide* thread reaches no program\n", *h);
+  }
   auto prog = bpf::program::load(bo);
   if (!prog) {
     note("rschedd: {}\n", prog.err().msg);

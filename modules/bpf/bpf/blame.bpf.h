@@ -679,34 +679,42 @@ open:
 	r->cur.start = ts;
 }
 
-/* Records this CPU's runner from `ts` on: the idle task (tid 0), or thread `tid` of process
- * `tgid` running as (`cgroup`, `comm`). Consecutive runners of one culprit (threads of a process
- * under one comm and cgroup) share an entry: a wait behind a thousand short threads of one
- * process is one piece, and the ring reaches back further. Every RSCHED_BLAME_EPOCH_RUNS entries
- * an epoch closes: its entries are summed into its record then, in one loop (cheaper than an add
- * at every switch: the ring and the record stay in cache). */
-static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 cgroup,
-					const char *comm, __u8 policy, __u8 prio1,
-					struct task_struct *t, bool btf, struct rsched_runners *r)
+/* Whether runner `tid` of process `tgid` running as (`cgroup`, `comm`) is the culprit of this
+ * CPU's newest entry: consecutive runners of one culprit (threads of a process under one comm
+ * and cgroup) share an entry, so that a wait behind a thousand short threads of one process is
+ * one piece and the ring reaches back further. */
+static __always_inline bool runs_on(struct rsched_runners *r, __u32 tid, __u32 tgid, __u64 cgroup,
+				    const char *comm)
 {
-	if (!r)
-		return;
+	struct rsched_runner *last = &r->ring[(r->head - 1) & (RSCHED_BLAME_RING - 1)];
+	return tid && last->ts && last->tid && last->tgid == tgid && last->cgroup_id == cgroup &&
+	       comm_eq(last->comm, comm);
+}
+
+/* Whether the next entry opens an epoch: every RSCHED_BLAME_EPOCH_RUNS entries one closes. */
+static __always_inline bool turns_epoch(struct rsched_runners *r)
+{
+	return r->head % RSCHED_BLAME_EPOCH_RUNS == 0;
+}
+
+/* Closes the open epoch at `ts`, `waiting` threads waiting on this CPU now (besides the one
+ * switched in). Its entries are summed into its record then, in one loop (cheaper than an add at
+ * every switch: the ring and the record stay in cache), but only when a wait that went on
+ * through the whole closing epoch can ever need it (an older one ended inside it, a newer one
+ * began inside it): a thread waiting at its start still waits (r->waiters) and one waits now. */
+static __always_inline void turn_epoch(struct rsched_runners *r, __u64 ts, __u32 waiting)
+{
 	__u64 h = r->head;
-	struct rsched_runner *last = &r->ring[(h - 1) & (RSCHED_BLAME_RING - 1)];
+	epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts, waiting && r->waiters);
+	r->waiters = waiting; /* those waiting as the next epoch begins */
+}
+
+/* Writes the newest entry: this CPU's runner from `ts` on. */
+static __always_inline void write_runner(struct rsched_runners *r, __u64 ts, __u32 tid, __u32 tgid,
+					 __u64 cgroup, const char *comm, __u8 policy, __u8 prio1)
+{
+	__u64 h = r->head;
 	struct rsched_runner *e = &r->ring[h & (RSCHED_BLAME_RING - 1)];
-	if (tid && last->ts && last->tid && last->tgid == tgid && last->cgroup_id == cgroup &&
-	    comm_eq(last->comm, comm))
-		return; /* the same culprit runs on */
-	if (h % RSCHED_BLAME_EPOCH_RUNS == 0) {
-		/* Only a wait that went on through the whole closing epoch can ever need its record
-		 * (an older one ended inside it, a newer one began inside it): its runs are summed
-		 * only when a thread waiting at its start still waits (r->waiters) and one waits
-		 * now (other than the one switched in). */
-		__u32 now_waiting = rq_waiters(task_rq_of(t, btf), btf);
-		epoch_turn(r, h ? (h - 1) / RSCHED_BLAME_EPOCH_RUNS : ~0ULL, ts,
-			   now_waiting && r->waiters);
-		r->waiters = now_waiting; /* those waiting as the next epoch begins */
-	}
 	if (!tid) {
 		e->ts = ts;
 		e->tid = 0;
@@ -724,6 +732,20 @@ static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 c
 	e->policy = policy;
 	e->prio1 = prio1;
 	r->head = h + 1;
+}
+
+/* Records this CPU's runner from `ts` on: the idle task (tid 0), or thread `tid` of process
+ * `tgid` running as (`cgroup`, `comm`), unless the same culprit runs on (runs_on). The threads
+ * waiting on the CPU are read (from the runqueue of `t`, on it) only when an epoch turns. */
+static __always_inline void push_runner(__u64 ts, __u32 tid, __u32 tgid, __u64 cgroup,
+					const char *comm, __u8 policy, __u8 prio1,
+					struct task_struct *t, bool btf, struct rsched_runners *r)
+{
+	if (!r || runs_on(r, tid, tgid, cgroup, comm))
+		return;
+	if (turns_epoch(r))
+		turn_epoch(r, ts, rq_waiters(task_rq_of(t, btf), btf));
+	write_runner(r, ts, tid, tgid, cgroup, comm, policy, prio1);
 }
 
 /* push_runner for `next` (its state `nst`; NULL for the idle task or without state). */

@@ -18,17 +18,24 @@
 /* Counts `delta` in `s`, in latency slot `slot` (rsched_hist_slot(delta)). For a thread's
  * histogram, `used` is its state's used mask and `base` the histogram's first bit (enum
  * rsched_used_bit); per-CPU histograms pass NULL. */
-static __always_inline void add_delay_at(struct rsched_delay_stats *s, __u64 delta, __u32 slot,
-					 __u64 *used, __u32 base)
+static __always_inline void add_delays_at(struct rsched_delay_stats *s, __u64 delta, __u32 slot,
+					  __u32 n, __u64 *used, __u32 base)
 {
-	s->count++;
-	s->total_ns += delta;
+	s->count += n;
+	s->total_ns += delta * n;
 	OPAQUE(slot);
 	if (slot < RSCHED_HIST_SLOTS) {
-		s->slots[slot]++;
+		s->slots[slot] += n;
 		if (used)
 			*used |= rsched_used_bit(base, slot);
 	}
+}
+
+/* add_delays_at for one sample. */
+static __always_inline void add_delay_at(struct rsched_delay_stats *s, __u64 delta, __u32 slot,
+					 __u64 *used, __u32 base)
+{
+	add_delays_at(s, delta, slot, 1, used, base);
 }
 
 static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta, __u64 *used,
@@ -40,7 +47,8 @@ static __always_inline void add_delay(struct rsched_delay_stats *s, __u64 delta,
 /* Counts a delay of fine slot `fine` (rsched_hist_fine_slot) in a thread's fine tail (struct
  * rsched_fine_tail) when it is >= 512 us: the samples add_delay counts in latency slots 51..74.
  * Sets the used bit of the slot's group of RSCHED_TAIL_SPAN (its 4 octaves). */
-static __always_inline void add_fine_tail(struct rsched_fine_tail *t, __u32 fine, __u64 *used)
+static __always_inline void add_fine_tails(struct rsched_fine_tail *t, __u32 fine, __u32 n,
+					   __u64 *used)
 {
 	__u32 i;
 	if (fine <= RSCHED_HIST_LINEAR_SLOTS)
@@ -48,9 +56,15 @@ static __always_inline void add_fine_tail(struct rsched_fine_tail *t, __u32 fine
 	i = fine - (RSCHED_HIST_LINEAR_SLOTS + 1);
 	OPAQUE(i);
 	if (i < RSCHED_HIST_FINE_TAIL_SLOTS) {
-		t->slots[i]++;
+		t->slots[i] += n;
 		*used |= rsched_tail_bit(i);
 	}
+}
+
+/* add_fine_tails for one sample. */
+static __always_inline void add_fine_tail(struct rsched_fine_tail *t, __u32 fine, __u64 *used)
+{
+	add_fine_tails(t, fine, 1, used);
 }
 
 /* Adds `delta` when it is within `limit`, else counts a discard. */

@@ -59,6 +59,19 @@ const volatile bool delay_rq_clock = false;
 const volatile __u64 long_sleep_ns = 0;
 /* Bytes of one segment record: the compact record (tp_btf) or a whole rsched_task_record. */
 const volatile __u32 segment_record_size = sizeof(struct rsched_task_record);
+/* The kernel keeps struct sched_info (its per-task wait account: /proc/<pid>/schedstat shows a
+ * non-zero pcount), as CONFIG_SCHED_INFO kernels do whenever it is built in (before Linux 5.14
+ * only with schedstats or delay accounting on). Set by user space. Then a wait begins where the
+ * kernel's begins, and a switch-in or the start of a wait that reached no program is recovered
+ * from it (see "Switch-ins no program saw" in docs/ARCHITECTURE.md). */
+const volatile bool sched_info_live = false;
+/* Tests only (RSCHED_TEST_HIDE_SWITCH_INS=N in rschedd's environment): every Nth switch to a
+ * thread whose comm begins with "rs-hide" is dropped whole, as if sched_switch had reached no
+ * program; the sequence of a thread whose run no tracepoint sees (docs/ARCHITECTURE.md,
+ * "Switch-ins no program saw"), staged on purpose. 0 (always, outside tests): the verifier
+ * removes the check. */
+const volatile __u32 test_hide_every = 0;
+__u32 test_hide_seq;
 
 #define ON(g) ((groups & (g)) != 0)
 
@@ -346,6 +359,244 @@ static __always_inline void charge_counters(struct task_struct *prev, __u32 prev
 /* A scheduling-delay timestamp of task p: the monotonic clock, or the runqueue clock. */
 #define DELAY_TS(p) (delay_rq_clock ? rq_clock_of((p), btf) : NOW())
 
+/* Counts `n` delays of `delta` ns each in a thread's delay histograms (and tail) and the CPU's;
+ * false (a discard counted) when delta is over the limit. */
+static __always_inline bool count_delays(struct rsched_task_state *st, __u64 delta, __u32 n,
+					 struct rsched_cpu_stats *cs)
+{
+	if (delta > max_delay_ns) {
+		count_drop(RSCHED_DROP_TOO_LONG);
+		return false;
+	}
+	/* one slot for the thread's and the CPU's histograms and the tail */
+	__u32 fine = rsched_hist_fine_slot(delta);
+	__u32 slot = rsched_fine_to_coarse(fine);
+	add_delays_at(&st->delay, delta, slot, n, &st->used, RSCHED_USED_DELAY);
+	add_fine_tails(&st->delay_tail, fine, n, &st->used);
+	if (cs)
+		add_delays_at(&cs->delay, delta, slot, n, NULL, 0);
+	return true;
+}
+
+/* The wait of task `p` (state `st`) that began at t0 ended with its switch-in on this CPU at
+ * `arrive` (delay clock): counted, and blamed on what ran on the CPU meanwhile. */
+static __always_inline void end_wait(struct rsched_task_state *st, struct task_struct *p, __u64 t0,
+				     __u64 arrive, struct rsched_cpu_stats *cs,
+				     struct rsched_runners *runr, bool btf)
+{
+	__u64 delta = arrive > t0 ? arrive - t0 : 0;
+
+	st->enqueue_ns = 0;
+	if (!count_delays(st, delta, 1, cs))
+		return;
+	if (ON(RSCHED_G_BLAME)) {
+		st->blame.waiter_policy = (__u8)READ(btf, p, policy);
+		st->blame.waiter_prio1 = (__u8)(READ(btf, p, prio) + 1);
+		blame_wait(st, t0, arrive, delta, bpf_get_smp_processor_id(),
+			   (__u32)READ(btf, p, tgid), runr);
+	}
+	mark_dirty(st, p, btf);
+}
+
+/* Task `p` is switched in (at `arrive`, delay clock) from a wait no program saw begin (its
+ * wakeup or switch-out reached none): the kernel queued it at runqueue clock `queued`
+ * (sched_info.last_queued). Returns that start on the delay clock; blame takes the whole wait
+ * as one on this CPU. */
+static __always_inline __u64 unseen_wait_start(struct rsched_task_state *st, struct task_struct *p,
+					       __u64 queued, __u64 arrive, bool btf)
+{
+	__u64 rq_now = delay_rq_clock ? arrive : rq_clock_of(p, btf);
+	__u64 waited = rq_now > queued ? rq_now - queued : 0;
+	__u64 t0 = arrive > waited ? arrive - waited : 1;
+
+	count_drop(RSCHED_DROP_UNSEEN);
+	if (ON(RSCHED_G_BLAME)) {
+		st->wait_cpu = bpf_get_smp_processor_id();
+		st->wait_since = t0;
+		st->nmig = 0;
+	}
+	return t0;
+}
+
+/* Waits that ended in a switch-in no program saw, found at a thread's switch-out or switch-in
+ * (unseen_at_switch_out, unseen_at_switch_in); what rsched_unseen_runs needs of the thread (it
+ * takes no task pointer). */
+struct unseen_run {
+	__u64 t0;     /* the current run's wait began (delay clock); 0 when no program saw it */
+	__u64 arrive; /* the current run's switch-in (delay clock); 0: none (all are past runs) */
+	__u64 waited; /* ns the kernel counted for all of them (its run_delay's growth) */
+	__u32 missed; /* how many (the current run included) */
+	__u32 tid;
+	__u32 tgid;
+	__u32 cpu;
+	__u32 waiting; /* threads waiting on this CPU besides the thread (blame's epochs) */
+	__u8 policy;
+	__u8 prio1;
+	__u8 pad[2];
+};
+
+/* Counts the waits of `u` (a global function: checked once by the verifier, not as a second
+ * copy of a switch-in's work on every path through sched_switch, which would take the program
+ * with every group past the verifier's limit). The current run's wait, if any, is ended as
+ * end_wait does (the caller marks the thread dirty) and the thread recorded as this CPU's runner
+ * from its switch-in; it lasted from t0 when that was seen, else its share of `waited`. Runs
+ * before it, switched in and out unseen, are counted with equal shares of the rest; blame
+ * cannot place them (<unknown>). */
+__noinline int rsched_unseen_runs(struct rsched_task_state *st, struct rsched_cpu_stats *cs,
+				  struct rsched_runners *runr, struct unseen_run *u)
+{
+	if (!st || !u || !u->missed)
+		return 0;
+	__u32 past = u->missed;
+	__u64 rest = u->waited;
+	if (u->arrive) {
+		past--;
+		__u64 t0 = u->t0;
+		if (!t0) {
+			__u64 share = u->waited / u->missed;
+			t0 = u->arrive > share ? u->arrive - share : 1;
+			st->wait_cpu = u->cpu;
+			st->wait_since = t0;
+			st->nmig = 0;
+		}
+		__u64 delta = u->arrive > t0 ? u->arrive - t0 : 0;
+		rest = rest > delta ? rest - delta : 0;
+		st->enqueue_ns = 0;
+		if (count_delays(st, delta, 1, cs) && ON(RSCHED_G_BLAME)) {
+			st->blame.waiter_policy = u->policy;
+			st->blame.waiter_prio1 = u->prio1;
+			blame_wait(st, t0, u->arrive, delta, u->cpu, u->tgid, runr);
+		}
+	}
+	if (past) {
+		__u64 each = rest / past;
+		if (count_delays(st, each, past, cs) && ON(RSCHED_G_BLAME)) {
+			st->blame.unknown_ns += each * past;
+			st->blame.unknown_waits += past;
+		}
+	}
+	if (!u->arrive || !ON(RSCHED_G_BLAME) || !runr ||
+	    runs_on(runr, u->tid, u->tgid, st->cgroup_id, st->comm))
+		return 1;
+	/* after the newest runner recorded here (what ran before it, seen switched in) */
+	__u64 newest = runr->ring[(runr->head - 1) & (RSCHED_BLAME_RING - 1)].ts;
+	__u64 ts = u->arrive > newest ? u->arrive : newest;
+	if (turns_epoch(runr))
+		turn_epoch(runr, ts, u->waiting);
+	write_runner(runr, ts, u->tid, u->tgid, st->cgroup_id, st->comm, u->policy, u->prio1);
+	return 1;
+}
+
+/* `prev` (state `st`) is being switched out (`*now`: the event's monotonic clock once read, 0
+ * before; read here only when something is found). A wait that ended in a switch-in no program
+ * saw shows either as a kernel count of waits (sched_info.pcount) ahead of the thread's
+ * (k_pcount: the switch-in, and maybe the wakeup before it, were unseen), or, where the kernel
+ * keeps no sched_info, as a wait begun (enqueue_ns) that no switch-in ended. Counts them
+ * (rsched_unseen_runs); the current run arrived `ran` ns ago (ran_since_switch_in). Returns
+ * that arrival on the monotonic clock, 0 when nothing was unseen. */
+static __always_inline __u64 unseen_at_switch_out(struct rsched_task_state *st,
+						  struct task_struct *prev, __u32 prev_tid,
+						  __u64 *now, struct rsched_cpu_stats *cs,
+						  struct rsched_runners *runr, bool btf)
+{
+	struct unseen_run u = {};
+	bool live = sched_info_live && bpf_core_field_exists(prev->sched_info);
+
+	if (live) {
+		__u32 pc = (__u32)READ(btf, prev, sched_info.pcount);
+		u.missed = pc - st->k_pcount;
+		if (!u.missed)
+			return 0;
+		__u32 units = kernel_delay_units(prev, btf);
+		u.waited = (__u64)(units - st->k_delay) << 10;
+		st->k_pcount = pc;
+		st->k_delay = units;
+	} else {
+		if (!st->enqueue_ns)
+			return 0;
+		u.missed = 1;
+	}
+	/* the clocks now, read only here (the monotonic clock is the caller's NOW()) */
+	__u64 mono_now = *now ? *now : (*now = bpf_ktime_get_ns());
+	__u64 at = delay_rq_clock ? rq_clock_of(prev, btf) : mono_now;
+	__u64 ran = ran_since_switch_in(prev, live, btf);
+	/* The wait begun at enqueue_ns is the current run's only when it is the one run missed:
+	 * else it is the first missed run's, and each takes its share of the kernel's time. */
+	u.t0 = u.missed == 1 ? st->enqueue_ns : 0;
+	u.arrive = at > ran ? at - ran : 1;
+	if (u.arrive < u.t0) /* clock rounding: it cannot have arrived before it began to wait */
+		u.arrive = u.t0;
+	u.tid = prev_tid;
+	u.tgid = (__u32)READ(btf, prev, tgid);
+	u.cpu = bpf_get_smp_processor_id();
+	u.policy = (__u8)READ(btf, prev, policy);
+	u.prio1 = (__u8)(READ(btf, prev, prio) + 1);
+	/* blame's epochs: the runqueue as it is now stands for the one at the unseen switch-in */
+	if (ON(RSCHED_G_BLAME) && runr && turns_epoch(runr))
+		u.waiting = rq_waiters(task_rq_of(prev, btf), btf);
+	count_drops(RSCHED_DROP_UNSEEN, u.missed);
+	rsched_unseen_runs(st, cs, runr, &u);
+	mark_dirty(st, prev, btf);
+	return mono_now > ran ? mono_now - ran : 1;
+}
+
+/* `next` (state `st`) is being switched in. Runs the kernel counted before this one that no
+ * program saw begin or end (the thread was switched in and out unseen) are counted first; then
+ * this switch-in is checked off in the ledger: the kernel counts it when it queued the thread
+ * (`queued`, sched_info.last_queued, non-zero), adding the runqueue clock since then to
+ * run_delay. */
+static __always_inline void unseen_at_switch_in(struct rsched_task_state *st,
+						struct task_struct *next, __u64 queued,
+						struct rsched_cpu_stats *cs, bool btf)
+{
+	if (!sched_info_live || !bpf_core_field_exists(next->sched_info))
+		return;
+	__u32 pc = (__u32)READ(btf, next, sched_info.pcount);
+	__u32 units = kernel_delay_units(next, btf);
+	__u32 missed = pc - st->k_pcount;
+	if (missed) {
+		struct unseen_run u = {
+			.missed = missed,
+			.waited = (__u64)(units - st->k_delay) << 10,
+		};
+		count_drops(RSCHED_DROP_UNSEEN, missed);
+		rsched_unseen_runs(st, cs, NULL, &u);
+		/* a wait begun before them ended with the first of them (counted just now) */
+		st->enqueue_ns = 0;
+		mark_dirty(st, next, btf);
+	}
+	if (queued) {
+		__u64 now = rq_clock_of(next, btf);
+		pc++;
+		units = (__u32)((READ(btf, next, sched_info.run_delay) +
+				 (now > queued ? now - queued : 0)) >>
+				10);
+	}
+	st->k_pcount = pc;
+	st->k_delay = units;
+}
+
+/* test_hide_every: whether this switch from `prev` to `next` is to be dropped whole. Never a
+ * thread's final switch (`prev` dead): on this VM the switch hidden is always the one out of a
+ * thread whose run no tracepoint reports, and none of those exits. */
+static __always_inline bool test_hidden(struct task_struct *prev, struct task_struct *next,
+					bool btf)
+{
+	char c[8] = {};
+
+	if (task_run_state(prev, btf) & TASK_DEAD)
+		return false;
+
+	if (btf)
+		__builtin_memcpy(c, next->comm, sizeof(c));
+	else
+		bpf_probe_read_kernel(c, sizeof(c), &next->comm);
+	if (c[0] != 'r' || c[1] != 's' || c[2] != '-' || c[3] != 'h' || c[4] != 'i' ||
+	    c[5] != 'd' || c[6] != 'e')
+		return false;
+	return __sync_fetch_and_add(&test_hide_seq, 1) % test_hide_every == 0;
+}
+
 static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, bool btf)
 {
@@ -359,6 +610,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	__u32 next_tid = (__u32)READ(btf, next, pid);
 	bool runnable = false;
 
+	if (test_hide_every && test_hidden(prev, next, btf))
+		return 0;
 	if (ON(RSCHED_G_WAKEUP))
 		irq_settle();
 	if (ON(RSCHED_G_LATENCY | RSCHED_G_SLEEP))
@@ -377,17 +630,38 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 		/* Still on the runqueue: preempted, or switched out while runnable (yield). This is
 		 * also the kernel's nvcsw/nivcsw split: involuntary unless it blocked. */
 		runnable = preempt || state == TASK_RUNNING;
+		/* It waits for the CPU from now on where the kernel's sched_info says so too
+		 * (sched_info_depart: still TASK_RUNNING), as runqlat. A thread preempted on its
+		 * way to sleep (its sleep state already set) stays queued, but neither counts a
+		 * wait then: its switch is involuntary, and its next run is no wait's end. */
+		bool queued = state == TASK_RUNNING;
 		st = state_of(prev, btf,
 			      runnable || ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_PERF |
 					     RSCHED_G_WAKEUP));
 		if (st) {
+			/* the monotonic time prev was switched in, when no program saw it */
+			__u64 arrived = 0;
 			if (ON(RSCHED_G_LATENCY)) {
+				arrived = unseen_at_switch_out(st, prev, prev_tid, &now, cs, runr,
+							       btf);
 				/* delay runs from preemption */
-				st->enqueue_ns = runnable ? DELAY_TS(prev) : 0;
-				if (ON(RSCHED_G_BLAME) && runnable) {
+				st->enqueue_ns = queued ? DELAY_TS(prev) : 0;
+				if (ON(RSCHED_G_BLAME) && queued) {
 					st->wait_cpu = bpf_get_smp_processor_id();
 					st->wait_since = st->enqueue_ns;
 					st->nmig = 0;
+				}
+			}
+			if (arrived) {
+				if (ON(RSCHED_G_SLICE) && !st->oncpu_ns)
+					st->oncpu_ns = arrived;
+				if (ON(RSCHED_G_WAKING) && st->waking_ns) {
+					add_bounded(&st->waking,
+						    arrived > st->waking_ns
+							    ? arrived - st->waking_ns
+							    : 0,
+						    max_delay_ns, &st->used, RSCHED_USED_WAKING);
+					st->waking_ns = 0;
 				}
 			}
 			if (ON(RSCHED_G_WAKING) && runnable)
@@ -474,28 +748,17 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	}
 	/* The delay clock at this switch-in (blame's runner record uses it too). */
 	__u64 arrive = 0;
-	if (ON(RSCHED_G_LATENCY) && st->enqueue_ns) {
-		arrive = DELAY_TS(next);
+	if (ON(RSCHED_G_LATENCY)) {
+		__u64 kq = kernel_queued_at(next, sched_info_live, btf);
+		unseen_at_switch_in(st, next, kq, cs, btf);
 		__u64 t0 = st->enqueue_ns;
-		__u64 delta = arrive > t0 ? arrive - t0 : 0;
-		st->enqueue_ns = 0;
-		if (delta > max_delay_ns) {
-			count_drop(RSCHED_DROP_TOO_LONG);
-		} else {
-			/* one slot for the thread's and the CPU's histograms and the tail */
-			__u32 fine = rsched_hist_fine_slot(delta);
-			__u32 slot = rsched_fine_to_coarse(fine);
-			add_delay_at(&st->delay, delta, slot, &st->used, RSCHED_USED_DELAY);
-			add_fine_tail(&st->delay_tail, fine, &st->used);
-			if (ON(RSCHED_G_BLAME)) {
-				st->blame.waiter_policy = (__u8)READ(btf, next, policy);
-				st->blame.waiter_prio1 = (__u8)(READ(btf, next, prio) + 1);
-				blame_wait(st, t0, arrive, delta, bpf_get_smp_processor_id(),
-					   (__u32)READ(btf, next, tgid), runr);
-			}
-			mark_dirty(st, next, btf);
-			if (cs)
-				add_delay_at(&cs->delay, delta, slot, NULL, 0);
+		/* No wait began for us, but the kernel's did: the wakeup or switch-out that began
+		 * it reached no program. */
+		if (t0 || kq) {
+			arrive = DELAY_TS(next);
+			if (!t0)
+				t0 = unseen_wait_start(st, next, kq, arrive, btf);
+			end_wait(st, next, t0, arrive, cs, runr, btf);
 		}
 	}
 	if (ON(RSCHED_G_BLAME))
@@ -524,9 +787,14 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	}
 	if (!ON(RSCHED_G_LATENCY))
 		return 0;
-	/* Keep an earlier timestamp: a thread preempted on its way to sleep is already queued. */
+	/* Keep an earlier timestamp (a thread woken while it waits for the CPU already). A wait
+	 * begins where the kernel's does: when it queued the woken thread (sched_info.last_queued,
+	 * set just before this tracepoint), not when the thread still runs (woken after it set its
+	 * sleep state, before it called schedule(): it never leaves the CPU). Without the kernel's
+	 * sched_info: unless the thread is on a CPU. */
 	rq = task_rq_of(p, btf);
-	if (!st->enqueue_ns) {
+	if (!st->enqueue_ns &&
+	    (sched_info_live ? kernel_queued_at(p, true, btf) != 0 : !READ(btf, p, on_cpu))) {
 		st->enqueue_ns = delay_rq_clock ? rq_clock_of(p, btf) : (now ?: bpf_ktime_get_ns());
 		if (ON(RSCHED_G_BLAME)) {
 			/* the runqueue it waits on: the CPU the wakeup chose */

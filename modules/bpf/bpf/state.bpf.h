@@ -14,13 +14,15 @@
 #ifndef RSCHED_STATE_BPF_H
 #define RSCHED_STATE_BPF_H
 
-static __always_inline void count_drop(__u32 id)
+static __always_inline void count_drops(__u32 id, __u64 n)
 {
 	__u32 zero = 0;
 	struct rsched_drop_stats *d = bpf_map_lookup_elem(&drops, &zero);
 	if (d && id < RSCHED_DROP_COUNT)
-		__sync_fetch_and_add(&d->counters[id], 1);
+		__sync_fetch_and_add(&d->counters[id], n);
 }
+
+static __always_inline void count_drop(__u32 id) { count_drops(id, 1); }
 
 /* The attribution in force (comm, cgroup) and the number of attributions closed before it. */
 static __always_inline void fill_attr(struct rsched_task_ident *id, struct rsched_task_state *st)
@@ -30,11 +32,23 @@ static __always_inline void fill_attr(struct rsched_task_ident *id, struct rsche
 	id->seg = st->seg;
 }
 
-/* Takes the attribution of a new state from its task. */
+/* A new state starts at the kernel's count of waits of the moment (k_pcount, k_delay; with
+ * sched_info_live): what came before is not this recording's. */
+static __always_inline void ledger_init(struct rsched_task_state *st, struct task_struct *t,
+					bool btf)
+{
+	if (!sched_info_live || !bpf_core_field_exists(t->sched_info))
+		return;
+	st->k_pcount = (__u32)READ(btf, t, sched_info.pcount);
+	st->k_delay = kernel_delay_units(t, btf);
+}
+
+/* Takes the attribution of a new state from its task (and its ledger_init). */
 static __always_inline void init_attr(struct rsched_task_state *st, struct task_struct *t, bool btf)
 {
 	st->cgroup_id = cgroup_of(t, btf);
 	comm_of(st->comm, t, btf);
+	ledger_init(st, t, btf);
 }
 
 /* Copies a final record into the graveyard. `rec` holds ident + state. */

@@ -100,6 +100,42 @@ static __always_inline __u64 rq_clock_of(struct task_struct *p, bool btf)
 	return bpf_ktime_get_ns();
 }
 
+/* The kernel's own account of a task's waits (struct sched_info, CONFIG_SCHED_INFO): the runqueue
+ * clock when the task was queued to wait (last_queued; 0 while it does not wait: set by
+ * sched_info_enqueue at a wakeup's enqueue or a switch-out in state TASK_RUNNING, cleared by its
+ * switch-in or a dequeue) and when a counted wait last ended in a switch-in (last_arrival). Both
+ * are read only when user space found the kernel keeping them (`live`, see rsched.bpf.c). */
+static __always_inline __u64 kernel_queued_at(struct task_struct *t, bool live, bool btf)
+{
+	if (!live || !bpf_core_field_exists(t->sched_info))
+		return 0;
+	return READ(btf, t, sched_info.last_queued);
+}
+
+/* The kernel's run_delay of `t` in k_delay's 1024 ns units (low 32 bits). */
+static __always_inline __u32 kernel_delay_units(struct task_struct *t, bool btf)
+{
+	return (__u32)(READ(btf, t, sched_info.run_delay) >> 10);
+}
+
+/* How long `t`, running on this CPU and being switched out now, has been on the CPU since its
+ * last switch-in, in runqueue-clock ns: from the kernel's sched_info.last_arrival (the
+ * runqueue clock at that switch-in) when it is kept, else from the fair class's CPU time since
+ * the task was picked (se.sum_exec_runtime - se.prev_sum_exec_runtime, both brought up to date
+ * before the switch). 0 when neither can tell. */
+static __always_inline __u64 ran_since_switch_in(struct task_struct *t, bool live, bool btf)
+{
+	if (live && bpf_core_field_exists(t->sched_info)) {
+		__u64 at = READ(btf, t, sched_info.last_arrival);
+		__u64 now = rq_clock_of(t, btf);
+		if (at && now >= at)
+			return now - at;
+	}
+	__u64 sum = READ(btf, t, se.sum_exec_runtime);
+	__u64 before = READ(btf, t, se.prev_sum_exec_runtime);
+	return sum > before ? sum - before : 0;
+}
+
 /* The cgroup v2 id of `t`. tp_btf: direct loads (the JIT guards them against faults; each
  * probe-read helper call costs ~90 ns on a paravirtualised VM). */
 static __always_inline __u64 cgroup_of(struct task_struct *t, bool btf)

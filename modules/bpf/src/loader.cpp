@@ -77,6 +77,19 @@ const char *to_string(attach_mode m) {
 
 namespace {
 // Whether vmlinux BTF names a kernel function (kfuncs are BTF FUNCs).
+// Whether the kernel keeps struct sched_info, its per-task account of waits for the CPU (the
+// BPF programs begin a wait where it does and recover events no program saw from it): then the
+// calling thread, which has run, shows a non-zero pcount (the third field) in its schedstat.
+// Before Linux 5.14 a kernel built with it kept it only with schedstats or delay accounting on,
+// and printed "0 0 0" otherwise; without CONFIG_SCHED_INFO the file is missing.
+bool kernel_keeps_sched_info() {
+  std::ifstream in("/proc/thread-self/schedstat");
+  std::uint64_t exec_ns = 0;
+  std::uint64_t run_delay_ns = 0;
+  std::uint64_t pcount = 0;
+  return static_cast<bool>(in >> exec_ns >> run_delay_ns >> pcount) && pcount > 0;
+}
+
 bool kernel_has_func(const char *name) {
   btf *vmlinux = btf__load_vmlinux_btf();
   if (libbpf_get_error(vmlinux) != 0 || vmlinux == nullptr) {
@@ -131,6 +144,7 @@ struct program::impl {
   std::size_t segment_count = 0;
   bool whole_process_moves = false;
   bool rq_clock = false;
+  bool sched_info = false; // the kernel keeps struct sched_info (rodata sched_info_live)
 
   impl() = default;
   impl(const impl &) = delete;
@@ -216,6 +230,9 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   s->rodata->max_delay_ns = opt.max_delay_ns;
   s->rodata->max_sleep_ns = opt.max_sleep_ns;
   s->rodata->delay_rq_clock = opt.delay_rq_clock;
+  p->sched_info = kernel_keeps_sched_info();
+  s->rodata->sched_info_live = p->sched_info;
+  s->rodata->test_hide_every = opt.test_hide_every;
   s->rodata->long_sleep_ns = (opt.groups & RSCHED_G_WAKEUP) != 0 ? opt.long_sleep_ns : 0;
   p->rq_clock = opt.delay_rq_clock;
   s->rodata->counter_mask = (opt.groups & RSCHED_G_PERF) != 0 ? opt.counter_mask : 0;
@@ -474,6 +491,10 @@ bool program::moves_whole_process() const {
 }
 bool program::delay_rq_clock() const {
   return p_->rq_clock;
+}
+
+bool program::sched_info_live() const {
+  return p_->sched_info;
 }
 std::uint32_t program::groups() const {
   return p_->groups;

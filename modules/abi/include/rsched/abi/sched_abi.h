@@ -159,6 +159,9 @@ enum rsched_drop_id {
 	RSCHED_DROP_PERF_READ = 5, /* a perf counter could not be read at a switch */
 	RSCHED_DROP_SEGMENT = 6,   /* a closed attribution (rename, exec, cgroup move) did not
 				      fit the segment buffer: its samples go under the new one */
+	RSCHED_DROP_UNSEEN = 7,	   /* not a loss: scheduler events that reached no program,
+				      recovered from the kernel's sched_info and counted: switch-
+				      ins, and the wakeups or switch-outs that began a wait */
 	RSCHED_DROP_COUNT = 8,
 };
 
@@ -329,7 +332,12 @@ struct rsched_task_state {
 	__u32 dirty;
 	__u32 drained;
 	__u32 seg; /* attributions closed so far (segment records emitted or dropped) */
-	__u32 pad;
+	/* The kernel's count of the thread's waits for the CPU (sched_info.pcount, low 32 bits)
+	 * that its delay samples account for; with k_delay, its sched_info.run_delay then, in
+	 * 1024 ns units (low 32 bits). BPF-internal: a switch-in the kernel counted and no program
+	 * saw is found and counted from them (docs/ARCHITECTURE.md, "Switch-ins no program saw").
+	 * Kept only where the kernel keeps sched_info (rsched.bpf.c, sched_info_live). */
+	__u32 k_pcount;
 	/* Blame (BPF-internal): the CPU whose runqueue the thread waits on while enqueue_ns is set,
 	 * and since when (a migration while waiting moves it; the wait before is <unknown>). Kept
 	 * in the cache line of the migration counts and `dirty`, which a wakeup, a preemption and
@@ -343,7 +351,7 @@ struct rsched_task_state {
 	 * switch-in on that CPU's runners. A wait moved more than RSCHED_MIG_PARTS times keeps its
 	 * newest parts; only the dropped oldest is <unknown>. */
 	__u32 nmig;
-	__u32 pad2;
+	__u32 k_delay; /* see k_pcount */
 	__u64 mig_at[RSCHED_MIG_PARTS];
 	__u32 mig_cpu[RSCHED_MIG_PARTS];
 	struct rsched_delay_stats delay;    /* scheduling delay */
@@ -518,7 +526,7 @@ RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay_tail) % 8 =
 		  "word copies");
 /* A wait's bookkeeping shares one cache line with `dirty` and the migration counts. */
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, migrations) / 64 ==
-			  (__builtin_offsetof(struct rsched_task_state, pad2) + 3) / 64,
+			  (__builtin_offsetof(struct rsched_task_state, k_delay) + 3) / 64,
 		  "wait line");
 /* Used-bit groups: ceil(75 / 8) = 10 per latency histogram, 64 / 8 = 8 for depth; 58 bits. */
 RSCHED_ABI_ASSERT((int)RSCHED_USED_DEPTH - (int)RSCHED_USED_DELAY ==

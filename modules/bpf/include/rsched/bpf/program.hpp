@@ -53,6 +53,10 @@ struct options {
   // Bytes of the buffer of segment records (a thread's counters at a rename, exec or cgroup
   // move) between two reads; a power of two of at least one page.
   std::uint32_t segment_buffer_bytes = 4U << 20U;
+  // Tests only: every Nth switch to a thread whose comm begins with "rs-hide" reaches no
+  // program, to stage a switch-in no tracepoint reported (rschedd reads it from
+  // RSCHED_TEST_HIDE_SWITCH_INS); 0: none.
+  std::uint32_t test_hide_every = 0;
   // Perf event fds to install before the programs attach (so no switch reads an empty slot).
   struct counter_fd {
     unsigned cpu;
@@ -120,6 +124,10 @@ public:
   // the kernel's open-coded task iterator) or only the thread the kernel names.
   [[nodiscard]] bool moves_whole_process() const;
   [[nodiscard]] bool delay_rq_clock() const;
+  // Whether the kernel keeps its per-task account of waits (struct sched_info, shown in
+  // /proc/<pid>/schedstat): the programs then begin a wait where the kernel does, and count a
+  // switch-in or the start of a wait that reached no program from it (RSCHED_DROP_UNSEEN).
+  [[nodiscard]] bool sched_info_live() const;
   // Installs a perf event fd for counter `slot` on `cpu` (RSCHED_G_PERF).
   result<void> set_counter_fd(unsigned cpu, unsigned slot, int fd);
   // The attached programs (for bpf_stats self-monitoring and tests).
