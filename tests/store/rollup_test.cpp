@@ -500,7 +500,8 @@ TEST_CASE("a real version 3 database is upgraded in place to the current version
   // Old intervals say nothing of their clock, and lost no segments.
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE delay_clock IS NULL") == n);
   CHECK(scalar_int(r, "SELECT sum(drops_segment) FROM intervals") == 0);
-  CHECK(columns_of(r, "health").size() == 15);
+  CHECK(scalar_int(r, "SELECT sum(unseen_events) FROM intervals") == 0);
+  CHECK(columns_of(r, "health").size() == 16);
   CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE delay_clock IS NULL") == n);
   // New intervals record their clock next to the old ones.
   const std::int64_t next = scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
@@ -528,8 +529,8 @@ TEST_CASE("health.drops sums every drop counter including drops_segment, and the
       iv.groups = i < 2 ? 1 : 2;
       iv.delay_clock = clocks[i];
       // One bit per counter: task_state 1, graveyard 2, stale_tid 4, no_rq 8, too_long 16,
-      // perf_read 32, segment 64 (times i + 1).
-      for (std::size_t d = 0; d <= RSCHED_DROP_SEGMENT; ++d) {
+      // perf_read 32, segment 64, unseen 128 (times i + 1).
+      for (std::size_t d = 0; d <= RSCHED_DROP_UNSEEN; ++d) {
         iv.drops[d] = static_cast<std::uint64_t>(i + 1) << d;
       }
       write_ok(w, iv);
@@ -549,15 +550,17 @@ TEST_CASE("health.drops sums every drop counter including drops_segment, and the
     CHECK(as_int(t.rows[i][3]) == 16 * k);
   }
   const auto h = run(r, "SELECT drops, discarded_too_long, delay_clock, drops_segment, "
-                        "typeof(delay_clock) FROM health ORDER BY ts");
+                        "typeof(delay_clock), unseen_events FROM health ORDER BY ts");
   REQUIRE(h.rows.size() == 3);
   for (std::size_t i = 0; i < 3; ++i) {
     INFO("interval " << i);
     const auto k = static_cast<std::int64_t>(i + 1);
-    // 1 + 2 + 4 + 8 + 32 + 64: every drop, not the samples discarded on purpose (16)
+    // 1 + 2 + 4 + 8 + 32 + 64: every drop, not the samples discarded on purpose (16) nor the
+    // events recovered from the kernel's account (128: not a loss)
     CHECK(as_int(h.rows[i][0]) == 111 * k);
     CHECK(as_int(h.rows[i][1]) == 16 * k);
     CHECK(as_int(h.rows[i][3]) == 64 * k);
+    CHECK(as_int(h.rows[i][5]) == 128 * k);
   }
   CHECK(as_text(h.rows[0][2]) == "monotonic");
   CHECK(as_text(h.rows[1][2]) == "runqueue");
@@ -566,7 +569,7 @@ TEST_CASE("health.drops sums every drop counter including drops_segment, and the
 
 TEST_CASE_METHOD(new_db,
                  "the 1-hour rollup keeps the one clock of its minutes or says 'mixed', and sums "
-                 "drops_segment through both tiers",
+                 "drops_segment and unseen_events through both tiers",
                  "[store][rollup]") {
   w.set_retention(forever());
   // Hour 0: monotonic throughout; hour 1: monotonic except one runqueue interval in minute 30.
@@ -578,6 +581,7 @@ TEST_CASE_METHOD(new_db,
     iv.groups = 1;
     iv.delay_clock = t == runqueue_at ? "runqueue" : "monotonic";
     iv.drops[RSCHED_DROP_SEGMENT] = 1;
+    iv.drops[RSCHED_DROP_UNSEEN] = 2;
     write_ok(w, iv);
   }
   write_ok(w, make_interval(t0 + 2 * hour + 5 * minute, {make_thread(1, "a", {1'000})}));
@@ -603,6 +607,9 @@ TEST_CASE_METHOD(new_db,
                           std::to_string(t0 + hour)) == 360);
   CHECK(scalar_int(r, "SELECT sum(drops_segment) FROM intervals WHERE tier = 2") == n);
   CHECK(scalar_int(r, "SELECT sum(drops_segment) FROM intervals WHERE tier = 1") == n);
+  CHECK(scalar_int(r, "SELECT unseen_events FROM intervals WHERE tier = 2 AND start_ns = " +
+                          std::to_string(t0 + hour)) == 720);
+  CHECK(scalar_int(r, "SELECT sum(unseen_events) FROM intervals WHERE tier = 1") == 2 * n);
 }
 
 // The rollup's rule (docs/SCHEMA.md): 'mixed' only when the sources used two clocks. An

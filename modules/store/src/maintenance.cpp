@@ -524,7 +524,7 @@ struct maintenance::impl {
                       "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
                       "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
                       "bpf_run_ns, bpf_run_cnt, delay_clock, drops_segment, scx_state, "
-                      "scx_ops, scx_enable_seq) "
+                      "scx_ops, scx_enable_seq, unseen_events) "
                       "SELECT ?4, sum(dur_ns), ?3, 0, sum(drops_task_state), sum(drops_graveyard), "
                       "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
                       "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
@@ -538,7 +538,7 @@ struct maintenance::impl {
                       "CASE WHEN count(DISTINCT coalesce(scx_state, '')) > 1 THEN 'mixed' "
                       "ELSE max(scx_state) END, "
                       "CASE WHEN count(DISTINCT coalesce(scx_ops, '')) > 1 THEN 'mixed' "
-                      "ELSE max(scx_ops) END, max(scx_enable_seq) "
+                      "ELSE max(scx_ops) END, max(scx_enable_seq), sum(unseen_events) "
                       "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
                       "start_ns < ?5",
                       groups_or());

@@ -1119,6 +1119,22 @@ std::string upgrade_v15_to_v16() {
   return sql;
 }
 
+// Schema v16 -> v17 (issue 48): scheduler events that reached none of rschedd's programs (a
+// switch-in, or the wakeup or switch-out that began a wait), found and counted from the kernel's
+// own per-task account (sched_info) instead; `health` shows them. Not a loss: not in `drops`.
+constexpr const char *upgrade_v16_to_v17 = R"sql(
+ALTER TABLE intervals ADD COLUMN unseen_events INTEGER NOT NULL DEFAULT 0;
+DROP VIEW health;
+CREATE VIEW health AS
+  SELECT start_ns AS ts, dur_ns AS dur, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes,
+         bpf_run_ns, bpf_run_cnt,
+         CASE WHEN bpf_run_cnt > 0 THEN bpf_run_ns / bpf_run_cnt END AS bpf_ns_per_event,
+         drops_task_state + drops_graveyard + drops_stale_tid + drops_no_rq + drops_perf_read +
+           drops_segment AS drops, discarded_too_long, (flags >> 1) & 1 AS stalled,
+         delay_clock, drops_segment, unseen_events
+  FROM intervals WHERE tier = 0;
+)sql";
+
 constexpr migration migrations[] = {
     {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
     // Version 1 recorded the latency group only, always (no rows to mark in a new file).
@@ -1158,6 +1174,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_wakeup'"},
     {16, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v15_to_v16().c_str()); },
      "SELECT count(*) FROM pragma_table_info('kstack') WHERE name = 'state'"},
+    {17, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v16_to_v17); },
+     "SELECT count(*) FROM pragma_table_info('intervals') WHERE name = 'unseen_events'"},
 };
 
 constexpr bool steps_numbered() {

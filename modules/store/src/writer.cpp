@@ -278,12 +278,12 @@ struct writer::impl {
                          "drops_task_state, drops_graveyard, drops_stale_tid, drops_no_rq, "
                          "discarded_too_long, groups, drops_perf_read, collect_ns, maint_ns, "
                          "cpu_ns, rss_bytes, bpf_run_ns, bpf_run_cnt, delay_clock, "
-                         "drops_segment, scx_state, scx_ops, scx_enable_seq) "
+                         "drops_segment, scx_state, scx_ops, scx_enable_seq, unseen_events) "
                          // flags bit 2: written late, into a minute already rolled up
                          // (schema v10; the views then read that minute from raw rows)
                          "VALUES(?1, ?2, ?3, ?4 | CASE WHEN ?1 < (SELECT built_ns FROM tiers "
                          "WHERE tier = 1) THEN 4 ELSE 0 END, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                         "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
+                         "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"),
         upd_write_ns(db, "UPDATE intervals SET write_ns = ?2 WHERE id = ?1"),
         ins_thread(db, "INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, "
                        "cgroup, last_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
@@ -1042,6 +1042,7 @@ struct writer::impl {
       ins_interval.bindNoCopy(18, iv.delay_clock);
     }
     ins_interval.bind(19, to_i64(iv.drops[RSCHED_DROP_SEGMENT]));
+    ins_interval.bind(23, to_i64(iv.drops[RSCHED_DROP_UNSEEN]));
     if (iv.sched_ext) {
       ins_interval.bindNoCopy(20, iv.sched_ext->state);
       if (iv.sched_ext->ops.empty()) {
