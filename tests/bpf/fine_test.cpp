@@ -166,11 +166,16 @@ void run_fine(const std::string &mode) {
   // Enough long waits for a p99 about the hog's 6 ms.
   REQUIRE(exact.size() >= 300);
   CHECK(truth >= 4'000'000);
-  // Every row of the victim is latency_fine, and the same delays as the probe's (the two see
-  // the same switch-ins; raw_tp mode misses a few, as in the accounting tests).
+  // Every row of the victim is latency_fine, and the same delays as the probe's, plus the
+  // switch-ins no program saw, which rschedd recovers from the kernel's account and the probe
+  // (runqlat's method) lacks: at most all the events recovered in the recording.
   CHECK(coarse_rows == 0);
-  CHECK(static_cast<double>(samples) >= 0.97 * static_cast<double>(exact.size()));
-  CHECK(samples <= static_cast<std::int64_t>(exact.size()) + 3);
+  const std::int64_t unseen =
+      as_int(test::query_db(rec.db, "SELECT sum(unseen_events) FROM intervals WHERE tier = 0")
+                 .at(0)
+                 .at(0));
+  CHECK(samples >= static_cast<std::int64_t>(exact.size()));
+  CHECK(samples <= static_cast<std::int64_t>(exact.size()) + unseen);
   // The printed range is one fine bucket, at most 12.5 % wide.
   CHECK(err == b.width());
   CHECK(err * 8 <= b.lo);

@@ -2,7 +2,7 @@
 /*
  * An independent measurement of scheduling delay for the root tests, written the way runqlat
  * (libbpf-tools) measures it and sharing no code with rsched: the monotonic clock at sched_wakeup
- * / sched_wakeup_new, or at a switch-out that leaves the task runnable, to its next switch-in.
+ * / sched_wakeup_new, or at a switch-out that leaves the task TASK_RUNNING, to its next switch-in.
  * Only the children of the processes user space lists in `watched` (by tgid) are measured, from
  * their creation on; per thread it sums the delays, counts them and keeps the longest.
  *
@@ -129,9 +129,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u64 *ts;
 	struct totals *t, zero = {};
 
-	if (preempt || prev->__state == 0) {
+	if (prev->__state == 0) { /* runqlat's rule (and the kernel's sched_info_depart) */
 		enqueued(prev, now);
-	} else {
+	} else if (!preempt) { /* preempted on its way to sleep: neither waits nor sleeps yet */
 		__u32 parent = prev->real_parent->tgid, ptid = prev->pid;
 		if (bpf_map_lookup_elem(&watched, &parent))
 			bpf_map_update_elem(&asleep, &ptid, &now, BPF_ANY);
