@@ -6,6 +6,7 @@
 #include "rsched/store/writer.hpp"
 
 #include "support/process.hpp"
+#include "support/sanitizers.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -218,7 +219,7 @@ inline run_result run_sql_bounded(const std::vector<std::string> &args,
     if (in < 0 || o < 0 || e < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) {
       _exit(127);
     }
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(RSCHED_TEST_ASAN)
     // ASan reserves terabytes of shadow address space, so RLIMIT_AS would stop it at startup:
     // its own RSS watchdog bounds the child instead (it aborts, which the test sees as failure).
     std::string asan = "hard_rss_limit_mb=" + std::to_string(max_mem >> 20);

@@ -154,8 +154,8 @@ TEST_CASE("render: sections follow upstream order and the group mask", "[rschedd
       "=== Collapsed Scheduling Delays (microseconds) ===",
       "=== Collapsed Waking Delay Statistics (Time from sched_waking to sched_switch) ===",
       "=== Collapsed Time Slice Statistics (microseconds) ===",
-      "=== Collapsed Sleep Duration Statistics (Time spent sleeping between sched_switch and "
-      "sched_wakeup) ===",
+      ("=== Collapsed Sleep Duration Statistics (Time spent sleeping between sched_switch and "
+       "sched_wakeup) ==="),
       "=== Collapsed Runqueue Depth Statistics (nr_running at wakeup) ===",
       "=== Collapsed Migration Statistics (migrations per second) ===",
       "=== Collapsed Cross-CCX Migration Statistics (cross-die migrations per second) ===",

@@ -25,7 +25,8 @@ bool g_verbose = false;
 
 // libbpf's own messages (verifier logs included) only with options::verbose: by default a
 // failure becomes one line of ours (load_error).
-int libbpf_print(enum libbpf_print_level /*level*/, const char *format, va_list args) {
+[[gnu::format(printf, 2, 0)]] int libbpf_print(enum libbpf_print_level /*level*/,
+                                               const char *format, va_list args) {
   if (!g_verbose) {
     return 0;
   }
@@ -452,7 +453,8 @@ result<std::uint32_t> program::flip_dirty_list() {
   if (p_->read != live_read::dirty_list) {
     return make_error("the programs were loaded without the dirty list");
   }
-  LIBBPF_OPTS(bpf_test_run_opts, run);
+  bpf_test_run_opts run{}; // LIBBPF_OPTS, without its GNU statement expression
+  run.sz = sizeof(run);
   if (bpf_prog_test_run_opts(bpf_program__fd(p_->skel->progs.dirty_flip), &run) != 0) {
     const int e = errno;
     return make_error("ending a read epoch failed: " + errno_text(e), e);
@@ -465,7 +467,10 @@ result<std::span<const char>> program::drain_dirty_list(std::uint32_t pos, bool 
     return make_error("the programs were loaded without the dirty list");
   }
   rsched_drain_args args{pos, emit ? 1U : 0U};
-  LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &args, .ctx_size_in = sizeof(args));
+  bpf_test_run_opts run{};
+  run.sz = sizeof(run);
+  run.ctx_in = &args;
+  run.ctx_size_in = sizeof(args);
   if (bpf_prog_test_run_opts(bpf_program__fd(p_->skel->progs.dirty_drain), &run) != 0) {
     const int e = errno;
     return make_error("draining the dirty list failed: " + errno_text(e), e);

@@ -44,7 +44,8 @@ result<void> read_batch(int fd, std::size_t key_size, std::size_t value_size, bo
   std::vector<char> vals(chunk * value_size);
   __u32 batch = 0;
   bool first = true;
-  LIBBPF_OPTS(bpf_map_batch_opts, opts);
+  bpf_map_batch_opts opts{}; // LIBBPF_OPTS, without its GNU statement expression
+  opts.sz = sizeof(opts);
   for (;;) {
     __u32 count = chunk;
     const int rc = drain ? bpf_map_lookup_and_delete_batch(fd, first ? nullptr : &batch, &batch,

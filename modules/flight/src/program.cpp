@@ -21,7 +21,8 @@ namespace {
 
 bool g_verbose = false;
 
-int libbpf_print(enum libbpf_print_level /*level*/, const char *format, va_list args) {
+[[gnu::format(printf, 2, 0)]] int libbpf_print(enum libbpf_print_level /*level*/,
+                                               const char *format, va_list args) {
   if (!g_verbose) {
     return 0;
   }

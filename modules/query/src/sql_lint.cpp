@@ -512,7 +512,7 @@ tier_text tier_text_of(std::string_view statement) {
   constexpr std::array<std::string_view, 5> additive = {"sum", "total", "hist_merge",
                                                         "hist_percentile", "hist_percentile_error"};
 
-  bool aggregates = false;
+  bool aggregated = false;
   for (std::size_t i = 0; i < toks.size(); ++i) {
     const std::string_view w = word(i);
     if (w.empty()) {
@@ -539,11 +539,11 @@ tier_text tier_text_of(std::string_view statement) {
         out.why = fmt::format("{}() of something other than a measure column as it is", w);
         return out;
       }
-      aggregates = true;
+      aggregated = true;
       continue;
     }
     if (w == "group" && word(i + 1) == "by") {
-      aggregates = true;
+      aggregated = true;
     }
     if (w == "dur") {
       out.why = std::string("it names dur, which a rollup row sums over its bucket");
@@ -578,7 +578,7 @@ tier_text tier_text_of(std::string_view statement) {
       }
     }
   }
-  if (!aggregates) {
+  if (!aggregated) {
     out.why = std::string("it lists rows rather than adding them up");
     return out;
   }

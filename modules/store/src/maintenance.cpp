@@ -555,11 +555,11 @@ struct maintenance::impl {
         if (!ids) {
           return ids.err();
         }
-        std::vector<std::int64_t> src_ids;
+        std::vector<std::int64_t> raw_ids;
         for (const auto &i : *ids) {
-          src_ids.push_back(i && !i->text ? i->i : -1);
+          raw_ids.push_back(i && !i->text ? i->i : -1);
         }
-        sum = sums.exact(b, boot, src_ids);
+        sum = sums.exact(b, boot, raw_ids);
         from_sums += sum != nullptr ? 1 : 0;
       }
       for (const auto &sql : rollups) {

@@ -19,7 +19,9 @@
 /* The header is C: its casts are C casts. Silence the C++-only style warnings for it alone. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wold-style-cast"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuseless-cast"
+#endif
 extern "C" {
 #endif
 
