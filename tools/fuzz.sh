@@ -10,6 +10,7 @@
 #              seeds; review before committing). Without it the seeds are never written.
 #     TARGET   only these (incident_csv, incident_json, timefmt, sql_lint, hist_blob, ...)
 #   RSCHED_FUZZ_BUILD   the build directory (default build-fuzz)
+#   RSCHED_FUZZ_JOBS    targets run at once (default 1; each is one process)
 #   RSCHED_FUZZ_SEED    libFuzzer's -seed (default 0: a new random seed each run). CI fixes it,
 #                       so that a run explores the same inputs first every time: a crash found
 #                       there is found again by the same commit, never by chance on a later one.
@@ -69,31 +70,26 @@ cmake --build "$build" -j"$(nproc)" --target rsched_fuzzers >"$probe/build.log" 
 
 list="$build/fuzz/targets.tsv"
 run_root="$(cd "$build" && pwd)/fuzz/run"
-failed=0
-ran=0
-while IFS=$'\t' read -r name bin seeds max_len dict; do
-  if [ "${#only[@]}" -gt 0 ]; then
-    wanted=0
-    for o in "${only[@]}"; do
-      [ "$o" = "$name" ] && wanted=1
-    done
-    [ "$wanted" -eq 1 ] || continue
-  fi
-  ran=$((ran + 1))
-  work="$run_root/$name"
+jobs="${RSCHED_FUZZ_JOBS:-1}"
+
+# Runs one target; its line goes to $work/result, its report (on failure) to $work/report.
+run_target() {
+  local name=$1 bin=$2 seeds=$3 max_len=$4 dict=$5
+  local work="$run_root/$name"
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
   if [ -d "$seeds" ]; then
     cp -r "$seeds/." "$work/corpus/"
   fi
-  args=(-max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048
+  local args=(-max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048
     -seed="${RSCHED_FUZZ_SEED:-0}" -print_final_stats=1 -artifact_prefix="$work/artifacts/")
   if [ -n "$dict" ]; then
     args+=(-dict="$dict")
   fi
-  rc=0
+  local rc=0
   "$bin" "${args[@]}" "$work/corpus" >"$work/log" 2>&1 || rc=$?
   # (A crash in the seeds comes before any coverage line: no match is not an error here.)
+  local runs eps cov ft artifact result kind
   runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)"
   eps="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log" | tail -1)"
   cov="$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2 || true)"
@@ -102,12 +98,11 @@ while IFS=$'\t' read -r name bin seeds max_len dict; do
   if [ "$rc" -eq 0 ] && [ -z "$artifact" ]; then
     result=ok
   else
-    failed=$((failed + 1))
     kind="$(grep -o -m1 -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer): [a-z-]+|runtime error|fuzz check failed' "$work/log" || true)"
     result="FAILED (exit $rc${kind:+, $kind})"
   fi
   printf '%-14s runs %-9s exec/s %-7s cov %-5s ft %-6s %s\n' "$name" "${runs:-?}" "${eps:-?}" \
-    "${cov:-?}" "${ft:-?}" "$result"
+    "${cov:-?}" "${ft:-?}" "$result" >"$work/result"
   if [ "$result" != ok ]; then
     {
       echo "---- $name: the report ($work/log) ----"
@@ -120,15 +115,46 @@ while IFS=$'\t' read -r name bin seeds max_len dict; do
       if [ -n "$artifact" ]; then
         echo "---- the input (base64): $(base64 -w0 "$artifact")"
       fi
-    } >&2
+    } >"$work/report"
   fi
-  if [ "$grow" -eq 1 ] && [ "$result" = ok ]; then
+}
+
+# The selected targets, up to $jobs at a time (each is one process: RSCHED_FUZZ_JOBS=2 on two
+# cores halves the wall time); their lines in the list's order.
+names=()
+while IFS=$'\t' read -r name bin seeds max_len dict; do
+  if [ "${#only[@]}" -gt 0 ]; then
+    wanted=0
+    for o in "${only[@]}"; do
+      [ "$o" = "$name" ] && wanted=1
+    done
+    [ "$wanted" -eq 1 ] || continue
+  fi
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+    wait -n || true
+  done
+  run_target "$name" "$bin" "$seeds" "$max_len" "$dict" &
+  names+=("$name")
+done <"$list"
+wait
+ran=${#names[@]}
+failed=0
+for name in "${names[@]}"; do
+  work="$run_root/$name"
+  cat "$work/result"
+  if [ -f "$work/report" ]; then
+    failed=$((failed + 1))
+    cat "$work/report" >&2
+  elif [ "$grow" -eq 1 ]; then
+    seeds="$(awk -F'\t' -v n="$name" '$1 == n { print $3 }' "$list")"
+    max_len="$(awk -F'\t' -v n="$name" '$1 == n { print $4 }' "$list")"
+    bin="$(awk -F'\t' -v n="$name" '$1 == n { print $2 }' "$list")"
     mkdir -p "$seeds"
     before="$(find "$seeds" -type f | wc -l)"
     "$bin" -merge=1 -max_len="$max_len" "$seeds" "$work/corpus" >"$work/merge.log" 2>&1
     echo "               --grow: $(($(find "$seeds" -type f | wc -l) - before)) new seeds in $seeds"
   fi
-done <"$list"
+done
 
 if [ "$ran" -eq 0 ]; then
   echo "fuzz.sh: no such target: ${only[*]} (see $list)" >&2
