@@ -28,32 +28,6 @@ namespace {
 using test::as_int;
 using test::as_text;
 
-// /proc/stat's times of one CPU, ns: busy (user, nice, system, irq, softirq, steal) and idle
-// (idle, iowait).
-struct cpu_times {
-  std::int64_t busy = 0;
-  std::int64_t idle = 0;
-};
-
-cpu_times proc_stat(int cpu) {
-  std::ifstream in("/proc/stat");
-  std::string line;
-  const std::string want = "cpu" + std::to_string(cpu) + " ";
-  const auto tick_ns = 1'000'000'000 / sysconf(_SC_CLK_TCK);
-  while (std::getline(in, line)) {
-    if (line.rfind(want, 0) != 0) {
-      continue;
-    }
-    std::istringstream f(line.substr(want.size()));
-    std::int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
-                 steal = 0;
-    f >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
-    return {(user + nice + system + irq + softirq + steal) * tick_ns, (idle + iowait) * tick_ns};
-  }
-  FAIL("no " << want << "line in /proc/stat");
-  return {};
-}
-
 void pin_to(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -87,17 +61,17 @@ TEST_CASE_METHOD(
   REQUIRE(d.wait_attached());
   // A thread on CPU 1 that is busy 4 ms out of every 10 for 3 s: about 300 busy periods of
   // 4 ms and 1.2 s busy in all (the rest of the system adds a little).
-  cpu_times before{};
-  cpu_times after{};
+  test::cpu_times before{};
+  test::cpu_times after{};
   std::thread worker([&] {
     pin_to(cpu);
     std::this_thread::sleep_for(100ms); // the migration settles
-    before = proc_stat(cpu);
+    before = test::proc_stat_cpu(cpu);
     for (int i = 0; i < 300; ++i) {
       spin_for(4ms);
       std::this_thread::sleep_for(6ms);
     }
-    after = proc_stat(cpu);
+    after = test::proc_stat_cpu(cpu);
   });
   worker.join();
   REQUIRE(d.stop(SIGINT) == 0);
@@ -118,6 +92,14 @@ TEST_CASE_METHOD(
                        << " ns); /proc/stat busy " << kernel_busy << " ns over the workload, "
                        << "idle " << (after.idle - before.idle) << " ns; cpu_idle "
                        << as_int(idle[0][0]) << " ns; recorded " << recorded << " ns");
+  // The worker's 6 ms sleeps leave CPU 1 idle (about 1.8 s of the 3): a machine busy enough to
+  // fill them (stress-ng --cpu 2) leaves no busy period to end; said, not failed.
+  if (after.idle - before.idle < 900'000'000) {
+    WARN("CPU 1 idled only " << (after.idle - before.idle) / 1'000'000
+                             << " ms of the workload's 3 s (a loaded machine): busy periods not "
+                                "checked");
+    return;
+  }
   CHECK(periods >= 250); // one per wakeup of the worker (+ whatever else ran there)
   // The workload's busy time is inside the recording; the recording also holds a little more
   // (from attach to the first /proc/stat read, and after the last). /proc/stat counts in ticks

@@ -162,9 +162,15 @@ TEST_CASE_METHOD(test::db_dir,
   if (!test::bpf_available()) {
     return;
   }
-  test::daemon d({"--db", db, "-i", "1", "-g", "sleep"});
+  // slice too: its count of the child's switch-outs shows one no program saw (below)
+  test::daemon d({"--db", db, "-i", "1", "-g", "sleep,slice"});
   INFO(d.stderr_text());
   REQUIRE(d.wait_attached());
+  const auto ncpu = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::vector<test::cpu_times> idle_before;
+  for (int c = 0; c < ncpu; ++c) {
+    idle_before.push_back(test::proc_stat_cpu(c));
+  }
   const auto kernel = run_children(1, [](int) {
     for (int k = 0; k < 25; ++k) {
       timespec ts{0, 20'000'000};
@@ -173,10 +179,19 @@ TEST_CASE_METHOD(test::db_dir,
   });
   std::this_thread::sleep_for(1200ms);
   REQUIRE(d.stop(SIGINT) == 0);
+  std::vector<std::int64_t> kernel_idle; // ns each CPU idled while rschedd recorded
+  for (int c = 0; c < ncpu; ++c) {
+    kernel_idle.push_back(test::proc_stat_cpu(c).idle -
+                          idle_before[static_cast<std::size_t>(c)].idle);
+  }
   const pid_t pid = kernel.begin()->first;
   const auto rows = query_db(db, "SELECT sum(count), hist_percentile(hist, 1), "
                                  "hist_percentile(hist, 100) FROM sleep WHERE tid = " +
                                      std::to_string(pid));
+  const auto slices =
+      as_int(query_db(db, "SELECT coalesce(sum(voluntary_count + involuntary_count), 0) FROM "
+                          "timeslice WHERE tid = " +
+                              std::to_string(pid))[0][0]);
   {
     std::string per_interval; // which interval lost a sample, if one did
     for (const auto &r : query_db(db, "SELECT ts, count, hist_percentile(hist, 1) FROM sleep "
@@ -187,17 +202,21 @@ TEST_CASE_METHOD(test::db_dir,
     }
     // Each sleep is a voluntary switch, and so is the exit. A timer that fires while the child
     // is preempted between arming it and blocking (a loaded machine) ends that "sleep" before
-    // it began: the kernel then counts one voluntary switch fewer, and so must we. And a sleep
-    // ends at its switch-in, which this VM sometimes never shows to sched_switch (see "What
-    // cannot be counted" below): one sample fewer again (a fresh-clone CI run and 1 of 8 runs
-    // by hand: 24 samples, 26 voluntary switches, no drops).
+    // it began: the kernel then counts one voluntary switch fewer, and so must we. A sleep
+    // begins at the child's switch-out; one that this VM showed to no program (docs/
+    // ARCHITECTURE.md, "Switch-ins no program saw") merges two of its time slices into one:
+    // the kernel's switches less the slices recorded count them, and only they may be missing.
     const auto voluntary = kernel.begin()->second.voluntary;
+    const auto switches = static_cast<std::int64_t>(voluntary + kernel.begin()->second.involuntary);
+    const auto unseen_out = switches - slices;
     INFO("per interval (ts:count:min): "
          << per_interval << "; drops "
          << as_int(query_db(db, "SELECT sum(drops) FROM health")[0][0])
-         << "; kernel voluntary switches " << voluntary);
+         << "; kernel voluntary switches " << voluntary << ", all switches " << switches
+         << ", time slices recorded " << slices);
+    CHECK(unseen_out >= 0);
     CHECK(as_int(rows[0][0]) >=
-          std::min<std::int64_t>(25, static_cast<std::int64_t>(voluntary) - 1) - 1);
+          std::min<std::int64_t>(25, static_cast<std::int64_t>(voluntary) - 1) - unseen_out);
     CHECK(as_int(rows[0][0]) <= 25);
     CHECK(as_int(rows[0][0]) >= 20);
   }
@@ -209,19 +228,31 @@ TEST_CASE_METHOD(test::db_dir,
     CHECK(v >= bucket20.lo);
     CHECK(v <= bucket20.hi);
   }
-  // CPU idle: the machine idled during the recording (while the child slept, at least), so idle
-  // periods were recorded, each CPU's within the recording's length.
+  // CPU idle: each CPU the kernel saw idle for 100 ms or more while rschedd recorded
+  // (/proc/stat, in ticks) has idle periods recorded, within the recording's length. Beside a
+  // load that keeps every CPU busy (stress-ng --cpu 2) there is no idle to see: said, not failed.
   const auto idle =
       query_db(db, "SELECT cpu, sum(count), sum(total_ns), "
                    "(SELECT sum(dur_ns) FROM intervals WHERE tier = 0) FROM cpu_idle GROUP BY cpu");
-  REQUIRE_FALSE(idle.empty());
-  std::int64_t periods = 0;
+  std::map<int, std::int64_t> recorded_idle;
   for (const auto &r : idle) {
-    periods += as_int(r[1]);
-    CHECK(as_int(r[2]) > 0);
+    recorded_idle[static_cast<int>(as_int(r[0]))] = as_int(r[2]);
+    CHECK(as_int(r[1]) > 0);
     CHECK(as_int(r[2]) <= as_int(r[3]) + 1'000'000'000); // + one idle period spanning a boundary
   }
-  CHECK(periods > 0);
+  int idled = 0;
+  for (int c = 0; c < ncpu; ++c) {
+    const auto k = kernel_idle[static_cast<std::size_t>(c)];
+    INFO("CPU " << c << ": kernel idle " << k << " ns, recorded idle " << recorded_idle[c]
+                << " ns");
+    if (k >= 100'000'000) {
+      ++idled;
+      CHECK(recorded_idle[c] > 0);
+    }
+  }
+  if (idled == 0) {
+    WARN("no CPU idled 100 ms while rschedd recorded (a loaded machine): CPU idle not checked");
+  }
 }
 
 namespace {

@@ -289,6 +289,25 @@ std::int64_t realtime_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+cpu_times proc_stat_cpu(int cpu) {
+  std::ifstream in("/proc/stat");
+  std::string line;
+  const std::string want = "cpu" + std::to_string(cpu) + " ";
+  const auto tick_ns = 1'000'000'000 / sysconf(_SC_CLK_TCK);
+  while (std::getline(in, line)) {
+    if (line.rfind(want, 0) != 0) {
+      continue;
+    }
+    std::istringstream f(line.substr(want.size()));
+    std::int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                 steal = 0;
+    f >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    return {(user + nice + system + irq + softirq + steal) * tick_ns, (idle + iowait) * tick_ns};
+  }
+  FAIL("no " << want << "line in /proc/stat");
+  return {};
+}
+
 std::int64_t raw_intervals(const std::string &db) {
   return std::get<std::int64_t>(
       query_db(db, "SELECT count(*) FROM intervals WHERE tier = 0")[0][0]);

@@ -119,6 +119,14 @@ std::string as_text(const query::value &v);
 std::uint64_t mono_ns();
 // CLOCK_REALTIME now, ns (the clock of intervals.start_ns).
 std::int64_t realtime_ns();
+// /proc/stat's times of one CPU, ns (the kernel's own per-CPU accounting, in ticks): busy (user,
+// nice, system, irq, softirq, steal) and idle (idle, iowait). Fails the test for a CPU it lacks.
+struct cpu_times {
+  std::int64_t busy = 0;
+  std::int64_t idle = 0;
+};
+cpu_times proc_stat_cpu(int cpu);
+
 // Raw intervals (tier 0) recorded in the database at `db`.
 std::int64_t raw_intervals(const std::string &db);
 // Polls until the database holds more than `n` raw intervals; false after `timeout`.
