@@ -5,6 +5,8 @@
 #   lane NAME FN       runs the shell function FN in the background, its output in
 #                      $CI_LOGS/NAME.log; `lanes_wait` prints each lane's log once it is done
 #                      and returns non-zero when any lane failed
+#   signal NAME RC     tells the other lane that NAME is done with status RC
+#   await NAME         waits until NAME is signalled; returns its status
 #   ci_summary         the table of every step's time, then the total
 #
 # Steps inside a lane record their times too (the file is appended to line by line).
@@ -60,6 +62,19 @@ lanes_wait() {
   CI_LANES=()
   CI_LANE_PIDS=()
   return "$failed"
+}
+
+signal() {
+  echo "$2" >"$CI_LOGS/$1.done.tmp"
+  mv "$CI_LOGS/$1.done.tmp" "$CI_LOGS/$1.done"
+}
+
+await() {
+  local f="$CI_LOGS/$1.done"
+  until [ -f "$f" ]; do
+    sleep 2
+  done
+  return "$(cat "$f")"
 }
 
 ci_summary() {

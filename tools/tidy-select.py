@@ -87,12 +87,16 @@ def tidy_version():
 
 
 def key(root, cmd, inputs, version):
+    """The cache key of a check: the tool, the configuration, the command and every input's
+    contents. Paths under the clone are taken relative to it, so that another clone of the same
+    commit (CI clones afresh, maybe elsewhere) finds the files checked before."""
+    prefix = root.rstrip("/") + "/"
     h = hashlib.sha256()
     h.update(version.encode())
     h.update(file_hash(os.path.join(root, ".clang-tidy")).encode())
-    h.update(cmd.encode())
+    h.update(cmd.replace(prefix, "<repo>/").encode())
     for p in sorted(set(inputs)):
-        h.update(p.encode())
+        h.update((p[len(prefix):] if p.startswith(prefix) else p).encode())
         h.update(file_hash(p).encode())
     return h.hexdigest()
 
