@@ -86,6 +86,19 @@ def tidy_version():
         return "none"
 
 
+def legacy_key(root, cmd, inputs, version):
+    """The key before 2026-11-28 (absolute paths): a cache an earlier CI run left in the same
+    directory still counts."""
+    h = hashlib.sha256()
+    h.update(version.encode())
+    h.update(file_hash(os.path.join(root, ".clang-tidy")).encode())
+    h.update(cmd.encode())
+    for p in sorted(set(inputs)):
+        h.update(p.encode())
+        h.update(file_hash(p).encode())
+    return h.hexdigest()
+
+
 def key(root, cmd, inputs, version):
     """The cache key of a check: the tool, the configuration, the command and every input's
     contents. Paths under the clone are taken relative to it, so that another clone of the same
@@ -164,8 +177,9 @@ def main(argv):
         keep = []
         for rel in selected:
             cmd, inputs = inputs_of(os.path.join(root, rel))
-            if cmd is None or inputs is None or not os.path.exists(
-                    os.path.join(cache, key(root, cmd, inputs, version))):
+            if cmd is None or inputs is None or not any(
+                    os.path.exists(os.path.join(cache, k(root, cmd, inputs, version)))
+                    for k in (key, legacy_key)):
                 keep.append(rel)
         selected = keep
     for rel in selected:
