@@ -53,6 +53,19 @@ using test::mono_ns;
   _exit(0);
 }
 
+// Each child's final kernel accounting, read from its zombie before it is reaped.
+std::map<std::int64_t, test::schedstat> zombie_schedstats(const std::vector<pid_t> &pids) {
+  std::map<std::int64_t, test::schedstat> kernel;
+  for (pid_t p : pids) {
+    test::read_zombie(p, 20ms, [&] {
+      auto t = test::proc_schedstat(p);
+      REQUIRE(t.has_value());
+      kernel[p] = *t;
+    });
+  }
+  return kernel;
+}
+
 struct ours {
   std::uint64_t count = 0;
   std::uint64_t total_ns = 0;
@@ -92,14 +105,7 @@ void run_accounting(const std::string &mode) {
         test::fork_child([i] { child_work(i, i < 3 ? 1'200'000'000ULL : 3'000'000'000ULL); }));
   }
   // Ground truth from each zombie before it is reaped: its final kernel accounting.
-  std::map<std::int64_t, test::schedstat> kernel;
-  for (pid_t p : pids) {
-    test::read_zombie(p, 20ms, [&] {
-      auto t = test::proc_schedstat(p);
-      REQUIRE(t.has_value());
-      kernel[p] = *t;
-    });
-  }
+  const auto kernel = zombie_schedstats(pids);
   std::this_thread::sleep_for(1500ms); // at least one more interval after the last exit
   REQUIRE(rec.d.stop(SIGINT) == 0);
 
@@ -175,14 +181,7 @@ void run_hidden(const std::string &mode) {
   for (int i = 0; i < nchildren; ++i) {
     pids.push_back(test::fork_child([i] { child_work(i, 1'500'000'000ULL, "rs-hide-"); }));
   }
-  std::map<std::int64_t, test::schedstat> kernel;
-  for (pid_t p : pids) {
-    test::read_zombie(p, 20ms, [&] {
-      auto t = test::proc_schedstat(p);
-      REQUIRE(t.has_value());
-      kernel[p] = *t;
-    });
-  }
+  const auto kernel = zombie_schedstats(pids);
   std::this_thread::sleep_for(1500ms);
   REQUIRE(rec.d.stop(SIGINT) == 0);
 
