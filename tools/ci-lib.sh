@@ -65,6 +65,7 @@ lanes_wait() {
 }
 
 signal() {
+  [ ! -f "$CI_LOGS/$1.done" ] || return 0 # the first signal stands
   echo "$2" >"$CI_LOGS/$1.done.tmp"
   mv "$CI_LOGS/$1.done.tmp" "$CI_LOGS/$1.done"
 }

@@ -86,30 +86,23 @@ def tidy_version():
         return "none"
 
 
-def legacy_key(root, cmd, inputs, version):
-    """The key before 2026-11-28 (absolute paths): a cache an earlier CI run left in the same
-    directory still counts."""
-    h = hashlib.sha256()
-    h.update(version.encode())
-    h.update(file_hash(os.path.join(root, ".clang-tidy")).encode())
-    h.update(cmd.encode())
-    for p in sorted(set(inputs)):
-        h.update(p.encode())
-        h.update(file_hash(p).encode())
-    return h.hexdigest()
-
-
-def key(root, cmd, inputs, version):
+def key(root, cmd, inputs, version, relative=True):
     """The cache key of a check: the tool, the configuration, the command and every input's
     contents. Paths under the clone are taken relative to it, so that another clone of the same
-    commit (CI clones afresh, maybe elsewhere) finds the files checked before."""
+    commit (CI clones afresh, maybe elsewhere) finds the files checked before; relative=False
+    gives the key before 2026-11-28 (absolute paths), which an earlier CI run in the same
+    directory left."""
     prefix = root.rstrip("/") + "/"
+
+    def rel(text):
+        return text.replace(prefix, "<repo>/") if relative else text
+
     h = hashlib.sha256()
     h.update(version.encode())
     h.update(file_hash(os.path.join(root, ".clang-tidy")).encode())
-    h.update(cmd.replace(prefix, "<repo>/").encode())
+    h.update(rel(cmd).encode())
     for p in sorted(set(inputs)):
-        h.update((p[len(prefix):] if p.startswith(prefix) else p).encode())
+        h.update((p[len(prefix):] if relative and p.startswith(prefix) else p).encode())
         h.update(file_hash(p).encode())
     return h.hexdigest()
 
@@ -178,8 +171,8 @@ def main(argv):
         for rel in selected:
             cmd, inputs = inputs_of(os.path.join(root, rel))
             if cmd is None or inputs is None or not any(
-                    os.path.exists(os.path.join(cache, k(root, cmd, inputs, version)))
-                    for k in (key, legacy_key)):
+                    os.path.exists(os.path.join(cache, key(root, cmd, inputs, version, r)))
+                    for r in (True, False)):
                 keep.append(rel)
         selected = keep
     for rel in selected:
