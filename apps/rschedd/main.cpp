@@ -296,6 +296,9 @@ int run(const rschedd::options &opt, daemon_config cfg) {
     bo.test_hide_every = *h;
     note("rschedd: tests only: every {}th switch to an rs-hide* thread reaches no program\n", *h);
   }
+  if (const char *t = std::getenv("RSCHED_TEST_IRQ_TRACEPOINTS"); t != nullptr && *t != '\0') {
+    bo.irq_tracepoints = true; // tests only (tests/bpf/wakeup_test.cpp): the fallback path
+  }
   auto prog = bpf::program::load(bo);
   if (!prog) {
     note("rschedd: {}\n", prog.err().msg);

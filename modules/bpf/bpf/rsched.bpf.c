@@ -72,6 +72,14 @@ const volatile bool sched_info_live = false;
  * removes the check. */
 const volatile __u32 test_hide_every = 0;
 __u32 test_hide_seq;
+/* Wakeup group: where this CPU's preempt count (x86 __preempt_count, or pcpu_hot.preempt_count)
+ * and its hrtimer bases (hrtimer_bases) lie relative to its runqueue (runqueues): per-CPU
+ * variables, at the distance of their offsets in vmlinux BTF's .data..percpu. Set by user space
+ * with irq_from_preempt; without them (another architecture, a kernel without the variables in
+ * BTF) the interrupt tracepoints count the contexts instead (irq_ctx). */
+const volatile bool irq_from_preempt = false;
+const volatile __s64 pcpu_preempt_off = 0;
+const volatile __s64 pcpu_hrtimer_off = 0;
 
 #define ON(g) ((groups & (g)) != 0)
 
@@ -262,7 +270,16 @@ struct rsched_irq_ctx {
 	__u32 pad;
 };
 
-/* 0 -> per-CPU interrupt context (wakeup group) */
+/* Wakeup group without blame: the thread on this CPU since the last switch (the waker of a
+ * wakeup in process context), as blame's newest runner records it. One entry per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rsched_runner);
+} oncpu SEC(".maps");
+
+/* 0 -> per-CPU interrupt context (wakeup group, without irq_from_preempt) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -612,7 +629,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 
 	if (test_hide_every && test_hidden(prev, next, btf))
 		return 0;
-	if (ON(RSCHED_G_WAKEUP))
+	if (ON(RSCHED_G_WAKEUP) && !irq_from_preempt)
 		irq_settle();
 	if (ON(RSCHED_G_LATENCY | RSCHED_G_SLEEP))
 		cs = bpf_map_lookup_elem(&cpu_stats, &zero);
@@ -730,9 +747,13 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	if (next_tid == 0) {
 		if (ON(RSCHED_G_BLAME))
 			push_next(DELAY_TS(next), next, 0, NULL, btf, runr);
+		else if (ON(RSCHED_G_WAKEUP))
+			note_oncpu(next, 0, NULL, now, btf);
 		return 0;
 	}
 	st = ON(RSCHED_G_BLAME) ? nst : state_of(next, btf, true);
+	if (ON(RSCHED_G_WAKEUP) && !ON(RSCHED_G_BLAME))
+		note_oncpu(next, next_tid, st, now, btf); /* blame's ring records it otherwise */
 	if (!st) {
 		if (ON(RSCHED_G_BLAME))
 			push_next(DELAY_TS(next), next, next_tid, NULL, btf, runr);
@@ -1104,7 +1125,9 @@ static __always_inline int emit_task(struct seq_file *seq, struct rsched_task_id
 {
 	if (bpf_seq_write(seq, id, sizeof(*id)) || bpf_seq_write(seq, &st->used, sizeof(st->used)))
 		return -1;
-	if (ON(RSCHED_G_LATENCY) && bpf_seq_write(seq, &st->delay, RSCHED_ITER_LATENCY_BYTES))
+	if (ON(RSCHED_G_LATENCY) &&
+	    (bpf_seq_write(seq, &st->delay, sizeof(st->delay) + sizeof(st->depth)) ||
+	     bpf_seq_write(seq, &st->delay_tail, sizeof(st->delay_tail))))
 		return -1;
 	if (ON(RSCHED_G_SLICE) && bpf_seq_write(seq, &st->slice_vol, RSCHED_ITER_SLICE_BYTES))
 		return -1;

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <string_view>
 #include <unistd.h>
 
 namespace rsched::bpf {
@@ -91,6 +93,67 @@ bool kernel_keeps_sched_info() {
   return static_cast<bool>(in >> exec_ns >> run_delay_ns >> pcount) && pcount > 0;
 }
 
+// Where this CPU's preempt count and hrtimer bases lie relative to its runqueue: per-CPU
+// variables (vmlinux BTF's .data..percpu gives each one's offset), so the distance is the same on
+// every CPU. x86 only (elsewhere the count is not a per-CPU variable); nullopt when a variable is
+// missing. Linux 6.2-6.14 keep the count in pcpu_hot.preempt_count, others in __preempt_count.
+struct percpu_distances {
+  std::int64_t preempt = 0;
+  std::int64_t hrtimer = 0;
+};
+
+std::optional<percpu_distances> percpu_layout([[maybe_unused]] const btf *vmlinux) {
+#if defined(__x86_64__)
+  const int sec_id = btf__find_by_name_kind(vmlinux, ".data..percpu", BTF_KIND_DATASEC);
+  if (sec_id <= 0) {
+    return std::nullopt;
+  }
+  const btf_type *sec = btf__type_by_id(vmlinux, static_cast<__u32>(sec_id));
+  std::optional<std::int64_t> rq;
+  std::optional<std::int64_t> preempt;
+  std::optional<std::int64_t> hrtimer;
+  const btf_var_secinfo *v = btf_var_secinfos(sec);
+  for (unsigned i = 0; i < btf_vlen(sec); ++i, ++v) {
+    const btf_type *var = btf__type_by_id(vmlinux, v->type);
+    const std::string_view name = btf__name_by_offset(vmlinux, var->name_off);
+    const auto off = static_cast<std::int64_t>(v->offset);
+    if (name == "runqueues") {
+      rq = off;
+    } else if (name == "hrtimer_bases") {
+      hrtimer = off;
+    } else if (name == "__preempt_count") {
+      preempt = off;
+    } else if (name == "pcpu_hot" && !preempt) {
+      const btf_type *t = btf__type_by_id(vmlinux, var->type);
+      const btf_member *m = btf_members(t);
+      for (unsigned k = 0; btf_is_struct(t) && k < btf_vlen(t); ++k, ++m) {
+        if (std::string_view(btf__name_by_offset(vmlinux, m->name_off)) == "preempt_count") {
+          preempt = off + static_cast<std::int64_t>(btf_member_bit_offset(t, k) / 8);
+        }
+      }
+    }
+  }
+  if (!rq || !preempt || !hrtimer) {
+    return std::nullopt;
+  }
+  return percpu_distances{*preempt - *rq, *hrtimer - *rq};
+#else
+  return std::nullopt;
+#endif
+}
+
+std::optional<percpu_distances> kernel_percpu_layout() {
+  btf *vmlinux = btf__load_vmlinux_btf();
+  if (libbpf_get_error(vmlinux) != 0 || vmlinux == nullptr) {
+    return std::nullopt;
+  }
+  auto d = btf__find_by_name_kind(vmlinux, "bpf_rdonly_cast", BTF_KIND_FUNC) > 0
+               ? percpu_layout(vmlinux)
+               : std::nullopt;
+  btf__free(vmlinux);
+  return d;
+}
+
 bool kernel_has_func(const char *name) {
   btf *vmlinux = btf__load_vmlinux_btf();
   if (libbpf_get_error(vmlinux) != 0 || vmlinux == nullptr) {
@@ -146,6 +209,7 @@ struct program::impl {
   bool whole_process_moves = false;
   bool rq_clock = false;
   bool sched_info = false; // the kernel keeps struct sched_info (rodata sched_info_live)
+  bool irq_from_preempt = false; // rodata irq_from_preempt
 
   impl() = default;
   impl(const impl &) = delete;
@@ -250,6 +314,14 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   // contexts from their tracepoints.
   const bool waking = (opt.groups & (RSCHED_G_WAKING | RSCHED_G_WAKEUP)) != 0;
   const bool wakeup = (opt.groups & RSCHED_G_WAKEUP) != 0;
+  // A wakeup's interrupt context is read from the preempt count and hrtimer bases where they
+  // can be reached; else six interrupt tracepoints count it.
+  const auto percpu = wakeup && !opt.irq_tracepoints ? kernel_percpu_layout() : std::nullopt;
+  s->rodata->irq_from_preempt = percpu.has_value();
+  s->rodata->pcpu_preempt_off = percpu ? percpu->preempt : 0;
+  s->rodata->pcpu_hrtimer_off = percpu ? percpu->hrtimer : 0;
+  p->irq_from_preempt = percpu.has_value();
+  const bool irq_tps = wakeup && !percpu;
   // Blame follows a waiting thread that is moved to another runqueue.
   const bool migration = (opt.groups & (RSCHED_G_MIGRATION | RSCHED_G_BLAME)) != 0;
   struct variant_pair {
@@ -271,12 +343,12 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
       {s->progs.sched_migrate_task_btf, s->progs.sched_migrate_task_raw, migration},
       // Exits before entries: an entry seen always has its exit attached (and a context
       // switch settles the levels anyway: irq_settle in wakeup.bpf.h).
-      {s->progs.irq_exit_btf, s->progs.irq_exit_raw, wakeup},
-      {s->progs.softirq_exit_btf, s->progs.softirq_exit_raw, wakeup},
-      {s->progs.hrtimer_exit_btf, s->progs.hrtimer_exit_raw, wakeup},
-      {s->progs.irq_entry_btf, s->progs.irq_entry_raw, wakeup},
-      {s->progs.softirq_entry_btf, s->progs.softirq_entry_raw, wakeup},
-      {s->progs.hrtimer_entry_btf, s->progs.hrtimer_entry_raw, wakeup},
+      {s->progs.irq_exit_btf, s->progs.irq_exit_raw, irq_tps},
+      {s->progs.softirq_exit_btf, s->progs.softirq_exit_raw, irq_tps},
+      {s->progs.hrtimer_exit_btf, s->progs.hrtimer_exit_raw, irq_tps},
+      {s->progs.irq_entry_btf, s->progs.irq_entry_raw, irq_tps},
+      {s->progs.softirq_entry_btf, s->progs.softirq_entry_raw, irq_tps},
+      {s->progs.hrtimer_entry_btf, s->progs.hrtimer_entry_raw, irq_tps},
   };
   std::vector<bpf_program *> to_attach;
   for (const auto &pr : pairs) {
@@ -500,6 +572,9 @@ bool program::delay_rq_clock() const {
 
 bool program::sched_info_live() const {
   return p_->sched_info;
+}
+bool program::irq_from_preempt() const {
+  return p_->irq_from_preempt;
 }
 std::uint32_t program::groups() const {
   return p_->groups;

@@ -46,8 +46,6 @@ const char *take_hist(const char *at, metrics::set<S> &m, std::size_t i, stats::
 
 // Delay's fine tail (sched_abi.h: all of it when its `used` bit is set, else undefined).
 const char *take_tail(const char *at, metrics::thread_set &m, std::uint64_t used) {
-  static_assert(offsetof(rsched_task_state, delay_tail) ==
-                offsetof(rsched_task_state, depth) + sizeof(rsched_depth_stats));
   if ((used & RSCHED_USED_TAIL_MASK) != 0) {
     // Only the groups of RSCHED_TAIL_SPAN slots whose bit is set were written.
     rsched_fine_tail tail{};

@@ -356,16 +356,18 @@ struct rsched_task_state {
 	__u32 k_delay; /* see k_pcount */
 	__u64 mig_at[RSCHED_MIG_PARTS];
 	__u32 mig_cpu[RSCHED_MIG_PARTS];
-	struct rsched_delay_stats delay;    /* scheduling delay */
-	struct rsched_depth_stats depth;    /* runqueue depth at wakeup */
-	struct rsched_fine_tail delay_tail; /* delay's fine slots >= 512 us (latency group) */
+	struct rsched_delay_stats delay; /* scheduling delay */
+	struct rsched_depth_stats depth; /* runqueue depth at wakeup */
 	struct rsched_blame blame; /* who ran while it waited, who preempted it (blame group) */
+	struct rsched_wakeup wakeup; /* its sleeps and their wakers (wakeup group) */
+	/* delay's fine slots >= 512 us (latency group): touched only by waits that long, its
+	 * groups up to 128 ms still in the first page */
+	struct rsched_fine_tail delay_tail;
 	struct rsched_delay_stats slice_vol;   /* time on CPU ending in a voluntary switch */
 	struct rsched_delay_stats slice_invol; /* time on CPU ending in a preemption */
 	struct rsched_delay_stats sleep;       /* switch-out (not runnable) -> wakeup */
 	struct rsched_delay_stats waking;      /* sched_waking -> switch-in */
 	__u64 counters[RSCHED_COUNTER_SLOTS];  /* perf counter deltas charged to this thread */
-	struct rsched_wakeup wakeup;	       /* its sleeps and their wakers (wakeup group) */
 };
 
 struct rsched_task_ident {
@@ -511,13 +513,16 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_drain_args) == 8, "drain args");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_cpu_stats) == 1864, "cpu stats");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_drop_stats) == 8 * RSCHED_DROP_COUNT, "drop stats");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_record, st) == 48, "record layout");
-/* What the service's groups (latency, migration, blame) touch per event comes first: the
- * timestamps, the read and wait bookkeeping, delay, depth, the tail and blame, 3,240 bytes, all
- * in the first 4 KiB page of the task storage element (its value begins 72-80 bytes into an
- * 8 KiB block). On this project's VM (PVM, shadow paging) a second page touched per event is
- * a TLB miss: a wakeup cost ~100 ns more with the wait bookkeeping past 4 KiB. */
+/* What the service's groups (latency, migration, blame, wakeup) touch per event comes first:
+ * the timestamps, the read and wait bookkeeping, delay, depth, blame and wakeup, 3,608 bytes,
+ * then the fine tail, whose groups up to 128 ms still end in the first 4 KiB page of the task
+ * storage element (its value begins 72-80 bytes into an 8 KiB block). On this project's VM
+ * (PVM, shadow paging) a second page touched per event is a TLB miss: a wakeup cost ~100 ns
+ * more with the wait bookkeeping past 4 KiB. */
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay) == 176, "state layout");
-RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, slice_vol) <= 4096 - 128,
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay_tail) +
+				  2 * RSCHED_TAIL_SPAN * sizeof(__u32) <=
+			  4096 - 128,
 		  "the service's parts in the first page");
 /* The BPF record writers copy the tail and blame's parts in 8-byte words. */
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, delay_tail) % 8 == 0 &&
@@ -560,10 +565,10 @@ RSCHED_ABI_ASSERT(RSCHED_BLAME_RING % RSCHED_BLAME_EPOCH_RUNS == 0 &&
 RSCHED_ABI_ASSERT((RSCHED_BLAME_SLOTS & (RSCHED_BLAME_SLOTS - 1)) == 0,
 		  "blame slots: a power of 2");
 /* The iterator's parts are contiguous runs of the state. */
-RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, blame) ==
+RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, depth) ==
 			  __builtin_offsetof(struct rsched_task_state, delay) +
-				  RSCHED_ITER_LATENCY_BYTES,
-		  "delay + depth + tail are contiguous");
+				  sizeof(struct rsched_delay_stats),
+		  "delay + depth are contiguous");
 RSCHED_ABI_ASSERT(__builtin_offsetof(struct rsched_task_state, sleep) ==
 			  __builtin_offsetof(struct rsched_task_state, slice_vol) +
 				  RSCHED_ITER_SLICE_BYTES,

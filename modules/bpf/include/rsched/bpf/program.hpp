@@ -57,6 +57,10 @@ struct options {
   // program, to stage a switch-in no tracepoint reported (rschedd reads it from
   // RSCHED_TEST_HIDE_SWITCH_INS); 0: none.
   std::uint32_t test_hide_every = 0;
+  // Wakeup group: name a wakeup's interrupt context (hard irq, softirq, hrtimer) from the six
+  // interrupt tracepoints even where the preempt count can be read (tests of that path;
+  // rschedd reads it from RSCHED_TEST_IRQ_TRACEPOINTS).
+  bool irq_tracepoints = false;
   // Perf event fds to install before the programs attach (so no switch reads an empty slot).
   struct counter_fd {
     unsigned cpu;
@@ -128,6 +132,8 @@ public:
   // /proc/<pid>/schedstat): the programs then begin a wait where the kernel does, and count a
   // switch-in or the start of a wait that reached no program from it (RSCHED_DROP_UNSEEN).
   [[nodiscard]] bool sched_info_live() const;
+  // Wakeup group: interrupt contexts read from the preempt count (else from six tracepoints).
+  [[nodiscard]] bool irq_from_preempt() const;
   // Installs a perf event fd for counter `slot` on `cpu` (RSCHED_G_PERF).
   result<void> set_counter_fd(unsigned cpu, unsigned slot, int fd);
   // The attached programs (for bpf_stats self-monitoring and tests).
