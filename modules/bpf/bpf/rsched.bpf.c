@@ -518,10 +518,13 @@ static __always_inline __u64 unseen_at_switch_out(struct rsched_task_state *st,
 {
 	struct unseen_run u = {};
 	bool live = sched_info_live && bpf_core_field_exists(prev->sched_info);
+	bool current_wait = false; /* enqueue_ns began the current run's wait */
 
 	if (live) {
 		__u32 pc = (__u32)READ(btf, prev, sched_info.pcount);
 		u.missed = pc - st->k_pcount;
+		/* the current run's arrival is the kernel's count's last step */
+		current_wait = st->enqueue_ns && st->enq_pcount == (__u16)(pc - 1);
 		if (!u.missed)
 			return 0;
 		__u32 units = kernel_delay_units(prev, btf);
@@ -532,14 +535,15 @@ static __always_inline __u64 unseen_at_switch_out(struct rsched_task_state *st,
 		if (!st->enqueue_ns)
 			return 0;
 		u.missed = 1;
+		current_wait = true;
 	}
 	/* the clocks now, read only here (the monotonic clock is the caller's NOW()) */
 	__u64 mono_now = *now ? *now : (*now = bpf_ktime_get_ns());
 	__u64 at = delay_rq_clock ? rq_clock_of(prev, btf) : mono_now;
 	__u64 ran = ran_since_switch_in(prev, live, btf);
-	/* The wait begun at enqueue_ns is the current run's only when it is the one run missed:
-	 * else it is the first missed run's, and each takes its share of the kernel's time. */
-	u.t0 = u.missed == 1 ? st->enqueue_ns : 0;
+	/* A wait begun at enqueue_ns before the kernel's count reached the current run's arrival
+	 * is an earlier missed run's: then each takes its share of the kernel's time. */
+	u.t0 = current_wait ? st->enqueue_ns : 0;
 	u.arrive = at > ran ? at - ran : 1;
 	if (u.arrive < u.t0) /* clock rounding: it cannot have arrived before it began to wait */
 		u.arrive = u.t0;
@@ -578,8 +582,10 @@ static __always_inline void unseen_at_switch_in(struct rsched_task_state *st,
 		};
 		count_drops(RSCHED_DROP_UNSEEN, missed);
 		rsched_unseen_runs(st, cs, NULL, &u);
-		/* a wait begun before them ended with the first of them (counted just now) */
-		st->enqueue_ns = 0;
+		/* a wait begun before them ended with the first of them (counted just now); one
+		 * begun since (its stamp is the kernel's count now) is this switch-in's */
+		if (st->enq_pcount != (__u16)pc)
+			st->enqueue_ns = 0;
 		mark_dirty(st, next, btf);
 	}
 	if (queued) {
@@ -652,9 +658,18 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 		 * way to sleep (its sleep state already set) stays queued, but neither counts a
 		 * wait then: its switch is involuntary, and its next run is no wait's end. */
 		bool queued = state == TASK_RUNNING;
-		st = state_of(prev, btf,
-			      runnable || ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_PERF |
-					     RSCHED_G_WAKEUP));
+		/* A thread that goes to sleep needs its state here only for a group that records
+		 * the switch-out, or its final record. Latency's check for a switch-in no program
+		 * saw is then left to its next switch-in (the kernel's count is exact there too,
+		 * and enq_pcount tells a wait begun since from one left behind); without the
+		 * kernel's sched_info it is only here. */
+		bool want = runnable || (state & TASK_DEAD) || !sched_info_live ||
+			    ON(RSCHED_G_SLICE | RSCHED_G_SLEEP | RSCHED_G_PERF | RSCHED_G_WAKEUP |
+			       RSCHED_G_WAKING);
+		st = want ? state_of(prev, btf,
+				     runnable || ON(RSCHED_G_SLICE | RSCHED_G_SLEEP |
+						    RSCHED_G_PERF | RSCHED_G_WAKEUP))
+			  : NULL;
 		if (st) {
 			/* the monotonic time prev was switched in, when no program saw it */
 			__u64 arrived = 0;
@@ -663,6 +678,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 							       btf);
 				/* delay runs from preemption */
 				st->enqueue_ns = queued ? DELAY_TS(prev) : 0;
+				st->enq_pcount = kernel_pcount16(prev, sched_info_live, btf);
 				if (ON(RSCHED_G_BLAME) && queued) {
 					st->wait_cpu = bpf_get_smp_processor_id();
 					st->wait_since = st->enqueue_ns;
@@ -814,9 +830,13 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	 * sleep state, before it called schedule(): it never leaves the CPU). Without the kernel's
 	 * sched_info: unless the thread is on a CPU. */
 	rq = task_rq_of(p, btf);
-	if (!st->enqueue_ns &&
+	/* A wait left behind (its switch-in reached no program: the kernel's count moved on since
+	 * it began) is no earlier timestamp: its end is counted at the next switch-in. */
+	__u16 pc = kernel_pcount16(p, sched_info_live, btf);
+	if ((!st->enqueue_ns || st->enq_pcount != pc) &&
 	    (sched_info_live ? kernel_queued_at(p, true, btf) != 0 : !READ(btf, p, on_cpu))) {
 		st->enqueue_ns = delay_rq_clock ? rq_clock_of(p, btf) : (now ?: bpf_ktime_get_ns());
+		st->enq_pcount = pc;
 		if (ON(RSCHED_G_BLAME)) {
 			/* the runqueue it waits on: the CPU the wakeup chose */
 			st->wait_cpu = (__u32)task_cpu_of(p, btf);

@@ -112,6 +112,15 @@ static __always_inline __u64 kernel_queued_at(struct task_struct *t, bool live, 
 	return READ(btf, t, sched_info.last_queued);
 }
 
+/* The kernel's count of `t`'s waits (sched_info.pcount), low 16 bits: enq_pcount's stamp. 0
+ * unless `live`. */
+static __always_inline __u16 kernel_pcount16(struct task_struct *t, bool live, bool btf)
+{
+	if (!live || !bpf_core_field_exists(t->sched_info))
+		return 0;
+	return (__u16)READ(btf, t, sched_info.pcount);
+}
+
 /* The kernel's run_delay of `t` in k_delay's 1024 ns units (low 32 bits). */
 static __always_inline __u32 kernel_delay_units(struct task_struct *t, bool btf)
 {

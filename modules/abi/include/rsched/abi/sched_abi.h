@@ -346,7 +346,11 @@ struct rsched_task_state {
 	 * a switch-in touch anyway (asserted below): a thread's state is cold memory when
 	 * thousands of threads take turns. */
 	__u32 wait_cpu;
-	__u32 blame_hint; /* the culprit slot found last (checked first) */
+	__u16 blame_hint; /* the culprit slot found last (checked first) */
+	/* The kernel's count of waits (sched_info.pcount, low 16 bits) when enqueue_ns was set: a
+	 * wait whose switch-in no program saw left enqueue_ns behind, and the count moved on since
+	 * (sched_info_live only). */
+	__u16 enq_pcount;
 	__u64 wait_since;
 	/* Migrations while waiting: part i of the wait, [mig_at[i], mig_at[i + 1]) (the last one
 	 * up to wait_since), was on CPU mig_cpu[i]; oldest first, nmig of them. Each is blamed at
