@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 #include <catch2/catch.hpp>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -22,6 +23,8 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <map>
+#include <netinet/in.h>
+#include <optional>
 #include <memory>
 #include <sched.h>
 #include <string>
@@ -495,6 +498,110 @@ void run_long_sleep(const std::string &mode) {
   CHECK(as_int(st[0][3]) == s_n);
 }
 
+// Sets an environment variable for the scope (rschedd's test switches).
+class env_guard {
+public:
+  env_guard(const char *name, const char *value) : name_(name) { setenv(name, value, 1); }
+  ~env_guard() { unsetenv(name_); }
+  env_guard(const env_guard &) = delete;
+  env_guard &operator=(const env_guard &) = delete;
+
+private:
+  const char *name_;
+};
+
+// Wakeups from interrupt context are named by it: a thread in a nanosleep loop is woken by an
+// hrtimer callback (<timer>), a UDP receiver on loopback by the network softirq its sender's
+// syscall runs on the way out (<softirq>), a pipe reader by its writer (a process). `via`:
+// "preempt" reads the context from the preempt count and hrtimer bases (the default where they
+// can be reached), "tracepoints" from the six interrupt tracepoints (the fallback): both must
+// name the same contexts.
+void run_contexts(const std::string &mode, const std::string &via) {
+  if (!test::bpf_available()) {
+    return;
+  }
+  std::optional<env_guard> tps;
+  if (via == "tracepoints") {
+    tps.emplace("RSCHED_TEST_IRQ_TRACEPOINTS", "1");
+  }
+  test::recording rec({"-i", "1", "-g", "latency,blame,wakeup", "--bpf-mode", mode});
+  tps.reset();
+  constexpr int rounds = 300;
+  const pid_t child = test::fork_child([] {
+    // The timer's sleeper.
+    std::thread nano([] {
+      prctl(PR_SET_NAME, "rs-nano");
+      for (int i = 0; i < rounds; ++i) {
+        sleep_ns(1'000'000);
+      }
+    });
+    // The softirq's: a UDP receiver on loopback and its sender.
+    const int rx = socket(AF_INET, SOCK_DGRAM, 0);
+    const int tx = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (rx < 0 || tx < 0 || bind(rx, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0 ||
+        getsockname(rx, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
+      _exit(4);
+    }
+    std::thread udp([rx] {
+      prctl(PR_SET_NAME, "rs-udp");
+      char b = 0;
+      for (int i = 0; i < rounds; ++i) {
+        if (recv(rx, &b, 1, 0) != 1) {
+          _exit(5);
+        }
+      }
+    });
+    prctl(PR_SET_NAME, "rs-send");
+    for (int i = 0; i < rounds; ++i) {
+      sleep_ns(1'000'000);
+      if (sendto(tx, "x", 1, 0, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 1) {
+        _exit(6);
+      }
+    }
+    udp.join();
+    nano.join();
+    _exit(0);
+  });
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::this_thread::sleep_for(1500ms);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
+  // Each sleeper's sleeps by waker, by its comm (the sleepers are the child's threads).
+  const auto by_waker = [&](const std::string &comm) {
+    std::map<std::string, std::int64_t> n;
+    std::int64_t all = 0;
+    for (const auto &row : test::query_db(
+             rec.db, "SELECT by_comm, sum(count) FROM wakeups WHERE comm = '" + comm +
+                         "' AND pid = " + std::to_string(child) + " GROUP BY by_comm")) {
+      n[as_text(row[0])] += as_int(row[1]);
+      all += as_int(row[1]);
+    }
+    std::string text;
+    for (const auto &[who, k] : n) {
+      text += " " + who + "=" + std::to_string(k);
+    }
+    std::printf("wakeup contexts[%s, %s]: %s woken%s\n", mode.c_str(), via.c_str(),
+                comm.c_str(), text.c_str());
+    return std::pair{n, all};
+  };
+  const auto [nano, nano_all] = by_waker("rs-nano");
+  const auto [udp, udp_all] = by_waker("rs-udp");
+  INFO(mode << ", " << via);
+  REQUIRE(nano_all >= rounds * 9 / 10);
+  REQUIRE(udp_all >= rounds * 9 / 10);
+  // Nearly every one by its context (a sleep may end otherwise: a signal, a spurious wakeup).
+  CHECK(nano.count("<timer>") == 1);
+  CHECK(nano_all > 0 && nano.at("<timer>") * 100 >= nano_all * 95);
+  CHECK(udp.count("<softirq>") == 1);
+  CHECK(udp_all > 0 && udp.at("<softirq>") * 100 >= udp_all * 95);
+}
+
 } // namespace
 
 TEST_CASE("Wakeup: a pipe reader's long sleeps get the stack they blocked in, short ones none "
@@ -527,4 +634,22 @@ TEST_CASE("Wakeup: a pipe reader's sleep is its writer's, delayed behind a hog (
 TEST_CASE("Wakeup: a pipe reader's sleep is its writer's, delayed behind a hog (raw_tp)",
           "[root][bpf][wakeup]") {
   run_pipe("raw_tp");
+}
+
+TEST_CASE("Wakeup: timer and softirq wakeups are named by their context, from the preempt count "
+          "(tp_btf)",
+          "[root][bpf][wakeup]") {
+  run_contexts("tp_btf", "preempt");
+}
+
+TEST_CASE("Wakeup: timer and softirq wakeups are named by their context, from the preempt count "
+          "(raw_tp)",
+          "[root][bpf][wakeup]") {
+  run_contexts("raw_tp", "preempt");
+}
+
+TEST_CASE("Wakeup: timer and softirq wakeups are named by their context, from the interrupt "
+          "tracepoints (tp_btf)",
+          "[root][bpf][wakeup]") {
+  run_contexts("tp_btf", "tracepoints");
 }
