@@ -9,13 +9,13 @@
 #
 # Usage (root): bench/big_server.sh [RSCHEDD ...]     (default: build/apps/rschedd/rschedd)
 #   env SECONDS_RUN (70: the first 10-s window is start-up, the rest the steady minute),
-#   GROUPS_RUN (latency,migration,blame,pressure: the service's; latency,migration is the
+#   GROUPS_RUN (latency,migration,blame,wakeup,pressure: the service's; latency,migration is the
 #   storage target's), SIZES ("10000 1000").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -gt 0 ] || set -- "$top/build/apps/rschedd/rschedd"
 secs=${SECONDS_RUN:-70}
-groups=${GROUPS_RUN:-latency,migration,blame,pressure}
+groups=${GROUPS_RUN:-latency,migration,blame,wakeup,pressure}
 for n in ${SIZES:-10000 1000}; do
   for bin in "$@"; do
     echo "=== $n threads, $bin"

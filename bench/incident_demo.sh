@@ -19,7 +19,7 @@ sql=build/apps/rsched-sql/rsched-sql
 gcc -O2 -Wall -Wextra -pthread -o "$out/incident_workload" bench/incident_workload.c
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
-"$rschedd" --db "$db" -i 1 -g latency,migration,blame,pressure -r 195 >"$out/rschedd.log" 2>&1 &
+"$rschedd" --db "$db" -i 1 -g latency,migration,blame,wakeup,pressure -r 195 >"$out/rschedd.log" 2>&1 &
 daemon=$!
 sleep 2
 "$out/incident_workload" web 190 &

@@ -12,12 +12,12 @@
 #
 # Usage (root): bench/observer.sh [SECONDS] [THREADS] [ROUNDS]     (defaults 30 10000 2)
 #   env RSCHEDD (binary), SETTINGS (';'-separated rschedd argument sets, "" = the defaults;
-#   default ";--recorder-slice-us 0;--rt-priority 1"), GROUPS_RUN (latency,migration,blame,pressure: the service's).
+#   default ";--recorder-slice-us 0;--rt-priority 1"), GROUPS_RUN (latency,migration,blame,wakeup,pressure: the service's).
 set -euo pipefail
 secs=${1:-30}; n=${2:-10000}; rounds=${3:-2}
 top=$(cd "$(dirname "$0")/.." && pwd)
 rschedd=${RSCHEDD:-$top/build/apps/rschedd/rschedd}
-groups=${GROUPS_RUN:-latency,migration,blame,pressure}
+groups=${GROUPS_RUN:-latency,migration,blame,wakeup,pressure}
 settings=${SETTINGS-";--recorder-slice-us 0;--rt-priority 1"}
 die() { echo "observer.sh: error: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "must run as root (rschedd loads BPF programs)"
