@@ -89,6 +89,7 @@ def paired(args, cand, base):
     B = b + f first, (A1 - B1) + (A2 - B2) = 2 (a - b), so a pair of repetitions, one of each
     order, measures the difference with the order's cost cancelled."""
     runs = []  # (candidate first?, candidate ns/event, baseline ns/event)
+    switch_runs = []  # the same per context switch (all the tracer's BPF time / switches)
     for rep in range(args.reps):
         cand_first = rep % 2 == 0
         names = ["candidate", "baseline"] if cand_first else ["baseline", "candidate"]
@@ -96,12 +97,18 @@ def paired(args, cand, base):
         res = dict(zip(names, measure_paired(cmds, args.workload)))
         c, bl = res["candidate"], res["baseline"]
         runs.append((cand_first, c[0], bl[0]))
+        switch_runs.append((cand_first, c[3], bl[3]))
         print(f"rep {rep} ({names[0]} first): candidate {c[0]:.0f} ns/event over {c[2]} events, "
-              f"baseline {bl[0]:.0f} over {bl[2]}, difference {c[0] - bl[0]:+.0f}  candidate: " +
+              f"{c[3]:.0f} ns/switch; baseline {bl[0]:.0f} over {bl[2]}, {bl[3]:.0f} ns/switch; "
+              f"difference {c[0] - bl[0]:+.0f} ns/event  candidate: " +
               ", ".join(f"{k} {v:.0f}" for k, v in sorted(c[1].items())) + "  baseline: " +
               ", ".join(f"{k} {v:.0f}" for k, v in sorted(bl[1].items())), flush=True)
+    summarize(args, runs, "ns per event")
+    summarize(args, switch_runs, "ns per context switch")
+
+def summarize(args, runs, unit):
     print(f"\nworkload: {args.workload}; {args.reps} paired repetitions (both attached, the "
-          f"first attached alternating); candidate - baseline, ns per event:")
+          f"first attached alternating); candidate - baseline, {unit}:")
     for first, label in ((True, "candidate attached first"), (False, "baseline attached first")):
         d = [c - b for f, c, b in runs if f == first]
         if d:
@@ -112,7 +119,7 @@ def paired(args, cand, base):
     base_ns = [(runs[i][2] + runs[i + 1][2]) / 2 for i in range(0, len(runs) - 1, 2)]
     if pairs:
         m = statistics.median(pairs)
-        print(f"  order cancelled (each pair of repetitions): median {m:+.1f} ns/event "
+        print(f"  order cancelled (each pair of repetitions): median {m:+.1f} ({unit}) "
               f"({100 * m / statistics.median(base_ns):+.1f} % of the baseline's "
               f"{statistics.median(base_ns):.0f}), mean {statistics.mean(pairs):+.1f}, "
               f"[{min(pairs):+.1f}, {max(pairs):+.1f}], candidate lower in "
