@@ -23,9 +23,9 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <netinet/in.h>
 #include <optional>
-#include <memory>
 #include <sched.h>
 #include <string>
 #include <thread>
@@ -576,9 +576,9 @@ void run_contexts(const std::string &mode, const std::string &via) {
   const auto by_waker = [&](const std::string &comm) {
     std::map<std::string, std::int64_t> n;
     std::int64_t all = 0;
-    for (const auto &row : test::query_db(
-             rec.db, "SELECT by_comm, sum(count) FROM wakeups WHERE comm = '" + comm +
-                         "' AND pid = " + std::to_string(child) + " GROUP BY by_comm")) {
+    for (const auto &row :
+         test::query_db(rec.db, "SELECT by_comm, sum(count) FROM wakeups WHERE comm = '" + comm +
+                                    "' AND pid = " + std::to_string(child) + " GROUP BY by_comm")) {
       n[as_text(row[0])] += as_int(row[1]);
       all += as_int(row[1]);
     }
@@ -586,8 +586,8 @@ void run_contexts(const std::string &mode, const std::string &via) {
     for (const auto &[who, k] : n) {
       text += " " + who + "=" + std::to_string(k);
     }
-    std::printf("wakeup contexts[%s, %s]: %s woken%s\n", mode.c_str(), via.c_str(),
-                comm.c_str(), text.c_str());
+    std::printf("wakeup contexts[%s, %s]: %s woken%s\n", mode.c_str(), via.c_str(), comm.c_str(),
+                text.c_str());
     return std::pair{n, all};
   };
   const auto [nano, nano_all] = by_waker("rs-nano");

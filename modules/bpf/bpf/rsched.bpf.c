@@ -716,6 +716,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 			if (ON(RSCHED_G_WAKEUP)) {
 				/* a sleep begins (ended and charged at its sched_waking) */
 				st->wakeup.off_since = runnable ? 0 : NOW();
+				st->wakeup.pending = 0; /* a waking whose wakeup no program saw */
 				st->wakeup.off_state = sleep_state_of(state);
 				/* where a D sleep blocks: this kernel stack (prev's) */
 				long sid = -1;
@@ -803,65 +804,6 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	return 0;
 }
 
-static __always_inline int on_wakeup(struct task_struct *p, bool btf)
-{
-	struct rsched_task_state *st;
-	struct rq *rq;
-	__u64 now;
-	__u32 tid = (__u32)READ(btf, p, pid);
-
-	if (tid == 0)
-		return 0;
-	st = state_of(p, btf, true);
-	if (!st)
-		return 0;
-	now = ON(RSCHED_G_SLEEP) ? bpf_ktime_get_ns() : 0; /* only sleep uses it here */
-	if (ON(RSCHED_G_SLEEP) && st->sleep_ns) {
-		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns, &st->used,
-			    RSCHED_USED_SLEEP);
-		mark_dirty(st, p, btf);
-		st->sleep_ns = 0;
-	}
-	if (!ON(RSCHED_G_LATENCY))
-		return 0;
-	/* Keep an earlier timestamp (a thread woken while it waits for the CPU already). A wait
-	 * begins where the kernel's does: when it queued the woken thread (sched_info.last_queued,
-	 * set just before this tracepoint), not when the thread still runs (woken after it set its
-	 * sleep state, before it called schedule(): it never leaves the CPU). Without the kernel's
-	 * sched_info: unless the thread is on a CPU. */
-	rq = task_rq_of(p, btf);
-	/* A wait left behind (its switch-in reached no program: the kernel's count moved on since
-	 * it began) is no earlier timestamp: its end is counted at the next switch-in. */
-	__u16 pc = kernel_pcount16(p, sched_info_live, btf);
-	if ((!st->enqueue_ns || st->enq_pcount != pc) &&
-	    (sched_info_live ? kernel_queued_at(p, true, btf) != 0 : !READ(btf, p, on_cpu))) {
-		st->enqueue_ns = delay_rq_clock ? rq_clock_of(p, btf) : (now ?: bpf_ktime_get_ns());
-		st->enq_pcount = pc;
-		if (ON(RSCHED_G_BLAME)) {
-			/* the runqueue it waits on: the CPU the wakeup chose */
-			st->wait_cpu = (__u32)task_cpu_of(p, btf);
-			st->wait_since = st->enqueue_ns;
-			st->nmig = 0;
-		}
-	}
-	if (!rq) {
-		count_drop(RSCHED_DROP_NO_RQ);
-		return 0;
-	}
-	/* nr_running after activation: the woken task counts itself, as upstream */
-	__u64 depth = btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running);
-	mark_dirty(st, p, btf);
-	st->depth.count++;
-	st->depth.total += depth;
-	__u32 slot = rsched_depth_slot(depth);
-	OPAQUE(slot);
-	if (slot < RSCHED_DEPTH_SLOTS) {
-		st->depth.slots[slot]++;
-		st->used |= rsched_used_bit(RSCHED_USED_DEPTH, slot);
-	}
-	return 0;
-}
-
 #define TASK_WAKING 0x0200
 
 /* A long sleep (not D) of `ns` ends: its stack, the sleeper's (`p`, off the CPU since), is
@@ -900,6 +842,90 @@ static __always_inline void long_sleep_charge(struct rsched_task_state *st, stru
 	stack_add(st, (key | RSCHED_KSTACK_SLEEP) + 1, ns);
 }
 
+/* The sleep of `p` (state `st`) whose waker its sched_waking found (wakeup.pending) ends at
+ * `now`, its sched_wakeup: charged whole to that waker, and a D sleep to the kernel stack it
+ * blocked in, a long one (tp_btf) to the stack it sleeps in now. */
+static __always_inline void wakeup_end(struct rsched_task_state *st, struct task_struct *p,
+				       __u64 now, bool btf)
+{
+	__u64 t0 = st->wakeup.off_since;
+	__u16 pending = st->wakeup.pending;
+
+	st->wakeup.pending = 0;
+	if (!t0)
+		return;
+	st->wakeup.off_since = 0;
+	__u64 ns = now > t0 ? now - t0 : 0;
+	wakeup_charge(st, pending, ns, st->wakeup.off_state);
+	if (st->wakeup.off_state == RSCHED_SLEEP_D)
+		stack_charge(st, ns);
+	else if (btf && long_sleep_ns && ns >= long_sleep_ns)
+		/* tp_btf only: bpf_get_task_stack needs a BTF task pointer */
+		long_sleep_charge(st, p, ns);
+	mark_dirty(st, p, btf);
+}
+
+static __always_inline int on_wakeup(struct task_struct *p, bool btf)
+{
+	struct rsched_task_state *st;
+	struct rq *rq;
+	__u64 now;
+	__u32 tid = (__u32)READ(btf, p, pid);
+
+	if (tid == 0)
+		return 0;
+	st = state_of(p, btf, true);
+	if (!st)
+		return 0;
+	now = ON(RSCHED_G_SLEEP) ? bpf_ktime_get_ns() : 0; /* else read on first use: NOW() */
+	if (ON(RSCHED_G_SLEEP) && st->sleep_ns) {
+		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns, &st->used,
+			    RSCHED_USED_SLEEP);
+		mark_dirty(st, p, btf);
+		st->sleep_ns = 0;
+	}
+	if (!ON(RSCHED_G_LATENCY))
+		return 0;
+	/* Keep an earlier timestamp (a thread woken while it waits for the CPU already). A wait
+	 * begins where the kernel's does: when it queued the woken thread (sched_info.last_queued,
+	 * set just before this tracepoint), not when the thread still runs (woken after it set its
+	 * sleep state, before it called schedule(): it never leaves the CPU). Without the kernel's
+	 * sched_info: unless the thread is on a CPU. */
+	rq = task_rq_of(p, btf);
+	/* A wait left behind (its switch-in reached no program: the kernel's count moved on since
+	 * it began) is no earlier timestamp: its end is counted at the next switch-in. */
+	__u16 pc = kernel_pcount16(p, sched_info_live, btf);
+	if ((!st->enqueue_ns || st->enq_pcount != pc) &&
+	    (sched_info_live ? kernel_queued_at(p, true, btf) != 0 : !READ(btf, p, on_cpu))) {
+		st->enqueue_ns = delay_rq_clock ? rq_clock_of(p, btf) : NOW();
+		st->enq_pcount = pc;
+		if (ON(RSCHED_G_BLAME)) {
+			/* the runqueue it waits on: the CPU the wakeup chose */
+			st->wait_cpu = (__u32)task_cpu_of(p, btf);
+			st->wait_since = st->enqueue_ns;
+			st->nmig = 0;
+		}
+	}
+	if (ON(RSCHED_G_WAKEUP) && st->wakeup.pending)
+		wakeup_end(st, p, NOW(), btf);
+	if (!rq) {
+		count_drop(RSCHED_DROP_NO_RQ);
+		return 0;
+	}
+	/* nr_running after activation: the woken task counts itself, as upstream */
+	__u64 depth = btf ? rq->nr_running : BPF_CORE_READ(rq, nr_running);
+	mark_dirty(st, p, btf);
+	st->depth.count++;
+	st->depth.total += depth;
+	__u32 slot = rsched_depth_slot(depth);
+	OPAQUE(slot);
+	if (slot < RSCHED_DEPTH_SLOTS) {
+		st->depth.slots[slot]++;
+		st->used |= rsched_used_bit(RSCHED_USED_DEPTH, slot);
+	}
+	return 0;
+}
+
 static __always_inline int on_waking(struct task_struct *p, bool btf)
 {
 	struct rsched_task_state *st;
@@ -913,24 +939,12 @@ static __always_inline int on_waking(struct task_struct *p, bool btf)
 	st = state_of(p, btf, ON(RSCHED_G_WAKING));
 	if (!st)
 		return 0;
-	__u64 now = 0;
 	if (ON(RSCHED_G_WAKING))
-		st->waking_ns = now = bpf_ktime_get_ns();
-	if (ON(RSCHED_G_WAKEUP) && st->wakeup.off_since) {
-		/* the sleep that began at its switch-out ends: charged whole to this waker */
-		__u64 t0 = st->wakeup.off_since;
-		if (!now)
-			now = bpf_ktime_get_ns();
-		st->wakeup.off_since = 0;
-		__u64 ns = now > t0 ? now - t0 : 0;
-		wakeup_charge(st, ns, st->wakeup.off_state);
-		if (st->wakeup.off_state == RSCHED_SLEEP_D)
-			stack_charge(st, ns);
-		else if (btf && long_sleep_ns && ns >= long_sleep_ns)
-			/* tp_btf only: bpf_get_task_stack needs a BTF task pointer */
-			long_sleep_charge(st, p, ns);
-		mark_dirty(st, p, btf);
-	}
+		st->waking_ns = bpf_ktime_get_ns();
+	/* the sleep that began at its switch-out ends at the sched_wakeup that follows: its waker
+	 * is the one current here (no clock read: on_wakeup reads one anyway) */
+	if (ON(RSCHED_G_WAKEUP) && st->wakeup.off_since)
+		st->wakeup.pending = wakeup_waker(st);
 	return 0;
 }
 

@@ -10,9 +10,12 @@
  * (rsched_wakeup_search) and the charge of one sleep to its waker (wakeup_charge).
  *
  * A sleep runs from the switch-out in a sleeping state (on_switch stamps off_since) to the
- * sched_waking that ends it (on_waking). sched_waking runs in the waker's context: the process
- * current then, or an interrupt it interrupted, so the sleep is charged whole to one waker and
- * the parts add up to the thread's off-CPU time exactly.
+ * sched_wakeup that ends it, where the wait for the CPU begins (on_wakeup charges it with the
+ * clock read it takes for that wait's start): the waker is found at the sched_waking before it
+ * (on_waking, which runs in the waker's context: the process current then, or an interrupt it
+ * interrupted; sched_wakeup may run on the woken thread's CPU after an IPI). So the sleep is
+ * charged whole to one waker, and sleep and scheduling delay add up to the thread's off-CPU
+ * time exactly.
  *
  * Expects, from rsched.bpf.c: the rodata irq_from_preempt, pcpu_preempt_off and
  * pcpu_hrtimer_off, the maps irq_ctx, oncpu and runners, the type struct rsched_runner and the
@@ -90,16 +93,14 @@ static __always_inline int context_from_preempt(void)
 
 	if (!rq)
 		return -1;
-	struct rq *pc_at =
-		bpf_rdonly_cast((void *)rq + pcpu_preempt_off -
-					bpf_core_field_offset(struct rq, nr_running),
-				bpf_core_type_id_kernel(struct rq));
+	struct rq *pc_at = bpf_rdonly_cast((void *)rq + pcpu_preempt_off -
+						   bpf_core_field_offset(struct rq, nr_running),
+					   bpf_core_type_id_kernel(struct rq));
 	__u32 pc = pc_at->nr_running; /* the word at that address: the preempt count */
 	if (!(pc & (RSCHED_HARDIRQ_MASK | RSCHED_SOFTIRQ_OFFSET)))
 		return -1;
-	struct hrtimer_cpu_base *hb =
-		bpf_rdonly_cast((void *)rq + pcpu_hrtimer_off,
-				bpf_core_type_id_kernel(struct hrtimer_cpu_base));
+	struct hrtimer_cpu_base *hb = bpf_rdonly_cast(
+		(void *)rq + pcpu_hrtimer_off, bpf_core_type_id_kernel(struct hrtimer_cpu_base));
 	/* constant indexes: a BTF pointer takes no variable offset */
 	if (pc & RSCHED_HARDIRQ_MASK) {
 		if (hb->clock_base[0].running || hb->clock_base[1].running ||
@@ -107,8 +108,8 @@ static __always_inline int context_from_preempt(void)
 			return RSCHED_WAKER_TIMER;
 		return RSCHED_WAKER_HARDIRQ;
 	}
-	if (hb->clock_base[4].running || hb->clock_base[5].running ||
-	    hb->clock_base[6].running || hb->clock_base[7].running)
+	if (hb->clock_base[4].running || hb->clock_base[5].running || hb->clock_base[6].running ||
+	    hb->clock_base[7].running)
 		return RSCHED_WAKER_TIMER;
 	return RSCHED_WAKER_SOFTIRQ;
 }
@@ -226,48 +227,61 @@ __noinline int rsched_wakeup_search(struct rsched_task_state *st, __u32 tgid, __
 	return -1;
 }
 
-/* Charges one sleep of `ns` in state `state` to the waker current now (or the context's
- * pseudo-waker). The waker is the thread this CPU's last switch-in recorded (current_runner:
- * its attribution in force, as its own samples are counted), read from the process only before
- * that. */
-static __always_inline void wakeup_charge(struct rsched_task_state *st, __u64 ns, __u32 state)
+/* The waker of a sleep ending now, at its sched_waking (in the waker's context): the process
+ * this CPU's last switch-in recorded (current_runner: its attribution in force, as its own
+ * samples are counted; read from the process only before that), or the context's pseudo-waker.
+ * Returns rsched_wakeup.pending's code: its slot + 1, or RSCHED_WAKER_PENDING_PSEUDO | the
+ * pseudo-waker (<other> past the slots). */
+static __always_inline __u16 wakeup_waker(struct rsched_task_state *st)
+{
+	struct rsched_wakeup *w = &st->wakeup;
+	const struct rsched_runner *cur = current_runner();
+	int ctx = waker_context(cur);
+
+	if (ctx >= 0)
+		return (__u16)(RSCHED_WAKER_PENDING_PSEUDO | ((__u32)ctx % RSCHED_WAKEUP_PSEUDO));
+	__u64 comm[2] = {};
+	__u32 tgid;
+	__u64 cgroup;
+	if (cur) {
+		tgid = cur->tgid;
+		cgroup = cur->cgroup_id;
+		comm[0] = ((const __u64 *)cur->comm)[0];
+		comm[1] = ((const __u64 *)cur->comm)[1];
+	} else {
+		tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+		cgroup = bpf_get_current_cgroup_id();
+		bpf_get_current_comm(comm, sizeof(comm));
+	}
+	__u32 h = w->hint & (RSCHED_WAKEUP_SLOTS - 1);
+	int i;
+	if (w->gen[h] && w->tgid[h] == tgid && w->slot[h].cgroup_id == cgroup &&
+	    comm_eq(w->slot[h].comm, (const char *)comm)) {
+		w->epoch[h] = (__u16)blame_epoch;
+		i = (int)h;
+	} else {
+		i = rsched_wakeup_search(st, tgid, cgroup, comm[0], comm[1]);
+	}
+	if (i < 0)
+		return (__u16)(RSCHED_WAKER_PENDING_PSEUDO | RSCHED_WAKER_OTHER);
+	return (__u16)(((__u32)i & (RSCHED_WAKEUP_SLOTS - 1)) + 1);
+}
+
+/* Charges one sleep of `ns` in state `state` to the waker of code `pending` (wakeup_waker). */
+static __always_inline void wakeup_charge(struct rsched_task_state *st, __u16 pending, __u64 ns,
+					  __u32 state)
 {
 	struct rsched_wakeup *w = &st->wakeup;
 	struct rsched_wakeup_counts *n;
 	__u32 s = state < RSCHED_WAKEUP_STATES ? state : RSCHED_SLEEP_OTHER;
-	const struct rsched_runner *cur = current_runner();
-	int ctx = waker_context(cur);
 
-	if (ctx < 0) {
-		__u64 comm[2] = {};
-		__u32 tgid;
-		__u64 cgroup;
-		if (cur) {
-			tgid = cur->tgid;
-			cgroup = cur->cgroup_id;
-			comm[0] = ((const __u64 *)cur->comm)[0];
-			comm[1] = ((const __u64 *)cur->comm)[1];
-		} else {
-			tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
-			cgroup = bpf_get_current_cgroup_id();
-			bpf_get_current_comm(comm, sizeof(comm));
-		}
-		__u32 h = w->hint & (RSCHED_WAKEUP_SLOTS - 1);
-		int i;
-		if (w->gen[h] && w->tgid[h] == tgid && w->slot[h].cgroup_id == cgroup &&
-		    comm_eq(w->slot[h].comm, (const char *)comm)) {
-			w->epoch[h] = (__u16)blame_epoch;
-			i = (int)h;
-		} else {
-			i = rsched_wakeup_search(st, tgid, cgroup, comm[0], comm[1]);
-		}
-		if (i >= 0)
-			n = &w->slot[(__u32)i & (RSCHED_WAKEUP_SLOTS - 1)].n;
-		else
-			n = &w->pseudo[RSCHED_WAKER_OTHER];
-	} else {
-		n = &w->pseudo[(__u32)ctx % RSCHED_WAKEUP_PSEUDO];
-	}
+	if (pending & RSCHED_WAKER_PENDING_PSEUDO) {
+		__u32 j = pending & 7; /* a bound the verifier keeps (it loses one through %) */
+		if (j >= RSCHED_WAKEUP_PSEUDO)
+			j = RSCHED_WAKER_OTHER;
+		n = &w->pseudo[j];
+	} else
+		n = &w->slot[(__u32)(pending - 1) & (RSCHED_WAKEUP_SLOTS - 1)].n;
 	s &= 3;
 	if (s >= RSCHED_WAKEUP_STATES)
 		s = RSCHED_SLEEP_OTHER;

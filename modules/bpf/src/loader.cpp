@@ -208,7 +208,7 @@ struct program::impl {
   std::size_t segment_count = 0;
   bool whole_process_moves = false;
   bool rq_clock = false;
-  bool sched_info = false; // the kernel keeps struct sched_info (rodata sched_info_live)
+  bool sched_info = false;       // the kernel keeps struct sched_info (rodata sched_info_live)
   bool irq_from_preempt = false; // rodata irq_from_preempt
 
   impl() = default;
@@ -309,7 +309,7 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   // Which tracepoints the selected groups need. sched_switch is always attached: a thread's
   // final record is taken at its last switch. Unselected groups' programs are not loaded.
   const bool btf = p->mode == attach_mode::tp_btf;
-  const bool wakeups = (opt.groups & (RSCHED_G_LATENCY | RSCHED_G_SLEEP)) != 0;
+  const bool wakeups = (opt.groups & (RSCHED_G_LATENCY | RSCHED_G_SLEEP | RSCHED_G_WAKEUP)) != 0;
   // The wakeup group ends a sleep at sched_waking, in the waker's context, and names interrupt
   // contexts from their tracepoints.
   const bool waking = (opt.groups & (RSCHED_G_WAKING | RSCHED_G_WAKEUP)) != 0;

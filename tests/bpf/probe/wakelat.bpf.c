@@ -6,10 +6,10 @@
  * Only the children of the processes user space lists in `watched` (by tgid) are measured, from
  * their creation on; per thread it sums the delays, counts them and keeps the longest.
  *
- * For the wakeup group, the same children's sleeps as offwaketime and `perf sched timehist -w`
- * see them: from a switch-out that does not leave the task runnable to the sched_waking that
- * wakes it, counted and summed per (sleeper tid, the waking process's tgid: whatever is current
- * at sched_waking, interrupts included).
+ * For the wakeup group, the same children's sleeps: from a switch-out that does not leave the
+ * task runnable to the sched_wakeup that ends it (where its wait for the CPU begins), counted
+ * and summed per (sleeper tid, the waking process's tgid: whatever is current at the
+ * sched_waking before it, interrupts included).
  *
  * Each delay itself, in the order measured, with its thread: the first SAMPLES of them (exact
  * percentiles; user space reads nsamples, sample_tid and sample_ns from .bss).
@@ -72,19 +72,39 @@ struct {
 	__type(value, struct totals);
 } wakers SEC(".maps");
 
+/* sleeper tid -> the process current at its sched_waking (its waker) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} waker SEC(".maps");
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(waking, struct task_struct *p)
 {
 	__u32 tid = p->pid;
-	__u64 *since = bpf_map_lookup_elem(&asleep, &tid);
-	struct totals *t, zero = {};
-	struct waker_key k = {.tid = tid, .tgid = (__u32)(bpf_get_current_pid_tgid() >> 32)};
-	__u64 now = bpf_ktime_get_ns();
+	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 
-	if (!since)
-		return 0;
+	if (bpf_map_lookup_elem(&asleep, &tid))
+		bpf_map_update_elem(&waker, &tid, &tgid, BPF_ANY);
+	return 0;
+}
+
+/* A sleep ends at the sched_wakeup that follows its sched_waking, charged to that waker. */
+static __always_inline void woken(struct task_struct *p, __u64 now)
+{
+	__u32 tid = p->pid;
+	__u64 *since = bpf_map_lookup_elem(&asleep, &tid);
+	__u32 *by = bpf_map_lookup_elem(&waker, &tid);
+	struct totals *t, zero = {};
+
+	if (!since || !by)
+		return;
+	struct waker_key k = {.tid = tid, .tgid = *by};
 	__u64 ns = now > *since ? now - *since : 0;
 	bpf_map_delete_elem(&asleep, &tid);
+	bpf_map_delete_elem(&waker, &tid);
 	t = bpf_map_lookup_elem(&wakers, &k);
 	if (!t) {
 		bpf_map_update_elem(&wakers, &k, &zero, BPF_NOEXIST);
@@ -94,7 +114,6 @@ int BPF_PROG(waking, struct task_struct *p)
 		__sync_fetch_and_add(&t->count, 1);
 		__sync_fetch_and_add(&t->total_ns, ns);
 	}
-	return 0;
 }
 
 static __always_inline void enqueued(struct task_struct *p, __u64 now)
@@ -110,7 +129,10 @@ static __always_inline void enqueued(struct task_struct *p, __u64 now)
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(wakeup, struct task_struct *p)
 {
-	enqueued(p, bpf_ktime_get_ns());
+	__u64 now = bpf_ktime_get_ns();
+
+	woken(p, now);
+	enqueued(p, now);
 	return 0;
 }
 

@@ -129,6 +129,8 @@ enum rsched_sleep_state {
 	RSCHED_SLEEP_OTHER = 2, /* stopped, traced, TASK_IDLE, ... */
 };
 
+#define RSCHED_WAKER_PENDING_PSEUDO 0x100U
+
 /* Wakeup group: a wakeup not made by a process, by context at sched_waking (rsched_wakeup.pseudo
  * index), and the residual of the wakers past the slots. */
 enum rsched_waker_pseudo {
@@ -269,7 +271,7 @@ struct rsched_blame {
 
 /* Wakeup group: a waker's part of a thread's sleeps, by the state the thread slept in. */
 struct rsched_wakeup_counts {
-	__u64 sleep_ns[RSCHED_WAKEUP_STATES]; /* switch-out -> sched_waking, exact */
+	__u64 sleep_ns[RSCHED_WAKEUP_STATES]; /* switch-out -> sched_wakeup, exact */
 	__u64 count[RSCHED_WAKEUP_STATES];    /* sleeps it ended */
 };
 
@@ -286,7 +288,11 @@ struct rsched_wakeup_slot {
 struct rsched_wakeup {
 	__u64 off_since; /* BPF-internal: switch-out time of the sleep in progress, 0 = none */
 	__u32 off_state; /* BPF-internal: its rsched_sleep_state */
-	__u32 hint;	 /* BPF-internal: the slot found last */
+	__u16 hint;	 /* BPF-internal: the slot found last */
+	/* BPF-internal: the waker found at the sched_waking that ends the sleep in progress, whose
+	 * sched_wakeup charges it: slot i + 1, or RSCHED_WAKER_PENDING_PSEUDO | pseudo-waker; 0
+	 * none */
+	__u16 pending;
 	__u32 tgid[RSCHED_WAKEUP_SLOTS];
 	__u16 gen[RSCHED_WAKEUP_SLOTS];	  /* as rsched_blame.gen */
 	__u16 epoch[RSCHED_WAKEUP_SLOTS]; /* blame_epoch (low 16 bits) at the last update */
@@ -362,7 +368,7 @@ struct rsched_task_state {
 	__u32 mig_cpu[RSCHED_MIG_PARTS];
 	struct rsched_delay_stats delay; /* scheduling delay */
 	struct rsched_depth_stats depth; /* runqueue depth at wakeup */
-	struct rsched_blame blame; /* who ran while it waited, who preempted it (blame group) */
+	struct rsched_blame blame;   /* who ran while it waited, who preempted it (blame group) */
 	struct rsched_wakeup wakeup; /* its sleeps and their wakers (wakeup group) */
 	/* delay's fine slots >= 512 us (latency group): touched only by waits that long, its
 	 * groups up to 128 ms still in the first page */
