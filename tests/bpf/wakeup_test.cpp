@@ -1,6 +1,6 @@
 // The wakeup group against real workloads: a reader blocked on a pipe whose writer waits behind
 // a SCHED_FIFO hog on the writer's CPU. Ground truth: an independent BPF probe of the same
-// children's sleeps (tests/bpf/probe/wakelat.bpf.c: switch-out not runnable -> sched_waking, per
+// children's sleeps (tests/bpf/probe/wakelat.bpf.c: switch-out not runnable -> sched_wakeup, per
 // sleeper and waking process) and the workload's own count of its reads.
 #include "rsched/query/reader.hpp"
 
@@ -489,7 +489,7 @@ void run_long_sleep(const std::string &mode) {
   }
   REQUIRE(probe[0] >= 38);
   // One stack per long sleep, none for the short ones. A read is a little longer than its sleep
-  // (switch-out to sched_waking): a read just over 5 ms may be a sleep just under it.
+  // (switch-out to sched_wakeup): a read just over 5 ms may be a sleep just under it.
   CHECK(s_n <= static_cast<std::int64_t>(probe[0]));
   CHECK(s_n >= static_cast<std::int64_t>(probe[0]) - 2);
   CHECK(static_cast<double>(s_ns) <= static_cast<double>(probe[1]));

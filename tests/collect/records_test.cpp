@@ -142,7 +142,10 @@ void append_compact(std::vector<char> &out, const rsched_task_record &whole, std
   put(&r.id, sizeof(r.id));
   put(&r.st.used, sizeof(r.st.used));
   if ((groups & RSCHED_G_LATENCY) != 0) {
-    put_state(offsetof(rsched_task_state, delay), RSCHED_ITER_LATENCY_BYTES);
+    // delay and depth are one run of the state; the fine tail lies after wakeup (its own write)
+    put_state(offsetof(rsched_task_state, delay),
+              sizeof(rsched_delay_stats) + sizeof(rsched_depth_stats));
+    put_state(offsetof(rsched_task_state, delay_tail), sizeof(rsched_fine_tail));
   }
   if ((groups & RSCHED_G_SLICE) != 0) {
     put_state(offsetof(rsched_task_state, slice_vol), RSCHED_ITER_SLICE_BYTES);

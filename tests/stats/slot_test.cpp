@@ -132,8 +132,11 @@ TEST_CASE("ABI structs have the layout the BPF side uses", "[stats][abi]") {
   STATIC_REQUIRE(sizeof(rsched_task_record) == 6960);
   STATIC_REQUIRE(sizeof(rsched_task_state) == 6912); // 6168 + the delay's fine tail (issue 36)
   STATIC_REQUIRE(sizeof(rsched_fine_tail) == 744);
+  STATIC_REQUIRE(offsetof(rsched_task_state, depth) ==
+                 offsetof(rsched_task_state, delay) + sizeof(rsched_delay_stats));
+  // the fine tail after wakeup: the service's parts first (issue 49)
   STATIC_REQUIRE(offsetof(rsched_task_state, delay_tail) ==
-                 offsetof(rsched_task_state, depth) + sizeof(rsched_depth_stats));
+                 offsetof(rsched_task_state, wakeup) + sizeof(rsched_wakeup));
   STATIC_REQUIRE(offsetof(rsched_task_record, st) == sizeof(rsched_task_ident));
   STATIC_REQUIRE(sizeof(rsched_cpu_stats) % 8 == 0); // per-CPU values are 8-byte strided
 }

@@ -208,8 +208,7 @@ struct program::impl {
   std::size_t segment_count = 0;
   bool whole_process_moves = false;
   bool rq_clock = false;
-  bool sched_info = false;       // the kernel keeps struct sched_info (rodata sched_info_live)
-  bool irq_from_preempt = false; // rodata irq_from_preempt
+  bool sched_info = false; // the kernel keeps struct sched_info (rodata sched_info_live)
 
   impl() = default;
   impl(const impl &) = delete;
@@ -320,7 +319,6 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   s->rodata->irq_from_preempt = percpu.has_value();
   s->rodata->pcpu_preempt_off = percpu ? percpu->preempt : 0;
   s->rodata->pcpu_hrtimer_off = percpu ? percpu->hrtimer : 0;
-  p->irq_from_preempt = percpu.has_value();
   const bool irq_tps = wakeup && !percpu;
   // Blame follows a waiting thread that is moved to another runqueue.
   const bool migration = (opt.groups & (RSCHED_G_MIGRATION | RSCHED_G_BLAME)) != 0;
@@ -572,9 +570,6 @@ bool program::delay_rq_clock() const {
 
 bool program::sched_info_live() const {
   return p_->sched_info;
-}
-bool program::irq_from_preempt() const {
-  return p_->irq_from_preempt;
 }
 std::uint32_t program::groups() const {
   return p_->groups;

@@ -95,7 +95,7 @@ enum {
 #define RSCHED_KSTACK_ALT 0x40000000U
 /* A stack id of the long-sleep stack map (`kstacks_sleep`): RSCHED_KSTACK_SLEEP | its key there,
  * the low 29 bits of the stack's hash. Those stacks are a sleeping thread's, taken at the
- * sched_waking that ends a sleep (not D) of at least `long_sleep_ns`. */
+ * sched_wakeup that ends a sleep (not D) of at least `long_sleep_ns`. */
 #define RSCHED_KSTACK_SLEEP 0x20000000U
 #define RSCHED_KSTACK_SLEEP_KEY 0x1FFFFFFFU
 
@@ -276,14 +276,15 @@ struct rsched_wakeup_counts {
 };
 
 struct rsched_wakeup_slot {
-	__u64 cgroup_id; /* the waker's cgroup v2 id and comm at sched_waking */
+	__u64 cgroup_id; /* the waker's cgroup v2 id and comm (its attribution at sched_waking) */
 	char comm[RSCHED_COMM_LEN];
 	struct rsched_wakeup_counts n;
 };
 
 /* A thread's sleeps and who ended them: every sleep (switch-out in a sleeping state -> the
- * sched_waking that ends it) is charged whole to one waker: a process in a slot, a pseudo-waker,
- * or <other>; so the parts add up to the thread's off-CPU time exactly. Slots are given away as
+ * sched_wakeup that ends it; its waker is the one current at the sched_waking before) is charged
+ * whole to one waker: a process in a slot, a pseudo-waker, or <other>; so the parts add up to the
+ * thread's off-CPU time in sleeps exactly. Slots are given away as
  * blame's are (three reads after their last update, `gen` moving on). */
 struct rsched_wakeup {
 	__u64 off_since; /* BPF-internal: switch-out time of the sleep in progress, 0 = none */

@@ -132,8 +132,6 @@ public:
   // /proc/<pid>/schedstat): the programs then begin a wait where the kernel does, and count a
   // switch-in or the start of a wait that reached no program from it (RSCHED_DROP_UNSEEN).
   [[nodiscard]] bool sched_info_live() const;
-  // Wakeup group: interrupt contexts read from the preempt count (else from six tracepoints).
-  [[nodiscard]] bool irq_from_preempt() const;
   // Installs a perf event fd for counter `slot` on `cpu` (RSCHED_G_PERF).
   result<void> set_counter_fd(unsigned cpu, unsigned slot, int fd);
   // The attached programs (for bpf_stats self-monitoring and tests).

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The floor under any scheduler tracer on this machine (issue 49): what kernel.bpf_stats counts
+# for a program run that does nothing, and for one clock read, one task-storage get, and both,
+# on the switch storm, beside runqlat (bench/bpf_cost.py, interleaved).
+# Usage (root): bench/bpf_floor.sh [REPS]   (needs clang, libbpf-dev, libbpf-tools, stress-ng)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+vmlinux="$top/modules/bpf/vmlinux/x86"
+clang=$(command -v clang-15 || command -v clang)
+for v in empty primitives; do
+  def=$([ "$v" = empty ] && echo -DFLOOR_EMPTY || true)
+  "$clang" -O2 -g -target bpf -D__TARGET_ARCH_x86 $def -I"$vmlinux" \
+    -c "$top/bench/bpf/floor.bpf.c" -o "$work/$v.bpf.o"
+  printf '#!/bin/sh\nexec "%s/floor_load" "%s/%s.bpf.o"\n' "$work" "$work" "$v" >"$work/$v"
+  chmod +x "$work/$v"
+done
+cc -O2 -o "$work/floor_load" "$top/bench/bpf/floor_load.c" -lbpf
+python3 "$top/bench/bpf_cost.py" --reps "${1:-4}" --baseline "$work/empty" \
+  --baseline "$work/primitives" --only baseline | grep -E "^rep .*baseline|^  |ratio"
