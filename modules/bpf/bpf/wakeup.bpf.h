@@ -236,6 +236,10 @@ static __always_inline __u16 wakeup_waker(struct rsched_task_state *st)
 {
 	struct rsched_wakeup *w = &st->wakeup;
 	const struct rsched_runner *cur = current_runner();
+	/* A record of another process: the CPU switched to a thread whose switch-in no program saw
+	 * (docs/ARCHITECTURE.md): the process itself is read then. */
+	if (cur && cur->tgid != (__u32)bpf_get_current_task_btf()->tgid)
+		cur = NULL;
 	int ctx = waker_context(cur);
 
 	if (ctx >= 0)
