@@ -145,18 +145,6 @@ void run_accounting(const std::string &mode) {
   CHECK(std::get<std::string>(clocks[0][0]) == "runqueue");
 }
 
-// Sets an environment variable for the daemons started while it lives, and unsets it after.
-class env_guard {
-public:
-  env_guard(const char *name, const char *value) : name_(name) { setenv(name, value, 1); }
-  ~env_guard() { unsetenv(name_); }
-  env_guard(const env_guard &) = delete;
-  env_guard &operator=(const env_guard &) = delete;
-
-private:
-  const char *name_;
-};
-
 // Switch-ins that reach no BPF program, staged on purpose: rschedd's test hook drops every 4th
 // sched_switch to an "rs-hide*" thread whole (RSCHED_TEST_HIDE_SWITCH_INS), as the kernel does on
 // this VM when a thread whose runs no tracepoint reports switches to another (docs/ARCHITECTURE.md,
@@ -171,7 +159,7 @@ void run_hidden(const std::string &mode) {
     return;
   }
   test::sysctl_guard delayacct("/proc/sys/kernel/task_delayacct", "1");
-  std::optional<env_guard> hide;
+  std::optional<test::env_guard> hide;
   hide.emplace("RSCHED_TEST_HIDE_SWITCH_INS", "4");
   test::recording rec({"-i", "1", "--bpf-mode", mode, "--delay-clock", "runqueue", "-g",
                        "latency,migration,blame"});

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -40,6 +41,19 @@ pid_t fork_child(const std::function<void()> &body);
 int read_zombie(pid_t pid, std::chrono::milliseconds settle, const std::function<void()> &read);
 
 // Writes a sysctl value and restores the old one on destruction.
+// Sets an environment variable for the scope (rschedd's test-only switches such as
+// RSCHED_TEST_HIDE_SWITCH_INS).
+class env_guard {
+public:
+  env_guard(const char *name, const char *value) : name_(name) { ::setenv(name, value, 1); }
+  ~env_guard() { ::unsetenv(name_); }
+  env_guard(const env_guard &) = delete;
+  env_guard &operator=(const env_guard &) = delete;
+
+private:
+  const char *name_;
+};
+
 class sysctl_guard {
 public:
   sysctl_guard(std::string path, const std::string &value);

@@ -498,18 +498,6 @@ void run_long_sleep(const std::string &mode) {
   CHECK(as_int(st[0][3]) == s_n);
 }
 
-// Sets an environment variable for the scope (rschedd's test switches).
-class env_guard {
-public:
-  env_guard(const char *name, const char *value) : name_(name) { setenv(name, value, 1); }
-  ~env_guard() { unsetenv(name_); }
-  env_guard(const env_guard &) = delete;
-  env_guard &operator=(const env_guard &) = delete;
-
-private:
-  const char *name_;
-};
-
 // Wakeups from interrupt context are named by it: a thread in a nanosleep loop is woken by an
 // hrtimer callback (<timer>), a UDP receiver on loopback by the network softirq its sender's
 // syscall runs on the way out (<softirq>), a pipe reader by its writer (a process). `via`:
@@ -520,7 +508,7 @@ void run_contexts(const std::string &mode, const std::string &via) {
   if (!test::bpf_available()) {
     return;
   }
-  std::optional<env_guard> tps;
+  std::optional<test::env_guard> tps;
   if (via == "tracepoints") {
     tps.emplace("RSCHED_TEST_IRQ_TRACEPOINTS", "1");
   }

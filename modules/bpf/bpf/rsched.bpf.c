@@ -884,6 +884,10 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 		mark_dirty(st, p, btf);
 		st->sleep_ns = 0;
 	}
+	/* the sleep its sched_waking found a waker for ends here (NOW(): the read a wait's start
+	 * below shares) */
+	if (ON(RSCHED_G_WAKEUP) && st->wakeup.pending)
+		wakeup_end(st, p, NOW(), btf);
 	if (!ON(RSCHED_G_LATENCY))
 		return 0;
 	/* Keep an earlier timestamp (a thread woken while it waits for the CPU already). A wait
@@ -906,8 +910,6 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 			st->nmig = 0;
 		}
 	}
-	if (ON(RSCHED_G_WAKEUP) && st->wakeup.pending)
-		wakeup_end(st, p, NOW(), btf);
 	if (!rq) {
 		count_drop(RSCHED_DROP_NO_RQ);
 		return 0;
