@@ -11,17 +11,19 @@
 # of any thread in one interval, and the recorded cadence (max interval, stalled intervals).
 #
 # Usage (root): bench/observer.sh [SECONDS] [THREADS] [ROUNDS]     (defaults 30 10000 2)
-#   env RSCHEDD (binary), SETTINGS (';'-separated rschedd argument sets, "" = the defaults;
+#   env RSCHEDD, RSCHED_SQL (binaries), SETTINGS (';'-separated rschedd argument sets, "" = the defaults;
 #   default ";--recorder-slice-us 0;--rt-priority 1"), GROUPS_RUN (latency,migration,blame,wakeup,pressure: the service's).
 set -euo pipefail
 secs=${1:-30}; n=${2:-10000}; rounds=${3:-2}
 top=$(cd "$(dirname "$0")/.." && pwd)
 rschedd=${RSCHEDD:-$top/build/apps/rschedd/rschedd}
+rsched_sql=${RSCHED_SQL:-$top/build/apps/rsched-sql/rsched-sql}
 groups=${GROUPS_RUN:-latency,migration,blame,wakeup,pressure}
 settings=${SETTINGS-";--recorder-slice-us 0;--rt-priority 1"}
 die() { echo "observer.sh: error: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "must run as root (rschedd loads BPF programs)"
 [ -x "$rschedd" ] || die "rschedd not found at $rschedd (build it, or set RSCHEDD=PATH)"
+[ -x "$rsched_sql" ] || die "rsched-sql not found at $rsched_sql (build it, or set RSCHED_SQL=PATH)"
 command -v cc >/dev/null || die "needs a C compiler (cc) for bench/threads.c and bench/lateness.c"
 command -v python3 >/dev/null || die "python3 not found"
 
@@ -62,9 +64,9 @@ done
 sleep 3
 echo "# workload: $n threads waking every 1 s; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$rschedd" "$dir" "$secs" "$rounds" "$groups" "$settings" <<'PY'
-import os, signal, sqlite3, subprocess, sys, time
-rschedd, d, secs, rounds, groups, settings = sys.argv[1:]
+python3 - "$rschedd" "$dir" "$secs" "$rounds" "$groups" "$settings" "$rsched_sql" <<'PY'
+import os, signal, subprocess, sys, time
+rschedd, d, secs, rounds, groups, settings, rsched_sql = sys.argv[1:]
 secs, rounds = int(secs), int(rounds)
 tck = os.sysconf("SC_CLK_TCK")
 ncpu = os.cpu_count()
@@ -116,9 +118,13 @@ def with_rschedd(args, tag):
     c1, w1, b1 = cpu_s(p.pid), time.time_ns(), busy_s()
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)
-    con = sqlite3.connect(db)
-    # The probe's window, in whole intervals (the views need rsched's functions: tables here).
-    q = lambda sql: con.execute(sql, (w0, w1)).fetchone()
+    # The probe's window, in whole intervals. Through rsched-sql: thread_blame is a virtual
+    # table over the packed rows (schema 13), which a plain sqlite3 connection cannot read.
+    def q(sql):
+        sql = sql.replace("?", str(w0), 1).replace("?", str(w1), 1)
+        out = subprocess.run([rsched_sql, db, "--csv", "-c", sql], check=True,
+                             capture_output=True, text=True).stdout.splitlines()
+        return [int(float(x)) if x else None for x in out[1].split(",")]
     # sched_delay totals per thread: summed from delay_blame itself (its parts add up to them).
     tot = q("SELECT sum(b.wait_ns) FROM thread_blame b JOIN intervals i ON i.id = b.interval_id "
             "WHERE i.tier = 0 AND i.start_ns >= ? AND i.start_ns + i.dur_ns <= ?")[0] or 0
@@ -128,7 +134,6 @@ def with_rschedd(args, tag):
              "AND c.comm = 'rschedd'")
     cad = q("SELECT max(dur_ns), sum(flags & 2 != 0), count(*) FROM intervals "
             "WHERE tier = 0 AND start_ns >= ? AND start_ns + dur_ns <= ?")
-    con.close()
     share = 100.0 * (mine[0] or 0) / tot if tot else 0.0
     cpu_share = 100.0 * (c1 - c0) / (ncpu * (w1 - w0) / 1e9)
     busy_share = 100.0 * (c1 - c0) / (b1 - b0) if b1 > b0 else 0.0
