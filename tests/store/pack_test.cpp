@@ -4,6 +4,7 @@
 #include "rsched/store/blame_pack.hpp"
 #include "rsched/store/hist_pack.hpp"
 #include "rsched/store/hist_summary.hpp"
+#include "rsched/store/row_pack.hpp"
 
 #include "store_test_util.hpp"
 
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
@@ -437,4 +439,129 @@ TEST_CASE("a blame pack with a negative id is damaged, as the builder writes non
   const auto r = unpack_blame(blob, out);
   REQUIRE_FALSE(r.ok());
   CHECK(r.err().msg == "damaged blame pack: negative id");
+}
+
+// ---- thread_wakeup's and thread_blocked's packs (schema v18) --------------------------------
+
+namespace {
+
+using rsched::store::row_pack_builder;
+using rsched::store::unpack_rows;
+
+// Random rows of `w` columns in strictly increasing order of their first `keys`: several rows
+// per thread, negative and extreme values in the rest.
+std::vector<std::int64_t> random_rows(std::mt19937_64 &rng, int n, std::size_t w,
+                                      std::size_t keys) {
+  std::vector<std::int64_t> out;
+  std::vector<std::int64_t> row(w, 0);
+  for (int i = 0; i < n; ++i) {
+    if (i == 0 || rng() % 3 == 0) {
+      row[0] += 1 + static_cast<std::int64_t>(rng() % (i % 2 == 0 ? 4 : 1'000'000));
+      for (std::size_t k = 1; k < keys; ++k) {
+        row[k] = static_cast<std::int64_t>(rng() % 50);
+      }
+    } else {
+      row[keys - 1] += 1 + static_cast<std::int64_t>(rng() % 7); // the last key column moves on
+    }
+    for (std::size_t k = keys; k < w; ++k) {
+      const auto pick = rng() % 5;
+      row[k] = pick == 0   ? std::numeric_limits<std::int64_t>::max()
+               : pick == 1 ? std::numeric_limits<std::int64_t>::min()
+               : pick == 2 ? -static_cast<std::int64_t>(rng() % 1000)
+                           : static_cast<std::int64_t>(rng() >> (rng() % 64));
+    }
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("row packs round-trip every value, wrapping differences included",
+          "[store][pack][rowpack]") {
+  std::mt19937_64 rng(49);
+  for (const auto &[w, keys] : {std::pair<std::size_t, std::size_t>{5, 3}, {4, 2}, {1, 1}}) {
+    for (const int n : {1, 2, 17, 3000}) {
+      const auto rows = random_rows(rng, n, w, keys);
+      row_pack_builder b(w, keys);
+      for (std::size_t i = 0; i < rows.size(); i += w) {
+        REQUIRE(b.add(std::span<const std::int64_t>(rows).subspan(i, w)));
+      }
+      CHECK(b.size() == static_cast<std::size_t>(n));
+      const auto blob = b.finish();
+      std::vector<std::int64_t> back;
+      REQUIRE(unpack_rows(blob, w, back).ok());
+      CHECK(back == rows);
+      // A pack is read as a pack of its own width only.
+      CHECK(unpack_rows(blob, w + 1, back).err().msg ==
+            fmt::format("row pack of {} columns where {} were expected", w, w + 1));
+    }
+  }
+  // An empty pack (never written: the writer skips an interval without rows) still reads.
+  row_pack_builder empty(4, 2);
+  std::vector<std::int64_t> back{1};
+  REQUIRE(unpack_rows(empty.finish(), 4, back).ok());
+  CHECK(back.empty());
+}
+
+TEST_CASE("a row pack takes rows only in key order and of its width", "[store][pack][rowpack]") {
+  row_pack_builder b(4, 2);
+  const std::vector<std::int64_t> a{5, 2, 100, 1}, same_key{5, 2, 7, 7}, lower{5, 1, 0, 0},
+      next_thread{6, 0, 0, 0}, back_thread{4, 9, 0, 0}, narrow{7, 1, 1};
+  CHECK(b.add(a));
+  CHECK_FALSE(b.add(same_key)); // (thread, stack) once
+  CHECK_FALSE(b.add(lower));
+  CHECK_FALSE(b.add(narrow));
+  CHECK(b.add(next_thread));
+  CHECK_FALSE(b.add(back_thread));
+  CHECK(b.size() == 2);
+  std::vector<std::int64_t> back;
+  REQUIRE(unpack_rows(b.finish(), 4, back).ok());
+  CHECK(back == std::vector<std::int64_t>{5, 2, 100, 1, 6, 0, 0, 0});
+  b.clear();
+  CHECK(b.add(back_thread)); // a new pack starts afresh
+}
+
+TEST_CASE("a damaged row pack is an error, never a crash or a wrong row",
+          "[store][pack][rowpack]") {
+  row_pack_builder b(2, 1);
+  for (std::int64_t i = 0; i < 40; ++i) {
+    const std::vector<std::int64_t> row{i * 3, -i * 1'000'000'007};
+    REQUIRE(b.add(row));
+  }
+  const auto blob = b.finish();
+  std::vector<std::int64_t> out;
+  CHECK(unpack_rows({}, 2, out).err().msg == "damaged row pack: empty");
+  auto bad = blob;
+  bad[0] = 2;
+  CHECK(unpack_rows(bad, 2, out).err().msg == "unknown row pack version 2");
+  for (std::size_t cut = 1; cut < blob.size(); ++cut) {
+    CHECK_FALSE(unpack_rows(std::span<const std::uint8_t>(blob).first(cut), 2, out).ok());
+  }
+  bad = blob;
+  bad.push_back(0);
+  CHECK(unpack_rows(bad, 2, out).err().msg == "damaged row pack: bytes after the last row");
+  bad = blob;
+  bad[2] = 0x7f; // 127 rows in a few bytes
+  CHECK(unpack_rows(bad, 2, out).err().msg == "damaged row pack: more rows than bytes");
+  // The second row's thread difference made negative: zigzag(-3) = 5.
+  row_pack_builder two(1, 1);
+  REQUIRE(two.add(std::vector<std::int64_t>{10}));
+  REQUIRE(two.add(std::vector<std::int64_t>{13}));
+  bad = two.finish();
+  REQUIRE(bad.back() == 6); // zigzag(+3)
+  bad.back() = 5;
+  CHECK(unpack_rows(bad, 1, out).err().msg == "damaged row pack: thread ids out of order");
+  // Random bytes after a valid header: an error or rows, and never past the blob.
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<std::uint8_t> junk{1, 3, static_cast<std::uint8_t>(rng() % 40)};
+    const auto n = rng() % 64;
+    for (std::uint64_t k = 0; k < n; ++k) {
+      junk.push_back(static_cast<std::uint8_t>(rng()));
+    }
+    if (unpack_rows(junk, 3, out).ok()) {
+      CHECK(out.size() % 3 == 0);
+    }
+  }
 }

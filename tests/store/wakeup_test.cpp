@@ -168,3 +168,114 @@ TEST_CASE_METHOD(new_db, "blocked stacks: frames stored once per stack and boot,
             .rows == s_rows.rows);
   CHECK(scalar_int(r, "SELECT count(DISTINCT tid) FROM blocked_stacks_1m") == 1);
 }
+
+TEST_CASE("schema v18: a v17 file's wakeup rows stay b-tree rows, new intervals are one pack "
+          "per table, and every view and lookup reads both",
+          "[store][wakeup][upgrade]") {
+  // tests/store/data/v17.db: recorded by the schema-17 rschedd with the wakeup group (its
+  // README).
+  temp_dir dir;
+  const auto path = dir.file("rsched.db");
+  copy_fixture("v17.db", path);
+  const std::string wk = "SELECT * FROM wakeups ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12";
+  const std::string bl = "SELECT * FROM blocked_stacks ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10";
+  std::vector<std::vector<value>> wakeups_before, blocked_before;
+  std::int64_t old_wakeup = 0, old_blocked = 0, next = 0;
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "PRAGMA user_version") == 17);
+    next = scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");
+    wakeups_before = run(r, wk).rows;
+    blocked_before = run(r, bl).rows;
+    old_wakeup = scalar_int(r, "SELECT count(*) FROM thread_wakeup");
+    old_blocked = scalar_int(r, "SELECT count(*) FROM thread_blocked");
+    REQUIRE(wakeups_before.size() > 100);
+    REQUIRE(blocked_before.size() > 100);
+  }
+  rsched::store::blocked_row d;
+  d.hash = 0xD15CULL << 40;
+  d.state = 1;
+  d.frames = {"io_schedule", "blkdev_issue_flush"};
+  d.sleep_ns = 4'000;
+  d.count = 2;
+  {
+    auto w = open_writer(path);
+    auto a = sleeper(900'001, "packed");
+    auto b = sleeper(900'002, "packed");
+    b.wakeups.push_back(by_pseudo(waker_kind::timer, 0, 9, 1)); // summed with its twin
+    a.blocked = {d, d};                                         // one row, summed
+    write_ok(w, make_interval(next, {a, b}));
+  }
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
+  // The rows written before stay b-tree rows; the new interval's are one pack each.
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_wakeup_row") == old_wakeup);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blocked_row") == old_blocked);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_wakeup_pack") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blocked_pack") == 1);
+  CHECK(scalar_int(r, "SELECT rows FROM thread_wakeup_pack") == 12);
+  CHECK(scalar_int(r, "SELECT rows FROM thread_blocked_pack") == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_wakeup") == old_wakeup + 12);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blocked") == old_blocked + 1);
+  // The views read both: the old window as before, the new rows as written.
+  CHECK(run(r, "SELECT * FROM (" + wk + ") WHERE ts < " + std::to_string(next)).rows ==
+        wakeups_before);
+  CHECK(run(r, "SELECT * FROM (" + bl + ") WHERE ts < " + std::to_string(next)).rows ==
+        blocked_before);
+  CHECK(scalar_int(r, "SELECT sum(sleep_ns) FROM wakeups WHERE comm = 'packed' AND by_comm = "
+                      "'<timer>'") == 2 * 1'000'000 + 9);
+  CHECK(scalar_int(r, "SELECT count(*) FROM wakeups WHERE comm = 'packed'") == 12);
+  CHECK(scalar_int(r, "SELECT sleep_ns FROM blocked_stacks WHERE comm = 'packed'") == 8'000);
+  CHECK(scalar_int(r, "SELECT count FROM blocked_stacks WHERE comm = 'packed'") == 4);
+  // One thread of one interval (the lookup form) and ranges, against the tables themselves.
+  const auto id = scalar_int(r, "SELECT max(id) FROM intervals");
+  const auto b_thread = scalar_int(r, fmt::format("SELECT max(thread_id) FROM thread_wakeup "
+                                                  "WHERE interval_id = {}",
+                                                  id));
+  CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM thread_wakeup WHERE interval_id = {} AND "
+                                  "thread_id = {}",
+                                  id, b_thread)) == 6);
+  CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM thread_wakeup WHERE interval_id = {} AND "
+                                  "thread_id = {}",
+                                  id, b_thread + 1)) == 0);
+  const auto iv = scalar_int(r, "SELECT interval_id FROM thread_wakeup_row LIMIT 1");
+  const auto thread = scalar_int(r, "SELECT thread_id FROM thread_wakeup_row LIMIT 1");
+  CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM thread_wakeup WHERE interval_id = {} AND "
+                                  "thread_id = {}",
+                                  iv, thread)) ==
+        scalar_int(r, fmt::format("SELECT count(*) FROM thread_wakeup_row WHERE interval_id = {} "
+                                  "AND thread_id = {}",
+                                  iv, thread)));
+  CHECK(scalar_int(r, fmt::format("SELECT count(*) FROM thread_wakeup WHERE interval_id > {} AND "
+                                  "interval_id <= {}",
+                                  iv, id)) ==
+        scalar_int(r, fmt::format("SELECT count(*) FROM thread_wakeup_row WHERE interval_id > {} "
+                                  "AND interval_id <= {}",
+                                  iv, id)) +
+            12);
+  CHECK(scalar_int(
+            r, fmt::format("SELECT count(*) FROM thread_blocked WHERE interval_id = {}", id)) == 1);
+  CHECK(as_text(run(r, "PRAGMA quick_check").rows.at(0).at(0)) == "ok");
+}
+
+TEST_CASE_METHOD(new_db, "retention deletes the wakeup group's packs with their intervals",
+                 "[store][wakeup][rollup]") {
+  for (int i = 0; i < 6; ++i) {
+    write_ok(w, make_interval(t0 + i * 10 * sec, {sleeper(10, "reader")}));
+  }
+  write_ok(w, make_interval(t0 + 2 * minute, {make_thread(1, "later", {1})}));
+  REQUIRE(w.maintain(t0 + 3 * minute).ok());
+  {
+    auto r = open_reader(path);
+    CHECK(scalar_int(r, "SELECT count(*) FROM thread_wakeup_pack") == 6);
+    CHECK(scalar_int(r, "SELECT count(*) FROM thread_wakeup_row") > 0); // the 1-minute rollup
+  }
+  // Past the raw tier's retention (2 days by default): the packs go with their intervals, the
+  // rollup stays.
+  REQUIRE(w.maintain(t0 + 3 * 24 * 60 * minute).ok());
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_wakeup_pack") == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_wakeup_pack WHERE interval_id NOT IN (SELECT "
+                      "id FROM intervals)") == 0);
+  CHECK(scalar_int(r, "SELECT sum(count) FROM wakeups_1m WHERE comm = 'reader'") == 6 * 11);
+}

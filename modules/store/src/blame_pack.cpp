@@ -8,13 +8,8 @@ namespace rsched::store {
 
 namespace {
 
-std::uint64_t zigzag(std::int64_t v) {
-  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
-}
-
-std::int64_t unzigzag(std::uint64_t v) {
-  return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
-}
+using stats::detail::unzigzag;
+using stats::detail::zigzag;
 
 constexpr std::uint8_t approx_bit = 1U << 5;
 constexpr std::uint8_t same_sched_bit = 1U << 6;

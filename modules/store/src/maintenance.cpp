@@ -31,11 +31,12 @@ struct arg {
 
 // The tables whose rows belong to one interval (interval_id first in their primary key).
 constexpr const char *fact_tables[] = {
-    "thread_hist_row",  "thread_hist_pack",    "cpu_hist",
-    "thread_migration", "thread_perf",         "thread_perf_event",
-    "counter_time",     "schedstat_cpu_delta", "schedstat_domain_delta",
-    "thread_blame_row", "thread_blame_pack",   "cgroup_cpu",
-    "hist_summary",     "thread_wakeup",       "thread_blocked",
+    "thread_hist_row",    "thread_hist_pack",    "cpu_hist",
+    "thread_migration",   "thread_perf",         "thread_perf_event",
+    "counter_time",       "schedstat_cpu_delta", "schedstat_domain_delta",
+    "thread_blame_row",   "thread_blame_pack",   "cgroup_cpu",
+    "hist_summary",       "thread_wakeup_row",   "thread_wakeup_pack",
+    "thread_blocked_row", "thread_blocked_pack",
 };
 
 // The tables whose rows name a thread identity (thread_id), with the intervals `{0}` selects.
@@ -181,7 +182,8 @@ std::vector<std::string> rollup_statements() {
           "r.kind = c.kind WHERE {} GROUP BY g.id, r.id",
           group_join, in),
       // Wakeups per (comm, cgroup) of the sleeper and (comm, cgroup) of the waker, by state.
-      fmt::format("INSERT INTO thread_wakeup(interval_id, thread_id, waker_id, state, sleep_ns, "
+      fmt::format("INSERT INTO thread_wakeup_row(interval_id, thread_id, waker_id, state, "
+                  "sleep_ns, "
                   "count) SELECT ?1, g.id, r.id, x.state, sum(x.sleep_ns), sum(x.count) FROM "
                   "thread_wakeup AS x {} JOIN culprit AS c ON c.id = x.waker_id JOIN culprit AS "
                   "r ON r.boot_id = '' AND r.pid = 0 AND r.comm = c.comm AND r.cgroup = c.cgroup "
@@ -189,7 +191,8 @@ std::vector<std::string> rollup_statements() {
                   group_join, in),
       // D sleeps per (comm, cgroup) of the thread and stack (a boot's stack rows serve its
       // rollups too).
-      fmt::format("INSERT INTO thread_blocked(interval_id, thread_id, stack_id, sleep_ns, count) "
+      fmt::format("INSERT INTO thread_blocked_row(interval_id, thread_id, stack_id, sleep_ns, "
+                  "count) "
                   "SELECT ?1, g.id, x.stack_id, sum(x.sleep_ns), sum(x.count) FROM "
                   "thread_blocked AS x {} WHERE {} GROUP BY g.id, x.stack_id",
                   group_join, in),

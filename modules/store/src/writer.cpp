@@ -6,6 +6,7 @@
 #include "rsched/store/blame_pack.hpp"
 #include "rsched/store/hist_pack.hpp"
 #include "rsched/store/hist_summary.hpp"
+#include "rsched/store/row_pack.hpp"
 #include "rsched/store/schema.hpp"
 
 #include "maintenance.hpp"
@@ -231,13 +232,18 @@ struct writer::impl {
     std::int64_t approx_ns; // schema v11: the part of wait_ns estimated
   };
   std::vector<blame_out> blame_rows;
-  // Schema v15: the wakeup group's rows (two input rows of one waker and state are summed).
-  SQLite::Statement ins_wakeup;
+  // Schema v15: the wakeup group's rows (two input rows of one waker and state are summed),
+  // packed since v18: the interval's rows of thread_wakeup and thread_blocked in one
+  // <table>_pack row each (rsched/store/row_pack.hpp), collected in thread id order.
+  SQLite::Statement ins_wakeup_pack;
+  SQLite::Statement ins_blocked_pack;
+  row_pack_builder row_pack{1, 1};
+  std::vector<std::array<std::int64_t, 5>> wakeup_rows;  // thread, waker, state, sleep_ns, count
+  std::vector<std::array<std::int64_t, 4>> blocked_rows; // thread, stack, sleep_ns, count
   // ... and its sleeps' kernel stacks (each inserted with its frames once per boot).
   SQLite::Statement ins_kstack;
   SQLite::Statement sel_kstack;
   SQLite::Statement ins_kframe;
-  SQLite::Statement ins_blocked;
   std::map<std::pair<std::string, std::uint64_t>, std::int64_t> kstack_ids;
   SQLite::Statement ins_cgroup;
   SQLite::Statement sel_cgroup;
@@ -321,18 +327,15 @@ struct writer::impl {
                         "AND cgroup = ?4 AND kind = ?5"),
         ins_blame_pack(db, "INSERT INTO thread_blame_pack(interval_id, rows, data) "
                            "VALUES(?1, ?2, ?3)"),
-        ins_wakeup(db, "INSERT INTO thread_wakeup(interval_id, thread_id, waker_id, state, "
-                       "sleep_ns, count) VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE "
-                       "SET sleep_ns = sleep_ns + excluded.sleep_ns, count = count + "
-                       "excluded.count"),
+        ins_wakeup_pack(db, "INSERT INTO thread_wakeup_pack(interval_id, rows, data) "
+                            "VALUES(?1, ?2, ?3)"),
+        ins_blocked_pack(db, "INSERT INTO thread_blocked_pack(interval_id, rows, data) "
+                             "VALUES(?1, ?2, ?3)"),
         ins_kstack(db, "INSERT OR IGNORE INTO kstack(boot_id, hash, depth, state) "
                        "VALUES(?1, ?2, ?3, ?4)"),
         sel_kstack(db, "SELECT id FROM kstack WHERE boot_id = ?1 AND hash = ?2"),
         ins_kframe(db, "INSERT OR IGNORE INTO kstack_frame(stack_id, depth, func) "
                        "VALUES(?1, ?2, ?3)"),
-        ins_blocked(db, "INSERT INTO thread_blocked(interval_id, thread_id, stack_id, sleep_ns, "
-                        "count) VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT DO UPDATE SET sleep_ns = "
-                        "sleep_ns + excluded.sleep_ns, count = count + excluded.count"),
         ins_cgroup(db, "INSERT OR IGNORE INTO cgroup(path, last_ns) VALUES(?1, ?2)"),
         sel_cgroup(db, "SELECT id FROM cgroup WHERE path = ?1"),
         ins_cgroup_cpu(db, "INSERT INTO cgroup_cpu(interval_id, cgroup_id, some_ns, full_ns, "
@@ -356,17 +359,40 @@ struct writer::impl {
   detail::bucket_sums &sums() { return maint->sums(); }
 
   void abort() noexcept {
-    for (auto *s : {&ins_interval,         &upd_write_ns,    &ins_thread,
-                    &sel_thread,           &ins_thread_pack, &ins_summary,
-                    &ins_cpu_hist,         &ins_migration,   &ins_perf,
-                    &ins_event_def,        &sel_event_def,   &ins_thread_event,
-                    &ins_counter_time,     &ins_field,       &sel_field,
-                    &ins_domain,           &sel_domain,      &ins_schedstat_cpu,
-                    &ins_schedstat_domain, &ins_culprit,     &sel_culprit,
-                    &ins_blame_pack,       &ins_wakeup,      &ins_cgroup,
-                    &sel_cgroup,           &ins_cgroup_cpu,  &sel_topology,
-                    &del_topology,         &ins_topology,    &sel_prev_scx,
-                    &ins_annotation,       &begin,           &commit}) {
+    for (auto *s : {&ins_interval,
+                    &upd_write_ns,
+                    &ins_thread,
+                    &sel_thread,
+                    &ins_thread_pack,
+                    &ins_summary,
+                    &ins_cpu_hist,
+                    &ins_migration,
+                    &ins_perf,
+                    &ins_event_def,
+                    &sel_event_def,
+                    &ins_thread_event,
+                    &ins_counter_time,
+                    &ins_field,
+                    &sel_field,
+                    &ins_domain,
+                    &sel_domain,
+                    &ins_schedstat_cpu,
+                    &ins_schedstat_domain,
+                    &ins_culprit,
+                    &sel_culprit,
+                    &ins_blame_pack,
+                    &ins_wakeup_pack,
+                    &ins_blocked_pack,
+                    &ins_cgroup,
+                    &sel_cgroup,
+                    &ins_cgroup_cpu,
+                    &sel_topology,
+                    &del_topology,
+                    &ins_topology,
+                    &sel_prev_scx,
+                    &ins_annotation,
+                    &begin,
+                    &commit}) {
       s->tryReset();
     }
     if (sqlite3_get_autocommit(db.getHandle()) == 0) {
@@ -579,9 +605,36 @@ struct writer::impl {
     return {w.pid, 0, w.comm, w.cgroup};
   }
 
-  // Inserts thread t's wakeup rows (schema v15).
-  void write_wakeups(std::int64_t interval_id, std::int64_t thread, const thread_row &t,
-                     const std::string &boot_id, std::int64_t now, pending &tx) {
+  // Sorts the rows of one thread (from `first` on) by their key (the first K columns) and sums
+  // those of one key into one (sleep_ns and count: the last two columns).
+  template <std::size_t N, std::size_t K>
+  static void sum_by_key(std::vector<std::array<std::int64_t, N>> &rows, std::size_t first) {
+    const auto key_less = [](const auto &a, const auto &b) {
+      return std::lexicographical_compare(a.begin(), a.begin() + K, b.begin(), b.begin() + K);
+    };
+    const auto from = rows.begin() + static_cast<std::ptrdiff_t>(first);
+    std::sort(from, rows.end(), key_less);
+    auto out = from;
+    for (auto it = from; it != rows.end(); ++it) {
+      if (out != from && !key_less(*(out - 1), *it)) {
+        auto &kept = *(out - 1);
+        kept[N - 2] = add_saturated(kept[N - 2], (*it)[N - 2]);
+        kept[N - 1] = add_saturated(kept[N - 1], (*it)[N - 1]);
+      } else {
+        *out++ = *it;
+      }
+    }
+    rows.erase(out, rows.end());
+  }
+  static std::int64_t add_saturated(std::int64_t a, std::int64_t b) {
+    std::int64_t r = 0;
+    return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<std::int64_t>::max() : r;
+  }
+
+  // Collects thread t's wakeup rows (schema v15; packed by insert_row_pack, v18).
+  void write_wakeups(std::int64_t thread, const thread_row &t, const std::string &boot_id,
+                     std::int64_t now, pending &tx) {
+    const std::size_t first = wakeup_rows.size();
     for (const auto &w : t.wakeups) {
       if (w.count == 0 && w.sleep_ns == 0) {
         continue;
@@ -590,9 +643,32 @@ struct writer::impl {
         throw std::invalid_argument("wakeup row with an unknown sleep state");
       }
       const std::int64_t id = culprit_id(waker_of(w), boot_id, now, tx);
-      rerun(ins_wakeup, interval_id, thread, id, static_cast<int>(w.state), to_i64(w.sleep_ns),
-            to_i64(w.count));
+      wakeup_rows.push_back(
+          {thread, id, static_cast<std::int64_t>(w.state), to_i64(w.sleep_ns), to_i64(w.count)});
     }
+    sum_by_key<5, 3>(wakeup_rows, first);
+  }
+
+  // The rows collected (in thread, then key order) as the interval's row of `ins`'s pack table.
+  template <std::size_t N, std::size_t K>
+  void insert_row_pack(std::int64_t interval_id, SQLite::Statement &ins,
+                       std::vector<std::array<std::int64_t, N>> &rows, const char *table) {
+    if (rows.empty()) {
+      return;
+    }
+    row_pack = row_pack_builder(N, K);
+    for (const auto &r : rows) {
+      if (!row_pack.add(r)) {
+        throw std::logic_error(std::string(table) + ": rows out of key order");
+      }
+    }
+    const auto &blob = row_pack.finish();
+    ins.reset();
+    ins.bind(1, interval_id);
+    ins.bind(2, static_cast<std::int64_t>(row_pack.size()));
+    ins.bind(3, blob.data(), static_cast<int>(blob.size()));
+    ins.exec();
+    rows.clear();
   }
 
   // kstack.id of a stack of boot `boot_id` (hash 0: <other>), its frames inserted with it.
@@ -625,16 +701,17 @@ struct writer::impl {
     return id;
   }
 
-  // Inserts thread t's D sleeps and long sleeps by kernel stack (schema v15, state v16).
-  void write_blocked(std::int64_t interval_id, std::int64_t thread, const thread_row &t,
-                     const std::string &boot_id) {
+  // Collects thread t's D sleeps and long sleeps by kernel stack (schema v15, state v16;
+  // packed by insert_row_pack, v18).
+  void write_blocked(std::int64_t thread, const thread_row &t, const std::string &boot_id) {
+    const std::size_t first = blocked_rows.size();
     for (const auto &b : t.blocked) {
       if (b.count == 0 && b.sleep_ns == 0) {
         continue;
       }
-      rerun(ins_blocked, interval_id, thread, kstack_id(b, boot_id), to_i64(b.sleep_ns),
-            to_i64(b.count));
+      blocked_rows.push_back({thread, kstack_id(b, boot_id), to_i64(b.sleep_ns), to_i64(b.count)});
     }
+    sum_by_key<4, 2>(blocked_rows, first);
   }
 
   // One thread's blame summed per culprit identity (write_blame's scratch).
@@ -1125,6 +1202,8 @@ struct writer::impl {
       p.clear();
     }
     blame_rows.clear();
+    wakeup_rows.clear();
+    blocked_rows.clear();
     for (std::size_t k = 0; k < rows.size(); ++k) {
       if (k + 2 * ahead < rows.size()) {
         __builtin_prefetch(&rows[k + 2 * ahead].second->m); // the row, then (below) its values
@@ -1136,11 +1215,13 @@ struct writer::impl {
       pack_thread_hists(id, *t);
       write_thread(interval_id, id, *t, event_ids);
       write_blame(id, *t, iv.boot_id, iv.start_ns, tx);
-      write_wakeups(interval_id, id, *t, iv.boot_id, iv.start_ns, tx);
-      write_blocked(interval_id, id, *t, iv.boot_id);
+      write_wakeups(id, *t, iv.boot_id, iv.start_ns, tx);
+      write_blocked(id, *t, iv.boot_id);
     }
     insert_thread_packs(interval_id);
     insert_blame_rows(interval_id);
+    insert_row_pack<5, 3>(interval_id, ins_wakeup_pack, wakeup_rows, "thread_wakeup_pack");
+    insert_row_pack<4, 2>(interval_id, ins_blocked_pack, blocked_rows, "thread_blocked_pack");
 
     write_cpus(interval_id, iv);
     write_counter_times(interval_id, iv);

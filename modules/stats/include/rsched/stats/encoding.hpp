@@ -20,6 +20,14 @@
 namespace rsched::stats {
 
 namespace detail {
+// Zigzag: signed integers as unsigned, small magnitudes small (0, -1, 1, -2 ... -> 0, 1, 2, 3).
+inline std::uint64_t zigzag(std::int64_t v) {
+  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
+}
+inline std::int64_t unzigzag(std::uint64_t v) {
+  return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+}
+
 inline void put_varint(std::vector<std::uint8_t> &out, std::uint64_t v) {
   while (v >= 0x80) {
     out.push_back(static_cast<std::uint8_t>(v | 0x80));
