@@ -376,86 +376,6 @@ static __always_inline void charge_counters(struct task_struct *prev, __u32 prev
 /* A scheduling-delay timestamp of task p: the monotonic clock, or the runqueue clock. */
 #define DELAY_TS(p) (delay_rq_clock ? rq_clock_of((p), btf) : NOW())
 
-/* The monotonic time of a wakeup's wait start (issue 49): the time sched_wakeup would read,
- * mostly without reading it (~45 ns a read on this kind of VM). The kernel stamps each wait's
- * start on its runqueue's clock (sched_info.last_queued, updated just before the enqueue), and
- * a runqueue clock maps to the monotonic clock by an offset: the mean difference (monotonic -
- * last_queued) that the first RSCHED_CLOCK_READS wakeups onto that runqueue read in each epoch
- * of 2^22 ns of its clock (~4.2 ms), used through the next epoch. So a CPU's wakeups read the
- * clock at most ~1,000 times a second, and at the rate of a switch storm (~300,000 a second)
- * hardly ever. What the mean holds beside the clocks' offset is the time from the kernel's
- * clock update to this tracepoint (the enqueue, the preemption check and any IPI it sends:
- * 0.3-2 us on this VM), so totals match runqlat's and perf sched's start at sched_wakeup; one
- * wait's start is off by that time's scatter. A difference over 20 us above the epoch's least
- * (a stale last_queued) is not in the mean. Over 8.4 ms the clocks drift by under 1 us (NTP
- * slews the monotonic clock against sched_clock by at most 500 ppm, mostly far less). A wait
- * mapped so is never recorded shorter than the kernel's own account of it (on_switch). Entries
- * are written at sched_wakeup under their runqueue's lock, so never at once; 64 bytes each. */
-#define RSCHED_CLOCK_EPOCH_SHIFT 22
-#define RSCHED_CLOCK_READS 4
-#define RSCHED_CLOCK_OUTLIER_NS 20000
-struct rsched_clock_map {
-	__u64 d[RSCHED_CLOCK_READS]; /* this epoch's differences (monotonic - runqueue clock) */
-	__u64 off;		     /* the offset in use: the epoch before's mean difference */
-	__u64 epoch; /* the runqueue clock >> RSCHED_CLOCK_EPOCH_SHIFT of this epoch; 0: none */
-	__u32 reads; /* clock reads this epoch */
-	__u32 valid; /* off is from the epoch just before this one */
-	__u64 pad;
-};
-/* (.bss as plain words: the skeleton's header does not know the struct) */
-__u64 clock_maps[RSCHED_MAX_CPUS * sizeof(struct rsched_clock_map) / sizeof(__u64)];
-#define CLOCK_MAP(cpu)                                                                             \
-	((struct rsched_clock_map *)&clock_maps[((cpu) & (RSCHED_MAX_CPUS - 1)) *                  \
-						sizeof(struct rsched_clock_map) / sizeof(__u64)])
-
-/* The mean of an epoch's differences, those over RSCHED_CLOCK_OUTLIER_NS above the least left
- * out (unsigned throughout: the differences wrap alike). */
-static __always_inline __u64 clock_mean(const __u64 *d)
-{
-	__u64 lo = d[0], sum = 0, n = 0;
-
-#pragma unroll
-	for (int i = 1; i < RSCHED_CLOCK_READS; i++)
-		if ((__s64)(d[i] - lo) < 0)
-			lo = d[i];
-#pragma unroll
-	for (int i = 0; i < RSCHED_CLOCK_READS; i++) {
-		__u64 x = d[i] - lo;
-		if (x <= RSCHED_CLOCK_OUTLIER_NS) {
-			sum += x;
-			n++;
-		}
-	}
-	return lo + sum / n; /* n >= 1: the least itself */
-}
-
-/* The monotonic time at which the runqueue of `cpu` queued a woken thread, at runqueue clock
- * `kq` (sched_info.last_queued, non-zero), seen at its sched_wakeup; `now` is the event's lazy
- * monotonic clock (NOW()). */
-static __always_inline __u64 wakeup_queued_mono(__s32 cpu, __u64 kq, __u64 *now)
-{
-	struct rsched_clock_map *m = CLOCK_MAP((__u32)cpu);
-	__u64 e = kq >> RSCHED_CLOCK_EPOCH_SHIFT;
-
-	if (m->epoch != e) {
-		/* the epoch before ends: its mean is this one's offset, if it was the last */
-		m->valid = m->epoch && m->epoch + 1 == e && m->reads >= RSCHED_CLOCK_READS;
-		if (m->valid)
-			m->off = clock_mean(m->d);
-		m->epoch = e;
-		m->reads = 0;
-	}
-	__u32 r = m->reads;
-	if (m->valid && r >= RSCHED_CLOCK_READS)
-		return kq + m->off;
-	__u64 mono = *now ? *now : (*now = bpf_ktime_get_ns());
-	if (r < RSCHED_CLOCK_READS) {
-		m->d[r & (RSCHED_CLOCK_READS - 1)] = mono - kq;
-		m->reads = r + 1;
-	}
-	return mono;
-}
-
 /* Counts `n` delays of `delta` ns each in a thread's delay histograms (and tail) and the CPU's;
  * false (a discard counted) when delta is over the limit. */
 static __always_inline bool count_delays(struct rsched_task_state *st, __u64 delta, __u32 n,
@@ -648,7 +568,7 @@ static __always_inline __u64 unseen_at_switch_out(struct rsched_task_state *st,
  * run_delay. */
 static __always_inline void unseen_at_switch_in(struct rsched_task_state *st,
 						struct task_struct *next, __u64 queued,
-						__u64 rq_now, struct rsched_cpu_stats *cs, bool btf)
+						struct rsched_cpu_stats *cs, bool btf)
 {
 	if (!sched_info_live || !bpf_core_field_exists(next->sched_info))
 		return;
@@ -669,7 +589,7 @@ static __always_inline void unseen_at_switch_in(struct rsched_task_state *st,
 		mark_dirty(st, next, btf);
 	}
 	if (queued) {
-		__u64 now = rq_now ? rq_now : rq_clock_of(next, btf);
+		__u64 now = rq_clock_of(next, btf);
 		pc++;
 		units = (__u32)((READ(btf, next, sched_info.run_delay) +
 				 (now > queued ? now - queued : 0)) >>
@@ -868,23 +788,14 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	__u64 arrive = 0;
 	if (ON(RSCHED_G_LATENCY)) {
 		__u64 kq = kernel_queued_at(next, sched_info_live, btf);
-		/* this CPU's runqueue clock: where the kernel's account of the wait ends */
-		__u64 rqc = kq ? rq_clock_raw(next, btf) : 0;
-		unseen_at_switch_in(st, next, kq, rqc, cs, btf);
+		unseen_at_switch_in(st, next, kq, cs, btf);
 		__u64 t0 = st->enqueue_ns;
 		/* No wait began for us, but the kernel's did: the wakeup or switch-out that began
 		 * it reached no program. */
 		if (t0 || kq) {
 			arrive = DELAY_TS(next);
-			if (!t0) {
+			if (!t0)
 				t0 = unseen_wait_start(st, next, kq, arrive, btf);
-			} else if (!delay_rq_clock && kq && rqc) {
-				/* never shorter than the kernel's own account (a wakeup's start is
-				 * mapped from its runqueue clock: wakeup_queued_mono) */
-				__u64 kw = rqc > kq ? rqc - kq : 0;
-				if (t0 > arrive || arrive - t0 < kw)
-					t0 = arrive > kw ? arrive - kw : 1;
-			}
 			end_wait(st, next, t0, arrive, cs, runr, btf);
 		}
 	}
@@ -966,27 +877,17 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	st = state_of(p, btf, true);
 	if (!st)
 		return 0;
-	now = 0; /* read on first use: NOW() */
-	/* When the kernel queued it (sched_info.last_queued, its runqueue's clock; 0 when it did
-	 * not, or without sched_info) and that time on the monotonic clock (MONO_AT(), on first
-	 * use): a sleep ends there and the wait for the CPU begins, mostly without a clock read
-	 * (wakeup_queued_mono). */
-	__u64 kq = kernel_queued_at(p, sched_info_live, btf);
-	__u64 queued_mono = 0;
-#define MONO_AT()                                                                                  \
-	(queued_mono                                                                               \
-		 ? queued_mono                                                                     \
-		 : (queued_mono = kq ? wakeup_queued_mono(task_cpu_of(p, btf), kq, &now) : NOW()))
+	now = ON(RSCHED_G_SLEEP) ? bpf_ktime_get_ns() : 0; /* else read on first use: NOW() */
 	if (ON(RSCHED_G_SLEEP) && st->sleep_ns) {
-		__u64 at = MONO_AT();
-		add_bounded(&st->sleep, at > st->sleep_ns ? at - st->sleep_ns : 0, max_sleep_ns,
-			    &st->used, RSCHED_USED_SLEEP);
+		add_bounded(&st->sleep, now - st->sleep_ns, max_sleep_ns, &st->used,
+			    RSCHED_USED_SLEEP);
 		mark_dirty(st, p, btf);
 		st->sleep_ns = 0;
 	}
-	/* the sleep its sched_waking found a waker for ends here, where the wait below begins */
+	/* the sleep its sched_waking found a waker for ends here (NOW(): the read a wait's start
+	 * below shares) */
 	if (ON(RSCHED_G_WAKEUP) && st->wakeup.pending)
-		wakeup_end(st, p, MONO_AT(), btf);
+		wakeup_end(st, p, NOW(), btf);
 	if (!ON(RSCHED_G_LATENCY))
 		return 0;
 	/* Keep an earlier timestamp (a thread woken while it waits for the CPU already). A wait
@@ -999,9 +900,8 @@ static __always_inline int on_wakeup(struct task_struct *p, bool btf)
 	 * it began) is no earlier timestamp: its end is counted at the next switch-in. */
 	__u16 pc = kernel_pcount16(p, sched_info_live, btf);
 	if ((!st->enqueue_ns || st->enq_pcount != pc) &&
-	    (sched_info_live ? kq != 0 : !READ(btf, p, on_cpu))) {
-		st->enqueue_ns = delay_rq_clock ? rq_clock_of(p, btf) : MONO_AT();
-#undef MONO_AT
+	    (sched_info_live ? kernel_queued_at(p, true, btf) != 0 : !READ(btf, p, on_cpu))) {
+		st->enqueue_ns = delay_rq_clock ? rq_clock_of(p, btf) : NOW();
 		st->enq_pcount = pc;
 		if (ON(RSCHED_G_BLAME)) {
 			/* the runqueue it waits on: the CPU the wakeup chose */

@@ -100,15 +100,6 @@ static __always_inline __u64 rq_clock_of(struct task_struct *p, bool btf)
 	return bpf_ktime_get_ns();
 }
 
-/* The runqueue clock of `p`'s runqueue as it is, 0 without a reachable rq (no fallback). */
-static __always_inline __u64 rq_clock_raw(struct task_struct *p, bool btf)
-{
-	struct rq *rq = task_rq_of(p, btf);
-	if (!rq)
-		return 0;
-	return btf ? rq->clock : BPF_CORE_READ(rq, clock);
-}
-
 /* The kernel's own account of a task's waits (struct sched_info, CONFIG_SCHED_INFO): the runqueue
  * clock when the task was queued to wait (last_queued; 0 while it does not wait: set by
  * sched_info_enqueue at a wakeup's enqueue or a switch-out in state TASK_RUNNING, cleared by its
