@@ -5,7 +5,7 @@
 # database size (pages in use), the active thread-seconds (threads with rows, summed over the
 # intervals) and their ratio. Root.
 #
-# Usage: bench/group_storage.sh [SECONDS] [N] [GROUPS...]
+# Usage: [RSCHEDD=BINARY] bench/group_storage.sh [SECONDS] [N] [GROUPS...]
 #   default: 60 s, 200 threads, "latency,migration,pressure" "latency,migration,pressure,blame"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ n=${2:-200}
 shift 2 || true
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=("latency,migration,pressure" "latency,migration,pressure,blame")
-rschedd=build/apps/rschedd/rschedd
+rschedd=${RSCHEDD:-build/apps/rschedd/rschedd}
 sql=build/apps/rsched-sql/rsched-sql
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
