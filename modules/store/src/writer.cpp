@@ -662,13 +662,18 @@ struct writer::impl {
         throw std::logic_error(std::string(table) + ": rows out of key order");
       }
     }
-    const auto &blob = row_pack.finish();
+    insert_pack(ins, interval_id, row_pack.size(), row_pack.finish());
+    rows.clear();
+  }
+
+  // One row of a pack table: (interval_id, rows, data).
+  static void insert_pack(SQLite::Statement &ins, std::int64_t interval_id, std::size_t rows,
+                          const std::vector<std::uint8_t> &blob) {
     ins.reset();
     ins.bind(1, interval_id);
-    ins.bind(2, static_cast<std::int64_t>(row_pack.size()));
+    ins.bind(2, static_cast<std::int64_t>(rows));
     ins.bind(3, blob.data(), static_cast<int>(blob.size()));
     ins.exec();
-    rows.clear();
   }
 
   // kstack.id of a stack of boot `boot_id` (hash 0: <other>), its frames inserted with it.
@@ -747,12 +752,7 @@ struct writer::impl {
         throw std::logic_error("thread_blame_pack: rows out of (thread, culprit) order");
       }
     }
-    const auto &blob = blame_pack.finish();
-    ins_blame_pack.reset();
-    ins_blame_pack.bind(1, interval_id);
-    ins_blame_pack.bind(2, static_cast<std::int64_t>(blame_pack.size()));
-    ins_blame_pack.bind(3, blob.data(), static_cast<int>(blob.size()));
-    ins_blame_pack.exec();
+    insert_pack(ins_blame_pack, interval_id, blame_pack.size(), blame_pack.finish());
     blame_rows.clear();
   }
 
