@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -33,12 +34,16 @@ kallsyms kallsyms::parse(std::string_view text) {
     if (const auto tab = name.find_first_of("\t "); tab != std::string_view::npos) {
       name = name.substr(0, tab);
     }
-    if (!name.empty()) {
-      k.syms_.emplace_back(addr, std::string(name));
+    if (!name.empty() && k.names_.size() + name.size() <= UINT32_MAX) {
+      k.syms_.push_back({addr, static_cast<std::uint32_t>(k.names_.size()),
+                         static_cast<std::uint32_t>(name.size())});
+      k.names_.append(name);
     }
   }
   std::stable_sort(k.syms_.begin(), k.syms_.end(),
-                   [](const auto &a, const auto &b) { return a.first < b.first; });
+                   [](const sym &a, const sym &b) { return a.addr < b.addr; });
+  k.syms_.shrink_to_fit();
+  k.names_.shrink_to_fit();
   return k;
 }
 
@@ -51,11 +56,12 @@ kallsyms kallsyms::load(const char *path) {
 
 std::string kallsyms::name_of(std::uint64_t ip) const {
   auto it = std::upper_bound(syms_.begin(), syms_.end(), ip,
-                             [](std::uint64_t v, const auto &s) { return v < s.first; });
+                             [](std::uint64_t v, const sym &s) { return v < s.addr; });
   if (it == syms_.begin()) {
     return fmt::format("0x{:x}", ip);
   }
-  return std::prev(it)->second;
+  const sym &s = *std::prev(it);
+  return names_.substr(s.off, s.len);
 }
 
 } // namespace rsched::collect
