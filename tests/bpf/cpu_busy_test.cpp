@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sched.h>
@@ -92,12 +93,21 @@ TEST_CASE_METHOD(
                        << " ns); /proc/stat busy " << kernel_busy << " ns over the workload, "
                        << "idle " << (after.idle - before.idle) << " ns; cpu_idle "
                        << as_int(idle[0][0]) << " ns; recorded " << recorded << " ns");
-  // The worker's 6 ms sleeps leave CPU 1 idle (about 1.8 s of the 3): a machine busy enough to
-  // fill them (stress-ng --cpu 2) leaves no busy period to end; said, not failed.
-  if (after.idle - before.idle < 900'000'000) {
+  std::printf("cpu_busy: %lld periods, busy %lld ns; /proc/stat busy %lld ns, idle %lld ns over "
+              "the workload; cpu_idle %lld ns; recorded %lld ns\n",
+              static_cast<long long>(periods), static_cast<long long>(busy_ns),
+              static_cast<long long>(kernel_busy), static_cast<long long>(after.idle - before.idle),
+              static_cast<long long>(as_int(idle[0][0])), static_cast<long long>(recorded));
+  // The worker's 6 ms sleeps leave CPU 1 idle 1.81-1.82 s of the 3 on a quiet machine (five
+  // runs). Other work that fills part of them joins the worker's busy periods into fewer, longer
+  // ones, and one still running when the recording stops stays open past its end, counted
+  // nowhere (a period is counted when it ends): with `stress-ng --cpu 1 --cpu-load 30` on CPU 1
+  // (idle 1.25 s) 228 periods, not 300; in one CI run, with clang-tidy beside the suite (idle
+  // 1.26 s), 0.84 s of busy periods against 2.07 s. Such a machine is said, not failed.
+  if (after.idle - before.idle < 1'500'000'000) {
     WARN("CPU 1 idled only " << (after.idle - before.idle) / 1'000'000
-                             << " ms of the workload's 3 s (a loaded machine): busy periods not "
-                                "checked");
+                             << " ms of the workload's 3 s, not 1.8 s (other work there): busy "
+                                "periods not checked");
     return;
   }
   CHECK(periods >= 250); // one per wakeup of the worker (+ whatever else ran there)
