@@ -309,8 +309,8 @@ result<std::unique_ptr<program::impl>> program::load_with(const options &opt, at
   // final record is taken at its last switch. Unselected groups' programs are not loaded.
   const bool btf = p->mode == attach_mode::tp_btf;
   const bool wakeups = (opt.groups & (RSCHED_G_LATENCY | RSCHED_G_SLEEP | RSCHED_G_WAKEUP)) != 0;
-  // The wakeup group ends a sleep at sched_waking, in the waker's context, and names interrupt
-  // contexts from their tracepoints.
+  // The wakeup group finds a sleep's waker at sched_waking, in the waker's context (the sleep
+  // ends at sched_wakeup).
   const bool waking = (opt.groups & (RSCHED_G_WAKING | RSCHED_G_WAKEUP)) != 0;
   const bool wakeup = (opt.groups & RSCHED_G_WAKEUP) != 0;
   // A wakeup's interrupt context is read from the preempt count and hrtimer bases where they

@@ -237,7 +237,8 @@ struct writer::impl {
   // <table>_pack row each (rsched/store/row_pack.hpp), collected in thread id order.
   SQLite::Statement ins_wakeup_pack;
   SQLite::Statement ins_blocked_pack;
-  row_pack_builder row_pack{1, 1};
+  row_pack_builder wakeup_pack{5, 3};                    // keys: thread, waker, state
+  row_pack_builder blocked_pack{4, 2};                   // keys: thread, stack
   std::vector<std::array<std::int64_t, 5>> wakeup_rows;  // thread, waker, state, sleep_ns, count
   std::vector<std::array<std::int64_t, 4>> blocked_rows; // thread, stack, sleep_ns, count
   // ... and its sleeps' kernel stacks (each inserted with its frames once per boot).
@@ -650,19 +651,20 @@ struct writer::impl {
   }
 
   // The rows collected (in thread, then key order) as the interval's row of `ins`'s pack table.
-  template <std::size_t N, std::size_t K>
-  void insert_row_pack(std::int64_t interval_id, SQLite::Statement &ins,
+  // (`pack` keeps its buffers from one interval to the next.)
+  template <std::size_t N>
+  void insert_row_pack(std::int64_t interval_id, SQLite::Statement &ins, row_pack_builder &pack,
                        std::vector<std::array<std::int64_t, N>> &rows, const char *table) {
     if (rows.empty()) {
       return;
     }
-    row_pack = row_pack_builder(N, K);
+    pack.clear();
     for (const auto &r : rows) {
-      if (!row_pack.add(r)) {
+      if (!pack.add(r)) {
         throw std::logic_error(std::string(table) + ": rows out of key order");
       }
     }
-    insert_pack(ins, interval_id, row_pack.size(), row_pack.finish());
+    insert_pack(ins, interval_id, pack.size(), pack.finish());
     rows.clear();
   }
 
@@ -1220,8 +1222,9 @@ struct writer::impl {
     }
     insert_thread_packs(interval_id);
     insert_blame_rows(interval_id);
-    insert_row_pack<5, 3>(interval_id, ins_wakeup_pack, wakeup_rows, "thread_wakeup_pack");
-    insert_row_pack<4, 2>(interval_id, ins_blocked_pack, blocked_rows, "thread_blocked_pack");
+    insert_row_pack(interval_id, ins_wakeup_pack, wakeup_pack, wakeup_rows, "thread_wakeup_pack");
+    insert_row_pack(interval_id, ins_blocked_pack, blocked_pack, blocked_rows,
+                    "thread_blocked_pack");
 
     write_cpus(interval_id, iv);
     write_counter_times(interval_id, iv);
