@@ -25,7 +25,51 @@ struct {
 	__type(value, __u64[8]);
 } pc SEC(".maps");
 
-#ifdef FLOOR_EMPTY
+#if defined(FLOOR_MINIMAL)
+/* The least a per-thread wait measurement can do (bench/bpf_floor.sh --minimal): runqlat's
+ * design with task storage for its hash map and no histogram, pid filter or depth. A wakeup
+ * stamps the wait's start (the clock, once), a switch-in adds the wait to the thread's total, a
+ * preempted thread's wait starts at its switch-out (sharing the switch's read). Named
+ * sched_switch* so that bench/bpf_cost.py counts its time per context switch. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup_min, struct task_struct *p)
+{
+	__u64 *v = bpf_task_storage_get(&ts, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (v && !v[0])
+		v[0] = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new_min, struct task_struct *p)
+{
+	__u64 *v = bpf_task_storage_get(&ts, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (v && !v[0])
+		v[0] = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch_min, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = 0, *v;
+
+	if (prev->__state == 0 /* TASK_RUNNING: still queued */) {
+		v = bpf_task_storage_get(&ts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (v)
+			v[0] = now = bpf_ktime_get_ns();
+	}
+	v = bpf_task_storage_get(&ts, next, 0, 0);
+	if (v && v[0]) {
+		if (!now)
+			now = bpf_ktime_get_ns();
+		v[1] += now - v[0];
+		v[2]++;
+		v[0] = 0;
+	}
+	return 0;
+}
+#elif defined(FLOOR_EMPTY)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(empty_switch) { return 0; }
 
