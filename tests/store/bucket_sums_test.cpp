@@ -11,16 +11,52 @@
 
 using namespace store_test;
 using rsched::store::blame_row;
+using rsched::store::blocked_row;
 using rsched::store::culprit_kind;
+using rsched::store::waker_kind;
+using rsched::store::wakeup_row;
 
 namespace {
 
 constexpr std::int64_t t0 = 1'700'000'040'000'000'000; // a whole minute (UTC ns)
 constexpr std::int64_t step = 10 * sec;
 
+// Wakeups and blocked sleeps of one thread (schema v15, packed since v18).
+void add_sleeps(rsched::store::thread_row &t, std::mt19937_64 &rng) {
+  for (std::uint64_t k = 0, m = rng() % 4; k < m; ++k) {
+    wakeup_row w;
+    const auto pick = rng() % 4;
+    w.kind = pick < 2 ? waker_kind::process : pick == 2 ? waker_kind::softirq : waker_kind::timer;
+    if (w.kind == waker_kind::process) {
+      w.pid = 900 + static_cast<std::uint32_t>(rng() % 3); // blame's culprits too
+      w.comm = rng() % 3 == 0 ? "hog" : "writer";
+      w.cgroup = rng() % 2 == 0 ? "/batch" : "";
+    }
+    w.state = static_cast<std::uint8_t>(rng() % 3);
+    w.sleep_ns = rng() % 50'000'000;
+    w.count = 1 + rng() % 5;
+    t.wakeups.push_back(w);
+    if (rng() % 3 == 0) {
+      t.wakeups.push_back(w); // one waker and state twice: the writer sums them
+    }
+  }
+  for (std::uint64_t k = 0, m = rng() % 3; k < m; ++k) {
+    blocked_row b;
+    b.hash = rng() % 4; // 0: <other>
+    if (b.hash != 0) {
+      b.frames = {"io_schedule", b.hash % 2 == 0 ? "ext4_sync_file" : "folio_wait_bit"};
+    }
+    b.sleep_ns = rng() % 20'000'000;
+    b.count = 1 + rng() % 3;
+    t.blocked.push_back(b);
+  }
+}
+
 // Interval n of a history: threads under a few (comm, cgroup) groups, one renamed halfway,
 // one listed twice (the writer sums the two rows), blame on process culprits (several pids
-// of one comm and cgroup, one rollup group) and pseudo-culprits, a reboot inside a minute.
+// of one comm and cgroup, one rollup group) and pseudo-culprits, wakeups by processes (a waker
+// also a culprit, two rows of one waker and state) and pseudo-wakers, sleeps by kernel stack
+// (the <other> one without frames), a reboot inside a minute.
 // With `fine`, each thread's delays also have the kernel's fine tail (latency_fine slots from
 // 512 us): its sched_delay rows are written as latency_fine (issue 36).
 rsched::store::interval_row interval(int n, std::mt19937_64 &rng, bool fine) {
@@ -73,6 +109,7 @@ rsched::store::interval_row interval(int n, std::mt19937_64 &rng, bool fine) {
       b.waits = 1;
       t.blame.push_back(b);
     }
+    add_sleeps(t, rng);
     threads.push_back(std::move(t));
   }
   if (!threads.empty() && n % 4 == 0) {
@@ -132,7 +169,19 @@ std::vector<std::vector<value>> rollups(const std::string &path) {
   auto culprits = run(r, "SELECT boot_id, pid, comm, cgroup, kind, last_ns FROM culprit "
                          "ORDER BY 1, 2, 3, 4, 5")
                       .rows;
-  for (auto *more : {&blame, &ids, &culprits}) {
+  auto wakeups = run(r, "SELECT i.tier, i.start_ns, i.boot_id, t.comm, t.cgroup, c.comm, "
+                        "c.cgroup, c.kind, c.pid, x.state, x.sleep_ns, x.count FROM thread_wakeup "
+                        "AS x JOIN intervals AS i ON i.id = x.interval_id JOIN thread AS t ON "
+                        "t.id = x.thread_id JOIN culprit AS c ON c.id = x.waker_id WHERE "
+                        "i.tier > 0 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10")
+                     .rows;
+  auto blocked = run(r, "SELECT i.tier, i.start_ns, i.boot_id, t.comm, t.cgroup, k.hash, "
+                        "k.boot_id, x.sleep_ns, x.count FROM thread_blocked AS x JOIN intervals "
+                        "AS i ON i.id = x.interval_id JOIN thread AS t ON t.id = x.thread_id "
+                        "JOIN kstack AS k ON k.id = x.stack_id WHERE i.tier > 0 "
+                        "ORDER BY 1, 2, 3, 4, 5, 6, 7")
+                     .rows;
+  for (auto *more : {&blame, &wakeups, &blocked, &ids, &culprits}) {
     hists.insert(hists.end(), more->begin(), more->end());
   }
   return hists;
@@ -167,6 +216,10 @@ TEST_CASE("the minute rollup from the writer's sums equals the rollup from the r
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1") == 7);
   CHECK(scalar_int(r, "SELECT count(*) FROM thread_blame AS b JOIN intervals AS i ON i.id = "
                       "b.interval_id WHERE i.tier = 1") > 20);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_wakeup AS x JOIN intervals AS i ON i.id = "
+                      "x.interval_id WHERE i.tier = 1") > 20);
+  CHECK(scalar_int(r, "SELECT count(*) FROM thread_blocked AS x JOIN intervals AS i ON i.id = "
+                      "x.interval_id WHERE i.tier = 1") > 10);
   CHECK(scalar_int(r, "SELECT count(DISTINCT t.comm) FROM thread_hist AS h JOIN intervals AS i "
                       "ON i.id = h.interval_id JOIN thread AS t ON t.id = h.thread_id WHERE "
                       "i.tier = 1") == 5); // web-renamed too

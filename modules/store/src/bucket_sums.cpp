@@ -159,6 +159,21 @@ void bucket_sums::add_hist_blob(int metric, std::int64_t thread, const std::stri
   }
 }
 
+std::uint32_t bucket_sums::culprit_of(bucket &b, std::int64_t culprit, std::string_view comm,
+                                      std::string_view cgroup, int kind) {
+  auto [c, fresh] = b.group_of_culprit.try_emplace(culprit, 0);
+  if (fresh) {
+    culprit_group who{std::string(comm), std::string(cgroup), kind};
+    auto [k, added] =
+        b.culprit_index.try_emplace(who, static_cast<std::uint32_t>(b.culprits.size()));
+    if (added) {
+      b.culprits.push_back(who);
+    }
+    c->second = k->second;
+  }
+  return c->second;
+}
+
 void bucket_sums::add_blame(std::int64_t thread, const std::string &comm, const std::string &cgroup,
                             std::int64_t culprit, std::string_view culprit_comm,
                             std::string_view culprit_cgroup, int kind, std::int64_t wait_ns,
@@ -168,19 +183,37 @@ void bucket_sums::add_blame(std::int64_t thread, const std::string &comm, const 
   }
   bucket &b = *cur_;
   const std::uint32_t g = group_of(b, thread, comm, cgroup);
-  auto [c, fresh] = b.group_of_culprit.try_emplace(culprit, 0);
-  if (fresh) {
-    culprit_group who{std::string(culprit_comm), std::string(culprit_cgroup), kind};
-    auto [k, added] =
-        b.culprit_index.try_emplace(who, static_cast<std::uint32_t>(b.culprits.size()));
-    if (added) {
-      b.culprits.push_back(who);
-    }
-    c->second = k->second;
-  }
-  blame_sum &s = b.blame[{g, c->second}];
+  blame_sum &s = b.blame[{g, culprit_of(b, culprit, culprit_comm, culprit_cgroup, kind)}];
   if (!add_checked(s.wait_ns, wait_ns) || !add_checked(s.waits, waits) ||
       !add_checked(s.preempts, preempts) || !add_checked(s.approx_ns, approx_ns)) {
+    b.broken = true;
+  }
+}
+
+void bucket_sums::add_wakeup(std::int64_t thread, const std::string &comm,
+                             const std::string &cgroup, std::int64_t waker,
+                             std::string_view waker_comm, std::string_view waker_cgroup, int kind,
+                             std::int64_t state, std::int64_t sleep_ns, std::int64_t count) {
+  if (cur_ == nullptr || cur_->broken) {
+    return;
+  }
+  bucket &b = *cur_;
+  const std::uint32_t g = group_of(b, thread, comm, cgroup);
+  sleep_sum &s = b.wakeup[{g, culprit_of(b, waker, waker_comm, waker_cgroup, kind), state}];
+  if (!add_checked(s.sleep_ns, sleep_ns) || !add_checked(s.count, count)) {
+    b.broken = true;
+  }
+}
+
+void bucket_sums::add_blocked(std::int64_t thread, const std::string &comm,
+                              const std::string &cgroup, std::int64_t stack, std::int64_t sleep_ns,
+                              std::int64_t count) {
+  if (cur_ == nullptr || cur_->broken) {
+    return;
+  }
+  bucket &b = *cur_;
+  sleep_sum &s = b.blocked[{group_of(b, thread, comm, cgroup), stack}];
+  if (!add_checked(s.sleep_ns, sleep_ns) || !add_checked(s.count, count)) {
     b.broken = true;
   }
 }

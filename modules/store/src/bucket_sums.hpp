@@ -5,7 +5,10 @@
 // thread_blame rows; reading them back and grouping them by (comm, cgroup) in SQL took ~1 s of
 // CPU a minute. The writer adds each row it writes to its minute's sums instead: per metric and
 // (comm, cgroup) the count, total and histogram; per (comm, cgroup) of the waiting thread and
-// (comm, cgroup, kind) of the culprit the wait, waits, preemptions and estimated wait. The rollup
+// (comm, cgroup, kind) of the culprit the wait, waits, preemptions and estimated wait; per
+// (comm, cgroup) of the sleeper, waker group and state the sleep and count of thread_wakeup, and
+// per (comm, cgroup) and kernel stack those of thread_blocked (packed tables since schema 18,
+// read back through their virtual tables: five passes over the minute's packs). The rollup
 // uses a bucket's sums only when they hold exactly the bucket's intervals: every raw interval of
 // that boot and minute in the database was written and committed by this writer, and nothing
 // overflowed or failed on the way (otherwise it reads the rows as before, which also reports
@@ -21,6 +24,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -75,6 +79,11 @@ public:
     std::int64_t preempts = 0;
     std::int64_t approx_ns = 0; // schema v11
   };
+  // thread_wakeup's and thread_blocked's sums.
+  struct sleep_sum {
+    std::int64_t sleep_ns = 0;
+    std::int64_t count = 0;
+  };
   struct culprit_group {
     std::string comm;
     std::string cgroup;
@@ -93,9 +102,13 @@ public:
     std::vector<culprit_group> culprits; // by index
     std::map<std::pair<int, std::uint32_t>, hist_sum> hists;            // (metric id, group)
     std::map<std::pair<std::uint32_t, std::uint32_t>, blame_sum> blame; // (group, culprit)
+    // (group, waker's culprit group, state)
+    std::map<std::tuple<std::uint32_t, std::uint32_t, std::int64_t>, sleep_sum> wakeup;
+    std::map<std::pair<std::uint32_t, std::int64_t>, sleep_sum> blocked; // (group, kstack id)
 
-    // Every thread identity with a thread_hist or thread_blame row in the bucket, and every
-    // culprit identity with a thread_blame row (the keys; the values are private).
+    // Every thread identity with a row in the bucket (thread_hist, thread_blame, thread_wakeup,
+    // thread_blocked), and every culprit identity with a thread_blame or thread_wakeup row (the
+    // keys; the values are private).
     [[nodiscard]] const std::unordered_map<std::int64_t, std::uint32_t> &thread_ids() const {
       return group_of_thread;
     }
@@ -136,6 +149,13 @@ public:
                  std::int64_t culprit, std::string_view culprit_comm,
                  std::string_view culprit_cgroup, int kind, std::int64_t wait_ns,
                  std::int64_t waits, std::int64_t preempts, std::int64_t approx_ns);
+  // One thread_wakeup row of the interval (the waker's culprit identity, comm, cgroup, kind).
+  void add_wakeup(std::int64_t thread, const std::string &comm, const std::string &cgroup,
+                  std::int64_t waker, std::string_view waker_comm, std::string_view waker_cgroup,
+                  int kind, std::int64_t state, std::int64_t sleep_ns, std::int64_t count);
+  // One thread_blocked row of the interval.
+  void add_blocked(std::int64_t thread, const std::string &comm, const std::string &cgroup,
+                   std::int64_t stack, std::int64_t sleep_ns, std::int64_t count);
   // The interval's transaction committed / failed (its bucket is not used then).
   void commit();
   void discard();
@@ -151,6 +171,8 @@ public:
 private:
   std::uint32_t group_of(bucket &b, std::int64_t thread, const std::string &comm,
                          const std::string &cgroup);
+  std::uint32_t culprit_of(bucket &b, std::int64_t culprit, std::string_view comm,
+                           std::string_view cgroup, int kind);
   // The current bucket's sum of (metric, the thread's group); nullptr when there is none or it
   // is broken.
   hist_sum *hist_slot(int metric, std::int64_t thread, const std::string &comm,

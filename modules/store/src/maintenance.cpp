@@ -7,10 +7,13 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <sqlite3.h>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -73,8 +76,11 @@ constexpr const char *group_join =
 
 // Stands for the thread_hist rollup in the list below (done in C++: rollup_thread_hist).
 constexpr const char *native_thread_hist = "-- thread_hist";
-// How the thread_blame merge below starts (replaced by the writer's sums when it has them).
+// How the thread_blame, thread_wakeup and thread_blocked merges below start (replaced by the
+// writer's sums when it has them).
 constexpr std::string_view blame_merge = "INSERT INTO thread_blame_row(";
+constexpr std::string_view wakeup_merge = "INSERT INTO thread_wakeup_row(";
+constexpr std::string_view blocked_merge = "INSERT INTO thread_blocked_row(";
 
 // The statement that adds the thread ids of `table`'s source rows to temp.rollup_threads, and
 // the one that collects the culprit ids of thread_blame's (both read from the writer's sums
@@ -87,6 +93,12 @@ std::string collect_threads_sql(std::string_view table) {
 std::string collect_culprits_sql() {
   return fmt::format("INSERT OR IGNORE INTO temp.rollup_culprits(id) SELECT culprit_id FROM "
                      "thread_blame WHERE interval_id IN ({})",
+                     src_ids);
+}
+
+std::string collect_wakers_sql() {
+  return fmt::format("INSERT OR IGNORE INTO temp.rollup_culprits(id) SELECT waker_id FROM "
+                     "thread_wakeup WHERE interval_id IN ({})",
                      src_ids);
 }
 
@@ -113,9 +125,7 @@ std::vector<std::string> rollup_statements() {
   // replace the ones above, do not hold them).
   collect.push_back(collect_threads_sql("thread_wakeup"));
   collect.push_back(collect_threads_sql("thread_blocked"));
-  collect.push_back(fmt::format("INSERT OR IGNORE INTO temp.rollup_culprits(id) SELECT waker_id "
-                                "FROM thread_wakeup WHERE interval_id IN ({})",
-                                src_ids));
+  collect.push_back(collect_wakers_sql());
   std::vector<std::string> merge = {
       fmt::format("INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, cgroup, "
                   "last_ns) SELECT '', 0, 0, 0, comm, cgroup, ?4 FROM thread WHERE id IN ({}) "
@@ -220,10 +230,13 @@ struct maintenance::impl {
   std::optional<std::int64_t> gc_horizon; // horizon of the last thread collection
   bucket_sums sums{minute_ns};
   // The collection statements the sums replace: the thread ids of thread_hist (the sums hold
-  // those of thread_hist and thread_blame: thread_blame's statement is then skipped) and the
-  // culprit ids of thread_blame.
+  // those of thread_hist, thread_blame, thread_wakeup and thread_blocked: the other three
+  // statements are then skipped) and the culprit ids of thread_blame (with thread_wakeup's
+  // wakers: that statement is skipped too).
   const std::string collect_hist = collect_threads_sql("thread_hist");
-  const std::string collect_blame = collect_threads_sql("thread_blame");
+  const std::set<std::string, std::less<>> collected_with_hist = {
+      collect_threads_sql("thread_blame"), collect_threads_sql("thread_wakeup"),
+      collect_threads_sql("thread_blocked"), collect_wakers_sql()};
   const std::string collect_culprit_ids = collect_culprits_sql();
   int from_sums = 0; // 1-minute buckets merged from `sums` in this run
 
@@ -404,50 +417,139 @@ struct maintenance::impl {
     return {};
   }
 
-  // The thread_hist and thread_blame rows of 1-minute bucket `id` from the writer's sums
-  // (bucket_sums.hpp): the rows rollup_thread_hist and the thread_blame statement would write,
-  // with the group identities the statements before them created.
-  result<void> rollup_from_sums(const bucket_sums::bucket &sum, std::int64_t id, bool blame) {
-    const std::string group_id = "SELECT id FROM thread WHERE boot_id = '' AND tid = 0 AND "
-                                 "start_time_ns = 0 AND comm = ?1 AND cgroup = ?2";
-    std::vector<std::optional<std::int64_t>> gid(sum.groups.size());
-    for (std::size_t g = 0; g < sum.groups.size(); ++g) {
-      auto r = scalar(group_id, {sum.groups[g].first, sum.groups[g].second});
+  // The merges the writer's sums replace (bucket_sums.hpp).
+  enum class from_sums_merge : std::uint8_t { hist, blame, wakeup, blocked };
+  static std::optional<from_sums_merge> merged_from_sums(std::string_view sql) {
+    if (sql == native_thread_hist) {
+      return from_sums_merge::hist;
+    }
+    if (sql.starts_with(blame_merge)) {
+      return from_sums_merge::blame;
+    }
+    if (sql.starts_with(wakeup_merge)) {
+      return from_sums_merge::wakeup;
+    }
+    if (sql.starts_with(blocked_merge)) {
+      return from_sums_merge::blocked;
+    }
+    return std::nullopt;
+  }
+
+  // The rows of one merge of 1-minute bucket `id` from the writer's sums: those
+  // rollup_thread_hist or the statement would write, with the group identities the statements
+  // before them created (a group without one: the statement's joins drop its rows).
+  result<void> rollup_from_sums(const bucket_sums::bucket &sum, std::int64_t id,
+                                from_sums_merge merge) {
+    auto gid = rollup_ids(sum.groups.size(), [&](std::size_t g) {
+      return scalar("SELECT id FROM thread WHERE boot_id = '' AND tid = 0 AND start_time_ns = 0 "
+                    "AND comm = ?1 AND cgroup = ?2",
+                    {sum.groups[g].first, sum.groups[g].second});
+    });
+    if (!gid) {
+      return gid.err();
+    }
+    switch (merge) {
+    case from_sums_merge::hist:
+      return hists_from_sums(sum, id, *gid);
+    case from_sums_merge::blocked:
+      return rows_from_sums(sum.blocked, *gid, nullptr,
+                            "INSERT INTO thread_blocked_row(interval_id, thread_id, stack_id, "
+                            "sleep_ns, count) VALUES(?1, ?2, ?3, ?4, ?5)",
+                            [&](const auto &key, std::int64_t g, std::int64_t, const auto &v) {
+                              return std::vector<arg>{id, g, key.second, v.sleep_ns, v.count};
+                            });
+    case from_sums_merge::blame:
+    case from_sums_merge::wakeup:
+      break;
+    }
+    auto cid = rollup_ids(sum.culprits.size(), [&](std::size_t c) {
+      const auto &k = sum.culprits[c];
+      return scalar("SELECT id FROM culprit WHERE boot_id = '' AND pid = 0 AND comm = ?1 AND "
+                    "cgroup = ?2 AND kind = ?3",
+                    {k.comm, k.cgroup, std::int64_t{k.kind}});
+    });
+    if (!cid) {
+      return cid.err();
+    }
+    if (merge == from_sums_merge::blame) {
+      return rows_from_sums(sum.blame, *gid, &*cid,
+                            "INSERT INTO thread_blame_row(interval_id, thread_id, culprit_id, "
+                            "wait_ns, waits, preempts, approx_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
+                            "?7)",
+                            [&](const auto &, std::int64_t g, std::int64_t c, const auto &v) {
+                              return std::vector<arg>{id,      g,          c,          v.wait_ns,
+                                                      v.waits, v.preempts, v.approx_ns};
+                            });
+    }
+    return rows_from_sums(sum.wakeup, *gid, &*cid,
+                          "INSERT INTO thread_wakeup_row(interval_id, thread_id, waker_id, state, "
+                          "sleep_ns, count) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                          [&](const auto &key, std::int64_t g, std::int64_t c, const auto &v) {
+                            return std::vector<arg>{id,         g,      c, std::get<2>(key),
+                                                    v.sleep_ns, v.count};
+                          });
+  }
+
+  // The rollup identity of each of n groups or culprits (`lookup(i)`, a scalar query).
+  template <typename Lookup>
+  result<std::vector<std::optional<std::int64_t>>> rollup_ids(std::size_t n, Lookup &&lookup) {
+    std::vector<std::optional<std::int64_t>> ids(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto r = lookup(i);
       if (!r) {
         return r.err();
       }
-      gid[g] = *r;
+      ids[i] = *r;
     }
-    if (blame) {
-      const std::string culprit_id = "SELECT id FROM culprit WHERE boot_id = '' AND pid = 0 AND "
-                                     "comm = ?1 AND cgroup = ?2 AND kind = ?3";
-      std::vector<std::optional<std::int64_t>> cid(sum.culprits.size());
-      for (std::size_t c = 0; c < sum.culprits.size(); ++c) {
-        const auto &k = sum.culprits[c];
-        auto r = scalar(culprit_id, {k.comm, k.cgroup, std::int64_t{k.kind}});
-        if (!r) {
-          return r.err();
-        }
-        cid[c] = *r;
+    return ids;
+  }
+
+  // Inserts one row per sum of `by_key` (keyed by group index first, then, with `cid`, by culprit
+  // index) whose identities exist, in the order of those identities (`args(key, group id,
+  // culprit id, sum)` binds the row).
+  template <typename Sums, typename Args>
+  result<void> rows_from_sums(const Sums &by_key,
+                              const std::vector<std::optional<std::int64_t>> &gid,
+                              const std::vector<std::optional<std::int64_t>> *cid,
+                              const std::string &insert, Args &&args) {
+    using key_type = typename Sums::key_type;
+    std::vector<std::vector<arg>> rows;
+    for (const auto &[key, v] : by_key) {
+      const auto &g = gid[std::get<0>(key)];
+      if (!g) {
+        continue;
       }
-      std::map<std::pair<std::int64_t, std::int64_t>, const bucket_sums::blame_sum *> rows;
-      for (const auto &[key, v] : sum.blame) {
-        if (gid[key.first] && cid[key.second]) { // else the statement's joins drop the rows
-          rows.emplace(std::pair{*gid[key.first], *cid[key.second]}, &v);
+      std::int64_t c = 0;
+      if constexpr (std::is_same_v<std::tuple_element_t<1, key_type>, std::uint32_t>) {
+        if (cid != nullptr) { // the second key is a culprit index
+          const auto &ci = (*cid)[std::get<1>(key)];
+          if (!ci) {
+            continue;
+          }
+          c = *ci;
         }
       }
-      const std::string insert = "INSERT INTO thread_blame_row(interval_id, thread_id, "
-                                 "culprit_id, wait_ns, waits, preempts, approx_ns) VALUES(?1, "
-                                 "?2, ?3, ?4, ?5, ?6, ?7)";
-      for (const auto &[key, v] : rows) {
-        if (auto r = run(insert, {id, key.first, key.second, v->wait_ns, v->waits, v->preempts,
-                                  v->approx_ns});
-            !r) {
-          return r;
-        }
-      }
-      return {};
+      rows.push_back(args(key, *g, c, v));
     }
+    // In key order of the table (its primary key after interval_id): fewer page splits.
+    std::sort(rows.begin(), rows.end(), [](const std::vector<arg> &a, const std::vector<arg> &b) {
+      for (std::size_t i = 1; i < a.size(); ++i) {
+        if (a[i].i != b[i].i) {
+          return a[i].i < b[i].i;
+        }
+      }
+      return false;
+    });
+    for (const auto &r : rows) {
+      if (auto ok = run(insert, r); !ok) {
+        return ok;
+      }
+    }
+    return {};
+  }
+
+  result<void> hists_from_sums(const bucket_sums::bucket &sum, std::int64_t id,
+                               const std::vector<std::optional<std::int64_t>> &gid) {
     std::map<std::pair<std::int64_t, std::int64_t>, const bucket_sums::hist_sum *> rows;
     for (const auto &[key, v] : sum.hists) {
       if (gid[key.second]) {
@@ -570,13 +672,13 @@ struct maintenance::impl {
         if (sum != nullptr && sql == collect_hist) { // thread_hist's and thread_blame's
           r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_threads(id) VALUES(?1)",
                             sum->thread_ids());
-        } else if (sum != nullptr && sql == collect_blame) {
-          // collected with collect_hist's
+        } else if (sum != nullptr && collected_with_hist.contains(sql)) {
+          // collected with collect_hist's and collect_culprit_ids'
         } else if (sum != nullptr && sql == collect_culprit_ids) {
           r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_culprits(id) VALUES(?1)",
                             sum->culprit_ids());
-        } else if (sum != nullptr && (sql == native_thread_hist || sql.starts_with(blame_merge))) {
-          r = rollup_from_sums(*sum, id, sql != native_thread_hist);
+        } else if (const auto from = sum != nullptr ? merged_from_sums(sql) : std::nullopt) {
+          r = rollup_from_sums(*sum, id, *from);
         } else if (sql == native_thread_hist) {
           r = rollup_thread_hist({id, src, boot, b, b + w});
         } else {

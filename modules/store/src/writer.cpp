@@ -237,10 +237,11 @@ struct writer::impl {
   // <table>_pack row each (rsched/store/row_pack.hpp), collected in thread id order.
   SQLite::Statement ins_wakeup_pack;
   SQLite::Statement ins_blocked_pack;
-  row_pack_builder wakeup_pack{5, 3};                    // keys: thread, waker, state
-  row_pack_builder blocked_pack{4, 2};                   // keys: thread, stack
-  std::vector<std::array<std::int64_t, 5>> wakeup_rows;  // thread, waker, state, sleep_ns, count
-  std::vector<std::array<std::int64_t, 4>> blocked_rows; // thread, stack, sleep_ns, count
+  row_pack_builder wakeup_pack{5, 3};                       // keys: thread, waker, state
+  row_pack_builder blocked_pack{4, 2};                      // keys: thread, stack
+  std::vector<std::array<std::int64_t, 5>> wakeup_rows;     // thread, waker, state, sleep_ns, count
+  std::vector<std::array<std::int64_t, 4>> blocked_rows;    // thread, stack, sleep_ns, count
+  std::vector<std::pair<std::int64_t, culprit_ref>> wakers; // one thread's, by culprit id
   // ... and its sleeps' kernel stacks (each inserted with its frames once per boot).
   SQLite::Statement ins_kstack;
   SQLite::Statement sel_kstack;
@@ -354,11 +355,11 @@ struct writer::impl {
                            "created_ns) VALUES(?1, ?2, 'rschedd', ?3, 'sched_ext', ?4)"),
         begin(db, "BEGIN IMMEDIATE"), commit(db, "COMMIT") {}
 
-  // Leaves the connection as it was before write(): statements reset, transaction rolled back.
-  // The 1-minute rollup's sums (bucket_sums.hpp): every thread_hist and thread_blame row
-  // written is added to its minute's.
+  // The 1-minute rollup's sums (bucket_sums.hpp): every thread_hist, thread_blame,
+  // thread_wakeup and thread_blocked row written is added to its minute's.
   detail::bucket_sums &sums() { return maint->sums(); }
 
+  // Leaves the connection as it was before write(): statements reset, transaction rolled back.
   void abort() noexcept {
     for (auto *s : {&ins_interval,
                     &upd_write_ns,
@@ -643,11 +644,25 @@ struct writer::impl {
       if (w.state > 2) {
         throw std::invalid_argument("wakeup row with an unknown sleep state");
       }
-      const std::int64_t id = culprit_id(waker_of(w), boot_id, now, tx);
+      const culprit_ref who = waker_of(w);
+      const std::int64_t id = culprit_id(who, boot_id, now, tx);
+      if (std::none_of(wakers.begin(), wakers.end(),
+                       [id](const auto &k) { return k.first == id; })) {
+        wakers.emplace_back(id, who);
+      }
       wakeup_rows.push_back(
           {thread, id, static_cast<std::int64_t>(w.state), to_i64(w.sleep_ns), to_i64(w.count)});
     }
     sum_by_key<5, 3>(wakeup_rows, first);
+    // The minute's sums, from the rows as written (their waker's group by its identity).
+    for (std::size_t i = first; i < wakeup_rows.size(); ++i) {
+      const auto &r = wakeup_rows[i];
+      const auto k = std::find_if(wakers.begin(), wakers.end(),
+                                  [&](const auto &x) { return x.first == r[1]; });
+      sums().add_wakeup(thread, t.comm, t.cgroup, r[1], k->second.comm, k->second.cgroup,
+                        k->second.kind, r[2], r[3], r[4]);
+    }
+    wakers.clear();
   }
 
   // The rows collected (in thread, then key order) as the interval's row of `ins`'s pack table.
@@ -719,6 +734,10 @@ struct writer::impl {
       blocked_rows.push_back({thread, kstack_id(b, boot_id), to_i64(b.sleep_ns), to_i64(b.count)});
     }
     sum_by_key<4, 2>(blocked_rows, first);
+    for (std::size_t i = first; i < blocked_rows.size(); ++i) {
+      const auto &r = blocked_rows[i];
+      sums().add_blocked(thread, t.comm, t.cgroup, r[1], r[2], r[3]);
+    }
   }
 
   // One thread's blame summed per culprit identity (write_blame's scratch).
