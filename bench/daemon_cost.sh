@@ -185,7 +185,7 @@ if rc != 0 or not rows:
 # database: checkpoint into the main file, then measure
 con = sqlite3.connect(db)
 ck = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-n_iv, dur_ns = con.execute("SELECT count(*), sum(dur_ns) FROM intervals").fetchone()
+n_iv, dur_ns = con.execute("SELECT count(*), sum(dur_ns) FROM intervals WHERE tier = 0").fetchone()
 drops = con.execute("SELECT sum(drops_task_state), sum(drops_graveyard), sum(drops_stale_tid), "
                     "sum(drops_no_rq) FROM intervals").fetchone()
 def rsql(q):
