@@ -266,12 +266,18 @@ void bpf_source::resolve_stacks(snapshot &snap) {
             syms_ = kallsyms::load();
           }
           kernel_stack k;
-          k.hash = 1469598103934665603ULL;
           for (const std::uint64_t ip : ips->ips) {
-            for (int s = 0; s < 64; s += 8) {
-              k.hash = (k.hash ^ ((ip >> s) & 0xFF)) * 1099511628211ULL;
-            }
             k.frames.push_back(syms_->name_of(ip));
+          }
+          // Without our own program's frames (its address changes with every start of rschedd,
+          // and a user reads from the kernel's own path on).
+          const std::size_t skip = kallsyms::tracing_frames(k.frames);
+          k.frames.erase(k.frames.begin(), k.frames.begin() + static_cast<std::ptrdiff_t>(skip));
+          k.hash = 1469598103934665603ULL;
+          for (std::size_t i = skip; i < ips->ips.size(); ++i) {
+            for (int s = 0; s < 64; s += 8) {
+              k.hash = (k.hash ^ ((ips->ips[i] >> s) & 0xFF)) * 1099511628211ULL;
+            }
           }
           // A long sleep's stack (not D): the state too, so that one path slept in two states
           // is two rows, and none is a D stack's.

@@ -64,4 +64,22 @@ std::string kallsyms::name_of(std::uint64_t ip) const {
   return names_.substr(s.off, s.len);
 }
 
+std::size_t kallsyms::tracing_frames(const std::vector<std::string> &names) {
+  const auto tracing = [](std::string_view n) {
+    for (std::string_view p :
+         {"bpf_prog_", "bpf_trampoline_", "bpf_trace_run", "__bpf_trace_", "__traceiter_", "0x"}) {
+      if (n.starts_with(p)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  std::size_t n = 0;
+  while (n < names.size() && tracing(names[n])) {
+    ++n;
+  }
+  // A stack that is nothing but those (or addresses no symbol holds) is kept whole.
+  return n == names.size() ? 0 : n;
+}
+
 } // namespace rsched::collect

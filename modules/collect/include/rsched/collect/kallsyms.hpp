@@ -20,6 +20,13 @@ public:
   [[nodiscard]] std::string name_of(std::uint64_t ip) const;
   [[nodiscard]] std::size_t size() const { return syms_.size(); }
 
+  // How many innermost frames of a stack taken inside a tracepoint's BPF program are the tracing
+  // machinery, not the kernel's own path: the program itself (bpf_prog_<tag>_<name>, or an
+  // address no symbol holds: a JITed program on a kernel that lists none), the trampoline and
+  // bpf_trace_run<N>, __bpf_trace_<tp> and __traceiter_<tp>. A stack starts at the first frame
+  // after them (the scheduler's __schedule for a sleep's stack).
+  static std::size_t tracing_frames(const std::vector<std::string> &names);
+
 private:
   // By address; names in one arena (~60,000 text symbols: a string each was 5 MB of the
   // daemon's heap at its peak, the arena ~2 MB).
