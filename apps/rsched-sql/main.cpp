@@ -1,6 +1,7 @@
 // rsched-sql: SQL over the history recorded by rschedd (see `rsched-sql --help`).
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
+#include "rsched/query/annotations.hpp"
 #include "rsched/query/reader.hpp"
 #include "rsched/sql_shell/files.hpp"
 #include "rsched/sql_shell/interactive.hpp"
@@ -93,6 +94,27 @@ int run(int argc, char **argv) {
       return sq::exit_failure;
     }
     std::cout << *id << '\n';
+    return sq::exit_ok;
+  }
+
+  if (opt.service) {
+    auto kept = rsched::query::set_service(opt.db_path, opt.service->name, opt.service->patterns);
+    if (!kept) {
+      print_error(kept.err().msg);
+      return sq::exit_failure;
+    }
+    const std::string name = rsched::text::escape_for_terminal(opt.service->name);
+    if (kept->empty()) {
+      std::cout << fmt::format("service {}: no patterns (explain() matches its name against "
+                               "comms and cgroup path components)\n",
+                               name);
+    } else {
+      std::string list;
+      for (const auto &p : *kept) {
+        list += (list.empty() ? "" : ", ") + rsched::text::escape_for_terminal(p);
+      }
+      std::cout << fmt::format("service {}: {}\n", name, list);
+    }
     return sq::exit_ok;
   }
 

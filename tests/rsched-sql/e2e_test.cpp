@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sqlite3.h>
 
@@ -244,9 +245,9 @@ TEST_CASE("rsched-sql e2e: --json and --jsonl are strict JSON, invalid UTF-8 as 
       R"('sur' <- b'\xed\xa0\x80')"
       "\n");
   // JSON lines; a column name that is not UTF-8 (the user's SQL) is U+FFFD in the key too.
-  const auto l = run_sql({db, "--jsonl", "-o", file, "-c",
-                          "SELECT CAST(x'c0af' AS TEXT) AS \"k\xff\", 'x' AS k2 UNION ALL "
-                          "SELECT 'fine', CAST(x'80' AS TEXT)"});
+  const std::string not_utf8 = "SELECT CAST(x'c0af' AS TEXT) AS \"k\xff\", 'x' AS k2 UNION ALL "
+                               "SELECT 'fine', CAST(x'80' AS TEXT)";
+  const auto l = run_sql({db, "--jsonl", "-o", file, "-c", not_utf8});
   INFO(l.err);
   REQUIRE(l.status == 0);
   CHECK(strict_json_rows(file, true) ==
@@ -287,6 +288,37 @@ TEST_CASE("rsched-sql e2e: mark adds an annotation and prints its id", "[rsched-
                  "1795183380000000000,1795183500000000000,deploy v42,deploy\r\n");
   CHECK(run_sql({db, "mark", "x", "--at", "whenever"}).status == 1);
   CHECK(run_sql({db, "mark"}).status == 2);
+}
+
+TEST_CASE("rsched-sql e2e: service records which threads a service is, and forgets them",
+          "[rsched-sql]") {
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  auto r = run_sql({db, "service", "API Gateway", "comm:gunicorn*",
+                    "cgroup:/system.slice/api.service", "--", "-dash"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out == "service API Gateway: comm:gunicorn*, cgroup:/system.slice/api.service, -dash\n");
+  const auto q = run_sql({db, "--csv", "-c", "SELECT name, pattern FROM services ORDER BY 2"});
+  CHECK(q.out == "name,pattern\r\nAPI Gateway,-dash\r\nAPI Gateway,cgroup:/system.slice/api.service"
+                 "\r\nAPI Gateway,comm:gunicorn*\r\n");
+  // A pid changes with every restart: one line, exit 1, the mapping kept.
+  r = run_sql({db, "service", "API Gateway", "pid:12"});
+  CHECK(r.status == 1);
+  CHECK(r.err.find("changes with every restart") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(run_sql({db, "-c", "SELECT count(*) FROM services"}).out.find('3') != std::string::npos);
+  // A hostile name is data: stored as given, printed escaped.
+  r = run_sql({db, "service", "x\x1b[2J", "web"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  // No pattern: forgotten.
+  r = run_sql({db, "service", "API Gateway"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("no patterns") != std::string::npos);
+  CHECK(run_sql({db, "--csv", "-c", "SELECT count(*) FROM services"}).out == "count(*)\r\n1\r\n");
+  CHECK(run_sql({db, "service"}).status == 2);
+  CHECK(run_sql({db, "service", "a", "--bogus"}).status == 2);
 }
 
 TEST_CASE("rsched-sql e2e: a time window without data exits 3", "[rsched-sql]") {

@@ -40,7 +40,7 @@ using rsched::test::temp_dir;
 // Writes one interval with two threads (the evil comm and "plain") and one CPU. Returns the path.
 inline std::string make_db(const temp_dir &dir) {
   using namespace rsched;
-  const std::string path = dir.file("rsched.db");
+  std::string path = dir.file("rsched.db");
   auto w = store::writer::open(path);
   REQUIRE(w.ok());
   store::interval_row iv;

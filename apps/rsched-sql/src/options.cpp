@@ -95,6 +95,33 @@ result<options> parse_args(std::span<const std::string_view> args) {
           return make_error("the database path is empty");
         }
         db = std::string(a);
+      } else if (!o.mark && !o.service && a == "service") {
+        // The name and the patterns: every argument after it, as given ("--" once allowed).
+        o.service = service_args{};
+        bool have_name = false;
+        for (std::size_t j = i + 1; j < args.size(); ++j) {
+          const std::string_view b = args[j];
+          if (!options_ended && b == "--") {
+            options_ended = true;
+            continue;
+          }
+          if (!options_ended && b.size() > 1 && b.front() == '-') {
+            return make_error(fmt::format("unknown option '{}' for service", b));
+          }
+          if (!have_name) {
+            o.service->name = std::string(b);
+            have_name = true;
+          } else {
+            o.service->patterns.emplace_back(b);
+          }
+        }
+        if (!have_name || o.service->name.empty()) {
+          return make_error("service needs a name: service NAME [comm|comm:GLOB|cgroup:PATH]...");
+        }
+        if (!o.commands.empty() || o.output_file || mode_set || o.bail) {
+          return make_error("service cannot be combined with -c, -o, --csv, --json or --bail");
+        }
+        break;
       } else if (!o.mark && a == "mark") {
         o.mark = mark_args{};
         // The text: the next positional argument (it may start with '-' after "--").
@@ -193,8 +220,9 @@ result<options> parse_args(std::span<const std::string_view> args) {
   }
   if (!o.hosts.empty()) {
     // The hosts' files are the databases: nothing that names or writes one database.
-    if (o.mark) {
-      return make_error("mark writes one database: give its path as DB, without --host");
+    if (o.mark || o.service) {
+      return make_error(fmt::format("{} writes one database: give its path as DB, without --host",
+                                    o.mark ? "mark" : "service"));
     }
     if (db) {
       return make_error(fmt::format("--host cannot be combined with a database path ('{}'): the "
@@ -261,6 +289,7 @@ std::string usage_text() {
                   [-o FILE] [--bail]
        {0} --host NAME=PATH [--host NAME=PATH]... plot -c SQL [--log] [-o FILE.svg]
        {0} DB mark TEXT [--at T] [--until T] [--tags a,b]
+       {0} DB service NAME [PATTERN]...
        {0} [DB] heatmap [--view VIEW] [--where SQL] [--from T] [--to T] [--step DUR]
                   [--by cpu|comm|cgroup] [--top N] [--max DUR] [--column COL] [-o FILE.svg]
        {0} [DB] plot -c SQL [--log] [--title TEXT] [-o FILE.svg]
@@ -269,7 +298,8 @@ std::string usage_text() {
                   [-o FILE]
        {0} -h | --help | --version
 SQL shell over the history recorded by rschedd. The database is opened read-only; only
-annotations (mark, .mark, .import-incidents) are ever written, each in a short transaction.
+annotations (mark, .mark, .import-incidents) and service mappings (service) are ever written,
+each in a short transaction.
 
   DB          the database (default {1})
   --host NAME=PATH
@@ -317,6 +347,13 @@ annotations (mark, .mark, .import-incidents) are ever written, each in a short t
               '2h ago'. The tag capture asks a running rschedd --flight-recorder to save the
               seconds before the mark as a Perfetto trace (table captures: SELECT * FROM
               captures ORDER BY start_ns DESC lists them).
+  service NAME [PATTERN]...
+              which threads are service NAME (as incident tools name it: PagerDuty's
+              service_name): explain(ANNOTATION_ID) of an incident tagged service_name:NAME
+              or service:NAME takes them as its victims. PATTERN: a comm, comm:GLOB or
+              cgroup:PATH (its descendants too). Replaces the service's patterns; without
+              one, forgets them (explain() then matches NAME against comms and cgroup path
+              components: NAME, NAME.service, NAME.slice, NAME.scope). Table services lists them.
 
 Without -c, SQL is read from standard input when it is not a terminal, otherwise an interactive
 shell starts (line editing, history in $RSCHED_SQL_HISTORY or ~/.rsched_sql_history, Ctrl-C

@@ -36,7 +36,8 @@ namespace {
 constexpr int busy_timeout_ms = 5000;
 
 // The authorizer of the read-write connection: it only ever runs the statements of this file
-// (user SQL never reaches it), and those may only read and add rows to main.annotations.
+// (user SQL never reaches it), and those may only read, add rows to main.annotations and
+// replace the rows of main.services.
 int annotations_only(void * /*user*/, int action, const char *a1, const char *a2, const char *a3,
                      const char * /*a4*/) {
   auto is = [](const char *s, const char *want) {
@@ -52,7 +53,10 @@ int annotations_only(void * /*user*/, int action, const char *a1, const char *a2
     return a2 == nullptr && (is(a1, "application_id") || is(a1, "user_version")) ? SQLITE_OK
                                                                                  : SQLITE_DENY;
   case SQLITE_INSERT:
-    return is(a1, "annotations") && is(a3, "main") ? SQLITE_OK : SQLITE_DENY;
+    return (is(a1, "annotations") || is(a1, "services")) && is(a3, "main") ? SQLITE_OK
+                                                                           : SQLITE_DENY;
+  case SQLITE_DELETE:
+    return is(a1, "services") && is(a3, "main") ? SQLITE_OK : SQLITE_DENY;
   default:
     return SQLITE_DENY;
   }
@@ -200,6 +204,67 @@ result<std::int64_t> add_annotation(const std::string &path, const annotation &a
     return r.err();
   }
   return ids.at(0);
+}
+
+result<std::vector<std::string>> set_service(const std::string &path, const std::string &name,
+                                             const std::vector<std::string> &patterns) {
+  if (name.empty()) {
+    return make_error(fmt::format("{}: service: the name is empty", path));
+  }
+  std::vector<std::string> kept;
+  for (const auto &p : patterns) {
+    std::string_view v = p;
+    if (v.starts_with("pid:") || v.starts_with("tid:")) {
+      return make_error(fmt::format("{}: service {}: '{}' changes with every restart; a service "
+                                    "is its threads' comm (comm:GLOB) or cgroup (cgroup:PATH)",
+                                    path, text::escape_for_terminal(name),
+                                    text::escape_for_terminal(p)));
+    }
+    const std::string_view bare = v.starts_with("cgroup:") ? v.substr(7)
+                                  : v.starts_with("comm:") ? v.substr(5)
+                                                           : v;
+    if (bare.empty()) {
+      return make_error(fmt::format("{}: service {}: empty pattern '{}' (a comm, comm:GLOB or "
+                                    "cgroup:PATH)",
+                                    path, text::escape_for_terminal(name),
+                                    text::escape_for_terminal(p)));
+    }
+    if (std::find(kept.begin(), kept.end(), p) == kept.end()) {
+      kept.push_back(p);
+    }
+  }
+  auto db = open_rw(path);
+  if (!db) {
+    return db.err();
+  }
+  auto state = store::check((*db)->getHandle(), path);
+  if (state && state->version < 19) {
+    return make_error(fmt::format("{}: schema version {} has no services table (running this "
+                                  "rschedd once upgrades the file)",
+                                  path, state->version));
+  }
+  auto r = sqlite::sqlite_guard(path + ": service: ", [&]() -> result<void> {
+    SQLite::Transaction tx(**db, SQLite::TransactionBehavior::IMMEDIATE);
+    SQLite::Statement del(**db, "DELETE FROM services WHERE name = ?1");
+    del.bindNoCopy(1, name);
+    del.exec();
+    SQLite::Statement ins(**db, "INSERT INTO services(name, pattern, created_ns) VALUES (?1, ?2, "
+                                "?3)");
+    const std::int64_t now = timefmt::realtime_now_ns();
+    for (const auto &p : kept) {
+      ins.reset();
+      ins.bindNoCopy(1, name);
+      ins.bindNoCopy(2, p);
+      ins.bind(3, now);
+      ins.exec();
+    }
+    tx.commit();
+    return {};
+  });
+  if (!r) {
+    return r.err();
+  }
+  return kept;
 }
 
 result<std::size_t> import_incidents(const std::string &path, std::string_view content,

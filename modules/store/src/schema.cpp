@@ -1165,6 +1165,16 @@ CREATE VIRTUAL TABLE thread_blocked USING rsched_packed_rows(thread_blocked_row,
   thread_blocked_pack, thread_id, stack_id, sleep_ns, count);
 )sql";
 
+// Version 19 (issue 50): which threads are a service (incident tools' service names, matched by
+// explain() when an annotation names its service), written by rsched-sql only.
+constexpr const char *upgrade_v18_to_v19 = R"sql(CREATE TABLE services(
+  name       TEXT NOT NULL,                      -- a service, as incident tools name it
+  pattern    TEXT NOT NULL,                      -- comm, comm:GLOB or cgroup:PATH (explain's victims)
+  created_ns INTEGER NOT NULL,                   -- UTC ns when the row was added
+  PRIMARY KEY (name, pattern)
+) WITHOUT ROWID;
+)sql";
+
 constexpr migration migrations[] = {
     {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
     // Version 1 recorded the latency group only, always (no rows to mark in a new file).
@@ -1208,6 +1218,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM pragma_table_info('intervals') WHERE name = 'unseen_events'"},
     {18, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v17_to_v18); },
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_wakeup_pack'"},
+    {19, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v18_to_v19); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'services'"},
 };
 
 constexpr bool steps_numbered() {

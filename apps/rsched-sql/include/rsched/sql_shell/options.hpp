@@ -58,6 +58,12 @@ struct mark_args {
   std::string tags;                 // comma-separated, "" none
 };
 
+// `DB service NAME [PATTERN...]`: which threads are a service (explain() from a page).
+struct service_args {
+  std::string name;
+  std::vector<std::string> patterns; // none: forget the service
+};
+
 // `--host NAME=PATH`: one host of a session over several hosts' databases.
 struct host_arg {
   std::string name; // the `host` column's value
@@ -75,6 +81,7 @@ struct options {
   std::optional<std::string> output_file; // -o FILE
   bool bail = false;                      // --bail: stop a script at its first error
   std::optional<mark_args> mark;          // the mark subcommand
+  std::optional<service_args> service;    // the service subcommand
   // heatmap, plot, report or export and its arguments as given (parsed by pictures.hpp).
   std::optional<std::pair<std::string, std::vector<std::string>>> picture;
   bool help = false;

@@ -25,6 +25,14 @@ struct annotation {
 // Returns its id.
 result<std::int64_t> add_annotation(const std::string &path, const annotation &a);
 
+// Which threads are service `name` (table services, schema 19): explain(ANNOTATION_ID) finds
+// the victims of an incident whose tags name a service (service_name:X, service:X) by these
+// patterns (comm, comm:GLOB or cgroup:PATH, as explain's victims; pid:N and tid:N are refused:
+// they change with every restart) instead of by the name. Replaces the service's patterns in one
+// transaction; no patterns: forgets the service. Returns the patterns stored, in order.
+result<std::vector<std::string>> set_service(const std::string &path, const std::string &name,
+                                             const std::vector<std::string> &patterns);
+
 enum class incident_format { automatic, csv, json };
 
 // Imports a timeline: CSV with a header row naming at least `start` and `text` (optional `end`,

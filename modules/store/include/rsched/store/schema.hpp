@@ -1,7 +1,7 @@
 #pragma once
-// Schema of the rsched database (docs/SCHEMA.md; version 13, upgraded in place from versions 1
-// to 12) and the checks both sides run on open: the writer here, the query module's reader and
-// annotations. Works on a raw sqlite3 connection and never throws.
+// Schema of the rsched database (docs/SCHEMA.md; version schema_version, records.hpp, upgraded in
+// place from every older one) and the checks both sides run on open: the writer here, the query
+// module's reader and annotations. Works on a raw sqlite3 connection and never throws.
 #include "rsched/base/result.hpp"
 #include "rsched/store/records.hpp"
 
