@@ -1,5 +1,6 @@
 // explain(): from an incident's window (or annotation) to the threads that did worst against
 // their own baseline, and for each the causes the history holds, by share of the extra wait.
+#include "rsched/query/annotations.hpp"
 #include "rsched/store/schema.hpp"
 
 #include "store_test_util.hpp"
@@ -197,11 +198,21 @@ TEST_CASE_METHOD(new_db, "explain(annotation id) is explain over the annotation'
                              "VALUES ({}, {}, 't', 'web slow', 0), ({}, NULL, 't', 'deploy', 0)",
                              win_a, win_b, t0 + 5 * sec));
   auto r = open_reader(path);
-  const auto by_id = run(r, "SELECT * FROM explain(1)");
-  const auto by_window = run(r, window_sql("*"));
+  // Every column but victims_rule (which says the annotation named no service).
+  const std::string cols = "victim_rank, victim_tid, victim_pid, victim_comm, victim_cgroup, "
+                           "baseline_p99_ns, window_p99_ns, wait_ns, expected_ns, excess_ns, "
+                           "cause_rank, cause, culprit_pid, culprit_comm, culprit_cgroup, "
+                           "share_pct, measure, measure_baseline, summary, victim_class, "
+                           "baseline_start_ns, baseline_end_ns";
+  const auto by_id = run(r, "SELECT " + cols + " FROM explain(1)");
+  const auto by_window = run(r, window_sql(cols));
   REQUIRE(by_id.rows.size() == 2);
   CHECK(by_id.rows == by_window.rows);
   CHECK(as_int(by_id.rows[0][1]) == 103);
+  CHECK(as_text(run(r, "SELECT victims_rule FROM explain(1)").rows.at(0).at(0)) ==
+        "every thread (annotation 1 names no service: tag it service:NAME)");
+  CHECK(as_text(run(r, window_sql("victims_rule")).rows.at(0).at(0)) ==
+        "every thread (no victims given)");
   // A point in time: the interval holding it, against the (empty) time before: every wait is
   // extra, so every thread with a delay there is a victim.
   CHECK(run(r, "SELECT DISTINCT victim_tid FROM explain(2)").rows.size() == 5);
@@ -304,6 +315,7 @@ TEST_CASE("explain: the same answers from histogram packs, from rows, and withou
   const auto answers = [&] {
     auto r = open_reader(path);
     std::vector<std::vector<std::vector<value>>> out;
+    out.reserve(calls.size());
     for (const auto &c : calls) {
       out.push_back(run(r, c).rows);
     }
@@ -354,4 +366,141 @@ TEST_CASE("explain: the same answers from histogram packs, from rows, and withou
     REQUIRE(rc == SQLITE_OK);
   }
   CHECK(answers() == packed);
+}
+
+TEST_CASE_METHOD(new_db,
+                 "explain(id) from the page: the service its tags name, by name or by "
+                 "its recorded mapping; explicit victims win",
+                 "[store][explain][service]") {
+  write_sre_incident(w);
+  raw_exec(path, fmt::format("INSERT INTO annotations(start_ns, end_ns, source, text, tags, "
+                             "created_ns) VALUES ({0}, {1}, 't', 'web slow', "
+                             "'service_name:web,incident_number:7', 0), ({0}, {1}, 't', "
+                             "'other slow', 'service:other.slice', 0), ({0}, {1}, 't', 'gone', "
+                             "'service_name:billing', 0), ({0}, {1}, 't', 'mapped', "
+                             "'service_name:Checkout', 0)",
+                             win_a, win_b));
+  {
+    auto r = open_reader(path);
+    // By name: the comm web (pid 100's four threads, one a victim), never 'other'.
+    const auto web = run(r, "SELECT DISTINCT victim_tid, victim_class, victims_rule FROM "
+                            "explain(1)");
+    REQUIRE(web.rows.size() == 1);
+    CHECK(as_int(web.rows[0][0]) == 103);
+    CHECK(as_text(web.rows[0][1]) == "baseline");
+    CHECK(as_text(web.rows[0][2]) ==
+          "service web: threads whose comm or a cgroup path component is its name");
+    // By a cgroup path component: /other.slice is the unit of service other.slice.
+    const auto other = run(r, "SELECT DISTINCT victim_tid FROM explain(2)");
+    REQUIRE(other.rows.size() == 1);
+    CHECK(as_int(other.rows[0][0]) == 200);
+    // A service no thread of the window is: every thread, and the rule says so.
+    const auto gone = run(r, "SELECT DISTINCT victim_tid, victims_rule FROM explain(3)");
+    CHECK(gone.rows.size() == 2);
+    CHECK(as_text(gone.rows[0][1]) ==
+          "service billing: threads whose comm or a cgroup path component is its name: no "
+          "thread of it in the window; every thread");
+    // Explicit victims win over the tags.
+    const auto given = run(r, "SELECT DISTINCT victim_tid, victims_rule FROM explain(1, NULL, "
+                              "'other')");
+    REQUIRE(given.rows.size() == 1);
+    CHECK(as_int(given.rows[0][0]) == 200);
+    CHECK(as_text(given.rows[0][1]) == "victims given: comm other");
+  }
+  // A mapping recorded once (rsched-sql DB service Checkout ...): its patterns, not the name.
+  auto kept = rsched::query::set_service(path, "Checkout",
+                                         {"cgroup:/web.slice", "comm:oth*", "cgroup:/web.slice"});
+  REQUIRE(kept.ok());
+  CHECK(*kept == std::vector<std::string>{"cgroup:/web.slice", "comm:oth*"});
+  CHECK_FALSE(rsched::query::set_service(path, "Checkout", {"pid:100"}).ok());
+  CHECK_FALSE(rsched::query::set_service(path, "Checkout", {"cgroup:"}).ok());
+  CHECK_FALSE(rsched::query::set_service(path, "", {"web"}).ok());
+  auto r = open_reader(path);
+  const auto mapped = run(r, "SELECT DISTINCT victim_tid, victims_rule FROM explain(4) ORDER BY 1");
+  REQUIRE(mapped.rows.size() == 2);
+  CHECK(as_int(mapped.rows[0][0]) == 103);
+  CHECK(as_int(mapped.rows[1][0]) == 200);
+  CHECK(as_text(mapped.rows[0][1]) ==
+        "service Checkout: its mapping (cgroup:/web.slice, comm:oth*)");
+  // No patterns: forgotten, the name rule again (no thread is called Checkout: every thread).
+  REQUIRE(rsched::query::set_service(path, "Checkout", {}).ok());
+  CHECK(scalar_int(r, "SELECT count(*) FROM services") == 0);
+}
+
+namespace {
+
+// A longer history (10 minutes of baseline before a 1-minute window at interval 60) with an
+// earlier incident at intervals 40-44 in which thread 103 already waited 8 ms; rtjob (pid 900)
+// recorded as a thread too (a little worse in the window, behind nobody), and batch (tid 700)
+// only in the window.
+constexpr int long_window_iv = 60;
+constexpr std::int64_t long_a = t0 + long_window_iv * 10 * sec;
+constexpr std::int64_t long_b = long_a + 6 * 10 * sec;
+
+void write_long_history(writer &w) {
+  for (int i = 0; i < long_window_iv + 6; ++i) {
+    const bool in_window = i >= long_window_iv;
+    const bool earlier = i >= 40 && i < 45;
+    std::vector<rsched::store::thread_row> th;
+    for (std::uint32_t tid = 101; tid <= 104; ++tid) {
+      const bool slow = (in_window || earlier) && tid == 103;
+      auto t = make_thread(tid, "web", std::vector<std::uint64_t>(20, slow ? 8'000'000 : 200'000),
+                           {}, "/web.slice");
+      t.pid = 100;
+      if (slow) {
+        t.blame = {culprit(900, "rtjob", "/batch.slice", 144'000'000, 1, 98, 100)};
+      }
+      th.push_back(std::move(t));
+    }
+    auto rt = make_thread(900, "rtjob", std::vector<std::uint64_t>(4, in_window ? 30'000 : 10'000),
+                          {}, "/batch.slice");
+    th.push_back(std::move(rt));
+    if (in_window) {
+      th.push_back(make_thread(700, "batch", std::vector<std::uint64_t>(50, 50'000'000), {},
+                               "/batch.slice"));
+    }
+    write_ok(w, make_interval(t0 + i * 10 * sec, th));
+  }
+}
+
+} // namespace
+
+TEST_CASE_METHOD(new_db,
+                 "explain: the baseline is the nearest recorded stretch outside every "
+                 "other incident; new threads and root culprits are ranked apart",
+                 "[store][explain]") {
+  write_long_history(w);
+  raw_exec(path, fmt::format("INSERT INTO annotations(start_ns, end_ns, source, text, tags, "
+                             "created_ns) VALUES ({}, {}, 't', 'earlier', '', 0), ({}, {}, 't', "
+                             "'now', '', 0), ({}, NULL, 't', 'a deploy: a point, no window', '', "
+                             "0)",
+                             t0 + 400 * sec, t0 + 450 * sec, long_a, long_b, t0 + 350 * sec));
+  auto r = open_reader(path);
+  const auto t = run(r, "SELECT DISTINCT victim_rank, victim_tid, victim_class, expected_ns, "
+                        "excess_ns, baseline_start_ns, baseline_end_ns FROM explain(2) ORDER BY 1");
+  REQUIRE(t.rows.size() == 3);
+  // The baseline: 5 minutes before the earlier incident (the point annotation is no window).
+  for (const auto &row : t.rows) {
+    CHECK(as_int(row[5]) == t0 + 100 * sec);
+    CHECK(as_int(row[6]) == t0 + 400 * sec);
+  }
+  // 103 against a baseline without the earlier incident: 0.2 ms x 20 x 30 intervals, scaled
+  // to the 1-minute window.
+  CHECK(as_int(t.rows[0][1]) == 103);
+  CHECK(as_text(t.rows[0][2]) == "baseline");
+  CHECK(as_int(t.rows[0][3]) == 30 * 4'000'000 / 5);
+  CHECK(as_int(t.rows[0][4]) == 6 * 160'000'000 - 24'000'000);
+  // batch waited far longer, but had no baseline: new, ranked after.
+  CHECK(as_int(t.rows[1][1]) == 700);
+  CHECK(as_text(t.rows[1][2]) == "new");
+  CHECK(as_int(t.rows[1][4]) == 6 * 50 * 50'000'000LL);
+  // rtjob did a little worse than before, and held up web for far longer: the root culprit.
+  CHECK(as_int(t.rows[2][1]) == 900);
+  CHECK(as_text(t.rows[2][2]) == "culprit");
+  // Explained over the earlier incident instead, the baseline steps back from the later one?
+  // No: only windows before the one explained are looked at; its own is not in the way.
+  const auto e1 = run(r, "SELECT DISTINCT baseline_start_ns, baseline_end_ns FROM explain(1)");
+  REQUIRE(e1.rows.size() == 1);
+  CHECK(as_int(e1.rows[0][0]) == t0 + 100 * sec);
+  CHECK(as_int(e1.rows[0][1]) == t0 + 400 * sec);
 }

@@ -6,6 +6,8 @@
 #include "rsched/stats/percentile.hpp"
 #include "rsched/store/hist_functions.hpp"
 
+#include "explain_scope.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -162,6 +164,19 @@ void fmt_time_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
   sqlite3_result_text(ctx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
 }
 
+// rsched_in_service(rule, comm, cgroup): whether the thread is the service of `rule`, a pointer
+// explain() binds (explain_scope.hpp); false for anything else (SQL cannot make such a pointer).
+void in_service_func(sqlite3_context *ctx, int /*argc*/, sqlite3_value **argv) {
+  const auto *rule =
+      static_cast<const service_rule *>(sqlite3_value_pointer(argv[0], service_rule_pointer_type));
+  const auto text_of = [](sqlite3_value *v) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+    return std::string_view(p != nullptr ? p : "",
+                            static_cast<std::size_t>(sqlite3_value_bytes(v)));
+  };
+  sqlite3_result_int(ctx, rule != nullptr && rule->matches(text_of(argv[1]), text_of(argv[2])));
+}
+
 } // namespace
 
 result<void> register_functions(sqlite3 *db, fn_context *fctx) {
@@ -172,6 +187,7 @@ result<void> register_functions(sqlite3 *db, fn_context *fctx) {
       {"ipc", 2, ipc_func, fn_kind::pure},
       {"rate", 2, rate_func, fn_kind::pure},
       {"dur", 1, dur_func, fn_kind::pure},
+      {in_service_function, 3, in_service_func, fn_kind::pure},
   };
   if (auto r = sqlite::define(db, pure, nullptr); !r) {
     return r;

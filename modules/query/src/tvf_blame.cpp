@@ -8,6 +8,7 @@
 #include "rsched/store/hist_summary.hpp"
 #include "rsched/store/records.hpp"
 
+#include "explain_scope.hpp"
 #include "sql_functions.hpp"
 #include "table_functions.hpp"
 #include "tvf_window.hpp"
@@ -114,6 +115,8 @@ std::string victim::sql(int param) const {
     return fmt::format("t.pid = ?{}", param);
   case kind::tid:
     return fmt::format("t.tid = ?{}", param);
+  case kind::service:
+    return fmt::format("{}(?{}, t.comm, t.cgroup)", in_service_function, param);
   }
   return "1";
 }
@@ -130,6 +133,11 @@ void victim::bind(sqlite3_stmt *st, int param) const {
   case kind::tid:
     sqlite3_bind_int64(st, param, number);
     break;
+  case kind::service:
+    // A pointer only rsched_in_service reads (SQLite's pointer passing: SQL cannot forge one).
+    sqlite3_bind_pointer(st, param, const_cast<service_rule *>(service.get()),
+                         service_rule_pointer_type, nullptr);
+    break;
   }
 }
 
@@ -145,6 +153,8 @@ std::string victim::describe() const {
     return fmt::format("pid {}", number);
   case kind::tid:
     return fmt::format("tid {}", number);
+  case kind::service:
+    return service ? service->describe() : std::string("no service");
   }
   return {};
 }
@@ -396,12 +406,14 @@ namespace {
 using culprit_group = std::tuple<int, std::int64_t, std::string, std::string>;
 
 // A victim condition causes_of checks itself: an equality on the thread's identity, as
-// victim::sql() writes it. The others (GLOB, a cgroup with its descendants) are left to SQL.
+// victim::sql() writes it, or a service's rule (the function its SQL calls). The others (GLOB, a
+// cgroup with its descendants) are left to SQL.
 bool plain(const victim &v) {
   switch (v.what) {
   case victim::kind::all:
   case victim::kind::tid:
   case victim::kind::pid:
+  case victim::kind::service:
     return true;
   case victim::kind::comm:
     return !v.glob;
@@ -429,6 +441,8 @@ bool plain_match(const victim &v, const thread_ident &t) {
     return t.comm == v.text;
   case victim::kind::cgroup:
     return t.cgroup == v.text;
+  case victim::kind::service:
+    return v.service != nullptr && v.service->matches(t.comm, t.cgroup);
   }
   return false;
 }

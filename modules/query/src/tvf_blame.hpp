@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,8 +19,13 @@ struct sqlite3_stmt;
 namespace rsched::query::detail {
 
 // A condition on the thread identity `t` (an SQL expression with one parameter ?N, or TRUE).
+struct service_rule;
+
 struct victim {
-  enum class kind { all, comm, cgroup, pid, tid } what = kind::all;
+  enum class kind { all, comm, cgroup, pid, tid, service } what = kind::all;
+  // kind::service: the service's rule (explain_scope.hpp), matched by the SQL function
+  // rsched_in_service(?N, t.comm, t.cgroup) with ?N bound to it as a pointer.
+  std::shared_ptr<const service_rule> service;
   std::string text;        // the pattern (comm, cgroup) as given
   std::int64_t number = 0; // pid, tid
   bool glob = false;       // the pattern has GLOB wildcards (* ? [)
@@ -28,7 +34,7 @@ struct victim {
   [[nodiscard]] std::string sql(int param) const;
   // Binds the pattern or number to parameter `param` of `st` (nothing for all threads).
   void bind(sqlite3_stmt *st, int param) const;
-  // "comm postgres", "cgroup /x", "pid 12", "all threads".
+  // "comm postgres", "cgroup /x", "pid 12", "all threads", the service's rule.
   [[nodiscard]] std::string describe() const;
 };
 

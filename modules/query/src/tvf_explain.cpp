@@ -8,6 +8,7 @@
 #include "rsched/stats/percentile.hpp"
 #include "rsched/store/hist_pack.hpp"
 
+#include "explain_scope.hpp"
 #include "sql_functions.hpp"
 #include "table_functions.hpp"
 #include "tvf_blame.hpp"
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -344,25 +346,6 @@ const char *policy_name(int policy) {
   }
 }
 
-// One cause of one victim.
-struct cause_row {
-  std::string kind;
-  std::optional<std::int64_t> pid;
-  std::optional<std::string> comm, cgroup;
-  std::optional<double> share; // percent of the victim's excess wait; NULL for evidence
-  double measure = 0, measure_baseline = 0;
-  std::string summary;
-  int order = 0; // 0: a share of the wait; 1: migrations; 2: pressure; 3: a waker (after them)
-};
-
-struct victim_row {
-  std::int64_t thread_id = 0;
-  const thread_stats *w = nullptr;
-  const thread_stats *base = nullptr; // nullptr: no delay in the baseline
-  std::int64_t expected_ns = 0;
-  std::int64_t excess_ns = 0;
-};
-
 // The pressure of each victim cgroup (pressure_of of the cgroup alone) in the window and in the
 // baseline, all from one read of the two periods' rows (not two reads per cgroup).
 result<std::map<std::string, std::pair<pressure_sum, pressure_sum>>>
@@ -391,13 +374,66 @@ pressure_by_cgroup(sqlite3 *db, const std::set<std::string> &cgroups, const peri
   return out;
 }
 
-result<std::pair<std::int64_t, std::int64_t>> annotation_window(sqlite3 *db, sqlite3_value *v) {
+// One cause of one victim.
+struct cause_row {
+  std::string kind;
+  std::optional<std::int64_t> pid;
+  std::optional<std::string> comm, cgroup;
+  std::optional<double> share; // percent of the victim's excess wait; NULL for evidence
+  double measure = 0, measure_baseline = 0;
+  std::string summary;
+  int order = 0; // 0: a share of the wait; 1: migrations; 2: pressure; 3: a waker (after them)
+};
+
+// How a victim is ranked: against its own baseline; new in the window (no baseline of its own:
+// everything is excess), ranked after those; a culprit of the window (its process held up
+// other processes' threads longer than its own threads' excess), ranked last.
+enum class victim_class : std::uint8_t { baseline, fresh, culprit };
+const char *class_name(victim_class c) {
+  switch (c) {
+  case victim_class::baseline:
+    return "baseline";
+  case victim_class::fresh:
+    return "new";
+  case victim_class::culprit:
+    return "culprit";
+  }
+  return "";
+}
+
+struct victim_row {
+  std::int64_t thread_id = 0;
+  const thread_stats *w = nullptr;
+  const thread_stats *base = nullptr; // nullptr: no delay in the baseline
+  std::int64_t expected_ns = 0;
+  std::int64_t excess_ns = 0;
+  victim_class cls = victim_class::baseline;
+};
+
+// --- Stage 1: the scope (the window, the victims and why those, the baseline) ---------------
+
+// What explain() judges.
+struct explain_scope {
+  std::int64_t a = 0, b = 0;                   // the window, as given
+  std::optional<std::int64_t> annotation;      // explain(ID)
+  victims vs;                                  // empty: every thread
+  std::shared_ptr<const service_rule> service; // victims from the page
+  std::string rule;                            // which rule chose the victims (victims_rule)
+};
+
+struct annotation_info {
+  std::int64_t a = 0, b = 0;
+  std::string tags;
+};
+
+result<annotation_info> annotation_of(sqlite3 *db, sqlite3_value *v) {
   if (sqlite3_value_type(v) != SQLITE_INTEGER) {
     return make_error("explain: explain(ANNOTATION_ID) takes an annotation's id (an integer), "
                       "explain(start, end [, victims]) a window");
   }
   const std::int64_t id = sqlite3_value_int64(v);
-  auto st = sqlite::prepare_stmt(db, "SELECT start_ns, end_ns FROM annotations WHERE id = ?1");
+  auto st =
+      sqlite::prepare_stmt(db, "SELECT start_ns, end_ns, tags FROM annotations WHERE id = ?1");
   if (!st) {
     return make_error("explain: this database has no annotations table");
   }
@@ -406,38 +442,96 @@ result<std::pair<std::int64_t, std::int64_t>> annotation_window(sqlite3 *db, sql
     return make_error(
         fmt::format("explain: no annotation {} (SELECT id, text FROM annotations)", id));
   }
-  const std::int64_t a = sqlite3_column_int64(st->get(), 0);
+  annotation_info out;
+  out.a = sqlite3_column_int64(st->get(), 0);
   // A point in time: the interval that holds it.
-  const std::int64_t b =
-      sqlite3_column_type(st->get(), 1) == SQLITE_NULL ? a + 1 : sqlite3_column_int64(st->get(), 1);
-  if (b <= a) {
+  out.b = sqlite3_column_type(st->get(), 1) == SQLITE_NULL ? out.a + 1
+                                                           : sqlite3_column_int64(st->get(), 1);
+  out.tags = sqlite::column_text(st->get(), 2);
+  if (out.b <= out.a) {
     return make_error(fmt::format("explain: annotation {} ends before it starts", id));
   }
-  return std::make_pair(a, b);
+  return out;
 }
 
-} // namespace
+// The patterns recorded for service `name` (table services, schema 19; none before it).
+result<std::vector<std::string>> service_patterns(sqlite3 *db, const std::string &name) {
+  std::vector<std::string> out;
+  if (!has_table(db, "services")) {
+    return out;
+  }
+  auto st = sqlite::prepare_stmt(
+      db, "SELECT pattern FROM services WHERE name = ?1 ORDER BY created_ns, pattern");
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_text(st->get(), 1, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    out.push_back(sqlite::column_text(st->get(), 0));
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(std::string("explain: ") + sqlite3_errmsg(db));
+  }
+  return out;
+}
 
-result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+// The victims of explain(ID) without victims given: the service its tags name, by its mapping
+// or its name; every thread when they name none.
+result<void> victims_from_page(sqlite3 *db, const annotation_info &an, std::int64_t id,
+                               explain_scope &s) {
+  const auto name = service_of_tags(an.tags);
+  if (!name) {
+    s.rule = fmt::format("every thread (annotation {} names no service: tag it service:NAME)", id);
+    return {};
+  }
+  auto patterns = service_patterns(db, *name);
+  if (!patterns) {
+    return patterns.err();
+  }
+  s.service = std::make_shared<const service_rule>(service_rule{*name, std::move(*patterns)});
+  victim v;
+  v.what = victim::kind::service;
+  v.service = s.service;
+  s.vs.push_back(std::move(v));
+  s.rule = s.service->describe();
+  return {};
+}
+
+result<victim> victim_arg(sqlite3_value *v) {
+  const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(v));
+  return parse_victim(
+      std::string_view(p != nullptr ? p : "", static_cast<std::size_t>(sqlite3_value_bytes(v))),
+      "explain");
+}
+
+result<explain_scope> scope_of(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   const auto given = [&](std::size_t i) {
     return i < args.size() && args[i] != nullptr && sqlite3_value_type(args[i]) != SQLITE_NULL;
   };
-  std::pair<std::int64_t, std::int64_t> w;
-  victims vs;
-  if (!given(1) && !given(2)) {
+  explain_scope s;
+  if (!given(1)) {
     if (!given(0)) {
-      return make_error("explain: give an annotation id, or a window: explain(ANNOTATION_ID) or "
-                        "explain(start, end [, victims])");
+      return make_error("explain: give an annotation id, or a window: explain(ANNOTATION_ID "
+                        "[, NULL, victims]) or explain(start, end [, victims])");
     }
-    auto aw = annotation_window(db, args[0]);
-    if (!aw) {
-      return aw.err();
+    auto an = annotation_of(db, args[0]);
+    if (!an) {
+      return an.err();
     }
-    w = *aw;
+    s.a = an->a;
+    s.b = an->b;
+    s.annotation = sqlite3_value_int64(args[0]);
     ctx.window_named = true;
-    ctx.name_window(w.first, w.second);
+    ctx.name_window(s.a, s.b);
+    if (!given(2)) {
+      if (auto r = victims_from_page(db, *an, *s.annotation, s); !r) {
+        return r.err();
+      }
+      return s;
+    }
   } else {
-    if (!given(0) || !given(1)) {
+    if (!given(0)) {
       return make_error("explain: a window needs both start and end: explain(start, end [, "
                         "victims])");
     }
@@ -445,354 +539,557 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     if (!ww) {
       return ww.err();
     }
-    w = *ww;
-    if (w.second <= w.first) {
+    std::tie(s.a, s.b) = *ww;
+    if (s.b <= s.a) {
       return make_error("explain: the window ends before it starts");
     }
-    if (given(2)) {
-      const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[2]));
-      auto v =
-          parse_victim(std::string_view(p != nullptr ? p : "",
-                                        static_cast<std::size_t>(sqlite3_value_bytes(args[2]))),
-                       "explain");
-      if (!v) {
-        return v.err();
-      }
-      vs.push_back(std::move(*v));
+  }
+  if (given(2)) {
+    auto v = victim_arg(args[2]);
+    if (!v) {
+      return v.err();
     }
+    s.rule = "victims given: " + v->describe();
+    s.vs.push_back(std::move(*v));
+  } else {
+    s.rule = "every thread (no victims given)";
   }
-  // The window and the baseline before its first interval.
-  auto window = period_of(db, w.first, w.second);
-  if (!window) {
-    return window.err();
+  return s;
+}
+
+// The windows of the other incidents (annotations with an end, not rschedd's own notes).
+result<std::vector<stretch>> other_incidents(sqlite3 *db, std::optional<std::int64_t> self) {
+  std::vector<stretch> out;
+  if (!has_table(db, "annotations")) {
+    return out;
   }
-  std::int64_t first = w.first;
-  if (auto ivs = intervals_in(db, w.first, w.second); ivs && !ivs->empty()) {
-    first = ivs->front().start;
+  auto st = sqlite::prepare_stmt(db, "SELECT start_ns, end_ns FROM annotations WHERE end_ns > "
+                                     "start_ns AND source <> 'rschedd' AND id IS NOT ?1");
+  if (!st) {
+    return st.err();
   }
-  const std::int64_t len = std::max(w.second - w.first, min_baseline_ns);
-  auto baseline = period_of(db, first - len, first);
-  if (!baseline) {
-    return baseline.err();
+  if (self) {
+    sqlite3_bind_int64(st->get(), 1, *self);
   }
-  std::unordered_map<std::int64_t, thread_stats> in_window, in_baseline;
-  if (auto r = delay_by_thread(db, vs, *window, in_window); !r) {
-    return r.err();
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    out.push_back({sqlite3_column_int64(st->get(), 0), sqlite3_column_int64(st->get(), 1)});
   }
-  if (auto r = delay_by_thread(db, vs, *baseline, in_baseline); !r) {
-    return r.err();
+  if (rc != SQLITE_DONE) {
+    return make_error(std::string("explain: ") + sqlite3_errmsg(db));
   }
-  // The baseline rate over the window's recorded time; with no recorded baseline, nothing is
-  // expected (every wait is extra).
-  const long double scale_ld = baseline->recorded_ns > 0
-                                   ? static_cast<long double>(window->recorded_ns) /
-                                         static_cast<long double>(baseline->recorded_ns)
-                                   : 0.0L;
-  const double scale = static_cast<double>(scale_ld);
-  // What a baseline amount comes to over the window's time, in whole ns.
-  const auto at_baseline_rate = [&](std::int64_t x) {
-    return static_cast<std::int64_t>(std::llround(static_cast<long double>(x) * scale_ld));
+  return out;
+}
+
+// The baseline before the window's first interval `first`: the nearest stretch outside every
+// other incident and at least half recorded (choose_baseline), else the one just before.
+result<period> baseline_of(sqlite3 *db, const explain_scope &s, std::int64_t first) {
+  auto incidents = other_incidents(db, s.annotation);
+  if (!incidents) {
+    return incidents.err();
+  }
+  std::int64_t horizon = first;
+  if (auto st = sqlite::prepare_stmt(db, fmt::format("SELECT min(ts) FROM {}", timeline(db)));
+      st && sqlite3_step(st->get()) == SQLITE_ROW &&
+      sqlite3_column_type(st->get(), 0) != SQLITE_NULL) {
+    horizon = sqlite3_column_int64(st->get(), 0);
+  }
+  std::optional<error> failed;
+  const auto recorded = [&](std::int64_t a, std::int64_t b) -> std::int64_t {
+    auto p = period_of(db, a, b);
+    if (!p) {
+      failed = p.err();
+      return 0;
+    }
+    return p->recorded_ns;
   };
-  std::vector<victim_row> victims_ranked;
+  const auto c = choose_baseline({first, s.b}, min_baseline_ns, *incidents, horizon, recorded);
+  if (failed) {
+    return *failed;
+  }
+  return period_of(db, c.at.a, c.at.b);
+}
+
+// --- Stage 2: the victims, ranked ------------------------------------------------------------
+
+// Converts a baseline amount to the window's recorded time (whole ns); 0 without a baseline.
+struct rate {
+  long double scale = 0.0L;
+  [[nodiscard]] std::int64_t operator()(std::int64_t x) const {
+    return static_cast<std::int64_t>(std::llround(static_cast<long double>(x) * scale));
+  }
+};
+
+std::vector<victim_row>
+rank_victims(const std::unordered_map<std::int64_t, thread_stats> &in_window,
+             const std::unordered_map<std::int64_t, thread_stats> &in_base,
+             const rate &at_baseline_rate) {
+  std::vector<victim_row> out;
   for (const auto &[id, t] : in_window) {
     victim_row v;
     v.thread_id = id;
     v.w = &t;
-    auto it = in_baseline.find(id);
-    if (it != in_baseline.end()) {
+    auto it = in_base.find(id);
+    if (it != in_base.end()) {
       v.base = &it->second;
       v.expected_ns = at_baseline_rate(it->second.wait_ns);
+    } else {
+      v.cls = victim_class::fresh;
     }
     v.excess_ns = t.wait_ns - v.expected_ns;
     if (v.excess_ns > 0) {
-      victims_ranked.push_back(v);
+      out.push_back(v);
     }
   }
-  std::sort(victims_ranked.begin(), victims_ranked.end(),
-            [](const victim_row &x, const victim_row &y) {
-              return x.excess_ns != y.excess_ns ? x.excess_ns > y.excess_ns : x.w->tid < y.w->tid;
-            });
-  // The evidence, per thread.
-  // blame_by_thread of the window and of the baseline, from one read of both.
-  // Of the ranked threads only: the others' culprits are never read.
+  std::sort(out.begin(), out.end(), [](const victim_row &x, const victim_row &y) {
+    return x.excess_ns != y.excess_ns ? x.excess_ns > y.excess_ns : x.w->tid < y.w->tid;
+  });
+  return out;
+}
+
+// Marks the victims whose process is a root culprit of the window: the wait it caused other
+// processes' ranked threads (their blame) is at least its own threads' summed excess, and its
+// own threads did not wait mostly behind one of those processes (two fair processes that hold
+// each other up, a service and the batch job beside it, are each other's culprits: neither is
+// the root). Then orders the victims by class (stable: by excess within one).
+void classify(std::vector<victim_row> &victims, const window_causes &blame_w) {
+  std::unordered_map<std::int64_t, std::int64_t> pid_of, own_excess;
+  std::map<std::int64_t, std::map<std::int64_t, std::int64_t>> caused; // culprit -> victim pid
+  std::map<std::int64_t, std::map<std::int64_t, std::int64_t>> behind; // victim -> culprit pid
+  for (const auto &v : victims) {
+    pid_of[v.thread_id] = v.w->pid;
+    own_excess[v.w->pid] += v.excess_ns;
+  }
+  for (const auto &tc : blame_w.by_thread) {
+    const auto &c = tc.culprit;
+    const auto victim_pid = pid_of.find(tc.thread_id);
+    if (c.kind != 0 || !c.pid || *c.pid <= 0 || victim_pid == pid_of.end() ||
+        victim_pid->second == *c.pid) {
+      continue; // a pseudo-culprit, a rollup's (no pid), or its own process
+    }
+    caused[*c.pid][victim_pid->second] += c.wait_ns;
+    behind[victim_pid->second][*c.pid] += c.wait_ns;
+  }
+  const auto root = [&](std::int64_t pid) {
+    const auto c = caused.find(pid);
+    if (pid <= 0 || c == caused.end()) {
+      return false;
+    }
+    std::int64_t total = 0;
+    for (const auto &[held, ns] : c->second) {
+      total += ns;
+    }
+    if (total < own_excess[pid]) {
+      return false;
+    }
+    const auto b = behind.find(pid);
+    if (b == behind.end() || b->second.empty()) {
+      return true;
+    }
+    const auto top =
+        std::max_element(b->second.begin(), b->second.end(),
+                         [](const auto &x, const auto &y) { return x.second < y.second; });
+    return !c->second.contains(top->first);
+  };
+  std::unordered_map<std::int64_t, bool> is_root;
+  for (auto &v : victims) {
+    auto [it, fresh] = is_root.try_emplace(v.w->pid, false);
+    if (fresh) {
+      it->second = root(v.w->pid);
+    }
+    if (it->second) {
+      v.cls = victim_class::culprit;
+    }
+  }
+  std::stable_sort(victims.begin(), victims.end(), [](const victim_row &x, const victim_row &y) {
+    return static_cast<int>(x.cls) < static_cast<int>(y.cls);
+  });
+}
+
+// --- Stage 3: the evidence of the window and the baseline ------------------------------------
+
+struct evidence {
+  std::vector<window_causes> blame; // [0] the window's, [1] the baseline's
+  std::vector<inverted_wait> inverted;
+  std::unordered_map<std::int64_t, std::vector<const culprit_sum *>> culprits_w;
+  std::map<std::pair<std::int64_t, culprit_key>, std::int64_t> wait_b;
+  std::map<std::pair<std::int64_t, culprit_key>, const inverted_wait *> inv;
+  std::unordered_map<std::int64_t, std::int64_t> mig_w, mig_b;
+  std::map<std::string, std::pair<pressure_sum, pressure_sum>> pressures;
+  std::unordered_map<std::int64_t, std::vector<waker_sum>> wake_w, wake_b;
+};
+
+// The culprits of the ranked threads only (the others' are never read), from one read of both
+// periods; the inversions, migrations, pressure of their cgroups and their wakers.
+result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
+                        const period &baseline, const std::vector<victim_row> &victims_ranked) {
+  evidence e;
   std::unordered_set<std::int64_t> ranked;
+  std::set<std::string> cgroups;
   for (const auto &v : victims_ranked) {
     ranked.insert(v.thread_id);
-  }
-  auto blame = causes_of(db, {{vs, window->a, window->b}, {vs, baseline->a, baseline->b}}, true,
-                         false, true, &ranked);
-  if (!blame) {
-    return blame.err();
-  }
-  std::unordered_map<std::int64_t, std::vector<const culprit_sum *>> culprits_w;
-  for (const auto &tc : (*blame)[0].by_thread) {
-    culprits_w[tc.thread_id].push_back(&tc.culprit);
-  }
-  std::map<std::pair<std::int64_t, culprit_key>, std::int64_t> wait_b;
-  for (const auto &tc : (*blame)[1].by_thread) {
-    wait_b[{tc.thread_id, key_of(tc.culprit)}] += tc.culprit.wait_ns;
-  }
-  auto inverted = inverted_waits(db, vs, window->a, window->b);
-  if (!inverted) {
-    return inverted.err();
-  }
-  std::map<std::pair<std::int64_t, culprit_key>, const inverted_wait *> inv;
-  for (const auto &x : *inverted) {
-    inv[{x.thread_id, culprit_key{0, x.culprit_pid, x.comm, x.cgroup}}] = &x;
-  }
-  auto mig_w = migrations_by_thread(db, vs, *window);
-  if (!mig_w) {
-    return mig_w.err();
-  }
-  auto mig_b = migrations_by_thread(db, vs, *baseline);
-  if (!mig_b) {
-    return mig_b.err();
-  }
-  std::set<std::string> victim_cgroups;
-  for (const auto &v : victims_ranked) {
     if (!v.w->cgroup.empty()) {
-      victim_cgroups.insert(v.w->cgroup);
+      cgroups.insert(v.w->cgroup);
     }
   }
-  auto pressures = pressure_by_cgroup(db, victim_cgroups, *window, *baseline);
-  if (!pressures) {
-    return pressures.err();
+  auto blame = causes_of(db, {{vs, window.a, window.b}, {vs, baseline.a, baseline.b}}, true, false,
+                         true, &ranked);
+  auto inverted = inverted_waits(db, vs, window.a, window.b);
+  auto mig_w = migrations_by_thread(db, vs, window);
+  auto mig_b = migrations_by_thread(db, vs, baseline);
+  auto pressures = pressure_by_cgroup(db, cgroups, window, baseline);
+  auto wake_w = wakers_by_thread(db, vs, window, ranked);
+  auto wake_b = wakers_by_thread(db, vs, baseline, ranked);
+  for (const error *err : {blame ? nullptr : &blame.err(), inverted ? nullptr : &inverted.err(),
+                           mig_w ? nullptr : &mig_w.err(), mig_b ? nullptr : &mig_b.err(),
+                           pressures ? nullptr : &pressures.err(), wake_w ? nullptr : &wake_w.err(),
+                           wake_b ? nullptr : &wake_b.err()}) {
+    if (err != nullptr) {
+      return *err;
+    }
   }
-  auto wake_w = wakers_by_thread(db, vs, *window, ranked);
-  if (!wake_w) {
-    return wake_w.err();
+  e.blame = std::move(*blame);
+  e.inverted = std::move(*inverted);
+  for (const auto &tc : e.blame[0].by_thread) {
+    e.culprits_w[tc.thread_id].push_back(&tc.culprit);
   }
-  auto wake_b = wakers_by_thread(db, vs, *baseline, ranked);
-  if (!wake_b) {
-    return wake_b.err();
+  for (const auto &tc : e.blame[1].by_thread) {
+    e.wait_b[{tc.thread_id, key_of(tc.culprit)}] += tc.culprit.wait_ns;
   }
+  for (const auto &x : e.inverted) {
+    e.inv[{x.thread_id, culprit_key{0, x.culprit_pid, x.comm, x.cgroup}}] = &x;
+  }
+  e.mig_w = std::move(*mig_w);
+  e.mig_b = std::move(*mig_b);
+  e.pressures = std::move(*pressures);
+  e.wake_w = std::move(*wake_w);
+  e.wake_b = std::move(*wake_b);
+  return e;
+}
 
-  rows out;
-  std::int64_t rank = 0;
-  for (const auto &v : victims_ranked) {
-    ++rank;
-    const thread_stats &t = *v.w;
-    std::vector<cause_row> causes;
-    // CPU culprits: the culprit's wait in the window beyond its baseline rate's, over the
-    // victim's excess, or over the sum of every culprit's (<idle> and the others too) positive
-    // difference where that is larger (other culprits' waits fell): shares add up to 100 at most.
-    const auto extra_of = [&](const culprit_sum &c) {
-      auto bi = wait_b.find({v.thread_id, key_of(c)});
-      const std::int64_t expected = bi != wait_b.end() ? at_baseline_rate(bi->second) : 0;
-      return std::make_pair(c.wait_ns - expected, expected);
-    };
-    std::int64_t denominator = v.excess_ns;
-    {
-      std::int64_t positive = 0;
-      for (const culprit_sum *c : culprits_w[v.thread_id]) {
-        positive += std::max<std::int64_t>(0, extra_of(*c).first);
-      }
-      denominator = std::max(denominator, positive);
+// --- Stage 4: the causes of one victim -------------------------------------------------------
+
+// What every cause of one victim is judged with.
+struct judge {
+  const evidence &e;
+  const period &window;
+  rate at_baseline_rate;
+  double scale = 0.0; // the same as a double (counts)
+};
+
+// CPU culprits: the culprit's wait in the window beyond its baseline rate's, over the victim's
+// excess, or over the sum of every culprit's (<idle> and the others too) positive difference
+// where that is larger (other culprits' waits fell): shares add up to 100 at most.
+void cpu_causes(const victim_row &v, const judge &j, std::vector<cause_row> &causes) {
+  const auto found = j.e.culprits_w.find(v.thread_id);
+  if (found == j.e.culprits_w.end()) {
+    return;
+  }
+  const auto extra_of = [&](const culprit_sum &c) {
+    auto bi = j.e.wait_b.find({v.thread_id, key_of(c)});
+    const std::int64_t expected = bi != j.e.wait_b.end() ? j.at_baseline_rate(bi->second) : 0;
+    return std::make_pair(c.wait_ns - expected, expected);
+  };
+  std::int64_t denominator = v.excess_ns;
+  {
+    std::int64_t positive = 0;
+    for (const culprit_sum *c : found->second) {
+      positive += std::max<std::int64_t>(0, extra_of(*c).first);
     }
-    for (const culprit_sum *c : culprits_w[v.thread_id]) {
-      if (c->kind != 0) {
-        continue; // <idle>, <unknown>, <other>: no culprit to name
-      }
-      const auto [extra, expected] = extra_of(*c);
-      if (extra <= 0) {
-        continue;
-      }
-      cause_row r;
-      r.pid = c->pid;
-      r.comm = c->comm;
-      r.cgroup = c->cgroup;
-      r.share = 100.0 * static_cast<double>(extra) / static_cast<double>(denominator);
-      r.measure = static_cast<double>(c->wait_ns);
-      r.measure_baseline = static_cast<double>(expected);
-      const auto ii =
-          c->pid ? inv.find({v.thread_id, culprit_key{0, *c->pid, c->comm, c->cgroup}}) : inv.end();
-      if (ii != inv.end() && 2 * ii->second->wait_ns >= c->wait_ns) {
-        const inverted_wait &x = *ii->second;
-        r.kind = "inversion";
-        r.summary = fmt::format("{} ({} {}) ran ahead of it at nice {}: {:.0f}% of the extra wait",
-                                culprit_name(*c), policy_name(x.by_policy),
-                                x.by_policy == 6 ? 0 : 99 - x.by_prio, x.prio - 120, *r.share);
-      } else {
-        r.kind = "cpu";
-        r.summary = fmt::format("{} ran while it waited: {:.0f}% of the extra wait",
-                                culprit_name(*c), *r.share);
-      }
-      causes.push_back(std::move(r));
+    denominator = std::max(denominator, positive);
+  }
+  for (const culprit_sum *c : found->second) {
+    if (c->kind != 0) {
+      continue; // <idle>, <unknown>, <other>: no culprit to name
     }
-    // Throttling and pressure of its cgroup (and, for throttling, the ancestors).
-    if (!t.cgroup.empty()) {
-      const auto &[pw, pb] = pressures->at(t.cgroup);
-      if (pw.throttled_ns && *pw.throttled_ns > 0) {
-        const std::int64_t expected = pb.throttled_ns && pb.throttled_cgroup == pw.throttled_cgroup
-                                          ? at_baseline_rate(*pb.throttled_ns)
-                                          : 0;
-        const std::int64_t extra = *pw.throttled_ns - expected;
-        if (extra > 0) {
-          cause_row r;
-          r.kind = "throttle";
-          r.cgroup = pw.throttled_cgroup;
-          r.share = std::min(100.0,
-                             100.0 * static_cast<double>(extra) / static_cast<double>(v.excess_ns));
-          r.measure = static_cast<double>(*pw.throttled_ns);
-          r.measure_baseline = static_cast<double>(expected);
-          r.summary = fmt::format("{} was throttled {} ({} at its baseline rate): up to {:.0f}% "
-                                  "of the extra wait",
-                                  text::escape_for_terminal(pw.throttled_cgroup),
-                                  text::format_duration_ns(r.measure),
-                                  text::format_duration_ns(r.measure_baseline), *r.share);
-          causes.push_back(std::move(r));
-        }
-      }
-      // PSI "some" of its cgroup, else of the system.
-      const bool own = pw.victim_some_pct.has_value();
-      const auto now = own ? pw.victim_some_pct : pw.system_some_pct;
-      const auto before = own ? pb.victim_some_pct : pb.system_some_pct;
-      if (now && *now - before.value_or(0.0) >= min_pressure_rise_pct) {
-        cause_row r;
-        r.kind = "pressure";
-        r.cgroup = own ? t.cgroup : std::string("/");
-        r.measure = std::min(*now, 100.0);
-        r.measure_baseline = std::min(before.value_or(0.0), 100.0);
-        r.order = 2;
-        r.summary = fmt::format("CPU pressure {:.0f}% in {} ({:.0f}% before)", r.measure,
-                                text::escape_for_terminal(*r.cgroup), r.measure_baseline);
-        causes.push_back(std::move(r));
-      }
-    }
-    // Migrations against its baseline rate.
-    if (auto mi = mig_w->find(v.thread_id); mi != mig_w->end()) {
-      auto bi = mig_b->find(v.thread_id);
-      const double expected = bi != mig_b->end() ? static_cast<double>(bi->second) * scale : 0.0;
-      const auto n = static_cast<double>(mi->second);
-      if (n >= 2 * expected && n - expected >= min_extra_migrations) {
-        cause_row r;
-        r.kind = "migration";
-        r.measure = n;
-        r.measure_baseline = expected;
-        r.order = 1;
-        r.summary = fmt::format("migrated {:.0f} times ({:.0f} at its baseline rate)", n, expected);
-        causes.push_back(std::move(r));
-      }
-    }
-    // Who woke it (wakeup group): the waker whose ended sleep grew most over its baseline
-    // rate's, when by a tenth of the window at least and to twice that rate: it waited on that
-    // waker more than it used to. Evidence, not a share of the scheduling delay; why() of the
-    // thread goes one hop further (the waker's own wait).
-    if (auto wi = wake_w->find(v.thread_id); wi != wake_w->end()) {
-      const auto bi = wake_b->find(v.thread_id);
-      const waker_sum *best = nullptr;
-      std::int64_t best_extra = 0, best_expected = 0;
-      for (const waker_sum &x : wi->second) {
-        if (x.kind == 3) {
-          continue; // <other>: no waker to name
-        }
-        std::int64_t before = 0;
-        if (bi != wake_b->end()) {
-          for (const waker_sum &y : bi->second) {
-            if (y.kind == x.kind && y.pid == x.pid && y.comm == x.comm && y.cgroup == x.cgroup) {
-              before += y.sleep_ns;
-            }
-          }
-        }
-        const std::int64_t expected = at_baseline_rate(before);
-        const std::int64_t extra = x.sleep_ns - expected;
-        if (extra > best_extra && x.sleep_ns >= 2 * expected) {
-          best = &x;
-          best_extra = extra;
-          best_expected = expected;
-        }
-      }
-      if (best != nullptr && window->recorded_ns > 0 &&
-          static_cast<double>(best_extra) >=
-              min_sleep_rise_share * static_cast<double>(window->recorded_ns)) {
-        cause_row r;
-        r.kind = "wakeup";
-        if (best->kind == 0) {
-          r.pid = best->pid;
-          r.comm = best->comm;
-          r.cgroup = best->cgroup;
-        } else {
-          r.comm = best->comm; // <idle>, <hardirq>, <softirq>, <timer>
-        }
-        r.measure = static_cast<double>(best->sleep_ns);
-        r.measure_baseline = static_cast<double>(best_expected);
-        r.order = 3;
-        const std::string who =
-            best->pid && *best->pid != 0
-                ? fmt::format("{}[{}]", text::escape_for_terminal(best->comm), *best->pid)
-                : text::escape_for_terminal(best->comm);
-        r.summary = fmt::format(
-            "slept {} until {} woke it ({:.0f}% of the window; {} at its baseline rate): see why()",
-            text::format_duration_ns(r.measure), who,
-            100.0 * r.measure / static_cast<double>(window->recorded_ns),
-            text::format_duration_ns(r.measure_baseline));
-        causes.push_back(std::move(r));
-      }
-    }
-    std::stable_sort(causes.begin(), causes.end(), [](const cause_row &x, const cause_row &y) {
-      if (x.order != y.order) {
-        return x.order < y.order;
-      }
-      return x.share.value_or(0.0) != y.share.value_or(0.0)
-                 ? x.share.value_or(0.0) > y.share.value_or(0.0)
-                 : x.measure > y.measure;
-    });
-    const auto opt_int = [](const std::optional<std::int64_t> &o) {
-      value x;
-      if (o) {
-        x = *o;
-      }
-      return x;
-    };
-    const auto opt_text = [](const std::optional<std::string> &o) {
-      value x;
-      if (o) {
-        x = *o;
-      }
-      return x;
-    };
-    const auto victim_part = [&] {
-      row r;
-      r.reserve(21);
-      r.emplace_back(rank);
-      r.emplace_back(t.tid);
-      r.emplace_back(t.pid);
-      r.emplace_back(t.comm);
-      r.emplace_back(t.cgroup);
-      r.push_back(opt_int(v.base != nullptr ? p99(v.base->hist) : std::nullopt));
-      r.push_back(opt_int(p99(t.hist)));
-      r.emplace_back(t.wait_ns);
-      r.emplace_back(v.expected_ns);
-      r.emplace_back(v.excess_ns);
-      return r;
-    };
-    if (causes.empty()) {
-      row r = victim_part();
-      for (int i = 0; i < 8; ++i) {
-        r.emplace_back();
-      }
-      r.emplace_back(std::string("no recorded cause"));
-      out.push_back(std::move(r));
+    const auto [extra, expected] = extra_of(*c);
+    if (extra <= 0) {
       continue;
     }
-    std::int64_t cause_rank = 0;
-    for (auto &c : causes) {
-      row r = victim_part();
-      r.emplace_back(++cause_rank);
-      r.emplace_back(c.kind);
-      r.push_back(opt_int(c.pid));
-      r.push_back(opt_text(c.comm));
-      r.push_back(opt_text(c.cgroup));
-      if (c.share) {
-        r.emplace_back(*c.share);
-      } else {
-        r.emplace_back();
-      }
-      r.emplace_back(c.measure);
-      r.emplace_back(c.measure_baseline);
-      r.emplace_back(std::move(c.summary));
-      out.push_back(std::move(r));
+    cause_row r;
+    r.pid = c->pid;
+    r.comm = c->comm;
+    r.cgroup = c->cgroup;
+    r.share = 100.0 * static_cast<double>(extra) / static_cast<double>(denominator);
+    r.measure = static_cast<double>(c->wait_ns);
+    r.measure_baseline = static_cast<double>(expected);
+    const auto ii = c->pid
+                        ? j.e.inv.find({v.thread_id, culprit_key{0, *c->pid, c->comm, c->cgroup}})
+                        : j.e.inv.end();
+    if (ii != j.e.inv.end() && 2 * ii->second->wait_ns >= c->wait_ns) {
+      const inverted_wait &x = *ii->second;
+      r.kind = "inversion";
+      r.summary = fmt::format("{} ({} {}) ran ahead of it at nice {}: {:.0f}% of the extra wait",
+                              culprit_name(*c), policy_name(x.by_policy),
+                              x.by_policy == 6 ? 0 : 99 - x.by_prio, x.prio - 120, *r.share);
+    } else {
+      r.kind = "cpu";
+      r.summary = fmt::format("{} ran while it waited: {:.0f}% of the extra wait", culprit_name(*c),
+                              *r.share);
     }
+    causes.push_back(std::move(r));
+  }
+}
+
+// Throttling of its cgroup or an ancestor, and PSI "some" of its cgroup, else of the system.
+void cgroup_causes(const victim_row &v, const judge &j, std::vector<cause_row> &causes) {
+  const thread_stats &t = *v.w;
+  if (t.cgroup.empty()) {
+    return;
+  }
+  const auto &[pw, pb] = j.e.pressures.at(t.cgroup);
+  if (pw.throttled_ns && *pw.throttled_ns > 0) {
+    const std::int64_t expected = pb.throttled_ns && pb.throttled_cgroup == pw.throttled_cgroup
+                                      ? j.at_baseline_rate(*pb.throttled_ns)
+                                      : 0;
+    const std::int64_t extra = *pw.throttled_ns - expected;
+    if (extra > 0) {
+      cause_row r;
+      r.kind = "throttle";
+      r.cgroup = pw.throttled_cgroup;
+      r.share =
+          std::min(100.0, 100.0 * static_cast<double>(extra) / static_cast<double>(v.excess_ns));
+      r.measure = static_cast<double>(*pw.throttled_ns);
+      r.measure_baseline = static_cast<double>(expected);
+      r.summary = fmt::format("{} was throttled {} ({} at its baseline rate): up to {:.0f}% "
+                              "of the extra wait",
+                              text::escape_for_terminal(pw.throttled_cgroup),
+                              text::format_duration_ns(r.measure),
+                              text::format_duration_ns(r.measure_baseline), *r.share);
+      causes.push_back(std::move(r));
+    }
+  }
+  const bool own = pw.victim_some_pct.has_value();
+  const auto now = own ? pw.victim_some_pct : pw.system_some_pct;
+  const auto before = own ? pb.victim_some_pct : pb.system_some_pct;
+  if (now && *now - before.value_or(0.0) >= min_pressure_rise_pct) {
+    cause_row r;
+    r.kind = "pressure";
+    r.cgroup = own ? t.cgroup : std::string("/");
+    r.measure = std::min(*now, 100.0);
+    r.measure_baseline = std::min(before.value_or(0.0), 100.0);
+    r.order = 2;
+    r.summary = fmt::format("CPU pressure {:.0f}% in {} ({:.0f}% before)", r.measure,
+                            text::escape_for_terminal(*r.cgroup), r.measure_baseline);
+    causes.push_back(std::move(r));
+  }
+}
+
+// Migrations against its baseline rate.
+void migration_cause(const victim_row &v, const judge &j, std::vector<cause_row> &causes) {
+  const auto mi = j.e.mig_w.find(v.thread_id);
+  if (mi == j.e.mig_w.end()) {
+    return;
+  }
+  auto bi = j.e.mig_b.find(v.thread_id);
+  const double expected = bi != j.e.mig_b.end() ? static_cast<double>(bi->second) * j.scale : 0.0;
+  const auto n = static_cast<double>(mi->second);
+  if (n >= 2 * expected && n - expected >= min_extra_migrations) {
+    cause_row r;
+    r.kind = "migration";
+    r.measure = n;
+    r.measure_baseline = expected;
+    r.order = 1;
+    r.summary = fmt::format("migrated {:.0f} times ({:.0f} at its baseline rate)", n, expected);
+    causes.push_back(std::move(r));
+  }
+}
+
+// Who woke it (wakeup group): the waker whose ended sleep grew most over its baseline rate's,
+// when by a tenth of the window at least and to twice that rate: it waited on that waker more
+// than it used to. Evidence, not a share of the scheduling delay; why() of the thread goes one
+// hop further (the waker's own wait).
+void wakeup_cause(const victim_row &v, const judge &j, std::vector<cause_row> &causes) {
+  const auto wi = j.e.wake_w.find(v.thread_id);
+  if (wi == j.e.wake_w.end()) {
+    return;
+  }
+  const auto bi = j.e.wake_b.find(v.thread_id);
+  const waker_sum *best = nullptr;
+  std::int64_t best_extra = 0, best_expected = 0;
+  for (const waker_sum &x : wi->second) {
+    if (x.kind == 3) {
+      continue; // <other>: no waker to name
+    }
+    std::int64_t before = 0;
+    if (bi != j.e.wake_b.end()) {
+      for (const waker_sum &y : bi->second) {
+        if (y.kind == x.kind && y.pid == x.pid && y.comm == x.comm && y.cgroup == x.cgroup) {
+          before += y.sleep_ns;
+        }
+      }
+    }
+    const std::int64_t expected = j.at_baseline_rate(before);
+    const std::int64_t extra = x.sleep_ns - expected;
+    if (extra > best_extra && x.sleep_ns >= 2 * expected) {
+      best = &x;
+      best_extra = extra;
+      best_expected = expected;
+    }
+  }
+  if (best == nullptr || j.window.recorded_ns <= 0 ||
+      static_cast<double>(best_extra) <
+          min_sleep_rise_share * static_cast<double>(j.window.recorded_ns)) {
+    return;
+  }
+  cause_row r;
+  r.kind = "wakeup";
+  if (best->kind == 0) {
+    r.pid = best->pid;
+    r.comm = best->comm;
+    r.cgroup = best->cgroup;
+  } else {
+    r.comm = best->comm; // <idle>, <hardirq>, <softirq>, <timer>
+  }
+  r.measure = static_cast<double>(best->sleep_ns);
+  r.measure_baseline = static_cast<double>(best_expected);
+  r.order = 3;
+  const std::string who =
+      best->pid && *best->pid != 0
+          ? fmt::format("{}[{}]", text::escape_for_terminal(best->comm), *best->pid)
+          : text::escape_for_terminal(best->comm);
+  r.summary = fmt::format(
+      "slept {} until {} woke it ({:.0f}% of the window; {} at its baseline rate): see why()",
+      text::format_duration_ns(r.measure), who,
+      100.0 * r.measure / static_cast<double>(j.window.recorded_ns),
+      text::format_duration_ns(r.measure_baseline));
+  causes.push_back(std::move(r));
+}
+
+// Every cause of one victim, shares first (by share), then migrations, pressure and wakers.
+std::vector<cause_row> causes_for(const victim_row &v, const judge &j) {
+  std::vector<cause_row> causes;
+  cpu_causes(v, j, causes);
+  cgroup_causes(v, j, causes);
+  migration_cause(v, j, causes);
+  wakeup_cause(v, j, causes);
+  std::stable_sort(causes.begin(), causes.end(), [](const cause_row &x, const cause_row &y) {
+    if (x.order != y.order) {
+      return x.order < y.order;
+    }
+    return x.share.value_or(0.0) != y.share.value_or(0.0)
+               ? x.share.value_or(0.0) > y.share.value_or(0.0)
+               : x.measure > y.measure;
+  });
+  return causes;
+}
+
+// --- Stage 5: the rows -----------------------------------------------------------------------
+
+template <typename T> value opt_value(const std::optional<T> &o) {
+  value x;
+  if (o) {
+    x = *o;
+  }
+  return x;
+}
+
+// One victim's rows: one per cause, or one saying nothing was found. The victim's columns
+// first, then the cause's, then how the victims and the baseline were chosen.
+void emit(rows &out, std::int64_t rank, const victim_row &v, std::vector<cause_row> causes,
+          const explain_scope &s, const period &baseline) {
+  const thread_stats &t = *v.w;
+  const auto victim_part = [&] {
+    row r;
+    r.reserve(23);
+    r.emplace_back(rank);
+    r.emplace_back(t.tid);
+    r.emplace_back(t.pid);
+    r.emplace_back(t.comm);
+    r.emplace_back(t.cgroup);
+    r.push_back(opt_value(v.base != nullptr ? p99(v.base->hist) : std::nullopt));
+    r.push_back(opt_value(p99(t.hist)));
+    r.emplace_back(t.wait_ns);
+    r.emplace_back(v.expected_ns);
+    r.emplace_back(v.excess_ns);
+    return r;
+  };
+  const auto scope_part = [&](row &r) {
+    r.emplace_back(std::string(class_name(v.cls)));
+    r.emplace_back(s.rule);
+    r.emplace_back(baseline.a);
+    r.emplace_back(baseline.b);
+  };
+  if (causes.empty()) {
+    row r = victim_part();
+    for (int i = 0; i < 8; ++i) {
+      r.emplace_back();
+    }
+    r.emplace_back(std::string("no recorded cause"));
+    scope_part(r);
+    out.push_back(std::move(r));
+    return;
+  }
+  std::int64_t cause_rank = 0;
+  for (auto &c : causes) {
+    row r = victim_part();
+    r.emplace_back(++cause_rank);
+    r.emplace_back(c.kind);
+    r.push_back(opt_value(c.pid));
+    r.push_back(opt_value(c.comm));
+    r.push_back(opt_value(c.cgroup));
+    r.push_back(opt_value(c.share));
+    r.emplace_back(c.measure);
+    r.emplace_back(c.measure_baseline);
+    r.emplace_back(std::move(c.summary));
+    scope_part(r);
+    out.push_back(std::move(r));
+  }
+}
+
+} // namespace
+
+result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  auto s = scope_of(db, ctx, args);
+  if (!s) {
+    return s.err();
+  }
+  // The window and the baseline before its first interval.
+  auto window = period_of(db, s->a, s->b);
+  if (!window) {
+    return window.err();
+  }
+  std::int64_t first = s->a;
+  if (auto ivs = intervals_in(db, s->a, s->b); ivs && !ivs->empty()) {
+    first = ivs->front().start;
+  }
+  std::unordered_map<std::int64_t, thread_stats> in_window, in_baseline;
+  if (auto r = delay_by_thread(db, s->vs, *window, in_window); !r) {
+    return r.err();
+  }
+  if (s->service && in_window.empty()) {
+    // The service names no thread recorded in the window: every thread, and the rule says so.
+    s->rule += ": no thread of it in the window; every thread";
+    s->vs.clear();
+    if (auto r = delay_by_thread(db, s->vs, *window, in_window); !r) {
+      return r.err();
+    }
+  }
+  auto baseline = baseline_of(db, *s, first);
+  if (!baseline) {
+    return baseline.err();
+  }
+  if (auto r = delay_by_thread(db, s->vs, *baseline, in_baseline); !r) {
+    return r.err();
+  }
+  // The baseline rate over the window's recorded time; with no recorded baseline, nothing is
+  // expected (every wait is extra).
+  rate at_baseline_rate;
+  if (baseline->recorded_ns > 0) {
+    at_baseline_rate.scale = static_cast<long double>(window->recorded_ns) /
+                             static_cast<long double>(baseline->recorded_ns);
+  }
+  auto ranked = rank_victims(in_window, in_baseline, at_baseline_rate);
+  auto e = gather(db, s->vs, *window, *baseline, ranked);
+  if (!e) {
+    return e.err();
+  }
+  classify(ranked, e->blame[0]);
+  const judge j{*e, *window, at_baseline_rate, static_cast<double>(at_baseline_rate.scale)};
+  rows out;
+  std::int64_t rank = 0;
+  for (const auto &v : ranked) {
+    emit(out, ++rank, v, causes_for(v, j), *s, *baseline);
   }
   return out;
 }
