@@ -469,6 +469,9 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   // explain() in the section: the stalled thread first, the RT job its cause.
   const auto why = h2.find("Who did worst against their own baseline", sec1);
   CHECK(why < h2.find("</section>", sec1));
+  // explain(id) of the incident: it names no service, so every thread, and the section says so.
+  CHECK(h2.find("victims: every thread (annotation 1 names no service: tag it service:NAME)", why) <
+        h2.find("</section>", sec1));
   CHECK(h2.find("<td class=\"num\">1</td><td>webworker (tid 103)</td>", why) <
         h2.find("</section>", sec1));
   CHECK(h2.find("rtjob[900]", why) < h2.find("</section>", sec1));

@@ -408,16 +408,21 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
                       xml_text(timefmt::format_time(we, zone)),
                       e0 && *e0 > s0 ? "" : " (5 minutes either side of a point in time)");
       // explain(): the threads that did worst against their own baseline, and why.
-      // The 5 worst threads (of --where's threads), 3 causes each. ?1, ?2: this window.
+      // The 5 worst threads (of --where's threads), 3 causes each. An incident with a window and
+      // no --where: explain(id), whose victims are the service its tags name (?1 the id);
+      // otherwise explain over the window (?1, ?2).
+      const bool by_id = a.where.empty() && e0 && *e0 > s0;
       const std::vector<query::value> wspan = {ws, we};
+      const std::vector<query::value> explain_args = by_id ? std::vector<query::value>{id} : wspan;
       if (auto ex =
               query(db,
-                    "SELECT victim_rank, victim_tid, victim_comm, excess_ns, cause, "
-                    "share_pct, summary FROM explain(?1, ?2) WHERE (cause_rank <= 3 OR "
-                    "cause_rank IS NULL)" +
+                    std::string("SELECT victim_rank, victim_tid, victim_comm, excess_ns, cause, "
+                                "share_pct, summary, victims_rule FROM ") +
+                        (by_id ? "explain(?1)" : "explain(?1, ?2)") +
+                        " WHERE (cause_rank <= 3 OR cause_rank IS NULL)" +
                         (a.where.empty() ? std::string(" AND victim_rank <= 5")
                                          : " AND (victim_tid, victim_comm) IN (" + threads + ")"),
-                    wspan);
+                    explain_args);
           ex && !ex->rows.empty()) {
         std::vector<std::string> ranks; // the victims kept, in explain's order
         std::erase_if(ex->rows, [&](const std::vector<query::value> &v) {
@@ -441,8 +446,9 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
                           {share != nullptr ? fmt::format("{:.1f} %", *share) : "", true},
                           {text_of(v[6]), false}});
         }
-        html += "<p class=\"note\">Who did worst against their own baseline, and why "
-                "(explain(), docs/SQL.md):</p>\n";
+        html += fmt::format("<p class=\"note\">Who did worst against their own baseline, and "
+                            "why (explain(), docs/SQL.md); victims: {}</p>\n",
+                            xml_text(text_of(ex->rows.front()[7])));
         html += table_html({"rank", "victim", "extra wait", "cause", "share", "summary"}, rows);
         // A timeline of the worst three: each one's p99 from as long before the window as it
         // lasts (their baseline) to half as long after it.
