@@ -118,7 +118,7 @@ TEST_CASE_METHOD(new_db,
   CHECK(as_text(v[14]) == "/batch.slice");
   CHECK(as_real(v[15]) == Approx(100.0 * 864.0 / 936.0));
   CHECK(as_text(v[16]) == "rtjob[900] (SCHED_FIFO 1) ran ahead of it at nice -20: 92% of the "
-                          "extra wait");
+                          "extra time");
   // 'other': rank 2, behind a fair hog (a cpu cause), all of its extra wait.
   const auto &o = t.rows[1];
   CHECK(as_int(o[0]) == 2);
@@ -128,7 +128,7 @@ TEST_CASE_METHOD(new_db,
   CHECK(as_int(o[12]) == 300);
   CHECK(as_text(o[13]) == "hog");
   CHECK(as_real(o[15]) == Approx(100.0));
-  CHECK(as_text(o[16]) == "hog[300] ran while it waited: 100% of the extra wait");
+  CHECK(as_text(o[16]) == "hog[300] ran while it waited: 100% of the extra time");
   // The worst thread of a comm and its first cause, as docs/SQL.md promises.
   const auto first =
       run(r, window_sql("victim_tid, cause, culprit_comm") + " WHERE victim_comm = 'web' LIMIT 1");
@@ -503,4 +503,66 @@ TEST_CASE_METHOD(new_db,
   REQUIRE(e1.rows.size() == 1);
   CHECK(as_int(e1.rows[0][0]) == t0 + 100 * sec);
   CHECK(as_int(e1.rows[0][1]) == t0 + 400 * sec);
+}
+
+TEST_CASE_METHOD(new_db,
+                 "explain: a service slowed by a lock or by I/O ranks by its whole "
+                 "lateness, its held and blocked sleep, not its scheduling delay",
+                 "[store][explain]") {
+  using rsched::store::waker_kind;
+  using rsched::store::wakeup_row;
+  const auto woken = [](waker_kind k, std::uint32_t pid, const char *comm, int state,
+                        std::uint64_t ns) {
+    wakeup_row x;
+    x.kind = k;
+    x.pid = pid;
+    x.comm = comm;
+    x.cgroup = "/app";
+    x.state = static_cast<std::uint8_t>(state);
+    x.sleep_ns = ns;
+    x.count = 10;
+    return x;
+  };
+  for (int i = 0; i < baseline_ivs + window_ivs; ++i) {
+    const bool in_window = i >= baseline_ivs;
+    // api: its delay falls in the window (0.2 -> 0.1 ms), but it sleeps on the lock holder
+    // (flusher, pid 415) 6 s an interval instead of 1 s; its timer sleeps are no lateness.
+    auto api = make_thread(
+        412, "api", std::vector<std::uint64_t>(20, in_window ? 100'000 : 200'000), {}, "/app");
+    api.wakeups = {
+        woken(waker_kind::process, 415, "flusher", 0, in_window ? 6'000'000'000 : 1'000'000'000),
+        woken(waker_kind::timer, 0, "", 0, in_window ? 3'000'000'000 : 9'000'000'000)};
+    // logger: blocked in D (fsync) 4 s an interval instead of 0.1 s.
+    auto logger = make_thread(500, "logger", std::vector<std::uint64_t>(20, 200'000), {}, "/app");
+    logger.wakeups = {
+        woken(waker_kind::softirq, 0, "", 1, in_window ? 4'000'000'000 : 100'000'000)};
+    // idle: waits for its next tick ten times longer: not late.
+    auto idle_one = make_thread(600, "idle", std::vector<std::uint64_t>(20, 200'000), {}, "/app");
+    idle_one.wakeups = {
+        woken(waker_kind::timer, 0, "", 0, in_window ? 9'000'000'000 : 900'000'000)};
+    auto iv = make_interval(t0 + i * 10 * sec, {api, logger, idle_one});
+    iv.groups = 1 | 64 | 128;
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  const auto t = run(r, window_sql("victim_tid, cause_rank, cause, culprit_pid, share_pct, "
+                                   "excess_ns, held_ns, blocked_ns, late_excess_ns") +
+                            " ORDER BY victim_rank, cause_rank");
+  REQUIRE(t.rows.size() == 2); // api and logger; idle is no victim
+  // api: 6 x 6 s held against 1 s at the baseline rate (x 6): 30 s late, all behind flusher,
+  // though its scheduling delay fell.
+  CHECK(as_int(t.rows[0][0]) == 412);
+  CHECK(as_text(t.rows[0][2]) == "wakeup");
+  CHECK(as_int(t.rows[0][3]) == 415);
+  CHECK(as_real(t.rows[0][4]) == Approx(100.0));
+  CHECK(as_int(t.rows[0][5]) < 0);
+  CHECK(as_int(t.rows[0][6]) == 36'000'000'000);
+  CHECK(as_int(t.rows[0][8]) == 30'000'000'000 - 6 * 2'000'000);
+  // logger: 6 x 4 s in D against 6 x 0.1 s: an io cause, all of its extra time.
+  CHECK(as_int(t.rows[1][0]) == 500);
+  CHECK(as_text(t.rows[1][2]) == "io");
+  CHECK(t.rows[1][3].index() == 0); // no culprit named
+  CHECK(as_real(t.rows[1][4]) == Approx(100.0));
+  CHECK(as_int(t.rows[1][7]) == 24'000'000'000);
+  CHECK(as_int(t.rows[1][8]) == 24'000'000'000 - 600'000'000);
 }

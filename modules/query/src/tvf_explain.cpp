@@ -44,15 +44,19 @@ constexpr std::int64_t min_baseline_ns = 5LL * 60 * 1'000'000'000;
 // this many percentage points above the baseline's.
 constexpr double min_extra_migrations = 10.0;
 constexpr double min_pressure_rise_pct = 10.0;
-// The wakeup group's evidence: the waker whose ended sleep of the victim grew most, when it grew
-// by at least this share of the window and to at least twice its baseline rate's.
-constexpr double min_sleep_rise_share = 0.10;
 
+// A thread's lateness in a period: runnable (its scheduling delay), held (asleep in S or another
+// state until a process woke it: a lock, a queue, an answer) and blocked (asleep in D: I/O, a
+// kernel lock), the last two from the wakeup group (0 where it was not recorded).
 struct thread_stats {
   std::int64_t tid = 0, pid = 0;
   std::string comm, cgroup;
   std::int64_t wait_ns = 0;
+  std::int64_t held_ns = 0;
+  std::int64_t blocked_ns = 0;
+  bool any = false; // a row of the thread in the period (a delay or a sleep)
   std::optional<stats::histogram> hist;
+  [[nodiscard]] std::int64_t late_ns() const { return wait_ns + held_ns + blocked_ns; }
 };
 
 struct period {
@@ -78,6 +82,7 @@ result<period> period_of(sqlite3 *db, std::int64_t a, std::int64_t b) {
 result<void> add_delay_row(thread_stats &t, std::int64_t total,
                            std::span<const std::uint8_t> blob) {
   t.wait_ns += total;
+  t.any = true;
   if (!blob.empty() && stats::valid_layout(blob[0])) {
     const auto kind = stats::coarse_layout(static_cast<stats::layout>(blob[0]));
     if (!t.hist) {
@@ -265,6 +270,7 @@ struct waker_sum {
   int kind = 0;
   std::optional<std::int64_t> pid;
   std::string comm, cgroup;
+  int state = 0; // the sleeps' state: 0 S, 1 D, 2 other
   std::int64_t sleep_ns = 0;
 };
 
@@ -286,10 +292,10 @@ wakers_by_thread(sqlite3 *db, const victims &vs, const period &p,
   auto r = each_row(
       db,
       fmt::format("SELECT w.thread_id, c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 "
-                  "THEN 0 END, c.comm, c.cgroup, sum(w.sleep_ns) FROM {} AS i CROSS JOIN "
-                  "thread_wakeup AS w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id = "
-                  "w.thread_id JOIN culprit AS c ON c.id = w.waker_id WHERE {} AND w.thread_id IN "
-                  "({}) AND {} GROUP BY w.thread_id, c.kind, c.pid, c.comm, c.cgroup",
+                  "THEN 0 END, c.comm, c.cgroup, sum(w.sleep_ns), w.state FROM {} AS i CROSS "
+                  "JOIN thread_wakeup AS w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id "
+                  "= w.thread_id JOIN culprit AS c ON c.id = w.waker_id WHERE {} AND w.thread_id "
+                  "IN ({}) AND {} GROUP BY w.thread_id, c.kind, c.pid, c.comm, c.cgroup, w.state",
                   timeline(db), overlaps(db, "i", p.a), ids, victims_sql(vs, 3)),
       p.a, p.b, vs, [&](sqlite3_stmt *s) {
         waker_sum w;
@@ -300,12 +306,48 @@ wakers_by_thread(sqlite3 *db, const victims &vs, const period &p,
         w.comm = sqlite::column_text(s, 3);
         w.cgroup = sqlite::column_text(s, 4);
         w.sleep_ns = sqlite3_column_int64(s, 5);
+        w.state = sqlite3_column_int(s, 6);
         out[sqlite3_column_int64(s, 0)].push_back(std::move(w));
       });
   if (!r) {
     return make_error("explain: " + r.err().msg);
   }
   return out;
+}
+
+// The held and blocked sleep per thread (thread.id) of the victims in the period, added to
+// `out` (a thread with sleep and no delay gets its identity here); nothing where the wakeup group
+// was not recorded.
+result<void> sleep_by_thread(sqlite3 *db, const victims &vs, const period &p,
+                             std::unordered_map<std::int64_t, thread_stats> &out) {
+  if (!has_table(db, "thread_wakeup") || !recorded_in(db, "thread_wakeup", p.a, p.b)) {
+    return {};
+  }
+  auto r = each_row(
+      db,
+      fmt::format("SELECT w.thread_id, t.tid, t.pid, t.comm, t.cgroup, coalesce(sum(CASE WHEN "
+                  "w.state <> 1 AND c.kind = 0 THEN w.sleep_ns END), 0), coalesce(sum(CASE WHEN "
+                  "w.state = 1 THEN w.sleep_ns END), 0) FROM {} AS i CROSS JOIN thread_wakeup AS "
+                  "w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id = w.thread_id JOIN "
+                  "culprit AS c ON c.id = w.waker_id WHERE {} AND {} GROUP BY w.thread_id",
+                  timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)),
+      p.a, p.b, vs, [&](sqlite3_stmt *s) {
+        auto [it, fresh] = out.try_emplace(sqlite3_column_int64(s, 0));
+        thread_stats &t = it->second;
+        if (fresh) {
+          t.tid = sqlite3_column_int64(s, 1);
+          t.pid = sqlite3_column_int64(s, 2);
+          t.comm = sqlite::column_text(s, 3);
+          t.cgroup = sqlite::column_text(s, 4);
+        }
+        t.held_ns += sqlite3_column_int64(s, 5);
+        t.blocked_ns += sqlite3_column_int64(s, 6);
+        t.any = true;
+      });
+  if (!r) {
+    return make_error("explain: " + r.err().msg);
+  }
+  return {};
 }
 
 std::optional<std::int64_t> p99(const std::optional<stats::histogram> &h) {
@@ -404,9 +446,10 @@ const char *class_name(victim_class c) {
 struct victim_row {
   std::int64_t thread_id = 0;
   const thread_stats *w = nullptr;
-  const thread_stats *base = nullptr; // nullptr: no delay in the baseline
-  std::int64_t expected_ns = 0;
-  std::int64_t excess_ns = 0;
+  const thread_stats *base = nullptr; // nullptr: nothing of it in the baseline
+  std::int64_t expected_ns = 0;       // its scheduling delay at the baseline rate
+  std::int64_t excess_ns = 0;         // ... and the delay beyond it
+  std::int64_t late_excess_ns = 0;    // its lateness (delay, held, blocked) beyond the rate's
   victim_class cls = victim_class::baseline;
 };
 
@@ -589,7 +632,7 @@ result<period> baseline_of(sqlite3 *db, const explain_scope &s, std::int64_t fir
     return incidents.err();
   }
   std::int64_t horizon = first;
-  if (auto st = sqlite::prepare_stmt(db, fmt::format("SELECT min(ts) FROM {}", timeline(db)));
+  if (auto st = sqlite::prepare_stmt(db, fmt::format("SELECT min(start_ns) FROM {}", timeline(db)));
       st && sqlite3_step(st->get()) == SQLITE_ROW &&
       sqlite3_column_type(st->get(), 0) != SQLITE_NULL) {
     horizon = sqlite3_column_int64(st->get(), 0);
@@ -629,20 +672,24 @@ rank_victims(const std::unordered_map<std::int64_t, thread_stats> &in_window,
     victim_row v;
     v.thread_id = id;
     v.w = &t;
+    std::int64_t expected_late = 0;
     auto it = in_base.find(id);
-    if (it != in_base.end()) {
+    if (it != in_base.end() && it->second.any) {
       v.base = &it->second;
       v.expected_ns = at_baseline_rate(it->second.wait_ns);
+      expected_late = at_baseline_rate(it->second.late_ns());
     } else {
       v.cls = victim_class::fresh;
     }
     v.excess_ns = t.wait_ns - v.expected_ns;
-    if (v.excess_ns > 0) {
+    v.late_excess_ns = t.late_ns() - expected_late;
+    if (v.late_excess_ns > 0) {
       out.push_back(v);
     }
   }
   std::sort(out.begin(), out.end(), [](const victim_row &x, const victim_row &y) {
-    return x.excess_ns != y.excess_ns ? x.excess_ns > y.excess_ns : x.w->tid < y.w->tid;
+    return x.late_excess_ns != y.late_excess_ns ? x.late_excess_ns > y.late_excess_ns
+                                                : x.w->tid < y.w->tid;
   });
   return out;
 }
@@ -658,7 +705,7 @@ void classify(std::vector<victim_row> &victims, const window_causes &blame_w) {
   std::map<std::int64_t, std::map<std::int64_t, std::int64_t>> behind; // victim -> culprit pid
   for (const auto &v : victims) {
     pid_of[v.thread_id] = v.w->pid;
-    own_excess[v.w->pid] += v.excess_ns;
+    own_excess[v.w->pid] += v.late_excess_ns;
   }
   for (const auto &tc : blame_w.by_thread) {
     const auto &c = tc.culprit;
@@ -777,61 +824,155 @@ struct judge {
   double scale = 0.0; // the same as a double (counts)
 };
 
-// CPU culprits: the culprit's wait in the window beyond its baseline rate's, over the victim's
-// excess, or over the sum of every culprit's (<idle> and the others too) positive difference
-// where that is larger (other culprits' waits fell): shares add up to 100 at most.
-void cpu_causes(const victim_row &v, const judge &j, std::vector<cause_row> &causes) {
-  const auto found = j.e.culprits_w.find(v.thread_id);
-  if (found == j.e.culprits_w.end()) {
-    return;
-  }
-  const auto extra_of = [&](const culprit_sum &c) {
-    auto bi = j.e.wait_b.find({v.thread_id, key_of(c)});
-    const std::int64_t expected = bi != j.e.wait_b.end() ? j.at_baseline_rate(bi->second) : 0;
-    return std::make_pair(c.wait_ns - expected, expected);
+// One victim's extra time behind each thing that can be named: CPU culprits (blame), process
+// wakers of its held sleep, and its blocked (D) sleep, each against its baseline rate's.
+struct extras {
+  struct part {
+    std::int64_t extra = 0, expected = 0;
   };
-  std::int64_t denominator = v.excess_ns;
-  {
-    std::int64_t positive = 0;
-    for (const culprit_sum *c : found->second) {
-      positive += std::max<std::int64_t>(0, extra_of(*c).first);
-    }
-    denominator = std::max(denominator, positive);
+  std::vector<std::pair<const culprit_sum *, part>> cpu;
+  std::vector<std::pair<const waker_sum *, part>> held; // process wakers, S and other sleeps
+  part blocked;
+  // What a share is of: the victim's extra lateness, or the sum of every part's positive extra
+  // where that is larger (other parts fell): shares add up to 100 at most.
+  std::int64_t denominator = 0;
+  [[nodiscard]] double share(std::int64_t extra) const {
+    return 100.0 * static_cast<double>(extra) / static_cast<double>(denominator);
   }
-  for (const culprit_sum *c : found->second) {
-    if (c->kind != 0) {
-      continue; // <idle>, <unknown>, <other>: no culprit to name
+};
+
+// Sum of the baseline's wakers of the same process and sleep class (held: not D).
+std::int64_t baseline_held(const std::vector<waker_sum> *before, const waker_sum &x) {
+  std::int64_t n = 0;
+  if (before != nullptr) {
+    for (const waker_sum &y : *before) {
+      if (y.kind == x.kind && y.pid == x.pid && y.comm == x.comm && y.cgroup == x.cgroup &&
+          y.state != 1) {
+        n += y.sleep_ns;
+      }
     }
-    const auto [extra, expected] = extra_of(*c);
-    if (extra <= 0) {
-      continue;
+  }
+  return n;
+}
+
+extras extras_of(const victim_row &v, const judge &j) {
+  extras x;
+  std::int64_t positive = 0;
+  if (const auto found = j.e.culprits_w.find(v.thread_id); found != j.e.culprits_w.end()) {
+    for (const culprit_sum *c : found->second) {
+      auto bi = j.e.wait_b.find({v.thread_id, key_of(*c)});
+      const std::int64_t expected = bi != j.e.wait_b.end() ? j.at_baseline_rate(bi->second) : 0;
+      x.cpu.push_back({c, {c->wait_ns - expected, expected}});
+      positive += std::max<std::int64_t>(0, c->wait_ns - expected);
+    }
+  }
+  if (const auto wi = j.e.wake_w.find(v.thread_id); wi != j.e.wake_w.end()) {
+    const auto bi = j.e.wake_b.find(v.thread_id);
+    const std::vector<waker_sum> *before = bi != j.e.wake_b.end() ? &bi->second : nullptr;
+    // One entry per process: its S and other sleeps of the window together.
+    std::map<std::tuple<std::int64_t, std::string, std::string>,
+             std::pair<const waker_sum *, std::int64_t>>
+        held;
+    for (const waker_sum &w : wi->second) {
+      if (w.kind != 0 || w.state == 1) {
+        continue; // a pseudo-waker (a timer, an interrupt: no one held it up), or D
+      }
+      auto &h = held[{w.pid.value_or(-1), w.comm, w.cgroup}];
+      if (h.first == nullptr) {
+        h.first = &w;
+      }
+      h.second += w.sleep_ns;
+    }
+    for (const auto &[key, h] : held) {
+      const std::int64_t expected = j.at_baseline_rate(baseline_held(before, *h.first));
+      x.held.push_back({h.first, {h.second - expected, expected}});
+      positive += std::max<std::int64_t>(0, h.second - expected);
+    }
+  }
+  const std::int64_t base_blocked = v.base != nullptr ? v.base->blocked_ns : 0;
+  x.blocked.expected = j.at_baseline_rate(base_blocked);
+  x.blocked.extra = v.w->blocked_ns - x.blocked.expected;
+  positive += std::max<std::int64_t>(0, x.blocked.extra);
+  x.denominator = std::max(v.late_excess_ns, positive);
+  return x;
+}
+
+// CPU culprits: the culprit's wait in the window beyond its baseline rate's, as a share of the
+// victim's extra lateness; an inversion where at least half of it was one (inversions()).
+void cpu_causes(const victim_row &v, const judge &j, const extras &x,
+                std::vector<cause_row> &causes) {
+  for (const auto &[c, part] : x.cpu) {
+    if (c->kind != 0 || part.extra <= 0) {
+      continue; // <idle>, <unknown>, <other>: no culprit to name
     }
     cause_row r;
     r.pid = c->pid;
     r.comm = c->comm;
     r.cgroup = c->cgroup;
-    r.share = 100.0 * static_cast<double>(extra) / static_cast<double>(denominator);
+    r.share = x.share(part.extra);
     r.measure = static_cast<double>(c->wait_ns);
-    r.measure_baseline = static_cast<double>(expected);
+    r.measure_baseline = static_cast<double>(part.expected);
     const auto ii = c->pid
                         ? j.e.inv.find({v.thread_id, culprit_key{0, *c->pid, c->comm, c->cgroup}})
                         : j.e.inv.end();
     if (ii != j.e.inv.end() && 2 * ii->second->wait_ns >= c->wait_ns) {
-      const inverted_wait &x = *ii->second;
+      const inverted_wait &w = *ii->second;
       r.kind = "inversion";
-      r.summary = fmt::format("{} ({} {}) ran ahead of it at nice {}: {:.0f}% of the extra wait",
-                              culprit_name(*c), policy_name(x.by_policy),
-                              x.by_policy == 6 ? 0 : 99 - x.by_prio, x.prio - 120, *r.share);
+      r.summary = fmt::format("{} ({} {}) ran ahead of it at nice {}: {:.0f}% of the extra time",
+                              culprit_name(*c), policy_name(w.by_policy),
+                              w.by_policy == 6 ? 0 : 99 - w.by_prio, w.prio - 120, *r.share);
     } else {
       r.kind = "cpu";
-      r.summary = fmt::format("{} ran while it waited: {:.0f}% of the extra wait", culprit_name(*c),
+      r.summary = fmt::format("{} ran while it waited: {:.0f}% of the extra time", culprit_name(*c),
                               *r.share);
     }
     causes.push_back(std::move(r));
   }
 }
 
-// Throttling of its cgroup or an ancestor, and PSI "some" of its cgroup, else of the system.
+// Sleep: the processes that ended its held sleeps (a lock's holder, the thread it waited for)
+// beyond their baseline rate's, and its blocked (D) sleep; shares of its extra lateness. why()
+// of the victim follows the waker one hop further, and shows the D sleep's stacks.
+void sleep_causes(const victim_row &v, const judge &j, const extras &x,
+                  std::vector<cause_row> &causes) {
+  for (const auto &[w, part] : x.held) {
+    if (part.extra <= 0) {
+      continue;
+    }
+    cause_row r;
+    r.kind = "wakeup";
+    r.pid = w->pid;
+    r.comm = w->comm;
+    r.cgroup = w->cgroup;
+    r.share = x.share(part.extra);
+    r.measure = static_cast<double>(part.extra + part.expected);
+    r.measure_baseline = static_cast<double>(part.expected);
+    const std::string who = w->pid && *w->pid != 0
+                                ? fmt::format("{}[{}]", text::escape_for_terminal(w->comm), *w->pid)
+                                : text::escape_for_terminal(w->comm);
+    r.summary = fmt::format("slept {} until {} woke it ({} at its baseline rate): {:.0f}% of the "
+                            "extra time; why() follows it",
+                            text::format_duration_ns(r.measure), who,
+                            text::format_duration_ns(r.measure_baseline), *r.share);
+    causes.push_back(std::move(r));
+  }
+  if (x.blocked.extra > 0) {
+    cause_row r;
+    r.kind = "io";
+    r.share = x.share(x.blocked.extra);
+    r.measure = static_cast<double>(v.w->blocked_ns);
+    r.measure_baseline = static_cast<double>(x.blocked.expected);
+    r.summary = fmt::format("blocked {} in D (I/O or a kernel lock; {} at its baseline rate): "
+                            "{:.0f}% of the extra time; why() shows where",
+                            text::format_duration_ns(r.measure),
+                            text::format_duration_ns(r.measure_baseline), *r.share);
+    causes.push_back(std::move(r));
+  }
+  (void)j;
+}
+
+// Throttling of its cgroup or an ancestor (an upper bound of its share: throttled time is the
+// cgroup's), and PSI "some" of its cgroup, else of the system.
 void cgroup_causes(const victim_row &v, const judge &j, std::vector<cause_row> &causes) {
   const thread_stats &t = *v.w;
   if (t.cgroup.empty()) {
@@ -847,12 +988,12 @@ void cgroup_causes(const victim_row &v, const judge &j, std::vector<cause_row> &
       cause_row r;
       r.kind = "throttle";
       r.cgroup = pw.throttled_cgroup;
-      r.share =
-          std::min(100.0, 100.0 * static_cast<double>(extra) / static_cast<double>(v.excess_ns));
+      r.share = std::min(100.0, 100.0 * static_cast<double>(extra) /
+                                    static_cast<double>(v.late_excess_ns));
       r.measure = static_cast<double>(*pw.throttled_ns);
       r.measure_baseline = static_cast<double>(expected);
       r.summary = fmt::format("{} was throttled {} ({} at its baseline rate): up to {:.0f}% "
-                              "of the extra wait",
+                              "of the extra time",
                               text::escape_for_terminal(pw.throttled_cgroup),
                               text::format_duration_ns(r.measure),
                               text::format_duration_ns(r.measure_baseline), *r.share);
@@ -895,81 +1036,21 @@ void migration_cause(const victim_row &v, const judge &j, std::vector<cause_row>
   }
 }
 
-// Who woke it (wakeup group): the waker whose ended sleep grew most over its baseline rate's,
-// when by a tenth of the window at least and to twice that rate: it waited on that waker more
-// than it used to. Evidence, not a share of the scheduling delay; why() of the thread goes one
-// hop further (the waker's own wait).
-void wakeup_cause(const victim_row &v, const judge &j, std::vector<cause_row> &causes) {
-  const auto wi = j.e.wake_w.find(v.thread_id);
-  if (wi == j.e.wake_w.end()) {
-    return;
-  }
-  const auto bi = j.e.wake_b.find(v.thread_id);
-  const waker_sum *best = nullptr;
-  std::int64_t best_extra = 0, best_expected = 0;
-  for (const waker_sum &x : wi->second) {
-    if (x.kind == 3) {
-      continue; // <other>: no waker to name
-    }
-    std::int64_t before = 0;
-    if (bi != j.e.wake_b.end()) {
-      for (const waker_sum &y : bi->second) {
-        if (y.kind == x.kind && y.pid == x.pid && y.comm == x.comm && y.cgroup == x.cgroup) {
-          before += y.sleep_ns;
-        }
-      }
-    }
-    const std::int64_t expected = j.at_baseline_rate(before);
-    const std::int64_t extra = x.sleep_ns - expected;
-    if (extra > best_extra && x.sleep_ns >= 2 * expected) {
-      best = &x;
-      best_extra = extra;
-      best_expected = expected;
-    }
-  }
-  if (best == nullptr || j.window.recorded_ns <= 0 ||
-      static_cast<double>(best_extra) <
-          min_sleep_rise_share * static_cast<double>(j.window.recorded_ns)) {
-    return;
-  }
-  cause_row r;
-  r.kind = "wakeup";
-  if (best->kind == 0) {
-    r.pid = best->pid;
-    r.comm = best->comm;
-    r.cgroup = best->cgroup;
-  } else {
-    r.comm = best->comm; // <idle>, <hardirq>, <softirq>, <timer>
-  }
-  r.measure = static_cast<double>(best->sleep_ns);
-  r.measure_baseline = static_cast<double>(best_expected);
-  r.order = 3;
-  const std::string who =
-      best->pid && *best->pid != 0
-          ? fmt::format("{}[{}]", text::escape_for_terminal(best->comm), *best->pid)
-          : text::escape_for_terminal(best->comm);
-  r.summary = fmt::format(
-      "slept {} until {} woke it ({:.0f}% of the window; {} at its baseline rate): see why()",
-      text::format_duration_ns(r.measure), who,
-      100.0 * r.measure / static_cast<double>(j.window.recorded_ns),
-      text::format_duration_ns(r.measure_baseline));
-  causes.push_back(std::move(r));
-}
-
-// Every cause of one victim, shares first (by share), then migrations, pressure and wakers.
+// Every cause of one victim, shares first (by share), then migrations and pressure.
 std::vector<cause_row> causes_for(const victim_row &v, const judge &j) {
   std::vector<cause_row> causes;
-  cpu_causes(v, j, causes);
+  const extras x = extras_of(v, j);
+  cpu_causes(v, j, x, causes);
+  sleep_causes(v, j, x, causes);
   cgroup_causes(v, j, causes);
   migration_cause(v, j, causes);
-  wakeup_cause(v, j, causes);
-  std::stable_sort(causes.begin(), causes.end(), [](const cause_row &x, const cause_row &y) {
-    if (x.order != y.order) {
-      return x.order < y.order;
+  std::stable_sort(causes.begin(), causes.end(), [](const cause_row &a, const cause_row &b) {
+    if (a.order != b.order) {
+      return a.order < b.order;
     }
-    return x.share.value_or(0.0) != y.share.value_or(0.0)
-               ? x.share.value_or(0.0) > y.share.value_or(0.0)
-               : x.measure > y.measure;
+    return a.share.value_or(0.0) != b.share.value_or(0.0)
+               ? a.share.value_or(0.0) > b.share.value_or(0.0)
+               : a.measure > b.measure;
   });
   return causes;
 }
@@ -991,7 +1072,7 @@ void emit(rows &out, std::int64_t rank, const victim_row &v, std::vector<cause_r
   const thread_stats &t = *v.w;
   const auto victim_part = [&] {
     row r;
-    r.reserve(23);
+    r.reserve(26);
     r.emplace_back(rank);
     r.emplace_back(t.tid);
     r.emplace_back(t.pid);
@@ -1009,6 +1090,9 @@ void emit(rows &out, std::int64_t rank, const victim_row &v, std::vector<cause_r
     r.emplace_back(s.rule);
     r.emplace_back(baseline.a);
     r.emplace_back(baseline.b);
+    r.emplace_back(t.held_ns);
+    r.emplace_back(t.blocked_ns);
+    r.emplace_back(v.late_excess_ns);
   };
   if (causes.empty()) {
     row r = victim_part();
@@ -1058,7 +1142,7 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     return r.err();
   }
   if (s->service && in_window.empty()) {
-    // The service names no thread recorded in the window: every thread, and the rule says so.
+    // The service names no thread with a delay in the window: every thread, and the rule says so.
     s->rule += ": no thread of it in the window; every thread";
     s->vs.clear();
     if (auto r = delay_by_thread(db, s->vs, *window, in_window); !r) {
@@ -1070,6 +1154,12 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
     return baseline.err();
   }
   if (auto r = delay_by_thread(db, s->vs, *baseline, in_baseline); !r) {
+    return r.err();
+  }
+  if (auto r = sleep_by_thread(db, s->vs, *window, in_window); !r) {
+    return r.err();
+  }
+  if (auto r = sleep_by_thread(db, s->vs, *baseline, in_baseline); !r) {
     return r.err();
   }
   // The baseline rate over the window's recorded time; with no recorded baseline, nothing is

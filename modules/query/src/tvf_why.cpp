@@ -7,6 +7,7 @@
 // of that sleep (the top waker): the same three parts of its own time in the same window, its
 // runnable delay divided among its culprits. "slept 80 % on a pipe, woken by db[1234]; db itself
 // waited 60 % of its time behind batch[77]".
+#include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
 #include "rsched/sqlite/statement.hpp"
 
@@ -123,6 +124,14 @@ struct blocked_part {
   std::int64_t sleep_ns = 0, count = 0;
 };
 
+// The depth of a stack's first frame of the kernel's own (SQL over kstack_frame of
+// x.stack_id): stacks recorded before rschedd dropped them start with its BPF program and the
+// tracepoint's dispatch (collect::kallsyms::tracing_frames, the same names).
+constexpr const char *own_frames_from =
+    "coalesce((SELECT min(depth) FROM kstack_frame WHERE stack_id = x.stack_id AND NOT (func "
+    "GLOB 'bpf_prog_*' OR func GLOB 'bpf_trampoline_*' OR func GLOB 'bpf_trace_run*' OR func "
+    "GLOB '__bpf_trace_*' OR func GLOB '__traceiter_*' OR func GLOB '0x*')), 0)";
+
 result<std::vector<blocked_part>> blocked_of(sqlite3 *db, const victims &v, std::int64_t a,
                                              std::int64_t b) {
   std::vector<blocked_part> out;
@@ -132,10 +141,12 @@ result<std::vector<blocked_part>> blocked_of(sqlite3 *db, const victims &v, std:
   auto r = each_row(
       db,
       fmt::format("SELECT coalesce((SELECT group_concat(f.func, ' <- ') FROM (SELECT func FROM "
-                  "kstack_frame WHERE stack_id = x.stack_id ORDER BY depth) AS f), '<other>'), "
+                  "kstack_frame WHERE stack_id = x.stack_id AND depth >= {} ORDER BY depth) AS "
+                  "f), '<other>'), "
                   "sum(x.sleep_ns), sum(x.count), {} FROM {} AS i CROSS JOIN thread_blocked AS x "
                   "ON x.interval_id = i.id CROSS JOIN thread AS t ON t.id = x.thread_id WHERE {} "
                   "AND {} GROUP BY x.stack_id",
+                  own_frames_from,
                   // v16: the state of a stack's sleeps (before, every stack is a D sleep's)
                   has_column(db, "kstack", "state")
                       ? "(SELECT k.state FROM kstack AS k WHERE k.id = x.stack_id)"
@@ -166,6 +177,7 @@ struct hop {
   std::optional<std::int64_t> delay; // sched_delay's total when no blame was recorded
   std::vector<waker_part> wakers;
   std::vector<blocked_part> blocked; // the D part of `wakers` and long sleeps, by kernel stack
+  bool sleep_recorded = true;        // some interval of the window recorded the wakeup group
   [[nodiscard]] std::int64_t runnable() const {
     std::int64_t n = 0;
     for (const auto &c : culprits) {
@@ -182,6 +194,20 @@ struct hop {
   }
   [[nodiscard]] std::int64_t total() const { return running.value_or(0) + runnable() + sleeping(); }
 };
+
+// Whether an interval overlapping [a, b) recorded the wakeup group (intervals.groups bit 128;
+// 0, a daemon that did not say, counts as recorded).
+bool wakeup_recorded(sqlite3 *db, std::int64_t a, std::int64_t b) {
+  auto st = sqlite::prepare_stmt(
+      db, fmt::format("SELECT 1 FROM {} AS i WHERE {} AND (i.groups = 0 OR i.groups & 128) LIMIT 1",
+                      timeline(db), overlaps(db, "i", a)));
+  if (!st) {
+    return true; // unknown: say nothing more than the rows do
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  return sqlite3_step(st->get()) == SQLITE_ROW;
+}
 
 result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b,
                    std::string subject) {
@@ -214,6 +240,7 @@ result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b
     return bl.err();
   }
   h.blocked = std::move(*bl);
+  h.sleep_recorded = !h.wakers.empty() || wakeup_recorded(db, a, b);
   return h;
 }
 
@@ -223,6 +250,15 @@ std::string hop_text(const hop &h) {
   std::string s = h.subject + ":";
   if (all <= 0) {
     return s + " nothing recorded in the window";
+  }
+  if (!h.sleep_recorded) {
+    // Without its sleep, shares of the whole would say "runnable 100 %": times instead.
+    s += " runnable " + text::format_duration_ns(static_cast<double>(h.runnable()));
+    if (h.running) {
+      s += ", running " + text::format_duration_ns(static_cast<double>(*h.running));
+    }
+    return s + "; its sleep was not recorded in this window (the wakeup group was off: rschedd "
+               "-g wakeup)";
   }
   if (h.running) {
     s += " running " + pct(*h.running, all) + ",";
@@ -279,7 +315,8 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   const auto top =
       std::max_element(by_waker.begin(), by_waker.end(),
                        [](const auto &x, const auto &y) { return x.second < y.second; });
-  if (top != by_waker.end()) {
+  // A waker that ended under a tenth of its sleep explains too little to follow.
+  if (top != by_waker.end() && top->second * 10 >= hops[0].sleeping() && top->second > 0) {
     const auto &[comm, cgroup, pid] = top->first;
     victim next;
     if (pid > 0) {
