@@ -9,8 +9,10 @@
 // generate: H hours (default 24) of 1-second intervals with N (default 200) active threads each
 // second are written through rsched::store::writer and rolled up by writer::maintain(), exactly
 // as rschedd does (--groups: a comma list of latency (always), migration, blame (each thread's
-// delay divided among 1-3 culprit processes and <idle>), pressure (PSI and CFS bandwidth rows
-// of the system and every service's cgroup), or most = latency, slice, sleep and migration;
+// delay divided among 1-3 culprit processes and <idle>), wakeup (each thread's sleeps ended by
+// 1-2 processes and a timer, a D sleep now and then, with its kernel stack), pressure (PSI and
+// CFS bandwidth rows of the system and every service's cgroup), or most = latency, slice, sleep
+// and migration;
 // waking and perf are left out; the copies back in time below carry no blame or pressure
 // rows). The
 // thread population: N*0.6 threads active every second, the rest of each second's N drawn from
@@ -216,6 +218,48 @@ store::thread_row thread_second(const thread_ident &id, std::mt19937_64 &rng) {
       b.waits = 1 + rng() % static_cast<std::uint64_t>(n);
       left -= b.wait_ns;
       t.blame.push_back(std::move(b));
+    }
+  }
+  if ((g_groups & RSCHED_G_WAKEUP) != 0) {
+    // As rschedd writes them: the second's sleeps, ended by 1-2 processes of other comms (S) and
+    // a timer (S); one in ten threads also blocks in D (fsync) now and then, with its stack.
+    const int k = 1 + static_cast<int>(rng() % 2);
+    for (int c = 0; c < k; ++c) {
+      const std::size_t ci = rng() % n_comms;
+      store::wakeup_row w;
+      w.kind = store::waker_kind::process;
+      w.pid = 1000 + static_cast<std::uint32_t>(ci) * 8;
+      w.comm = comms[ci];
+      w.cgroup = fmt::format("/system.slice/{}.service", comms[ci]);
+      w.state = 0;
+      w.sleep_ns = lognormal(rng, 50'000'000, 1.0);
+      w.count = 1 + rng() % static_cast<std::uint64_t>(n);
+      t.wakeups.push_back(std::move(w));
+    }
+    store::wakeup_row timer;
+    timer.kind = store::waker_kind::timer;
+    timer.state = 0;
+    timer.sleep_ns = lognormal(rng, 200'000'000, 0.8);
+    timer.count = 1;
+    t.wakeups.push_back(std::move(timer));
+    if (id.tid % 10 == 0 && rng() % 4 == 0) {
+      store::wakeup_row d;
+      d.kind = store::waker_kind::softirq;
+      d.state = 1;
+      d.sleep_ns = lognormal(rng, 5'000'000, 1.0);
+      d.count = 1;
+      const std::uint64_t d_ns = d.sleep_ns;
+      t.wakeups.push_back(std::move(d));
+      store::blocked_row b;
+      b.hash = 0xF5'0000ULL + id.tid % 3;
+      b.state = 1;
+      b.frames = {"__schedule",           "schedule",
+                  "io_schedule",          "folio_wait_bit",
+                  "folio_wait_writeback", "__filemap_fdatawait_range",
+                  "ext4_sync_file"};
+      b.sleep_ns = d_ns;
+      b.count = 1;
+      t.blocked.push_back(std::move(b));
     }
   }
   return t;
@@ -826,6 +870,8 @@ int main(int argc, char **argv) {
             g_groups |= RSCHED_G_MIGRATION;
           } else if (g == "blame") {
             g_groups |= RSCHED_G_BLAME;
+          } else if (g == "wakeup") {
+            g_groups |= RSCHED_G_WAKEUP;
           } else if (g == "pressure") {
             g_pressure = true;
           } else if (g == "most") {
@@ -833,7 +879,7 @@ int main(int argc, char **argv) {
           } else {
             fmt::print(stderr,
                        "rsched-history-bench: --groups: unknown group '{}' (expected "
-                       "latency, migration, blame, pressure or most)\n",
+                       "latency, migration, blame, wakeup, pressure or most)\n",
                        g);
             return 2;
           }

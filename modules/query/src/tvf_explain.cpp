@@ -7,6 +7,7 @@
 #include "rsched/stats/histogram.hpp"
 #include "rsched/stats/percentile.hpp"
 #include "rsched/store/hist_pack.hpp"
+#include "rsched/store/row_pack.hpp"
 
 #include "explain_scope.hpp"
 #include "sql_functions.hpp"
@@ -274,81 +275,218 @@ struct waker_sum {
   std::int64_t sleep_ns = 0;
 };
 
-// The wakers of the ranked victims' threads (thread.id) in the period; empty where not
-// recorded. Only those threads' rows are read (thread_wakeup is keyed by interval, then
-// thread): the other threads' wakeups of a long baseline are never looked at.
-result<std::unordered_map<std::int64_t, std::vector<waker_sum>>>
-wakers_by_thread(sqlite3 *db, const victims &vs, const period &p,
-                 const std::unordered_set<std::int64_t> &ranked) {
-  std::unordered_map<std::int64_t, std::vector<waker_sum>> out;
-  if (ranked.empty() || !has_table(db, "thread_wakeup") ||
-      !recorded_in(db, "thread_wakeup", p.a, p.b)) {
-    return out;
-  }
-  std::string ids;
-  for (const std::int64_t id : ranked) {
-    ids += (ids.empty() ? "" : ",") + std::to_string(id);
-  }
-  auto r = each_row(
-      db,
-      fmt::format("SELECT w.thread_id, c.kind, CASE c.kind WHEN 0 THEN nullif(c.pid, 0) WHEN 1 "
-                  "THEN 0 END, c.comm, c.cgroup, sum(w.sleep_ns), w.state FROM {} AS i CROSS "
-                  "JOIN thread_wakeup AS w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id "
-                  "= w.thread_id JOIN culprit AS c ON c.id = w.waker_id WHERE {} AND w.thread_id "
-                  "IN ({}) AND {} GROUP BY w.thread_id, c.kind, c.pid, c.comm, c.cgroup, w.state",
-                  timeline(db), overlaps(db, "i", p.a), ids, victims_sql(vs, 3)),
-      p.a, p.b, vs, [&](sqlite3_stmt *s) {
-        waker_sum w;
-        w.kind = sqlite3_column_int(s, 1);
-        if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
-          w.pid = sqlite3_column_int64(s, 2);
-        }
-        w.comm = sqlite::column_text(s, 3);
-        w.cgroup = sqlite::column_text(s, 4);
-        w.sleep_ns = sqlite3_column_int64(s, 5);
-        w.state = sqlite3_column_int(s, 6);
-        out[sqlite3_column_int64(s, 0)].push_back(std::move(w));
-      });
-  if (!r) {
-    return make_error("explain: " + r.err().msg);
-  }
-  return out;
-}
+using wakers_map = std::unordered_map<std::int64_t, std::vector<waker_sum>>;
 
-// The held and blocked sleep per thread (thread.id) of the victims in the period, added to
-// `out` (a thread with sleep and no delay gets its identity here); nothing where the wakeup group
-// was not recorded.
-result<void> sleep_by_thread(sqlite3 *db, const victims &vs, const period &p,
-                             std::unordered_map<std::int64_t, thread_stats> &out) {
-  if (!has_table(db, "thread_wakeup") || !recorded_in(db, "thread_wakeup", p.a, p.b)) {
+// The victims' sleep in a period, read once: per thread its held and blocked parts and per
+// waker and state its sleep. The raw tier's packs (schema 18) are decoded here, not through the
+// thread_wakeup virtual table (an hour of 200 threads is ~1.8 M rows: 1.6 s through it, twice
+// per period); rollups and older raw rows come from thread_wakeup_row, and a file before schema
+// 18 is read through its table in SQL. Each thread's identity and whether it is a victim, and
+// each waker's culprit row, are looked up once.
+class sleep_reader {
+public:
+  sleep_reader(sqlite3 *db, const victims &vs) : db_(db), vs_(vs) {}
+
+  result<void> read(const period &p, std::unordered_map<std::int64_t, thread_stats> &stats,
+                    wakers_map &wakers) {
+    if (!has_table(db_, "thread_wakeup") || !recorded_in(db_, "thread_wakeup", p.a, p.b)) {
+      return {};
+    }
+    sums_.clear();
+    auto r = has_table(db_, "thread_wakeup_pack") ? read_packed(p) : read_sql(p);
+    if (!r) {
+      return make_error("explain: " + r.err().msg);
+    }
+    return add_to(stats, wakers);
+  }
+
+private:
+  struct waker_info {
+    int kind = 0;
+    std::optional<std::int64_t> pid;
+    std::string comm, cgroup;
+  };
+  // (thread, waker, state) -> sleep
+  using key = std::tuple<std::int64_t, std::int64_t, int>;
+  struct key_hash {
+    std::size_t operator()(const key &k) const noexcept {
+      const auto [t, w, st] = k;
+      constexpr std::uint64_t mix = 0x9E3779B97F4A7C15U;
+      const std::uint64_t h = (static_cast<std::uint64_t>(t) * mix) ^
+                              (static_cast<std::uint64_t>(w) << 2U) ^
+                              static_cast<std::uint64_t>(st);
+      return std::hash<std::uint64_t>{}(h);
+    }
+  };
+
+  // Sums one row (a thread that is no victim is left out when its identity is looked up).
+  void add(std::int64_t thread, std::int64_t waker, std::int64_t state, std::int64_t sleep) {
+    sums_[{thread, waker, static_cast<int>(state)}] += sleep;
+  }
+
+  result<void> read_packed(const period &p) {
+    auto ivs = intervals_in(db_, p.a, p.b);
+    if (!ivs) {
+      return ivs.err();
+    }
+    auto pack = sqlite::prepare_stmt(db_, "SELECT data FROM thread_wakeup_pack WHERE "
+                                          "interval_id = ?1");
+    auto rows = sqlite::prepare_stmt(db_, "SELECT thread_id, waker_id, state, sleep_ns FROM "
+                                          "thread_wakeup_row WHERE interval_id = ?1");
+    if (!pack || !rows) {
+      return !pack ? pack.err() : rows.err();
+    }
+    std::vector<std::int64_t> cells;
+    for (const auto &iv : *ivs) {
+      sqlite3_stmt *ps = pack->get();
+      sqlite3_reset(ps);
+      sqlite3_bind_int64(ps, 1, iv.id);
+      int rc = sqlite3_step(ps);
+      if (rc == SQLITE_ROW) {
+        // (thread_id, waker_id, state, sleep_ns, count)
+        if (auto u = store::unpack_rows(column_blob(ps, 0), 5, cells); !u) {
+          return make_error(fmt::format("thread_wakeup_pack interval {}: {}", iv.id, u.err().msg));
+        }
+        for (std::size_t i = 0; i + 5 <= cells.size(); i += 5) {
+          add(cells[i], cells[i + 1], cells[i + 2], cells[i + 3]);
+        }
+      } else if (rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db_));
+      }
+      sqlite3_stmt *rs = rows->get();
+      sqlite3_reset(rs);
+      sqlite3_bind_int64(rs, 1, iv.id);
+      while ((rc = sqlite3_step(rs)) == SQLITE_ROW) {
+        add(sqlite3_column_int64(rs, 0), sqlite3_column_int64(rs, 1), sqlite3_column_int64(rs, 2),
+            sqlite3_column_int64(rs, 3));
+      }
+      if (rc != SQLITE_DONE) {
+        return make_error(sqlite3_errmsg(db_));
+      }
+    }
     return {};
   }
-  auto r = each_row(
-      db,
-      fmt::format("SELECT w.thread_id, t.tid, t.pid, t.comm, t.cgroup, coalesce(sum(CASE WHEN "
-                  "w.state <> 1 AND c.kind = 0 THEN w.sleep_ns END), 0), coalesce(sum(CASE WHEN "
-                  "w.state = 1 THEN w.sleep_ns END), 0) FROM {} AS i CROSS JOIN thread_wakeup AS "
-                  "w ON w.interval_id = i.id CROSS JOIN thread AS t ON t.id = w.thread_id JOIN "
-                  "culprit AS c ON c.id = w.waker_id WHERE {} AND {} GROUP BY w.thread_id",
-                  timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)),
-      p.a, p.b, vs, [&](sqlite3_stmt *s) {
-        auto [it, fresh] = out.try_emplace(sqlite3_column_int64(s, 0));
-        thread_stats &t = it->second;
-        if (fresh) {
-          t.tid = sqlite3_column_int64(s, 1);
-          t.pid = sqlite3_column_int64(s, 2);
-          t.comm = sqlite::column_text(s, 3);
-          t.cgroup = sqlite::column_text(s, 4);
-        }
-        t.held_ns += sqlite3_column_int64(s, 5);
-        t.blocked_ns += sqlite3_column_int64(s, 6);
-        t.any = true;
-      });
-  if (!r) {
-    return make_error("explain: " + r.err().msg);
+
+  result<void> read_sql(const period &p) {
+    return each_row(db_,
+                    fmt::format("SELECT w.thread_id, w.waker_id, w.state, sum(w.sleep_ns) FROM {} "
+                                "AS i CROSS JOIN thread_wakeup AS w ON w.interval_id = i.id WHERE "
+                                "{} GROUP BY w.thread_id, w.waker_id, w.state",
+                                timeline(db_), overlaps(db_, "i", p.a)),
+                    p.a, p.b, {}, [&](sqlite3_stmt *s) {
+                      add(sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
+                          sqlite3_column_int64(s, 2), sqlite3_column_int64(s, 3));
+                    });
   }
-  return {};
-}
+
+  // The thread's stats in `stats` when it is a victim (its identity read the first time), else
+  // nullptr.
+  result<thread_stats *> victim(std::int64_t id,
+                                std::unordered_map<std::int64_t, thread_stats> &stats) {
+    if (auto it = stats.find(id); it != stats.end()) {
+      return &it->second; // read with its delay: a victim
+    }
+    auto [known, fresh] = not_victims_.insert(id);
+    if (!fresh) {
+      return nullptr;
+    }
+    if (!ident_) {
+      auto st = sqlite::prepare_stmt(
+          db_, fmt::format("SELECT t.tid, t.pid, t.comm, t.cgroup FROM thread AS t WHERE t.id = "
+                           "?1 AND {}",
+                           victims_sql(vs_, 2)));
+      if (!st) {
+        return st.err();
+      }
+      ident_ = std::move(*st);
+    }
+    sqlite3_stmt *q = ident_.get();
+    sqlite3_reset(q);
+    bind_victims(q, vs_, 2);
+    sqlite3_bind_int64(q, 1, id);
+    const int rc = sqlite3_step(q);
+    if (rc == SQLITE_DONE) {
+      return nullptr;
+    }
+    if (rc != SQLITE_ROW) {
+      return make_error(sqlite3_errmsg(db_));
+    }
+    not_victims_.erase(known);
+    thread_stats &t = stats[id];
+    t.tid = sqlite3_column_int64(q, 0);
+    t.pid = sqlite3_column_int64(q, 1);
+    t.comm = sqlite::column_text(q, 2);
+    t.cgroup = sqlite::column_text(q, 3);
+    return &t;
+  }
+
+  result<const waker_info *> waker(std::int64_t id) {
+    if (auto it = wakers_.find(id); it != wakers_.end()) {
+      return &it->second;
+    }
+    if (!culprit_) {
+      auto st = sqlite::prepare_stmt(db_, "SELECT kind, CASE kind WHEN 0 THEN nullif(pid, 0) WHEN "
+                                          "1 THEN 0 END, comm, cgroup FROM culprit WHERE id = ?1");
+      if (!st) {
+        return st.err();
+      }
+      culprit_ = std::move(*st);
+    }
+    sqlite3_stmt *q = culprit_.get();
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    waker_info w;
+    if (const int rc = sqlite3_step(q); rc == SQLITE_ROW) {
+      w.kind = sqlite3_column_int(q, 0);
+      if (sqlite3_column_type(q, 1) != SQLITE_NULL) {
+        w.pid = sqlite3_column_int64(q, 1);
+      }
+      w.comm = sqlite::column_text(q, 2);
+      w.cgroup = sqlite::column_text(q, 3);
+    } else if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db_));
+    } else {
+      return nullptr; // no culprit row: the SQL join would drop the row
+    }
+    return &wakers_.emplace(id, std::move(w)).first->second;
+  }
+
+  // The period's sums into the victims' stats (held: not D, ended by a process; blocked: D) and
+  // their wakers.
+  result<void> add_to(std::unordered_map<std::int64_t, thread_stats> &stats, wakers_map &out) {
+    for (const auto &[k, sleep] : sums_) {
+      const auto &[thread, waker_id, state] = k;
+      auto t = victim(thread, stats);
+      if (!t) {
+        return t.err();
+      }
+      auto w = waker(waker_id);
+      if (!w) {
+        return w.err();
+      }
+      if (*t == nullptr || *w == nullptr) {
+        continue;
+      }
+      thread_stats &ts = **t;
+      const waker_info &wi = **w;
+      ts.any = true;
+      if (state == 1) {
+        ts.blocked_ns += sleep;
+      } else if (wi.kind == 0) {
+        ts.held_ns += sleep;
+      }
+      out[thread].push_back({wi.kind, wi.pid, wi.comm, wi.cgroup, state, sleep});
+    }
+    return {};
+  }
+
+  sqlite3 *db_;
+  const victims &vs_;
+  std::unordered_map<key, std::int64_t, key_hash> sums_;
+  std::unordered_set<std::int64_t> not_victims_;
+  std::unordered_map<std::int64_t, waker_info> wakers_;
+  sqlite::stmt_ptr ident_, culprit_;
+};
 
 std::optional<std::int64_t> p99(const std::optional<stats::histogram> &h) {
   if (!h) {
@@ -769,7 +907,8 @@ struct evidence {
 // The culprits of the ranked threads only (the others' are never read), from one read of both
 // periods; the inversions, migrations, pressure of their cgroups and their wakers.
 result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
-                        const period &baseline, const std::vector<victim_row> &victims_ranked) {
+                        const period &baseline, const std::vector<victim_row> &victims_ranked,
+                        wakers_map wake_w, wakers_map wake_b) {
   evidence e;
   std::unordered_set<std::int64_t> ranked;
   std::set<std::string> cgroups;
@@ -785,12 +924,9 @@ result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
   auto mig_w = migrations_by_thread(db, vs, window);
   auto mig_b = migrations_by_thread(db, vs, baseline);
   auto pressures = pressure_by_cgroup(db, cgroups, window, baseline);
-  auto wake_w = wakers_by_thread(db, vs, window, ranked);
-  auto wake_b = wakers_by_thread(db, vs, baseline, ranked);
   for (const error *err : {blame ? nullptr : &blame.err(), inverted ? nullptr : &inverted.err(),
                            mig_w ? nullptr : &mig_w.err(), mig_b ? nullptr : &mig_b.err(),
-                           pressures ? nullptr : &pressures.err(), wake_w ? nullptr : &wake_w.err(),
-                           wake_b ? nullptr : &wake_b.err()}) {
+                           pressures ? nullptr : &pressures.err()}) {
     if (err != nullptr) {
       return *err;
     }
@@ -809,8 +945,8 @@ result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
   e.mig_w = std::move(*mig_w);
   e.mig_b = std::move(*mig_b);
   e.pressures = std::move(*pressures);
-  e.wake_w = std::move(*wake_w);
-  e.wake_b = std::move(*wake_b);
+  e.wake_w = std::move(wake_w);
+  e.wake_b = std::move(wake_b);
   return e;
 }
 
@@ -1156,10 +1292,12 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   if (auto r = delay_by_thread(db, s->vs, *baseline, in_baseline); !r) {
     return r.err();
   }
-  if (auto r = sleep_by_thread(db, s->vs, *window, in_window); !r) {
+  wakers_map wake_w, wake_b;
+  sleep_reader sleep(db, s->vs);
+  if (auto r = sleep.read(*window, in_window, wake_w); !r) {
     return r.err();
   }
-  if (auto r = sleep_by_thread(db, s->vs, *baseline, in_baseline); !r) {
+  if (auto r = sleep.read(*baseline, in_baseline, wake_b); !r) {
     return r.err();
   }
   // The baseline rate over the window's recorded time; with no recorded baseline, nothing is
@@ -1170,7 +1308,7 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
                              static_cast<long double>(baseline->recorded_ns);
   }
   auto ranked = rank_victims(in_window, in_baseline, at_baseline_rate);
-  auto e = gather(db, s->vs, *window, *baseline, ranked);
+  auto e = gather(db, s->vs, *window, *baseline, ranked, std::move(wake_w), std::move(wake_b));
   if (!e) {
     return e.err();
   }
