@@ -62,6 +62,31 @@ std::string_view mode_name(output_mode m) {
 //    which cannot be combined with -c, -o, --csv/--json/--jsonl or --bail;
 //  - every error is one line in this program's words ("unknown option '--bogus'", "option '-c'
 //    needs an SQL argument"), which main prints escaped and exits 2 with.
+namespace {
+// The service subcommand's arguments: NAME, then its patterns, as given ("--" once allowed:
+// after it, arguments starting with '-' are data too).
+result<service_args> parse_service(std::span<const std::string_view> args, bool options_ended) {
+  service_args sv;
+  bool have_name = false;
+  for (const std::string_view b : args) {
+    if (!options_ended && b == "--") {
+      options_ended = true;
+    } else if (!options_ended && b.size() > 1 && b.front() == '-') {
+      return make_error(fmt::format("unknown option '{}' for service", b));
+    } else if (!have_name) {
+      sv.name = std::string(b);
+      have_name = true;
+    } else {
+      sv.patterns.emplace_back(b);
+    }
+  }
+  if (!have_name || sv.name.empty()) {
+    return make_error("service needs a name: service NAME [comm|comm:GLOB|cgroup:PATH]...");
+  }
+  return sv;
+}
+} // namespace
+
 result<options> parse_args(std::span<const std::string_view> args) {
   options o;
   std::optional<std::string> db;
@@ -96,28 +121,11 @@ result<options> parse_args(std::span<const std::string_view> args) {
         }
         db = std::string(a);
       } else if (!o.mark && !o.service && a == "service") {
-        // The name and the patterns: every argument after it, as given ("--" once allowed).
-        o.service = service_args{};
-        bool have_name = false;
-        for (std::size_t j = i + 1; j < args.size(); ++j) {
-          const std::string_view b = args[j];
-          if (!options_ended && b == "--") {
-            options_ended = true;
-            continue;
-          }
-          if (!options_ended && b.size() > 1 && b.front() == '-') {
-            return make_error(fmt::format("unknown option '{}' for service", b));
-          }
-          if (!have_name) {
-            o.service->name = std::string(b);
-            have_name = true;
-          } else {
-            o.service->patterns.emplace_back(b);
-          }
+        auto sv = parse_service(args.subspan(i + 1), options_ended);
+        if (!sv) {
+          return sv.err();
         }
-        if (!have_name || o.service->name.empty()) {
-          return make_error("service needs a name: service NAME [comm|comm:GLOB|cgroup:PATH]...");
-        }
+        o.service = std::move(*sv);
         if (!o.commands.empty() || o.output_file || mode_set || o.bail) {
           return make_error("service cannot be combined with -c, -o, --csv, --json or --bail");
         }

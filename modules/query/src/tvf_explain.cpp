@@ -109,6 +109,14 @@ std::span<const std::uint8_t> column_blob(sqlite3_stmt *s, int i) {
           static_cast<std::size_t>(sqlite3_column_bytes(s, i))};
 }
 
+// Runs `st` again with ?1 = interval `id`: its first step's code (SQLITE_ROW, SQLITE_DONE, an
+// error).
+int step_interval(sqlite3_stmt *st, std::int64_t id) {
+  sqlite3_reset(st);
+  sqlite3_bind_int64(st, 1, id);
+  return sqlite3_step(st);
+}
+
 // delay_by_thread() where the raw tier is packed (schema v8): per interval of the period its
 // sched_delay pack decoded here and its other rows (rollups, raw rows written before) read from
 // thread_hist_row, as the thread_hist table reads them; each thread's identity and whether it
@@ -161,9 +169,7 @@ result<void> delay_by_thread_packed(sqlite3 *db, const victims &vs, const period
   store::pack_entry e;
   for (const auto &iv : *ivs) {
     sqlite3_stmt *ps = pack->get();
-    sqlite3_reset(ps);
-    sqlite3_bind_int64(ps, 1, iv.id);
-    int rc = sqlite3_step(ps);
+    int rc = step_interval(ps, iv.id);
     if (rc == SQLITE_ROW) {
       store::pack_reader r(column_blob(ps, 0));
       while (r.next(e)) {
@@ -184,9 +190,7 @@ result<void> delay_by_thread_packed(sqlite3 *db, const victims &vs, const period
       return make_error(std::string("explain: ") + sqlite3_errmsg(db));
     }
     sqlite3_stmt *rs = rows->get();
-    sqlite3_reset(rs);
-    sqlite3_bind_int64(rs, 1, iv.id);
-    while ((rc = sqlite3_step(rs)) == SQLITE_ROW) {
+    for (rc = step_interval(rs, iv.id); rc == SQLITE_ROW; rc = sqlite3_step(rs)) {
       auto t = stats_of(sqlite3_column_int64(rs, 0));
       if (!t) {
         return t.err();
@@ -339,9 +343,7 @@ private:
     std::vector<std::int64_t> cells;
     for (const auto &iv : *ivs) {
       sqlite3_stmt *ps = pack->get();
-      sqlite3_reset(ps);
-      sqlite3_bind_int64(ps, 1, iv.id);
-      int rc = sqlite3_step(ps);
+      int rc = step_interval(ps, iv.id);
       if (rc == SQLITE_ROW) {
         // (thread_id, waker_id, state, sleep_ns, count)
         if (auto u = store::unpack_rows(column_blob(ps, 0), 5, cells); !u) {
@@ -354,9 +356,7 @@ private:
         return make_error(sqlite3_errmsg(db_));
       }
       sqlite3_stmt *rs = rows->get();
-      sqlite3_reset(rs);
-      sqlite3_bind_int64(rs, 1, iv.id);
-      while ((rc = sqlite3_step(rs)) == SQLITE_ROW) {
+      for (rc = step_interval(rs, iv.id); rc == SQLITE_ROW; rc = sqlite3_step(rs)) {
         add(sqlite3_column_int64(rs, 0), sqlite3_column_int64(rs, 1), sqlite3_column_int64(rs, 2),
             sqlite3_column_int64(rs, 3));
       }
