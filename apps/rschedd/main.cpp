@@ -286,6 +286,9 @@ int run(const rschedd::options &opt, daemon_config cfg) {
     for (const auto &m : pressure->missing()) {
       notes += fmt::format("rschedd: {}\n", m);
     }
+    for (const auto &m : pressure->unseen()) {
+      notes += fmt::format("rschedd: {}\n", text::escape_for_terminal(m));
+    }
   }
   bo.groups = groups;
   bo.verbose = bo.verbose || std::getenv("RSCHED_BPF_VERBOSE") != nullptr;

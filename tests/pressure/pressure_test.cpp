@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -110,7 +111,7 @@ void put(const std::filesystem::path &p, const std::string &text) {
 
 TEST_CASE("sampler: a fake machine with cgroup v2 and the cpu controller on v1", "[pressure]") {
   temp_dir dir;
-  const auto root = dir.path();
+  const auto &root = dir.path();
   put(root / "proc/pressure/cpu", "some avg10=0 avg60=0 avg300=0 total=2000\n"
                                   "full avg10=0 avg60=0 avg300=0 total=0\n");
   put(root / "v2/cgroup.controllers", "memory pids\n");
@@ -156,6 +157,34 @@ TEST_CASE("sampler: a fake machine with cgroup v2 and the cpu controller on v1",
   const auto r0 = bare.read();
   REQUIRE(r0.size() == 1);
   CHECK_FALSE(r0.at("/").some_ns);
+}
+
+TEST_CASE("sampler: a hybrid machine's v1-only cgroups with a CFS quota are named", "[pressure]") {
+  temp_dir dir;
+  const auto &root = dir.path();
+  put(root / "v2/app/db/cpu.stat", "usage_usec 5\n");
+  put(root / "v1cpu/app/db/cpu.cfs_quota_us", "50000\n"); // seen: v2 has /app/db
+  put(root / "v1cpu/docker/abc/cpu.cfs_quota_us", "50000\n");
+  put(root / "v1cpu/docker/abc/cpu.cfs_period_us", "100000\n");
+  put(root / "v1cpu/docker/free/cpu.cfs_quota_us", "-1\n"); // no quota: nothing to miss
+  put(root / "v1cpu/hand\x1b[2J/cpu.cfs_quota_us", "1000\n");
+  sources s;
+  s.cgroup2 = (root / "v2").string();
+  s.cpu_v1 = (root / "v1cpu").string();
+  const auto lines = sampler(s).unseen_v1_quotas();
+  REQUIRE(lines.size() == 2);
+  std::vector<std::string> sorted = lines;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted[0] == "cgroup /docker/abc has a CFS quota in the v1 cpu hierarchy (50000 us every "
+                     "100000 us) but no cgroup v2 counterpart: its threads are recorded under "
+                     "their v2 cgroup and its throttling is not read");
+  CHECK(sorted[1].find("cgroup /hand\x1b[2J has a CFS quota") == 0); // escaped by the caller
+  // At most max_lines, then how many more.
+  const auto one = sampler(s).unseen_v1_quotas(1);
+  REQUIRE(one.size() == 2);
+  CHECK(one[1] == "... and 1 more v1-only cgroups with a CFS quota");
+  s.cpu_v1.clear();
+  CHECK(sampler(s).unseen_v1_quotas().empty());
 }
 
 TEST_CASE("mountinfo: cgroup2 and the v1 cpu controller of a hybrid system", "[pressure]") {

@@ -2,7 +2,10 @@
 #include "rsched/base/mountinfo.hpp"
 #include "rsched/pressure/pressure.hpp"
 
+#include <fmt/format.h>
+
 #include <deque>
+#include <exception>
 #include <fcntl.h>
 #include <filesystem>
 #include <unistd.h>
@@ -106,6 +109,57 @@ readings sampler::read() {
         todo.push_back((rel == "/" ? std::string() : rel) + "/" + it->path().filename().string());
       }
     }
+  }
+  return out;
+}
+
+std::vector<std::string> sampler::unseen_v1_quotas(std::size_t max_lines) const {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  if (src_.cpu_v1.empty() || src_.cgroup2.empty()) {
+    return out;
+  }
+  const auto number = [](const std::string &path) -> std::optional<long long> {
+    auto t = slurp(path);
+    if (!t) {
+      return std::nullopt;
+    }
+    try {
+      return std::stoll(*t);
+    } catch (const std::exception &) {
+      return std::nullopt;
+    }
+  };
+  std::deque<std::string> todo{"/"};
+  std::size_t n = 0, more = 0;
+  std::error_code ec;
+  while (!todo.empty() && n++ < src_.max_cgroups) {
+    const std::string rel = std::move(todo.front());
+    todo.pop_front();
+    const std::string dir = rel == "/" ? src_.cpu_v1 : src_.cpu_v1 + rel;
+    if (rel != "/" && !fs::is_directory(src_.cgroup2 + rel, ec)) {
+      const auto quota = number(dir + "/cpu.cfs_quota_us");
+      if (quota && *quota > 0) {
+        if (out.size() < max_lines) {
+          out.push_back(fmt::format(
+              "cgroup {} has a CFS quota in the v1 cpu hierarchy ({} us every {} us) but no "
+              "cgroup v2 counterpart: its threads are recorded under their v2 cgroup and its "
+              "throttling is not read",
+              rel, *quota, number(dir + "/cpu.cfs_period_us").value_or(0)));
+        } else {
+          ++more;
+        }
+      }
+    }
+    for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
+      if (it->is_directory(ec) && !it->is_symlink(ec)) {
+        todo.push_back((rel == "/" ? std::string() : rel) + "/" + it->path().filename().string());
+      }
+    }
+  }
+  if (more > 0) {
+    out.push_back(fmt::format("... and {} more v1-only cgroups with a CFS quota", more));
   }
   return out;
 }

@@ -84,6 +84,8 @@ public:
   void rebase();
   // What this machine lacks, one line each.
   [[nodiscard]] std::vector<std::string> missing() const { return sampler_.missing(); }
+  // Throttled cgroups it cannot see (pressure::sampler::unseen_v1_quotas), one line each.
+  [[nodiscard]] std::vector<std::string> unseen() const { return sampler_.unseen_v1_quotas(); }
 
 private:
   pressure::sampler sampler_;

@@ -99,6 +99,11 @@ public:
   [[nodiscard]] bool truncated() const { return truncated_; }
   // What this machine lacks, one line each (for rschedd's startup notes), empty when complete.
   [[nodiscard]] std::vector<std::string> missing() const;
+  // On a hybrid machine: the cgroups of the v1 cpu hierarchy that have a CFS quota but no
+  // cgroup v2 counterpart (made by hand, or by Docker's cgroupfs driver), one line each, at
+  // most `max_lines` and a last line counting the rest. Their threads are recorded under their v2
+  // cgroup and their throttling is never read: rschedd says so at start.
+  [[nodiscard]] std::vector<std::string> unseen_v1_quotas(std::size_t max_lines = 10) const;
   [[nodiscard]] const sources &where() const { return src_; }
 
 private:
