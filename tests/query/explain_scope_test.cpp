@@ -68,7 +68,8 @@ TEST_CASE("a service's mapping: comm, comm GLOB, cgroup and its descendants", "[
           row{"cgroup:/system.slice/api.service/", "java", "/system.slice/api.service/w", true},
           row{"cgroup:/system.slice/api.service", "java", "/system.slice/api.service2", false},
           row{"cgroup:/system.slice/*.service", "java", "/system.slice/db.service", true},
-          row{"cgroup:/", "java", "/anything", true},
+          row{"cgroup:/", "java", "/anything", false}, // the root alone, as blame's victims
+          row{"cgroup:/", "java", "/", true},
           row{"pid:12", "java", "/", false}, // never a service's
           row{"", "java", "/", false},
       }));
@@ -122,6 +123,11 @@ TEST_CASE("the baseline: the nearest recorded stretch before the window outside 
     CHECK(c.clean);
     CHECK(c.at.b <= 750); // [a, b) holds at least 150 s of [.., 600)
     CHECK(2 * gap(c.at.a, c.at.b) >= 300);
+    // Ten hours with nothing recorded (rschedd stopped) are crossed, not walked a quarter at a
+    // time (256 quarters of 5 minutes are 5.3 hours).
+    auto far = choose_baseline({40'000, 40'030}, 5 * min, {}, 0, gap);
+    CHECK(far.clean);
+    CHECK(2 * gap(far.at.a, far.at.b) >= 300);
   }
   SECTION("nothing clean back to the oldest record: the stretch just before, not clean") {
     auto c = choose_baseline({1000, 1030}, 5 * min, {{500, 950}}, 400, all_recorded);

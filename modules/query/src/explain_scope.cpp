@@ -2,9 +2,10 @@
 
 #include "rsched/base/text.hpp"
 
+#include "tvf_blame.hpp"
+
 #include <algorithm>
 #include <cstddef>
-#include <sqlite3.h>
 
 namespace rsched::query::detail {
 
@@ -55,15 +56,6 @@ bool component_is(std::string_view c, std::string_view name) {
          c[name.size()] == '@' && c.substr(c.size() - service.size()) == service;
 }
 
-bool has_glob(std::string_view s) {
-  return s.find_first_of("*?[") != std::string_view::npos;
-}
-
-bool glob(std::string_view pattern, std::string_view s) {
-  // sqlite3_strglob: the GLOB operator's matching (case-sensitive), as the victims' SQL.
-  return sqlite3_strglob(std::string(pattern).c_str(), std::string(s).c_str()) == 0;
-}
-
 } // namespace
 
 std::optional<std::string> service_of_tags(std::string_view tags) {
@@ -106,30 +98,13 @@ bool matches_service_name(std::string_view name, std::string_view comm, std::str
 }
 
 bool matches_pattern(std::string_view pattern, std::string_view comm, std::string_view cgroup) {
-  if (pattern.starts_with("cgroup:")) {
-    std::string_view p = pattern.substr(7);
-    while (p.size() > 1 && p.back() == '/') {
-      p.remove_suffix(1);
-    }
-    if (p.empty()) {
-      return false;
-    }
-    if (has_glob(p)) {
-      return glob(p, cgroup);
-    }
-    return cgroup == p || (cgroup.size() > p.size() && cgroup.starts_with(p) &&
-                           (p == "/" || cgroup[p.size()] == '/'));
-  }
+  // explain's victim grammar (parse_victim), matched as its SQL matches; pid:N and tid:N never
+  // (set_service refuses them: they change with every restart).
   if (pattern.starts_with("pid:") || pattern.starts_with("tid:")) {
-    return false; // not a service's: set_service refuses them
-  }
-  if (pattern.starts_with("comm:")) {
-    pattern.remove_prefix(5);
-  }
-  if (pattern.empty()) {
     return false;
   }
-  return has_glob(pattern) ? glob(pattern, comm) : comm == pattern;
+  auto v = parse_victim(pattern, "service");
+  return v && v->what != victim::kind::all && v->matches(comm, cgroup);
 }
 
 bool service_rule::matches(std::string_view comm, std::string_view cgroup) const {
@@ -160,7 +135,9 @@ choose_baseline(stretch window, std::int64_t min_len, const std::vector<stretch>
   const baseline_choice plain{{window.a - len, window.a}, false, 0};
   std::int64_t end = window.a;
   int skipped = 0;
-  // Bounded: a candidate steps back past an incident or a quarter of its length each time.
+  // Bounded: a candidate steps back past an incident, a quarter of its length or (nothing
+  // recorded) its whole length each time: 256 steps of a 5-minute baseline reach back a day
+  // through gaps, ~5 hours through a half-recorded stretch.
   for (int step = 0; step < 256 && end - len >= horizon; ++step) {
     const std::int64_t start = end - len;
     std::optional<std::int64_t> before;
@@ -174,10 +151,13 @@ choose_baseline(stretch window, std::int64_t min_len, const std::vector<stretch>
       ++skipped;
       continue;
     }
-    if (2 * recorded_ns(start, end) >= len) {
+    const std::int64_t recorded = recorded_ns(start, end);
+    if (2 * recorded >= len) {
       return {{start, end}, true, skipped};
     }
-    end -= std::max<std::int64_t>(1, len / 4);
+    // Back a quarter of its length, or across the whole stretch when none of it was recorded
+    // (rschedd stopped: a gap is crossed in a few steps).
+    end -= recorded == 0 ? len : std::max<std::int64_t>(1, len / 4);
   }
   return plain;
 }

@@ -53,8 +53,8 @@ struct stretch {
 // The baseline of `window`: the nearest stretch before it, as long as the window but at least
 // `min_len`, that overlaps none of `incidents` (the other annotations' windows) and of which at
 // least half was recorded (`recorded_ns(a, b)`: the recorded time in [a, b)), looked for back
-// to `horizon` (the oldest recorded time). `clean` false when there is none: the stretch just
-// before the window, as explain always took it.
+// to `horizon` (the oldest recorded time) in at most 256 steps. `clean` false when there is
+// none: the stretch just before the window, as explain always took it.
 struct baseline_choice {
   stretch at;
   bool clean = true;

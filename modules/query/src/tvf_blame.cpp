@@ -141,6 +141,31 @@ void victim::bind(sqlite3_stmt *st, int param) const {
   }
 }
 
+bool victim::matches(std::string_view comm, std::string_view cgroup) const {
+  const auto glob_match = [](const std::string &pattern, std::string_view s) {
+    return sqlite3_strglob(pattern.c_str(), std::string(s).c_str()) == 0;
+  };
+  switch (what) {
+  case kind::all:
+    return true;
+  case kind::comm:
+    return glob ? glob_match(text, comm) : comm == text;
+  case kind::cgroup:
+    if (glob) {
+      return glob_match(text, cgroup);
+    }
+    // sql(): the cgroup, or (descendants) a path under it
+    return cgroup == text || (descendants && cgroup.size() > text.size() &&
+                              cgroup.starts_with(text) && cgroup[text.size()] == '/');
+  case kind::pid:
+  case kind::tid:
+    return false;
+  case kind::service:
+    return service != nullptr && service->matches(comm, cgroup);
+  }
+  return false;
+}
+
 std::string victim::describe() const {
   switch (what) {
   case kind::all:

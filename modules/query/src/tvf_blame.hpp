@@ -34,6 +34,9 @@ struct victim {
   [[nodiscard]] std::string sql(int param) const;
   // Binds the pattern or number to parameter `param` of `st` (nothing for all threads).
   void bind(sqlite3_stmt *st, int param) const;
+  // Whether a thread of this comm and cgroup matches, as sql() says it in SQL (GLOB as
+  // sqlite3_strglob); pid and tid patterns never match here (they need the thread's ids).
+  [[nodiscard]] bool matches(std::string_view comm, std::string_view cgroup) const;
   // "comm postgres", "cgroup /x", "pid 12", "all threads", the service's rule.
   [[nodiscard]] std::string describe() const;
 };

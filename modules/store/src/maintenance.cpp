@@ -438,16 +438,26 @@ struct maintenance::impl {
   // The rows of one merge of 1-minute bucket `id` from the writer's sums: those
   // rollup_thread_hist or the statement would write, with the group identities the statements
   // before them created (a group without one: the statement's joins drop its rows).
+  // The rollup identities of a bucket's groups and culprits, looked up once for its merges
+  // (the statements that create them run before the first merge that needs each).
+  struct sum_ids {
+    std::optional<std::vector<std::optional<std::int64_t>>> groups, culprits;
+  };
+
   result<void> rollup_from_sums(const bucket_sums::bucket &sum, std::int64_t id,
-                                from_sums_merge merge) {
-    auto gid = rollup_ids(sum.groups.size(), [&](std::size_t g) {
-      return scalar("SELECT id FROM thread WHERE boot_id = '' AND tid = 0 AND start_time_ns = 0 "
-                    "AND comm = ?1 AND cgroup = ?2",
-                    {sum.groups[g].first, sum.groups[g].second});
-    });
-    if (!gid) {
-      return gid.err();
+                                from_sums_merge merge, sum_ids &ids) {
+    if (!ids.groups) {
+      auto g = rollup_ids(sum.groups.size(), [&](std::size_t i) {
+        return scalar("SELECT id FROM thread WHERE boot_id = '' AND tid = 0 AND start_time_ns = "
+                      "0 AND comm = ?1 AND cgroup = ?2",
+                      {sum.groups[i].first, sum.groups[i].second});
+      });
+      if (!g) {
+        return g.err();
+      }
+      ids.groups = std::move(*g);
     }
+    const auto &gid = ids.groups;
     switch (merge) {
     case from_sums_merge::hist:
       return hists_from_sums(sum, id, *gid);
@@ -462,15 +472,19 @@ struct maintenance::impl {
     case from_sums_merge::wakeup:
       break;
     }
-    auto cid = rollup_ids(sum.culprits.size(), [&](std::size_t c) {
-      const auto &k = sum.culprits[c];
-      return scalar("SELECT id FROM culprit WHERE boot_id = '' AND pid = 0 AND comm = ?1 AND "
-                    "cgroup = ?2 AND kind = ?3",
-                    {k.comm, k.cgroup, std::int64_t{k.kind}});
-    });
-    if (!cid) {
-      return cid.err();
+    if (!ids.culprits) {
+      auto c = rollup_ids(sum.culprits.size(), [&](std::size_t i) {
+        const auto &k = sum.culprits[i];
+        return scalar("SELECT id FROM culprit WHERE boot_id = '' AND pid = 0 AND comm = ?1 AND "
+                      "cgroup = ?2 AND kind = ?3",
+                      {k.comm, k.cgroup, std::int64_t{k.kind}});
+      });
+      if (!c) {
+        return c.err();
+      }
+      ids.culprits = std::move(*c);
     }
+    const auto &cid = ids.culprits;
     if (merge == from_sums_merge::blame) {
       return rows_from_sums(sum.blame, *gid, &*cid,
                             "INSERT INTO thread_blame_row(interval_id, thread_id, culprit_id, "
@@ -667,6 +681,7 @@ struct maintenance::impl {
         sum = sums.exact(b, boot, raw_ids);
         from_sums += sum != nullptr ? 1 : 0;
       }
+      sum_ids ids;
       for (const auto &sql : rollups) {
         result<void> r;
         if (sum != nullptr && sql == collect_hist) { // thread_hist's and thread_blame's
@@ -678,7 +693,7 @@ struct maintenance::impl {
           r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_culprits(id) VALUES(?1)",
                             sum->culprit_ids());
         } else if (const auto from = sum != nullptr ? merged_from_sums(sql) : std::nullopt) {
-          r = rollup_from_sums(*sum, id, *from);
+          r = rollup_from_sums(*sum, id, *from, ids);
         } else if (sql == native_thread_hist) {
           r = rollup_thread_hist({id, src, boot, b, b + w});
         } else {
