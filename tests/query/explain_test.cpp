@@ -164,8 +164,23 @@ TEST_CASE_METHOD(new_db,
   }
   auto r = open_reader(path);
   const auto t = run(r, window_sql("victim_tid, cause_rank, cause, culprit_pid, culprit_cgroup, "
-                                   "share_pct, measure, measure_baseline, summary"));
+                                   "share_pct, coalesce(measure_ns, measure_pct, measure_count), "
+                                   "coalesce(baseline_ns, baseline_pct, baseline_count), summary"));
   REQUIRE(t.rows.size() == 3);
+  // Each cause's value in the columns of its unit: throttled ns, migrations, PSI percent.
+  const auto units = run(r, window_sql("cause, measure_ns IS NOT NULL, baseline_ns IS NOT NULL, "
+                                       "measure_count IS NOT NULL, baseline_count IS NOT NULL, "
+                                       "measure_pct IS NOT NULL, baseline_pct IS NOT NULL"));
+  REQUIRE(units.rows.size() == 3);
+  const std::vector<std::pair<std::string, int>> in_columns = {
+      {"throttle", 1}, {"migration", 3}, {"pressure", 5}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(as_text(units.rows[i][0]) == in_columns[i].first);
+    for (int c = 1; c <= 6; ++c) {
+      const bool filled = c == in_columns[i].second || c == in_columns[i].second + 1;
+      CHECK(as_int(units.rows[i][static_cast<std::size_t>(c)]) == (filled ? 1 : 0));
+    }
+  }
   for (const auto &row : t.rows) {
     CHECK(as_int(row[0]) == 400);
   }
@@ -175,8 +190,8 @@ TEST_CASE_METHOD(new_db,
   CHECK(is_null(t.rows[0][3]));
   CHECK(as_text(t.rows[0][4]) == "/api.slice");
   CHECK(as_real(t.rows[0][5]) == Approx(100.0));
-  CHECK(as_real(t.rows[0][6]) == Approx(12e9));
-  CHECK(as_real(t.rows[0][7]) == Approx(0.0));
+  CHECK(as_int(t.rows[0][6]) == 12'000'000'000);
+  CHECK(as_int(t.rows[0][7]) == 0);
   // 300 migrations against 6 at the baseline rate: evidence, no share.
   CHECK(as_text(t.rows[1][2]) == "migration");
   CHECK(is_null(t.rows[1][5]));
@@ -202,7 +217,8 @@ TEST_CASE_METHOD(new_db, "explain(annotation id) is explain over the annotation'
   const std::string cols = "victim_rank, victim_tid, victim_pid, victim_comm, victim_cgroup, "
                            "baseline_p99_ns, window_p99_ns, wait_ns, expected_ns, excess_ns, "
                            "cause_rank, cause, culprit_pid, culprit_comm, culprit_cgroup, "
-                           "share_pct, measure, measure_baseline, summary, victim_class, "
+                           "via, share_pct, measure_ns, baseline_ns, measure_pct, baseline_pct, "
+                           "measure_count, baseline_count, summary, victim_class, "
                            "baseline_start_ns, baseline_end_ns";
   const auto by_id = run(r, "SELECT " + cols + " FROM explain(1)");
   const auto by_window = run(r, window_sql(cols));
@@ -251,15 +267,15 @@ TEST_CASE_METHOD(new_db,
     write_ok(w, make_interval(t0 + i * 10 * sec, {db}));
   }
   auto r = open_reader(path);
-  const auto t = run(r, window_sql("excess_ns, cause, culprit_comm, share_pct, measure, "
-                                   "measure_baseline"));
+  const auto t = run(r, window_sql("excess_ns, cause, culprit_comm, share_pct, measure_ns, "
+                                   "baseline_ns"));
   REQUIRE(t.rows.size() == 1);
   CHECK(as_int(t.rows[0][0]) == 12'000'000);
   CHECK(as_text(t.rows[0][1]) == "cpu");
   CHECK(as_text(t.rows[0][2]) == "hog");
   CHECK(as_real(t.rows[0][3]) == Approx(100.0)); // not 300
-  CHECK(as_real(t.rows[0][4]) == Approx(36e6));
-  CHECK(as_real(t.rows[0][5]) == Approx(0.0));
+  CHECK(as_int(t.rows[0][4]) == 36'000'000);
+  CHECK(as_int(t.rows[0][5]) == 0);
 }
 
 TEST_CASE("explain: the same answers from histogram packs, from rows, and without summaries",
@@ -565,4 +581,127 @@ TEST_CASE_METHOD(new_db,
   CHECK(as_real(t.rows[1][4]) == Approx(100.0));
   CHECK(as_int(t.rows[1][7]) == 24'000'000'000);
   CHECK(as_int(t.rows[1][8]) == 24'000'000'000 - 600'000'000);
+}
+
+namespace {
+
+using rsched::store::waker_kind;
+using rsched::store::wakeup_row;
+
+wakeup_row woken_by(std::uint32_t pid, const char *comm, std::uint64_t ns, int state = 0) {
+  wakeup_row x;
+  x.kind = waker_kind::process;
+  x.pid = pid;
+  x.comm = comm;
+  x.cgroup = "/app";
+  x.state = static_cast<std::uint8_t>(state);
+  x.sleep_ns = ns;
+  x.count = 10;
+  return x;
+}
+
+// One chain per victim, as data: who woke whom (held sleep, baseline -> window per interval) and
+// who waited behind whom for the CPU.
+struct chain_case {
+  std::uint32_t tid, pid;
+  const char *comm;
+  std::vector<std::tuple<std::uint32_t, const char *, std::uint64_t, std::uint64_t>> wakers;
+  std::vector<std::tuple<std::uint32_t, const char *, std::uint64_t>> cpu; // in the window
+  std::uint64_t idle_wait_ns = 0; // in the window, behind no one named
+};
+
+const std::vector<chain_case> chains = {
+    // api's lock holder flusher (a thread of api's own process) waits on journal's commit, and
+    // journal waits for the CPU behind reindex: three hops to the root.
+    {412, 400, "api", {{400, "flusher", 1'000'000'000, 6'000'000'000}}, {}},
+    {415, 400, "flusher", {{500, "journal", 500'000'000, 5'000'000'000}}, {}},
+    {501, 500, "journal", {}, {{977, "reindex", 800'000'000}}},
+    {977, 977, "reindex", {}, {}},
+    // web waits on cache, which was late mostly behind no one: 5 % named (hog); the chain stops
+    // at cache, the root.
+    {612, 610, "web", {{620, "cache", 1'000'000'000, 4'000'000'000}}, {}},
+    {621, 620, "cache", {}, {{77, "hog", 5'000'000}}, 95'000'000},
+    // ping and pong wait on each other: a cycle, the chain stops at pong.
+    {701, 700, "ping", {{710, "pong", 1'000'000'000, 5'000'000'000}}, {}},
+    {711, 710, "pong", {{700, "ping", 1'000'000'000, 5'000'000'000}}, {}},
+    // a five-step chain: followed for three hops, then named where it stops.
+    {801, 800, "s0", {{810, "s1", 1'000'000'000, 6'000'000'000}}, {}},
+    {811, 810, "s1", {{820, "s2", 1'000'000'000, 6'000'000'000}}, {}},
+    {821, 820, "s2", {{830, "s3", 1'000'000'000, 6'000'000'000}}, {}},
+    {831, 830, "s3", {{840, "s4", 1'000'000'000, 6'000'000'000}}, {}},
+    {841, 840, "s4", {}, {{77, "hog", 900'000'000}}},
+};
+
+} // namespace
+
+TEST_CASE_METHOD(new_db,
+                 "explain: a held sleep is followed from waker thread to waker thread, up to "
+                 "three hops, to the root culprit; cycles and hops under a tenth stop it",
+                 "[store][explain][chain]") {
+  for (int i = 0; i < baseline_ivs + window_ivs; ++i) {
+    const bool in_window = i >= baseline_ivs;
+    std::vector<rsched::store::thread_row> th;
+    for (const auto &c : chains) {
+      std::vector<std::uint64_t> delays(4, 100'000);
+      std::vector<blame_row> blame;
+      if (in_window) {
+        std::uint64_t extra = c.idle_wait_ns;
+        for (const auto &[pid, comm, ns] : c.cpu) {
+          blame.push_back(culprit(pid, comm, "/", ns));
+          extra += ns;
+        }
+        if (c.idle_wait_ns > 0) {
+          blame.push_back(idle(c.idle_wait_ns));
+        }
+        if (extra > 0) {
+          delays.push_back(extra); // the wait itself, as one long sample
+        }
+      }
+      auto t = make_thread(c.tid, c.comm, delays, {}, "/app");
+      t.pid = c.pid;
+      t.blame = std::move(blame);
+      for (const auto &[pid, comm, before, during] : c.wakers) {
+        t.wakeups.push_back(woken_by(pid, comm, in_window ? during : before));
+      }
+      th.push_back(std::move(t));
+    }
+    auto iv = make_interval(t0 + i * 10 * sec, th);
+    iv.groups = 1 | 64 | 128;
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  const auto first = [&](const char *victim) {
+    const auto t = run(r, fmt::format("SELECT cause, culprit_pid, culprit_comm, via, summary FROM "
+                                      "explain({}, {}, '{}') WHERE cause_rank = 1",
+                                      win_a, win_b, victim));
+    REQUIRE(t.rows.size() == 1);
+    return t.rows[0];
+  };
+  const auto api = first("api");
+  CHECK(as_text(api[0]) == "lock");
+  CHECK(as_int(api[1]) == 977);
+  CHECK(as_text(api[2]) == "reindex");
+  CHECK(as_text(api[3]) == "api[412] \u2190 flusher[415] \u2190 journal[501] \u2190 reindex[977]");
+  CHECK(as_text(api[4]).find("flusher[415] was held up") != std::string::npos);
+  CHECK(as_text(api[4]).find("journal[501] was held up: reindex[977] ran") != std::string::npos);
+  const auto web = first("web");
+  CHECK(as_text(web[0]) == "wakeup");
+  CHECK(as_int(web[1]) == 620);
+  CHECK(as_text(web[3]) == "web[612] \u2190 cache[621]");
+  const auto ping = first("ping");
+  CHECK(as_text(ping[0]) == "wakeup");
+  CHECK(as_text(ping[2]) == "pong");
+  CHECK(as_text(ping[3]) == "ping[701] \u2190 pong[711]");
+  const auto s0 = first("s0");
+  CHECK(as_text(s0[0]) == "lock");
+  CHECK(as_text(s0[2]) == "s3");
+  CHECK(as_text(s0[3]) == "s0[801] \u2190 s1[811] \u2190 s2[821] \u2190 s3[831]");
+  CHECK(as_text(s0[4]).find("s3[831] was held up in turn") != std::string::npos);
+  // A CPU cause names its culprit one step away; over every thread, the same paths.
+  const auto journal = first("journal");
+  CHECK(as_text(journal[0]) == "cpu");
+  CHECK(as_text(journal[3]) == "journal[501] \u2190 reindex[977]");
+  const auto all = run(r, window_sql("via") + " WHERE victim_tid = 412 AND cause_rank = 1");
+  REQUIRE(all.rows.size() == 1);
+  CHECK(as_text(all.rows[0][0]) == as_text(api[3]));
 }

@@ -467,11 +467,16 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   const auto spike_in_1 = h2.find("<td>webworker (tid 103)</td>", sec1);
   CHECK(spike_in_1 < h2.find("</section>", sec1));
   // explain() in the section: the stalled thread first, the RT job its cause.
+  // It leads with the victims' rule and the root culprit with its path: explain(id) of the
+  // incident names no service, so every thread, and the section says so.
+  const auto lead = h2.find("<p class=\"lead\">Victims: every thread (annotation 1 names no "
+                            "service: tag it service:NAME). Root culprit of its worst thread: "
+                            "<b>webworker[103] \u2190 db[20]</b> (wakeup, 71 % of its extra "
+                            "time)",
+                            sec1);
+  CHECK(lead < h2.find("</section>", sec1));
   const auto why = h2.find("Who did worst against their own baseline", sec1);
   CHECK(why < h2.find("</section>", sec1));
-  // explain(id) of the incident: it names no service, so every thread, and the section says so.
-  CHECK(h2.find("victims: every thread (annotation 1 names no service: tag it service:NAME)", why) <
-        h2.find("</section>", sec1));
   CHECK(h2.find("<td class=\"num\">1</td><td>webworker (tid 103)</td>", why) <
         h2.find("</section>", sec1));
   CHECK(h2.find("rtjob[900]", why) < h2.find("</section>", sec1));

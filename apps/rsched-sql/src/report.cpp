@@ -416,8 +416,8 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
       const std::vector<query::value> explain_args = by_id ? std::vector<query::value>{id} : wspan;
       if (auto ex =
               query(db,
-                    std::string("SELECT victim_rank, victim_tid, victim_comm, excess_ns, cause, "
-                                "share_pct, summary, victims_rule FROM ") +
+                    std::string("SELECT victim_rank, victim_tid, victim_comm, late_excess_ns, "
+                                "cause, share_pct, summary, victims_rule, via, cause_rank FROM ") +
                         (by_id ? "explain(?1)" : "explain(?1, ?2)") +
                         " WHERE (cause_rank <= 3 OR cause_rank IS NULL)" +
                         (a.where.empty() ? std::string(" AND victim_rank <= 5")
@@ -443,13 +443,27 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
                           {fmt::format("{} (tid {})", text_of(v[2]), text_of(v[1])), false},
                           {dur_of(v[3]), true},
                           {text_of(v[4]), false},
+                          {text_of(v[8]), false},
                           {share != nullptr ? fmt::format("{:.1f} %", *share) : "", true},
                           {text_of(v[6]), false}});
         }
-        html += fmt::format("<p class=\"note\">Who did worst against their own baseline, and "
-                            "why (explain(), docs/SQL.md); victims: {}</p>\n",
-                            xml_text(text_of(ex->rows.front()[7])));
-        html += table_html({"rank", "victim", "extra wait", "cause", "share", "summary"}, rows);
+        // The lead: whom the page was about, and the root culprit of its worst thread's first
+        // cause with the path to it.
+        const auto &lead = ex->rows.front();
+        html += fmt::format("<p class=\"lead\">Victims: {}.", xml_text(text_of(lead[7])));
+        if (const auto *share = std::get_if<double>(&lead[5]);
+            share != nullptr && std::holds_alternative<std::string>(lead[8])) {
+          html += fmt::format(" Root culprit of its worst thread: <b>{}</b> ({}, {:.0f} % of its "
+                              "extra time).",
+                              xml_text(text_of(lead[8])), xml_text(text_of(lead[4])), *share);
+        }
+        html += "</p>\n";
+        html += "<p class=\"note\">Who did worst against their own baseline, and why "
+                "(explain(), docs/SQL.md): extra time is the lateness (runnable, held and "
+                "blocked) beyond the baseline rate's; the path runs from the victim to the root "
+                "culprit.</p>\n";
+        html +=
+            table_html({"rank", "victim", "extra time", "cause", "path", "share", "summary"}, rows);
         // A timeline of the worst three: each one's p99 from as long before the window as it
         // lasts (their baseline) to half as long after it.
         std::vector<std::pair<std::string, std::string>> who; // (tid, comm)

@@ -560,8 +560,11 @@ struct cause_row {
   std::optional<std::int64_t> pid;
   std::optional<std::string> comm, cgroup;
   std::optional<double> share; // percent of the victim's excess wait; NULL for evidence
+  // The cause's size in the window and at the baseline rate, in `unit`'s columns.
+  enum class unit : std::uint8_t { ns, pct, count } in = unit::ns;
   double measure = 0, measure_baseline = 0;
   std::string summary;
+  std::optional<std::string> via; // the path from the victim to the culprit (a held sleep's)
   int order = 0; // 0: a share of the wait; 1: migrations; 2: pressure; 3: a waker (after them)
 };
 
@@ -1143,6 +1146,7 @@ void cgroup_causes(const victim_row &v, const judge &j, std::vector<cause_row> &
     cause_row r;
     r.kind = "pressure";
     r.cgroup = own ? t.cgroup : std::string("/");
+    r.in = cause_row::unit::pct;
     r.measure = std::min(*now, 100.0);
     r.measure_baseline = std::min(before.value_or(0.0), 100.0);
     r.order = 2;
@@ -1164,6 +1168,7 @@ void migration_cause(const victim_row &v, const judge &j, std::vector<cause_row>
   if (n >= 2 * expected && n - expected >= min_extra_migrations) {
     cause_row r;
     r.kind = "migration";
+    r.in = cause_row::unit::count;
     r.measure = n;
     r.measure_baseline = expected;
     r.order = 1;
@@ -1208,7 +1213,7 @@ void emit(rows &out, std::int64_t rank, const victim_row &v, std::vector<cause_r
   const thread_stats &t = *v.w;
   const auto victim_part = [&] {
     row r;
-    r.reserve(26);
+    r.reserve(31);
     r.emplace_back(rank);
     r.emplace_back(t.tid);
     r.emplace_back(t.pid);
@@ -1232,7 +1237,7 @@ void emit(rows &out, std::int64_t rank, const victim_row &v, std::vector<cause_r
   };
   if (causes.empty()) {
     row r = victim_part();
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 13; ++i) {
       r.emplace_back();
     }
     r.emplace_back(std::string("no recorded cause"));
@@ -1248,14 +1253,259 @@ void emit(rows &out, std::int64_t rank, const victim_row &v, std::vector<cause_r
     r.push_back(opt_value(c.pid));
     r.push_back(opt_value(c.comm));
     r.push_back(opt_value(c.cgroup));
+    r.push_back(opt_value(c.via));
     r.push_back(opt_value(c.share));
-    r.emplace_back(c.measure);
-    r.emplace_back(c.measure_baseline);
+    // measure_ns, baseline_ns, measure_pct, baseline_pct, measure_count, baseline_count: the
+    // pair of the cause's unit.
+    for (const auto u : {cause_row::unit::ns, cause_row::unit::pct, cause_row::unit::count}) {
+      if (u == c.in) {
+        if (u == cause_row::unit::ns) {
+          r.emplace_back(static_cast<std::int64_t>(std::llround(c.measure)));
+          r.emplace_back(static_cast<std::int64_t>(std::llround(c.measure_baseline)));
+        } else {
+          r.emplace_back(c.measure);
+          r.emplace_back(c.measure_baseline);
+        }
+      } else {
+        r.emplace_back();
+        r.emplace_back();
+      }
+    }
     r.emplace_back(std::move(c.summary));
     scope_part(r);
     out.push_back(std::move(r));
   }
 }
+
+// One pass of explain over a set of threads: their time in the window and the baseline, those
+// later than their baseline rate ranked, and the evidence of the ranked ones. Owned whole: the
+// ranked rows and the evidence point into its maps.
+struct analysis {
+  std::unordered_map<std::int64_t, thread_stats> in_window, in_baseline;
+  std::vector<victim_row> ranked;
+  evidence e;
+  rate at_baseline_rate;
+};
+
+result<std::unique_ptr<analysis>> analyze(sqlite3 *db, const victims &vs, const period &window,
+                                          const period &baseline) {
+  auto a = std::make_unique<analysis>();
+  if (auto r = delay_by_thread(db, vs, window, a->in_window); !r) {
+    return r.err();
+  }
+  if (auto r = delay_by_thread(db, vs, baseline, a->in_baseline); !r) {
+    return r.err();
+  }
+  wakers_map wake_w, wake_b;
+  sleep_reader sleep(db, vs);
+  if (auto r = sleep.read(window, a->in_window, wake_w); !r) {
+    return r.err();
+  }
+  if (auto r = sleep.read(baseline, a->in_baseline, wake_b); !r) {
+    return r.err();
+  }
+  // The baseline rate over the window's recorded time; with no recorded baseline, nothing is
+  // expected (every wait is extra).
+  if (baseline.recorded_ns > 0) {
+    a->at_baseline_rate.scale = static_cast<long double>(window.recorded_ns) /
+                                static_cast<long double>(baseline.recorded_ns);
+  }
+  a->ranked = rank_victims(a->in_window, a->in_baseline, a->at_baseline_rate);
+  auto e = gather(db, vs, window, baseline, a->ranked, std::move(wake_w), std::move(wake_b));
+  if (!e) {
+    return e.err();
+  }
+  a->e = std::move(*e);
+  return a;
+}
+
+// --- Stage 6: the chain behind a held sleep --------------------------------------------------
+
+// A hop of a chain: the waker of a held sleep (a process and thread name, as the wakeup group
+// records it) judged as a victim itself over the same window and baseline: its thread that did
+// worst and that thread's first cause, when it explains at least a tenth of its extra lateness.
+struct hop {
+  std::int64_t tid = 0, pid = 0;
+  std::string comm, cgroup;
+  std::optional<cause_row> top; // nullopt: it was not held up (by a tenth or more)
+};
+
+constexpr double min_hop_share_pct = 10.0;
+constexpr int max_hops = 3;
+
+std::string thread_label(const std::string &comm, std::int64_t id) {
+  return fmt::format("{}[{}]", comm, id);
+}
+
+// Where a chain ends: the culprit of its last hop's cause.
+std::string end_label(const cause_row &c) {
+  if (c.kind == "throttle") {
+    return "throttling of " + c.cgroup.value_or("?");
+  }
+  if (c.kind == "io") {
+    return "I/O";
+  }
+  return c.pid && *c.pid > 0 ? thread_label(c.comm.value_or("?"), *c.pid) : c.comm.value_or("?");
+}
+
+// Follows the wakers of held sleeps: each hop's waker is explained as a victim itself, over
+// every thread of the window (one more pass over the window and the baseline when explain's
+// own was over fewer), up to max_hops, stopping where a hop is not held up by a tenth or more or
+// comes back to a thread group of the path.
+class chain_follower {
+public:
+  chain_follower(sqlite3 *db, const period &window, const period &baseline,
+                 const analysis *every_thread)
+      : db_(db), window_(window), baseline_(baseline), all_(every_thread) {}
+
+  // The wakeup causes of `v` with their path (`via`), the culprit at its end and kind `lock`
+  // where the waker was itself held up.
+  // Every other cause with a share names its culprit one step from the victim.
+  result<void> follow(const victim_row &v, std::vector<cause_row> &causes) {
+    for (auto &c : causes) {
+      if (c.kind == "wakeup" && c.pid && *c.pid > 0 && c.comm &&
+          c.share.value_or(0.0) >= min_hop_share_pct) {
+        if (auto r = follow_one(v, c); !r) {
+          return r.err();
+        }
+      } else if (c.share) {
+        c.via = thread_label(v.w->comm, v.w->tid) + " \u2190 " + end_label(c);
+      }
+    }
+    return {};
+  }
+
+private:
+  using key = std::pair<std::int64_t, std::string>; // the waker: its pid and thread name
+
+  result<void> follow_one(const victim_row &v, cause_row &c) {
+    std::vector<std::string> via{thread_label(v.w->comm, v.w->tid)};
+    std::set<key> seen{{v.w->pid, v.w->comm}};
+    key k{*c.pid, *c.comm};
+    std::string story;
+    for (int n = 1;; ++n) {
+      auto h = hop_of(k);
+      if (!h) {
+        return h.err();
+      }
+      const hop *x = *h;
+      via.push_back(x != nullptr ? thread_label(x->comm, x->tid) : thread_label(k.second, k.first));
+      // Held up by a waker of the path already (each woke the other): neither is the root.
+      bool cycle = false;
+      if (x != nullptr && x->top && x->top->kind == "wakeup" && x->top->pid && x->top->comm) {
+        const key next{*x->top->pid, *x->top->comm};
+        cycle = next == k || seen.contains(next);
+      }
+      // The path is max_hops long: this waker is named the root, whatever held it up.
+      const bool held = x != nullptr && x->top && !cycle && !seen.contains(k);
+      if (held && n >= max_hops) {
+        story += fmt::format("; {} was held up in turn: why() follows it",
+                             text::escape_for_terminal(via.back()));
+      }
+      if (!held || n >= max_hops) {
+        if (n > 1) { // a waker further on, not held up itself (or the last named): the root
+          c.pid = k.first;
+          c.comm = k.second;
+          c.cgroup = x != nullptr ? std::optional<std::string>(x->cgroup) : std::nullopt;
+        }
+        break;
+      }
+      seen.insert(k);
+      const cause_row &t = *x->top;
+      c.kind = "lock";
+      story +=
+          fmt::format("; {} was held up: {}", text::escape_for_terminal(via.back()), t.summary);
+      if (t.kind == "wakeup" && t.pid && *t.pid > 0 && t.comm) {
+        k = {*t.pid, *t.comm};
+        continue;
+      }
+      c.pid = t.pid;
+      c.comm = t.comm;
+      c.cgroup = t.cgroup;
+      via.push_back(end_label(t));
+      break;
+    }
+    std::string path;
+    for (const auto &p : via) {
+      path += (path.empty() ? "" : " \u2190 ") + p;
+    }
+    c.via = std::move(path);
+    if (!story.empty()) {
+      constexpr std::string_view follows = "; why() follows it";
+      if (c.summary.ends_with(follows)) {
+        c.summary.resize(c.summary.size() - follows.size());
+      }
+      c.summary += story;
+    }
+    return {};
+  }
+
+  // The analysis of every thread, made once (explain's own when it was over every thread).
+  result<const analysis *> every_thread() {
+    if (all_ == nullptr) {
+      auto a = analyze(db_, {}, window_, baseline_);
+      if (!a) {
+        return a.err();
+      }
+      own_ = std::move(*a);
+      all_ = own_.get();
+    }
+    return all_;
+  }
+
+  // The hop of waker `k`: its thread that did worst (by extra lateness; else the latest of its
+  // threads in the window) and that one's first cause; nullptr when no thread of it is recorded
+  // in the window.
+  result<const hop *> hop_of(const key &k) {
+    if (auto it = hops_.find(k); it != hops_.end()) {
+      return it->second ? &*it->second : nullptr;
+    }
+    auto all = every_thread();
+    if (!all) {
+      return all.err();
+    }
+    const analysis &a = **all;
+    const victim_row *worst = nullptr;
+    for (const auto &v : a.ranked) {
+      if (v.w->pid == k.first && v.w->comm == k.second &&
+          (worst == nullptr || v.late_excess_ns > worst->late_excess_ns)) {
+        worst = &v;
+      }
+    }
+    std::optional<hop> h;
+    if (worst != nullptr) {
+      h = hop{worst->w->tid, worst->w->pid, worst->w->comm, worst->w->cgroup, std::nullopt};
+      const judge j{a.e, window_, a.at_baseline_rate,
+                    static_cast<double>(a.at_baseline_rate.scale)};
+      for (auto &c : causes_for(*worst, j)) {
+        if (c.order == 0 && c.share.value_or(0.0) >= min_hop_share_pct) {
+          h->top = std::move(c);
+          break;
+        }
+      }
+    } else {
+      const thread_stats *latest = nullptr;
+      for (const auto &[id, t] : a.in_window) {
+        if (t.pid == k.first && t.comm == k.second &&
+            (latest == nullptr || t.late_ns() > latest->late_ns())) {
+          latest = &t;
+        }
+      }
+      if (latest != nullptr) {
+        h = hop{latest->tid, latest->pid, latest->comm, latest->cgroup, std::nullopt};
+      }
+    }
+    auto &slot = hops_[k];
+    slot = std::move(h);
+    return slot ? &*slot : nullptr;
+  }
+
+  sqlite3 *db_;
+  const period &window_, &baseline_;
+  const analysis *all_;
+  std::unique_ptr<analysis> own_;
+  std::map<key, std::optional<hop>> hops_;
+};
 
 } // namespace
 
@@ -1273,51 +1523,35 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   if (auto ivs = intervals_in(db, s->a, s->b); ivs && !ivs->empty()) {
     first = ivs->front().start;
   }
-  std::unordered_map<std::int64_t, thread_stats> in_window, in_baseline;
-  if (auto r = delay_by_thread(db, s->vs, *window, in_window); !r) {
-    return r.err();
-  }
-  if (s->service && in_window.empty()) {
-    // The service names no thread with a delay in the window: every thread, and the rule says so.
-    s->rule += ": no thread of it in the window; every thread";
-    s->vs.clear();
-    if (auto r = delay_by_thread(db, s->vs, *window, in_window); !r) {
-      return r.err();
-    }
-  }
   auto baseline = baseline_of(db, *s, first);
   if (!baseline) {
     return baseline.err();
   }
-  if (auto r = delay_by_thread(db, s->vs, *baseline, in_baseline); !r) {
-    return r.err();
+  auto a = analyze(db, s->vs, *window, *baseline);
+  if (!a) {
+    return a.err();
   }
-  wakers_map wake_w, wake_b;
-  sleep_reader sleep(db, s->vs);
-  if (auto r = sleep.read(*window, in_window, wake_w); !r) {
-    return r.err();
+  if (s->service && (*a)->in_window.empty()) {
+    // The service names no thread with a delay in the window: every thread, and the rule says so.
+    s->rule += ": no thread of it in the window; every thread";
+    s->vs.clear();
+    a = analyze(db, s->vs, *window, *baseline);
+    if (!a) {
+      return a.err();
+    }
   }
-  if (auto r = sleep.read(*baseline, in_baseline, wake_b); !r) {
-    return r.err();
-  }
-  // The baseline rate over the window's recorded time; with no recorded baseline, nothing is
-  // expected (every wait is extra).
-  rate at_baseline_rate;
-  if (baseline->recorded_ns > 0) {
-    at_baseline_rate.scale = static_cast<long double>(window->recorded_ns) /
-                             static_cast<long double>(baseline->recorded_ns);
-  }
-  auto ranked = rank_victims(in_window, in_baseline, at_baseline_rate);
-  auto e = gather(db, s->vs, *window, *baseline, ranked, std::move(wake_w), std::move(wake_b));
-  if (!e) {
-    return e.err();
-  }
-  classify(ranked, e->blame[0]);
-  const judge j{*e, *window, at_baseline_rate, static_cast<double>(at_baseline_rate.scale)};
+  analysis &an = **a;
+  classify(an.ranked, an.e.blame[0]);
+  const judge j{an.e, *window, an.at_baseline_rate, static_cast<double>(an.at_baseline_rate.scale)};
+  chain_follower chains(db, *window, *baseline, s->vs.empty() ? &an : nullptr);
   rows out;
   std::int64_t rank = 0;
-  for (const auto &v : ranked) {
-    emit(out, ++rank, v, causes_for(v, j), *s, *baseline);
+  for (const auto &v : an.ranked) {
+    auto causes = causes_for(v, j);
+    if (auto r = chains.follow(v, causes); !r) {
+      return r.err();
+    }
+    emit(out, ++rank, v, std::move(causes), *s, *baseline);
   }
   return out;
 }
