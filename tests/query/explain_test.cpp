@@ -624,6 +624,11 @@ const std::vector<chain_case> chains = {
     // ping and pong wait on each other: a cycle, the chain stops at pong.
     {701, 700, "ping", {{710, "pong", 1'000'000'000, 5'000'000'000}}, {}},
     {711, 710, "pong", {{700, "ping", 1'000'000'000, 5'000'000'000}}, {}},
+    // a pool whose threads hand a lock on to each other: 432's sleep ended by 433 is followed
+    // through 433 to what held the pool up, beyond it.
+    {432, 430, "pool", {{430, "pool", 1'000'000'000, 6'000'000'000}}, {}},
+    {433, 430, "pool", {{440, "holder", 1'000'000'000, 6'000'000'000}}, {}},
+    {441, 440, "holder", {}, {{977, "reindex", 700'000'000}}},
     // a five-step chain: followed for three hops, then named where it stops.
     {801, 800, "s0", {{810, "s1", 1'000'000'000, 6'000'000'000}}, {}},
     {811, 810, "s1", {{820, "s2", 1'000'000'000, 6'000'000'000}}, {}},
@@ -697,6 +702,10 @@ TEST_CASE_METHOD(new_db,
   CHECK(as_text(s0[2]) == "s3");
   CHECK(as_text(s0[3]) == "s0[801] \u2190 s1[811] \u2190 s2[821] \u2190 s3[831]");
   CHECK(as_text(s0[4]).find("s3[831] was held up in turn") != std::string::npos);
+  const auto pool = first("tid:432");
+  CHECK(as_text(pool[0]) == "lock");
+  CHECK(as_text(pool[2]) == "reindex");
+  CHECK(as_text(pool[3]) == "pool[432] \u2190 pool[433] \u2190 holder[441] \u2190 reindex[977]");
   // A CPU cause names its culprit one step away; over every thread, the same paths.
   const auto journal = first("journal");
   CHECK(as_text(journal[0]) == "cpu");

@@ -1086,9 +1086,11 @@ void sleep_causes(const victim_row &v, const judge &j, const extras &x,
     r.share = x.share(part.extra);
     r.measure = static_cast<double>(part.extra + part.expected);
     r.measure_baseline = static_cast<double>(part.expected);
-    const std::string who = w->pid && *w->pid != 0
-                                ? fmt::format("{}[{}]", text::escape_for_terminal(w->comm), *w->pid)
-                                : text::escape_for_terminal(w->comm);
+    // A thread name of a process (the waker's thread is named in `via`).
+    const std::string who =
+        w->pid && *w->pid != 0
+            ? fmt::format("{} (pid {})", text::escape_for_terminal(w->comm), *w->pid)
+            : text::escape_for_terminal(w->comm);
     r.summary = fmt::format("slept {} until {} woke it ({} at its baseline rate): {:.0f}% of the "
                             "extra time; why() follows it",
                             text::format_duration_ns(r.measure), who,
@@ -1380,11 +1382,16 @@ private:
 
   result<void> follow_one(const victim_row &v, cause_row &c) {
     std::vector<std::string> via{thread_label(v.w->comm, v.w->tid)};
-    std::set<key> seen{{v.w->pid, v.w->comm}};
+    const key own{v.w->pid, v.w->comm};
+    std::set<key> seen{own};
     key k{*c.pid, *c.comm};
     std::string story;
     for (int n = 1;; ++n) {
-      auto h = hop_of(k);
+      // A sleep another thread of its own group ended (a pool handing a lock on) is followed
+      // through that thread: the group's worst thread but the victim, its causes beyond the
+      // group.
+      const bool handoff = n == 1 && k == own;
+      auto h = hop_of(k, handoff ? v.w->tid : 0);
       if (!h) {
         return h.err();
       }
@@ -1397,7 +1404,7 @@ private:
         cycle = next == k || seen.contains(next);
       }
       // The path is max_hops long: this waker is named the root, whatever held it up.
-      const bool held = x != nullptr && x->top && !cycle && !seen.contains(k);
+      const bool held = x != nullptr && x->top && !cycle && (handoff || !seen.contains(k));
       if (held && n >= max_hops) {
         story += fmt::format("; {} was held up in turn: why() follows it",
                              text::escape_for_terminal(via.back()));
@@ -1413,8 +1420,11 @@ private:
       seen.insert(k);
       const cause_row &t = *x->top;
       c.kind = "lock";
-      story +=
-          fmt::format("; {} was held up: {}", text::escape_for_terminal(via.back()), t.summary);
+      std::string_view said = t.summary;
+      if (constexpr std::string_view follows = "; why() follows it"; said.ends_with(follows)) {
+        said.remove_suffix(follows.size());
+      }
+      story += fmt::format("; {} was held up: {}", text::escape_for_terminal(via.back()), said);
       if (t.kind == "wakeup" && t.pid && *t.pid > 0 && t.comm) {
         k = {*t.pid, *t.comm};
         continue;
@@ -1456,8 +1466,9 @@ private:
   // The hop of waker `k`: its thread that did worst (by extra lateness; else the latest of its
   // threads in the window) and that one's first cause; nullptr when no thread of it is recorded
   // in the window.
-  result<const hop *> hop_of(const key &k) {
-    if (auto it = hops_.find(k); it != hops_.end()) {
+  result<const hop *> hop_of(const key &k, std::int64_t but_tid) {
+    const auto memo = std::make_tuple(k.first, k.second, but_tid);
+    if (auto it = hops_.find(memo); it != hops_.end()) {
       return it->second ? &*it->second : nullptr;
     }
     auto all = every_thread();
@@ -1466,9 +1477,11 @@ private:
     }
     const analysis &a = **all;
     const victim_row *worst = nullptr;
+    const auto of_k = [&](const thread_stats &t) {
+      return t.pid == k.first && t.comm == k.second && t.tid != but_tid;
+    };
     for (const auto &v : a.ranked) {
-      if (v.w->pid == k.first && v.w->comm == k.second &&
-          (worst == nullptr || v.late_excess_ns > worst->late_excess_ns)) {
+      if (of_k(*v.w) && (worst == nullptr || v.late_excess_ns > worst->late_excess_ns)) {
         worst = &v;
       }
     }
@@ -1478,7 +1491,10 @@ private:
       const judge j{a.e, window_, a.at_baseline_rate,
                     static_cast<double>(a.at_baseline_rate.scale)};
       for (auto &c : causes_for(*worst, j)) {
-        if (c.order == 0 && c.share.value_or(0.0) >= min_hop_share_pct) {
+        // Sleeps another thread of the group ended are the group's own hand-offs: what held
+        // the group up is beyond it.
+        const bool within = c.kind == "wakeup" && c.pid == k.first && c.comm == k.second;
+        if (c.order == 0 && !within && c.share.value_or(0.0) >= min_hop_share_pct) {
           h->top = std::move(c);
           break;
         }
@@ -1486,8 +1502,7 @@ private:
     } else {
       const thread_stats *latest = nullptr;
       for (const auto &[id, t] : a.in_window) {
-        if (t.pid == k.first && t.comm == k.second &&
-            (latest == nullptr || t.late_ns() > latest->late_ns())) {
+        if (of_k(t) && (latest == nullptr || t.late_ns() > latest->late_ns())) {
           latest = &t;
         }
       }
@@ -1495,7 +1510,7 @@ private:
         h = hop{latest->tid, latest->pid, latest->comm, latest->cgroup, std::nullopt};
       }
     }
-    auto &slot = hops_[k];
+    auto &slot = hops_[memo];
     slot = std::move(h);
     return slot ? &*slot : nullptr;
   }
@@ -1504,7 +1519,7 @@ private:
   const period &window_, &baseline_;
   const analysis *all_;
   std::unique_ptr<analysis> own_;
-  std::map<key, std::optional<hop>> hops_;
+  std::map<std::tuple<std::int64_t, std::string, std::int64_t>, std::optional<hop>> hops_;
 };
 
 } // namespace
