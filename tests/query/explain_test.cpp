@@ -714,3 +714,34 @@ TEST_CASE_METHOD(new_db,
   REQUIRE(all.rows.size() == 1);
   CHECK(as_text(all.rows[0][0]) == as_text(api[3]));
 }
+
+TEST_CASE_METHOD(new_db,
+                 "explain and blame: a cgroup's throttled time summed over runqueues is held to "
+                 "the wall-clock time its throttled periods allow, never above the window",
+                 "[store][explain]") {
+  // 8 CPUs' runqueues throttled together: the kernel's sum is 25 s an interval of 10 s; 90 of
+  // 100 periods throttled: at most 9 s an interval on the wall clock.
+  for (int i = 0; i < baseline_ivs + window_ivs; ++i) {
+    const bool in_window = i >= baseline_ivs;
+    auto api =
+        make_thread(400, "api", std::vector<std::uint64_t>(20, in_window ? 5'000'000 : 200'000), {},
+                    "/api.slice");
+    api.blame = {idle(in_window ? 100'000'000 : 4'000'000)};
+    auto iv = make_interval(t0 + i * 10 * sec, {api});
+    iv.cgroup_cpu = {cgroup_cpu_row{"/", 200'000'000, 0, 9'000'000'000, {}, {}, {}},
+                     cgroup_cpu_row{"/api.slice", 0, 0, 1'000'000'000, 100, in_window ? 90 : 0,
+                                    in_window ? 25'000'000'000 : 0}};
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  const auto t =
+      run(r, window_sql("cause, measure_ns, share_pct, summary") + " WHERE cause = 'throttle'");
+  REQUIRE(t.rows.size() == 1);
+  CHECK(as_int(t.rows[0][1]) == 6 * 9'000'000'000LL);
+  CHECK(as_real(t.rows[0][2]) <= 100.0);
+  CHECK(as_text(t.rows[0][3]).rfind("/api.slice was throttled 54.0 s", 0) == 0);
+  const auto b = run(r, fmt::format("SELECT DISTINCT victim_throttled_ns FROM blame('api', {}, {})",
+                                    win_a, win_b));
+  REQUIRE(b.rows.size() == 1);
+  CHECK(as_int(b.rows[0][0]) == 6 * 9'000'000'000LL);
+}

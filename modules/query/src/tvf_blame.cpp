@@ -340,6 +340,16 @@ template <typename F> void for_each_level(const std::string &cgroup, F &&f) {
   }
 }
 
+// The kernel sums a cgroup's throttled time over the runqueues of every CPU it was throttled on
+// (`throttled_usec`, v1 `throttled_time`), so it can exceed the interval. A cgroup is throttled
+// within at most the enforcement periods it ran out of quota in, each shorter than the interval
+// over its periods with runnable tasks: the wall-clock time it was throttled is at most the
+// interval times throttled / periods (and the interval). The same in SQL over an interval `i`
+// and its cgroup_cpu row `p`.
+constexpr std::string_view throttled_wall_sql =
+    "min(p.throttled_ns, i.dur_ns, CASE WHEN p.periods > 0 AND p.throttled IS NOT NULL THEN "
+    "i.dur_ns * p.throttled / p.periods ELSE i.dur_ns END)";
+
 // pressure_of's answer from the victims' cgroups and `query(path, throttled, some)`, the
 // throttled time and PSI "some" share of one cgroup over the window (left unset where none).
 template <typename Query>
@@ -370,6 +380,19 @@ pressure_sum combine_pressure(const std::set<std::string> &cgroups, Query &&quer
 }
 } // namespace
 
+std::int64_t throttled_wall_ns(std::int64_t thr_ns, std::int64_t dur,
+                               std::optional<std::pair<std::int64_t, std::int64_t>> periods) {
+  std::int64_t cap = std::max<std::int64_t>(dur, 0);
+  if (periods && periods->first > 0 && periods->second >= 0) {
+    // dur * throttled / periods rounded down, as SQLite's integer division is, without the
+    // product: dur = q * periods + r
+    const std::int64_t n = periods->first;
+    const std::int64_t t = std::min(periods->second, n);
+    cap = std::min(cap, cap / n * t + cap % n * t / n);
+  }
+  return std::min(thr_ns, cap);
+}
+
 result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b) {
   if (!has_table(db, "cgroup_cpu")) {
     return pressure_sum{};
@@ -395,13 +418,13 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
     }
   }
   auto per_cgroup = sqlite::prepare_stmt(
-      db, fmt::format("SELECT sum(p.throttled_ns), CASE WHEN sum(CASE WHEN p.some_ns IS NULL "
+      db, fmt::format("SELECT sum({}), CASE WHEN sum(CASE WHEN p.some_ns IS NULL "
                       "THEN 0 ELSE i.dur_ns END) > 0 THEN 100.0 * sum(p.some_ns) / sum(CASE WHEN "
                       "p.some_ns IS NULL THEN 0 ELSE i.dur_ns END) END "
                       "FROM {} AS i CROSS JOIN cgroup_cpu AS p ON p.interval_id = i.id "
                       "JOIN cgroup AS g ON g.id = p.cgroup_id "
                       "WHERE {} AND g.path = ?3",
-                      tl, overlaps(db, "i", a)));
+                      throttled_wall_sql, tl, overlaps(db, "i", a)));
   if (!per_cgroup) {
     return per_cgroup.err();
   }
@@ -1150,8 +1173,8 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
     }
   }
   auto cpu_st =
-      sqlite::prepare_stmt(db, "SELECT p.cgroup_id, p.throttled_ns, p.some_ns FROM cgroup_cpu "
-                               "AS p WHERE p.interval_id = ?1");
+      sqlite::prepare_stmt(db, "SELECT p.cgroup_id, p.throttled_ns, p.some_ns, p.periods, "
+                               "p.throttled FROM cgroup_cpu AS p WHERE p.interval_id = ?1");
   if (!cpu_st) {
     return cpu_st.err();
   }
@@ -1171,7 +1194,12 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
       }
       const bool thr = sqlite3_column_type(s, 1) != SQLITE_NULL;
       const bool some = sqlite3_column_type(s, 2) != SQLITE_NULL;
-      const std::int64_t thr_ns = sqlite3_column_int64(s, 1);
+      const std::int64_t thr_ns = throttled_wall_ns(
+          sqlite3_column_int64(s, 1), dur,
+          sqlite3_column_type(s, 3) != SQLITE_NULL && sqlite3_column_type(s, 4) != SQLITE_NULL
+              ? std::optional<std::pair<std::int64_t, std::int64_t>>(
+                    {sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4)})
+              : std::nullopt);
       const std::int64_t some_ns = sqlite3_column_int64(s, 2);
       for (const std::uint32_t k : over[j]) {
         auto it = cg[k].find(p->second);

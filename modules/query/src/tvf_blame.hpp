@@ -106,6 +106,12 @@ result<std::vector<inverted_wait>> inverted_waits(sqlite3 *db, const victims &v,
 // blame_of and pressure_of for each of (possibly thousands of) spikes over nothing.
 bool recorded_in(sqlite3 *db, const char *table, std::int64_t a, std::int64_t b);
 
+// The wall-clock time a cgroup was throttled in an interval of `dur` ns at most, from the
+// kernel's throttled time summed over runqueues and the interval's (periods, throttled) counts
+// (nullopt where not recorded): min(thr_ns, dur, dur * throttled / periods).
+std::int64_t throttled_wall_ns(std::int64_t thr_ns, std::int64_t dur,
+                               std::optional<std::pair<std::int64_t, std::int64_t>> periods);
+
 // What the kernel said about the victims' cgroups and the system in [a, b): the most-throttled
 // cgroup among the victims' cgroups and their ancestors (below the root), the highest PSI
 // "some" share among the victims' cgroups, and the system's PSI "some" share. Empty where not
