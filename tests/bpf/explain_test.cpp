@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <sched.h>
 #include <string>
@@ -327,4 +328,122 @@ TEST_CASE("explain: a lock convoy's root culprit two hops away, from the page (t
     CHECK(as_int(r[10]) * 10 >= (measured[k] - at_edges[k]) * 9);
   }
   CHECK(seen == 2);
+}
+
+namespace {
+
+std::int64_t throttled_ns_of(const std::string &cpu_stat) {
+  std::ifstream in(cpu_stat);
+  std::string k;
+  std::int64_t v = 0;
+  while (in >> k >> v) {
+    if (k == "throttled_time") {
+      return v; // v1: ns
+    }
+    if (k == "throttled_usec") {
+      return v * 1000;
+    }
+  }
+  return -1;
+}
+
+} // namespace
+
+TEST_CASE("explain: a service throttled by its cgroup's CFS quota, from the page",
+          "[root][explain]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    WARN("needs two CPUs");
+    return;
+  }
+  test::hybrid_cgroup cg("rsched-web-" + std::to_string(getpid()));
+  test::recording rec({"-i", "1", "-g", "latency,migration,blame,wakeup,pressure"});
+  keep_off_cpu(rec.d.pid(), hog_cpu);
+  REQUIRE(test::wait_for_intervals(rec.db, 1, 10s));
+  // rs-web serves a request every 10 ms: 2 ms of CPU work, then 8 ms asleep (20 % of a CPU),
+  // for 10 s of baseline, then 6 s with a quota of 5 % of a CPU, then 2 s without.
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  const std::uint64_t end_after_ns = 18'000'000'000ULL;
+  const pid_t web = test::fork_child([&] {
+    close(go[1]);
+    char c = 0;
+    if (read(go[0], &c, 1) != 1 || !pin(hog_cpu)) {
+      _exit(2);
+    }
+    prctl(PR_SET_NAME, "rs-web");
+    const std::uint64_t end = mono_ns() + end_after_ns;
+    while (mono_ns() < end) {
+      work_ns(2'000'000);
+      sleep_ns(8'000'000);
+    }
+  });
+  close(go[0]);
+  cg.add(web);
+  REQUIRE(write(go[1], "x", 1) == 1);
+  close(go[1]);
+  std::this_thread::sleep_for(10s);
+  const std::string stat = cg.cpu_dir() + "/cpu.stat";
+  const std::int64_t wall_a = test::realtime_ns();
+  const std::int64_t before = throttled_ns_of(stat);
+  cg.set_quota(5'000);
+  std::this_thread::sleep_for(6s);
+  cg.set_quota(-1);
+  const std::int64_t after = throttled_ns_of(stat);
+  const std::int64_t wall_b = test::realtime_ns();
+  int status = 0;
+  REQUIRE(waitpid(web, &status, 0) == web);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::this_thread::sleep_for(1500ms);
+  REQUIRE(rec.d.stop(SIGINT) == 0);
+
+  query::annotation page;
+  page.start_ns = wall_a;
+  page.end_ns = wall_b;
+  page.source = "test";
+  page.text = "web slow";
+  page.tags = "service:rs-web";
+  auto id = query::add_annotation(rec.db, page);
+  REQUIRE(id.ok());
+  const auto rows = test::query_db(
+      rec.db, "SELECT victim_rank, victim_tid, victim_comm, cause_rank, cause, culprit_cgroup, "
+              "via, share_pct, measure_ns, late_excess_ns, summary FROM explain(" +
+                  std::to_string(*id) + ") ORDER BY victim_rank, cause_rank");
+  const auto span =
+      test::query_db(rec.db, "SELECT sum(dur) FROM timeline WHERE ts < " + std::to_string(wall_b) +
+                                 " AND ts + dur > " + std::to_string(wall_a));
+  REQUIRE(!rows.empty());
+  for (const auto &r : rows) {
+    std::printf("explain throttle: #%lld %s[%lld] cause %lld %s %s (%s) share %.1f measure %lld "
+                "late+ %lld: %s\n",
+                static_cast<long long>(as_int(r[0])), as_text(r[2]).c_str(),
+                static_cast<long long>(as_int(r[1])), static_cast<long long>(as_int(r[3])),
+                as_text(r[4]).c_str(), as_text(r[5]).c_str(), as_text(r[6]).c_str(),
+                std::holds_alternative<double>(r[7]) ? std::get<double>(r[7]) : -1.0,
+                static_cast<long long>(as_int(r[8])), static_cast<long long>(as_int(r[9])),
+                as_text(r[10]).c_str());
+  }
+  const std::int64_t kernel = after - before;
+  std::printf("explain throttle: the kernel counted %.3f s throttled in the %.3f s window "
+              "(%.3f s recorded)\n",
+              static_cast<double>(kernel) / 1e9, static_cast<double>(wall_b - wall_a) / 1e9,
+              static_cast<double>(as_int(span[0][0])) / 1e9);
+  REQUIRE(kernel > 3'000'000'000); // the quota held it back most of the 6 s
+  // The service's thread first; its first cause the throttling of its cgroup, named.
+  REQUIRE(as_int(rows[0][1]) == web);
+  CHECK(as_int(rows[0][3]) == 1);
+  CHECK(as_text(rows[0][4]) == "throttle");
+  CHECK(as_text(rows[0][5]) == cg.path());
+  CHECK(as_text(rows[0][6]) ==
+        "rs-web[" + std::to_string(web) + "] \u2190 throttling of " + cg.path());
+  CHECK(std::get<double>(rows[0][7]) >= 50.0);
+  // The throttled time is the kernel's (one CPU: one runqueue, so wall-clock time as it is) and
+  // never more than the window.
+  const std::int64_t measured = as_int(rows[0][8]);
+  CHECK(measured <= as_int(span[0][0]));
+  CHECK(measured >= kernel * 95 / 100);
+  CHECK(measured <= kernel + kernel / 20);
 }

@@ -27,27 +27,6 @@ namespace {
 using test::as_int;
 using test::as_text;
 
-// Mount points of cgroup v2 and of the cgroup v1 hierarchy holding the cpu controller.
-std::pair<std::string, std::string> cgroup_mounts() {
-  std::ifstream in("/proc/self/mounts");
-  std::string dev, path, type, opts, rest;
-  std::string v2, v1cpu;
-  while (in >> dev >> path >> type >> opts && std::getline(in, rest)) {
-    if (type == "cgroup2" && v2.empty()) {
-      v2 = path;
-    }
-    if (type == "cgroup") {
-      std::stringstream o(opts);
-      for (std::string opt; std::getline(o, opt, ',');) {
-        if (opt == "cpu") {
-          v1cpu = path;
-        }
-      }
-    }
-  }
-  return {v2, v1cpu};
-}
-
 std::map<std::string, std::int64_t> stat_of(const std::string &file) {
   std::map<std::string, std::int64_t> out;
   std::ifstream in(file);
@@ -59,24 +38,6 @@ std::map<std::string, std::int64_t> stat_of(const std::string &file) {
   return out;
 }
 
-void put(const std::string &file, const std::string &value) {
-  std::ofstream out(file);
-  out << value;
-  out.flush();
-  REQUIRE(out.good());
-}
-
-// Cgroup directories removed on every exit path (after their processes are gone).
-struct cgroups {
-  std::vector<std::string> dirs;
-  ~cgroups() {
-    for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
-      std::error_code ec;
-      std::filesystem::remove(*it, ec);
-    }
-  }
-};
-
 } // namespace
 
 TEST_CASE("Pressure: a cgroup's CFS throttling and CPU usage as the kernel counts them",
@@ -84,32 +45,15 @@ TEST_CASE("Pressure: a cgroup's CFS throttling and CPU usage as the kernel count
   if (!test::bpf_available()) {
     return;
   }
-  const auto [v2, v1cpu] = cgroup_mounts();
-  REQUIRE(!v2.empty());
   const std::string name = "rsched-throttle-" + std::to_string(getpid());
-  cgroups cg;
-  const std::string v2dir = v2 + "/" + name;
-  REQUIRE(std::filesystem::create_directory(v2dir));
-  cg.dirs.push_back(v2dir);
-  // The quota: on the v1 cpu controller where it lives (hybrid layout), else on cgroup v2.
-  std::string quota_stat;
-  if (!v1cpu.empty()) {
-    const std::string v1dir = v1cpu + "/" + name;
-    REQUIRE(std::filesystem::create_directory(v1dir));
-    cg.dirs.push_back(v1dir);
-    put(v1dir + "/cpu.cfs_period_us", "100000");
-    put(v1dir + "/cpu.cfs_quota_us", "10000");
-    quota_stat = v1dir + "/cpu.stat";
-  } else {
-    put(v2 + "/cgroup.subtree_control", "+cpu");
-    put(v2dir + "/cpu.max", "10000 100000");
-    quota_stat = v2dir + "/cpu.stat";
-  }
+  test::hybrid_cgroup cg(name);
+  cg.set_quota(10000);
+  const std::string quota_stat = cg.cpu_dir() + "/cpu.stat";
   test::recording rec({"-i", "1", "-g", "latency,pressure"});
   // A child that joins the cgroup(s) and spins for 2.5 s: 10 % of a CPU is what it gets.
   int go[2];
   REQUIRE(pipe(go) == 0);
-  const pid_t child = test::fork_child([&, dirs = cg.dirs] {
+  const pid_t child = test::fork_child([&] {
     close(go[1]);
     char c = 0;
     if (read(go[0], &c, 1) != 1) {
@@ -123,9 +67,7 @@ TEST_CASE("Pressure: a cgroup's CFS throttling and CPU usage as the kernel count
     _exit(0);
   });
   close(go[0]);
-  for (const auto &d : cg.dirs) {
-    put(d + "/cgroup.procs", std::to_string(child));
-  }
+  cg.add(child);
   auto before = stat_of(quota_stat);
   REQUIRE(write(go[1], "x", 1) == 1);
   close(go[1]);
@@ -140,7 +82,7 @@ TEST_CASE("Pressure: a cgroup's CFS throttling and CPU usage as the kernel count
   std::this_thread::sleep_for(1200ms); // an interval after the child's end
   REQUIRE(rec.d.stop(SIGINT) == 0);
 
-  const std::string path = "/" + name;
+  const std::string &path = cg.path();
   const auto t =
       test::query_db(rec.db, "SELECT coalesce(sum(throttled), -1), "
                              "coalesce(sum(throttled_ns), -1), coalesce(sum(periods), -1), "

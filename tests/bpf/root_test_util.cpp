@@ -324,4 +324,72 @@ bool wait_for_intervals(const std::string &db, std::int64_t n, std::chrono::mill
   return false;
 }
 
+cgroup_mount_points cgroup_mounts() {
+  std::ifstream in("/proc/self/mounts");
+  std::string dev, path, type, opts, rest;
+  cgroup_mount_points m;
+  while (in >> dev >> path >> type >> opts && std::getline(in, rest)) {
+    if (type == "cgroup2" && m.v2.empty()) {
+      m.v2 = path;
+    }
+    if (type == "cgroup") {
+      std::stringstream o(opts);
+      for (std::string opt; std::getline(o, opt, ',');) {
+        if (opt == "cpu") {
+          m.v1cpu = path;
+        }
+      }
+    }
+  }
+  return m;
+}
+
+void put(const std::string &file, const std::string &value) {
+  std::ofstream out(file);
+  out << value;
+  out.flush();
+  INFO(file << " <- " << value);
+  REQUIRE(out.good());
+}
+
+hybrid_cgroup::hybrid_cgroup(const std::string &name) : path_("/" + name) {
+  const auto m = cgroup_mounts();
+  REQUIRE(!m.v2.empty());
+  const std::string v2dir = m.v2 + path_;
+  REQUIRE(std::filesystem::create_directory(v2dir));
+  dirs_.push_back(v2dir);
+  if (!m.v1cpu.empty()) {
+    cpu_dir_ = m.v1cpu + path_;
+    REQUIRE(std::filesystem::create_directory(cpu_dir_));
+    dirs_.push_back(cpu_dir_);
+    v1_ = true;
+  } else {
+    put(m.v2 + "/cgroup.subtree_control", "+cpu");
+    cpu_dir_ = v2dir;
+  }
+}
+
+hybrid_cgroup::~hybrid_cgroup() {
+  for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+    std::error_code ec;
+    std::filesystem::remove(*it, ec);
+  }
+}
+
+void hybrid_cgroup::set_quota(long quota_us, long period_us) const {
+  if (v1_) {
+    put(cpu_dir_ + "/cpu.cfs_period_us", std::to_string(period_us));
+    put(cpu_dir_ + "/cpu.cfs_quota_us", std::to_string(quota_us));
+  } else {
+    put(cpu_dir_ + "/cpu.max", (quota_us < 0 ? std::string("max") : std::to_string(quota_us)) +
+                                   " " + std::to_string(period_us));
+  }
+}
+
+void hybrid_cgroup::add(pid_t pid) const {
+  for (const auto &d : dirs_) {
+    put(d + "/cgroup.procs", std::to_string(pid));
+  }
+}
+
 } // namespace rsched::test

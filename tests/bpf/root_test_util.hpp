@@ -172,4 +172,39 @@ std::int64_t fill(const std::string &path);
 std::string rschedd_path();
 std::string rsched_sql_path();
 
+// Mount points of cgroup v2 and of the cgroup v1 hierarchy holding the cpu controller ("" where
+// there is none).
+struct cgroup_mount_points {
+  std::string v2, v1cpu;
+};
+cgroup_mount_points cgroup_mounts();
+
+// Writes `value` to `file` (a cgroup or proc knob); fails the test when it cannot.
+void put(const std::string &file, const std::string &value);
+
+// A cgroup under both hierarchies of this VM's hybrid layout, at the same path: cgroup v2 and
+// (where mounted) the v1 cpu controller, as systemd makes its units; both directories removed
+// on every exit path (after their processes are gone).
+class hybrid_cgroup {
+public:
+  explicit hybrid_cgroup(const std::string &name);
+  ~hybrid_cgroup();
+  hybrid_cgroup(const hybrid_cgroup &) = delete;
+  hybrid_cgroup &operator=(const hybrid_cgroup &) = delete;
+  // "/NAME", the path rschedd records.
+  [[nodiscard]] const std::string &path() const { return path_; }
+  // The directory whose cpu.stat and CFS knobs hold its bandwidth: the v1 cpu controller's
+  // where mounted, else cgroup v2's (with the cpu controller enabled for it).
+  [[nodiscard]] const std::string &cpu_dir() const { return cpu_dir_; }
+  // Sets a CFS quota of `quota_us` every `period_us` (-1: none).
+  void set_quota(long quota_us, long period_us = 100'000) const;
+  // Moves process `pid` into it, in every hierarchy.
+  void add(pid_t pid) const;
+
+private:
+  std::vector<std::string> dirs_;
+  std::string path_, cpu_dir_;
+  bool v1_ = false;
+};
+
 } // namespace rsched::test
