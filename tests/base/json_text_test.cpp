@@ -95,3 +95,17 @@ TEST_CASE("JSON members: the exact bytes in <key>_hex only when the text was not
   append_json_text_member(out, "k\"\xff", "\xc0");
   CHECK(out == "\"k\\\"" + fffd + "\":\"" + fffd + "\",\"k\\\"" + fffd + "_hex\":\"c0\"");
 }
+
+TEST_CASE("format_bytes: binary units, three significant digits, rounding across a unit",
+          "[base][text]") {
+  CHECK(format_bytes(0) == "0 B");
+  CHECK(format_bytes(512) == "512 B");
+  CHECK(format_bytes(1023) == "1023 B");
+  CHECK(format_bytes(1024) == "1.00 KiB");
+  CHECK(format_bytes(1536) == "1.50 KiB");
+  CHECK(format_bytes(47'900'000) == "45.7 MiB");
+  CHECK(format_bytes(1'288'490'189) == "1.20 GiB");
+  CHECK(format_bytes(1023 * 1024 + 1000) == "1.00 MiB");
+  CHECK(format_bytes(-2048) == "-2.00 KiB");
+  CHECK(format_bytes(INT64_MAX) == "8.00 EiB");
+}

@@ -129,8 +129,8 @@ TEST_CASE("log2 helper agrees with a plain loop", "[stats]") {
 }
 
 TEST_CASE("ABI structs have the layout the BPF side uses", "[stats][abi]") {
-  STATIC_REQUIRE(sizeof(rsched_task_record) == 6960);
-  STATIC_REQUIRE(sizeof(rsched_task_state) == 6912); // 6168 + the delay's fine tail (issue 36)
+  STATIC_REQUIRE(sizeof(rsched_task_record) == 6992);
+  STATIC_REQUIRE(sizeof(rsched_task_state) == 6944); // 6168 + the fine tail (issue 36) + I/O (50)
   STATIC_REQUIRE(sizeof(rsched_fine_tail) == 744);
   STATIC_REQUIRE(offsetof(rsched_task_state, depth) ==
                  offsetof(rsched_task_state, delay) + sizeof(rsched_delay_stats));

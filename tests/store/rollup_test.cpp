@@ -48,6 +48,10 @@ rsched::store::interval_row synthetic(std::int64_t start, std::mt19937_64 &rng) 
     t.m[metric::migration_rate] = value_of(layout::count, {rng() % 5, rng() % 300});
     t.migrations = rng() % 7;
     t.cross_ccx = t.migrations / 2;
+    if (rng() % 3 == 0) { // I/O in some intervals only (no row otherwise)
+      t.io_read_bytes = rng() % 1'000'000;
+      t.io_write_bytes = rng() % 100'000'000;
+    }
     t.events = {{0, 1 + rng() % 100000}};
     t.event_rates = {{0, value_of(layout::log2, {rng() % 100000}).hist}};
     threads.push_back(std::move(t));
@@ -139,7 +143,9 @@ std::vector<std::int64_t> other_sums(reader &r, const std::string &sfx, std::int
         "SELECT hist_pct(hist_merge(hist), 99) FROM cpu_idle",
         "SELECT sum(running_ns) FROM perf_counter_time", "SELECT sum(delta) FROM schedstat_cpu",
         "SELECT sum(count) FROM runq_depth",
-        "SELECT hist_pct(hist_merge(hist), 50) FROM runq_depth"}) {
+        "SELECT hist_pct(hist_merge(hist), 50) FROM runq_depth",
+        "SELECT sum(read_bytes) + 3 * sum(write_bytes) FROM io",
+        "SELECT count(DISTINCT comm) FROM io"}) {
     // Insert the suffix after the view name (the last word of the query).
     const auto sp = q.rfind(' ');
     out.push_back(scalar_int(r, q.substr(0, sp + 1) + q.substr(sp + 1) + sfx + w));
@@ -207,6 +213,8 @@ TEST_CASE("rollups are exact: every tier gives the same counts, totals and histo
                           std::to_string(t0) + " AND ts < " + std::to_string(t0 + hour)));
 
   const auto sums = other_sums(r, "", t0, t0 + 2 * hour);
+  CHECK(sums.at(sums.size() - 2) > 0); // thread_io rows were written
+  CHECK(sums.back() == 3);
   CHECK(other_sums(r, "_1m", t0, t0 + 2 * hour) == sums);
   CHECK(other_sums(r, "_1h", t0, t0 + 2 * hour) == sums);
 

@@ -291,7 +291,7 @@ TEST_CASE("in-memory reader gets the schema", "[store]") {
   auto r = open_reader(":memory:", false);
   CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
   CHECK(scalar_int(r, "PRAGMA application_id") == 0x72736368);
-  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 67);
+  CHECK(scalar_int(r, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == 70);
   CHECK(scalar_int(r, "SELECT count(*) FROM sched_delay") == 0);
   CHECK(columns_of(r, "sched_delay").size() == 10);
 }

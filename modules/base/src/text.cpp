@@ -9,6 +9,25 @@
 
 namespace rsched::text {
 
+std::string format_bytes(std::int64_t bytes) {
+  const char *sign = bytes < 0 ? "-" : "";
+  auto a = std::fabs(static_cast<double>(bytes));
+  static constexpr const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  std::size_t u = 0;
+  while (u < 6 && a >= 1023.5) { // 1023.5 B rounds to 1.00 KiB, not 1024 B
+    a /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%s%.0f B", sign, a);
+    return buf;
+  }
+  const int decimals = a < 9.995 ? 2 : a < 99.95 ? 1 : 0;
+  std::snprintf(buf, sizeof(buf), "%s%.*f %s", sign, decimals, a, units[u]);
+  return buf;
+}
+
 std::string format_duration_ns(double ns) {
   const char *sign = ns < 0 ? "-" : "";
   double a = std::fabs(ns);

@@ -155,6 +155,10 @@ static __always_inline void write_record(char *out, struct task_struct *t,
 #pragma unroll
 		for (int i = 0; i < RSCHED_ITER_WAKEUP_BYTES / 8; i++)
 			b[i] = src[i];
+		/* its I/O now (the state keeps only the counts it was taken on with) */
+		struct rsched_wakeup *w = (struct rsched_wakeup *)b;
+		w->io_read_bytes = io_read_of(t, true) - st->wakeup.io_base_read;
+		w->io_write_bytes = io_write_of(t, true) - st->wakeup.io_base_write;
 	}
 }
 

@@ -718,6 +718,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 				st->wakeup.off_since = runnable ? 0 : NOW();
 				st->wakeup.pending = 0; /* a waking whose wakeup no program saw */
 				st->wakeup.off_state = sleep_state_of(state);
+				if (!btf) /* raw_tp: user space reads the state itself */
+					note_io(st, prev, false);
 				/* where a D sleep blocks: this kernel stack (prev's) */
 				long sid = -1;
 				if (!runnable && st->wakeup.off_state == RSCHED_SLEEP_D) {
@@ -1200,6 +1202,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		return 0;
 	fill_key(&id, t, true);
 	fill_attr(&id, st);
+	note_io(st, t, true);
 	/* Clear the flag only once the record is in the buffer: when the buffer is full the
 	 * kernel shows this task again on the next read(), and it must still be dirty then. A
 	 * change racing with the clear is carried by the cumulative counters: it is read with the

@@ -43,12 +43,36 @@ static __always_inline void ledger_init(struct rsched_task_state *st, struct tas
 	st->k_delay = kernel_delay_units(t, btf);
 }
 
+/* The wakeup group's I/O counts of `t` (sched_abi.h, rsched_wakeup.io_*): its task->ioac now. */
+static __always_inline __u64 io_read_of(struct task_struct *t, bool btf)
+{
+	return bpf_core_field_exists(t->ioac) ? READ(btf, t, ioac.read_bytes) : 0;
+}
+
+static __always_inline __u64 io_write_of(struct task_struct *t, bool btf)
+{
+	return bpf_core_field_exists(t->ioac) ? READ(btf, t, ioac.write_bytes) : 0;
+}
+
+/* Brings the thread's I/O counts up to date in its state (the iterator's copy, raw_tp). */
+static __always_inline void note_io(struct rsched_task_state *st, struct task_struct *t, bool btf)
+{
+	if (!ON(RSCHED_G_WAKEUP))
+		return;
+	st->wakeup.io_read_bytes = io_read_of(t, btf) - st->wakeup.io_base_read;
+	st->wakeup.io_write_bytes = io_write_of(t, btf) - st->wakeup.io_base_write;
+}
+
 /* Takes the attribution of a new state from its task (and its ledger_init). */
 static __always_inline void init_attr(struct rsched_task_state *st, struct task_struct *t, bool btf)
 {
 	st->cgroup_id = cgroup_of(t, btf);
 	comm_of(st->comm, t, btf);
 	ledger_init(st, t, btf);
+	if (ON(RSCHED_G_WAKEUP)) { /* its I/O before rsched took it on is not counted */
+		st->wakeup.io_base_read = io_read_of(t, btf);
+		st->wakeup.io_base_write = io_write_of(t, btf);
+	}
 }
 
 /* Copies a final record into the graveyard. `rec` holds ident + state. */

@@ -135,6 +135,8 @@ void from_abi(const rsched_wakeup &w, wakeup_state &out) {
     out.stacks.push_back(
         {RSCHED_WAKEUP_STACKS, 0, other_stack, w.other_stack_ns, w.other_stack_count});
   }
+  out.io_read_bytes = w.io_read_bytes;
+  out.io_write_bytes = w.io_write_bytes;
 }
 
 namespace {
@@ -298,6 +300,8 @@ wakeup_state delta(const wakeup_state &cur, const wakeup_state &prev) {
       d.stacks.push_back(n);
     }
   }
+  d.io_read_bytes = sub(cur.io_read_bytes, prev.io_read_bytes);
+  d.io_write_bytes = sub(cur.io_write_bytes, prev.io_write_bytes);
   return d;
 }
 
@@ -321,6 +325,8 @@ void accumulate(wakeup_state &into, const wakeup_state &d) {
       it->count += x.count;
     }
   }
+  into.io_read_bytes += d.io_read_bytes;
+  into.io_write_bytes += d.io_write_bytes;
 }
 
 void accumulate(blame_state &into, const blame_state &d) {

@@ -268,6 +268,38 @@ migrations_by_thread(sqlite3 *db, const victims &vs, const period &p) {
   return out;
 }
 
+// One process's I/O in a period (thread_io, schema 20): bytes read from storage and of page
+// cache dirtied or written, by the kernel's per-task accounting.
+struct io_sum {
+  std::int64_t pid = 0; // 0 on rollups (a comm's threads)
+  std::string comm, cgroup;
+  std::int64_t read_bytes = 0, write_bytes = 0;
+  [[nodiscard]] std::int64_t bytes() const { return read_bytes + write_bytes; }
+};
+
+// Every process's (pid, comm, cgroup) I/O in a period; none before schema 20.
+result<std::vector<io_sum>> io_by_process(sqlite3 *db, const period &p) {
+  std::vector<io_sum> out;
+  if (!has_table(db, "thread_io")) {
+    return out;
+  }
+  auto r = each_row(
+      db,
+      fmt::format("SELECT t.pid, t.comm, t.cgroup, sum(x.read_bytes), sum(x.write_bytes) FROM {} "
+                  "AS i CROSS JOIN thread_io AS x ON x.interval_id = i.id CROSS JOIN thread AS t "
+                  "ON t.id = x.thread_id WHERE {} GROUP BY t.pid, t.comm, t.cgroup",
+                  timeline(db), overlaps(db, "i", p.a)),
+      p.a, p.b, {}, [&](sqlite3_stmt *s) {
+        out.push_back({sqlite3_column_int64(s, 0), sqlite::column_text(s, 1),
+                       sqlite::column_text(s, 2), sqlite3_column_int64(s, 3),
+                       sqlite3_column_int64(s, 4)});
+      });
+  if (!r) {
+    return make_error("explain: " + r.err().msg);
+  }
+  return out;
+}
+
 // One waker of one thread (wakeup group, schema v15): culprit.kind (0 process, 1 <idle>,
 // 3 <other>, 4-6 <hardirq>/<softirq>/<timer>), pid (NULL on rollups, 0 for <idle>), comm,
 // cgroup, and the sleep of the thread it ended in the period.
@@ -905,7 +937,39 @@ struct evidence {
   std::unordered_map<std::int64_t, std::int64_t> mig_w, mig_b;
   std::map<std::string, std::pair<pressure_sum, pressure_sum>> pressures;
   std::unordered_map<std::int64_t, std::vector<waker_sum>> wake_w, wake_b;
+  // The processes whose I/O grew most beyond their baseline rate's, most first (schema 20).
+  struct io_extra {
+    io_sum w;
+    std::int64_t expected = 0;
+  };
+  std::vector<io_extra> io;
 };
+
+// The processes by the growth of their I/O in the window over the baseline rate's, those that
+// grew only, most first.
+std::vector<evidence::io_extra> io_growth(const std::vector<io_sum> &w,
+                                          const std::vector<io_sum> &b, long double scale) {
+  std::map<std::tuple<std::int64_t, std::string, std::string>, std::int64_t> before;
+  for (const auto &x : b) {
+    before[{x.pid, x.comm, x.cgroup}] += x.bytes();
+  }
+  std::vector<evidence::io_extra> out;
+  for (const auto &x : w) {
+    const auto it = before.find({x.pid, x.comm, x.cgroup});
+    const std::int64_t expected =
+        it == before.end()
+            ? 0
+            : static_cast<std::int64_t>(std::llround(static_cast<long double>(it->second) * scale));
+    if (x.bytes() > expected) {
+      out.push_back({x, expected});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto &a, const auto &c) {
+    const std::int64_t ea = a.w.bytes() - a.expected, ec = c.w.bytes() - c.expected;
+    return ea != ec ? ea > ec : a.w.pid < c.w.pid;
+  });
+  return out;
+}
 
 // The culprits of the ranked threads only (the others' are never read), from one read of both
 // periods; the inversions, migrations, pressure of their cgroups and their wakers.
@@ -927,9 +991,12 @@ result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
   auto mig_w = migrations_by_thread(db, vs, window);
   auto mig_b = migrations_by_thread(db, vs, baseline);
   auto pressures = pressure_by_cgroup(db, cgroups, window, baseline);
+  auto io_w = io_by_process(db, window);
+  auto io_b = io_by_process(db, baseline);
   for (const error *err : {blame ? nullptr : &blame.err(), inverted ? nullptr : &inverted.err(),
                            mig_w ? nullptr : &mig_w.err(), mig_b ? nullptr : &mig_b.err(),
-                           pressures ? nullptr : &pressures.err()}) {
+                           pressures ? nullptr : &pressures.err(), io_w ? nullptr : &io_w.err(),
+                           io_b ? nullptr : &io_b.err()}) {
     if (err != nullptr) {
       return *err;
     }
@@ -950,6 +1017,10 @@ result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
   e.pressures = std::move(*pressures);
   e.wake_w = std::move(wake_w);
   e.wake_b = std::move(wake_b);
+  e.io = io_growth(*io_w, *io_b,
+                   baseline.recorded_ns > 0 ? static_cast<long double>(window.recorded_ns) /
+                                                  static_cast<long double>(baseline.recorded_ns)
+                                            : 0.0L);
   return e;
 }
 
@@ -1069,6 +1140,44 @@ void cpu_causes(const victim_row &v, const judge &j, const extras &x,
   }
 }
 
+// Its blocked (D) sleep beyond the baseline rate's, with the processes whose I/O grew most in
+// the window (other than its own): the first is the culprit, the device busy with its bytes.
+cause_row io_cause(const victim_row &v, const judge &j, const extras &x) {
+  cause_row r;
+  r.kind = "io";
+  r.share = x.share(x.blocked.extra);
+  r.measure = static_cast<double>(v.w->blocked_ns);
+  r.measure_baseline = static_cast<double>(x.blocked.expected);
+  std::string busy;
+  int named = 0;
+  for (const auto &io : j.e.io) {
+    if (io.w.pid != 0 && io.w.pid == v.w->pid) {
+      continue; // its own process's I/O is its own wait, not a culprit
+    }
+    if (named == 0) {
+      r.pid = io.w.pid;
+      r.comm = io.w.comm;
+      r.cgroup = io.w.cgroup;
+    }
+    busy += fmt::format(
+        "{}{} ({} read, {} written; {} at its baseline rate)", named == 0 ? "" : ", ",
+        io.w.pid != 0 ? fmt::format("{}[{}]", text::escape_for_terminal(io.w.comm), io.w.pid)
+                      : text::escape_for_terminal(io.w.comm),
+        text::format_bytes(io.w.read_bytes), text::format_bytes(io.w.write_bytes),
+        text::format_bytes(io.expected));
+    if (++named == 3) {
+      break;
+    }
+  }
+  r.summary = fmt::format("blocked {} in D (I/O or a kernel lock; {} at its baseline rate): "
+                          "{:.0f}% of the extra time",
+                          text::format_duration_ns(r.measure),
+                          text::format_duration_ns(r.measure_baseline), *r.share);
+  r.summary += busy.empty() ? "; why() shows where"
+                            : "; the I/O that grew: " + busy + "; why() shows where it blocked";
+  return r;
+}
+
 // Sleep: the processes that ended its held sleeps (a lock's holder, the thread it waited for)
 // beyond their baseline rate's, and its blocked (D) sleep; shares of its extra lateness. why()
 // of the victim follows the waker one hop further, and shows the D sleep's stacks.
@@ -1098,18 +1207,8 @@ void sleep_causes(const victim_row &v, const judge &j, const extras &x,
     causes.push_back(std::move(r));
   }
   if (x.blocked.extra > 0) {
-    cause_row r;
-    r.kind = "io";
-    r.share = x.share(x.blocked.extra);
-    r.measure = static_cast<double>(v.w->blocked_ns);
-    r.measure_baseline = static_cast<double>(x.blocked.expected);
-    r.summary = fmt::format("blocked {} in D (I/O or a kernel lock; {} at its baseline rate): "
-                            "{:.0f}% of the extra time; why() shows where",
-                            text::format_duration_ns(r.measure),
-                            text::format_duration_ns(r.measure_baseline), *r.share);
-    causes.push_back(std::move(r));
+    causes.push_back(io_cause(v, j, x));
   }
-  (void)j;
 }
 
 // Throttling of its cgroup or an ancestor (an upper bound of its share: throttled time is the
@@ -1345,7 +1444,8 @@ std::string end_label(const cause_row &c) {
     return "throttling of " + c.cgroup.value_or("?");
   }
   if (c.kind == "io") {
-    return "I/O";
+    return c.comm ? "I/O \u2190 " + (c.pid && *c.pid > 0 ? thread_label(*c.comm, *c.pid) : *c.comm)
+                  : std::string("I/O");
   }
   return c.pid && *c.pid > 0 ? thread_label(c.comm.value_or("?"), *c.pid) : c.comm.value_or("?");
 }

@@ -221,6 +221,8 @@ void add_wakeup_rows(store::thread_row &r, const collect::wakeup_state &w,
   if (w.empty()) {
     return;
   }
+  r.io_read_bytes = w.io_read_bytes;
+  r.io_write_bytes = w.io_write_bytes;
   // Where its D sleeps and long sleeps blocked: per stack (a stack not resolved goes with
   // <other>).
   for (const auto &b : w.stacks) {

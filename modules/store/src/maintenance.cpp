@@ -39,7 +39,7 @@ constexpr const char *fact_tables[] = {
     "counter_time",       "schedstat_cpu_delta", "schedstat_domain_delta",
     "thread_blame_row",   "thread_blame_pack",   "cgroup_cpu",
     "hist_summary",       "thread_wakeup_row",   "thread_wakeup_pack",
-    "thread_blocked_row", "thread_blocked_pack",
+    "thread_blocked_row", "thread_blocked_pack", "thread_io",
 };
 
 // The tables whose rows name a thread identity (thread_id), with the intervals `{0}` selects.
@@ -50,7 +50,8 @@ constexpr const char *thread_refs =
     "SELECT thread_id FROM thread_perf_event WHERE interval_id IN ({0}) UNION "
     "SELECT thread_id FROM thread_blame WHERE interval_id IN ({0}) UNION "
     "SELECT thread_id FROM thread_wakeup WHERE interval_id IN ({0}) UNION "
-    "SELECT thread_id FROM thread_blocked WHERE interval_id IN ({0})";
+    "SELECT thread_id FROM thread_blocked WHERE interval_id IN ({0}) UNION "
+    "SELECT thread_id FROM thread_io WHERE interval_id IN ({0})";
 
 // intervals.groups of a rollup: the bitwise OR of its sources' groups (SQLite has no bit_or
 // aggregate; the groups use the low 16 bits).
@@ -125,6 +126,7 @@ std::vector<std::string> rollup_statements() {
   // replace the ones above, do not hold them).
   collect.push_back(collect_threads_sql("thread_wakeup"));
   collect.push_back(collect_threads_sql("thread_blocked"));
+  collect.push_back(collect_threads_sql("thread_io"));
   collect.push_back(collect_wakers_sql());
   std::vector<std::string> merge = {
       fmt::format("INSERT OR IGNORE INTO thread(boot_id, tid, pid, start_time_ns, comm, cgroup, "
@@ -149,6 +151,10 @@ std::vector<std::string> rollup_statements() {
       fmt::format("INSERT INTO thread_migration(interval_id, thread_id, count, cross_ccx, "
                   "cross_numa) SELECT ?1, g.id, sum(x.count), sum(x.cross_ccx), "
                   "sum(x.cross_numa) FROM thread_migration AS x {} WHERE {} GROUP BY g.id",
+                  group_join, in),
+      fmt::format("INSERT INTO thread_io(interval_id, thread_id, read_bytes, write_bytes) "
+                  "SELECT ?1, g.id, sum(x.read_bytes), sum(x.write_bytes) FROM thread_io AS x {} "
+                  "WHERE {} GROUP BY g.id",
                   group_join, in),
       fmt::format("INSERT INTO thread_perf(interval_id, thread_id, user_cycles, kernel_cycles, "
                   "user_instructions, kernel_instructions) SELECT ?1, g.id, "

@@ -1175,6 +1175,25 @@ constexpr const char *upgrade_v18_to_v19 = R"sql(CREATE TABLE services(
 ) WITHOUT ROWID;
 )sql";
 
+// Version 20 (issue 50): each thread's I/O per interval, by the kernel's per-task accounting
+// (the wakeup group), so that explain() names the processes a device was busy with when a
+// thread blocked on I/O.
+std::string upgrade_v19_to_v20() {
+  std::string sql = R"sql(CREATE TABLE thread_io(
+  interval_id INTEGER NOT NULL,
+  thread_id   INTEGER NOT NULL,
+  read_bytes  INTEGER NOT NULL,                  -- bytes it caused to be read from storage
+  write_bytes INTEGER NOT NULL,                  -- bytes of page cache it dirtied or wrote
+  PRIMARY KEY(interval_id, thread_id)
+) WITHOUT ROWID;
+)sql";
+  sql += create_views({"io", "{T}, x.read_bytes AS read_bytes, x.write_bytes AS write_bytes",
+                       "intervals AS i CROSS JOIN thread_io AS x ON x.interval_id = i.id "
+                       "JOIN thread AS t ON t.id = x.thread_id",
+                       ""});
+  return sql;
+}
+
 constexpr migration migrations[] = {
     {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
     // Version 1 recorded the latency group only, always (no rows to mark in a new file).
@@ -1220,6 +1239,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_wakeup_pack'"},
     {19, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v18_to_v19); },
      "SELECT count(*) FROM sqlite_master WHERE name = 'services'"},
+    {20, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v19_to_v20().c_str()); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'thread_io'"},
 };
 
 constexpr bool steps_numbered() {

@@ -209,6 +209,7 @@ struct writer::impl {
   summary_builder summary;
   SQLite::Statement ins_cpu_hist;
   SQLite::Statement ins_migration;
+  SQLite::Statement ins_io;
   SQLite::Statement ins_perf;
   SQLite::Statement ins_event_def;
   SQLite::Statement sel_event_def;
@@ -304,6 +305,8 @@ struct writer::impl {
                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
         ins_migration(db, "INSERT INTO thread_migration(interval_id, thread_id, count, "
                           "cross_ccx, cross_numa) VALUES(?1, ?2, ?3, ?4, ?5)"),
+        ins_io(db, "INSERT INTO thread_io(interval_id, thread_id, read_bytes, write_bytes) "
+                   "VALUES(?1, ?2, ?3, ?4)"),
         ins_perf(db, "INSERT INTO thread_perf(interval_id, thread_id, user_cycles, kernel_cycles, "
                      "user_instructions, kernel_instructions) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"),
         ins_event_def(db, "INSERT OR IGNORE INTO perf_event(name, type, config) "
@@ -369,6 +372,7 @@ struct writer::impl {
                     &ins_summary,
                     &ins_cpu_hist,
                     &ins_migration,
+                    &ins_io,
                     &ins_perf,
                     &ins_event_def,
                     &sel_event_def,
@@ -953,6 +957,9 @@ struct writer::impl {
     if (has_migrations(t)) {
       rerun(ins_migration, interval_id, id, to_i64(t.migrations), to_i64(t.cross_ccx),
             to_i64(t.cross_numa));
+    }
+    if (t.io_read_bytes != 0 || t.io_write_bytes != 0) {
+      rerun(ins_io, interval_id, id, to_i64(t.io_read_bytes), to_i64(t.io_write_bytes));
     }
     if (has_ipc_data(t)) {
       rerun(ins_perf, interval_id, id, to_i64(t.user_cycles), to_i64(t.kernel_cycles),

@@ -311,6 +311,15 @@ struct rsched_wakeup {
 	__u64 stack_count[RSCHED_WAKEUP_STACKS];
 	__u64 other_stack_ns;
 	__u64 other_stack_count;
+	/* The thread's I/O as the kernel's per-task accounting counts it (task->ioac,
+	 * CONFIG_TASK_IO_ACCOUNTING): bytes it caused to be read from storage, and bytes of page
+	 * cache it dirtied (to be written back) or wrote directly. Cumulative from when rsched took
+	 * the thread on (io_base_*, BPF-internal, the counts then), as every other counter; taken
+	 * when its record is written (tp_btf) or at its switch-out (raw_tp). 0 without it. */
+	__u64 io_base_read;
+	__u64 io_base_write;
+	__u64 io_read_bytes;
+	__u64 io_write_bytes;
 };
 
 /* Per-thread cumulative state. Lives in task-local storage (tp_btf mode) or in a tid-keyed hash
@@ -504,12 +513,13 @@ RSCHED_ABI_ASSERT(sizeof(struct rsched_depth_stats) == 16 + 8 * RSCHED_DEPTH_SLO
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame_slot) == 56, "blame slot");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_blame) == 68 * RSCHED_BLAME_SLOTS + 64 + 8 + 16, "blame");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup_counts) == 48, "wakeup counts");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup) == 16 + 64 + 72 * RSCHED_WAKEUP_SLOTS + 240 + 216,
+RSCHED_ABI_ASSERT(sizeof(struct rsched_wakeup) ==
+			  16 + 64 + 72 * RSCHED_WAKEUP_SLOTS + 240 + 216 + 32,
 		  "wakeup");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_fine_tail) == 4 * RSCHED_HIST_FINE_TAIL_SLOTS + 4, "tail");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 1112 + 744, "task state");
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_state) == 3808 + 72 + 1176 + 1144 + 744, "task state");
 RSCHED_ABI_ASSERT(sizeof(struct rsched_task_ident) == 48, "task ident");
-RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1112 + 744,
+RSCHED_ABI_ASSERT(sizeof(struct rsched_task_record) == 3856 + 72 + 1176 + 1144 + 744,
 		  "task record");
 RSCHED_ABI_ASSERT((RSCHED_WAKEUP_SLOTS & (RSCHED_WAKEUP_SLOTS - 1)) == 0,
 		  "wakeup slots: a power of 2");

@@ -137,4 +137,8 @@ void append_json_text_member(std::string &out, std::string_view key, std::string
 // "12.3 s", "250 s"; whole ns below 1 µs print without decimals. `ns` must be finite.
 std::string format_duration_ns(double ns);
 
+// A byte count with a binary unit and three significant digits: "512 B", "1.50 KiB",
+// "45.7 MiB", "1.20 GiB", "3.00 TiB"; whole bytes below 1 KiB print without decimals.
+std::string format_bytes(std::int64_t bytes);
+
 } // namespace rsched::text

@@ -287,7 +287,13 @@ struct blocked_entry {
 struct wakeup_state {
   std::vector<wakeup_entry> e;
   std::vector<blocked_entry> stacks;
+  // Its I/O by the kernel's per-task accounting (rsched_wakeup.io_*): bytes read from storage,
+  // bytes of page cache dirtied or written.
+  std::uint64_t io_read_bytes = 0, io_write_bytes = 0;
   [[nodiscard]] bool empty() const {
+    if (io_read_bytes != 0 || io_write_bytes != 0) {
+      return false;
+    }
     for (const auto &x : e) {
       if (!x.n.empty()) {
         return false;

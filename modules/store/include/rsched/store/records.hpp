@@ -13,7 +13,7 @@
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 19;
+inline constexpr int schema_version = 20;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // A histogram-valued metric's value; its id in thread_hist.metric / cpu_hist.metric is the
@@ -131,6 +131,9 @@ struct thread_row {
   // Wakeup group (schema v15): who ended this thread's sleeps, by sleep state.
   std::vector<wakeup_row> wakeups;
   std::vector<blocked_row> blocked; // their D sleeps by kernel stack
+  // Wakeup group (schema v20): its I/O by the kernel's per-task accounting, bytes read from
+  // storage and bytes of page cache dirtied or written (thread_io; no row when both are 0).
+  std::uint64_t io_read_bytes = 0, io_write_bytes = 0;
 };
 
 // A generic perf event of the run (stable for the whole run; identified by name in the DB).
