@@ -1378,6 +1378,20 @@ void emit(rows &out, std::int64_t rank, const victim_row &v, std::vector<cause_r
   }
 }
 
+// Whether thread `t` is one of the victims `vs` (it matches every one), as victims_sql() says.
+bool in_scope(const victims &vs, const thread_stats &t) {
+  return std::all_of(vs.begin(), vs.end(), [&](const victim &v) {
+    switch (v.what) {
+    case victim::kind::pid:
+      return t.pid == v.number;
+    case victim::kind::tid:
+      return t.tid == v.number;
+    default:
+      return v.matches(t.comm, t.cgroup);
+    }
+  });
+}
+
 // One pass of explain over a set of threads: their time in the window and the baseline, those
 // later than their baseline rate ranked, and the evidence of the ranked ones. Owned whole: the
 // ranked rows and the evidence point into its maps.
@@ -1456,31 +1470,27 @@ std::string end_label(const cause_row &c) {
 // comes back to a thread group of the path.
 class chain_follower {
 public:
-  chain_follower(sqlite3 *db, const period &window, const period &baseline,
-                 const analysis *every_thread)
-      : db_(db), window_(window), baseline_(baseline), all_(every_thread) {}
+  chain_follower(const period &window, const analysis &every_thread)
+      : window_(window), all_(every_thread) {}
 
   // The wakeup causes of `v` with their path (`via`), the culprit at its end and kind `lock`
   // where the waker was itself held up.
   // Every other cause with a share names its culprit one step from the victim.
-  result<void> follow(const victim_row &v, std::vector<cause_row> &causes) {
+  void follow(const victim_row &v, std::vector<cause_row> &causes) {
     for (auto &c : causes) {
       if (c.kind == "wakeup" && c.pid && *c.pid > 0 && c.comm &&
           c.share.value_or(0.0) >= min_hop_share_pct) {
-        if (auto r = follow_one(v, c); !r) {
-          return r.err();
-        }
+        follow_one(v, c);
       } else if (c.share) {
         c.via = thread_label(v.w->comm, v.w->tid) + " \u2190 " + end_label(c);
       }
     }
-    return {};
   }
 
 private:
   using key = std::pair<std::int64_t, std::string>; // the waker: its pid and thread name
 
-  result<void> follow_one(const victim_row &v, cause_row &c) {
+  void follow_one(const victim_row &v, cause_row &c) {
     std::vector<std::string> via{thread_label(v.w->comm, v.w->tid)};
     const key own{v.w->pid, v.w->comm};
     std::set<key> seen{own};
@@ -1491,11 +1501,7 @@ private:
       // through that thread: the group's worst thread but the victim, its causes beyond the
       // group.
       const bool handoff = n == 1 && k == own;
-      auto h = hop_of(k, handoff ? v.w->tid : 0);
-      if (!h) {
-        return h.err();
-      }
-      const hop *x = *h;
+      const hop *x = hop_of(k, handoff ? v.w->tid : 0);
       via.push_back(x != nullptr ? thread_label(x->comm, x->tid) : thread_label(k.second, k.first));
       // Held up by a waker of the path already (each woke the other): neither is the root.
       bool cycle = false;
@@ -1547,35 +1553,17 @@ private:
       }
       c.summary += story;
     }
-    return {};
-  }
-
-  // The analysis of every thread, made once (explain's own when it was over every thread).
-  result<const analysis *> every_thread() {
-    if (all_ == nullptr) {
-      auto a = analyze(db_, {}, window_, baseline_);
-      if (!a) {
-        return a.err();
-      }
-      own_ = std::move(*a);
-      all_ = own_.get();
-    }
-    return all_;
   }
 
   // The hop of waker `k`: its thread that did worst (by extra lateness; else the latest of its
   // threads in the window) and that one's first cause; nullptr when no thread of it is recorded
   // in the window.
-  result<const hop *> hop_of(const key &k, std::int64_t but_tid) {
+  const hop *hop_of(const key &k, std::int64_t but_tid) {
     const auto memo = std::make_tuple(k.first, k.second, but_tid);
     if (auto it = hops_.find(memo); it != hops_.end()) {
       return it->second ? &*it->second : nullptr;
     }
-    auto all = every_thread();
-    if (!all) {
-      return all.err();
-    }
-    const analysis &a = **all;
+    const analysis &a = all_;
     const victim_row *worst = nullptr;
     const auto of_k = [&](const thread_stats &t) {
       return t.pid == k.first && t.comm == k.second && t.tid != but_tid;
@@ -1615,10 +1603,8 @@ private:
     return slot ? &*slot : nullptr;
   }
 
-  sqlite3 *db_;
-  const period &window_, &baseline_;
-  const analysis *all_;
-  std::unique_ptr<analysis> own_;
+  const period &window_;
+  const analysis &all_;
   std::map<std::tuple<std::int64_t, std::string, std::int64_t>, std::optional<hop>> hops_;
 };
 
@@ -1642,30 +1628,33 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   if (!baseline) {
     return baseline.err();
   }
-  auto a = analyze(db, s->vs, *window, *baseline);
+  // Every thread is judged (the chains behind the victims' sleeps lead to others), once; the
+  // victims are those of the scope among them.
+  auto a = analyze(db, {}, *window, *baseline);
   if (!a) {
     return a.err();
   }
-  if (s->service && (*a)->in_window.empty()) {
-    // The service names no thread with a delay in the window: every thread, and the rule says so.
-    s->rule += ": no thread of it in the window; every thread";
-    s->vs.clear();
-    a = analyze(db, s->vs, *window, *baseline);
-    if (!a) {
-      return a.err();
+  const analysis &an = **a;
+  std::vector<victim_row> ranked = an.ranked; // the victims' (the chains read every thread's)
+  if (!s->vs.empty()) {
+    const bool any = std::any_of(an.in_window.begin(), an.in_window.end(),
+                                 [&](const auto &t) { return in_scope(s->vs, t.second); });
+    if (s->service && !any) {
+      // The service names no thread in the window: every thread, and the rule says so.
+      s->rule += ": no thread of it in the window; every thread";
+      s->vs.clear();
+    } else {
+      std::erase_if(ranked, [&](const victim_row &v) { return !in_scope(s->vs, *v.w); });
     }
   }
-  analysis &an = **a;
-  classify(an.ranked, an.e.blame[0]);
+  classify(ranked, an.e.blame[0]);
   const judge j{an.e, *window, an.at_baseline_rate, static_cast<double>(an.at_baseline_rate.scale)};
-  chain_follower chains(db, *window, *baseline, s->vs.empty() ? &an : nullptr);
+  chain_follower chains(*window, an);
   rows out;
   std::int64_t rank = 0;
-  for (const auto &v : an.ranked) {
+  for (const auto &v : ranked) {
     auto causes = causes_for(v, j);
-    if (auto r = chains.follow(v, causes); !r) {
-      return r.err();
-    }
+    chains.follow(v, causes);
     emit(out, ++rank, v, std::move(causes), *s, *baseline);
   }
   return out;
