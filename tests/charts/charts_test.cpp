@@ -153,6 +153,15 @@ TEST_CASE("the heatmap SVG: one cell per non-empty bucket with its numbers, gaps
   CHECK(c.find(std::string(201, 'x')) == std::string::npos);
   CHECK(c.find(std::string(200, 'x') + "...") != std::string::npos);
   CHECK(count_of(c, "more annotations not drawn") == 0);
+  CHECK(count_of(c, "class=\"mark-label\"") == 4); // one per row; the rest counted
+  CHECK(count_of(c, "996 more labels too crowded to draw") == 1);
+  // Two marks a moment apart: both labels drawn, the second in the row below.
+  auto two = h;
+  two.marks = {{t0 + 10 * sec, t0 + 10 * sec, "deploy v42"},
+               {t0 + 11 * sec, t0 + 30 * sec, "checkout slow"}};
+  const std::string t = to_svg(two, o);
+  CHECK(count_of(t, "class=\"mark-label\"") == 2);
+  CHECK(count_of(t, "too crowded") == 0);
   crowded.marks_not_drawn = 12;
   CHECK(count_of(to_svg(crowded, o), "12 more annotations not drawn") == 1);
 }

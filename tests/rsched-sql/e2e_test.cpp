@@ -531,3 +531,70 @@ TEST_CASE("rsched-sql e2e: the report names a spike of one thread as that thread
   CHECK(h4.find("<td>webworker (tid 103)</td>", s4) < h4.find("</section>", s4));
   CHECK(h4.find("rtjob[900]", s4) < h4.find("</section>", s4));
 }
+
+TEST_CASE("rsched-sql e2e: an incident's section lists the spikes of its window, also those "
+          "milder than the report's worst 12, cut at its edges",
+          "[rsched-sql]") {
+  // 14 comms with a 100 ms spike each, one after another, and 'quiet' with a 5 ms one (15th by
+  // peak) under an incident that ends in the middle of it.
+  using namespace rsched;
+  temp_dir dir;
+  const std::string db = dir.file("rsched.db");
+  constexpr std::int64_t t0 = 1'700'000'040'000'000'000;
+  constexpr std::int64_t sec = 1'000'000'000;
+  constexpr int loud = 14;
+  {
+    auto w = store::writer::open(db);
+    REQUIRE(w.ok());
+    for (int i = 0; i < 300; ++i) {
+      store::interval_row iv;
+      iv.start_ns = t0 + i * sec;
+      iv.dur_ns = sec;
+      iv.boot_id = "00000000-0000-0000-0000-000000000001";
+      for (int c = 0; c <= loud; ++c) {
+        store::thread_row t;
+        t.tid = static_cast<std::uint32_t>(200 + c);
+        t.pid = t.tid;
+        t.start_time_ns = 5;
+        t.comm = c == loud ? std::string("quiet") : "loud" + std::to_string(c);
+        const int at = 30 + c * 15; // its spike: 10 s from here
+        const bool spiking = i >= at && i < at + 10;
+        const std::uint64_t d = !spiking ? 100'000 : c == loud ? 5'000'000 : 100'000'000;
+        for (int k = 0; k < 100; ++k) {
+          t.m[metric::sched_delay].hist.add(d);
+        }
+        t.m[metric::sched_delay].count = 100;
+        t.m[metric::sched_delay].total = 100 * d;
+        iv.threads.push_back(t);
+      }
+      REQUIRE(w->write(iv).ok());
+    }
+  }
+  const std::int64_t quiet_at = 30 + loud * 15;
+  REQUIRE(run_sql({db, "mark", "quiet slow", "--at", std::to_string(t0 / sec + quiet_at - 5),
+                   "--until", std::to_string(t0 / sec + quiet_at + 5)})
+              .status == 0);
+  const std::string f = dir.file("r.html");
+  const auto r = run_sql({db, "report", "--from", std::to_string(t0 / sec), "--to",
+                          std::to_string(t0 / sec + 300), "-o", f});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string html = slurp(f);
+  const auto sec1 = html.find("<section id=\"annotation-1\">");
+  REQUIRE(sec1 != std::string::npos);
+  const auto end1 = html.find("</section>", sec1);
+  // The section's spikes: quiet's, unnumbered (not among the worst 12), 5 s of its 10 (the
+  // incident ends in its middle).
+  const auto table = html.find("<th>peak p99</th>", sec1);
+  REQUIRE(table < end1);
+  const auto row = html.find("<td>quiet (tid 214)</td>", table);
+  INFO(html.substr(table, std::min<std::size_t>(2000, end1 - table)));
+  REQUIRE(row < end1);
+  const auto tr = html.rfind("<tr>", row);
+  CHECK(html.substr(tr, row - tr).find("<td></td>") != std::string::npos);
+  CHECK(html.substr(tr, row - tr).find(">5.00 s</td>") != std::string::npos);
+  // The report's own spikes table holds the worst 12, quiet not among them.
+  const auto spikes = html.find("the worst 12 by peak");
+  REQUIRE(spikes != std::string::npos);
+  CHECK(html.find("<td>quiet (tid 214)</td>", spikes) == std::string::npos);
+}

@@ -272,7 +272,9 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
 
   // Spikes, per comm, with their cause; they also mark the timeline.
   std::vector<charts::span> spike_marks;
-  std::vector<std::vector<query::value>> spikes;
+  std::vector<std::vector<query::value>> spikes;     // the worst 12, the report's numbering
+  std::vector<std::vector<query::value>> all_spikes; // every one, worst first: the sections'
+  constexpr std::size_t shown_spikes = 12;
   // --where narrows them to its threads: a one-thread spike by its tid, a comm's by its comm
   // (as the spike's victim names it).
   // A thread by (tid, comm), not by tid alone: a tid is reused, and the rollup tiers keep one
@@ -288,10 +290,12 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
   if (auto s = query(db,
                      "SELECT ts, end_ts, dur, peak_ns, victim, cause, NULL, tid FROM "
                      "spikes('sched_delay', '3x', ?1, ?2)" +
-                         narrow + " ORDER BY peak_ns DESC, ts LIMIT 12",
+                         narrow + " ORDER BY peak_ns DESC, ts",
                      span);
       s) {
-    spikes = s->rows;
+    all_spikes = std::move(s->rows);
+    spikes.assign(all_spikes.begin(), all_spikes.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                               all_spikes.size(), shown_spikes)));
   }
   // A spike of one thread (spikes' tid) is that thread's: named and blamed as the thread.
   const auto victim_text = [](const std::vector<query::value> &s) {
@@ -557,15 +561,21 @@ result<std::string> build_report(query::reader &db, const report_args &a) {
           html += "<p>Flight recorder captures of this window: " + links + ".</p>\n";
         }
       }
-      // Spikes in the window, with their causes.
+      // Spikes in the window (of every spike, not only the report's worst 12: an incident's
+      // own may be milder than another's), worst first, with their causes; each cut at the
+      // window's edges (one that began with the recording, or runs on past the incident).
       std::vector<std::vector<std::pair<std::string, bool>>> srows;
-      for (std::size_t i = 0; i < spikes.size(); ++i) {
-        const auto &sp = spikes[i];
-        if (int_of(sp[0]).value_or(0) < we && int_of(sp[1]).value_or(0) > ws) {
-          covered[i] = true;
-          srows.push_back({{fmt::format("#{}", i + 1), false},
-                           {timefmt::format_time(int_of(sp[0]).value_or(0), zone), false},
-                           {dur_of(sp[2]), true},
+      for (std::size_t i = 0; i < all_spikes.size() && srows.size() < 6; ++i) {
+        const auto &sp = all_spikes[i];
+        const std::int64_t cut_a = std::max(int_of(sp[0]).value_or(0), ws);
+        const std::int64_t cut_b = std::min(int_of(sp[1]).value_or(0), we);
+        if (cut_a < cut_b) {
+          if (i < covered.size()) {
+            covered[i] = true;
+          }
+          srows.push_back({{i < shown_spikes ? fmt::format("#{}", i + 1) : std::string(), false},
+                           {timefmt::format_time(cut_a, zone), false},
+                           {text::format_duration_ns(static_cast<double>(cut_b - cut_a)), true},
                            {victim_text(sp), false},
                            {peak_of(sp[3]), true},
                            {text_of(sp[5]), false}});

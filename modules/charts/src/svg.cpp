@@ -261,9 +261,14 @@ void spans(std::string &out, const frame &f, std::int64_t from, std::int64_t to,
                     xml_text(text::format_duration_ns(static_cast<double>(g.end - g.start))));
     out += "\n";
   }
-  // Labels along the top, left to right: one that would run into the previous one is left
-  // out (the band keeps its tooltip); one that would run past the right edge ends there.
-  double label_end = -1e9;
+  // Labels along the top, left to right, in rows: above the plot, then inside its top edge;
+  // a label goes to the first row where it runs into nothing; one that would run past the right
+  // edge ends there. Where every row is taken (marks crowded closer than their labels are long)
+  // the label is left out and counted in a note (its band keeps its tooltip).
+  constexpr std::size_t label_rows = 4;
+  std::array<double, label_rows> label_end{};
+  label_end.fill(-1e9);
+  std::size_t unlabelled = 0;
   const double right = f.left + f.width + 18; // the SVGs leave 20 px right of the plot
   for (const auto &m : marks) {
     if (m.end < from || m.start >= to) {
@@ -288,12 +293,26 @@ void spans(std::string &out, const frame &f, std::int64_t from, std::int64_t to,
     if (lx + lw > right) {
       lx = std::max(f.left, right - lw);
     }
-    if (lx >= label_end + 6) {
+    std::size_t row = 0;
+    while (row < label_rows && lx < label_end[row] + 6) {
+      ++row;
+    }
+    if (row == label_rows) {
+      ++unlabelled;
+    } else {
+      const double ly = row == 0 ? f.top - 3 : f.top + 11 * static_cast<double>(row);
       out += fmt::format(
           R"~(<text class="mark-label" x="{:.1f}" y="{:.1f}" fill="{}" font-size="10">{}</text>)~",
-          lx, f.top - 3, m.spike ? "#a04c00" : "#1a4f99", label);
-      label_end = lx + lw;
+          lx, ly, m.spike ? "#a04c00" : "#1a4f99", label);
+      label_end[row] = lx + lw;
     }
+    out += "\n";
+  }
+  if (unlabelled > 0) {
+    out += fmt::format(R"~(<text class="mark-note" x="{:.1f}" y="{:.1f}" text-anchor="end" )~"
+                       R"~(fill="#555" font-size="10">{} more labels too crowded to draw: )~"
+                       R"~(hover their bands</text>)~",
+                       f.left + f.width - 4, f.top + f.height - 6, unlabelled);
     out += "\n";
   }
 }
