@@ -1,7 +1,5 @@
 #include "explain_scope.hpp"
 
-#include "rsched/base/text.hpp"
-
 #include "tvf_blame.hpp"
 
 #include <algorithm>
@@ -116,13 +114,13 @@ bool service_rule::matches(std::string_view comm, std::string_view cgroup) const
 }
 
 std::string service_rule::describe() const {
-  const std::string who = "service " + text::escape_for_terminal(name);
+  const std::string who = "service " + name;
   if (patterns.empty()) {
     return who + ": threads whose comm or a cgroup path component is its name";
   }
   std::string list;
   for (const auto &p : patterns) {
-    list += (list.empty() ? "" : ", ") + text::escape_for_terminal(p);
+    list += (list.empty() ? "" : ", ") + p;
   }
   return who + ": its mapping (" + list + ")";
 }

@@ -171,9 +171,9 @@ std::string victim::describe() const {
   case kind::all:
     return "all threads";
   case kind::comm:
-    return "comm " + text::escape_for_terminal(text);
+    return "comm " + text;
   case kind::cgroup:
-    return "cgroup " + text::escape_for_terminal(text);
+    return "cgroup " + text;
   case kind::pid:
     return fmt::format("pid {}", number);
   case kind::tid:
@@ -1251,7 +1251,7 @@ result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<wind
 namespace {
 // A culprit as cause_text names it: a process comm[pid], anything else by its name.
 std::string culprit_name(const culprit_sum &c) {
-  std::string name = text::escape_for_terminal(c.comm);
+  std::string name = c.comm;
   if (c.kind == 0 && c.pid && *c.pid > 0) {
     name += fmt::format("[{}]", *c.pid);
   }
@@ -1283,7 +1283,7 @@ std::string cause_text(const std::vector<culprit_sum> &culprits, const pressure_
   if (p.throttled_ns && *p.throttled_ns > 0) {
     out += fmt::format("{}throttled {} ({})", out.empty() ? "" : "; ",
                        text::format_duration_ns(static_cast<double>(*p.throttled_ns)),
-                       text::escape_for_terminal(p.throttled_cgroup));
+                       p.throttled_cgroup);
   }
   if (p.system_some_pct) {
     // PSI "some" is a share of wall time: at most 100 %. Recordings before the PSI deltas were

@@ -538,7 +538,7 @@ culprit_key key_of(const culprit_sum &c) {
 }
 
 std::string culprit_name(const culprit_sum &c) {
-  std::string name = text::escape_for_terminal(c.comm);
+  std::string name = c.comm;
   if (c.kind == 0 && c.pid && *c.pid > 0) {
     name += fmt::format("[{}]", *c.pid);
   }
@@ -1159,12 +1159,11 @@ cause_row io_cause(const victim_row &v, const judge &j, const extras &x) {
       r.comm = io.w.comm;
       r.cgroup = io.w.cgroup;
     }
-    busy += fmt::format(
-        "{}{} ({} read, {} written; {} at its baseline rate)", named == 0 ? "" : ", ",
-        io.w.pid != 0 ? fmt::format("{}[{}]", text::escape_for_terminal(io.w.comm), io.w.pid)
-                      : text::escape_for_terminal(io.w.comm),
-        text::format_bytes(io.w.read_bytes), text::format_bytes(io.w.write_bytes),
-        text::format_bytes(io.expected));
+    busy +=
+        fmt::format("{}{} ({} read, {} written; {} at its baseline rate)", named == 0 ? "" : ", ",
+                    io.w.pid != 0 ? fmt::format("{}[{}]", io.w.comm, io.w.pid) : io.w.comm,
+                    text::format_bytes(io.w.read_bytes), text::format_bytes(io.w.write_bytes),
+                    text::format_bytes(io.expected));
     if (++named == 3) {
       break;
     }
@@ -1197,9 +1196,7 @@ void sleep_causes(const victim_row &v, const judge &j, const extras &x,
     r.measure_baseline = static_cast<double>(part.expected);
     // A thread name of a process (the waker's thread is named in `via`).
     const std::string who =
-        w->pid && *w->pid != 0
-            ? fmt::format("{} (pid {})", text::escape_for_terminal(w->comm), *w->pid)
-            : text::escape_for_terminal(w->comm);
+        w->pid && *w->pid != 0 ? fmt::format("{} (pid {})", w->comm, *w->pid) : w->comm;
     r.summary = fmt::format("slept {} until {} woke it ({} at its baseline rate): {:.0f}% of the "
                             "extra time; why() follows it",
                             text::format_duration_ns(r.measure), who,
@@ -1234,8 +1231,7 @@ void cgroup_causes(const victim_row &v, const judge &j, std::vector<cause_row> &
       r.measure_baseline = static_cast<double>(expected);
       r.summary = fmt::format("{} was throttled {} ({} at its baseline rate): up to {:.0f}% "
                               "of the extra time",
-                              text::escape_for_terminal(pw.throttled_cgroup),
-                              text::format_duration_ns(r.measure),
+                              pw.throttled_cgroup, text::format_duration_ns(r.measure),
                               text::format_duration_ns(r.measure_baseline), *r.share);
       causes.push_back(std::move(r));
     }
@@ -1251,8 +1247,8 @@ void cgroup_causes(const victim_row &v, const judge &j, std::vector<cause_row> &
     r.measure = std::min(*now, 100.0);
     r.measure_baseline = std::min(before.value_or(0.0), 100.0);
     r.order = 2;
-    r.summary = fmt::format("CPU pressure {:.0f}% in {} ({:.0f}% before)", r.measure,
-                            text::escape_for_terminal(*r.cgroup), r.measure_baseline);
+    r.summary = fmt::format("CPU pressure {:.0f}% in {} ({:.0f}% before)", r.measure, *r.cgroup,
+                            r.measure_baseline);
     causes.push_back(std::move(r));
   }
 }
@@ -1512,8 +1508,7 @@ private:
       // The path is max_hops long: this waker is named the root, whatever held it up.
       const bool held = x != nullptr && x->top && !cycle && (handoff || !seen.contains(k));
       if (held && n >= max_hops) {
-        story += fmt::format("; {} was held up in turn: why() follows it",
-                             text::escape_for_terminal(via.back()));
+        story += fmt::format("; {} was held up in turn: why() follows it", via.back());
       }
       if (!held || n >= max_hops) {
         if (n > 1) { // a waker further on, not held up itself (or the last named): the root
@@ -1530,7 +1525,7 @@ private:
       if (constexpr std::string_view follows = "; why() follows it"; said.ends_with(follows)) {
         said.remove_suffix(follows.size());
       }
-      story += fmt::format("; {} was held up: {}", text::escape_for_terminal(via.back()), said);
+      story += fmt::format("; {} was held up: {}", via.back(), said);
       if (t.kind == "wakeup" && t.pid && *t.pid > 0 && t.comm) {
         k = {*t.pid, *t.comm};
         continue;
