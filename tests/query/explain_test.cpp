@@ -710,6 +710,16 @@ TEST_CASE_METHOD(new_db,
   const auto journal = first("journal");
   CHECK(as_text(journal[0]) == "cpu");
   CHECK(as_text(journal[3]) == "journal[501] \u2190 reindex[977]");
+  // why() follows the same threads, hop by hop: api, flusher (of api's process), journal.
+  const auto why = run(r, fmt::format("SELECT DISTINCT hop, subject FROM why('tid:412', {}, {}) "
+                                      "ORDER BY hop",
+                                      win_a, win_b));
+  REQUIRE(why.rows.size() == 3);
+  CHECK(as_text(why.rows[1][1]) == "flusher[400]");
+  CHECK(as_text(why.rows[2][1]) == "journal[500]");
+  // ... and stops where a waker is a thread of the path already (ping and pong).
+  CHECK(scalar_int(r, fmt::format("SELECT max(hop) FROM why('tid:701', {}, {})", win_a, win_b)) ==
+        1);
   const auto all = run(r, window_sql("via") + " WHERE victim_tid = 412 AND cause_rank = 1");
   REQUIRE(all.rows.size() == 1);
   CHECK(as_text(all.rows[0][0]) == as_text(api[3]));

@@ -1,11 +1,12 @@
-// why(victim, [start, end]): where a victim's time went in a window, and one hop further.
+// why(victim, [start, end]): where a victim's time went in a window, and up to three hops further.
 //
 // Hop 0 is the victim: its time running (the slice group's time slices), runnable (its
 // scheduling delay, divided among what ran meanwhile: blame's culprits) and sleeping (the wakeup
 // group: who ended each sleep, by the state it slept in), and where its D sleeps blocked (their
-// kernel stacks, a split of the D part). Hop 1 is the process that ended most
-// of that sleep (the top waker): the same three parts of its own time in the same window, its
-// runnable delay divided among its culprits. "slept 80 % on a pipe, woken by db[1234]; db itself
+// kernel stacks, a split of the D part). Hop 1 is the waker that ended most of that sleep (the
+// threads of its name in its process): the same three parts of its own time in the same window,
+// its runnable delay divided among its culprits; hops 2 and 3 the same from it, as explain()'s
+// chains. "slept 80 % on a pipe, woken by db[1234]; db itself
 // waited 60 % of its time behind batch[77]".
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <sqlite3.h>
 #include <string>
 #include <tuple>
@@ -178,6 +180,8 @@ struct hop {
   std::vector<waker_part> wakers;
   std::vector<blocked_part> blocked; // the D part of `wakers` and long sleeps, by kernel stack
   bool sleep_recorded = true;        // some interval of the window recorded the wakeup group
+  // Its threads' (thread name, pid) in the window (at most 64): a waker among them is no hop.
+  std::set<std::tuple<std::string, std::int64_t>> members;
   [[nodiscard]] std::int64_t runnable() const {
     std::int64_t n = 0;
     for (const auto &c : culprits) {
@@ -241,6 +245,17 @@ result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b
   }
   h.blocked = std::move(*bl);
   h.sleep_recorded = !h.wakers.empty() || wakeup_recorded(db, a, b);
+  auto m = each_row(db,
+                    fmt::format("SELECT DISTINCT t.comm, t.pid FROM {} AS i CROSS JOIN thread_hist "
+                                "AS x ON x.interval_id = i.id AND x.metric = 1 CROSS JOIN thread "
+                                "AS t ON t.id = x.thread_id WHERE {} AND {} LIMIT 64",
+                                timeline(db), overlaps(db, "i", a), victims_sql(v, 3)),
+                    a, b, v, [&](sqlite3_stmt *st) {
+                      h.members.insert({sqlite::column_text(st, 0), sqlite3_column_int64(st, 1)});
+                    });
+  if (!m) {
+    return m.err();
+  }
   return h;
 }
 
@@ -284,6 +299,24 @@ std::string hop_text(const hop &h) {
   return s;
 }
 
+// The waker (thread name, pid) that ended most of a hop's sleep, and how much; none when it
+// ended under a tenth of it (too little to follow).
+std::optional<std::tuple<std::string, std::int64_t, std::int64_t>> top_waker(const hop &h) {
+  std::map<std::tuple<std::string, std::int64_t>, std::int64_t> by_waker;
+  for (const auto &p : h.wakers) {
+    if (p.kind == 0) {
+      by_waker[{p.comm, p.pid.value_or(0)}] += p.sleep_ns;
+    }
+  }
+  const auto top =
+      std::max_element(by_waker.begin(), by_waker.end(),
+                       [](const auto &x, const auto &y) { return x.second < y.second; });
+  if (top == by_waker.end() || top->second <= 0 || top->second * 10 < h.sleeping()) {
+    return std::nullopt;
+  }
+  return std::tuple{std::get<0>(top->first), std::get<1>(top->first), top->second};
+}
+
 } // namespace
 
 result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
@@ -304,41 +337,47 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   if (!h0) {
     return h0.err();
   }
-  // Hop 1: the process that ended most of the victim's sleep (summed over its states).
+  // Hops 1 to 3: the waker that ended most of the previous hop's sleep (summed over its
+  // states): the threads of that name in that process (the wakeup group names a waker by its
+  // process and thread name), as explain's chains follow them; not one already on the path.
   std::vector<hop> hops{std::move(*h0)};
-  std::map<std::tuple<std::string, std::string, std::int64_t>, std::int64_t> by_waker;
-  for (const auto &p : hops[0].wakers) {
-    if (p.kind == 0) {
-      by_waker[{p.comm, p.cgroup, p.pid.value_or(0)}] += p.sleep_ns;
+  std::vector<std::int64_t> woke_ns; // hop k+1 ended this much of hop k's sleep
+  std::set<std::tuple<std::string, std::int64_t>> seen;
+  for (int n = 0; n < 3; ++n) {
+    auto next = top_waker(hops.back());
+    if (!next) {
+      break;
     }
-  }
-  const auto top =
-      std::max_element(by_waker.begin(), by_waker.end(),
-                       [](const auto &x, const auto &y) { return x.second < y.second; });
-  // A waker that ended under a tenth of its sleep explains too little to follow.
-  if (top != by_waker.end() && top->second * 10 >= hops[0].sleeping() && top->second > 0) {
-    const auto &[comm, cgroup, pid] = top->first;
-    victim next;
-    if (pid > 0) {
-      next.what = victim::kind::pid;
-      next.number = pid;
-    } else { // a rollup row names the waker by comm only
-      next.what = victim::kind::comm;
-      next.text = comm;
+    const auto &[comm, pid, ns] = *next;
+    const bool earlier = std::any_of(hops.begin(), hops.end(), [&](const hop &x) {
+      return x.members.contains({comm, pid});
+    });
+    if (earlier || !seen.insert({comm, pid}).second) {
+      break; // a thread of the path already: each woke the other
     }
-    auto h1 =
-        hop_of(db, {next}, a, b, name_of(comm, pid > 0 ? std::optional(pid) : std::nullopt, 0));
-    if (!h1) {
-      return h1.err();
+    victims vs;
+    victim by_comm;
+    by_comm.what = victim::kind::comm;
+    by_comm.text = comm;
+    vs.push_back(by_comm);
+    if (pid > 0) { // a rollup row names the waker by comm only
+      victim by_pid;
+      by_pid.what = victim::kind::pid;
+      by_pid.number = pid;
+      vs.push_back(by_pid);
     }
-    hops.push_back(std::move(*h1));
+    auto h = hop_of(db, vs, a, b, name_of(comm, pid > 0 ? std::optional(pid) : std::nullopt, 0));
+    if (!h) {
+      return h.err();
+    }
+    hops.push_back(std::move(*h));
+    woke_ns.push_back(ns);
   }
   // The sentence every row carries.
   std::string summary = hop_text(hops[0]);
-  if (hops.size() > 1) {
-    const std::int64_t sleeping = hops[0].sleeping();
-    summary += fmt::format("; woken by {} for {} of its sleep; {}", hops[1].subject,
-                           pct(top->second, sleeping), hop_text(hops[1]));
+  for (std::size_t k = 1; k < hops.size(); ++k) {
+    summary += fmt::format("; woken by {} for {} of its sleep; {}", hops[k].subject,
+                           pct(woke_ns[k - 1], hops[k - 1].sleeping()), hop_text(hops[k]));
   }
   rows out;
   for (std::size_t k = 0; k < hops.size(); ++k) {
