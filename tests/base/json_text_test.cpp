@@ -81,7 +81,7 @@ TEST_CASE("JSON strings: each byte that is not valid UTF-8 becomes U+FFFD, never
 }
 
 TEST_CASE("JSON members: the exact bytes in <key>_hex only when the text was not UTF-8", "[base]") {
-  CHECK(to_hex("") == "");
+  CHECK(to_hex("").empty());
   CHECK(to_hex(std::string("\x00\x0f\x7f\x80\xff", 5)) == "000f7f80ff");
   std::string out;
   append_json_text_member(out, "comm", "web");

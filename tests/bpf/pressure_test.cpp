@@ -25,7 +25,6 @@ using namespace std::chrono_literals;
 namespace {
 
 using test::as_int;
-using test::as_text;
 
 std::map<std::string, std::int64_t> stat_of(const std::string &file) {
   std::map<std::string, std::int64_t> out;

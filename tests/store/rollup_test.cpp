@@ -148,7 +148,9 @@ std::vector<std::int64_t> other_sums(reader &r, const std::string &sfx, std::int
         "SELECT count(DISTINCT comm) FROM io"}) {
     // Insert the suffix after the view name (the last word of the query).
     const auto sp = q.rfind(' ');
-    out.push_back(scalar_int(r, q.substr(0, sp + 1) + q.substr(sp + 1) + sfx + w));
+    std::string sql = q.substr(0, sp + 1);
+    sql.append(q, sp + 1).append(sfx).append(w);
+    out.push_back(scalar_int(r, sql));
   }
   return out;
 }
@@ -416,6 +418,7 @@ TEST_CASE_METHOD(new_db,
     std::vector<rsched::store::thread_row> threads;
     for (std::uint32_t i = 0; i < 200; ++i) {
       std::vector<std::uint64_t> d;
+      d.reserve(40);
       for (int k = 0; k < 40; ++k) {
         d.push_back(1000 + rng() % 100'000'000);
       }
@@ -867,9 +870,9 @@ TEST_CASE("what a routed view read, and why a scan read the finest tier",
     INFO(cond);
     const std::string q = "SELECT tid, comm, sum(count), hist_percentile(hist, 99) FROM ";
     const std::string tail = since + cond + " GROUP BY tid, comm ORDER BY tid, comm";
-    const auto routed = run(r, q + "sched_delay" + tail).rows;
+    const auto routed = run(r, std::string(q).append("sched_delay").append(tail)).rows;
     CHECK_FALSE(routed.empty());
-    CHECK(routed == run(r, q + "main.sched_delay" + tail).rows);
+    CHECK(routed == run(r, std::string(q).append("main.sched_delay").append(tail)).rows);
   }
   CHECK(scalar_int(r, "SELECT sum(count) FROM cpu_sched_delay" + since + " AND cpu = '1'") ==
         scalar_int(r, "SELECT sum(count) FROM main.cpu_sched_delay" + since + " AND cpu = 1"));

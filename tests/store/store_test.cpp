@@ -345,7 +345,7 @@ TEST_CASE_METHOD(new_db, "intervals round trip through writer and reader", "[sto
   CHECK(*h1 == t1.m[metric::sched_delay].hist);
   const auto &b = sd.rows[1];
   CHECK(as_text(b[4]) == "worker");
-  CHECK(as_text(b[5]) == ""); // unknown cgroup is ''
+  CHECK(as_text(b[5]).empty()); // unknown cgroup is ''
   CHECK(as_int(b[6]) == 2);
   auto h2 = rsched::stats::decode(as_blob(b[8]));
   REQUIRE(h2.ok());

@@ -348,7 +348,10 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     if (!next) {
       break;
     }
-    const auto &[comm, pid, ns] = *next;
+    // Not a structured binding: clang 14 cannot capture one in a lambda.
+    const std::string &comm = std::get<0>(*next);
+    const std::int64_t pid = std::get<1>(*next);
+    const std::int64_t ns = std::get<2>(*next);
     const bool earlier = std::any_of(hops.begin(), hops.end(), [&](const hop &x) {
       return x.members.contains({comm, pid});
     });
