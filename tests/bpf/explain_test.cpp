@@ -254,7 +254,7 @@ TEST_CASE("explain: a lock convoy's root culprit two hops away, from the page (t
   const auto rows = test::query_db(
       rec.db, "SELECT victim_rank, victim_tid, victim_comm, victim_class, cause_rank, cause, "
               "culprit_pid, culprit_comm, via, share_pct, held_ns, late_excess_ns, summary, "
-              "victims_rule FROM explain(" +
+              "victims_rule, wait_ns FROM explain(" +
                   std::to_string(*id) + ") ORDER BY victim_rank, cause_rank");
   REQUIRE(!rows.empty());
   for (const auto &r : rows) {
@@ -278,7 +278,7 @@ TEST_CASE("explain: a lock convoy's root culprit two hops away, from the page (t
   REQUIRE(span.size() == 1);
   const std::int64_t span_a = as_int(span[0][0]), span_b = as_int(span[0][1]);
   constexpr std::int64_t edge_ns = 20'000'000;
-  std::int64_t measured[2] = {}, at_edges[2] = {};
+  std::int64_t measured[2] = {}, at_edges[2] = {}, counted[2] = {};
   for (int k = 0; k < 2; ++k) {
     for (const auto &w : waits[k]) {
       if (std::abs(w.end_wall_ns - span_a) < edge_ns ||
@@ -286,6 +286,7 @@ TEST_CASE("explain: a lock convoy's root culprit two hops away, from the page (t
         at_edges[k] += w.ns;
       } else if (w.end_wall_ns > span_a && w.end_wall_ns < span_b) {
         measured[k] += w.ns;
+        ++counted[k];
       }
     }
   }
@@ -322,11 +323,18 @@ TEST_CASE("explain: a lock convoy's root culprit two hops away, from the page (t
     CHECK(via.compare(via.size() - std::min(via.size(), tail.size()), tail.size(), tail) == 0);
     // ... explaining much of the thread's extra time ...
     CHECK(std::get<double>(r[9]) >= 30.0);
-    // ... and its held sleep is the worker's own measure of its waits for the lock: each wait is
-    // the sleep another thread ended plus the scheduling delay after it (held is the sleep
-    // alone), so held is at most what the worker measured and nearly all of it.
-    CHECK(as_int(r[10]) <= measured[k] + at_edges[k]);
-    CHECK(as_int(r[10]) * 10 >= (measured[k] - at_edges[k]) * 9);
+    // ... and its held sleep is the worker's own measure of its waits for the lock. Each wait is
+    // the sleep another thread ended, the scheduling delay after it, and the few microseconds
+    // it ran in the lock call: held is at most what the worker measured, and held plus the
+    // thread's whole scheduling delay in the window (its delays after its timer sleeps too) plus
+    // 100 us of running per wait is at least that (on a loaded machine the delay is most of the
+    // difference: 2.50 s held of 2.99 s measured in one CI run beside a compiler).
+    const std::int64_t held = as_int(r[10]);
+    const std::int64_t delay = as_int(r[14]);
+    INFO("held " << held << " ns, delay " << delay << " ns, measured " << measured[k] << " ns in "
+                 << counted[k] << " waits, " << at_edges[k] << " ns at the edges");
+    CHECK(held <= measured[k] + at_edges[k]);
+    CHECK(measured[k] - at_edges[k] <= held + delay + counted[k] * 100'000);
   }
   CHECK(seen == 2);
 }
