@@ -171,6 +171,26 @@ void run_api(int fd, std::uint64_t end) {
   }
 }
 
+// The page: an incident over [a, b) tagged with `service`, added to the recording; then
+// explain(id) of it with `columns`, by victim then cause.
+std::vector<std::vector<query::value>> explain_page(const std::string &db, std::int64_t a,
+                                                    std::int64_t b, const std::string &text,
+                                                    const std::string &service,
+                                                    const std::string &columns) {
+  query::annotation page;
+  page.start_ns = a;
+  page.end_ns = b;
+  page.source = "test";
+  page.text = text;
+  page.tags = "service:" + service;
+  auto id = query::add_annotation(db, page);
+  REQUIRE(id.ok());
+  auto rows = test::query_db(db, "SELECT " + columns + " FROM explain(" + std::to_string(*id) +
+                                     ") ORDER BY victim_rank, cause_rank");
+  REQUIRE(!rows.empty());
+  return rows;
+}
+
 bool read_all(int fd, void *p, std::size_t n) {
   auto *at = static_cast<char *>(p);
   while (n > 0) {
@@ -242,21 +262,11 @@ TEST_CASE("explain: a lock convoy's root culprit two hops away, from the page (t
   std::this_thread::sleep_for(1500ms);
   REQUIRE(rec.d.stop(SIGINT) == 0);
 
-  // The page: an incident over the hog's run that names the service.
-  query::annotation page;
-  page.start_ns = wall_a;
-  page.end_ns = wall_b;
-  page.source = "test";
-  page.text = "api requests slow";
-  page.tags = "service:rs-api";
-  auto id = query::add_annotation(rec.db, page);
-  REQUIRE(id.ok());
-  const auto rows = test::query_db(
-      rec.db, "SELECT victim_rank, victim_tid, victim_comm, victim_class, cause_rank, cause, "
-              "culprit_pid, culprit_comm, via, share_pct, held_ns, late_excess_ns, summary, "
-              "victims_rule, wait_ns FROM explain(" +
-                  std::to_string(*id) + ") ORDER BY victim_rank, cause_rank");
-  REQUIRE(!rows.empty());
+  // The page: an incident over the window that names the service.
+  const auto rows = explain_page(
+      rec.db, wall_a, wall_b, "api requests slow", "rs-api",
+      "victim_rank, victim_tid, victim_comm, victim_class, cause_rank, cause, culprit_pid, "
+      "culprit_comm, via, share_pct, held_ns, late_excess_ns, summary, victims_rule, wait_ns");
   for (const auto &r : rows) {
     std::printf("explain lock convoy: #%lld %s[%lld] %s cause %lld %s %s (%s) share %.1f held "
                 "%lld late+ %lld: %s\n",
@@ -409,18 +419,11 @@ TEST_CASE("explain: a service throttled by its cgroup's CFS quota, from the page
   std::this_thread::sleep_for(1500ms);
   REQUIRE(rec.d.stop(SIGINT) == 0);
 
-  query::annotation page;
-  page.start_ns = wall_a;
-  page.end_ns = wall_b;
-  page.source = "test";
-  page.text = "web slow";
-  page.tags = "service:rs-web";
-  auto id = query::add_annotation(rec.db, page);
-  REQUIRE(id.ok());
-  const auto rows = test::query_db(
-      rec.db, "SELECT victim_rank, victim_tid, victim_comm, cause_rank, cause, culprit_cgroup, "
-              "via, share_pct, measure_ns, late_excess_ns, summary FROM explain(" +
-                  std::to_string(*id) + ") ORDER BY victim_rank, cause_rank");
+  // The page: an incident over the window that names the service.
+  const auto rows =
+      explain_page(rec.db, wall_a, wall_b, "web slow", "rs-web",
+                   "victim_rank, victim_tid, victim_comm, cause_rank, cause, culprit_cgroup, via, "
+                   "share_pct, measure_ns, late_excess_ns, summary");
   const auto span =
       test::query_db(rec.db, "SELECT sum(dur) FROM timeline WHERE ts < " + std::to_string(wall_b) +
                                  " AND ts + dur > " + std::to_string(wall_a));
@@ -573,19 +576,11 @@ TEST_CASE("explain: a logger's fsync stalls behind a bulk writer, from the page"
   std::this_thread::sleep_for(1500ms);
   REQUIRE(rec.d.stop(SIGINT) == 0);
 
-  query::annotation page;
-  page.start_ns = wall_a;
-  page.end_ns = wall_b;
-  page.source = "test";
-  page.text = "logger stalls";
-  page.tags = "service:rs-logger";
-  auto id = query::add_annotation(rec.db, page);
-  REQUIRE(id.ok());
-  const auto rows = test::query_db(
-      rec.db, "SELECT victim_rank, victim_tid, victim_comm, cause_rank, cause, culprit_pid, "
-              "culprit_comm, via, share_pct, blocked_ns, late_excess_ns, summary FROM explain(" +
-                  std::to_string(*id) + ") ORDER BY victim_rank, cause_rank");
-  REQUIRE(!rows.empty());
+  // The page: an incident over the window that names the service.
+  const auto rows =
+      explain_page(rec.db, wall_a, wall_b, "logger stalls", "rs-logger",
+                   "victim_rank, victim_tid, victim_comm, cause_rank, cause, culprit_pid, "
+                   "culprit_comm, via, share_pct, blocked_ns, late_excess_ns, summary");
   for (const auto &r : rows) {
     std::printf("explain io: #%lld %s[%lld] cause %lld %s %s (%s) share %.1f blocked %lld late+ "
                 "%lld: %s\n",
