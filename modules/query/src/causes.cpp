@@ -391,6 +391,15 @@ public:
       return r.err();
     }
     plan_victim_groups();
+    for (std::size_t k = 0; k < qs_.size(); ++k) {
+      if (qs_[k].cgroups) {
+        for (const auto &c : *qs_[k].cgroups) {
+          victim_cgroups_[k].insert(paths_.of(c));
+        }
+      } else {
+        read_cgroups_ = true;
+      }
+    }
     if (auto r = prepare(); !r) {
       return r.err();
     }
@@ -577,10 +586,38 @@ private:
 
   // Culprit `id`'s group (as blame_rows groups culprits), looked up once; none without a row.
   result<std::optional<std::uint32_t>> culprit_group_of(std::int64_t id) {
-    auto [it, fresh] = culprit_of_.try_emplace(id);
-    if (!fresh) {
-      return it->second;
+    // Culprit ids are rowids, mostly small: a vector by id (-2 not looked up, -1 no row) saves
+    // a hash lookup per blame entry.
+    constexpr std::int64_t dense_limit = 1 << 22;
+    if (id >= 0 && id < dense_limit) {
+      const auto i = static_cast<std::size_t>(id);
+      if (i >= culprit_dense_.size()) {
+        culprit_dense_.resize(std::max(i + 1, culprit_dense_.size() * 2), -2);
+      }
+      if (culprit_dense_[i] == -2) {
+        auto g = look_up_culprit(id);
+        if (!g) {
+          return g.err();
+        }
+        culprit_dense_[i] = *g ? static_cast<std::int64_t>(**g) : -1;
+      }
+      return culprit_dense_[i] >= 0
+                 ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(culprit_dense_[i]))
+                 : std::nullopt;
     }
+    auto [it, fresh] = culprit_of_.try_emplace(id);
+    if (fresh) {
+      auto g = look_up_culprit(id);
+      if (!g) {
+        return g.err();
+      }
+      it->second = *g;
+    }
+    return it->second;
+  }
+
+  result<std::optional<std::uint32_t>> look_up_culprit(std::int64_t id) {
+    std::optional<std::uint32_t> out;
     sqlite3_stmt *s = rebind(culprit_st_.get(), id);
     const int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
@@ -591,11 +628,11 @@ private:
       if (added) {
         group_keys_.push_back(&g->first);
       }
-      it->second = g->second;
+      out = g->second;
     } else if (rc != SQLITE_DONE) {
       return make_error(sqlite3_errmsg(db_));
     }
-    return it->second;
+    return out;
   }
 
   // The windows of the current interval whose victim thread `t` is: those of its groups.
@@ -675,7 +712,7 @@ private:
         return r;
       }
     }
-    return pressure_ ? read_victim_cgroups(j, *seek) : result<void>{};
+    return pressure_ && read_cgroups_ ? read_victim_cgroups(j, *seek) : result<void>{};
   }
 
   // One row: added to the windows of its victim thread. `last` is the thread of the row before
@@ -684,13 +721,13 @@ private:
     ++rows_read_;
     if (last != e.thread_id) {
       last = e.thread_id;
-      auto t = thread_of(e.thread_id);
-      if (!t) {
-        return t.err();
-      }
-      windows_of(**t, hits_);
-      if (only_ != nullptr && !only_->contains(e.thread_id)) {
-        hits_.clear();
+      hits_.clear();
+      if (only_ == nullptr || only_->contains(e.thread_id)) {
+        auto t = thread_of(e.thread_id);
+        if (!t) {
+          return t.err();
+        }
+        windows_of(**t, hits_);
       }
     }
     if (hits_.empty()) {
@@ -831,7 +868,9 @@ private:
     }
     windows_of(**t, hits_);
     for (const std::uint32_t k : hits_) {
-      victim_cgroups_[k].insert((*t)->cgroup);
+      if (!qs_[k].cgroups) {
+        victim_cgroups_[k].insert((*t)->cgroup);
+      }
     }
     return {};
   }
@@ -953,13 +992,15 @@ private:
         return r;
       }
     }
-    std::vector<std::unordered_map<std::uint32_t, cgroup_sums>> cg(qs_.size());
+    // Per cgroup, the windows that ask about it (ascending) and their sums: a row is added to
+    // those of its interval's windows, not looked up in every window's cgroups (explain() asks
+    // about each victim cgroup in two windows of its own: hundreds of windows).
     for (std::size_t k = 0; k < qs_.size(); ++k) {
-      cg[k].try_emplace(paths_.of("/"));
+      const auto k32 = static_cast<std::uint32_t>(k);
+      ask(paths_.of("/"), k32);
       for (const std::uint32_t c : victim_cgroups_[k]) {
         const std::string path = paths_.text(c);
-        for_each_level(path,
-                       [&](const std::string &level) { cg[k].try_emplace(paths_.of(level)); });
+        for_each_level(path, [&](const std::string &level) { ask(paths_.of(level), k32); });
       }
     }
     auto cpu_st =
@@ -968,85 +1009,116 @@ private:
     if (!cpu_st) {
       return cpu_st.err();
     }
+    std::vector<std::size_t> stamp(qs_.size(), 0); // j + 1 where window k overlaps interval j
     for (std::size_t j = 0; j < ivs_.size(); ++j) {
       if (over_[j].empty()) {
         continue;
+      }
+      for (const std::uint32_t k : over_[j]) {
+        stamp[k] = j + 1;
       }
       auto r = each_step(db_, rebind(cpu_st->get(), ivs_[j].id), [&](sqlite3_stmt *s) {
         const auto p = path_of.find(sqlite3_column_int64(s, 0));
         if (p == path_of.end()) {
           return result<void>{}; // no cgroup row: the join drops it
         }
-        return add_cgroup_row(s, ivs_[j].dur, over_[j], p->second, cg);
+        const auto a = asked_.find(p->second);
+        if (a == asked_.end()) {
+          return result<void>{};
+        }
+        const cgroup_row row = cgroup_row_of(s, ivs_[j].dur);
+        for (auto &[k, sums] : a->second) {
+          if (stamp[k] == j + 1 && !add_cgroup_row(row, ivs_[j].dur, sums)) {
+            return result<void>(make_error("integer overflow"));
+          }
+        }
+        return result<void>{};
       });
       if (!r) {
         return r;
       }
     }
     for (std::size_t k = 0; k < qs_.size(); ++k) {
-      out_[k].pressure = window_pressure(victim_cgroups_[k], cg[k]);
+      out_[k].pressure = window_pressure(static_cast<std::uint32_t>(k));
     }
     return {};
   }
 
-  // A cgroup_cpu row `s` of an interval of `dur` ns, of cgroup `path`: added to the sums of the
-  // windows `ks` that ask about that cgroup.
-  static result<void>
-  add_cgroup_row(sqlite3_stmt *s, std::int64_t dur, const std::vector<std::uint32_t> &ks,
-                 std::uint32_t path,
-                 std::vector<std::unordered_map<std::uint32_t, cgroup_sums>> &cg) {
-    const bool thr = sqlite3_column_type(s, 1) != SQLITE_NULL;
-    const bool some = sqlite3_column_type(s, 2) != SQLITE_NULL;
-    const std::int64_t thr_ns = throttled_wall_ns(
-        sqlite3_column_int64(s, 1), dur,
-        sqlite3_column_type(s, 3) != SQLITE_NULL && sqlite3_column_type(s, 4) != SQLITE_NULL
-            ? std::optional<std::pair<std::int64_t, std::int64_t>>(
-                  {sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4)})
-            : std::nullopt);
-    const std::int64_t some_ns = sqlite3_column_int64(s, 2);
-    for (const std::uint32_t k : ks) {
-      auto it = cg[k].find(path);
-      if (it == cg[k].end()) {
-        continue;
-      }
-      cgroup_sums &c = it->second;
-      bool ok = true;
-      if (thr) {
-        if (!c.throttled_ns) {
-          c.throttled_ns = 0;
-        }
-        ok = add_to(*c.throttled_ns, thr_ns);
-      }
-      if (some) {
-        ok = ok && add_to(c.some_ns, some_ns) && add_to(c.some_dur, dur);
-      }
-      if (!ok) {
-        return make_error("integer overflow");
-      }
+  // Window k asks about cgroup `path` (k ascending per path; asked once).
+  void ask(std::uint32_t path, std::uint32_t k) {
+    auto &ks = asked_[path];
+    if (ks.empty() || ks.back().first != k) {
+      ks.emplace_back(k, cgroup_sums{});
     }
-    return {};
+  }
+
+  // One cgroup_cpu row: its throttled time (wall clock, throttled_wall_ns) and PSI "some".
+  struct cgroup_row {
+    std::optional<std::int64_t> throttled_ns, some_ns;
+  };
+  static cgroup_row cgroup_row_of(sqlite3_stmt *s, std::int64_t dur) {
+    cgroup_row r;
+    if (sqlite3_column_type(s, 1) != SQLITE_NULL) {
+      r.throttled_ns = throttled_wall_ns(
+          sqlite3_column_int64(s, 1), dur,
+          sqlite3_column_type(s, 3) != SQLITE_NULL && sqlite3_column_type(s, 4) != SQLITE_NULL
+              ? std::optional<std::pair<std::int64_t, std::int64_t>>(
+                    {sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4)})
+              : std::nullopt);
+    }
+    if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+      r.some_ns = sqlite3_column_int64(s, 2);
+    }
+    return r;
+  }
+
+  // A row of an interval of `dur` ns added to one window's sums of its cgroup; false on
+  // overflow.
+  static bool add_cgroup_row(const cgroup_row &row, std::int64_t dur, cgroup_sums &c) {
+    bool ok = true;
+    if (row.throttled_ns) {
+      if (!c.throttled_ns) {
+        c.throttled_ns = 0;
+      }
+      ok = add_to(*c.throttled_ns, *row.throttled_ns);
+    }
+    if (row.some_ns) {
+      ok = ok && add_to(c.some_ns, *row.some_ns) && add_to(c.some_dur, dur);
+    }
+    return ok;
+  }
+
+  // Window k's sums of cgroup `path`; none when it did not ask about it.
+  const cgroup_sums *sums_of(std::uint32_t path, std::uint32_t k) const {
+    const auto a = asked_.find(path);
+    if (a == asked_.end()) {
+      return nullptr;
+    }
+    const auto it = std::lower_bound(a->second.begin(), a->second.end(), k,
+                                     [](const std::pair<std::uint32_t, cgroup_sums> &x,
+                                        std::uint32_t key) { return x.first < key; });
+    return it != a->second.end() && it->first == k ? &it->second : nullptr;
   }
 
   // pressure_of's answer for one window from its cgroups' sums.
-  pressure_sum window_pressure(const std::set<std::uint32_t> &victim_cgroups,
-                               const std::unordered_map<std::uint32_t, cgroup_sums> &cg) {
+  // pressure_of's answer for window k from its cgroups' sums.
+  pressure_sum window_pressure(std::uint32_t k) {
     std::set<std::string> cgroups;
-    for (const std::uint32_t c : victim_cgroups) {
+    for (const std::uint32_t c : victim_cgroups_[k]) {
       cgroups.insert(paths_.text(c));
     }
-    return combine_pressure(cgroups,
-                            [&](const std::string &path, std::optional<std::int64_t> &throttled,
-                                std::optional<double> &some) {
-                              const auto it = cg.find(paths_.of(path));
-                              if (it == cg.end()) {
-                                return;
-                              }
-                              throttled = it->second.throttled_ns;
-                              if (it->second.some_dur > 0) {
-                                some = 100.0 * static_cast<double>(it->second.some_ns) /
-                                       static_cast<double>(it->second.some_dur);
-                              }
-                            });
+    return combine_pressure(cgroups, [&](const std::string &path,
+                                         std::optional<std::int64_t> &throttled,
+                                         std::optional<double> &some) {
+      const cgroup_sums *c = sums_of(paths_.of(path), k);
+      if (c == nullptr) {
+        return;
+      }
+      throttled = c->throttled_ns;
+      if (c->some_dur > 0) {
+        some = 100.0 * static_cast<double>(c->some_ns) / static_cast<double>(c->some_dur);
+      }
+    });
   }
 
   sqlite3 *db_;
@@ -1072,10 +1144,13 @@ private:
   std::map<culprit_group, std::uint32_t> group_index_;
   std::vector<const culprit_group *> group_keys_;
   std::unordered_map<std::int64_t, std::optional<std::uint32_t>> culprit_of_; // culprit.id
+  std::vector<std::int64_t> culprit_dense_; // the same for small ids, by id
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::int64_t>> ids_of_tid_;
   // The sums.
   std::vector<window_sums> sums_;
   std::vector<std::set<std::uint32_t>> victim_cgroups_; // interned paths, per window
+  // Per cgroup (interned path): the windows that ask about it, ascending, and their sums.
+  std::unordered_map<std::uint32_t, std::vector<std::pair<std::uint32_t, cgroup_sums>>> asked_;
   // The interval being read.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> ovg_; // (group, window), ascending
   std::vector<std::uint32_t> hits_;
@@ -1086,6 +1161,8 @@ private:
   // Whether the victims' rows were few in the last interval read whole (or by the light read):
   // then the next is read by the light read and seeks.
   bool sparse_ = false;
+  // Some window's victims' cgroups are to be read from the threads with samples.
+  bool read_cgroups_ = false;
 };
 
 } // namespace

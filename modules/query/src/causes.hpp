@@ -86,6 +86,10 @@ result<pressure_sum> pressure_of(sqlite3 *db, const victims &v, std::int64_t a, 
 struct window_query {
   victims who;
   std::int64_t a = 0, b = 0;
+  // The victims' cgroups when the caller knows them (explain(): the pressure of one cgroup in a
+  // window and its baseline): the pressure part takes them instead of reading which cgroups
+  // the victims' threads with samples in the window were in.
+  std::optional<std::vector<std::string>> cgroups = std::nullopt;
 };
 struct window_causes {
   std::vector<culprit_sum> culprits;     // blame_of(who, a, b)

@@ -570,8 +570,9 @@ pressure_by_cgroup(sqlite3 *db, const std::set<std::string> &cgroups, const peri
     v.what = victim::kind::cgroup;
     v.text = c;
     v.descendants = false;
-    qs.push_back({{v}, window.a, window.b});
-    qs.push_back({{v}, baseline.a, baseline.b});
+    // The cgroup's own pressure in each period, whichever of its threads ran then.
+    qs.push_back({{v}, window.a, window.b, std::vector<std::string>{c}});
+    qs.push_back({{v}, baseline.a, baseline.b, std::vector<std::string>{c}});
   }
   auto causes = causes_of(db, qs, false, true);
   if (!causes) {
