@@ -84,3 +84,50 @@ TEST_CASE_METHOD(new_db,
   REQUIRE(stack.rows.size() == 1);
   CHECK(as_text(stack.rows[0][0]) == "__schedule <- schedule <- io_schedule");
 }
+
+TEST_CASE_METHOD(new_db,
+                 "why: a throttled cgroup's time is a split of the runnable part; a thread "
+                 "blocked in D names the processes whose I/O the window saw most",
+                 "[store][why]") {
+  for (int i = 0; i < 6; ++i) {
+    // api in /api.slice: throttled 90 of 100 periods, the kernel's sum over 8 runqueues 25 s
+    // an interval of 10 s: 9 s of wall clock. Blocked in D 4 s an interval; writes 1 MiB.
+    auto api = make_thread(10, "api", std::vector<std::uint64_t>(10, 1'000'000), {}, "/api.slice");
+    api.wakeups = {woken(waker_kind::softirq, 0, "", 4'000'000'000)};
+    api.wakeups[0].state = 1;
+    api.io_write_bytes = 1 << 20;
+    // backup writes 1 GiB an interval; postgres reads 128 MiB; cron 1 KiB (under a hundredth).
+    auto backup = make_thread(977, "backup", std::vector<std::uint64_t>(4, 100'000), {}, "/batch");
+    backup.io_write_bytes = 1ULL << 30;
+    auto pg = make_thread(300, "postgres", std::vector<std::uint64_t>(4, 100'000), {}, "/db");
+    pg.io_read_bytes = 128 << 20;
+    auto cron = make_thread(40, "cron", std::vector<std::uint64_t>(4, 100'000), {}, "/");
+    cron.io_read_bytes = 1 << 10;
+    auto iv = make_interval(t0 + i * 10 * sec, {api, backup, pg, cron});
+    iv.groups = 1 | 64 | 128;
+    iv.cgroup_cpu = {
+        rsched::store::cgroup_cpu_row{"/", 200'000'000, 0, 9'000'000'000, {}, {}, {}},
+        rsched::store::cgroup_cpu_row{"/api.slice", 0, 0, 1'000'000'000, 100, 90, 25'000'000'000}};
+    write_ok(w, iv);
+  }
+  auto r = open_reader(path);
+  const auto thr = run(r, why_sql("by_cgroup, ns") + " WHERE part = 'throttled'");
+  REQUIRE(thr.rows.size() == 1);
+  CHECK(as_text(thr.rows[0][0]) == "/api.slice");
+  CHECK(as_int(thr.rows[0][1]) == 6 * 9'000'000'000LL);
+  const auto io = run(r, why_sql("by_pid, by_comm, by_cgroup, bytes, ns") + " WHERE part = 'io'");
+  REQUIRE(io.rows.size() == 2); // backup and postgres; cron's 6 KiB is under a hundredth
+  CHECK(as_int(io.rows[0][0]) == 977);
+  CHECK(as_text(io.rows[0][1]) == "backup");
+  CHECK(as_text(io.rows[0][2]) == "/batch");
+  CHECK(as_int(io.rows[0][3]) == 6LL << 30);
+  CHECK(is_null(io.rows[0][4]));
+  CHECK(as_text(io.rows[1][1]) == "postgres");
+  const auto s = run(r, why_sql("summary"));
+  REQUIRE_FALSE(s.rows.empty());
+  const std::string summary = as_text(s.rows[0][0]);
+  INFO(summary);
+  CHECK(summary.find("cgroup /api.slice throttled 54.0 s") != std::string::npos);
+  CHECK(summary.find("its D sleeps beside the I/O of backup[977] 6.00 GiB, postgres[300] "
+                     "768 MiB") != std::string::npos);
+}

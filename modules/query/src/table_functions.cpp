@@ -191,7 +191,7 @@ std::vector<tvf> &definitions() {
        explain_fn},
       {"why",
        {"hop", "subject", "part", "state", "by_pid", "by_comm", "by_cgroup", "ns", "share_pct",
-        "count", "summary"},
+        "count", "summary", "bytes"},
        {"victim", "start_time", "end_time"},
        1,
        why_fn},

@@ -12,6 +12,7 @@
 #include "rsched/base/timefmt.hpp"
 #include "rsched/sqlite/statement.hpp"
 
+#include "explain_read.hpp"
 #include "table_functions.hpp"
 #include "tvf_blame.hpp"
 #include "tvf_window.hpp"
@@ -180,6 +181,12 @@ struct hop {
   std::vector<waker_part> wakers;
   std::vector<blocked_part> blocked; // the D part of `wakers` and long sleeps, by kernel stack
   bool sleep_recorded = true;        // some interval of the window recorded the wakeup group
+  // The most-throttled cgroup of its threads' cgroups and their ancestors (pressure_of): time
+  // its threads could not run though runnable, a split of the runnable part.
+  pressure_sum pressure;
+  // Where it slept in D: the processes whose I/O the window saw most (by bytes), at most
+  // three; what its D sleeps waited behind, if they waited on storage.
+  std::vector<io_sum> io;
   // Its threads' (thread name, pid) in the window (at most 64): a waker among them is no hop.
   std::set<std::tuple<std::string, std::int64_t>> members;
   [[nodiscard]] std::int64_t runnable() const {
@@ -197,7 +204,33 @@ struct hop {
     return n;
   }
   [[nodiscard]] std::int64_t total() const { return running.value_or(0) + runnable() + sleeping(); }
+  [[nodiscard]] std::int64_t sleeping_in(std::string_view state) const {
+    std::int64_t n = 0;
+    for (const auto &w : wakers) {
+      n += w.state == state ? w.sleep_ns : 0;
+    }
+    return n;
+  }
 };
+
+// The processes whose I/O (bytes read from storage and dirtied) the window saw most, at most
+// three and each at least a hundredth of the whole, largest first.
+std::vector<io_sum> top_io(std::vector<io_sum> all) {
+  std::int64_t total = 0;
+  for (const auto &x : all) {
+    total += x.bytes();
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const io_sum &x, const io_sum &y) { return x.bytes() > y.bytes(); });
+  std::vector<io_sum> out;
+  for (auto &x : all) {
+    if (out.size() == 3 || x.bytes() <= 0 || x.bytes() * 100 < total) {
+      break;
+    }
+    out.push_back(std::move(x));
+  }
+  return out;
+}
 
 // Whether an interval overlapping [a, b) recorded the wakeup group (intervals.groups bit 128;
 // 0, a daemon that did not say, counts as recorded).
@@ -214,9 +247,14 @@ bool wakeup_recorded(sqlite3 *db, std::int64_t a, std::int64_t b) {
 }
 
 result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b,
-                   std::string subject) {
+                   std::string subject, const std::vector<io_sum> &io) {
   hop h;
   h.subject = std::move(subject);
+  auto p = pressure_of(db, v, a, b);
+  if (!p) {
+    return p.err();
+  }
+  h.pressure = std::move(*p);
   auto run = hist_total(db, v, a, b, "3, 4"); // timeslice: voluntary and involuntary
   if (!run) {
     return run.err();
@@ -245,6 +283,9 @@ result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b
   }
   h.blocked = std::move(*bl);
   h.sleep_recorded = !h.wakers.empty() || wakeup_recorded(db, a, b);
+  if (h.sleeping_in("D") * 10 >= h.sleeping() && h.sleeping() > 0) { // D a tenth at least
+    h.io = io;
+  }
   auto m = each_row(db,
                     fmt::format("SELECT DISTINCT t.comm, t.pid FROM {} AS i CROSS JOIN thread_hist "
                                 "AS x ON x.interval_id = i.id AND x.metric = 1 CROSS JOIN thread "
@@ -279,10 +320,19 @@ std::string hop_text(const hop &h) {
     s += " running " + pct(*h.running, all) + ",";
   }
   s += " runnable " + pct(h.runnable(), all);
+  std::vector<std::string> runnable_notes;
   if (!h.culprits.empty()) {
     const auto &c = h.culprits.front();
-    s += fmt::format(" (behind {} {} of it)", name_of(c.comm, c.pid, c.kind),
-                     pct(c.wait_ns, h.runnable()));
+    runnable_notes.push_back(fmt::format("behind {} {} of it", name_of(c.comm, c.pid, c.kind),
+                                         pct(c.wait_ns, h.runnable())));
+  }
+  if (h.pressure.throttled_ns.value_or(0) > 0) {
+    runnable_notes.push_back(
+        fmt::format("cgroup {} throttled {}", h.pressure.throttled_cgroup,
+                    text::format_duration_ns(static_cast<double>(*h.pressure.throttled_ns))));
+  }
+  for (std::size_t i = 0; i < runnable_notes.size(); ++i) {
+    s += (i == 0 ? " (" : "; ") + runnable_notes[i] + (i + 1 == runnable_notes.size() ? ")" : "");
   }
   const std::int64_t sleeping = h.sleeping();
   if (sleeping > 0) {
@@ -295,6 +345,19 @@ std::string hop_text(const hop &h) {
       states += (states.empty() ? "" : ", ") + st + " " + pct(ns, all);
     }
     s += ", sleeping " + pct(sleeping, all) + " (" + states + ")";
+  }
+  if (!h.io.empty()) {
+    std::int64_t total = 0;
+    for (const auto &x : h.io) {
+      total += x.bytes();
+    }
+    std::string names;
+    for (const auto &x : h.io) {
+      names += fmt::format("{}{} {}", names.empty() ? "" : ", ",
+                           name_of(x.comm, x.pid > 0 ? std::optional(x.pid) : std::nullopt, 0),
+                           text::format_bytes(x.bytes()));
+    }
+    s += "; its D sleeps beside the I/O of " + names;
   }
   return s;
 }
@@ -317,6 +380,74 @@ std::optional<std::tuple<std::string, std::int64_t, std::int64_t>> top_waker(con
   return std::tuple{std::get<0>(top->first), std::get<1>(top->first), top->second};
 }
 
+value opt_value(const std::optional<std::int64_t> &o) {
+  value x;
+  if (o) {
+    x = *o;
+  }
+  return x;
+}
+
+// One row of why(): hop k's part, its size (ns: time, a share of the hop's whole; bytes).
+struct part_row {
+  const char *part;
+  value state, by_pid, by_comm, by_cgroup, ns, count, bytes;
+};
+
+void add_row(std::int64_t k, const hop &h, const std::string &summary, part_row p, rows &out) {
+  const std::int64_t all = h.total();
+  row r;
+  r.reserve(12);
+  r.emplace_back(k);
+  r.emplace_back(h.subject);
+  r.emplace_back(std::string(p.part));
+  r.push_back(std::move(p.state));
+  r.push_back(std::move(p.by_pid));
+  r.push_back(std::move(p.by_comm));
+  r.push_back(std::move(p.by_cgroup));
+  if (const auto *ns = std::get_if<std::int64_t>(&p.ns); ns != nullptr && all > 0) {
+    r.push_back(p.ns);
+    r.emplace_back(100.0 * static_cast<double>(*ns) / static_cast<double>(all));
+  } else {
+    r.push_back(std::move(p.ns));
+    r.emplace_back();
+  }
+  r.push_back(std::move(p.count));
+  r.emplace_back(summary);
+  r.push_back(std::move(p.bytes));
+  out.push_back(std::move(r));
+}
+
+// Hop k's rows: running, runnable (per culprit), throttled (a split of runnable), sleeping (per
+// waker and state), blocked (per kernel stack, a split of sleeping) and io (the busiest
+// processes' bytes beside its D sleeps).
+void add_hop_rows(std::int64_t k, const hop &h, const std::string &summary, rows &out) {
+  const auto add = [&](part_row p) { add_row(k, h, summary, std::move(p), out); };
+  if (h.running) {
+    add({"running", {}, {}, {}, {}, *h.running, {}, {}});
+  }
+  for (const auto &c : h.culprits) {
+    add({"runnable", {}, opt_value(c.pid), c.comm, c.cgroup, c.wait_ns, c.waits, {}});
+  }
+  if (h.culprits.empty() && h.delay) {
+    add({"runnable", {}, {}, {}, {}, *h.delay, {}, {}});
+  }
+  if (h.pressure.throttled_ns.value_or(0) > 0) {
+    add({"throttled", {}, {}, {}, h.pressure.throttled_cgroup, *h.pressure.throttled_ns, {}, {}});
+  }
+  for (const auto &p : h.wakers) {
+    add({"sleeping", p.state, opt_value(p.pid), p.comm, p.cgroup, p.sleep_ns, p.count, {}});
+  }
+  // Where the D sleeps and the long sleeps blocked (a split of the sleeping rows above, not
+  // added to the hop's time): the kernel stack in by_comm.
+  for (const auto &p : h.blocked) {
+    add({"blocked", p.state, {}, p.frames, {}, p.sleep_ns, p.count, {}});
+  }
+  for (const auto &x : h.io) {
+    add({"io", {}, x.pid > 0 ? value(x.pid) : value(), x.comm, x.cgroup, {}, {}, x.bytes()});
+  }
+}
+
 } // namespace
 
 result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
@@ -333,7 +464,12 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
                       "rschedd -g wakeup records who woke each thread)");
   }
   const auto [a, b] = *w;
-  auto h0 = hop_of(db, {*v}, a, b, v->describe());
+  auto io = io_by_process(db, period{a, b, 0});
+  if (!io) {
+    return io.err();
+  }
+  const std::vector<io_sum> busiest = top_io(std::move(*io));
+  auto h0 = hop_of(db, {*v}, a, b, v->describe(), busiest);
   if (!h0) {
     return h0.err();
   }
@@ -369,7 +505,8 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
       by_pid.number = pid;
       vs.push_back(by_pid);
     }
-    auto h = hop_of(db, vs, a, b, name_of(comm, pid > 0 ? std::optional(pid) : std::nullopt, 0));
+    auto h = hop_of(db, vs, a, b, name_of(comm, pid > 0 ? std::optional(pid) : std::nullopt, 0),
+                    busiest);
     if (!h) {
       return h.err();
     }
@@ -384,53 +521,7 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   }
   rows out;
   for (std::size_t k = 0; k < hops.size(); ++k) {
-    const hop &h = hops[k];
-    const std::int64_t all = h.total();
-    const auto add = [&](const char *part, value state, value by_pid, value by_comm,
-                         value by_cgroup, std::int64_t ns, value count) {
-      row r;
-      r.reserve(11);
-      r.emplace_back(static_cast<std::int64_t>(k));
-      r.emplace_back(h.subject);
-      r.emplace_back(std::string(part));
-      r.push_back(std::move(state));
-      r.push_back(std::move(by_pid));
-      r.push_back(std::move(by_comm));
-      r.push_back(std::move(by_cgroup));
-      r.emplace_back(ns);
-      if (all > 0) {
-        r.emplace_back(100.0 * static_cast<double>(ns) / static_cast<double>(all));
-      } else {
-        r.emplace_back();
-      }
-      r.push_back(std::move(count));
-      r.emplace_back(summary);
-      out.push_back(std::move(r));
-    };
-    const auto opt = [](const std::optional<std::int64_t> &o) {
-      value x;
-      if (o) {
-        x = *o;
-      }
-      return x;
-    };
-    if (h.running) {
-      add("running", {}, {}, {}, {}, *h.running, {});
-    }
-    for (const auto &c : h.culprits) {
-      add("runnable", {}, opt(c.pid), c.comm, c.cgroup, c.wait_ns, c.waits);
-    }
-    if (h.culprits.empty() && h.delay) {
-      add("runnable", {}, {}, {}, {}, *h.delay, {});
-    }
-    for (const auto &p : h.wakers) {
-      add("sleeping", p.state, opt(p.pid), p.comm, p.cgroup, p.sleep_ns, p.count);
-    }
-    // Where the D sleeps and the long sleeps blocked (a split of the sleeping rows above, not
-    // added to the hop's time): the kernel stack in by_comm.
-    for (const auto &p : h.blocked) {
-      add("blocked", p.state, {}, p.frames, {}, p.sleep_ns, p.count);
-    }
+    add_hop_rows(static_cast<std::int64_t>(k), hops[k], summary, out);
   }
   return out;
 }
