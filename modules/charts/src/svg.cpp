@@ -509,18 +509,40 @@ std::vector<double> linear_ticks(double lo, double hi, int want) {
   return t;
 }
 
-} // namespace
-
-std::string to_svg(const series_chart &c, const svg_options &o) {
+// A series chart's plot area and the scales that place its points in it.
+struct series_frame {
   frame f;
-  f.top = 34;
-  f.width = std::max(300.0, static_cast<double>(o.max_width) - f.left - 20);
-  f.height = 300;
+  std::int64_t from = 0; // the time range across
+  std::int64_t to = 1;
+  double lo = 0; // the value range up
+  double hi = 1;
+  bool log = false; // a log y axis
+  bool any = false; // some value is drawn (else the plot says "no data")
+
+  [[nodiscard]] double x_of(std::int64_t t) const {
+    return f.left + f.width * static_cast<double>(t - from) /
+                        static_cast<double>(std::max<std::int64_t>(to - from, 1));
+  }
+  [[nodiscard]] double y_of(double v) const {
+    const double frac = log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo))
+                            : (v - lo) / (hi - lo);
+    return f.top + f.height * (1.0 - frac);
+  }
+};
+
+// The plot area of `c` and its ranges: values from 0 on a linear axis, whole powers of ten on
+// a log one; a second of time when there are not two points.
+series_frame series_frame_of(const series_chart &c, const svg_options &o) {
+  series_frame p;
+  p.f.top = 34;
+  p.f.width = std::max(300.0, static_cast<double>(o.max_width) - p.f.left - 20);
+  p.f.height = 300;
+  p.log = c.log;
   const auto range = y_range(c);
   double lo = range ? range->first : std::numeric_limits<double>::infinity();
   double hi = range ? range->second : -std::numeric_limits<double>::infinity();
-  const bool any = std::isfinite(lo);
-  if (!any) {
+  p.any = std::isfinite(lo);
+  if (!p.any) {
     lo = 0;
     hi = 1;
   }
@@ -536,40 +558,32 @@ std::string to_svg(const series_chart &c, const svg_options &o) {
       hi = lo * 10;
     }
   }
-  const auto y_of = [&](double v) {
-    const double frac = c.log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo))
-                              : (v - lo) / (hi - lo);
-    return f.top + f.height * (1.0 - frac);
-  };
-  const std::int64_t from = c.x.empty() ? 0 : c.x.front();
-  std::int64_t to = c.x.empty() ? 1 : c.x.back();
-  if (to <= from) {
-    to = from + 1'000'000'000;
+  p.lo = lo;
+  p.hi = hi;
+  p.from = c.x.empty() ? 0 : c.x.front();
+  p.to = c.x.empty() ? 1 : c.x.back();
+  if (p.to <= p.from) {
+    p.to = p.from + 1'000'000'000;
   }
-  const auto x_of = [&](std::int64_t t) {
-    return f.left + f.width * static_cast<double>(t - from) /
-                        static_cast<double>(std::max<std::int64_t>(to - from, 1));
-  };
-  std::string body;
-  body +=
-      fmt::format(R"~(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="#fbfbfb" )~"
-                  R"~(stroke="#ddd"/>)~",
-                  f.left, f.top, f.width, f.height);
-  body += "\n";
-  // y axis
+  return p;
+}
+
+// The y axis: a gridline and a label per power of ten (log) or per nice linear tick.
+void y_axis(std::string &body, const series_frame &p, const series_chart &c) {
+  const frame &f = p.f;
   std::vector<double> ticks;
   if (c.log) {
-    for (double v = lo; v <= hi * 1.0001; v *= 10) {
+    for (double v = p.lo; v <= p.hi * 1.0001; v *= 10) {
       ticks.push_back(v);
     }
   } else {
-    ticks = linear_ticks(lo, hi, 5);
+    ticks = linear_ticks(p.lo, p.hi, 5);
   }
   for (const double v : ticks) {
-    if (v < lo - 1e-9 || v > hi * 1.0001 + 1e-9) {
+    if (v < p.lo - 1e-9 || v > p.hi * 1.0001 + 1e-9) {
       continue;
     }
-    const double y = y_of(v);
+    const double y = p.y_of(v);
     body += fmt::format(
         R"~(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#e6e6e6"/>)~"
         R"~(<text x="{:.1f}" y="{:.1f}" text-anchor="end" fill="#333" )~"
@@ -577,43 +591,48 @@ std::string to_svg(const series_chart &c, const svg_options &o) {
         f.left, y, f.left + f.width, y, f.left - 4, y + 3, xml_text(y_label(v, c.durations)));
     body += "\n";
   }
-  mark_fills(body, f, from, to, c.marks);
-  spans(body, f, from, to, c.gaps, c.marks, o.zone);
-  // the series: a polyline per run of points without a hole
-  const bool dots = c.x.size() <= 600;
-  for (std::size_t s = 0; s < c.y.size(); ++s) {
-    const char *colour = palette[s % palette.size()];
-    const std::string name = s < c.names.size() ? c.names[s] : std::string();
-    body += fmt::format("<g class=\"series\" data-name=\"{}\">", xml_text(name));
-    std::string pts;
-    const auto flush = [&] {
-      if (!pts.empty()) {
-        body += fmt::format(
-            R"~(<polyline fill="none" stroke="{}" stroke-width="1.6" points="{}"/>)~", colour, pts);
-        pts.clear();
-      }
-    };
-    for (std::size_t i = 0; i < c.x.size() && i < c.y[s].size(); ++i) {
-      const auto &v = c.y[s][i];
-      if (!v || !std::isfinite(*v) || (c.log && *v <= 0)) {
-        flush();
-        continue;
-      }
-      const double x = x_of(c.x[i]);
-      const double y = y_of(*v);
-      pts += fmt::format("{}{:.1f},{:.1f}", pts.empty() ? "" : " ", x, y);
-      if (dots) {
-        body += fmt::format(R"~(<circle cx="{:.1f}" cy="{:.1f}" r="2" fill="{}"><title>{} · {}: )~"
-                            R"~({}</title></circle>)~",
-                            x, y, colour, xml_text(timefmt::format_time(c.x[i], o.zone)),
-                            xml_text(name), xml_text(y_label(*v, c.durations)));
-      }
-    }
-    flush();
-    body += "</g>\n";
+}
+
+// The points gathered so far as one polyline, and none gathered.
+void flush_polyline(std::string &body, const char *colour, std::string &pts) {
+  if (!pts.empty()) {
+    body += fmt::format(R"~(<polyline fill="none" stroke="{}" stroke-width="1.6" points="{}"/>)~",
+                        colour, pts);
+    pts.clear();
   }
-  time_axis(body, f, from, to, o.zone, true);
-  // legend
+}
+
+// Series `s`: a polyline per run of points without a hole, and (when there are few points) a
+// dot per point with its time, name and value as a tooltip.
+void series_line(std::string &body, const series_frame &p, const series_chart &c, std::size_t s,
+                 const timefmt::zone &z) {
+  const bool dots = c.x.size() <= 600;
+  const char *colour = palette[s % palette.size()];
+  const std::string name = s < c.names.size() ? c.names[s] : std::string();
+  body += fmt::format("<g class=\"series\" data-name=\"{}\">", xml_text(name));
+  std::string pts;
+  for (std::size_t i = 0; i < c.x.size() && i < c.y[s].size(); ++i) {
+    const auto &v = c.y[s][i];
+    if (!v || !std::isfinite(*v) || (c.log && *v <= 0)) {
+      flush_polyline(body, colour, pts);
+      continue;
+    }
+    const double x = p.x_of(c.x[i]);
+    const double y = p.y_of(*v);
+    pts += fmt::format("{}{:.1f},{:.1f}", pts.empty() ? "" : " ", x, y);
+    if (dots) {
+      body += fmt::format(R"~(<circle cx="{:.1f}" cy="{:.1f}" r="2" fill="{}"><title>{} · {}: )~"
+                          R"~({}</title></circle>)~",
+                          x, y, colour, xml_text(timefmt::format_time(c.x[i], z)), xml_text(name),
+                          xml_text(y_label(*v, c.durations)));
+    }
+  }
+  flush_polyline(body, colour, pts);
+  body += "</g>\n";
+}
+
+// The legend under the time axis, a colour and a name per series, in a row; returns its y.
+double series_legend(std::string &body, const frame &f, const series_chart &c) {
   double lx = f.left;
   const double ly = f.top + f.height + 48;
   for (std::size_t s = 0; s < c.y.size(); ++s) {
@@ -624,8 +643,15 @@ std::string to_svg(const series_chart &c, const svg_options &o) {
     body += "\n";
     lx += 30 + 7.0 * static_cast<double>(std::min<std::size_t>(name.size(), 30));
   }
+  return ly;
+}
+
+// The document around the drawing: its size, the title, the annotations left out, and "no
+// data" over a plot without a value.
+std::string series_document(const std::string &body, const series_frame &p, const series_chart &c,
+                            double height) {
+  const frame &f = p.f;
   const double width = f.left + f.width + 20;
-  const double height = ly + 20;
   std::string out = fmt::format(fmt::runtime(svg_head), static_cast<int>(width),
                                 static_cast<int>(height), heat_stops());
   out += fmt::format(R"~(<text x="10" y="18" font-size="13" font-weight="bold" fill="#111">{})~"
@@ -637,13 +663,35 @@ std::string to_svg(const series_chart &c, const svg_options &o) {
                        f.left + f.width, not_drawn(c.marks_not_drawn));
   }
   out += "\n" + body;
-  if (!any) {
+  if (!p.any) {
     out += fmt::format(R"~(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" fill="#888">no )~"
                        R"~(data</text>)~",
                        f.left + f.width / 2, f.top + f.height / 2);
   }
   out += "</svg>\n";
   return out;
+}
+
+} // namespace
+
+std::string to_svg(const series_chart &c, const svg_options &o) {
+  const series_frame p = series_frame_of(c, o);
+  const frame &f = p.f;
+  std::string body;
+  body +=
+      fmt::format(R"~(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="#fbfbfb" )~"
+                  R"~(stroke="#ddd"/>)~",
+                  f.left, f.top, f.width, f.height);
+  body += "\n";
+  y_axis(body, p, c);
+  mark_fills(body, f, p.from, p.to, c.marks);
+  spans(body, f, p.from, p.to, c.gaps, c.marks, o.zone);
+  for (std::size_t s = 0; s < c.y.size(); ++s) {
+    series_line(body, p, c, s, o.zone);
+  }
+  time_axis(body, f, p.from, p.to, o.zone, true);
+  const double legend_y = series_legend(body, f, c);
+  return series_document(body, p, c, legend_y + 20);
 }
 
 } // namespace rsched::charts
