@@ -167,11 +167,12 @@ TEST_CASE("Generic perf events: the interval's count and a per-second rate histo
   CHECK(r.event_rates[0].second.kind == stats::layout::log2);
 }
 
-TEST_CASE("Blame rows: the culprits with the most wait over the ticks, the rest <other>",
+TEST_CASE("Blame rows: the culprits with the most wait over the ticks, the rest by comm, then "
+          "<other>",
           "[record][blame]") {
   interval_acc acc;
-  // Two ticks; twelve culprit processes in all (slots of a tick hold at most sixteen), each
-  // culprit k waited behind for k * 1000 ns per tick; an <idle> and an <unknown> part.
+  // Two ticks; twelve culprit processes of comm "hog" (slots of a tick hold at most sixteen),
+  // each culprit k waited behind for k * 1000 ns per tick; an <idle> and an <unknown> part.
   for (int tick = 0; tick < 2; ++tick) {
     collect::interval_delta d;
     auto t = sample(9, "db", 1, 1);
@@ -188,11 +189,29 @@ TEST_CASE("Blame rows: the culprits with the most wait over the ticks, the rest 
     d.threads = {t};
     acc.add_tick(d, false);
   }
+  // A third tick: ten processes of ten comms p0 .. p9, each (j + 1) * 100 ns.
+  {
+    collect::interval_delta d;
+    auto t = sample(9, "db", 1, 1);
+    for (std::uint32_t j = 0; j < 10; ++j) {
+      auto &s = t.c.blame.slots[j];
+      s.gen = 2;
+      s.who.tgid = 300 + j;
+      s.who.cgroup_id = 2;
+      const std::string comm = "p" + std::to_string(j);
+      std::memcpy(s.who.comm.data(), comm.data(), comm.size());
+      s.n = {(j + 1) * 100, 1, 0};
+    }
+    d.threads = {t};
+    acc.add_tick(d, false);
+  }
   const auto row = to_row(acc, path_of, {});
   REQUIRE(row.threads.size() == 1);
   const auto &b = row.threads[0].blame;
-  // 8 processes (12k .. 5k: the most wait first), then <idle>, <unknown>, <other>.
-  REQUIRE(b.size() == store::max_culprits + 3);
+  // 8 processes (12k .. 5k: the most wait first); the rest by comm: hog's other four processes
+  // together (pid 0), then p9 .. p3 (store::max_culprit_groups in all); <idle>, <unknown>, and
+  // <other> with p2, p1 and p0.
+  REQUIRE(b.size() == store::max_culprits + store::max_culprit_groups + 3);
   for (std::size_t i = 0; i < store::max_culprits; ++i) {
     CHECK(b[i].kind == store::culprit_kind::process);
     CHECK(b[i].pid == 100 + 12 - i);
@@ -201,17 +220,60 @@ TEST_CASE("Blame rows: the culprits with the most wait over the ticks, the rest 
     CHECK(b[i].comm == "hog");
     CHECK(b[i].cgroup == "/cg2");
   }
-  CHECK(b[8].kind == store::culprit_kind::idle);
-  CHECK(b[8].wait_ns == 100);
-  CHECK(b[9].kind == store::culprit_kind::unknown);
-  CHECK(b[10].kind == store::culprit_kind::other);
-  CHECK(b[10].wait_ns == 2 * (1 + 2 + 3 + 4) * 1000); // culprits 1..4
-  CHECK(b[10].preempts == 2);                         // culprit 1's preemptions
+  const store::blame_row &hogs = b[store::max_culprits];
+  CHECK(hogs.kind == store::culprit_kind::process);
+  CHECK(hogs.pid == 0);
+  CHECK(hogs.comm == "hog");
+  CHECK(hogs.cgroup == "/cg2");
+  CHECK(hogs.wait_ns == 2 * (1 + 2 + 3 + 4) * 1000); // culprits 1..4
+  CHECK(hogs.waits == 8);
+  CHECK(hogs.preempts == 2); // culprit 1's preemptions
+  for (std::size_t g = 1; g < store::max_culprit_groups; ++g) {
+    const store::blame_row &x = b[store::max_culprits + g];
+    CHECK(x.pid == 0);
+    CHECK(x.comm == "p" + std::to_string(10 - g));
+    CHECK(x.wait_ns == (10 - g + 1) * 100);
+  }
+  const std::size_t pseudo = store::max_culprits + store::max_culprit_groups;
+  CHECK(b[pseudo].kind == store::culprit_kind::idle);
+  CHECK(b[pseudo].wait_ns == 100);
+  CHECK(b[pseudo + 1].kind == store::culprit_kind::unknown);
+  CHECK(b[pseudo + 2].kind == store::culprit_kind::other);
+  CHECK(b[pseudo + 2].wait_ns == 100 + 200 + 300); // p0, p1, p2
   std::uint64_t sum = 0;
   for (const auto &x : b) {
     sum += x.wait_ns;
   }
-  CHECK(sum == 2 * (78 * 1000 + 55));
+  CHECK(sum == 2 * (78 * 1000 + 55) + 5500);
+}
+
+TEST_CASE("Blame rows: the kernel's slot of a comm's processes together takes in the same comm "
+          "past the kept rows",
+          "[record][blame]") {
+  interval_acc acc;
+  collect::interval_delta d;
+  auto t = sample(9, "db", 1, 1);
+  // Ten "cc1" processes k = 1..10, k * 1000 ns; slot 10 is the kernel's merge of cc1's other
+  // processes (tgid 0), 20,000 ns: kept among the eight, it takes in cc1 processes 1, 2 and 3.
+  for (std::uint32_t k = 1; k <= 11; ++k) {
+    auto &s = t.c.blame.slots[k - 1];
+    s.gen = 1;
+    s.who.tgid = k == 11 ? 0 : 200 + k;
+    s.who.cgroup_id = 2;
+    std::memcpy(s.who.comm.data(), "cc1", 3);
+    s.n = {k == 11 ? 20'000U : k * 1000, 1, 0};
+  }
+  d.threads = {t};
+  acc.add_tick(d, false);
+  const auto row = to_row(acc, path_of, {});
+  const auto &b = row.threads[0].blame;
+  REQUIRE(b.size() == store::max_culprits);
+  CHECK(b[0].pid == 0);
+  CHECK(b[0].wait_ns == 20'000 + 1000 + 2000 + 3000);
+  CHECK(b[0].waits == 4);
+  for (std::size_t i = 1; i < b.size(); ++i) {
+    CHECK(b[i].pid == 200 + 11 - i);
+  }
 }
 
 TEST_CASE("Thousands of threads over ticks: each attribution adds up, rows in attribution order",

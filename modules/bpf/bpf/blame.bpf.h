@@ -22,7 +22,8 @@
 
 /* Blame: a culprit's slot in the thread's blame. Its own slot if it has one; else a slot never
  * used or not updated for three reads (its counts have been read), which takes the culprit on
- * (`gen` moves on, the counts restart from 0); else -1: <other>. */
+ * (`gen` moves on, the counts restart from 0); else a slot of its comm and cgroup, which then
+ * holds the comm's processes together (tgid 0); else -1: <other>. */
 __noinline int rsched_blame_search(struct rsched_task_state *st, __u32 tgid, __u64 cgroup,
 				   __u64 comm0, __u64 comm1)
 {
@@ -58,6 +59,20 @@ __noinline int rsched_blame_search(struct rsched_task_state *st, __u32 tgid, __u
 			s->waits = 0;
 			s->preempts = 0;
 			s->approx_ns = 0;
+			st->blame_hint = i;
+			return (int)i;
+		}
+	}
+	/* Every slot taken: a slot of the culprit's comm and cgroup (another process of the same
+	 * program: a pool of workers, a build's compilers) takes it on and names them together
+	 * (tgid 0: the comm alone, never a process; the idle task is charged apart). Its counts
+	 * go on: what user space reads since its last read is the comm's. Else <other>. */
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < RSCHED_BLAME_SLOTS; i++) {
+		const __u64 *c = (const __u64 *)b->slot[i].comm;
+		if (b->slot[i].cgroup_id == cgroup && c[0] == comm0 && c[1] == comm1) {
+			b->tgid[i] = 0;
+			b->epoch[i] = epoch;
 			st->blame_hint = i;
 			return (int)i;
 		}

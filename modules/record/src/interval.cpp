@@ -6,6 +6,8 @@
 #include <array>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -147,8 +149,70 @@ void merge_into(acc_thread &into, const acc_thread &a) {
   }
 }
 
+// A blame row of a culprit process (pid 0: several processes of one comm and cgroup).
+store::blame_row &add_process_row(store::thread_row &r, const collect::culprit &who,
+                                  const collect::blame_counts &n, const std::string &cgroup) {
+  store::blame_row &b = r.blame.emplace_back();
+  b.kind = store::culprit_kind::process;
+  b.pid = who.tgid;
+  b.comm.assign(who.comm.data(), strnlen(who.comm.data(), who.comm.size()));
+  b.cgroup = cgroup;
+  b.wait_ns = n.wait_ns;
+  b.waits = n.waits;
+  b.preempts = n.preempts;
+  b.approx_ns = n.approx_ns;
+  return b;
+}
+
+// The culprits past the first store::max_culprits, summed per comm and cgroup (a pool of
+// workers, a build's compilers: named by their comm rather than lost in <other>) into the rows
+// already kept for that comm's processes together (pid 0, the kernel's own merge when its slots
+// ran out) or new rows, the store::max_culprit_groups with the most wait; the rest into `other`.
+// A wait behind two merged processes counts in both their `waits`.
+void add_culprit_groups(store::thread_row &r, std::size_t kept,
+                        std::span<const std::pair<collect::culprit, acc_thread::culprit_acc>> rest,
+                        const std::function<std::string(std::uint64_t)> &cgroup_path,
+                        collect::blame_counts &other) {
+  std::map<std::pair<std::array<char, RSCHED_COMM_LEN>, std::uint64_t>, collect::blame_counts>
+      groups;
+  for (const auto &[who, c] : rest) {
+    groups[{who.comm, who.cgroup_id}] += c.n;
+  }
+  std::vector<std::pair<collect::culprit, collect::blame_counts>> order;
+  order.reserve(groups.size());
+  for (const auto &[key, n] : groups) {
+    collect::culprit who;
+    who.comm = key.first;
+    who.cgroup_id = key.second;
+    order.emplace_back(who, n);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto &x, const auto &y) {
+    return x.second.wait_ns > y.second.wait_ns;
+  });
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto &[who, n] = order[i];
+    const std::string cgroup = cgroup_path(who.cgroup_id);
+    const std::string comm(who.comm.data(), strnlen(who.comm.data(), who.comm.size()));
+    auto same = std::find_if(r.blame.begin(), r.blame.begin() + static_cast<std::ptrdiff_t>(kept),
+                             [&](const store::blame_row &b) {
+                               return b.pid == 0 && b.comm == comm && b.cgroup == cgroup;
+                             });
+    if (same != r.blame.begin() + static_cast<std::ptrdiff_t>(kept)) {
+      same->wait_ns += n.wait_ns;
+      same->waits += n.waits;
+      same->preempts += n.preempts;
+      same->approx_ns += n.approx_ns;
+    } else if (i < store::max_culprit_groups) {
+      add_process_row(r, who, n, cgroup);
+    } else {
+      other += n;
+    }
+  }
+}
+
 // The blame rows of a thread: the store::max_culprits culprits with the most wait (then
-// preemptions), the rest summed into <other>, then the pseudo-culprits with counts.
+// preemptions), the rest summed per comm (add_culprit_groups) and into <other>, then the
+// pseudo-culprits with counts.
 void add_blame_rows(store::thread_row &r, acc_thread &a,
                     const std::function<std::string(std::uint64_t)> &cgroup_path) {
   if (a.culprits.empty() && a.idle.empty() && a.unknown.empty() && a.other.empty()) {
@@ -165,38 +229,23 @@ void add_blame_rows(store::thread_row &r, acc_thread &a,
     }
     return x.first < y.first;
   });
-  // One allocation of the rows' exact number: the kept culprits, then the pseudo-culprits.
-  const bool others = !a.other.empty() || order.size() > store::max_culprits;
-  r.blame.reserve(std::min(order.size(), store::max_culprits) + (a.idle.empty() ? 0U : 1U) +
-                  (a.unknown.empty() ? 0U : 1U) + (others ? 1U : 0U));
+  const std::size_t kept = std::min(order.size(), store::max_culprits);
+  r.blame.reserve(kept + store::max_culprit_groups + 3);
   collect::blame_counts other = a.other;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const collect::culprit *who = &order[i].first;
-    const acc_thread::culprit_acc *c = &order[i].second;
-    const collect::blame_counts &n = c->n;
-    if (i >= store::max_culprits) {
-      other += n;
-      continue;
-    }
-    store::blame_row &b = r.blame.emplace_back();
-    b.kind = store::culprit_kind::process;
-    b.pid = who->tgid;
-    b.comm.assign(who->comm.data(), strnlen(who->comm.data(), who->comm.size()));
-    b.cgroup = cgroup_path(who->cgroup_id);
-    b.wait_ns = n.wait_ns;
-    b.waits = n.waits;
-    b.preempts = n.preempts;
-    b.approx_ns = n.approx_ns;
-    if (c->prio.known()) {
-      b.cpu = c->cpu;
-      b.policy = c->prio.policy;
-      b.prio = c->prio.prio1 - 1;
+  for (std::size_t i = 0; i < kept; ++i) {
+    const auto &[who, c] = order[i];
+    store::blame_row &b = add_process_row(r, who, c.n, cgroup_path(who.cgroup_id));
+    if (c.prio.known()) {
+      b.cpu = c.cpu;
+      b.policy = c.prio.policy;
+      b.prio = c.prio.prio1 - 1;
     }
     if (a.waiter.known()) {
       b.waiter_policy = a.waiter.policy;
       b.waiter_prio = a.waiter.prio1 - 1;
     }
   }
+  add_culprit_groups(r, kept, std::span(order).subspan(kept), cgroup_path, other);
   const std::pair<store::culprit_kind, collect::blame_counts> pseudo[] = {
       {store::culprit_kind::idle, a.idle},
       {store::culprit_kind::unknown, a.unknown},

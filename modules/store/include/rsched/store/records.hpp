@@ -30,8 +30,10 @@ enum class culprit_kind : std::uint8_t {
 };
 
 // The processes kept per waiting thread and interval, by wait (then preemptions); the rest is
-// summed into <other>.
+// summed per comm and cgroup (pid 0: the comm's other processes), the max_culprit_groups with
+// the most wait kept, and what is left into <other>.
 inline constexpr std::size_t max_culprits = 8;
+inline constexpr std::size_t max_culprit_groups = 8;
 
 struct blame_row {
   culprit_kind kind = culprit_kind::process;
