@@ -1,6 +1,7 @@
 // The causes engine (causes.hpp): blame, inversions, throttling and pressure of windows.
 #include "causes.hpp"
 
+#include "rsched/base/flat_map.hpp"
 #include "rsched/base/text.hpp"
 #include "rsched/sqlite/statement.hpp"
 #include "rsched/store/blame_pack.hpp"
@@ -344,8 +345,7 @@ struct key_hash {
     return std::hash<std::int64_t>()(k.first) * 31 + k.second;
   }
 };
-using window_sums =
-    std::unordered_map<std::pair<std::int64_t, std::uint32_t>, blame_sums, key_hash>;
+using window_sums = base::flat_map<std::pair<std::int64_t, std::uint32_t>, blame_sums, key_hash>;
 
 // Steps `s` to its end, handing each row to `f` (a result<void>); an SQLite error is the error.
 template <typename F> result<void> each_step(sqlite3 *db, sqlite3_stmt *s, F &&f) {
@@ -931,8 +931,9 @@ private:
   // blame_of sorts them: by wait and preemptions after that.
   void emit_culprits() {
     for (std::size_t k = 0; k < qs_.size(); ++k) {
-      std::vector<std::pair<std::pair<std::int64_t, std::uint32_t>, blame_sums>> list(
-          sums_[k].begin(), sums_[k].end());
+      std::vector<std::pair<std::pair<std::int64_t, std::uint32_t>, blame_sums>> list;
+      list.reserve(sums_[k].size());
+      sums_[k].for_each([&](const auto &key, const blame_sums &b) { list.emplace_back(key, b); });
       sums_[k].clear();
       std::sort(list.begin(), list.end(), [&](const auto &x, const auto &y) {
         return x.first.first != y.first.first

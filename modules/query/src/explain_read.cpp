@@ -1,6 +1,7 @@
 // explain_read.hpp: the reads of a period explain() and why() stand on.
 #include "explain_read.hpp"
 
+#include "rsched/base/flat_map.hpp"
 #include "rsched/sqlite/statement.hpp"
 #include "rsched/stats/encoding.hpp"
 #include "rsched/store/hist_pack.hpp"
@@ -414,35 +415,45 @@ private:
   // The period's sums into the victims' stats (held: not D, ended by a process; blocked: D) and
   // their wakers.
   result<void> add_to(std::unordered_map<std::int64_t, thread_stats> &stats, wakers_map &out) {
-    for (const auto &[k, sleep] : sums_) {
-      const auto &[thread, waker_id, state] = k;
-      auto t = victim(thread, stats);
-      if (!t) {
-        return t.err();
+    result<void> r;
+    sums_.for_each([&](const key &k, std::int64_t sleep) {
+      if (r) {
+        r = add_one(k, sleep, stats, out);
       }
-      auto w = waker(waker_id);
-      if (!w) {
-        return w.err();
-      }
-      if (*t == nullptr || *w == nullptr) {
-        continue;
-      }
-      thread_stats &ts = **t;
-      const waker_info &wi = **w;
-      ts.any = true;
-      if (state == 1) {
-        ts.blocked_ns += sleep;
-      } else if (wi.kind == 0) {
-        ts.held_ns += sleep;
-      }
-      out[thread].push_back({wi.kind, wi.pid, wi.comm, wi.cgroup, state, sleep});
+    });
+    return r;
+  }
+
+  // One (thread, waker, state) sum into the thread's stats and wakers, when it is a victim's.
+  result<void> add_one(const key &k, std::int64_t sleep,
+                       std::unordered_map<std::int64_t, thread_stats> &stats, wakers_map &out) {
+    const auto &[thread, waker_id, state] = k;
+    auto t = victim(thread, stats);
+    if (!t) {
+      return t.err();
     }
+    auto w = waker(waker_id);
+    if (!w) {
+      return w.err();
+    }
+    if (*t == nullptr || *w == nullptr) {
+      return {};
+    }
+    thread_stats &ts = **t;
+    const waker_info &wi = **w;
+    ts.any = true;
+    if (state == 1) {
+      ts.blocked_ns += sleep;
+    } else if (wi.kind == 0) {
+      ts.held_ns += sleep;
+    }
+    out[thread].push_back({wi.kind, wi.pid, wi.comm, wi.cgroup, state, sleep});
     return {};
   }
 
   sqlite3 *db_;
   const victims &vs_;
-  std::unordered_map<key, std::int64_t, key_hash> sums_;
+  base::flat_map<key, std::int64_t, key_hash> sums_;
   std::unordered_set<std::int64_t> not_victims_;
   std::unordered_map<std::int64_t, waker_info> wakers_;
   sqlite::stmt_ptr ident_, culprit_;
