@@ -787,17 +787,28 @@ private:
     }
     const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 0));
     const auto n = static_cast<std::size_t>(sqlite3_column_bytes(s, 0));
-    if (auto r = store::unpack_blame(std::span<const std::uint8_t>(p, n), entries_); !r) {
-      return make_error(fmt::format("thread_blame_pack interval {}: {}", interval_id, r.err().msg));
+    const auto damaged = [&](const error &e) {
+      return make_error(fmt::format("thread_blame_pack interval {}: {}", interval_id, e.msg));
+    };
+    store::blame_cursor cursor;
+    if (auto r = cursor.open(std::span<const std::uint8_t>(p, n)); !r) {
+      return damaged(r.err());
     }
     std::optional<std::int64_t> last;
     hits_.clear();
-    for (const auto &e : entries_) {
+    store::blame_entry e;
+    for (;;) {
+      auto more = cursor.next(e);
+      if (!more) {
+        return damaged(more.err());
+      }
+      if (!*more) {
+        return true;
+      }
       if (auto r = add_row(last, e); !r) {
         return r.err();
       }
     }
-    return true;
   }
 
   // The rows of the wanted_ threads of interval j, sought by (interval_id, thread_id).
@@ -1156,8 +1167,7 @@ private:
   std::vector<std::pair<std::uint32_t, std::uint32_t>> ovg_; // (group, window), ascending
   std::vector<std::uint32_t> hits_;
   std::vector<std::int64_t> wanted_; // the thread ids sought in this interval
-  std::vector<store::blame_entry> entries_;
-  store::interval_summary summary_; // an interval's, its memory reused
+  store::interval_summary summary_;  // an interval's, its memory reused
   std::int64_t rows_read_ = 0, rows_victims_ = 0;
   // Whether the victims' rows were few in the last interval read whole (or by the light read):
   // then the next is read by the light read and seeks.
@@ -1334,10 +1344,17 @@ private:
     const std::span<const std::uint8_t> blob(
         static_cast<const std::uint8_t *>(sqlite3_column_blob(ps, 0)),
         static_cast<std::size_t>(sqlite3_column_bytes(ps, 0)));
-    if (auto r = store::unpack_blame(blob, entries_); !r) {
-      return make_error(fmt::format("thread_blame_pack interval {}: {}", id, r.err().msg));
-    }
-    for (const auto &e : entries_) {
+    store::blame_cursor cursor;
+    auto opened = cursor.open(blob);
+    store::blame_entry e;
+    for (;;) {
+      auto more = opened ? cursor.next(e) : result<bool>(opened.err());
+      if (!more) {
+        return make_error(fmt::format("thread_blame_pack interval {}: {}", id, more.err().msg));
+      }
+      if (!*more) {
+        return {};
+      }
       if (!may_be_inversion(e)) {
         continue;
       }
@@ -1350,7 +1367,6 @@ private:
         return r;
       }
     }
-    return {};
   }
 
   // Interval `id`'s rows written before v13 (thread_blame_row).
@@ -1368,7 +1384,6 @@ private:
   sqlite::stmt_ptr pack_st_, rows_st_, victim_st_, culprit_st_;
   std::unordered_map<std::int64_t, bool> victim_of_;
   std::unordered_map<std::int64_t, std::optional<culprit_ident>> culprits_;
-  std::vector<store::blame_entry> entries_;
 };
 
 result<void> inverted_waits_packed(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b,

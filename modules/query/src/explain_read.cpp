@@ -211,12 +211,17 @@ migrations_by_thread(sqlite3 *db, const victims &vs, const period &p) {
   if (!recorded_in(db, "thread_migration", p.a, p.b)) {
     return out;
   }
+  // Every thread's (no victims): no identity to join per row.
   auto r = each_row(
       db,
-      fmt::format("SELECT m.thread_id, sum(m.count) FROM {} AS i CROSS JOIN thread_migration AS "
-                  "m ON m.interval_id = i.id CROSS JOIN thread AS t ON t.id = m.thread_id WHERE "
-                  "{} AND {} GROUP BY m.thread_id",
-                  timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)),
+      vs.empty() ? fmt::format("SELECT m.thread_id, sum(m.count) FROM {} AS i CROSS JOIN "
+                               "thread_migration AS m ON m.interval_id = i.id WHERE {} GROUP BY "
+                               "m.thread_id",
+                               timeline(db), overlaps(db, "i", p.a))
+                 : fmt::format("SELECT m.thread_id, sum(m.count) FROM {} AS i CROSS JOIN "
+                               "thread_migration AS m ON m.interval_id = i.id CROSS JOIN thread "
+                               "AS t ON t.id = m.thread_id WHERE {} AND {} GROUP BY m.thread_id",
+                               timeline(db), overlaps(db, "i", p.a), victims_sql(vs, 3)),
       p.a, p.b, vs,
       [&](sqlite3_stmt *s) { out[sqlite3_column_int64(s, 0)] = sqlite3_column_int64(s, 1); });
   if (!r) {

@@ -82,102 +82,124 @@ const std::vector<std::uint8_t> &blame_pack_builder::finish() {
   return out_;
 }
 
-result<void> unpack_blame(std::span<const std::uint8_t> b, std::vector<blame_entry> &out) {
-  out.clear();
-  using stats::detail::get_varint;
-  const auto damaged = [](const char *what) {
-    return make_error(std::string("damaged blame pack: ") + what);
-  };
+namespace {
+error damaged(const char *what) {
+  return make_error(std::string("damaged blame pack: ") + what);
+}
+} // namespace
+
+result<void> blame_cursor::open(std::span<const std::uint8_t> b) {
+  b_ = b;
+  pos_ = 1;
+  left_ = 0;
+  first_ = true;
   if (b.empty()) {
     return damaged("empty");
   }
   if (b[0] != blame_pack_version) {
     return make_error("unknown blame pack version " + std::to_string(b[0]));
   }
-  std::size_t pos = 1;
-  std::uint64_t n = 0;
-  if (!get_varint(b, pos, n)) {
+  if (!stats::detail::get_varint(b, pos_, left_)) {
     return damaged("truncated header");
   }
   // A count beyond what the bytes can hold is damage, not a reason to reserve memory.
-  if (n > (b.size() - pos) / min_entry_bytes) {
+  if (left_ > (b.size() - pos_) / min_entry_bytes) {
     return damaged("more entries than bytes");
   }
-  // Reserved whole, so each entry is decoded in place and `last` (the previous one) stays put.
-  out.reserve(static_cast<std::size_t>(n));
-  const blame_entry *last = nullptr;
+  return {};
+}
+
+result<bool> blame_cursor::next(blame_entry &e) {
+  using stats::detail::get_varint;
+  if (left_ == 0) {
+    if (pos_ != b_.size()) {
+      return damaged("bytes after the last entry");
+    }
+    return false;
+  }
+  --left_;
   constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-  for (std::uint64_t i = 0; i < n; ++i) {
-    blame_entry &e = out.emplace_back();
-    std::uint64_t thread = 0;
-    std::uint64_t culprit = 0;
-    if (!get_varint(b, pos, thread) || !get_varint(b, pos, culprit) || pos >= b.size()) {
+  std::uint64_t thread = 0;
+  std::uint64_t culprit = 0;
+  if (!get_varint(b_, pos_, thread) || !get_varint(b_, pos_, culprit) || pos_ >= b_.size()) {
+    return damaged("truncated entry");
+  }
+  bool new_thread = true;
+  if (first_) {
+    e.thread_id = unzigzag(thread);
+  } else {
+    if (e.thread_id < 0 || thread > max - static_cast<std::uint64_t>(e.thread_id)) {
+      return damaged("thread ids out of order");
+    }
+    e.thread_id = static_cast<std::int64_t>(static_cast<std::uint64_t>(e.thread_id) + thread);
+    new_thread = thread != 0;
+  }
+  if (new_thread) {
+    e.culprit_id = unzigzag(culprit);
+  } else {
+    if (culprit == 0 || e.culprit_id < 0 ||
+        culprit > max - static_cast<std::uint64_t>(e.culprit_id)) {
+      return damaged("culprit ids out of order");
+    }
+    e.culprit_id = static_cast<std::int64_t>(static_cast<std::uint64_t>(e.culprit_id) + culprit);
+  }
+  if (e.thread_id < 0 || e.culprit_id < 0) {
+    return damaged("negative id"); // ids are rowids: the builder writes none
+  }
+  const std::uint8_t flags = b_[pos_++];
+  if ((flags & 0x80U) != 0 || ((flags & same_sched_bit) != 0 && (first_ || (flags & 0x1FU) != 0))) {
+    return damaged("bad flags");
+  }
+  std::uint64_t v[3] = {};
+  for (auto &x : v) {
+    if (!get_varint(b_, pos_, x)) {
       return damaged("truncated entry");
     }
-    bool new_thread = true;
-    if (last == nullptr) {
-      e.thread_id = unzigzag(thread);
-    } else {
-      if (last->thread_id < 0 || thread > max - static_cast<std::uint64_t>(last->thread_id)) {
-        return damaged("thread ids out of order");
-      }
-      e.thread_id = static_cast<std::int64_t>(static_cast<std::uint64_t>(last->thread_id) + thread);
-      new_thread = thread != 0;
-    }
-    if (new_thread) {
-      e.culprit_id = unzigzag(culprit);
-    } else {
-      if (culprit == 0 || last->culprit_id < 0 ||
-          culprit > max - static_cast<std::uint64_t>(last->culprit_id)) {
-        return damaged("culprit ids out of order");
-      }
-      e.culprit_id =
-          static_cast<std::int64_t>(static_cast<std::uint64_t>(last->culprit_id) + culprit);
-    }
-    if (e.thread_id < 0 || e.culprit_id < 0) {
-      return damaged("negative id"); // ids are rowids: the builder writes none
-    }
-    const std::uint8_t flags = b[pos++];
-    if ((flags & 0x80U) != 0 ||
-        ((flags & same_sched_bit) != 0 && (last == nullptr || (flags & 0x1FU) != 0))) {
-      return damaged("bad flags");
-    }
-    std::uint64_t v[3] = {};
-    for (auto &x : v) {
-      if (!get_varint(b, pos, x)) {
+  }
+  e.wait_ns = unzigzag(v[0]);
+  e.waits = unzigzag(v[1]);
+  e.preempts = unzigzag(v[2]);
+  if ((flags & same_sched_bit) == 0) { // else the previous entry's, still in `e`
+    for (std::size_t k = 0; k < e.sched.size(); ++k) {
+      std::uint64_t x = 0;
+      if ((flags & (1U << k)) == 0) {
+        e.sched[k].reset();
+      } else if (!get_varint(b_, pos_, x)) {
         return damaged("truncated entry");
-      }
-    }
-    e.wait_ns = unzigzag(v[0]);
-    e.waits = unzigzag(v[1]);
-    e.preempts = unzigzag(v[2]);
-    if ((flags & same_sched_bit) != 0) {
-      e.sched = last->sched;
-    } else {
-      for (std::size_t k = 0; k < e.sched.size(); ++k) {
-        if ((flags & (1U << k)) == 0) {
-          continue;
-        }
-        std::uint64_t x = 0;
-        if (!get_varint(b, pos, x)) {
-          return damaged("truncated entry");
-        }
+      } else {
         e.sched[k] = unzigzag(x);
       }
     }
-    if ((flags & approx_bit) != 0) {
-      std::uint64_t x = 0;
-      if (!get_varint(b, pos, x)) {
-        return damaged("truncated entry");
-      }
-      e.approx_ns = unzigzag(x);
+  }
+  e.approx_ns.reset();
+  if ((flags & approx_bit) != 0) {
+    std::uint64_t x = 0;
+    if (!get_varint(b_, pos_, x)) {
+      return damaged("truncated entry");
     }
-    last = &e;
+    e.approx_ns = unzigzag(x);
   }
-  if (pos != b.size()) {
-    return damaged("bytes after the last entry");
+  first_ = false;
+  return true;
+}
+
+result<void> unpack_blame(std::span<const std::uint8_t> b, std::vector<blame_entry> &out) {
+  out.clear();
+  blame_cursor c;
+  if (auto r = c.open(b); !r) {
+    return r;
   }
-  return {};
+  blame_entry e;
+  for (;;) {
+    auto more = c.next(e);
+    if (!more) {
+      return more.err();
+    }
+    if (!*more) {
+      return {};
+    }
+    out.push_back(e);
+  }
 }
 
 } // namespace rsched::store

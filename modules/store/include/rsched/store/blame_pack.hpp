@@ -63,6 +63,23 @@ private:
   blame_entry last_;
 };
 
+// Reads a pack one entry at a time into the caller's entry (no vector of them: explain() and
+// spikes() add each entry to their sums and go on; an hour is millions of entries).
+class blame_cursor {
+public:
+  // Checks the blob's header; an error where it is damaged or of an unknown version.
+  result<void> open(std::span<const std::uint8_t> blob);
+  // The next entry into `e`, which must be the entry the previous call filled (the pack holds
+  // differences from it); false after the last; an error where the pack is damaged.
+  result<bool> next(blame_entry &e);
+
+private:
+  std::span<const std::uint8_t> b_;
+  std::size_t pos_ = 0;
+  std::uint64_t left_ = 0;
+  bool first_ = true;
+};
+
 // Every entry of a pack into `out` (cleared first), or what is wrong with the blob.
 result<void> unpack_blame(std::span<const std::uint8_t> blob, std::vector<blame_entry> &out);
 
