@@ -371,6 +371,18 @@ sqlite3_stmt *rebind(sqlite3_stmt *s, std::int64_t p1, std::optional<std::int64_
   return s;
 }
 
+using inversion_sums =
+    std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::string>, inverted_wait>;
+
+// The SQL's conditions on a packed entry: wait_ns > 0, policy IN (1, 2, 6), prio IS NOT NULL,
+// waiter_policy NOT IN (1, 2, 5, 6) (NULL fails it), waiter_prio < 120.
+bool may_be_inversion(const store::blame_entry &e) {
+  const auto &[cpu, policy, prio, waiter_policy, waiter_prio] = e.sched;
+  return e.wait_ns > 0 && policy && (*policy == 1 || *policy == 2 || *policy == 6) && prio &&
+         waiter_policy && *waiter_policy != 1 && *waiter_policy != 2 && *waiter_policy != 5 &&
+         *waiter_policy != 6 && waiter_prio && *waiter_prio < 120;
+}
+
 // causes_of's one read of the intervals overlapping any of its windows, in stages: plan (the
 // intervals, and which windows each overlaps; the victim groups), per interval the blame rows
 // (its pack, its rows whole, a light read and seeks, or seeks alone) and the victims' cgroups,
@@ -378,10 +390,12 @@ sqlite3_stmt *rebind(sqlite3_stmt *s, std::int64_t p1, std::optional<std::int64_
 class window_reader {
 public:
   window_reader(sqlite3 *db, const std::vector<window_query> &qs, bool blame, bool pressure,
-                bool per_thread, const std::unordered_set<std::int64_t> *only)
+                bool per_thread, const std::unordered_set<std::int64_t> *only,
+                inversion_sink *inversions)
       : db_(db), qs_(qs), blame_(blame && has_table(db, "thread_blame")),
         pressure_(pressure && has_table(db, "cgroup_cpu")), per_thread_(per_thread), only_(only),
-        out_(qs.size()), sums_(qs.size()), victim_cgroups_(qs.size()) {}
+        inversions_(blame_ && !qs.empty() ? inversions : nullptr), out_(qs.size()),
+        sums_(qs.size()), victim_cgroups_(qs.size()) {}
 
   result<std::vector<window_causes>> run() {
     if (qs_.empty() || (!blame_ && !pressure_)) {
@@ -412,6 +426,11 @@ public:
     }
     if (blame_) {
       emit_culprits();
+    }
+    if (inversions_ != nullptr) {
+      for (auto &kv : inversion_sums_) {
+        inversions_->waits.push_back(std::move(kv.second));
+      }
     }
     if (pressure_) {
       if (auto r = read_pressure(); !r) {
@@ -707,6 +726,10 @@ private:
       had_pack = *r;
     }
     // The row table for an interval without a pack: a rollup's or one written before v13.
+    if (blame_ && !had_pack && inversions_ != nullptr &&
+        std::find(over_[j].begin(), over_[j].end(), 0U) != over_[j].end()) {
+      inversions_->complete = false; // its rows hold no priorities here
+    }
     if (blame_ && !had_pack) {
       if (auto r = *seek ? seek_rows(j) : sparse_ ? light_read(j) : full_read(j); !r) {
         return r;
@@ -751,7 +774,36 @@ private:
     if (!ok) {
       return make_error("integer overflow");
     }
+    if (inversions_ != nullptr && may_be_inversion(e) && hits_.front() == 0) {
+      add_inversion(e, *group_keys_[**g]);
+    }
     return {};
+  }
+
+  // A blame entry of window 0 that may be a priority inversion: summed as inverted_waits sums it
+  // when it is one (store::priority_inversion) and its culprit a process.
+  void add_inversion(const store::blame_entry &e, const culprit_group &g) {
+    const auto &[cpu, policy, prio, waiter_policy, waiter_prio] = e.sched;
+    // sqlite3_column_int's conversion, as the SQL path reads them.
+    const int by_policy = static_cast<int>(*policy);
+    const int by_prio = static_cast<int>(*prio);
+    const int w_policy = static_cast<int>(*waiter_policy);
+    const int w_prio = static_cast<int>(*waiter_prio);
+    if (std::get<0>(g) != 0 || !store::priority_inversion(w_policy, w_prio, by_policy, by_prio)) {
+      return;
+    }
+    const std::int64_t pid = std::get<1>(g);
+    const std::string &comm = std::get<2>(g);
+    const std::string &cgroup = std::get<3>(g);
+    auto [it, fresh] = inversion_sums_.try_emplace(
+        {e.thread_id, pid, comm, cgroup},
+        inverted_wait{e.thread_id, pid, comm, cgroup, 0, w_policy, w_prio, by_policy, by_prio});
+    it->second.wait_ns += e.wait_ns;
+    // The latest row's scheduling.
+    it->second.policy = w_policy;
+    it->second.prio = w_prio;
+    it->second.by_policy = by_policy;
+    it->second.by_prio = by_prio;
   }
 
   // Adds the blame rows `s` steps through (by thread, as the primary key hands them back) to
@@ -1137,6 +1189,8 @@ private:
   const std::vector<window_query> &qs_;
   bool blame_, pressure_, per_thread_;
   const std::unordered_set<std::int64_t> *only_;
+  inversion_sink *inversions_;
+  inversion_sums inversion_sums_;
   std::vector<window_causes> out_;
   // Plan.
   std::vector<interval_info> ivs_;
@@ -1180,8 +1234,9 @@ private:
 
 result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
                                              bool blame, bool pressure, bool per_thread,
-                                             const std::unordered_set<std::int64_t> *only) {
-  return window_reader(db, qs, blame, pressure, per_thread, only).run();
+                                             const std::unordered_set<std::int64_t> *only,
+                                             inversion_sink *inversions) {
+  return window_reader(db, qs, blame, pressure, per_thread, only, inversions).run();
 }
 
 namespace {
@@ -1201,18 +1256,6 @@ std::string inversion_rows_sql(sqlite3 *db, std::int64_t a, const std::string &c
 } // namespace
 
 namespace {
-
-using inversion_sums =
-    std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::string>, inverted_wait>;
-
-// The SQL's conditions on a packed entry: wait_ns > 0, policy IN (1, 2, 6), prio IS NOT NULL,
-// waiter_policy NOT IN (1, 2, 5, 6) (NULL fails it), waiter_prio < 120.
-bool may_be_inversion(const store::blame_entry &e) {
-  const auto &[cpu, policy, prio, waiter_policy, waiter_prio] = e.sched;
-  return e.wait_ns > 0 && policy && (*policy == 1 || *policy == 2 || *policy == 6) && prio &&
-         waiter_policy && *waiter_policy != 1 && *waiter_policy != 2 && *waiter_policy != 5 &&
-         *waiter_policy != 6 && waiter_prio && *waiter_prio < 120;
-}
 
 // inverted_waits() where the raw tier's blame is packed (schema v13): each raw interval's pack
 // decoded here (and its other rows, written before v13, read from thread_blame_row with the same

@@ -96,11 +96,20 @@ struct window_causes {
   std::vector<thread_culprit> by_thread; // per_thread: blame_by_thread(who, a, b)
   pressure_sum pressure;                 // pressure_of(who, a, b)
 };
+// With an inversion_sink: window 0's priority inversions (inverted_waits(qs[0].who, qs[0].a,
+// qs[0].b), of the threads in `only` when given) from the same read of the blame packs, not a
+// second one. `complete` false when an interval of window 0 had blame rows but no pack (raw rows
+// written before schema 13, rollups): then only inverted_waits has the answer.
+struct inversion_sink {
+  std::vector<inverted_wait> waits;
+  bool complete = true;
+};
 // `only`, when given: the blame rows of other threads (thread.id) are left out, as if they were
 // no window's victims (explain() needs the culprits of the threads it ranks, not of every
 // thread it read); the pressure part is not narrowed.
-result<std::vector<window_causes>>
-causes_of(sqlite3 *db, const std::vector<window_query> &qs, bool blame, bool pressure,
-          bool per_thread = false, const std::unordered_set<std::int64_t> *only = nullptr);
+result<std::vector<window_causes>> causes_of(sqlite3 *db, const std::vector<window_query> &qs,
+                                             bool blame, bool pressure, bool per_thread = false,
+                                             const std::unordered_set<std::int64_t> *only = nullptr,
+                                             inversion_sink *inversions = nullptr);
 
 } // namespace rsched::query::detail

@@ -147,9 +147,13 @@ result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
       cgroups.insert(v.w->cgroup);
     }
   }
+  // The window's priority inversions from the same read of its packs (inverted_waits reads
+  // them again only where some interval of the window has no pack).
+  inversion_sink inv;
   auto blame = causes_of(db, {{vs, window.a, window.b}, {vs, baseline.a, baseline.b}}, true, false,
-                         true, &ranked);
-  auto inverted = inverted_waits(db, vs, window.a, window.b);
+                         true, &ranked, &inv);
+  auto inverted = blame && !inv.complete ? inverted_waits(db, vs, window.a, window.b)
+                                         : result<std::vector<inverted_wait>>(std::move(inv.waits));
   auto mig_w = migrations_by_thread(db, vs, window);
   auto mig_b = migrations_by_thread(db, vs, baseline);
   auto pressures = pressure_by_cgroup(db, cgroups, window, baseline);
