@@ -171,6 +171,32 @@ void run_api(int fd, std::uint64_t end) {
   }
 }
 
+// Whether this machine can stage a CPU incident: BPF, and a second CPU for everything else
+// (said when missing).
+bool can_stage() {
+  if (!test::bpf_available()) {
+    return false;
+  }
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    WARN("needs two CPUs");
+    return false;
+  }
+  return true;
+}
+
+// rschedd as the systemd unit runs it (its groups), an interval a second.
+const std::vector<std::string> unit_args = {"-i", "1", "-g",
+                                            "latency,migration,blame,wakeup,pressure"};
+
+// A recording under way: its first interval written; with `off_cpu`, rschedd's threads kept off
+// the CPU the incident is staged on.
+void started(test::recording &rec, bool off_cpu) {
+  if (off_cpu) {
+    keep_off_cpu(rec.d.pid(), hog_cpu);
+  }
+  REQUIRE(test::wait_for_intervals(rec.db, 1, 10s));
+}
+
 // The page: an incident over [a, b) tagged with `service`, added to the recording; then
 // explain(id) of it with `columns`, by victim then cause.
 std::vector<std::vector<query::value>> explain_page(const std::string &db, std::int64_t a,
@@ -208,16 +234,11 @@ bool read_all(int fd, void *p, std::size_t n) {
 
 TEST_CASE("explain: a lock convoy's root culprit two hops away, from the page (tp_btf)",
           "[root][explain]") {
-  if (!test::bpf_available()) {
+  if (!can_stage()) {
     return;
   }
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
-    WARN("needs two CPUs");
-    return;
-  }
-  test::recording rec({"-i", "1", "-g", "latency,migration,blame,wakeup,pressure"});
-  keep_off_cpu(rec.d.pid(), hog_cpu);
-  REQUIRE(test::wait_for_intervals(rec.db, 1, 10s));
+  test::recording rec(unit_args);
+  started(rec, true);
   // 12 s of baseline, 8 s of incident (reindex, a CPU hog at nice -10 on the flusher's CPU),
   // 2 s after it.
   const std::uint64_t start = mono_ns();
@@ -370,17 +391,12 @@ std::int64_t throttled_ns_of(const std::string &cpu_stat) {
 
 TEST_CASE("explain: a service throttled by its cgroup's CFS quota, from the page",
           "[root][explain]") {
-  if (!test::bpf_available()) {
-    return;
-  }
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
-    WARN("needs two CPUs");
+  if (!can_stage()) {
     return;
   }
   test::hybrid_cgroup cg("rsched-web-" + std::to_string(getpid()));
-  test::recording rec({"-i", "1", "-g", "latency,migration,blame,wakeup,pressure"});
-  keep_off_cpu(rec.d.pid(), hog_cpu);
-  REQUIRE(test::wait_for_intervals(rec.db, 1, 10s));
+  test::recording rec(unit_args);
+  started(rec, true);
   // rs-web serves a request every 10 ms: 2 ms of CPU work, then 8 ms asleep (20 % of a CPU),
   // for 10 s of baseline, then 6 s with a quota of 5 % of a CPU, then 2 s without.
   int go[2];
@@ -482,8 +498,8 @@ TEST_CASE("explain: a logger's fsync stalls behind a bulk writer, from the page"
     return;
   }
   const scratch_file log_file("rs-logger"), bulk_file("rs-backup");
-  test::recording rec({"-i", "1", "-g", "latency,migration,blame,wakeup,pressure"});
-  REQUIRE(test::wait_for_intervals(rec.db, 1, 10s));
+  test::recording rec(unit_args);
+  started(rec, false);
   // rs-logger appends 4 KiB and fdatasyncs it every 10 ms for 18 s, timing each fdatasync
   // (CLOCK_REALTIME at its end, CLOCK_MONOTONIC for its length); from 10 s, rs-backup writes
   // 32 MiB at a time and fdatasyncs it, for 6 s.
@@ -632,16 +648,11 @@ TEST_CASE("explain: a logger's fsync stalls behind a bulk writer, from the page"
 TEST_CASE("explain: a CPU hog new in the window is named as its victims' culprit, never ranked "
           "as the worst victim",
           "[root][explain]") {
-  if (!test::bpf_available()) {
+  if (!can_stage()) {
     return;
   }
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
-    WARN("needs two CPUs");
-    return;
-  }
-  test::recording rec({"-i", "1", "-g", "latency,migration,blame,wakeup,pressure"});
-  keep_off_cpu(rec.d.pid(), hog_cpu);
-  REQUIRE(test::wait_for_intervals(rec.db, 1, 10s));
+  test::recording rec(unit_args);
+  started(rec, true);
   // 10 s of baseline (rs-web alone on its CPU: 200 us of work every 2 ms), 6 s of incident
   // (rs-batch, new, spinning on the same CPU at nice -10), 1 s after it. With no victims given,
   // explain() judges every thread: rs-batch has no baseline of its own (all its time is
