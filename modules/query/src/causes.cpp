@@ -371,6 +371,22 @@ sqlite3_stmt *rebind(sqlite3_stmt *s, std::int64_t p1, std::optional<std::int64_
   return s;
 }
 
+// Interval `id`'s blob (column 0 of `st`, whose ?1 is the interval): none when it has no row.
+// Valid until `st` steps again.
+result<std::optional<std::span<const std::uint8_t>>> interval_blob(sqlite3 *db, sqlite3_stmt *st,
+                                                                   std::int64_t id) {
+  const int rc = sqlite3_step(rebind(st, id));
+  using blob = std::optional<std::span<const std::uint8_t>>;
+  if (rc == SQLITE_DONE) {
+    return blob();
+  }
+  if (rc != SQLITE_ROW) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return blob(std::in_place, static_cast<const std::uint8_t *>(sqlite3_column_blob(st, 0)),
+              static_cast<std::size_t>(sqlite3_column_bytes(st, 0)));
+}
+
 using inversion_sums =
     std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::string>, inverted_wait>;
 
@@ -829,21 +845,15 @@ private:
   // a pack: then it has no rows (the writer puts a raw interval's rows in its pack from schema
   // 13; rollups and older raw intervals have rows and no pack).
   result<bool> take_pack(std::int64_t interval_id) {
-    sqlite3_stmt *s = rebind(pack_st_.get(), interval_id);
-    const int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) {
-      return false;
+    auto blob = interval_blob(db_, pack_st_.get(), interval_id);
+    if (!blob || !*blob) {
+      return blob ? result<bool>(false) : result<bool>(blob.err());
     }
-    if (rc != SQLITE_ROW) {
-      return make_error(sqlite3_errmsg(db_));
-    }
-    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 0));
-    const auto n = static_cast<std::size_t>(sqlite3_column_bytes(s, 0));
     const auto damaged = [&](const error &e) {
       return make_error(fmt::format("thread_blame_pack interval {}: {}", interval_id, e.msg));
     };
     store::blame_cursor cursor;
-    if (auto r = cursor.open(std::span<const std::uint8_t>(p, n)); !r) {
+    if (auto r = cursor.open(**blob); !r) {
       return damaged(r.err());
     }
     std::optional<std::int64_t> last;
@@ -950,18 +960,11 @@ private:
     if (!summary_st_) {
       return false;
     }
-    sqlite3_stmt *s = rebind(summary_st_.get(), interval_id);
-    const int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) {
-      return false;
+    auto blob = interval_blob(db_, summary_st_.get(), interval_id);
+    if (!blob || !*blob) {
+      return blob ? result<bool>(false) : result<bool>(blob.err());
     }
-    if (rc != SQLITE_ROW) {
-      return make_error(sqlite3_errmsg(db_));
-    }
-    const std::span<const std::uint8_t> blob(
-        static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 0)),
-        static_cast<std::size_t>(sqlite3_column_bytes(s, 0)));
-    if (!store::decode_summary_into(blob, summary_)) {
+    if (!store::decode_summary_into(**blob, summary_)) {
       return false;
     }
     for (const auto &e : summary_.threads) {
@@ -1376,19 +1379,12 @@ private:
 
   // Interval `id`'s pack, if it has one.
   result<void> take_pack(std::int64_t id) {
-    sqlite3_stmt *ps = rebind(pack_st_.get(), id);
-    const int rc = sqlite3_step(ps);
-    if (rc == SQLITE_DONE) {
-      return {};
+    auto blob = interval_blob(db_, pack_st_.get(), id);
+    if (!blob || !*blob) {
+      return blob ? result<void>{} : result<void>(blob.err());
     }
-    if (rc != SQLITE_ROW) {
-      return make_error(sqlite3_errmsg(db_));
-    }
-    const std::span<const std::uint8_t> blob(
-        static_cast<const std::uint8_t *>(sqlite3_column_blob(ps, 0)),
-        static_cast<std::size_t>(sqlite3_column_bytes(ps, 0)));
     store::blame_cursor cursor;
-    auto opened = cursor.open(blob);
+    auto opened = cursor.open(**blob);
     store::blame_entry e;
     for (;;) {
       auto more = opened ? cursor.next(e) : result<bool>(opened.err());
