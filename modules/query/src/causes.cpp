@@ -684,8 +684,10 @@ private:
   // The ids of the thread rows of boot `boot` with tid `tid` (the writer gives a raw interval's
   // rows identities of its boot; a rollup's have tid 0 and never match), looked up once.
   result<const std::vector<std::int64_t> *> ids_of(const std::string &boot, std::int64_t tid) {
-    auto [it, fresh] = ids_of_tid_.try_emplace({boot, tid});
-    if (fresh) {
+    // Not a structured binding: clang 14 cannot capture one in a lambda.
+    const auto found = ids_of_tid_.try_emplace({boot, tid});
+    const auto it = found.first;
+    if (found.second) {
       sqlite3_stmt *st = ids_st_.get();
       sqlite3_reset(st);
       sqlite3_bind_text(st, 1, boot.data(), static_cast<int>(boot.size()), SQLITE_TRANSIENT);
