@@ -547,20 +547,307 @@ struct spike_scan {
   std::map<std::int64_t, std::pair<value, std::vector<spike_run>>> by_thread;
 };
 
-// scan_rows() for summaries_serve() cases: per interval of the timeline in [a, b), its summary
-// (hist_summary) fed straight to the finders, the same p99s and counts scan_spikes would
-// compute from its rows; an interval without one (a rollup, or written before schema 12)
-// passed on row by row as scan_rows() does.
-template <typename OnInterval, typename OnRow, typename FeedP99>
-result<void>
-scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, const victims &vs,
-               bool all, bool per_thread, const spike_rules &rules, OnInterval &&on_interval,
-               OnRow &&on_row, FeedP99 &&feed_p99, std::map<value, incident_finder> &key_finders,
-               std::unordered_map<std::int64_t, incident_finder> &thread_finders, spike_scan &out) {
-  auto keys = thread_keys::make(db, "comm", vs);
-  if (!keys) {
-    return keys.err();
+// What scan_spikes() gathers as it reads: the intervals, the current interval's rows merged per
+// series, and each series' incident_finder, fed the series' p99 and sample count as an interval
+// ends (a few numbers per series are kept, not the rows' histograms nor a series' history).
+class spike_series {
+public:
+  spike_series(const spike_rules &rules, bool all, bool per_thread)
+      : rules_(rules), all_(all), per_thread_(per_thread) {}
+
+  // What the scan has found so far (scan_summaries() adds to it directly).
+  spike_scan &out() { return out_; }
+  // The finder of a series key's series.
+  incident_finder &key_finder(const value &k) { return key_finders_[k]; }
+  // The finder of a thread's series.
+  incident_finder &thread_finder(std::int64_t thread) { return thread_finders_[thread]; }
+
+  // Feeds interval `at` (into out.ivs) of a series.
+  void feed_p99(incident_finder &f, std::size_t at, std::uint64_t p99, std::uint64_t samples,
+                std::vector<spike_run> &runs) {
+    f.add(out_.ivs, at, p99, samples, rules_, runs);
   }
+
+  // Ends the current interval (its merged rows fed) and starts `iv`, its boot numbered.
+  void on_interval(interval_info &&iv) {
+    flush();
+    const bool same_boot = !out_.ivs.empty() && out_.ivs.back().boot == iv.boot;
+    iv.boot_no = out_.ivs.empty() ? 1 : out_.ivs.back().boot_no + (same_boot ? 0 : 1);
+    out_.ivs.push_back(std::move(iv));
+  }
+
+  // Merges a row of the current interval into its series (all merged, per key, per thread).
+  result<void> on_row(value &&k, std::int64_t thread, const stats::histogram &h) {
+    if (!merged_) {
+      merged_ = stats::histogram{h.kind, {}};
+    }
+    // Every row of an interval is of one layout.
+    if (merged_->kind != h.kind) {
+      return make_error("cannot merge histograms of different layouts");
+    }
+    if (all_) {
+      (void)stats::merge_into(*merged_, h);
+      return {};
+    }
+    if (per_thread_) {
+      auto [it, fresh] = per_thr_.try_emplace(thread, k, stats::histogram{h.kind, {}});
+      if (auto mr = stats::merge_into(it->second.second, h); !mr) {
+        return mr.err();
+      }
+    }
+    auto [it, fresh] = per_key_.try_emplace(std::move(k), stats::histogram{h.kind, {}});
+    return stats::merge_into(it->second, h);
+  }
+
+  // The scan's end: the last interval fed, every finder finished; series without incidents
+  // dropped.
+  spike_scan finish() {
+    flush();
+    for (auto &[k, f] : key_finders_) {
+      f.finish(out_.by_key[k]);
+    }
+    for (auto &[t, f] : thread_finders_) {
+      f.finish(out_.by_thread[t].second);
+    }
+    // Series without incidents are dropped.
+    std::erase_if(out_.by_key, [](const auto &kv) { return kv.second.empty(); });
+    std::erase_if(out_.by_thread, [](const auto &kv) { return kv.second.second.empty(); });
+    return std::move(out_);
+  }
+
+private:
+  // Feeds a series the p99 and count of its merged rows of the current interval.
+  void feed(incident_finder &f, const stats::histogram &h, std::vector<spike_run> &runs) {
+    if (auto r = stats::percentile(h, spike_p)) {
+      feed_p99(f, out_.ivs.size() - 1, r->value, h.total(), runs);
+    }
+  }
+  // Feeds every series of the current interval its merged rows, and forgets them.
+  void flush() {
+    if (!merged_) {
+      return;
+    }
+    if (all_) {
+      feed(key_finders_[value{}], *merged_, out_.by_key[value{}]);
+    }
+    for (auto &[k, h] : per_key_) {
+      feed(key_finders_[k], h, out_.by_key[k]);
+    }
+    for (auto &[t, kh] : per_thr_) {
+      auto &slot = out_.by_thread[t];
+      slot.first = kh.first;
+      feed(thread_finders_[t], kh.second, slot.second);
+    }
+    per_key_.clear();
+    per_thr_.clear();
+    merged_.reset();
+  }
+
+  const spike_rules &rules_;
+  bool all_;
+  bool per_thread_;
+  spike_scan out_;
+  std::map<value, incident_finder> key_finders_;
+  std::unordered_map<std::int64_t, incident_finder> thread_finders_;
+  std::map<value, stats::histogram> per_key_; // the current interval's
+  std::unordered_map<std::int64_t, std::pair<value, stats::histogram>> per_thr_;
+  std::optional<stats::histogram> merged_; // the current interval's; none before its 1st row
+};
+
+// Per thread id: its key (comm) and whether it is one of the victims, and where its series
+// and its comm's series (as the first thread of the comm in an interval) are fed, looked up
+// once (a day is tens of millions of entries of a few thousand threads; std::map and
+// std::unordered_map nodes stay where they are).
+struct thread_ref {
+  const value *key = nullptr;
+  bool victim = false;
+  bool seen = false;
+  std::uint32_t series = 0; // into the feeder's series, once `slot` is set
+  std::pair<value, std::vector<spike_run>> *slot = nullptr;
+  incident_finder *finder = nullptr;
+  bool keyed = false;           // key_series is set
+  std::uint32_t key_series = 0; // into the feeder's series: its key's series
+};
+
+// By thread id: a window's ids are mostly a dense range (rowids given as threads are first
+// seen), so a table indexed from the first id seen, grown as needed, unless an id lies too
+// far from it (a months-old thread beside today's); those in a hash map. A day is 17 M
+// lookups.
+class thread_refs {
+public:
+  explicit thread_refs(thread_keys &keys) : keys_(keys) {}
+
+  // The thread's entry, its key and whether it is a victim looked up when first seen; valid
+  // until the next call (the table grows).
+  result<thread_ref *> of(std::int64_t thread) {
+    if (near_base_ < 0) {
+      near_base_ = std::max<std::int64_t>(0, thread - 4096);
+    }
+    thread_ref *ref = nullptr;
+    bool fresh = false;
+    const std::int64_t at = thread - near_base_;
+    if (at >= 0 && at < near_max) {
+      const auto i = static_cast<std::size_t>(at);
+      if (i >= near_.size()) {
+        near_.resize(std::max(i + 1, near_.size() * 2));
+      }
+      ref = &near_[i];
+      fresh = !ref->seen;
+      ref->seen = true;
+    } else {
+      auto [it, added] = far_.try_emplace(thread);
+      ref = &it->second;
+      fresh = added;
+    }
+    if (fresh) {
+      auto tk = keys_.of(thread);
+      if (!tk) {
+        return tk.err();
+      }
+      ref->victim = (*tk)->has_value();
+      ref->key = ref->victim ? &***tk : nullptr;
+    }
+    return ref;
+  }
+
+private:
+  static constexpr std::int64_t near_max = std::int64_t{1} << 22;
+  thread_keys &keys_;
+  std::unordered_map<std::int64_t, thread_ref> far_;
+  std::vector<thread_ref> near_; // `key` set once looked up (a victim's) or `seen`
+  std::int64_t near_base_ = -1;
+};
+
+// 16 bytes a feed (the batches are streamed through memory): the series' index with, in its
+// top bit, whether the interval is judged (samples >= min_samples, all the finder asks of
+// the count).
+struct pending_feed {
+  std::uint64_t p99 = 0;
+  std::uint32_t at = 0;     // into out.ivs
+  std::uint32_t series = 0; // | judged_bit
+};
+constexpr std::uint32_t judged_bit = std::uint32_t{1} << 31;
+using series_ref = std::pair<incident_finder *, std::vector<spike_run> *>;
+
+// The feeder thread's side of batch_feeder: its copies of the intervals and series it was told
+// of, and one batch of feeds, made series by series.
+struct feeder_state {
+  std::vector<interval_info> ivs; // out.ivs as far as handed over
+  std::vector<series_ref> series; // the series as far as handed over
+  std::vector<pending_feed> feeds;
+  std::vector<pending_feed> by_series;
+  std::vector<std::size_t> starts;
+  std::exception_ptr failed;
+  // Makes `feeds` in series order (a stable counting sort keeps each one's time order).
+  void run(const spike_rules &r) {
+    try {
+      starts.assign(series.size() + 1, 0);
+      for (const auto &f : feeds) {
+        ++starts[(f.series & ~judged_bit) + 1];
+      }
+      for (std::size_t i = 1; i < starts.size(); ++i) {
+        starts[i] += starts[i - 1];
+      }
+      by_series.resize(feeds.size());
+      for (const auto &f : feeds) {
+        by_series[starts[f.series & ~judged_bit]++] = f;
+      }
+      for (const auto &f : by_series) {
+        auto &[finder, runs] = series[f.series & ~judged_bit];
+        // A judged interval's count is min_samples or more; any such count gives add() the
+        // same answer, as 0 does for one that is not.
+        finder->add(ivs, f.at, f.p99, (f.series & judged_bit) != 0 ? r.min_samples : 0, r, *runs);
+      }
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }
+};
+
+// Per-thread feeds are not made as they are read but gathered, up to pending_max of them, and
+// handed to a second thread that makes them series by series (a stable counting sort by series
+// keeps each one's time order) while this one reads on: a day feeds tens of thousands of
+// finders 17 M times, about half the scan's work, and fed in the order read every feed was a
+// cache miss on its finder. Series are independent, so the incidents are the same. The feeder
+// has its own copies of the intervals and series it was told of (this thread appends to
+// out.ivs and series_of as it reads) and touches only the finders and runs of its series;
+// it is joined before an interval read from its rows (those feed at once, on this thread)
+// and at the end.
+class batch_feeder {
+public:
+  batch_feeder(const std::vector<interval_info> &ivs, const spike_rules &rules)
+      : ivs_(ivs), rules_(rules), pending_max_(std::max<std::size_t>(1, spike_feed_batch)) {
+    pending_.reserve(pending_max_);
+  }
+  batch_feeder(const batch_feeder &) = delete;
+  batch_feeder &operator=(const batch_feeder &) = delete;
+  // Joins the feeder however the scan ends (an error return included).
+  ~batch_feeder() {
+    if (feeding_.joinable()) {
+      feeding_.join();
+    }
+  }
+
+  // A new series (its finder and runs): its number for push().
+  std::uint32_t add_series(incident_finder *f, std::vector<spike_run> *runs) {
+    const auto n = static_cast<std::uint32_t>(series_of_.size());
+    series_of_.emplace_back(f, runs);
+    return n;
+  }
+  [[nodiscard]] std::size_t series_count() const { return series_of_.size(); }
+
+  // Gathers one feed; a full batch is handed to the feeder thread.
+  void push(const pending_feed &f) {
+    pending_.push_back(f);
+    if (pending_.size() == pending_max_) {
+      hand_off();
+    }
+  }
+
+  // Hands the gathered feeds (with the intervals and series new since the last batch) to the
+  // feeder thread, once it has made the previous batch.
+  void hand_off() {
+    if (pending_.empty()) {
+      return;
+    }
+    join();
+    feeder_.ivs.insert(feeder_.ivs.end(), ivs_.begin() + std::ssize(feeder_.ivs), ivs_.end());
+    feeder_.series.insert(feeder_.series.end(), series_of_.begin() + std::ssize(feeder_.series),
+                          series_of_.end());
+    std::swap(feeder_.feeds, pending_);
+    pending_.clear();
+    feeding_ = std::thread([this] { feeder_.run(rules_); });
+  }
+
+  // Waits for the feeder thread to make its batch; rethrows what it threw.
+  void join() {
+    if (feeding_.joinable()) {
+      feeding_.join();
+    }
+    if (feeder_.failed) {
+      std::rethrow_exception(std::exchange(feeder_.failed, nullptr));
+    }
+  }
+
+private:
+  const std::vector<interval_info> &ivs_; // out.ivs
+  const spike_rules &rules_;
+  const std::size_t pending_max_;
+  std::vector<series_ref> series_of_;
+  std::vector<pending_feed> pending_;
+  feeder_state feeder_;
+  std::thread feeding_;
+};
+
+// The reading of scan_summaries(): the timeline's intervals in [a, b) with their summaries
+// (`intervals`), and the rows of an interval without one (`rows_of`).
+struct summary_statements {
+  sqlite::stmt_ptr intervals;
+  sqlite::stmt_ptr rows_of;
+};
+
+// Prepares summary_statements, for ?1 bound to `a` (overlaps()).
+result<summary_statements> prepare_summary_statements(sqlite3 *db, std::int64_t a) {
   auto st = sqlite::prepare_stmt(
       db, fmt::format("SELECT i.id, i.start_ns, i.dur_ns, i.boot_id, i.flags & 1, s.data FROM {} "
                       "AS i LEFT JOIN hist_summary AS s ON s.interval_id = i.id AND s.metric = "
@@ -574,205 +861,124 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
   if (!rows_of) {
     return rows_of.err();
   }
-  // Per thread id: its key (comm) and whether it is one of the victims, and where its series
-  // and its comm's series (as the first thread of the comm in an interval) are fed, looked up
-  // once (a day is tens of millions of entries of a few thousand threads; std::map and
-  // std::unordered_map nodes stay where they are).
-  struct thread_ref {
-    const value *key = nullptr;
-    bool victim = false;
-    bool seen = false;
-    std::uint32_t series = 0; // into series_of, once `slot` is set
-    std::pair<value, std::vector<spike_run>> *slot = nullptr;
-    incident_finder *finder = nullptr;
-    bool keyed = false;           // key_series is set
-    std::uint32_t key_series = 0; // into series_of: its key's series
-  };
-  // By thread id: a window's ids are mostly a dense range (rowids given as threads are first
-  // seen), so a table indexed from the first id seen, grown as needed, unless an id lies too
-  // far from it (a months-old thread beside today's); those in a hash map. A day is 17 M
-  // lookups.
-  std::unordered_map<std::int64_t, thread_ref> far_refs;
-  std::vector<thread_ref> near_refs; // `key` set once looked up (a victim's) or `seen`
-  std::int64_t near_base = -1;
-  constexpr std::int64_t near_max = std::int64_t{1} << 22;
-  const auto ref_of = [&](std::int64_t thread) -> result<thread_ref *> {
-    if (near_base < 0) {
-      near_base = std::max<std::int64_t>(0, thread - 4096);
-    }
-    thread_ref *ref = nullptr;
-    bool fresh = false;
-    const std::int64_t at = thread - near_base;
-    if (at >= 0 && at < near_max) {
-      const auto i = static_cast<std::size_t>(at);
-      if (i >= near_refs.size()) {
-        near_refs.resize(std::max(i + 1, near_refs.size() * 2));
+  return summary_statements{std::move(*st), std::move(*rows_of)};
+}
+
+// One pass of scan_summaries() over the timeline: each interval read from its summary, its
+// per-thread and per-comm entries fed through the batch_feeder, or from its rows where it has
+// none.
+class summary_scan {
+public:
+  summary_scan(sqlite3 *db, metric_source m, bool all, bool per_thread, thread_keys keys,
+               summary_statements statements, spike_series &series, const spike_rules &rules)
+      : db_(db), m_(m), all_(all), per_thread_(per_thread), min_samples_(rules.min_samples),
+        keys_(std::move(keys)), refs_(keys_), st_(std::move(statements)), series_(series),
+        out_(series.out()), feeder_(out_.ivs, rules) {}
+
+  // Reads the intervals overlapping [a, b), the feeds all made before it returns.
+  result<void> run(std::int64_t a, std::int64_t b) {
+    sqlite3_stmt *s = st_.intervals.get();
+    sqlite3_bind_int64(s, 1, a);
+    sqlite3_bind_int64(s, 2, b);
+    sqlite3_bind_int64(s, 3, m_.id);
+    int rc = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      interval_info iv{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
+                       sqlite3_column_int64(s, 2), sqlite::column_text(s, 3),
+                       sqlite3_column_int64(s, 4) != 0};
+      const store::interval_summary *sum = summary_of(s);
+      if (sum == nullptr) {
+        if (auto r = read_rows(iv); !r) {
+          return r.err();
+        }
+        continue;
       }
-      ref = &near_refs[i];
-      fresh = !ref->seen;
-      ref->seen = true;
-    } else {
-      auto [it, added] = far_refs.try_emplace(thread);
-      ref = &it->second;
-      fresh = added;
+      auto shown = feed_threads(*sum, iv);
+      if (!shown) {
+        return shown.err();
+      }
+      if (!*shown) {
+        continue;
+      }
+      if (all_) {
+        if (sum->all && sum->all->samples > 0) {
+          series_.feed_p99(series_.key_finder(value{}), out_.ivs.size() - 1, sum->all->p99,
+                           sum->all->samples, out_.by_key[value{}]);
+        }
+        continue;
+      }
+      if (auto r = feed_comms(*sum); !r) {
+        return r.err();
+      }
     }
-    if (fresh) {
-      auto tk = keys->of(thread);
+    if (rc != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db_));
+    }
+    feeder_.hand_off();
+    feeder_.join();
+    return {};
+  }
+
+private:
+  // The interval's summary, decoded (its memory reused), or null: without one (or with one
+  // that does not decode: the rows still answer) its rows are read instead.
+  store::interval_summary *summary_of(sqlite3_stmt *s) {
+    if (sqlite3_column_type(s, 5) == SQLITE_NULL) {
+      return nullptr;
+    }
+    const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 5));
+    if (store::decode_summary_into(
+            std::span<const std::uint8_t>(p, static_cast<std::size_t>(sqlite3_column_bytes(s, 5))),
+            decoded_)) {
+      return &decoded_;
+    }
+    return nullptr;
+  }
+
+  // An interval without a summary: its rows of the victims passed on as scan_rows() does, after
+  // the feeder's batches (these feed at once, on this thread).
+  result<void> read_rows(const interval_info &iv) {
+    feeder_.hand_off();
+    feeder_.join();
+    bool shown = false; // the interval has rows of the victims: passed on
+    sqlite3_stmt *r = st_.rows_of.get();
+    sqlite3_reset(r);
+    sqlite3_bind_int64(r, 1, iv.id);
+    sqlite3_bind_int64(r, 2, m_.id);
+    int rr = 0;
+    while ((rr = sqlite3_step(r)) == SQLITE_ROW) {
+      const std::int64_t thread = sqlite3_column_int64(r, 0);
+      auto tk = keys_.of(thread);
       if (!tk) {
         return tk.err();
       }
-      ref->victim = (*tk)->has_value();
-      ref->key = ref->victim ? &***tk : nullptr;
-    }
-    return ref;
-  };
-  // Per-thread feeds are not made as they are read but gathered, up to pending_max of them, and
-  // handed to a second thread that makes them series by series (a stable counting sort by series
-  // keeps each one's time order) while this one reads on: a day feeds tens of thousands of
-  // finders 17 M times, about half the scan's work, and fed in the order read every feed was a
-  // cache miss on its finder. Series are independent, so the incidents are the same. The feeder
-  // has its own copies of the intervals and series it was told of (this thread appends to
-  // out.ivs and series_of as it reads) and touches only the finders and runs of its series;
-  // it is joined before an interval read from its rows (those feed at once, on this thread)
-  // and at the end.
-  // 16 bytes a feed (the batches are streamed through memory): the series' index with, in its
-  // top bit, whether the interval is judged (samples >= min_samples, all the finder asks of
-  // the count).
-  struct pending_feed {
-    std::uint64_t p99 = 0;
-    std::uint32_t at = 0;     // into out.ivs
-    std::uint32_t series = 0; // | judged_bit
-  };
-  static constexpr std::uint32_t judged_bit = std::uint32_t{1} << 31;
-  using series_ref = std::pair<incident_finder *, std::vector<spike_run> *>;
-  struct feeder_state {
-    std::vector<interval_info> ivs; // out.ivs as far as handed over
-    std::vector<series_ref> series; // series_of as far as handed over
-    std::vector<pending_feed> feeds;
-    std::vector<pending_feed> by_series;
-    std::vector<std::size_t> starts;
-    std::exception_ptr failed;
-    void run(const spike_rules &r) {
-      try {
-        starts.assign(series.size() + 1, 0);
-        for (const auto &f : feeds) {
-          ++starts[(f.series & ~judged_bit) + 1];
-        }
-        for (std::size_t i = 1; i < starts.size(); ++i) {
-          starts[i] += starts[i - 1];
-        }
-        by_series.resize(feeds.size());
-        for (const auto &f : feeds) {
-          by_series[starts[f.series & ~judged_bit]++] = f;
-        }
-        for (const auto &f : by_series) {
-          auto &[finder, runs] = series[f.series & ~judged_bit];
-          // A judged interval's count is min_samples or more; any such count gives add() the
-          // same answer, as 0 does for one that is not.
-          finder->add(ivs, f.at, f.p99, (f.series & judged_bit) != 0 ? r.min_samples : 0, r, *runs);
-        }
-      } catch (...) {
-        failed = std::current_exception();
+      if (!**tk) {
+        continue;
+      }
+      auto h = col_hist(r, 1);
+      if (!h) {
+        return make_error("stored histogram: " + h.err().msg);
+      }
+      if (!shown) {
+        series_.on_interval(interval_info(iv));
+        shown = true;
+      }
+      if (auto x = series_.on_row(value(***tk), thread, *h); !x) {
+        return x.err();
       }
     }
-  };
-  const std::size_t pending_max = std::max<std::size_t>(1, spike_feed_batch);
-  std::vector<series_ref> series_of;
-  std::unordered_map<const incident_finder *, std::uint32_t> key_series;
-  std::vector<pending_feed> pending;
-  pending.reserve(pending_max);
-  feeder_state feeder;
-  std::thread feeding;
-  const auto join = [&] {
-    if (feeding.joinable()) {
-      feeding.join();
+    if (rr != SQLITE_DONE) {
+      return make_error(sqlite3_errmsg(db_));
     }
-    if (feeder.failed) {
-      std::rethrow_exception(std::exchange(feeder.failed, nullptr));
-    }
-  };
-  const auto hand_off = [&] {
-    if (pending.empty()) {
-      return;
-    }
-    join();
-    feeder.ivs.insert(feeder.ivs.end(), out.ivs.begin() + std::ssize(feeder.ivs), out.ivs.end());
-    feeder.series.insert(feeder.series.end(), series_of.begin() + std::ssize(feeder.series),
-                         series_of.end());
-    std::swap(feeder.feeds, pending);
-    pending.clear();
-    feeding = std::thread([&feeder, &rules] { feeder.run(rules); });
-  };
-  // Joins the feeder however the scan ends (an error return included).
-  struct joiner {
-    std::thread &t;
-    explicit joiner(std::thread &th) : t(th) {}
-    joiner(const joiner &) = delete;
-    joiner &operator=(const joiner &) = delete;
-    ~joiner() {
-      if (t.joinable()) {
-        t.join();
-      }
-    }
-  } joined{feeding};
-  store::interval_summary decoded; // each interval's, its memory reused
-  sqlite3_stmt *s = st->get();
-  sqlite3_bind_int64(s, 1, a);
-  sqlite3_bind_int64(s, 2, b);
-  sqlite3_bind_int64(s, 3, m.id);
-  int rc = 0;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    interval_info iv{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1),
-                     sqlite3_column_int64(s, 2), sqlite::column_text(s, 3),
-                     sqlite3_column_int64(s, 4) != 0};
-    bool shown = false; // the interval has rows of the victims: passed on
-    // Its summary; without one (or with one that does not decode: the rows still answer) its
-    // rows are read instead.
-    store::interval_summary *sum = nullptr;
-    if (sqlite3_column_type(s, 5) != SQLITE_NULL) {
-      const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(s, 5));
-      if (store::decode_summary_into(std::span<const std::uint8_t>(
-                                         p, static_cast<std::size_t>(sqlite3_column_bytes(s, 5))),
-                                     decoded)) {
-        sum = &decoded;
-      }
-    }
-    if (sum == nullptr) {
-      hand_off();
-      join();
-      sqlite3_stmt *r = rows_of->get();
-      sqlite3_reset(r);
-      sqlite3_bind_int64(r, 1, iv.id);
-      sqlite3_bind_int64(r, 2, m.id);
-      int rr = 0;
-      while ((rr = sqlite3_step(r)) == SQLITE_ROW) {
-        const std::int64_t thread = sqlite3_column_int64(r, 0);
-        auto tk = keys->of(thread);
-        if (!tk) {
-          return tk.err();
-        }
-        if (!**tk) {
-          continue;
-        }
-        auto h = col_hist(r, 1);
-        if (!h) {
-          return make_error("stored histogram: " + h.err().msg);
-        }
-        if (!shown) {
-          on_interval(interval_info(iv));
-          shown = true;
-        }
-        if (auto x = on_row(value(***tk), thread, *h); !x) {
-          return x.err();
-        }
-      }
-      if (rr != SQLITE_DONE) {
-        return make_error(sqlite3_errmsg(db));
-      }
-      continue;
-    }
-    for (const auto &e : sum->threads) {
-      auto ref = ref_of(e.thread_id);
+    return {};
+  }
+
+  // The summary's per-thread entries: the interval passed on at the first of the victims'
+  // (true: it has some), and with per_thread each one's p99 gathered for its thread's series.
+  result<bool> feed_threads(const store::interval_summary &sum, const interval_info &iv) {
+    bool shown = false;
+    for (const auto &e : sum.threads) {
+      auto ref = refs_.of(e.thread_id);
       if (!ref) {
         return ref.err();
       }
@@ -780,39 +986,30 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
         continue;
       }
       if (!shown) {
-        on_interval(interval_info(iv));
+        series_.on_interval(interval_info(iv));
         shown = true;
       }
-      if (per_thread) {
+      if (per_thread_) {
         thread_ref &t = **ref;
         if (t.slot == nullptr) {
-          t.slot = &out.by_thread[e.thread_id];
+          t.slot = &out_.by_thread[e.thread_id];
           t.slot->first = *t.key;
-          t.finder = &thread_finders[e.thread_id];
-          t.series = static_cast<std::uint32_t>(series_of.size());
-          series_of.emplace_back(t.finder, &t.slot->second);
+          t.finder = &series_.thread_finder(e.thread_id);
+          t.series = feeder_.add_series(t.finder, &t.slot->second);
         }
         if (e.samples > 0) {
-          pending.push_back({e.p99, static_cast<std::uint32_t>(out.ivs.size() - 1),
-                             t.series | (e.samples >= rules.min_samples ? judged_bit : 0)});
-          if (pending.size() == pending_max) {
-            hand_off();
-          }
+          feeder_.push({e.p99, static_cast<std::uint32_t>(out_.ivs.size() - 1),
+                        t.series | (e.samples >= min_samples_ ? judged_bit : 0)});
         }
       }
     }
-    if (!shown) {
-      continue;
-    }
-    if (all) {
-      if (sum->all && sum->all->samples > 0) {
-        feed_p99(key_finders[value{}], out.ivs.size() - 1, sum->all->p99, sum->all->samples,
-                 out.by_key[value{}]);
-      }
-      continue;
-    }
-    for (const auto &c : sum->comms) {
-      auto ref = ref_of(c.thread_id);
+    return shown;
+  }
+
+  // The summary's per-comm entries of the victims gathered for their key's series.
+  result<void> feed_comms(const store::interval_summary &sum) {
+    for (const auto &c : sum.comms) {
+      auto ref = refs_.of(c.thread_id);
       if (!ref) {
         return ref.err();
       }
@@ -823,27 +1020,53 @@ scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b, con
       if (!t.keyed) {
         // One series per key, however many threads lead its comm over time (a finder fed
         // under two series numbers would lose its time order in the counting sort).
-        incident_finder *f = &key_finders[*t.key];
-        auto [it, fresh] = key_series.try_emplace(f, static_cast<std::uint32_t>(series_of.size()));
+        incident_finder *f = &series_.key_finder(*t.key);
+        auto [it, fresh] =
+            key_series_.try_emplace(f, static_cast<std::uint32_t>(feeder_.series_count()));
         if (fresh) {
-          series_of.emplace_back(f, &out.by_key[*t.key]);
+          feeder_.add_series(f, &out_.by_key[*t.key]);
         }
         t.key_series = it->second;
         t.keyed = true;
       }
-      pending.push_back({c.p99, static_cast<std::uint32_t>(out.ivs.size() - 1),
-                         t.key_series | (c.samples >= rules.min_samples ? judged_bit : 0)});
-      if (pending.size() == pending_max) {
-        hand_off();
-      }
+      feeder_.push({c.p99, static_cast<std::uint32_t>(out_.ivs.size() - 1),
+                    t.key_series | (c.samples >= min_samples_ ? judged_bit : 0)});
     }
+    return {};
   }
-  if (rc != SQLITE_DONE) {
-    return make_error(sqlite3_errmsg(db));
+
+  sqlite3 *db_;
+  metric_source m_;
+  bool all_;
+  bool per_thread_;
+  std::uint64_t min_samples_;
+  thread_keys keys_;
+  thread_refs refs_;
+  summary_statements st_;
+  spike_series &series_;
+  spike_scan &out_; // series_.out()
+  std::unordered_map<const incident_finder *, std::uint32_t> key_series_;
+  store::interval_summary decoded_; // each interval's, its memory reused
+  batch_feeder feeder_;             // last: joined before the rest is destroyed
+};
+
+// scan_rows() for summaries_serve() cases: per interval of the timeline in [a, b), its summary
+// (hist_summary) fed straight to the finders, the same p99s and counts scan_spikes would
+// compute from its rows; an interval without one (a rollup, or written before schema 12)
+// passed on row by row as scan_rows() does.
+result<void> scan_summaries(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
+                            const victims &vs, bool all, bool per_thread, const spike_rules &rules,
+                            spike_series &series) {
+  auto keys = thread_keys::make(db, "comm", vs);
+  if (!keys) {
+    return keys.err();
   }
-  hand_off();
-  join();
-  return {};
+  auto st = prepare_summary_statements(db, a);
+  if (!st) {
+    return st.err();
+  }
+  summary_scan scan(db, m, all, per_thread, std::move(*keys), std::move(*st), series, rules);
+  return scan.run(a, b);
 }
 
 // Where the summaries of hist_summary.hpp can stand for the histograms: sched_delay, split per
@@ -871,90 +1094,21 @@ bool summaries_serve(sqlite3 *db, metric_source m, const victims &vs, bool all, 
 result<spike_scan> scan_spikes(sqlite3 *db, metric_source m, std::int64_t a, std::int64_t b,
                                const std::string &key, const victims &vs, bool all, bool per_thread,
                                const spike_rules &rules) {
-  spike_scan out;
-  std::map<value, incident_finder> key_finders;
-  std::unordered_map<std::int64_t, incident_finder> thread_finders;
-  std::map<value, stats::histogram> per_key; // the current interval's
-  std::unordered_map<std::int64_t, std::pair<value, stats::histogram>> per_thr;
-  std::optional<stats::histogram> merged; // the current interval's; none before its 1st row
-  // Feeds interval `at` (into out.ivs) of a series.
-  const auto feed_p99 = [&](incident_finder &f, std::size_t at, std::uint64_t p99,
-                            std::uint64_t samples, std::vector<spike_run> &runs) {
-    f.add(out.ivs, at, p99, samples, rules, runs);
-  };
-  const auto feed = [&](incident_finder &f, const stats::histogram &h,
-                        std::vector<spike_run> &runs) {
-    if (auto r = stats::percentile(h, spike_p)) {
-      feed_p99(f, out.ivs.size() - 1, r->value, h.total(), runs);
-    }
-  };
-  const auto flush = [&] {
-    if (!merged) {
-      return;
-    }
-    if (all) {
-      feed(key_finders[value{}], *merged, out.by_key[value{}]);
-    }
-    for (auto &[k, h] : per_key) {
-      feed(key_finders[k], h, out.by_key[k]);
-    }
-    for (auto &[t, kh] : per_thr) {
-      auto &slot = out.by_thread[t];
-      slot.first = kh.first;
-      feed(thread_finders[t], kh.second, slot.second);
-    }
-    per_key.clear();
-    per_thr.clear();
-    merged.reset();
-  };
-  const auto on_interval = [&](interval_info &&iv) {
-    flush();
-    const bool same_boot = !out.ivs.empty() && out.ivs.back().boot == iv.boot;
-    iv.boot_no = out.ivs.empty() ? 1 : out.ivs.back().boot_no + (same_boot ? 0 : 1);
-    out.ivs.push_back(std::move(iv));
-  };
-  const auto on_row = [&](value &&k, std::int64_t thread,
-                          const stats::histogram &h) -> result<void> {
-    if (!merged) {
-      merged = stats::histogram{h.kind, {}};
-    }
-    // Every row of an interval is of one layout.
-    if (merged->kind != h.kind) {
-      return make_error("cannot merge histograms of different layouts");
-    }
-    if (all) {
-      (void)stats::merge_into(*merged, h);
-      return {};
-    }
-    if (per_thread) {
-      auto [it, fresh] = per_thr.try_emplace(thread, k, stats::histogram{h.kind, {}});
-      if (auto mr = stats::merge_into(it->second.second, h); !mr) {
-        return mr.err();
-      }
-    }
-    auto [it, fresh] = per_key.try_emplace(std::move(k), stats::histogram{h.kind, {}});
-    return stats::merge_into(it->second, h);
-  };
+  spike_series series(rules, all, per_thread);
   if (summaries_serve(db, m, vs, all, per_thread, key)) {
-    if (auto r = scan_summaries(db, m, a, b, vs, all, per_thread, rules, on_interval, on_row,
-                                feed_p99, key_finders, thread_finders, out);
-        !r) {
+    if (auto r = scan_summaries(db, m, a, b, vs, all, per_thread, rules, series); !r) {
       return r.err();
     }
-  } else if (auto r = scan_rows(db, m, a, b, key, vs, on_interval, on_row); !r) {
+  } else if (auto r = scan_rows(
+                 db, m, a, b, key, vs,
+                 [&series](interval_info &&iv) { series.on_interval(std::move(iv)); },
+                 [&series](value &&k, std::int64_t thread, const stats::histogram &h) {
+                   return series.on_row(std::move(k), thread, h);
+                 });
+             !r) {
     return r.err();
   }
-  flush();
-  for (auto &[k, f] : key_finders) {
-    f.finish(out.by_key[k]);
-  }
-  for (auto &[t, f] : thread_finders) {
-    f.finish(out.by_thread[t].second);
-  }
-  // Series without incidents are dropped.
-  std::erase_if(out.by_key, [](const auto &kv) { return kv.second.empty(); });
-  std::erase_if(out.by_thread, [](const auto &kv) { return kv.second.second.empty(); });
-  return out;
+  return series.finish();
 }
 
 std::string top_text(const std::vector<std::pair<value, double>> &ranked) {
