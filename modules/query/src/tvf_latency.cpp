@@ -1125,14 +1125,63 @@ std::string top_text(const std::vector<std::pair<value, double>> &ranked) {
   return top;
 }
 
-} // namespace
+// spikes' arguments, read and checked: the metric, the window, the victim, the split and the
+// rules; and from them what the scan reads (the key column, the victim's threads).
+struct spike_call {
+  metric_source m;
+  std::pair<std::int64_t, std::int64_t> w; // the window [first, second)
+  victim vic;
+  std::string by;
+  bool all = false;
+  bool per_thread = false;
+  spike_rules rules;
+  std::string key_col;
+  victims vs;
+};
 
-result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
-  // peak_ns is a percentile at layout 1's precision (hist_summary keeps layout 1's buckets).
-  ++store::answered_precision().coarse;
-  // Columns 5 (top_comms) and 8 (cause) read the incidents' rows again: only when asked for.
-  const bool want_top = ctx.wants(5);
-  const bool want_cause = ctx.wants(8);
+// Reads spikes' `by` (args[5]) for metric `m`, checked.
+result<std::string> spike_split(sqlite3_value *arg, const metric_source &m) {
+  // by: per thread within the victims, an incident per comm of the threads that stalled
+  // (default), or one series per comm, cgroup or pid, per CPU (CPU metrics), or 'all' merged.
+  std::string by = m.cpu ? "cpu" : "tid";
+  if (arg != nullptr && sqlite3_value_type(arg) != SQLITE_NULL) {
+    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(arg));
+    by = p != nullptr ? p : "";
+  }
+  if (by != "all" &&
+      (m.cpu ? by != "cpu" : (by != "tid" && by != "comm" && by != "cgroup" && by != "pid"))) {
+    return make_error(fmt::format(
+        "spikes: cannot split {} by '{}' ({})", m.cpu ? "a CPU metric" : "a thread metric",
+        text::escape_for_terminal(by), m.cpu ? "cpu or all" : "tid, comm, cgroup, pid or all"));
+  }
+  return by;
+}
+
+// Reads spikes' min_samples (args[6]) and gap (args[7]) into `rules`, where given.
+result<void> spike_limits(const args_t &args, spike_rules &rules) {
+  if (args[6] != nullptr && sqlite3_value_type(args[6]) != SQLITE_NULL) {
+    const std::int64_t n = sqlite3_value_int64(args[6]);
+    if (sqlite3_value_type(args[6]) != SQLITE_INTEGER || n < 1) {
+      return make_error("spikes: min_samples must be a whole number >= 1");
+    }
+    rules.min_samples = static_cast<std::uint64_t>(n);
+  }
+  // gap: runs above the threshold this close are one incident.
+  if (args[7] != nullptr && sqlite3_value_type(args[7]) != SQLITE_NULL) {
+    auto g = duration_arg(args[7], "spikes: gap");
+    if (!g) {
+      return g.err();
+    }
+    if (*g < 0) {
+      return make_error("spikes: gap must be a duration >= 0 (like '10s')");
+    }
+    rules.gap = *g;
+  }
+  return {};
+}
+
+// Reads and checks spikes' arguments, in their order (the first error is the one reported).
+result<spike_call> spike_args(sqlite3 *db, const fn_context &ctx, const args_t &args) {
   auto m = metric_of(db, args[0], "spikes");
   if (!m) {
     return m.err();
@@ -1160,126 +1209,121 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     return make_error("spikes: a victim selects threads; CPU metrics have none (use a thread "
                       "metric, or by 'cpu')");
   }
-  // by: per thread within the victims, an incident per comm of the threads that stalled
-  // (default), or one series per comm, cgroup or pid, per CPU (CPU metrics), or 'all' merged.
-  std::string by = m->cpu ? "cpu" : "tid";
-  if (args[5] != nullptr && sqlite3_value_type(args[5]) != SQLITE_NULL) {
-    const auto *p = reinterpret_cast<const char *>(sqlite3_value_text(args[5]));
-    by = p != nullptr ? p : "";
+  auto by = spike_split(args[5], *m);
+  if (!by) {
+    return by.err();
   }
-  const bool all = by == "all";
-  if (!all &&
-      (m->cpu ? by != "cpu" : (by != "tid" && by != "comm" && by != "cgroup" && by != "pid"))) {
-    return make_error(fmt::format(
-        "spikes: cannot split {} by '{}' ({})", m->cpu ? "a CPU metric" : "a thread metric",
-        text::escape_for_terminal(by), m->cpu ? "cpu or all" : "tid, comm, cgroup, pid or all"));
+  spike_call c;
+  c.m = *m;
+  c.w = *w;
+  c.vic = std::move(*vic);
+  c.by = std::move(*by);
+  c.all = c.by == "all";
+  c.per_thread = c.by == "tid";
+  c.rules = spike_rules{*thr, w->first, c.all ? 1U : 10U, default_gap};
+  if (auto r = spike_limits(args, c.rules); !r) {
+    return r.err();
   }
-  const bool per_thread = by == "tid";
-  spike_rules rules{*thr, w->first, all ? 1U : 10U, default_gap};
-  if (args[6] != nullptr && sqlite3_value_type(args[6]) != SQLITE_NULL) {
-    const std::int64_t n = sqlite3_value_int64(args[6]);
-    if (sqlite3_value_type(args[6]) != SQLITE_INTEGER || n < 1) {
-      return make_error("spikes: min_samples must be a whole number >= 1");
-    }
-    rules.min_samples = static_cast<std::uint64_t>(n);
+  c.key_col = c.all || c.m.cpu || c.per_thread ? "comm" : c.by;
+  if (c.vic.what != victim::kind::all) {
+    c.vs.push_back(c.vic);
   }
-  // gap: runs above the threshold this close are one incident.
-  if (args[7] != nullptr && sqlite3_value_type(args[7]) != SQLITE_NULL) {
-    auto g = duration_arg(args[7], "spikes: gap");
-    if (!g) {
-      return g.err();
-    }
-    if (*g < 0) {
-      return make_error("spikes: gap must be a duration >= 0 (like '10s')");
-    }
-    rules.gap = *g;
-  }
-  // Look back far enough for the baseline of the first intervals in the window.
+  return c;
+}
+
+// Where the scan starts: far enough back for the baseline of the first intervals in the window.
+std::int64_t spike_scan_from(sqlite3 *db, const spike_call &c) {
   std::int64_t lookback = 0;
-  if (thr->multiple) {
+  if (c.rules.thr.multiple) {
     lookback = longest_raw_interval(db) * std::int64_t{baseline_intervals + 1};
   }
-  const std::int64_t from = w->first > std::numeric_limits<std::int64_t>::min() + lookback
-                                ? w->first - lookback
-                                : w->first;
-  const std::string key_col = all || m->cpu || per_thread ? "comm" : by;
-  victims vs;
-  if (vic->what != victim::kind::all) {
-    vs.push_back(*vic);
+  return c.w.first > std::numeric_limits<std::int64_t>::min() + lookback ? c.w.first - lookback
+                                                                         : c.w.first;
+}
+
+// One incident: a series' run, or per thread the joined runs of a comm's threads.
+struct spike_incident {
+  value key;
+  spike_run run;
+  std::vector<std::int64_t> threads; // per thread: the threads above the threshold, sorted
+};
+
+// An incident of one thread is that thread's (its samples, its blame); of several, the comm's.
+bool alone(const spike_incident &in, bool per_thread) {
+  return per_thread && in.threads.size() == 1;
+}
+
+// Per thread: the runs of a comm's threads and of the comm merged (sorted by key, then start)
+// joined where they overlap or are within the gap, one incident of the comm.
+std::vector<spike_incident> join_incidents(std::vector<spike_incident> incidents,
+                                           const std::vector<interval_info> &ivs,
+                                           std::int64_t gap) {
+  std::vector<spike_incident> joined;
+  for (auto &in : incidents) {
+    if (!joined.empty() && joined.back().key == in.key) {
+      spike_incident &cur = joined.back();
+      const interval_info &le = ivs[cur.run.last];
+      const interval_info &nx = ivs[in.run.first];
+      if (in.run.first <= cur.run.last ||
+          (le.boot == nx.boot && nx.start - le.end() <= std::max(gap, le.dur / 2))) {
+        cur.run.last = std::max(cur.run.last, in.run.last);
+        if (in.run.peak > cur.run.peak) {
+          cur.run.peak = in.run.peak;
+          cur.run.peak_at = in.run.peak_at;
+          cur.run.threshold = in.run.threshold;
+        }
+        for (auto t : in.threads) {
+          if (std::find(cur.threads.begin(), cur.threads.end(), t) == cur.threads.end()) {
+            cur.threads.push_back(t);
+          }
+        }
+        continue;
+      }
+    }
+    joined.push_back(std::move(in));
   }
-  auto data = scan_spikes(db, *m, from, w->second, key_col, vs, all, per_thread, rules);
-  if (!data) {
-    return data.err();
-  }
-  const auto &ivs = data->ivs;
-  // The incidents: each series' runs; per thread, the runs of a comm's threads and of the comm
-  // merged, joined where they overlap or are within the gap, one incident of the comm.
-  struct incident {
-    value key;
-    spike_run run;
-    std::vector<std::int64_t> threads; // per thread: the threads above the threshold, sorted
-  };
-  std::vector<incident> incidents;
-  for (auto &[key, list] : data->by_key) {
+  return joined;
+}
+
+// The incidents: each series' runs; per thread, the runs of a comm's threads and of the comm
+// merged, joined where they overlap or are within the gap, one incident of the comm.
+std::vector<spike_incident> incidents_of(const spike_scan &data, bool per_thread,
+                                         std::int64_t gap) {
+  std::vector<spike_incident> incidents;
+  for (const auto &[key, list] : data.by_key) {
     for (const auto &run : list) {
       incidents.push_back({key, run, {}});
     }
   }
   if (per_thread) {
-    for (auto &[thread, kr] : data->by_thread) {
+    for (const auto &[thread, kr] : data.by_thread) {
       for (const auto &run : kr.second) {
         incidents.push_back({kr.first, run, {thread}});
       }
     }
-    std::stable_sort(incidents.begin(), incidents.end(), [](const incident &x, const incident &y) {
-      return x.key != y.key ? x.key < y.key : x.run.first < y.run.first;
-    });
-    std::vector<incident> joined;
-    for (auto &in : incidents) {
-      if (!joined.empty() && joined.back().key == in.key) {
-        incident &cur = joined.back();
-        const interval_info &le = ivs[cur.run.last];
-        const interval_info &nx = ivs[in.run.first];
-        if (in.run.first <= cur.run.last ||
-            (le.boot == nx.boot && nx.start - le.end() <= std::max(rules.gap, le.dur / 2))) {
-          cur.run.last = std::max(cur.run.last, in.run.last);
-          if (in.run.peak > cur.run.peak) {
-            cur.run.peak = in.run.peak;
-            cur.run.peak_at = in.run.peak_at;
-            cur.run.threshold = in.run.threshold;
-          }
-          for (auto t : in.threads) {
-            if (std::find(cur.threads.begin(), cur.threads.end(), t) == cur.threads.end()) {
-              cur.threads.push_back(t);
-            }
-          }
-          continue;
-        }
-      }
-      joined.push_back(std::move(in));
-    }
-    incidents = std::move(joined);
+    std::stable_sort(incidents.begin(), incidents.end(),
+                     [](const spike_incident &x, const spike_incident &y) {
+                       return x.key != y.key ? x.key < y.key : x.run.first < y.run.first;
+                     });
+    incidents = join_incidents(std::move(incidents), data.ivs, gap);
   }
-  // An incident of one thread is that thread's (its samples, its blame); of several, the comm's.
-  const auto alone = [&](const incident &in) { return per_thread && in.threads.size() == 1; };
-  struct out_row {
-    std::int64_t start;
-    value key;
-    row r;
-  };
-  std::vector<out_row> outs;
-  // The causes read blame and pressure rows: skipped (empty) where none were recorded.
-  const bool any_blame = !m->cpu && m->id == 1 && recorded_in(db, "thread_blame", from, w->second);
-  const bool any_pressure = recorded_in(db, "cgroup_cpu", from, w->second);
-  // Which comms (CPUs for a CPU metric) had the samples above the threshold: the intervals of
-  // the incidents read again, each once (the scan kept no rows); a thread's incident counts its
-  // own rows (by thread.id), a series' those of its key. Not when top_comms is not read (NULL).
+  return incidents;
+}
+
+// Which comms (CPUs for a CPU metric) had the samples above the threshold, per incident: the
+// intervals of the incidents read again, each once (the scan kept no rows); a thread's incident
+// counts its own rows (by thread.id), a series' those of its key. Not when top_comms is not
+// read (NULL).
+result<std::vector<std::map<value, double>>>
+incident_contrib(sqlite3 *db, const spike_call &c, bool want_top,
+                 const std::vector<interval_info> &ivs,
+                 const std::vector<spike_incident> &incidents) {
   std::map<std::size_t, std::vector<run_need>> needs;
   std::map<std::size_t, std::vector<run_need>> thread_needs;
   for (std::size_t i = 0; want_top && i < incidents.size(); ++i) {
     const auto &in = incidents[i];
     for (std::size_t j = in.run.first; j <= in.run.last; ++j) {
-      if (alone(in)) {
+      if (alone(in, c.per_thread)) {
         thread_needs[j].push_back({value{in.threads.front()}, i, in.run.threshold});
       } else {
         needs[j].push_back({in.key, i, in.run.threshold});
@@ -1292,28 +1336,37 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
     }
   }
   std::vector<std::map<value, double>> contrib(incidents.size());
-  if (auto r = add_above(db, *m, key_col, vs, all, ivs, needs, contrib); !r) {
+  if (auto r = add_above(db, c.m, c.key_col, c.vs, c.all, ivs, needs, contrib); !r) {
     return r.err();
   }
-  if (auto r = add_above(db, *m, "id", vs, false, ivs, thread_needs, contrib); !r) {
+  if (auto r = add_above(db, c.m, "id", c.vs, false, ivs, thread_needs, contrib); !r) {
     return r.err();
   }
-  needs.clear();
-  thread_needs.clear();
+  return contrib;
+}
+
+// The incidents' threads and windows for causes_of(): the tid of a thread's incident (NULL for
+// others), and the victims and time of each incident.
+struct incident_scope {
+  std::vector<value> tids;
+  std::vector<window_query> windows;
+};
+
+// Reads each incident's incident_scope.
+result<incident_scope> incident_scopes(sqlite3 *db, const spike_call &c,
+                                       const std::vector<interval_info> &ivs,
+                                       const std::vector<spike_incident> &incidents) {
   auto tid_st = sqlite::prepare_stmt(db, "SELECT tid FROM thread WHERE id = ?1");
   if (!tid_st) {
     return tid_st.err();
   }
-  // The likely cause of each incident: who ran while its threads waited (scheduling delay), the
-  // throttling of their cgroups and the CPU pressure over it; for every incident from one read
-  // of the rows of their windows (they overlap: one read each re-read them).
-  std::vector<value> tids(incidents.size());
-  std::vector<window_query> windows(incidents.size());
+  incident_scope out{std::vector<value>(incidents.size()),
+                     std::vector<window_query>(incidents.size())};
   for (std::size_t ri = 0; ri < incidents.size(); ++ri) {
     const value &key = incidents[ri].key;
     const spike_run &run = incidents[ri].run;
-    value &tid = tids[ri];
-    if (alone(incidents[ri])) {
+    value &tid = out.tids[ri];
+    if (alone(incidents[ri], c.per_thread)) {
       sqlite3_stmt *q = tid_st->get();
       sqlite3_reset(q);
       sqlite3_bind_int64(q, 1, incidents[ri].threads.front());
@@ -1321,61 +1374,121 @@ result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
         tid = std::int64_t{sqlite3_column_int64(q, 0)};
       }
     }
-    victims who = vs;
-    if (!all && !m->cpu) {
+    victims who = c.vs;
+    if (!c.all && !c.m.cpu) {
       victim k;
       if (const auto *t = std::get_if<std::int64_t>(&tid)) {
         k.what = victim::kind::tid;
         k.number = *t;
-      } else if (by == "pid") {
+      } else if (c.by == "pid") {
         k.what = victim::kind::pid;
         k.number = std::get<std::int64_t>(key);
       } else {
-        k.what = by == "cgroup" ? victim::kind::cgroup : victim::kind::comm;
+        k.what = c.by == "cgroup" ? victim::kind::cgroup : victim::kind::comm;
         k.text = std::get<std::string>(key);
         k.descendants = false;
       }
       who.push_back(std::move(k));
     }
-    windows[ri] = {std::move(who), ivs[run.first].start, ivs[run.last].end()};
+    out.windows[ri] = {std::move(who), ivs[run.first].start, ivs[run.last].end()};
+  }
+  return out;
+}
+
+// The victim column of an incident of series `key`.
+value victim_of(const spike_call &c, const value &key) {
+  value victim_v =
+      c.all ? value{c.vic.what == victim::kind::all ? std::string("all") : c.vic.describe()} : key;
+  if (!c.all && c.vic.what == victim::kind::tid) {
+    // One thread asked for: name it, with the series' key (its comm, cgroup or pid).
+    std::string of;
+    if (const auto *k = std::get_if<std::string>(&key)) {
+      of = " (" + *k + ")";
+    } else if (const auto *n = std::get_if<std::int64_t>(&key)) {
+      of = fmt::format(" (pid {})", *n);
+    }
+    victim_v = c.vic.describe() + of;
+  }
+  return victim_v;
+}
+
+// What spikes() shows of an incident, cause and top_comms where asked for (`causes` null: not).
+row spike_row(const spike_call &c, const std::vector<interval_info> &ivs, const spike_incident &in,
+              const std::map<value, double> &contrib, bool want_top, const window_causes *causes,
+              value &&tid) {
+  const value &key = in.key;
+  const spike_run &run = in.run;
+  std::vector<std::pair<value, double>> ranked(contrib.begin(), contrib.end());
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto &x, const auto &y) { return x.second > y.second; });
+  const auto &first = ivs[run.first];
+  const auto &last = ivs[run.last];
+  return {first.start,
+          last.end() - first.start,
+          last.end(),
+          static_cast<std::int64_t>(run.peak),
+          ivs[run.peak_at].start,
+          want_top ? value{top_text(ranked)} : value{},
+          static_cast<std::int64_t>(run.threshold),
+          victim_of(c, key),
+          causes != nullptr ? value{cause_text(causes->culprits, causes->pressure)} : value{},
+          std::move(tid),
+          c.per_thread ? value{static_cast<std::int64_t>(in.threads.size())} : value{}};
+}
+
+} // namespace
+
+result<rows> spikes_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
+  // peak_ns is a percentile at layout 1's precision (hist_summary keeps layout 1's buckets).
+  ++store::answered_precision().coarse;
+  // Columns 5 (top_comms) and 8 (cause) read the incidents' rows again: only when asked for.
+  const bool want_top = ctx.wants(5);
+  const bool want_cause = ctx.wants(8);
+  auto call = spike_args(db, ctx, args);
+  if (!call) {
+    return call.err();
+  }
+  const spike_call &c = *call;
+  const std::int64_t from = spike_scan_from(db, c);
+  auto data = scan_spikes(db, c.m, from, c.w.second, c.key_col, c.vs, c.all, c.per_thread, c.rules);
+  if (!data) {
+    return data.err();
+  }
+  const auto &ivs = data->ivs;
+  const std::vector<spike_incident> incidents = incidents_of(*data, c.per_thread, c.rules.gap);
+  // The causes read blame and pressure rows: skipped (empty) where none were recorded.
+  const bool any_blame =
+      !c.m.cpu && c.m.id == 1 && recorded_in(db, "thread_blame", from, c.w.second);
+  const bool any_pressure = recorded_in(db, "cgroup_cpu", from, c.w.second);
+  auto contrib = incident_contrib(db, c, want_top, ivs, incidents);
+  if (!contrib) {
+    return contrib.err();
+  }
+  // The likely cause of each incident: who ran while its threads waited (scheduling delay), the
+  // throttling of their cgroups and the CPU pressure over it; for every incident from one read
+  // of the rows of their windows (they overlap: one read each re-read them).
+  auto scope = incident_scopes(db, c, ivs, incidents);
+  if (!scope) {
+    return scope.err();
   }
   // cause not read: left NULL, the blame and pressure rows not read.
-  auto causes = want_cause ? causes_of(db, windows, any_blame, any_pressure)
+  auto causes = want_cause ? causes_of(db, scope->windows, any_blame, any_pressure)
                            : result<std::vector<window_causes>>(std::vector<window_causes>{});
   if (!causes) {
     return causes.err();
   }
-  windows.clear();
+  scope->windows.clear();
+  struct out_row {
+    std::int64_t start;
+    value key;
+    row r;
+  };
+  std::vector<out_row> outs;
   for (std::size_t ri = 0; ri < incidents.size(); ++ri) {
-    const value &key = incidents[ri].key;
-    const spike_run &run = incidents[ri].run;
-    std::vector<std::pair<value, double>> ranked(contrib[ri].begin(), contrib[ri].end());
-    std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const auto &x, const auto &y) { return x.second > y.second; });
-    const auto &first = ivs[run.first];
-    const auto &last = ivs[run.last];
-    value &tid = tids[ri];
-    value victim_v =
-        all ? value{vic->what == victim::kind::all ? std::string("all") : vic->describe()} : key;
-    if (!all && vic->what == victim::kind::tid) {
-      // One thread asked for: name it, with the series' key (its comm, cgroup or pid).
-      std::string of;
-      if (const auto *k = std::get_if<std::string>(&key)) {
-        of = " (" + *k + ")";
-      } else if (const auto *n = std::get_if<std::int64_t>(&key)) {
-        of = fmt::format(" (pid {})", *n);
-      }
-      victim_v = vic->describe() + of;
-    }
-    outs.push_back(
-        {first.start,
-         key,
-         {first.start, last.end() - first.start, last.end(), static_cast<std::int64_t>(run.peak),
-          ivs[run.peak_at].start, want_top ? value{top_text(ranked)} : value{},
-          static_cast<std::int64_t>(run.threshold), std::move(victim_v),
-          want_cause ? value{cause_text((*causes)[ri].culprits, (*causes)[ri].pressure)} : value{},
-          std::move(tid),
-          per_thread ? value{static_cast<std::int64_t>(incidents[ri].threads.size())} : value{}}});
+    const spike_incident &in = incidents[ri];
+    outs.push_back({ivs[in.run.first].start, in.key,
+                    spike_row(c, ivs, in, (*contrib)[ri], want_top,
+                              want_cause ? &(*causes)[ri] : nullptr, std::move(scope->tids[ri]))});
   }
   std::stable_sort(outs.begin(), outs.end(), [](const out_row &x, const out_row &y) {
     return x.start != y.start ? x.start < y.start : x.key < y.key;
