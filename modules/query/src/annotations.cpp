@@ -331,64 +331,80 @@ result<std::vector<std::pair<std::string, std::string>>> parse_import_map(std::s
   return out;
 }
 
-result<incident_import_report> import_incidents(const std::string &path, std::string_view content,
-                                                const incident_import &opts) {
-  auto recs = records_of(content, opts.format);
-  if (!recs) {
-    return make_error(fmt::format("importing incidents: {}", recs.err().msg));
-  }
-  incident_import_report rep;
-  // The file's columns (sorted: a record maps names to values).
+namespace {
+
+// How a file's columns become annotations: the file's columns, the column each field is read
+// from, and the columns kept as tags "<column>:<value>".
+struct column_plan {
   std::vector<std::string> columns;
-  for (const auto &rec : *recs) {
+  std::map<std::string, std::string> field_col;
+  std::vector<std::string> tag_cols;
+  // Whether the file has column `c` (as it spells it).
+  [[nodiscard]] bool has(const std::string &c) const {
+    return std::find(columns.begin(), columns.end(), c) != columns.end();
+  }
+};
+
+// The file's columns, in the order first seen (sorted: a record maps names to values).
+std::vector<std::string> file_columns(const std::vector<detail::incident_record> &recs) {
+  std::vector<std::string> columns;
+  for (const auto &rec : recs) {
     for (const auto &[k, v] : rec) {
       if (std::find(columns.begin(), columns.end(), k) == columns.end()) {
         columns.push_back(k);
       }
     }
   }
-  const auto has = [&](const std::string &c) {
-    return std::find(columns.begin(), columns.end(), c) != columns.end();
-  };
-  std::map<std::string, std::string> field_col;
+  return columns;
+}
+
+// The fields the file's columns name, and those of an export it is recognised as (named in
+// `recognised`) with the export's tag columns.
+void default_fields(column_plan &plan, std::string &recognised) {
   for (const char *f : incident_fields) {
-    if (has(f)) {
-      field_col[f] = f;
+    if (plan.has(f)) {
+      plan.field_col[f] = f;
     }
   }
   // A PagerDuty incidents export (Incidents > Export CSV): no start column, created_on and a
   // description or title.
-  if (!has("start") && has("created_on") && (has("description") || has("title"))) {
-    rep.recognised = "PagerDuty incidents export";
-    field_col["start"] = "created_on";
-    if (has("resolved_on")) {
-      field_col["end"] = "resolved_on";
+  if (!plan.has("start") && plan.has("created_on") &&
+      (plan.has("description") || plan.has("title"))) {
+    recognised = "PagerDuty incidents export";
+    plan.field_col["start"] = "created_on";
+    if (plan.has("resolved_on")) {
+      plan.field_col["end"] = "resolved_on";
     }
-    if (!has("text")) {
-      field_col["text"] = has("description") ? "description" : "title";
+    if (!plan.has("text")) {
+      plan.field_col["text"] = plan.has("description") ? "description" : "title";
     }
   }
   // Columns kept as tags "<column>:<value>": PagerDuty's service and incident number, which say
   // which incident of which service an annotation is (its text alone often does not).
-  std::vector<std::string> tag_cols;
-  if (!rep.recognised.empty()) {
+  if (!recognised.empty()) {
     for (const char *c : {"service_name", "incident_number"}) {
-      if (has(c)) {
-        tag_cols.emplace_back(c);
+      if (plan.has(c)) {
+        plan.tag_cols.emplace_back(c);
       }
     }
   }
+}
+
+// The fields --map names, each read from the column it names; errors for an unknown field or
+// a column the file lacks.
+result<void> apply_map(column_plan &plan,
+                       const std::vector<std::pair<std::string, std::string>> &map) {
   // A column named in the map, as the file spells it (CSV headers are lower-cased when read;
   // JSON keys keep their case): matched without regard to case.
   const auto column_named = [&](const std::string &c) -> std::optional<std::string> {
-    for (const auto &x : columns) {
+    for (const auto &x : plan.columns) {
       if (lower_trimmed(x) == lower_trimmed(c)) {
         return x;
       }
     }
     return std::nullopt;
   };
-  for (const auto &[f, c] : opts.map) {
+  for (const auto &[f, c] : map) {
     if (!is_field(f)) {
       return make_error(fmt::format("importing incidents: --map: unknown field '{}'",
                                     text::escape_for_terminal(f)));
@@ -396,7 +412,7 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
     const auto actual = column_named(c);
     if (!actual) {
       std::string list;
-      for (const auto &x : columns) {
+      for (const auto &x : plan.columns) {
         list += (list.empty() ? "" : ", ") + text::escape_for_terminal(x);
       }
       return make_error(fmt::format("importing incidents: --map {}={}: the file has no column "
@@ -404,23 +420,21 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
                                     f, text::escape_for_terminal(c), text::escape_for_terminal(c),
                                     list));
     }
-    field_col[f] = *actual;
+    plan.field_col[f] = *actual;
   }
-  if (!recs->empty() && !field_col.contains("start")) {
-    return make_error("importing incidents: no start column (name one: --map start=COLUMN)");
-  }
-  // A column --map gave a field is not a tag as well.
-  std::erase_if(tag_cols, [&](const std::string &c) {
-    return std::any_of(field_col.begin(), field_col.end(),
-                       [&](const auto &fc) { return fc.second == c; });
-  });
+  return {};
+}
+
+// The report's mapping (field -> the column or '+'-joined columns it is read from) and the
+// columns used for nothing.
+void describe_plan(const column_plan &plan, incident_import_report &rep) {
   for (const char *f : incident_fields) {
     std::string from;
-    if (const auto it = field_col.find(f); it != field_col.end()) {
+    if (const auto it = plan.field_col.find(f); it != plan.field_col.end()) {
       from = it->second;
     }
     if (std::string_view(f) == "tags") {
-      for (const auto &c : tag_cols) {
+      for (const auto &c : plan.tag_cols) {
         from += (from.empty() ? "" : "+") + c;
       }
     }
@@ -428,73 +442,119 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
       rep.mapping.emplace_back(f, std::move(from));
     }
   }
-  for (const auto &c : columns) {
-    const bool used = std::any_of(field_col.begin(), field_col.end(),
-                                  [&](const auto &fc) { return fc.second == c; }) ||
-                      std::find(tag_cols.begin(), tag_cols.end(), c) != tag_cols.end();
+  for (const auto &c : plan.columns) {
+    const bool used =
+        std::any_of(plan.field_col.begin(), plan.field_col.end(),
+                    [&](const auto &fc) { return fc.second == c; }) ||
+        std::find(plan.tag_cols.begin(), plan.tag_cols.end(), c) != plan.tag_cols.end();
     if (!used) {
       rep.ignored.push_back(c);
     }
   }
+}
+
+// The text of `field` in `rec`, nullopt when no column gives it or the record has none (null).
+std::optional<std::string> field_text(const detail::incident_record &rec, const column_plan &plan,
+                                      const char *field) {
+  const auto fc = plan.field_col.find(field);
+  if (fc == plan.field_col.end()) {
+    return std::nullopt;
+  }
+  const auto it = rec.find(fc->second);
+  if (it == rec.end() || !it->second) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+// Appends to `tags` the record's tag columns that have a value, as "<column>:<value>".
+void add_tag_columns(const detail::incident_record &rec, const column_plan &plan,
+                     std::string &tags) {
+  for (const auto &c : plan.tag_cols) {
+    const auto it = rec.find(c);
+    if (it == rec.end() || !it->second || trimmed(*it->second).empty()) {
+      continue;
+    }
+    // Tags are comma-separated: a comma in the value would split the tag.
+    std::string v(trimmed(*it->second));
+    std::replace(v.begin(), v.end(), ',', ';');
+    if (!tags.empty()) {
+      tags += ',';
+    }
+    tags.append(c).append(":").append(v);
+  }
+}
+
+// Record `r` (0-based) as an annotation, validated; the error names its row.
+result<annotation> annotation_of(const detail::incident_record &rec, std::size_t r,
+                                 const column_plan &plan, const incident_import &opts,
+                                 const timefmt::zone &local) {
+  // Rows are numbered from 1 (the first data row after a CSV header, the first JSON object).
+  auto bad = [&](const std::string &m) {
+    return make_error(fmt::format("importing incidents: row {}: {}", r + 1, m));
+  };
+  annotation a;
+  const auto start = field_text(rec, plan, "start");
+  if (!start || start->empty()) {
+    return bad("start is missing");
+  }
+  auto st = timefmt::parse_time(*start, opts.now_ns, local);
+  if (!st) {
+    return bad("start: " + st.err().msg);
+  }
+  a.start_ns = *st;
+  if (const auto end = field_text(rec, plan, "end"); end && !end->empty()) {
+    auto en = timefmt::parse_time(*end, opts.now_ns, local);
+    if (!en) {
+      return bad("end: " + en.err().msg);
+    }
+    a.end_ns = *en;
+  }
+  const auto text = field_text(rec, plan, "text");
+  a.text = text ? *text : std::string();
+  const auto src = field_text(rec, plan, "source");
+  a.source = src && !src->empty() ? *src : opts.source;
+  const auto tags = field_text(rec, plan, "tags");
+  a.tags = tags ? *tags : std::string();
+  add_tag_columns(rec, plan, a.tags);
+  if (auto v = validate(a); !v) {
+    return bad(v.err().msg);
+  }
+  return a;
+}
+
+} // namespace
+
+result<incident_import_report> import_incidents(const std::string &path, std::string_view content,
+                                                const incident_import &opts) {
+  auto recs = records_of(content, opts.format);
+  if (!recs) {
+    return make_error(fmt::format("importing incidents: {}", recs.err().msg));
+  }
+  incident_import_report rep;
+  column_plan plan;
+  plan.columns = file_columns(*recs);
+  default_fields(plan, rep.recognised);
+  if (auto r = apply_map(plan, opts.map); !r) {
+    return r.err();
+  }
+  if (!recs->empty() && !plan.field_col.contains("start")) {
+    return make_error("importing incidents: no start column (name one: --map start=COLUMN)");
+  }
+  // A column --map gave a field is not a tag as well.
+  std::erase_if(plan.tag_cols, [&](const std::string &c) {
+    return std::any_of(plan.field_col.begin(), plan.field_col.end(),
+                       [&](const auto &fc) { return fc.second == c; });
+  });
+  describe_plan(plan, rep);
   const timefmt::zone local = timefmt::zone::local();
   std::vector<annotation> out;
   for (std::size_t r = 0; r < recs->size(); ++r) {
-    const auto &rec = (*recs)[r];
-    // Rows are numbered from 1 (the first data row after a CSV header, the first JSON object).
-    auto bad = [&](const std::string &m) {
-      return make_error(fmt::format("importing incidents: row {}: {}", r + 1, m));
-    };
-    auto get = [&](const char *field) -> std::optional<std::string> {
-      const auto fc = field_col.find(field);
-      if (fc == field_col.end()) {
-        return std::nullopt;
-      }
-      const auto it = rec.find(fc->second);
-      if (it == rec.end() || !it->second) {
-        return std::nullopt;
-      }
-      return it->second;
-    };
-    annotation a;
-    const auto start = get("start");
-    if (!start || start->empty()) {
-      return bad("start is missing");
+    auto a = annotation_of((*recs)[r], r, plan, opts, local);
+    if (!a) {
+      return a.err();
     }
-    auto st = timefmt::parse_time(*start, opts.now_ns, local);
-    if (!st) {
-      return bad("start: " + st.err().msg);
-    }
-    a.start_ns = *st;
-    if (const auto end = get("end"); end && !end->empty()) {
-      auto en = timefmt::parse_time(*end, opts.now_ns, local);
-      if (!en) {
-        return bad("end: " + en.err().msg);
-      }
-      a.end_ns = *en;
-    }
-    const auto text = get("text");
-    a.text = text ? *text : std::string();
-    const auto src = get("source");
-    a.source = src && !src->empty() ? *src : opts.source;
-    const auto tags = get("tags");
-    a.tags = tags ? *tags : std::string();
-    for (const auto &c : tag_cols) {
-      const auto it = rec.find(c);
-      if (it == rec.end() || !it->second || trimmed(*it->second).empty()) {
-        continue;
-      }
-      // Tags are comma-separated: a comma in the value would split the tag.
-      std::string v(trimmed(*it->second));
-      std::replace(v.begin(), v.end(), ',', ';');
-      if (!a.tags.empty()) {
-        a.tags += ',';
-      }
-      a.tags.append(c).append(":").append(v);
-    }
-    if (auto v = validate(a); !v) {
-      return bad(v.err().msg);
-    }
-    out.push_back(std::move(a));
+    out.push_back(std::move(*a));
   }
   auto db = open_rw(path);
   if (!db) {
