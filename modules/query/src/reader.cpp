@@ -573,30 +573,16 @@ result<std::vector<std::string>> create_host_views(sqlite3 *db, const std::vecto
   return std::vector<std::string>(names.begin(), names.end());
 }
 
-} // namespace
-
-int reader::max_hosts() {
-  sqlite3 *db = nullptr;
-  int n = 10; // SQLITE_MAX_ATTACHED's default
-  if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) ==
-      SQLITE_OK) {
-    n = sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, -1);
-  }
-  sqlite3_close(db);
-  return n;
-}
-
-result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::string *note) {
-  if (note != nullptr) {
-    note->clear();
-  }
+// Checks the hosts given to open_hosts: their number (at most reader::max_hosts()) and their
+// names (non-empty, no NUL, not SQLite's own schemas, distinct regardless of case).
+result<void> check_hosts(const std::vector<host_file> &hosts) {
   if (hosts.empty()) {
     return make_error("no host given", EINVAL);
   }
-  if (hosts.size() > static_cast<std::size_t>(max_hosts())) {
+  if (hosts.size() > static_cast<std::size_t>(reader::max_hosts())) {
     return make_error(fmt::format("{} hosts given; at most {} can be read together (SQLite's "
                                   "limit of attached databases)",
-                                  hosts.size(), max_hosts()),
+                                  hosts.size(), reader::max_hosts()),
                       EINVAL);
   }
   for (std::size_t i = 0; i < hosts.size(); ++i) {
@@ -617,13 +603,16 @@ result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::stri
       }
     }
   }
-  // Each file on its own first: the single-database checks and messages, and the connection the
-  // table functions run on.
+  return {};
+}
+
+// Opens each host's file on its own, as reader::open does (the single-database checks and
+// messages, and the connection the table functions run on); a file given twice is refused.
+result<std::vector<reader>> open_each(const std::vector<host_file> &hosts) {
   std::vector<reader> own;
   std::vector<std::pair<dev_t, ino_t>> files;
-  std::vector<host_schema> schemas(hosts.size());
   for (std::size_t i = 0; i < hosts.size(); ++i) {
-    auto r = open(hosts[i].path, true);
+    auto r = reader::open(hosts[i].path, true);
     if (!r) {
       return make_error(fmt::format("host {}: {}", hosts[i].name, r.err().msg), r.err().errnum);
     }
@@ -641,28 +630,119 @@ result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::stri
     }
     own.push_back(std::move(r).value());
   }
+  return own;
+}
+
+// Attaches each host's file read-only (URI mode=ro) to the hosts' connection `h`, under the
+// host's name.
+result<void> attach_hosts(sqlite3 *h, const std::vector<host_file> &hosts) {
+  for (const auto &host : hosts) {
+    auto st = sqlite::prepare_stmt(h, "ATTACH DATABASE ?1 AS ?2");
+    if (!st) {
+      return make_error(fmt::format("host {}: {}", host.name, st.err().msg));
+    }
+    const std::string uri = read_only_uri(host.path);
+    sqlite3_bind_text(st->get(), 1, uri.data(), static_cast<int>(uri.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(st->get(), 2, host.name.data(), static_cast<int>(host.name.size()),
+                      SQLITE_TRANSIENT);
+    if (sqlite3_step(st->get()) != SQLITE_DONE) {
+      return with_wal_hint(
+          make_error(fmt::format("host {}: {}: {}", host.name, host.path, sqlite3_errmsg(h))),
+          host.path, true);
+    }
+  }
+  return {};
+}
+
+// Each host's host_schema: its version from its own connection (`own[i]`), its tables, views
+// and their columns through the hosts' connection `h` (the files attached).
+result<std::vector<host_schema>> read_host_schemas(sqlite3 *h, const std::vector<host_file> &hosts,
+                                                   const std::vector<sqlite3 *> &own) {
+  std::vector<host_schema> schemas(hosts.size());
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    auto v = sqlite::query_int(own[i], "PRAGMA user_version");
+    schemas[i].version = v ? *v : 0;
+    auto objs = names_of(h,
+                         "SELECT name FROM " + ident(hosts[i].name) +
+                             ".sqlite_master WHERE type IN ('table', 'view') AND name NOT "
+                             "LIKE 'sqlite\\_%' ESCAPE '\\'",
+                         {});
+    if (!objs) {
+      return make_error(
+          fmt::format("host {}: {}: {}", hosts[i].name, hosts[i].path, objs.err().msg));
+    }
+    for (const auto &o : *objs) {
+      auto cols = names_of(h, "SELECT name FROM pragma_table_info(?1, ?2)", {o, hosts[i].name});
+      if (!cols) {
+        return make_error(
+            fmt::format("host {}: {}: {}: {}", hosts[i].name, hosts[i].path, o, cols.err().msg));
+      }
+      schemas[i].objects[o] = std::move(*cols);
+    }
+  }
+  return schemas;
+}
+
+// open_hosts' note: the hosts' schema versions when they differ, else "".
+std::string schema_note(const std::vector<host_file> &hosts,
+                        const std::vector<host_schema> &schemas) {
+  std::string versions;
+  bool differ = false;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    versions += fmt::format("{}{} {}", i == 0 ? "" : ", ", hosts[i].name, schemas[i].version);
+    differ = differ || schemas[i].version != schemas[0].version;
+  }
+  if (!differ) {
+    return {};
+  }
+  return fmt::format(
+      "the hosts' files have different schema versions ({}): in the combined views a "
+      "column a host's file lacks is NULL in its rows, a view it lacks has no rows of it "
+      "(docs/SCHEMA.md, Stability)",
+      versions);
+}
+
+} // namespace
+
+int reader::max_hosts() {
+  sqlite3 *db = nullptr;
+  int n = 10; // SQLITE_MAX_ATTACHED's default
+  if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) ==
+      SQLITE_OK) {
+    n = sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, -1);
+  }
+  sqlite3_close(db);
+  return n;
+}
+
+result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::string *note) {
+  if (note != nullptr) {
+    note->clear();
+  }
+  if (auto r = check_hosts(hosts); !r) {
+    return r.err();
+  }
+  // Each file on its own first: the single-database checks and messages, and the connection the
+  // table functions run on.
+  auto own = open_each(hosts);
+  if (!own) {
+    return own.err();
+  }
   try {
     SQLite::Database db(":memory:", SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_URI,
                         busy_timeout_ms);
     auto p = std::make_unique<impl>(std::move(db));
     sqlite3 *h = p->db.getHandle();
     sqlite3_extended_result_codes(h, 1);
+    if (auto r = attach_hosts(h, hosts); !r) {
+      return r.err();
+    }
+    std::vector<sqlite3 *> own_dbs;
     for (std::size_t i = 0; i < hosts.size(); ++i) {
-      auto st = sqlite::prepare_stmt(h, "ATTACH DATABASE ?1 AS ?2");
-      if (!st) {
-        return make_error(fmt::format("host {}: {}", hosts[i].name, st.err().msg));
-      }
-      const std::string uri = read_only_uri(hosts[i].path);
-      sqlite3_bind_text(st->get(), 1, uri.data(), static_cast<int>(uri.size()), SQLITE_TRANSIENT);
-      sqlite3_bind_text(st->get(), 2, hosts[i].name.data(), static_cast<int>(hosts[i].name.size()),
-                        SQLITE_TRANSIENT);
-      if (sqlite3_step(st->get()) != SQLITE_DONE) {
-        return with_wal_hint(make_error(fmt::format("host {}: {}: {}", hosts[i].name, hosts[i].path,
-                                                    sqlite3_errmsg(h))),
-                             hosts[i].path, true);
-      }
-      p->ctx.hosts.push_back({hosts[i].name, own[i].p_->db.getHandle(), &own[i].p_->ctx});
+      reader &o = (*own)[i];
+      p->ctx.hosts.push_back({hosts[i].name, o.p_->db.getHandle(), &o.p_->ctx});
       p->host_names.push_back(hosts[i].name);
+      own_dbs.push_back(o.p_->db.getHandle());
     }
     // Functions before the views: the files' views call them (annotation_summary), and
     // pragma_table_info compiles a view to name its columns.
@@ -672,28 +752,11 @@ result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::stri
     if (auto r = detail::register_functions(h, &p->ctx); !r) {
       return r.err();
     }
-    for (std::size_t i = 0; i < hosts.size(); ++i) {
-      auto v = sqlite::query_int(own[i].p_->db.getHandle(), "PRAGMA user_version");
-      schemas[i].version = v ? *v : 0;
-      auto objs = names_of(h,
-                           "SELECT name FROM " + ident(hosts[i].name) +
-                               ".sqlite_master WHERE type IN ('table', 'view') AND name NOT "
-                               "LIKE 'sqlite\\_%' ESCAPE '\\'",
-                           {});
-      if (!objs) {
-        return make_error(
-            fmt::format("host {}: {}: {}", hosts[i].name, hosts[i].path, objs.err().msg));
-      }
-      for (const auto &o : *objs) {
-        auto cols = names_of(h, "SELECT name FROM pragma_table_info(?1, ?2)", {o, hosts[i].name});
-        if (!cols) {
-          return make_error(
-              fmt::format("host {}: {}: {}: {}", hosts[i].name, hosts[i].path, o, cols.err().msg));
-        }
-        schemas[i].objects[o] = std::move(*cols);
-      }
+    auto schemas = read_host_schemas(h, hosts, own_dbs);
+    if (!schemas) {
+      return schemas.err();
     }
-    auto views = create_host_views(h, hosts, schemas);
+    auto views = create_host_views(h, hosts, *schemas);
     if (!views) {
       return views.err();
     }
@@ -701,21 +764,9 @@ result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::stri
       return r.err();
     }
     p->guard->host_views = std::move(*views);
-    p->host_readers = std::move(own);
+    p->host_readers = std::move(*own);
     if (note != nullptr) {
-      std::string versions;
-      bool differ = false;
-      for (std::size_t i = 0; i < hosts.size(); ++i) {
-        versions += fmt::format("{}{} {}", i == 0 ? "" : ", ", hosts[i].name, schemas[i].version);
-        differ = differ || schemas[i].version != schemas[0].version;
-      }
-      if (differ) {
-        *note = fmt::format(
-            "the hosts' files have different schema versions ({}): in the combined views a "
-            "column a host's file lacks is NULL in its rows, a view it lacks has no rows of it "
-            "(docs/SCHEMA.md, Stability)",
-            versions);
-      }
+      *note = schema_note(hosts, *schemas);
     }
     return reader(std::move(p));
   } catch (const SQLite::Exception &e) {
