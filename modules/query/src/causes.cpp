@@ -411,7 +411,13 @@ public:
       : db_(db), qs_(qs), blame_(blame && has_table(db, "thread_blame")),
         pressure_(pressure && has_table(db, "cgroup_cpu")), per_thread_(per_thread), only_(only),
         inversions_(blame_ && !qs.empty() ? inversions : nullptr), out_(qs.size()),
-        sums_(qs.size()), victim_cgroups_(qs.size()) {}
+        sums_(qs.size()), victim_cgroups_(qs.size()) {
+    if (only_ != nullptr) {
+      for (const std::int64_t id : *only_) {
+        only_set_[id] = true; // looked up at every thread of every interval: a flat table
+      }
+    }
+  }
 
   result<std::vector<window_causes>> run() {
     if (qs_.empty() || (!blame_ && !pressure_)) {
@@ -763,7 +769,7 @@ private:
     if (last != e.thread_id) {
       last = e.thread_id;
       hits_.clear();
-      if (only_ == nullptr || only_->contains(e.thread_id)) {
+      if (only_ == nullptr || only_set_.find(e.thread_id) != nullptr) {
         auto t = thread_of(e.thread_id);
         if (!t) {
           return t.err();
@@ -1194,6 +1200,7 @@ private:
   const std::vector<window_query> &qs_;
   bool blame_, pressure_, per_thread_;
   const std::unordered_set<std::int64_t> *only_;
+  base::flat_map<std::int64_t, bool> only_set_;
   inversion_sink *inversions_;
   inversion_sums inversion_sums_;
   std::vector<window_causes> out_;
