@@ -798,6 +798,8 @@ private:
     if (!ok) {
       return make_error("integer overflow");
     }
+    // Window 0 is group 0's first window (groups are made in window order) and a thread's
+    // windows come by group, then window: when window 0 is among them it is the first.
     if (inversions_ != nullptr && may_be_inversion(e) && hits_.front() == 0) {
       add_inversion(e, *group_keys_[**g]);
     }

@@ -247,7 +247,7 @@ bool wakeup_recorded(sqlite3 *db, std::int64_t a, std::int64_t b) {
 }
 
 result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b,
-                   std::string subject, const std::vector<io_sum> &io) {
+                   std::string subject) {
   hop h;
   h.subject = std::move(subject);
   auto p = pressure_of(db, v, a, b);
@@ -283,9 +283,6 @@ result<hop> hop_of(sqlite3 *db, const victims &v, std::int64_t a, std::int64_t b
   }
   h.blocked = std::move(*bl);
   h.sleep_recorded = !h.wakers.empty() || wakeup_recorded(db, a, b);
-  if (h.sleeping_in("D") * 10 >= h.sleeping() && h.sleeping() > 0) { // D a tenth at least
-    h.io = io;
-  }
   auto m = each_row(db,
                     fmt::format("SELECT DISTINCT t.comm, t.pid FROM {} AS i CROSS JOIN thread_hist "
                                 "AS x ON x.interval_id = i.id AND x.metric = 1 CROSS JOIN thread "
@@ -448,6 +445,28 @@ void add_hop_rows(std::int64_t k, const hop &h, const std::string &summary, rows
   }
 }
 
+// The window's busiest I/O (top_io) on each hop that slept at least a tenth of its sleep in D;
+// read once, and only when some hop did.
+result<void> add_io(sqlite3 *db, std::int64_t a, std::int64_t b, std::vector<hop> &hops) {
+  const auto in_d = [](const hop &h) {
+    return h.sleeping() > 0 && h.sleeping_in("D") * 10 >= h.sleeping();
+  };
+  if (std::none_of(hops.begin(), hops.end(), in_d)) {
+    return {};
+  }
+  auto io = io_by_process(db, period{a, b, 0});
+  if (!io) {
+    return io.err();
+  }
+  const std::vector<io_sum> busiest = top_io(std::move(*io));
+  for (hop &h : hops) {
+    if (in_d(h)) {
+      h.io = busiest;
+    }
+  }
+  return {};
+}
+
 } // namespace
 
 result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
@@ -464,12 +483,7 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
                       "rschedd -g wakeup records who woke each thread)");
   }
   const auto [a, b] = *w;
-  auto io = io_by_process(db, period{a, b, 0});
-  if (!io) {
-    return io.err();
-  }
-  const std::vector<io_sum> busiest = top_io(std::move(*io));
-  auto h0 = hop_of(db, {*v}, a, b, v->describe(), busiest);
+  auto h0 = hop_of(db, {*v}, a, b, v->describe());
   if (!h0) {
     return h0.err();
   }
@@ -505,13 +519,15 @@ result<rows> why_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) {
       by_pid.number = pid;
       vs.push_back(by_pid);
     }
-    auto h = hop_of(db, vs, a, b, name_of(comm, pid > 0 ? std::optional(pid) : std::nullopt, 0),
-                    busiest);
+    auto h = hop_of(db, vs, a, b, name_of(comm, pid > 0 ? std::optional(pid) : std::nullopt, 0));
     if (!h) {
       return h.err();
     }
     hops.push_back(std::move(*h));
     woke_ns.push_back(ns);
+  }
+  if (auto r = add_io(db, a, b, hops); !r) {
+    return r.err();
   }
   // The sentence every row carries.
   std::string summary = hop_text(hops[0]);
