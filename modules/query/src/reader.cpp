@@ -6,6 +6,7 @@
 #include "rsched/store/schema.hpp"
 
 #include "sql_functions.hpp"
+#include "twin.hpp"
 #include "vtab_tiered.hpp"
 
 #include <SQLiteCpp/Database.h>
@@ -14,6 +15,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -104,6 +107,53 @@ value column_value(sqlite3_stmt *st, int i) {
     return std::monostate{};
   }
 }
+
+} // namespace
+
+bool row_view::is_null(int i) const {
+  return sqlite3_column_type(st_, i) == SQLITE_NULL;
+}
+
+std::optional<std::int64_t> row_view::int_at(int i) const {
+  switch (sqlite3_column_type(st_, i)) {
+  case SQLITE_INTEGER:
+    return sqlite3_column_int64(st_, i);
+  case SQLITE_FLOAT:
+    return static_cast<std::int64_t>(sqlite3_column_double(st_, i));
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<std::string_view> row_view::text_at(int i) const {
+  if (sqlite3_column_type(st_, i) != SQLITE_TEXT) {
+    return std::nullopt;
+  }
+  const unsigned char *p = sqlite3_column_text(st_, i); // pointer first, then its length
+  const int n = sqlite3_column_bytes(st_, i);
+  if (p == nullptr) {
+    return std::string_view();
+  }
+  return std::string_view(reinterpret_cast<const char *>(p), static_cast<std::size_t>(n));
+}
+
+std::optional<std::span<const std::uint8_t>> row_view::blob_at(int i) const {
+  if (sqlite3_column_type(st_, i) != SQLITE_BLOB) {
+    return std::nullopt;
+  }
+  const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(st_, i));
+  const int n = sqlite3_column_bytes(st_, i);
+  if (p == nullptr) {
+    return std::span<const std::uint8_t>();
+  }
+  return std::span<const std::uint8_t>(p, static_cast<std::size_t>(n));
+}
+
+value row_view::value_at(int i) const {
+  return column_value(st_, i);
+}
+
+namespace {
 
 // A read-only connection to a WAL database needs its -shm (and -wal) file, and cannot create
 // them without write access to the directory. rschedd keeps both files (SQLITE_FCNTL_PERSIST_WAL),
@@ -356,8 +406,21 @@ struct reader::impl {
   // open_hosts: each host's own connection (ctx.hosts points into them), and their names.
   std::vector<reader> host_readers;
   std::vector<std::string> host_names;
+  std::string path;                            // the file opened (open), for twin()
+  std::shared_ptr<detail::twin_slots> twin_of; // a twin: its original's slots (left at close)
   SQLite::Database db;
   explicit impl(SQLite::Database &&d) : db(std::move(d)) {}
+  impl(const impl &) = delete;
+  impl &operator=(const impl &) = delete;
+  ~impl() {
+    if (twin_of) {
+      sqlite3 *const h = db.getHandle();
+      for (auto &slot : twin_of->db) {
+        sqlite3 *expected = h;
+        slot.compare_exchange_strong(expected, nullptr);
+      }
+    }
+  }
 };
 
 namespace {
@@ -444,6 +507,7 @@ result<reader> reader::open(const std::string &path, bool read_only) {
         return r.err();
       }
     }
+    p->path = path;
     return reader(std::move(p));
   } catch (const SQLite::Exception &e) {
     return with_wal_hint(make_error(fmt::format("{}: {}", path, e.what())), path,
@@ -776,6 +840,80 @@ result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::stri
   }
 }
 
+namespace detail {
+
+result<twin_connection> twin_connection::open(const std::string &path, const fn_context &from) {
+  if (path.empty() || path == ":memory:") {
+    return make_error("no second connection to an in-memory database");
+  }
+  auto t = reader::open(path, true);
+  if (!t) {
+    return t.err();
+  }
+  reader::impl &c = *t->p_;
+  c.ctx.zone = from.zone;
+  c.ctx.fixed_now = from.fixed_now;
+  c.ctx.annotation_margin_ns = from.annotation_margin_ns;
+  c.ctx.tier_routing = from.tier_routing;
+  c.ctx.parallel = from.parallel;
+  c.router.enabled = from.tier_routing;
+  for (auto &slot : from.twins->db) {
+    sqlite3 *expected = nullptr;
+    if (slot.compare_exchange_strong(expected, c.db.getHandle())) {
+      c.twin_of = from.twins;
+      break;
+    }
+  }
+  twin_connection out;
+  out.r_ = std::make_unique<reader>(std::move(*t));
+  return out;
+}
+
+result<twin_connection> twin_connection::open(sqlite3 *db, const fn_context &from) {
+  const char *file = sqlite3_db_filename(db, "main");
+  return open(file != nullptr ? std::string(file) : std::string(), from);
+}
+
+sqlite3 *twin_connection::get() const {
+  return r_->p_->db.getHandle();
+}
+
+const fn_context &twin_connection::context() const {
+  return r_->p_->ctx;
+}
+
+void twin_connection::interrupt() const noexcept {
+  sqlite3_interrupt(get());
+}
+
+twin_connection::twin_connection() = default;
+twin_connection::twin_connection(twin_connection &&) noexcept = default;
+twin_connection &twin_connection::operator=(twin_connection &&) noexcept = default;
+twin_connection::~twin_connection() = default;
+
+} // namespace detail
+
+result<reader> reader::twin() {
+  if (!p_ || !p_->host_names.empty()) {
+    return make_error("no second connection over several hosts");
+  }
+  auto t = detail::twin_connection::open(p_->path, p_->ctx);
+  if (!t) {
+    return t.err();
+  }
+  return std::move(*t->r_);
+}
+
+void reader::set_parallel(bool on) {
+  if (p_) {
+    p_->ctx.parallel = on;
+  }
+}
+
+bool reader::parallel() const {
+  return p_ && p_->ctx.parallel;
+}
+
 const std::vector<std::string> &reader::hosts() const {
   static const std::vector<std::string> none;
   return p_ ? p_->host_names : none;
@@ -929,6 +1067,7 @@ result<void> reader::exec_bound(std::string_view sql, const std::vector<value> *
         sink.on_columns(names);
       }
       std::vector<value> row;
+      const row_view view(st.get(), ncol);
       for (;;) {
         const int rc = sqlite3_step(st.get());
         if (rc == SQLITE_DONE) {
@@ -940,6 +1079,10 @@ result<void> reader::exec_bound(std::string_view sql, const std::vector<value> *
           }
           return make_error(
               fmt::format("{}: {}", position(sql, offset(start), false), sqlite3_errmsg(db)));
+        }
+        if (sink.on_row_view) {
+          sink.on_row_view(view);
+          continue;
         }
         row.clear();
         row.reserve(static_cast<std::size_t>(ncol));
@@ -981,6 +1124,11 @@ void reader::interrupt() noexcept {
     // A table function over several hosts runs its statements on the hosts' connections.
     for (auto &h : p_->host_readers) {
       h.interrupt();
+    }
+    for (auto &slot : p_->ctx.twins->db) {
+      if (sqlite3 *h = slot.load(); h != nullptr) {
+        sqlite3_interrupt(h);
+      }
     }
   }
 }

@@ -11,7 +11,10 @@
 #include "rsched/sqlite/functions.hpp"
 #include "rsched/store/hist_functions.hpp"
 
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,6 +31,13 @@ struct histogram;
 namespace rsched::query::detail {
 
 struct fn_context;
+
+// The second connections of a connection (reader::twin, twin_connection) while they live, for
+// reader::interrupt() to reach them: slots, not a list under a lock, since interrupt() runs in
+// signal handlers.
+struct twin_slots {
+  std::array<std::atomic<sqlite3 *>, 8> db{};
+};
 
 // One host of a connection over several hosts (reader::open_hosts): its name and its own
 // read-only connection, where the table functions run as on a single database (their SQL reads
@@ -84,6 +94,10 @@ struct fn_context {
   // Empty, or the hosts of a connection over several hosts (vtab.cpp runs the table functions
   // on each of them).
   std::vector<host_source> hosts;
+  // Whether an answer may read independent parts on a second connection at once (at_once).
+  bool parallel = true;
+  // This connection's twins (reader::twin, twin_connection), interrupted with it.
+  std::shared_ptr<twin_slots> twins = std::make_shared<twin_slots>();
   [[nodiscard]] std::int64_t now() const {
     return fixed_now ? *fixed_now : timefmt::realtime_now_ns();
   }

@@ -8,22 +8,53 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+struct sqlite3_stmt;
+
 namespace rsched::query {
+
+namespace detail {
+class twin_connection;
+}
 
 // One SQL value. Blobs are raw bytes.
 using value =
     std::variant<std::monostate, std::int64_t, double, std::string, std::vector<std::uint8_t>>;
+
+// One row of a statement as it steps, read in place (no copy of its text or blobs): valid only
+// during the call it is given to. For readers of many rows (a heatmap reads hundreds of
+// thousands); everything else takes rows as values.
+class row_view {
+public:
+  explicit row_view(sqlite3_stmt *st, int columns) : st_(st), columns_(columns) {}
+  [[nodiscard]] int size() const { return columns_; }
+  [[nodiscard]] bool is_null(int i) const;
+  // An INTEGER (or a REAL, truncated); nullopt for NULL, text and blobs.
+  [[nodiscard]] std::optional<std::int64_t> int_at(int i) const;
+  // The text's stored bytes; nullopt unless the column is TEXT.
+  [[nodiscard]] std::optional<std::string_view> text_at(int i) const;
+  // The blob's bytes; nullopt unless the column is a BLOB.
+  [[nodiscard]] std::optional<std::span<const std::uint8_t>> blob_at(int i) const;
+  // The column as a value (a copy).
+  [[nodiscard]] value value_at(int i) const;
+
+private:
+  sqlite3_stmt *st_;
+  int columns_;
+};
 
 struct result_sink {
   // Called once per statement that returns columns, before its rows.
   std::function<void(const std::vector<std::string> &columns)> on_columns;
   // Called per row.
   std::function<void(const std::vector<value> &row)> on_row;
+  // Called per row instead of on_row when set: the row read in place.
+  std::function<void(const row_view &row)> on_row_view;
 };
 
 // One host of a connection over several hosts: its name (the `host` column) and its database.
@@ -69,6 +100,17 @@ public:
                                    std::string *note = nullptr);
   // How many hosts open_hosts can combine (SQLite's limit of attached databases, 10 by default).
   static int max_hosts();
+  // A second read-only connection to the same database file, with this one's settings (zone,
+  // `now`, tier routing, annotation margin; not its TEMP objects or notices), for a reader of
+  // independent parts at once: one thread per connection. interrupt() on this reader also
+  // interrupts its twins while they live. An error for an in-memory database or several hosts.
+  result<reader> twin();
+
+  // Whether answers may read independent parts on a second connection at once (explain's
+  // window and baseline, the report's heatmaps): on by default; the answers are the same.
+  void set_parallel(bool on);
+  [[nodiscard]] bool parallel() const;
+
   // The hosts' names in order (open_hosts), or empty for a single database.
   [[nodiscard]] const std::vector<std::string> &hosts() const;
 
@@ -121,6 +163,7 @@ public:
   ~reader();
 
 private:
+  friend class detail::twin_connection;
   result<void> exec_bound(std::string_view sql, const std::vector<value> *params,
                           const result_sink &sink);
   struct impl;
