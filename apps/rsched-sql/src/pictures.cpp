@@ -17,7 +17,9 @@
 #include <charconv>
 #include <map>
 #include <set>
+#include <span>
 #include <string_view>
+#include <unordered_map>
 
 namespace rsched::sql_shell {
 
@@ -438,11 +440,168 @@ result<heatmap_plan> plan_heatmap(query::reader &db, const heatmap_args &a,
 
 namespace {
 
+// Hashes std::string and std::string_view alike: an index found by a row's key in place.
+struct text_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 // What one heatmap of load_heatmaps gathers while the rows go by.
 struct heatmap_acc {
-  std::map<std::string, charts::heatmap, std::less<>> panels; // found by string_view
+  std::map<std::string, charts::heatmap, std::less<>> panels; // in key order (ties: finish)
+  std::unordered_map<std::string, charts::heatmap *, text_hash, std::equal_to<>> index;
   std::optional<stats::layout> layout;
-  std::vector<std::string> sources; // distinct, in the order read
+  std::vector<std::uint16_t> slot_rows; // the panels' row of each slot of `layout`
+  std::vector<std::string> sources;     // distinct, in the order read
+};
+
+// Where load_heatmaps finds things in each row of its statement: ts, the keys, the histogram
+// columns [hist0, flag0), then one flag per plan (unless every plan shares one condition).
+struct heatmap_columns {
+  std::vector<std::size_t> key_of; // per plan: column of its key, 0: none
+  std::size_t keys = 0;
+  std::size_t hist0 = 0;
+  std::size_t flag0 = 0;
+  bool one_where = true;
+};
+
+// Adds the rows of one shared read to every plan's panels, and the first plan's rows to the
+// merged columns (the timeline's). Rows are read in place and each histogram decoded once,
+// sparse: an hour of a busy host is hundreds of thousands of rows of a few buckets each.
+class heatmap_rows {
+public:
+  heatmap_rows(const std::vector<heatmap_plan> &plans, std::vector<heatmap_acc> &accs,
+               const heatmap_columns &cols, std::vector<std::optional<stats::histogram>> *merged)
+      : plans_(plans), accs_(accs), cols_(cols), merged_(merged), key_views_(cols.keys),
+        key_scratch_(cols.keys) {
+    const heatmap_plan &first = plans.front();
+    col0_ = first.from - (((first.from % first.step) + first.step) % first.step);
+  }
+
+  void add(const query::row_view &row) {
+    if (failure) {
+      return;
+    }
+    const auto ts = row.int_at(0);
+    if (!ts) {
+      return;
+    }
+    read_keys(row);
+    for (auto i = static_cast<int>(cols_.hist0); i < static_cast<int>(cols_.flag0); ++i) {
+      const auto blob = row.blob_at(i);
+      if (!blob) {
+        continue; // NULL: no samples of that kind
+      }
+      if (!decode(*blob)) {
+        return;
+      }
+      for (std::size_t n = 0; n < plans_.size(); ++n) {
+        if (!cols_.one_where && row.int_at(static_cast<int>(cols_.flag0 + n)).value_or(0) != 1) {
+          continue;
+        }
+        if (!add_to_plan(n, *ts)) {
+          return;
+        }
+      }
+    }
+  }
+
+  std::optional<error> failure;
+
+private:
+  void read_keys(const query::row_view &row) {
+    for (std::size_t k = 0; k < cols_.keys; ++k) {
+      const int c = static_cast<int>(1 + k);
+      if (const auto text = row.text_at(c)) {
+        key_views_[k] = *text;
+      } else {
+        key_scratch_[k] = key_text(row.value_at(c));
+        key_views_[k] = key_scratch_[k];
+      }
+    }
+  }
+
+  // The blob's buckets into buckets_ and its layout into kind_.
+  bool decode(std::span<const std::uint8_t> blob) {
+    buckets_.clear();
+    auto r = stats::for_each_bucket(blob, [this](std::size_t slot, std::uint64_t count) {
+      buckets_.emplace_back(slot, count);
+      return result<void>{};
+    });
+    if (!r) {
+      failure = make_error("stored histogram: " + r.err().msg);
+      return false;
+    }
+    kind_ = stats::coarse_layout(static_cast<stats::layout>(blob[0]));
+    return true;
+  }
+
+  charts::heatmap &panel(std::size_t n, std::string_view key) {
+    heatmap_acc &acc = accs_[n];
+    if (auto it = acc.index.find(key); it != acc.index.end()) {
+      return *it->second;
+    }
+    const heatmap_plan &pl = plans_[n];
+    auto &h = acc.panels
+                  .emplace(std::string(key),
+                           charts::make_heatmap(*acc.layout, pl.from, pl.to, pl.step, pl.clip))
+                  .first->second;
+    acc.index.emplace(std::string(key), &h);
+    return h;
+  }
+
+  bool add_to_plan(std::size_t n, std::int64_t ts) {
+    heatmap_acc &acc = accs_[n];
+    if (!acc.layout) {
+      acc.layout = kind_;
+      acc.slot_rows = charts::rows_of_slots(charts::log_bins(kind_, plans_[n].clip));
+    }
+    const std::string_view key =
+        cols_.key_of[n] == 0 ? std::string_view() : key_views_[cols_.key_of[n] - 1];
+    charts::heatmap &h = panel(n, key);
+    if (kind_ != h.layout) {
+      failure = make_error("a histogram of another layout than the heatmap's");
+      return false;
+    }
+    if (const auto c = charts::column_of(h, ts)) {
+      auto &col = h.counts[*c];
+      for (const auto &[slot, count] : buckets_) {
+        if (slot < acc.slot_rows.size()) { // always, for a layout's own slots
+          col[acc.slot_rows[slot]] += count;
+        }
+      }
+    }
+    return n != 0 || add_merged(ts);
+  }
+
+  bool add_merged(std::int64_t ts) {
+    const heatmap_plan &first = plans_.front();
+    if (merged_ == nullptr || ts < first.from || ts >= first.to) {
+      return true;
+    }
+    auto &m = (*merged_)[static_cast<std::size_t>((ts - col0_) / first.step)];
+    if (!m) {
+      m = stats::histogram{kind_, {}};
+    }
+    if (m->kind != kind_) {
+      failure = make_error("stored histograms of different layouts in one column");
+      return false;
+    }
+    for (const auto &[slot, count] : buckets_) {
+      m->slots[slot] += count;
+    }
+    return true;
+  }
+
+  const std::vector<heatmap_plan> &plans_;
+  std::vector<heatmap_acc> &accs_;
+  const heatmap_columns &cols_;
+  std::vector<std::optional<stats::histogram>> *merged_;
+  std::int64_t col0_ = 0;
+  std::vector<std::string_view> key_views_; // each row's keys, in place where they are text
+  std::vector<std::string> key_scratch_;
+  std::vector<std::pair<std::size_t, std::uint64_t>> buckets_; // the row's, sparse
+  stats::layout kind_ = stats::layout::latency;
 };
 
 // The panels of one plan from its rows: the top keys, rows trimmed, gaps, marks, source.
@@ -563,10 +722,11 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
   // The columns read: ts, each plan's key (once), the histograms, then each plan's condition
   // as a flag unless every plan has the same one (then it is the statement's own).
   std::vector<std::string> keys;
-  std::vector<std::size_t> key_of(plans.size(), 0); // column of the plan's key; 0: none
-  bool one_where = true;
+  heatmap_columns cols;
+  cols.key_of.assign(plans.size(), 0);
   for (const auto &pl : plans) {
-    one_where = one_where && pl.args.where == first.args.where && pl.args.comms == first.args.comms;
+    cols.one_where =
+        cols.one_where && pl.args.where == first.args.where && pl.args.comms == first.args.comms;
   }
   // The statement's values: ?1 and ?2 the piece's [a, b) (set per piece below), then the comms
   // of the plans' conditions.
@@ -582,13 +742,14 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
       sql += ", " + sql_ident(plans[i].key);
       it = keys.end() - 1;
     }
-    key_of[i] = 1 + static_cast<std::size_t>(it - keys.begin());
+    cols.key_of[i] = 1 + static_cast<std::size_t>(it - keys.begin());
   }
-  const std::size_t hist0 = 1 + keys.size();
+  cols.keys = keys.size();
+  cols.hist0 = 1 + keys.size();
   for (const auto &h : first.hist_cols) {
     sql += ", " + sql_ident(h);
   }
-  const std::size_t flag0 = hist0 + first.hist_cols.size();
+  cols.flag0 = cols.hist0 + first.hist_cols.size();
   // One host: each piece read from the file's own view (main.V), not through the routed TEMP
   // table over it (the pieces already name the tier; the routed table's copy of every column
   // was a fifth of the read). The condition then goes in as one filter, +(...), so that SQLite
@@ -596,7 +757,7 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
   const bool own_views = db.hosts().empty();
   const char *open_cond = own_views ? " AND +(" : " AND (";
   std::string cond;
-  if (one_where) {
+  if (cols.one_where) {
     const std::string w = condition_of(first.args, params);
     cond = w.empty() ? std::string() : open_cond + w + ")";
   } else {
@@ -616,7 +777,7 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
     merged->assign(static_cast<std::size_t>((first.to - first.from) / first.step + 2),
                    std::nullopt);
   }
-  const std::int64_t col0 = first.from - (((first.from % first.step) + first.step) % first.step);
+  heatmap_rows rows(plans, accs, cols, merged);
   for (const auto &p : pieces) {
     for (auto &acc : accs) {
       if (std::find(acc.sources.begin(), acc.sources.end(), p.source) == acc.sources.end()) {
@@ -631,79 +792,12 @@ load_heatmaps(query::reader &db, const std::vector<heatmap_plan> &plans,
     params[1] = p.b;
     query::result_sink sink;
     sink.on_columns = [](const std::vector<std::string> &) {};
-    std::optional<error> failure;
-    // Each row's keys, as views of its own text where it is text (no copy per row and key).
-    std::vector<std::string> key_scratch(keys.size());
-    std::vector<std::string_view> key_views(keys.size());
-    sink.on_row = [&](const std::vector<query::value> &row) {
-      if (failure) {
-        return;
-      }
-      const auto ts = int_of(row[0]);
-      if (!ts) {
-        return;
-      }
-      for (std::size_t k = 0; k < keys.size(); ++k) {
-        if (const auto *text = std::get_if<std::string>(&row[1 + k])) {
-          key_views[k] = *text;
-        } else {
-          key_scratch[k] = key_text(row[1 + k]);
-          key_views[k] = key_scratch[k];
-        }
-      }
-      for (std::size_t i = hist0; i < flag0; ++i) {
-        const auto *blob = std::get_if<std::vector<std::uint8_t>>(&row[i]);
-        if (blob == nullptr) {
-          continue; // NULL: no samples of that kind
-        }
-        auto h = stats::decode(*blob);
-        if (!h) {
-          failure = make_error("stored histogram: " + h.err().msg);
-          return;
-        }
-        for (std::size_t n = 0; n < plans.size(); ++n) {
-          if (!one_where && int_of(row[flag0 + n]).value_or(0) != 1) {
-            continue;
-          }
-          const heatmap_plan &pl = plans[n];
-          heatmap_acc &acc = accs[n];
-          if (!acc.layout) {
-            acc.layout = h->kind;
-          }
-          const std::string_view key =
-              key_of[n] == 0 ? std::string_view() : key_views[key_of[n] - 1];
-          auto it = acc.panels.find(key);
-          if (it == acc.panels.end()) {
-            it = acc.panels
-                     .emplace(std::string(key),
-                              charts::make_heatmap(*acc.layout, pl.from, pl.to, pl.step, pl.clip))
-                     .first;
-          }
-          if (auto r = charts::add(it->second, *ts, *h); !r) {
-            failure = r.err();
-            return;
-          }
-          if (n == 0 && merged != nullptr && *ts >= first.from && *ts < first.to) {
-            auto &m = (*merged)[static_cast<std::size_t>((*ts - col0) / first.step)];
-            if (!m) {
-              m = stats::histogram{h->kind, {}};
-            }
-            if (m->kind != h->kind) {
-              failure = make_error("stored histograms of different layouts in one column");
-              return;
-            }
-            for (std::size_t b = 0; b < stats::max_slots; ++b) {
-              m->slots[b] += h->slots[b];
-            }
-          }
-        }
-      }
-    };
+    sink.on_row_view = [&rows](const query::row_view &row) { rows.add(row); };
     if (auto r = db.exec(q, params, sink); !r) {
       return r.err();
     }
-    if (failure) {
-      return *failure;
+    if (rows.failure) {
+      return *rows.failure;
     }
   }
   for (std::size_t n = 0; n < plans.size(); ++n) {

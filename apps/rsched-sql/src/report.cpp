@@ -10,9 +10,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
 #include <limits>
 #include <map>
 #include <optional>
+#include <system_error>
 
 namespace rsched::sql_shell {
 
@@ -240,6 +242,25 @@ result<report_maps> read_heatmaps(query::reader &db, const report_window &w) {
   }
   m.maps = std::move(*maps);
   return m;
+}
+
+// read_heatmaps on a second connection (reader::twin) in a thread of its own; no future (the
+// caller reads them itself) where there is none: parallel reads off, an in-memory database,
+// several hosts.
+std::future<result<report_maps>> read_heatmaps_aside(query::reader &db, const report_window &w) {
+  if (!db.parallel()) {
+    return {};
+  }
+  auto twin = db.twin();
+  if (!twin) {
+    return {};
+  }
+  try {
+    return std::async(std::launch::async,
+                      [t = std::move(*twin), &w]() mutable { return read_heatmaps(t, w); });
+  } catch (const std::system_error &) {
+    return {}; // no thread to be had: read in turn
+  }
 }
 
 // ---- the page's head and the window's numbers ----------------------------------------------
@@ -1043,42 +1064,40 @@ std::string page_foot(const report_window &w, const timefmt::zone &zone) {
 
 } // namespace
 
-// The window and its heatmaps first (one read of the histograms), then each part of the page in
-// its order, each reading what it shows.
+// The heatmaps (one read of the window's histograms, the longest part) on a second connection
+// while this one reads every part that does not draw them; then the page in its order.
 result<std::string> build_report(query::reader &db, const report_args &a) {
   auto w = read_window(db, a);
   if (!w) {
     return w.err();
   }
-  auto maps = read_heatmaps(db, *w);
+  std::future<result<report_maps>> reading = read_heatmaps_aside(db, *w);
+  std::string head = page_head(db, *w);
+  head += coverage_html(db, *w);
+  head += percentiles_html(db, *w);
+  const spike_list spikes = read_spikes(db, *w);
+  std::string middle = annotations_html(*w, db.zone());
+  const bool captures = has_object(db, "captures");
+  const incident_sections sections = sections_html(db, *w, spikes, captures);
+  middle += sections.html;
+  if (captures) {
+    middle += captures_html(db, *w);
+  }
+  middle += spikes_html(db, spikes, sections.covered);
+  const std::string pressure = pressure_html(db, *w);
+  auto maps = reading.valid() ? reading.get() : read_heatmaps(db, *w);
   if (!maps) {
     return maps.err();
   }
-  std::string html = page_head(db, *w);
-  html += coverage_html(db, *w);
-  html += percentiles_html(db, *w);
-  const spike_list spikes = read_spikes(db, *w);
   auto pictures = pictures_html(db, *w, *maps, spikes);
   if (!pictures) {
     return pictures.err();
   }
-  html += *pictures;
-  html += annotations_html(*w, db.zone());
-  const bool captures = has_object(db, "captures");
-  const incident_sections sections = sections_html(db, *w, spikes, captures);
-  html += sections.html;
-  if (captures) {
-    html += captures_html(db, *w);
-  }
-  html += spikes_html(db, spikes, sections.covered);
   auto maps_html = heatmaps_html(db, *w, *maps);
   if (!maps_html) {
     return maps_html.err();
   }
-  html += *maps_html;
-  html += pressure_html(db, *w);
-  html += page_foot(*w, db.zone());
-  return html;
+  return head + *pictures + middle + *maps_html + pressure + page_foot(*w, db.zone());
 }
 
 } // namespace rsched::sql_shell

@@ -120,18 +120,34 @@ heatmap make_heatmap(stats::layout l, std::int64_t from, std::int64_t to, std::i
   return h;
 }
 
+std::optional<std::size_t> column_of(const heatmap &h, std::int64_t ts) {
+  if (ts < h.from || ts >= h.to) {
+    return std::nullopt;
+  }
+  const auto c = static_cast<std::size_t>((ts - h.col0) / h.step);
+  if (c >= h.counts.size()) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+std::vector<std::uint16_t> rows_of_slots(const std::vector<bin> &bins) {
+  std::vector<std::uint16_t> rows;
+  for (std::size_t r = 0; r < bins.size(); ++r) {
+    rows.resize(bins[r].last + 1, static_cast<std::uint16_t>(r));
+  }
+  return rows;
+}
+
 result<void> add(heatmap &h, std::int64_t ts, const stats::histogram &row) {
   if (row.kind != h.layout) {
     return make_error("a histogram of another layout than the heatmap's");
   }
-  if (ts < h.from || ts >= h.to) {
+  const auto c = column_of(h, ts);
+  if (!c) {
     return {};
   }
-  const auto c = static_cast<std::size_t>((ts - h.col0) / h.step);
-  if (c >= h.counts.size()) {
-    return {};
-  }
-  auto &col = h.counts[c];
+  auto &col = h.counts[*c];
   for (std::size_t r = 0; r < h.bins.size(); ++r) {
     for (std::size_t s = h.bins[r].first; s <= h.bins[r].last; ++s) {
       col[r] += row.slots[s];

@@ -80,6 +80,13 @@ heatmap make_heatmap(stats::layout l, std::int64_t from, std::int64_t to, std::i
 // other than the heatmap's; a row outside the window adds nothing.
 result<void> add(heatmap &h, std::int64_t ts, const stats::histogram &row);
 
+// The column of `h` that holds `ts`; nullopt outside the window.
+std::optional<std::size_t> column_of(const heatmap &h, std::int64_t ts);
+
+// Each slot's display row in `bins` (rows of consecutive slots from slot 0, as log_bins makes
+// them): the row counts of a sparse histogram are col[rows[slot]] += count.
+std::vector<std::uint16_t> rows_of_slots(const std::vector<bin> &bins);
+
 // A column width for a window: the smallest of 1, 2, 5, 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min,
 // 1, 2, 3, 6, 12 h, 1 d that gives at most `max_columns` columns, and not below `min_step`.
 std::int64_t nice_step(std::int64_t window_ns, std::size_t max_columns,
