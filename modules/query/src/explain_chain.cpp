@@ -2,7 +2,6 @@
 // explain over a set of threads (analyze), and the chain behind a held sleep, each waker judged
 // as a victim itself over every thread of the window.
 #include "explain_stages.hpp"
-#include "twin.hpp"
 
 #include <fmt/format.h>
 
@@ -19,29 +18,21 @@
 
 namespace rsched::query::detail {
 
-namespace {
-
-// The victims' time in one period: their delay and their sleep by waker.
-result<void> time_in(sqlite3 *db, const victims &vs, const period &p, thread_stats_map &stats,
-                     wakers_map &wakers) {
-  if (auto r = delay_by_thread(db, vs, p, stats); !r) {
-    return r;
-  }
-  sleep_reader sleep(db, vs);
-  return sleep.read(p, stats, wakers);
-}
-
-} // namespace
-
-result<std::unique_ptr<analysis>> analyze(sqlite3 *db, const fn_context &ctx, const victims &vs,
-                                          const period &window, const period &baseline) {
+result<std::unique_ptr<analysis>> analyze(sqlite3 *db, const victims &vs, const period &window,
+                                          const period &baseline) {
   auto a = std::make_unique<analysis>();
+  if (auto r = delay_by_thread(db, vs, window, a->in_window); !r) {
+    return r.err();
+  }
+  if (auto r = delay_by_thread(db, vs, baseline, a->in_baseline); !r) {
+    return r.err();
+  }
   wakers_map wake_w, wake_b;
-  // The window here, the baseline on a second connection at once.
-  if (auto r = at_once(
-          db, ctx, [&](sqlite3 *c) { return time_in(c, vs, window, a->in_window, wake_w); },
-          [&](sqlite3 *c) { return time_in(c, vs, baseline, a->in_baseline, wake_b); });
-      !r) {
+  sleep_reader sleep(db, vs);
+  if (auto r = sleep.read(window, a->in_window, wake_w); !r) {
+    return r.err();
+  }
+  if (auto r = sleep.read(baseline, a->in_baseline, wake_b); !r) {
     return r.err();
   }
   // The baseline rate over the window's recorded time; with no recorded baseline, nothing is
@@ -51,7 +42,7 @@ result<std::unique_ptr<analysis>> analyze(sqlite3 *db, const fn_context &ctx, co
                                 static_cast<long double>(baseline.recorded_ns);
   }
   a->ranked = rank_victims(a->in_window, a->in_baseline, a->at_baseline_rate);
-  auto e = gather(db, ctx, vs, window, baseline, a->ranked, std::move(wake_w), std::move(wake_b));
+  auto e = gather(db, vs, window, baseline, a->ranked, std::move(wake_w), std::move(wake_b));
   if (!e) {
     return e.err();
   }

@@ -1,7 +1,6 @@
 // explain()'s stages 2 and 3 (explain_stages.hpp): the threads that did worst against their own
 // baseline, ranked and classed, and the evidence of the window and the baseline for the ranked.
 #include "explain_stages.hpp"
-#include "twin.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -136,46 +135,7 @@ std::vector<evidence::io_extra> io_growth(const std::vector<io_sum> &w,
 
 } // namespace
 
-namespace {
-
-// What gather reads of one period.
-struct period_reads {
-  std::vector<window_causes> blame;
-  std::unordered_map<std::int64_t, std::int64_t> migrations;
-  std::map<std::string, pressure_sum> pressures;
-  std::vector<io_sum> io;
-};
-
-result<void> read_period(sqlite3 *db, const victims &vs, const period &p,
-                         const std::unordered_set<std::int64_t> &ranked,
-                         const std::set<std::string> &cgroups, inversion_sink *inv,
-                         period_reads &out) {
-  auto blame = causes_of(db, {{vs, p.a, p.b}}, true, false, true, &ranked, inv);
-  if (!blame) {
-    return blame.err();
-  }
-  out.blame = std::move(*blame);
-  auto mig = migrations_by_thread(db, vs, p);
-  if (!mig) {
-    return mig.err();
-  }
-  out.migrations = std::move(*mig);
-  auto pressures = pressure_by_cgroup(db, cgroups, p);
-  if (!pressures) {
-    return pressures.err();
-  }
-  out.pressures = std::move(*pressures);
-  auto io = io_by_process(db, p);
-  if (!io) {
-    return io.err();
-  }
-  out.io = std::move(*io);
-  return {};
-}
-
-} // namespace
-
-result<evidence> gather(sqlite3 *db, const fn_context &ctx, const victims &vs, const period &window,
+result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
                         const period &baseline, const std::vector<victim_row> &victims_ranked,
                         wakers_map wake_w, wakers_map wake_b) {
   evidence e;
@@ -190,19 +150,24 @@ result<evidence> gather(sqlite3 *db, const fn_context &ctx, const victims &vs, c
   // The window's priority inversions from the same read of its packs (inverted_waits reads
   // them again only where some interval of the window has no pack).
   inversion_sink inv;
-  period_reads w, b;
-  if (auto r = at_once(
-          db, ctx, [&](sqlite3 *c) { return read_period(c, vs, window, ranked, cgroups, &inv, w); },
-          [&](sqlite3 *c) { return read_period(c, vs, baseline, ranked, cgroups, nullptr, b); });
-      !r) {
-    return r.err();
+  auto blame = causes_of(db, {{vs, window.a, window.b}, {vs, baseline.a, baseline.b}}, true, false,
+                         true, &ranked, &inv);
+  auto inverted = blame && !inv.complete ? inverted_waits(db, vs, window.a, window.b)
+                                         : result<std::vector<inverted_wait>>(std::move(inv.waits));
+  auto mig_w = migrations_by_thread(db, vs, window);
+  auto mig_b = migrations_by_thread(db, vs, baseline);
+  auto pressures = pressure_by_cgroup(db, cgroups, window, baseline);
+  auto io_w = io_by_process(db, window);
+  auto io_b = io_by_process(db, baseline);
+  for (const error *err : {blame ? nullptr : &blame.err(), inverted ? nullptr : &inverted.err(),
+                           mig_w ? nullptr : &mig_w.err(), mig_b ? nullptr : &mig_b.err(),
+                           pressures ? nullptr : &pressures.err(), io_w ? nullptr : &io_w.err(),
+                           io_b ? nullptr : &io_b.err()}) {
+    if (err != nullptr) {
+      return *err;
+    }
   }
-  auto inverted = !inv.complete ? inverted_waits(db, vs, window.a, window.b)
-                                : result<std::vector<inverted_wait>>(std::move(inv.waits));
-  if (!inverted) {
-    return inverted.err();
-  }
-  e.blame = {std::move(w.blame.at(0)), std::move(b.blame.at(0))};
+  e.blame = std::move(*blame);
   e.inverted = std::move(*inverted);
   for (const auto &tc : e.blame[0].by_thread) {
     e.culprits_w[tc.thread_id].push_back(&tc.culprit);
@@ -213,14 +178,12 @@ result<evidence> gather(sqlite3 *db, const fn_context &ctx, const victims &vs, c
   for (const auto &x : e.inverted) {
     e.inv[{x.thread_id, culprit_key{0, x.culprit_pid, x.comm, x.cgroup}}] = &x;
   }
-  e.mig_w = std::move(w.migrations);
-  e.mig_b = std::move(b.migrations);
-  for (auto &[cgroup, pw] : w.pressures) {
-    e.pressures.emplace(cgroup, std::make_pair(std::move(pw), std::move(b.pressures[cgroup])));
-  }
+  e.mig_w = std::move(*mig_w);
+  e.mig_b = std::move(*mig_b);
+  e.pressures = std::move(*pressures);
   e.wake_w = std::move(wake_w);
   e.wake_b = std::move(wake_b);
-  e.io = io_growth(w.io, b.io,
+  e.io = io_growth(*io_w, *io_b,
                    baseline.recorded_ns > 0 ? static_cast<long double>(window.recorded_ns) /
                                                   static_cast<long double>(baseline.recorded_ns)
                                             : 0.0L);

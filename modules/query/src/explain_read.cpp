@@ -473,17 +473,19 @@ result<void> sleep_reader::read(const period &p, thread_stats_map &stats, wakers
 
 // The pressure of each victim cgroup (pressure_of of the cgroup alone) in the window and in the
 // baseline, all from one read of the two periods' rows (not two reads per cgroup).
-result<std::map<std::string, pressure_sum>>
-pressure_by_cgroup(sqlite3 *db, const std::set<std::string> &cgroups, const period &p) {
-  std::map<std::string, pressure_sum> out;
+result<std::map<std::string, std::pair<pressure_sum, pressure_sum>>>
+pressure_by_cgroup(sqlite3 *db, const std::set<std::string> &cgroups, const period &window,
+                   const period &baseline) {
+  std::map<std::string, std::pair<pressure_sum, pressure_sum>> out;
   std::vector<window_query> qs;
   for (const auto &c : cgroups) {
     victim v;
     v.what = victim::kind::cgroup;
     v.text = c;
     v.descendants = false;
-    // The cgroup's own pressure in the period, whichever of its threads ran then.
-    qs.push_back({{v}, p.a, p.b, std::vector<std::string>{c}});
+    // The cgroup's own pressure in each period, whichever of its threads ran then.
+    qs.push_back({{v}, window.a, window.b, std::vector<std::string>{c}});
+    qs.push_back({{v}, baseline.a, baseline.b, std::vector<std::string>{c}});
   }
   auto causes = causes_of(db, qs, false, true);
   if (!causes) {
@@ -491,7 +493,9 @@ pressure_by_cgroup(sqlite3 *db, const std::set<std::string> &cgroups, const peri
   }
   std::size_t k = 0;
   for (const auto &c : cgroups) {
-    out.emplace(c, std::move((*causes)[k++].pressure));
+    out.emplace(
+        c, std::make_pair(std::move((*causes)[k].pressure), std::move((*causes)[k + 1].pressure)));
+    k += 2;
   }
   return out;
 }

@@ -98,9 +98,10 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
-// The pressure of each victim cgroup (pressure_of of the cgroup alone) in a period, all from one
-// read of the period's rows (not one read per cgroup).
-result<std::map<std::string, pressure_sum>>
-pressure_by_cgroup(sqlite3 *db, const std::set<std::string> &cgroups, const period &p);
+// The pressure of each victim cgroup (pressure_of of the cgroup alone) in the window and in the
+// baseline, all from one read of the two periods' rows (not two reads per cgroup).
+result<std::map<std::string, std::pair<pressure_sum, pressure_sum>>>
+pressure_by_cgroup(sqlite3 *db, const std::set<std::string> &cgroups, const period &window,
+                   const period &baseline);
 
 } // namespace rsched::query::detail

@@ -133,10 +133,9 @@ struct evidence {
   std::vector<io_extra> io;
 };
 
-// The culprits of the ranked threads only (the others' are never read), the inversions,
-// migrations, pressure of their cgroups and their wakers: the window read on `db` and the
-// baseline on a second connection at once (twin.hpp, at_once).
-result<evidence> gather(sqlite3 *db, const fn_context &ctx, const victims &vs, const period &window,
+// The culprits of the ranked threads only (the others' are never read), from one read of both
+// periods; the inversions, migrations, pressure of their cgroups and their wakers.
+result<evidence> gather(sqlite3 *db, const victims &vs, const period &window,
                         const period &baseline, const std::vector<victim_row> &victims_ranked,
                         wakers_map wake_w, wakers_map wake_b);
 
@@ -166,8 +165,8 @@ struct analysis {
   rate at_baseline_rate;
 };
 
-result<std::unique_ptr<analysis>> analyze(sqlite3 *db, const fn_context &ctx, const victims &vs,
-                                          const period &window, const period &baseline);
+result<std::unique_ptr<analysis>> analyze(sqlite3 *db, const victims &vs, const period &window,
+                                          const period &baseline);
 
 // --- Stage 6: the chain behind a held sleep --------------------------------------------------
 

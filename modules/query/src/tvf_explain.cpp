@@ -162,7 +162,7 @@ result<rows> explain_fn(sqlite3 *db, const fn_context &ctx, const args_t &args) 
   }
   // Every thread is judged (the chains behind the victims' sleeps lead to others), once; the
   // victims are those of the scope among them.
-  auto a = analyze(db, ctx, {}, *window, *baseline);
+  auto a = analyze(db, {}, *window, *baseline);
   if (!a) {
     return a.err();
   }
