@@ -19,6 +19,8 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +30,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -1165,4 +1168,61 @@ TEST_CASE("export perfetto: a JSON trace with delay tracks, annotations, spikes 
         static_cast<std::size_t>(sql_real(
             db, fmt::format("SELECT count(*) FROM spikes('sched_delay', '3x', {}, {})", a, b))));
   CHECK_FALSE(slices[4].empty());
+}
+
+TEST_CASE("the report reads its heatmaps on a second connection: the page it makes in turn",
+          "[pictures]") {
+  // build_report reads the heatmaps on reader::twin() beside its other parts; with parallel
+  // reads off it reads them on its own connection first. The same page either way.
+  rsched::sql_shell::report_args a;
+  a.from = epoch(t0 + 60 * minute);
+  a.to = epoch(t0 + 120 * minute);
+  auto at_once = open_history();
+  REQUIRE(at_once.parallel());
+  auto page = rsched::sql_shell::build_report(at_once, a);
+  REQUIRE(page.ok());
+  auto in_turn = open_history();
+  in_turn.set_parallel(false);
+  auto again = rsched::sql_shell::build_report(in_turn, a);
+  REQUIRE(again.ok());
+  CHECK(*page == *again);
+  CHECK(page->find("<svg") != std::string::npos);
+}
+
+TEST_CASE("reader::twin: the same file with the same settings, interrupted with its original",
+          "[pictures]") {
+  auto r = open_history();
+  r.set_now(t0 + 2 * hour);
+  r.set_zone(rsched::timefmt::zone::parse("Asia/Tokyo").value());
+  const auto one = [](reader &db, const std::string &sql) {
+    std::vector<std::vector<rsched::query::value>> rows;
+    rsched::query::result_sink sink;
+    sink.on_row = [&](const std::vector<rsched::query::value> &row) { rows.push_back(row); };
+    REQUIRE(db.exec(sql, sink).ok());
+    return rows;
+  };
+  const std::string sql = "SELECT t('2026-11-20 14:30'), ago('1h'), count(*) FROM intervals";
+  auto twin = r.twin();
+  REQUIRE(twin.ok());
+  CHECK(one(*twin, sql) == one(r, sql));
+  // Ctrl-C on the original (reader::interrupt) stops a statement running on its twin.
+  std::atomic<bool> started{false};
+  std::thread stop([&] {
+    while (!started) {
+      std::this_thread::yield();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    r.interrupt();
+  });
+  rsched::query::result_sink sink;
+  sink.on_row = [&](const std::vector<rsched::query::value> &) { started = true; };
+  const auto run = twin->exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+                              "SELECT i FROM n",
+                              sink);
+  stop.join();
+  REQUIRE_FALSE(run.ok());
+  CHECK(run.err().msg.find("interrupt") != std::string::npos);
+  auto memory = reader::open(":memory:", false);
+  REQUIRE(memory.ok());
+  CHECK_FALSE(memory->twin().ok());
 }

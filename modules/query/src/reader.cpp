@@ -6,7 +6,6 @@
 #include "rsched/store/schema.hpp"
 
 #include "sql_functions.hpp"
-#include "twin.hpp"
 #include "vtab_tiered.hpp"
 
 #include <SQLiteCpp/Database.h>
@@ -840,23 +839,22 @@ result<reader> reader::open_hosts(const std::vector<host_file> &hosts, std::stri
   }
 }
 
-namespace detail {
-
-result<twin_connection> twin_connection::open(const std::string &path, const fn_context &from) {
-  if (path.empty() || path == ":memory:") {
-    return make_error("no second connection to an in-memory database");
+result<reader> reader::twin() {
+  if (!p_ || !p_->host_names.empty() || p_->path.empty() || p_->path == ":memory:") {
+    return make_error("no second connection to an in-memory database or over several hosts");
   }
-  auto t = reader::open(path, true);
+  auto t = open(p_->path, true);
   if (!t) {
     return t.err();
   }
-  reader::impl &c = *t->p_;
+  impl &c = *t->p_;
+  const detail::fn_context &from = p_->ctx;
   c.ctx.zone = from.zone;
   c.ctx.fixed_now = from.fixed_now;
   c.ctx.annotation_margin_ns = from.annotation_margin_ns;
   c.ctx.tier_routing = from.tier_routing;
   c.ctx.parallel = from.parallel;
-  c.router.enabled = from.tier_routing;
+  c.router.enabled = p_->router.enabled;
   for (auto &slot : from.twins->db) {
     sqlite3 *expected = nullptr;
     if (slot.compare_exchange_strong(expected, c.db.getHandle())) {
@@ -864,44 +862,7 @@ result<twin_connection> twin_connection::open(const std::string &path, const fn_
       break;
     }
   }
-  twin_connection out;
-  out.r_ = std::make_unique<reader>(std::move(*t));
-  return out;
-}
-
-result<twin_connection> twin_connection::open(sqlite3 *db, const fn_context &from) {
-  const char *file = sqlite3_db_filename(db, "main");
-  return open(file != nullptr ? std::string(file) : std::string(), from);
-}
-
-sqlite3 *twin_connection::get() const {
-  return r_->p_->db.getHandle();
-}
-
-const fn_context &twin_connection::context() const {
-  return r_->p_->ctx;
-}
-
-void twin_connection::interrupt() const noexcept {
-  sqlite3_interrupt(get());
-}
-
-twin_connection::twin_connection() = default;
-twin_connection::twin_connection(twin_connection &&) noexcept = default;
-twin_connection &twin_connection::operator=(twin_connection &&) noexcept = default;
-twin_connection::~twin_connection() = default;
-
-} // namespace detail
-
-result<reader> reader::twin() {
-  if (!p_ || !p_->host_names.empty()) {
-    return make_error("no second connection over several hosts");
-  }
-  auto t = detail::twin_connection::open(p_->path, p_->ctx);
-  if (!t) {
-    return t.err();
-  }
-  return std::move(*t->r_);
+  return t;
 }
 
 void reader::set_parallel(bool on) {

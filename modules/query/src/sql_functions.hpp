@@ -32,7 +32,7 @@ namespace rsched::query::detail {
 
 struct fn_context;
 
-// The second connections of a connection (reader::twin, twin_connection) while they live, for
+// The second connections of a connection (reader::twin) while they live, for
 // reader::interrupt() to reach them: slots, not a list under a lock, since interrupt() runs in
 // signal handlers.
 struct twin_slots {
@@ -94,9 +94,9 @@ struct fn_context {
   // Empty, or the hosts of a connection over several hosts (vtab.cpp runs the table functions
   // on each of them).
   std::vector<host_source> hosts;
-  // Whether an answer may read independent parts on a second connection at once (at_once).
+  // Whether an answer may read independent parts on a second connection at once (reader::twin).
   bool parallel = true;
-  // This connection's twins (reader::twin, twin_connection), interrupted with it.
+  // This connection's twins (reader::twin), interrupted with it.
   std::shared_ptr<twin_slots> twins = std::make_shared<twin_slots>();
   [[nodiscard]] std::int64_t now() const {
     return fixed_now ? *fixed_now : timefmt::realtime_now_ns();

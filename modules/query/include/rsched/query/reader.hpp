@@ -18,10 +18,6 @@ struct sqlite3_stmt;
 
 namespace rsched::query {
 
-namespace detail {
-class twin_connection;
-}
-
 // One SQL value. Blobs are raw bytes.
 using value =
     std::variant<std::monostate, std::int64_t, double, std::string, std::vector<std::uint8_t>>;
@@ -106,8 +102,8 @@ public:
   // interrupts its twins while they live. An error for an in-memory database or several hosts.
   result<reader> twin();
 
-  // Whether answers may read independent parts on a second connection at once (explain's
-  // window and baseline, the report's heatmaps): on by default; the answers are the same.
+  // Whether answers may read independent parts on a second connection at once (the report's
+  // heatmaps beside its other parts): on by default; the answers are the same.
   void set_parallel(bool on);
   [[nodiscard]] bool parallel() const;
 
@@ -163,7 +159,6 @@ public:
   ~reader();
 
 private:
-  friend class detail::twin_connection;
   result<void> exec_bound(std::string_view sql, const std::vector<value> *params,
                           const result_sink &sink);
   struct impl;
