@@ -221,3 +221,38 @@ TEST_CASE("the series chart: a line per series, duration axis, no data", "[chart
   CHECK(t.find("p99_ns") != std::string::npos);
   CHECK(t.find('\x1b') == std::string::npos);
 }
+
+TEST_CASE("a series chart's axis ends: a log axis with nothing above 0, values past precision",
+          "[charts]") {
+  // Each returned at once before it was drawn: the log axis of a chart whose condition matched
+  // nothing (or whose values are all <= 0) counted ticks from 0 up by tens until memory ran
+  // out; linear ticks of 1e18 a few apart never moved.
+  const auto tick_labels = [](const std::string &svg) {
+    std::size_t n = 0;
+    for (std::size_t at = svg.find("text-anchor=\"end\""); at != std::string::npos;
+         at = svg.find("text-anchor=\"end\"", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  rsched::charts::series_chart c;
+  c.title = "nothing";
+  c.names = {"p99"};
+  c.x = {1'000'000'000, 2'000'000'000, 3'000'000'000};
+  c.log = true;
+  SECTION("no value at all") {
+    c.y = {{std::nullopt, std::nullopt, std::nullopt}};
+  }
+  SECTION("only values <= 0") {
+    c.y = {{0.0, -5.0, 0.0}};
+  }
+  SECTION("linear, values of 1e18 a nanosecond apart") {
+    c.log = false;
+    c.y = {{-1e18, -1e18 + 256, -1e18}};
+  }
+  const std::string svg = rsched::charts::to_svg(c);
+  CHECK(svg.rfind("</svg>") != std::string::npos);
+  const std::size_t n = tick_labels(svg);
+  CHECK(n >= 1);
+  CHECK(n <= 64);
+}

@@ -490,6 +490,9 @@ std::string y_label(double v, bool durations) {
   return fmt::format("{:.6g}", v);
 }
 
+// More ticks than an axis could show: a bound on the loops that make them.
+constexpr std::size_t max_ticks = 64;
+
 // Nice linear ticks covering [lo, hi].
 std::vector<double> linear_ticks(double lo, double hi, int want) {
   const double span = std::max(hi - lo, 1e-12);
@@ -503,7 +506,13 @@ std::vector<double> linear_ticks(double lo, double hi, int want) {
     }
   }
   std::vector<double> t;
-  for (double v = std::floor(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+  // At most a few dozen: a step below the values' precision (values of 1e18 a few apart) would
+  // not move v at all.
+  for (double v = std::floor(lo / step) * step; v <= hi + step * 1e-9 && t.size() < max_ticks;
+       v += step) {
+    if (!t.empty() && !(v > t.back())) {
+      break;
+    }
     t.push_back(v);
   }
   return t;
@@ -551,10 +560,16 @@ series_frame series_frame_of(const series_chart &c, const svg_options &o) {
     if (hi <= lo) {
       hi = lo + 1;
     }
+  } else if (!p.any || !(lo > 0) || !std::isfinite(hi)) {
+    // Nothing to draw on a log axis (no value, or none above 0: a condition that matched no
+    // rows): one decade. Taken as it was, log10(0) made the first tick 0, and the ticks, each
+    // ten times the last, never reached the top.
+    lo = 1;
+    hi = 10;
   } else {
     lo = std::pow(10.0, std::floor(std::log10(lo)));
     hi = std::pow(10.0, std::ceil(std::log10(hi)));
-    if (hi <= lo) {
+    if (!(hi > lo) || !std::isfinite(hi)) {
       hi = lo * 10;
     }
   }
@@ -573,14 +588,14 @@ void y_axis(std::string &body, const series_frame &p, const series_chart &c) {
   const frame &f = p.f;
   std::vector<double> ticks;
   if (c.log) {
-    for (double v = p.lo; v <= p.hi * 1.0001; v *= 10) {
+    for (double v = p.lo; v > 0 && v <= p.hi * 1.0001 && ticks.size() < max_ticks; v *= 10) {
       ticks.push_back(v);
     }
   } else {
     ticks = linear_ticks(p.lo, p.hi, 5);
   }
   for (const double v : ticks) {
-    if (v < p.lo - 1e-9 || v > p.hi * 1.0001 + 1e-9) {
+    if (v < p.lo - 1e-9 || v > p.hi + std::fabs(p.hi) * 1e-4 + 1e-9) {
       continue;
     }
     const double y = p.y_of(v);
