@@ -266,6 +266,25 @@ TEST_CASE("safe_file as root: another user's FIFO at the textfile's name is repl
   CHECK(fs::is_regular_file(fs::symlink_status(target)));
   CHECK(slurp(target) == "metrics\n");
 
+  // The same with the options of a report, an export or -o (FIFOs and devices written as they
+  // are): another user's FIFO at the output name is replaced, never opened (before: it received
+  // root's report; here nobody reads it, so the write would have failed "no process reads").
+  const std::string report = dir.file("report.html");
+  REQUIRE(::mkfifo(report.c_str(), 0666) == 0);
+  REQUIRE(::lchown(report.c_str(), 65534, 65534) == 0);
+  REQUIRE(rsched::write_file_safely(report, "<html>\n", safe_file::options{}));
+  CHECK(fs::is_regular_file(fs::symlink_status(report)));
+  CHECK(slurp(report) == "<html>\n");
+  // Through root's link to another user's FIFO: the same.
+  const std::string far = dir.file("far-fifo");
+  REQUIRE(::mkfifo(far.c_str(), 0666) == 0);
+  REQUIRE(::lchown(far.c_str(), 65534, 65534) == 0);
+  const std::string via = dir.file("via-link");
+  REQUIRE(::symlink(far.c_str(), via.c_str()) == 0);
+  REQUIRE(rsched::write_file_safely(via, "csv\n", safe_file::options{}));
+  CHECK(fs::is_regular_file(fs::symlink_status(via)));
+  CHECK(fs::is_fifo(far));
+
   // Root's own FIFO, and a block device node: neither opened nor removed.
   const std::string own = dir.file("own-fifo");
   REQUIRE(::mkfifo(own.c_str(), 0600) == 0);
@@ -334,4 +353,50 @@ TEST_CASE("safe_file as root: links planted by uid 65534 in a directory it owns 
     CHECK((lst.st_mode & 07777) == 0644);
     CHECK(slurp(dir + "/export.csv") == "a,b\n");
   }
+}
+
+TEST_CASE("in_place_refusal (rsched-sql's history): never in another user's directory, never "
+          "through a link, FIFO or another user's file",
+          "[root][safe_file]") {
+  if (!rsched::test::root_available("root test of in_place_refusal")) {
+    return;
+  }
+  using rsched::in_place_refusal;
+  const auto touch = [](const std::string &path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+  };
+  temp_dir base;
+  REQUIRE(::chmod(base.str().c_str(), 0755) == 0);
+  // Root's own HOME: a missing file and root's regular file may be written.
+  const std::string home = base.file("root-home");
+  REQUIRE(::mkdir(home.c_str(), 0700) == 0);
+  CHECK_FALSE(in_place_refusal(home + "/.rsched_sql_history"));
+  const std::string mine = home + "/mine";
+  touch(mine);
+  CHECK_FALSE(in_place_refusal(mine));
+  // Another user's HOME (sudo without -H): refused whatever is in it, a missing file included.
+  const std::string theirs = base.file("their-home");
+  REQUIRE(::mkdir(theirs.c_str(), 0755) == 0);
+  REQUIRE(::chown(theirs.c_str(), 65534, 65534) == 0);
+  const auto why = in_place_refusal(theirs + "/.rsched_sql_history");
+  REQUIRE(why);
+  CHECK(why->find("another user") != std::string::npos);
+  // A directory others may write in.
+  const std::string open_dir = base.file("open");
+  REQUIRE(::mkdir(open_dir.c_str(), 0700) == 0);
+  REQUIRE(::chmod(open_dir.c_str(), 0777) == 0);
+  CHECK(in_place_refusal(open_dir + "/h"));
+  // In root's directory: a link (to root's own file), a FIFO, another user's file.
+  const std::string link = home + "/link";
+  REQUIRE(::symlink(mine.c_str(), link.c_str()) == 0);
+  CHECK(in_place_refusal(link));
+  const std::string fifo = home + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(in_place_refusal(fifo));
+  const std::string foreign = home + "/foreign";
+  touch(foreign);
+  REQUIRE(::chown(foreign.c_str(), 65534, 65534) == 0);
+  CHECK(in_place_refusal(foreign));
 }

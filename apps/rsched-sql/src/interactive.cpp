@@ -1,5 +1,6 @@
 #include "rsched/sql_shell/interactive.hpp"
 
+#include "rsched/base/safe_file.hpp"
 #include "rsched/base/text.hpp"
 #include "rsched/sql_shell/input.hpp"
 
@@ -88,6 +89,12 @@ public:
     history_write_timestamps = 1;  // timestamp lines delimit entries...
     history_multiline_entries = 1; // ...so entries may span lines (multi-line statements)
     if (!path_) {
+      return;
+    }
+    if (const auto why = in_place_refusal(*path_)) {
+      std::cerr << program_name << ": "
+                << text::escape_for_terminal(fmt::format("no history file: {}", *why)) << '\n';
+      path_.reset();
       return;
     }
     const int rc = read_history(path_->c_str());

@@ -236,7 +236,11 @@ result<safe_file> safe_file::create(const std::string &target, const options &o)
     if (trusted && S_ISDIR(st.st_mode)) {
       return make_error("cannot write '" + shown(target) + "': it is a directory", EISDIR);
     }
-    if (trusted && o.devices && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+    // A FIFO is written as it is only when root or we made it, as a link is followed only
+    // then: anyone may mkfifo in /tmp and read what root writes into it. Another user's FIFO
+    // is replaced like any file. (A device node only root can make.)
+    const bool ours = st.st_uid == 0 || st.st_uid == ::geteuid();
+    if (trusted && o.devices && (S_ISCHR(st.st_mode) || (S_ISFIFO(st.st_mode) && ours))) {
       // Opened without O_CREAT or O_TRUNC, never through a link (O_NOFOLLOW on the resolved
       // path), non-blocking (a FIFO nobody reads is an error, not a hang), then checked to be
       // the very file that was looked at: anything swapped in between is closed unwritten.
@@ -367,6 +371,34 @@ result<void> write_file_safely(const std::string &target, std::string_view bytes
     return w;
   }
   return f->commit();
+}
+
+std::optional<std::string> in_place_refusal(const std::string &path) {
+  const auto owner_ok = [](const struct stat &st) {
+    return st.st_uid == 0 || st.st_uid == ::geteuid();
+  };
+  const std::string dir = dir_of(path);
+  struct stat d {};
+  if (::stat(dir.c_str(), &d) != 0) {
+    return shown(dir) + ": " + std::strerror(errno);
+  }
+  if (!owner_ok(d) || (d.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return shown(dir) + " belongs to another user or others may write in it";
+  }
+  struct stat f {};
+  if (::lstat(path.c_str(), &f) != 0) {
+    if (errno == ENOENT) {
+      return std::nullopt;
+    }
+    return shown(path) + ": " + std::strerror(errno);
+  }
+  if (!S_ISREG(f.st_mode)) {
+    return shown(path) + " is not a regular file (a link, FIFO or device)";
+  }
+  if (!owner_ok(f)) {
+    return shown(path) + " belongs to another user";
+  }
+  return std::nullopt;
 }
 
 } // namespace rsched

@@ -13,17 +13,18 @@
 //   - at_open: the new (empty) file replaces the target at once and is then written as it goes
 //     (.output and -o, which stream like the sqlite3 shell's).
 // This process's own descriptors by name (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N)
-// are written through a copy of the descriptor. Where the target is a character device or a
-// FIFO reached directly or through a symlink that root or the caller owns (/dev/null, a named
-// pipe), it is opened for writing as it is (non-blocking open, then checked to be what was
-// seen: a swap in between is refused unwritten); no file is created or replaced there. A
-// symlink owned by anyone else is never followed. Any other special file (a block device, a
-// socket) is refused.
+// are written through a copy of the descriptor. Where the target is a character device, or a
+// FIFO that root or the caller owns, reached directly or through a symlink that root or the
+// caller owns (/dev/null, a named pipe), it is opened for writing as it is (non-blocking open,
+// then checked to be what was seen: a swap in between is refused unwritten); no file is created
+// or replaced there. A symlink or FIFO owned by anyone else is never followed or opened (it is
+// replaced). Any other special file (a block device, a socket) is refused.
 #include "rsched/base/result.hpp"
 
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -68,6 +69,13 @@ private:
   explicit safe_file(std::unique_ptr<state> s);
   std::unique_ptr<state> s_;
 };
+
+// Why a file root writes in place as it goes (not through a temporary: rsched-sql's history, to
+// which each statement is appended) must not be written at `path`, or nullopt when it may. Its
+// directory must belong to root or the caller and be writable by no one else (another user's
+// HOME, as under sudo without -H, would let them swap in a link at any time); the file, when it
+// exists, must be a regular file (not a link, FIFO or device) of root's or the caller's.
+std::optional<std::string> in_place_refusal(const std::string &path);
 
 // Writes `bytes` to `target` through a safe_file in one call.
 result<void> write_file_safely(const std::string &target, std::string_view bytes,
