@@ -246,3 +246,22 @@ TEST_CASE("rsched-sql writes: an incident file that is not an array of incidents
   }
   CHECK(count_annotations(db) == "n\r\n0\r\n");
 }
+
+TEST_CASE("rsched-sql never waits on a FIFO at the database or an import's path", "[rsched-sql]") {
+  // Another user may plant a FIFO at a path root reads: SQLite opened the database and
+  // .import-incidents its file, each waiting for a writer that never came.
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const std::string fifo_db = dir.file("fifo.db");
+  REQUIRE(::mkfifo(fifo_db.c_str(), 0600) == 0);
+  const auto r = run_sql({fifo_db, "-c", "SELECT 1"});
+  CHECK(r.status == 1);
+  CHECK(r.err == "rsched-sql: " + fifo_db + ": not a regular file (a FIFO, socket or device)\n");
+  const std::string fifo_csv = dir.file("incidents.csv");
+  REQUIRE(::mkfifo(fifo_csv.c_str(), 0600) == 0);
+  const std::string before = count_annotations(db);
+  const auto i = run_sql({db, "-c", ".import-incidents " + fifo_csv});
+  CHECK(i.status == 1);
+  CHECK(i.err.find("no header row") != std::string::npos); // read as empty: nobody writes to it
+  CHECK(count_annotations(db) == before);
+}

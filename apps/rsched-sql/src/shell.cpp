@@ -124,12 +124,17 @@ std::string schema_table(const query::reader &db) {
 using sqlite::sql_ident;
 
 // The whole content of `path`, at most max_input_bytes: regular files, pipes, /dev/stdin and
-// the like alike (an endless one such as /dev/zero fails once the limit is passed).
+// the like alike (an endless one such as /dev/zero fails once the limit is passed). Opening never
+// waits: a FIFO nobody writes to (one planted at the path) reads as empty instead of hanging.
 result<std::string> read_bounded(const std::string &path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     const int e = errno;
     return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(e)), e);
+  }
+  // Then read as usual: a pipe's writer is waited for while it is connected.
+  if (const int fl = fcntl(fd, F_GETFL); fl >= 0) {
+    (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   }
   std::string data;
   std::array<char, 65536> chunk{};

@@ -453,6 +453,12 @@ result<reader> reader::open(const std::string &path, bool read_only) {
     if (S_ISDIR(st.st_mode)) {
       return make_error(fmt::format("{}: is a directory", path), EISDIR);
     }
+    // SQLite would open a FIFO and wait for a writer forever (another user may plant one at a
+    // path root reads), or read a device.
+    if (!S_ISREG(st.st_mode)) {
+      return make_error(fmt::format("{}: not a regular file (a FIFO, socket or device)", path),
+                        EINVAL);
+    }
   }
   try {
     int flags = read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
