@@ -1226,3 +1226,33 @@ TEST_CASE("reader::twin: the same file with the same settings, interrupted with 
   REQUIRE(memory.ok());
   CHECK_FALSE(memory->twin().ok());
 }
+
+TEST_CASE("plot says when it has nothing to draw; a log axis over values <= 0 ends at once",
+          "[pictures]") {
+  // Before: 'plot --log' over zeros looped in its axis ticks until memory ran out, and an
+  // empty chart said nothing about why it was empty.
+  temp_dir dir;
+  const std::string f = dir.file("p.svg");
+  const std::string db = history();
+  struct one {
+    std::string sql;
+    bool log;
+    std::string says;
+  };
+  for (const auto &c : std::vector<one>{
+           {"SELECT start_ns, 0 FROM intervals LIMIT 20", true,
+            "no value above 0 for the log axis"},
+           {"SELECT start_ns, -3.5 FROM intervals LIMIT 20", true, "no value above 0"},
+           {"SELECT start_ns, NULL FROM intervals LIMIT 20", false, "every value is NULL"},
+           {"SELECT start_ns, 1 FROM intervals WHERE 0", false, "the query returned no rows"}}) {
+    std::vector<std::string> argv = {binary, db, "plot", "-c", c.sql, "-o", f};
+    if (c.log) {
+      argv.emplace_back("--log");
+    }
+    const auto r = exec(argv);
+    INFO(c.sql << "\n" << r.err);
+    CHECK(r.status == 0);
+    CHECK(r.err.find(c.says) != std::string::npos);
+    CHECK(fs::file_size(f) < 100'000);
+  }
+}

@@ -1152,7 +1152,16 @@ result<void> run_picture(query::reader &db, const std::string &kind,
     }
     charts::svg_options o;
     o.zone = db.zone();
-    return emit(a->output, charts::to_svg(*c, o), fmt::format("plot ({} points)", c->x.size()));
+    // A chart with nothing drawn says why: no rows, every value NULL, or none above 0 on a log
+    // axis (an empty picture alone looked like a drawing error).
+    std::string what = fmt::format("plot ({} points", c->x.size());
+    if (c->x.empty()) {
+      what += ", none: the query returned no rows";
+    } else if (!charts::y_range(*c)) {
+      what += c->log ? ", none drawn: no value above 0 for the log axis"
+                     : ", none drawn: every value is NULL";
+    }
+    return emit(a->output, charts::to_svg(*c, o), what + ")");
   }
   if (kind == "report") {
     auto a = parse_report_args(args);
