@@ -11,6 +11,7 @@
 #include "store_test_util.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -227,6 +228,44 @@ TEST_CASE("coverage and gaps", "[store]") {
         "no data");
   CHECK(as_real(run(r, "SELECT coverage_pct FROM coverage()").rows[0][0]) ==
         Approx(85.0 / 90.0 * 100));
+}
+
+TEST_CASE("gaps lists stretches that overlapping intervals claim twice; coverage counts them once",
+          "[store]") {
+  // A restart 60 s back in time (the clock stepped back, or a second recorder): before, coverage
+  // and gaps said nothing of the doubled minute.
+  constexpr std::int64_t t0 = 1'795'179'600LL * sec;
+  temp_dir dir;
+  const std::string path = dir.file("overlap.db");
+  {
+    auto w = open_writer(path);
+    for (int i = 0; i < 12; ++i) { // [t0, t0 + 120 s)
+      write_ok(w, make_interval(t0 + i * 10 * sec, {make_thread(7, "web", {1'000'000})}));
+    }
+    for (int i = 0; i < 12; ++i) { // [t0 + 60 s, t0 + 180 s): its first 60 s claimed twice
+      write_ok(w,
+               make_interval(t0 + 60 * sec + i * 10 * sec, {make_thread(7, "web", {1'000'000})}));
+    }
+  }
+  auto r = open_reader(path);
+  const auto g =
+      run(r, fmt::format("SELECT ts, end_ts, reason FROM gaps({}, {})", t0, t0 + 180 * sec));
+  REQUIRE(g.rows.size() == 1);
+  CHECK(as_int(g.rows[0][0]) == t0 + 60 * sec);
+  CHECK(as_int(g.rows[0][1]) == t0 + 120 * sec);
+  CHECK(as_text(g.rows[0][2]).rfind("intervals overlap: the clock stepped back", 0) == 0);
+  const auto c = run(r, fmt::format("SELECT covered_ns, coverage_pct, gaps FROM coverage({}, {})",
+                                    t0, t0 + 180 * sec));
+  CHECK(as_int(c.rows[0][0]) == 180 * sec); // the union, not 240 s
+  CHECK(as_real(c.rows[0][1]) == Approx(100.0));
+  CHECK(as_int(c.rows[0][2]) == 1);
+  // A window inside the doubled stretch, and one that ends before it: none.
+  CHECK(run(r, fmt::format("SELECT ts FROM gaps({}, {})", t0, t0 + 50 * sec)).rows.empty());
+  const auto inside =
+      run(r, fmt::format("SELECT ts, end_ts FROM gaps({}, {})", t0 + 70 * sec, t0 + 90 * sec));
+  REQUIRE(inside.rows.size() == 1);
+  CHECK(as_int(inside.rows[0][0]) == t0 + 70 * sec);
+  CHECK(as_int(inside.rows[0][1]) == t0 + 90 * sec);
 }
 
 TEST_CASE("spikes finds the injected window and names hog first", "[store]") {

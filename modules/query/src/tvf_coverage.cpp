@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sqlite3.h>
@@ -98,6 +99,41 @@ std::optional<std::string> write_failure_in(sqlite3 *db, std::int64_t a, std::in
   return std::string(reinterpret_cast<const char *>(text), static_cast<std::size_t>(n));
 }
 
+// Stretches of [a, b) that two or more intervals claim (the wall clock stepped back under a
+// running rschedd or between two runs, or two recorders wrote one file): each listed once, so
+// that doubled samples are never invisible. Intervals come in start order.
+void add_overlaps(const std::vector<interval_info> &ivs, std::int64_t a, std::int64_t b,
+                  std::vector<gap> &out) {
+  std::int64_t reach = std::numeric_limits<std::int64_t>::min(); // the furthest end so far
+  std::int64_t from = 0, to = 0;                                 // the stretch being gathered
+  bool open = false;
+  const auto flush = [&] {
+    if (open && to > from) {
+      out.push_back(
+          {from, to, "intervals overlap: the clock stepped back or two recorders wrote this file"});
+    }
+    open = false;
+  };
+  for (const auto &iv : ivs) {
+    if (iv.start < reach) {
+      const std::int64_t s = std::max(iv.start, a);
+      const std::int64_t e = std::min(std::min(iv.end(), reach), b);
+      if (open && s <= to) {
+        to = std::max(to, e);
+      } else {
+        flush();
+        from = s;
+        to = e;
+        open = true;
+      }
+    } else if (open && iv.start > to) {
+      flush(); // touching stretches (two runs' intervals interleaved by start) are one
+    }
+    reach = std::max(reach, iv.end());
+  }
+  flush();
+}
+
 // Uncovered stretches of [a, b) (docs/SQL.md, "Coverage and gaps").
 result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
                                    std::int64_t *covered) {
@@ -136,6 +172,7 @@ result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
       out.push_back({std::max(iv.start, a), std::min(iv.end(), b), "recorder stalled"});
     }
   }
+  add_overlaps(*ivs, a, b, out);
   for (std::size_t i = 1; i < ivs->size(); ++i) {
     const auto &p = (*ivs)[i - 1];
     const auto &n = (*ivs)[i];
