@@ -5,9 +5,12 @@
 #include "store_test_util.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace store_test;
 
@@ -209,4 +212,75 @@ TEST_CASE("annotations: importing is idempotent (source, start, end and text)", 
   CHECK(rsched::query::add_annotation(path, a).ok());
   CHECK(rsched::query::add_annotation(path, a).ok());
   CHECK(scalar_int(r, "SELECT count(*) FROM annotations") == 15);
+}
+
+TEST_CASE("annotations: a PagerDuty row of 50,000 columns imports, each column reported once",
+          "[store]") {
+  // Issue 51: the import was quadratic in the number of columns (each column looked up in the
+  // list of those seen so far). This checks what such a file gives; the time is measured by hand
+  // (the commit message), never asserted.
+  constexpr int extra = 50'000;
+  const auto name = [](int i) { return fmt::format("x{:05}", i); };
+  std::string header = "created_on,description,service_name,incident_number";
+  std::string row = "2026-11-20T14:00:00Z,checkout slow,checkout,42";
+  for (int i = 0; i < extra; ++i) {
+    header += "," + name(i);
+    row += ",v" + std::to_string(i);
+  }
+  temp_dir dir;
+  const auto path = make_db(dir);
+  rsched::query::incident_import o;
+  o.source = "import:pd.csv";
+  o.now_ns = now;
+  auto rep = rsched::query::import_incidents(path, header + "\n" + row + "\n", o);
+  INFO((rep.ok() ? std::string() : rep.err().msg));
+  REQUIRE(rep.ok());
+  CHECK(rep->ids.size() == 1);
+  CHECK(rep->recognised == "PagerDuty incidents export");
+  using mapping = std::vector<std::pair<std::string, std::string>>;
+  CHECK(rep->mapping == mapping{{"start", "created_on"},
+                                {"text", "description"},
+                                {"tags", "service_name+incident_number"}});
+  REQUIRE(rep->ignored.size() == extra);
+  for (int i = 0; i < extra; ++i) {
+    if (rep->ignored[static_cast<std::size_t>(i)] != name(i)) {
+      FAIL("ignored column " << i << " is " << rep->ignored[static_cast<std::size_t>(i)]);
+    }
+  }
+  // The same columns as JSON, two objects whose keys overlap, and --map naming a column in
+  // another case among them all.
+  std::string obj = R"("created_on": "2026-11-20T15:00:00Z", "Summary": "db failover")";
+  for (int i = 0; i < extra; ++i) {
+    obj += fmt::format(R"(, "{}": "v{}")", name(i), i);
+  }
+  const std::string json = "[{" + obj + R"(}, {"created_on": "2026-11-20T16:00:00Z", "Summary":
+    "again", "y": 1, "x00001": 2}])";
+  o.source = "import:pd.json";
+  // Not recognised (no description or title): without --map there is no start.
+  auto none = rsched::query::import_incidents(path, json, o);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.err().msg == "importing incidents: no start column (name one: --map start=COLUMN)");
+  o.map = {{"start", "created_on"}, {"text", "summary"}};
+  rep = rsched::query::import_incidents(path, json, o);
+  INFO((rep.ok() ? std::string() : rep.err().msg));
+  REQUIRE(rep.ok());
+  CHECK(rep->ids.size() == 2);
+  CHECK(rep->recognised.empty());
+  CHECK(rep->mapping == mapping{{"start", "created_on"}, {"text", "Summary"}});
+  // Again, the columns named in another case: nothing new.
+  o.map = {{"start", "CREATED_ON"}, {"text", "summary"}};
+  rep = rsched::query::import_incidents(path, json, o);
+  REQUIRE(rep.ok());
+  CHECK(rep->already == 2);
+  REQUIRE(rep->ignored.size() == extra + 1); // the keys in the order first seen: then "y"
+  CHECK(rep->ignored.front() == name(0));
+  CHECK(rep->ignored[extra - 1] == name(extra - 1));
+  CHECK(rep->ignored.back() == "y");
+  auto r = open_reader(path);
+  auto t = run(r, "SELECT text, tags FROM annotations ORDER BY start_ns");
+  REQUIRE(t.rows.size() == 3);
+  CHECK(as_text(t.rows[0][0]) == "checkout slow");
+  CHECK(as_text(t.rows[0][1]) == "service_name:checkout,incident_number:42");
+  CHECK(as_text(t.rows[1][0]) == "db failover");
+  CHECK(as_text(t.rows[2][0]) == "again");
 }

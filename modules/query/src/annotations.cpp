@@ -25,7 +25,10 @@
 #include <memory>
 #include <sqlite3.h>
 #include <string>
+#include <string_view>
 #include <unistd.h>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -334,28 +337,27 @@ result<std::vector<std::pair<std::string, std::string>>> parse_import_map(std::s
 namespace {
 
 // How a file's columns become annotations: the file's columns, the column each field is read
-// from, and the columns kept as tags "<column>:<value>".
+// from, and the columns kept as tags "<column>:<value>". Every look-up by name is a hash look-up:
+// an export may have tens of thousands of columns (issue 51: each was searched for in the list
+// of those seen before it, quadratic in their number).
 struct column_plan {
   std::vector<std::string> columns;
+  std::unordered_set<std::string> column_set; // the same names
   std::map<std::string, std::string> field_col;
   std::vector<std::string> tag_cols;
   // Whether the file has column `c` (as it spells it).
-  [[nodiscard]] bool has(const std::string &c) const {
-    return std::find(columns.begin(), columns.end(), c) != columns.end();
-  }
+  [[nodiscard]] bool has(const std::string &c) const { return column_set.contains(c); }
 };
 
 // The file's columns, in the order first seen (sorted: a record maps names to values).
-std::vector<std::string> file_columns(const std::vector<detail::incident_record> &recs) {
-  std::vector<std::string> columns;
+void file_columns(const std::vector<detail::incident_record> &recs, column_plan &plan) {
   for (const auto &rec : recs) {
     for (const auto &[k, v] : rec) {
-      if (std::find(columns.begin(), columns.end(), k) == columns.end()) {
-        columns.push_back(k);
+      if (plan.column_set.insert(k).second) {
+        plan.columns.push_back(k);
       }
     }
   }
-  return columns;
 }
 
 // The fields the file's columns name, and those of an export it is recognised as (named in
@@ -395,12 +397,18 @@ void default_fields(column_plan &plan, std::string &recognised) {
 result<void> apply_map(column_plan &plan,
                        const std::vector<std::pair<std::string, std::string>> &map) {
   // A column named in the map, as the file spells it (CSV headers are lower-cased when read;
-  // JSON keys keep their case): matched without regard to case.
-  const auto column_named = [&](const std::string &c) -> std::optional<std::string> {
+  // JSON keys keep their case): matched without regard to case, the first of the file's
+  // columns that match.
+  std::unordered_map<std::string, const std::string *> by_lower;
+  if (!map.empty()) {
+    by_lower.reserve(plan.columns.size());
     for (const auto &x : plan.columns) {
-      if (lower_trimmed(x) == lower_trimmed(c)) {
-        return x;
-      }
+      by_lower.emplace(lower_trimmed(x), &x);
+    }
+  }
+  const auto column_named = [&](const std::string &c) -> std::optional<std::string> {
+    if (const auto it = by_lower.find(lower_trimmed(c)); it != by_lower.end()) {
+      return *it->second;
     }
     return std::nullopt;
   };
@@ -442,12 +450,13 @@ void describe_plan(const column_plan &plan, incident_import_report &rep) {
       rep.mapping.emplace_back(f, std::move(from));
     }
   }
+  std::unordered_set<std::string_view> used;
+  for (const auto &fc : plan.field_col) {
+    used.insert(fc.second);
+  }
+  used.insert(plan.tag_cols.begin(), plan.tag_cols.end());
   for (const auto &c : plan.columns) {
-    const bool used =
-        std::any_of(plan.field_col.begin(), plan.field_col.end(),
-                    [&](const auto &fc) { return fc.second == c; }) ||
-        std::find(plan.tag_cols.begin(), plan.tag_cols.end(), c) != plan.tag_cols.end();
-    if (!used) {
+    if (!used.contains(c)) {
       rep.ignored.push_back(c);
     }
   }
@@ -533,7 +542,7 @@ result<incident_import_report> import_incidents(const std::string &path, std::st
   }
   incident_import_report rep;
   column_plan plan;
-  plan.columns = file_columns(*recs);
+  file_columns(*recs, plan);
   default_fields(plan, rep.recognised);
   if (auto r = apply_map(plan, opts.map); !r) {
     return r.err();
