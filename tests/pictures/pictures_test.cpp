@@ -760,6 +760,12 @@ TEST_CASE("bad picture arguments are one-line errors with exit 2", "[pictures]")
       {2, {"heatmap", "--by", "tid"}},
       {2, {"heatmap", "--step", "0"}},
       {2, {"heatmap", "--step"}},
+      // A duration has its unit and nothing around it (issue 51): these were 60 s, 10 s, 10 s.
+      {2, {"heatmap", "--step", "60"}},
+      {2, {"heatmap", "--step", " 10s"}},
+      {2, {"heatmap", "--step", "10s\n"}},
+      {2, {"heatmap", "--max", "\t5ms"}},
+      {2, {"heatmap", "--max", "5ms\n"}},
       {2, {"heatmap", "--frobnicate", "1"}},
       {2, {"heatmap", "--from", "2026-11-20 12:00", "--to", "2026-11-20 11:00"}},
       {2, {"heatmap", "--from", "half past nine"}},

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <string>
+#include <vector>
 
 using rsched::rschedd::parse_options;
 
@@ -189,7 +190,7 @@ TEST_CASE("rschedd retention and map size options", "[rschedd]") {
   CHECK(o->task_hash_entries == 65536);
   CHECK(o->graveyard_entries == 1024);
   for (const auto &[size, bytes] : std::vector<std::pair<std::string, std::uint64_t>>{
-           {"0", 0}, {"4096", 4096}, {"2k", 2048}, {"8G", 8ULL << 30}, {"1T", 1ULL << 40}}) {
+           {"0", 0}, {"4096B", 4096}, {"2k", 2048}, {"8G", 8ULL << 30}, {"1T", 1ULL << 40}}) {
     auto s = parse_options({"--max-size", size});
     REQUIRE(s.ok());
     CHECK(s->keep.max_bytes == bytes);
@@ -213,14 +214,13 @@ TEST_CASE("a --keep-* value without a unit is refused in one line naming the fla
           "[rschedd]") {
   // Read as seconds, "--keep-raw 2" (meant as two days) kept two seconds of history.
   for (const std::string flag : {"--keep-raw", "--keep-1m", "--keep-1h"}) {
-    for (const std::string v : {"2", "365", "1.5", "30 "}) {
+    for (const std::string v : {"2", "365", "1.5"}) {
       for (const auto &args : std::vector<std::vector<std::string>>{{flag, v}, {flag + "=" + v}}) {
         auto e = parse_options(args);
         INFO(flag << " '" << v << "'");
         REQUIRE_FALSE(e.ok());
-        const std::string bare = v == "30 " ? "30" : v;
-        CHECK(e.err().msg == flag + " " + bare + ": a duration needs a unit (" + bare + "d? " +
-                                 bare + "h?): s, m, h, d, w");
+        CHECK(e.err().msg == flag + " " + v + ": a duration needs a unit (" + v + "d? " + v +
+                                 "h?): s, m, h, d, w");
       }
     }
   }
@@ -328,5 +328,63 @@ TEST_CASE("options: the flight recorder's flags and their one-line refusals", "[
     CHECK(r.err().msg.find(says) != std::string::npos);
     CHECK(r.err().msg.find('\n') == std::string::npos);
     CHECK(r.err().msg.find('\x1b') == std::string::npos);
+  }
+}
+
+TEST_CASE("durations and sizes on rschedd's command line: nothing around them, a unit on each",
+          "[rschedd]") {
+  // Issue 51: --keep-raw with a tab or newline around the number still meant seconds (the time
+  // grammar trims white space, and the bare-number check looked for spaces only), a duration
+  // with a newline after it was taken, and --max-size 8 meant 8 bytes.
+  const std::vector<std::string> durations = {" 7\t", "7\n",  "\t7", "\n7\n", " 7",   "7 ",
+                                              "2d\n", "\t2d", " 2d", "2d ",   "2d\r", "1h\t30m"};
+  for (const std::string flag : {"--keep-raw", "--keep-1m", "--keep-1h", "--flight-trigger",
+                                 "--flight-trigger-gap", "--stack-sleep"}) {
+    for (const auto &v : durations) {
+      for (const auto &args : std::vector<std::vector<std::string>>{
+               {"--flight-recorder", "5", "-g", "wakeup", flag, v},
+               {"--flight-recorder", "5", "-g", "wakeup", flag + "=" + v}}) {
+        auto e = parse_options(args);
+        INFO(flag << " '" << v << "'");
+        REQUIRE_FALSE(e.ok());
+        CHECK(e.err().msg.find(flag) != std::string::npos);
+        CHECK(e.err().msg.find('\n') == std::string::npos);
+        CHECK(e.err().msg.find('\t') == std::string::npos);
+      }
+    }
+  }
+  auto tab = parse_options({"--keep-raw= 7\t"});
+  REQUIRE_FALSE(tab.ok());
+  CHECK(tab.err().msg == "--keep-raw ' 7\\x09': a space, tab, newline or control character "
+                         "around or in it (write just the value)");
+  // A bare size is refused as a bare duration is, in one line naming the flag and a unit.
+  for (const std::string flag : {"--max-size", "--flight-max-size"}) {
+    for (const std::string v : {"8", "4096", "1", " 8G", "8G\n", "\t8G", "8 G"}) {
+      auto e = parse_options({"--flight-recorder", "5", flag, v});
+      INFO(flag << " '" << v << "'");
+      REQUIRE_FALSE(e.ok());
+      CHECK(e.err().msg.find(flag) != std::string::npos);
+      CHECK(e.err().msg.find('\n') == std::string::npos);
+    }
+  }
+  auto eight = parse_options({"--max-size", "8"});
+  REQUIRE_FALSE(eight.ok());
+  CHECK(eight.err().msg ==
+        "--max-size '8': a size needs a unit (8G? 8M?): B, K, M, G or T (1K = 1024 bytes)");
+  // With the unit, or 0 (no cap / forever), as before; 8GB and 8GiB are 8G.
+  auto ok = parse_options({"--max-size", "8GB", "--flight-recorder", "5", "--flight-max-size",
+                           "100MiB", "--keep-raw", "0", "--keep-1m", "1h 30m"});
+  REQUIRE(ok.ok());
+  CHECK(ok->keep.max_bytes == 8ULL << 30);
+  CHECK(ok->flight_max_bytes == 100ULL << 20);
+  CHECK(ok->keep.keep_raw_ns == 0);
+  CHECK(ok->keep.keep_1m_ns == 90LL * 60 * 1'000'000'000);
+  auto none = parse_options({"--max-size", "0"});
+  REQUIRE(none.ok());
+  CHECK(none->keep.max_bytes == 0);
+  // Whole-number options were already strict.
+  for (const std::string v : {" 1", "1\n", "1\t"}) {
+    CHECK_FALSE(parse_options({"-i", v}).ok());
+    CHECK_FALSE(parse_options({"--run-time", v}).ok());
   }
 }

@@ -3,6 +3,7 @@
 
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
+#include "rsched/base/units.hpp"
 #include "rsched/sql_shell/export.hpp"
 #include "rsched/sql_shell/files.hpp"
 #include "rsched/sqlite/quote.hpp"
@@ -982,6 +983,11 @@ result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args) {
         if (f == "--view") {
           a.view = v;
         } else if (f == "--step") {
+          // A unit, and nothing around it (rsched::units): a bare "--step 60" is refused.
+          if (auto d = units::parse_duration(v); !d) {
+            return make_error(
+                fmt::format("heatmap: --step '{}': {}", text::escape_for_terminal(v), d.err().msg));
+          }
           a.step = v;
         } else if (f == "--by") {
           a.by = v;
@@ -992,6 +998,12 @@ result<heatmap_args> parse_heatmap_args(const std::vector<std::string> &args) {
           }
           a.top = *n;
         } else if (f == "--max") {
+          // A whole number (a count) or a duration with its unit, nothing around either.
+          const bool count = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+          if (auto d = units::parse_duration(v); !count && !d) {
+            return make_error(
+                fmt::format("heatmap: --max '{}': {}", text::escape_for_terminal(v), d.err().msg));
+          }
           a.max = v;
         } else if (f == "--column") {
           a.column = v;

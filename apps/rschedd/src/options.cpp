@@ -2,7 +2,7 @@
 #include "rsched/rschedd/options.hpp"
 
 #include "rsched/base/text.hpp"
-#include "rsched/base/timefmt.hpp"
+#include "rsched/base/units.hpp"
 #include "rsched/rschedd/metrics_endpoint.hpp"
 
 #include <charconv>
@@ -106,66 +106,40 @@ static result<std::uint64_t> parse_u64(const std::string &flag, const std::strin
 } // namespace detail
 
 // "2d", "30d", "12h", "0" (forever): a duration of the time grammar (rsched-sql's dur()) with
-// its unit. A bare number is refused: the grammar would read it as seconds, and "--keep-raw 2"
-// meant as two days kept two seconds of history.
+// its unit, and nothing around it (rsched::units). A bare number is refused: the grammar would
+// read it as seconds, and "--keep-raw 2" meant as two days kept two seconds of history.
 static result<std::int64_t> parse_keep(const std::string &flag, const std::string &v) {
   if (v == "0") {
     return std::int64_t{0};
   }
-  const auto first = v.find_first_not_of(' ');
-  const auto last = v.find_last_not_of(' ');
-  const std::string bare = first == std::string::npos ? v : v.substr(first, last - first + 1);
-  if (!bare.empty() && bare.find_first_not_of("0123456789.") == std::string::npos &&
-      bare.find_first_of("0123456789") != std::string::npos) {
-    return make_error(flag + " " + bare + ": a duration needs a unit (" + bare + "d? " + bare +
+  if (units::bare_number(v)) {
+    return make_error(flag + " " + v + ": a duration needs a unit (" + v + "d? " + v +
                       "h?): s, m, h, d, w");
   }
-  auto d = timefmt::parse_duration(v);
-  if (!d || *d <= 0) {
-    return make_error(flag + " needs a duration such as 2d, 12h or 30m (0 = forever), got '" + v +
-                      "'");
+  auto d = units::parse_duration(v);
+  if (!d) {
+    return make_error(flag + " '" + text::escape_for_terminal(v) + "': " + d.err().msg);
+  }
+  if (*d <= 0) {
+    return make_error(flag + " needs a duration such as 2d, 12h or 30m (0 = forever), got '" +
+                      text::escape_for_terminal(v) + "'");
   }
   return *d;
 }
 
-// "8G", "512M", "100000", "0" (no cap): bytes, binary suffixes K, M, G, T.
+// Why a value that looks right is refused: white space or a control byte around or in it.
+static std::string unclean_note(const std::string &v) {
+  return units::clean(v) ? "" : " (a space, tab, newline or control character around or in it)";
+}
+
+// "8G", "512M", "64K", "0" (no cap): rsched::units::parse_size, binary multiples; a bare number
+// other than 0 is refused ("--max-size 8" capped the history at 8 bytes).
 static result<std::uint64_t> parse_size(const std::string &flag, const std::string &v) {
-  std::string digits = v;
-  unsigned shift = 0;
-  if (!v.empty()) {
-    switch (v.back()) {
-    case 'K':
-    case 'k':
-      shift = 10;
-      break;
-    case 'M':
-    case 'm':
-      shift = 20;
-      break;
-    case 'G':
-    case 'g':
-      shift = 30;
-      break;
-    case 'T':
-    case 't':
-      shift = 40;
-      break;
-    default:
-      break;
-    }
-    if (shift != 0) {
-      digits.pop_back();
-    }
+  auto n = units::parse_size(v);
+  if (!n) {
+    return make_error(flag + " '" + text::escape_for_terminal(v) + "': " + n.err().msg);
   }
-  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
-      digits.size() > 12) {
-    return make_error(flag + " needs a size such as 8G, 500M or 0 (no cap), got '" + v + "'");
-  }
-  const std::uint64_t n = std::stoull(digits);
-  if (n > (std::uint64_t{1} << (60 - shift))) {
-    return make_error(flag + " is too large: '" + v + "'");
-  }
-  return n << shift;
+  return *n;
 }
 
 result<options> parse_options(const std::vector<std::string> &args) {
@@ -430,11 +404,10 @@ result<options> parse_options(const std::vector<std::string> &args) {
       if (!v) {
         return v.err();
       }
-      auto d = timefmt::parse_duration(*v);
-      const bool bare = !v->empty() && v->find_first_not_of("0123456789. ") == std::string::npos;
-      if (!d || *d <= 0 || bare) {
+      auto d = units::parse_duration(*v);
+      if (!d || *d <= 0) {
         return make_error(flag + " needs a duration with a unit such as 50ms or 2s, got '" +
-                          text::escape_for_terminal(*v) + "'");
+                          text::escape_for_terminal(*v) + "'" + unclean_note(*v));
       }
       (flag == "--flight-trigger" ? o.flight_trigger_ns : o.flight_trigger_gap_ns) = *d;
     } else if (flag == "--stack-sleep") {
@@ -442,13 +415,12 @@ result<options> parse_options(const std::vector<std::string> &args) {
       if (!v) {
         return v.err();
       }
-      auto d = timefmt::parse_duration(*v);
       const bool zero = *v == "0";
-      const bool bare = !v->empty() && v->find_first_not_of("0123456789. ") == std::string::npos;
-      if (!zero && (!d || *d <= 0 || bare)) {
+      auto d = units::parse_duration(*v);
+      if (!zero && (!d || *d <= 0)) {
         return make_error("--stack-sleep needs a duration with a unit such as 1ms or 0.5s (0 = D "
                           "sleeps only), got '" +
-                          text::escape_for_terminal(*v) + "'");
+                          text::escape_for_terminal(*v) + "'" + unclean_note(*v));
       }
       o.stack_sleep_ns = zero ? 0 : *d;
     } else if (flag == "--flight-keep") {
