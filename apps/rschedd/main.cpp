@@ -310,7 +310,9 @@ int run(const rschedd::options &opt, daemon_config cfg) {
 
   std::optional<store::writer> db;
   if (cfg.store) {
-    auto w = store::writer::open(cfg.store->path, cfg.store->open);
+    store::open_options oo = cfg.store->open;
+    oo.note = [](std::string_view s) { note("rschedd: {}", s); };
+    auto w = store::writer::open(cfg.store->path, oo);
     if (!w) {
       note("rschedd: {}\n", w.err().msg);
       return 1;

@@ -31,6 +31,7 @@
 #include <deque>
 #include <fcntl.h>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -191,6 +192,9 @@ struct writer::impl {
   SQLite::Database db;
   retention keep;
   std::unique_ptr<detail::maintenance> maint;
+  // The -wal file written into, checked before each interval, and where that is noted.
+  detail::wal_watch wal;
+  std::function<void(std::string_view)> note;
   // The previous interval and how long its write took: stored with the next write.
   std::int64_t prev_interval = 0;
   std::int64_t prev_write_ns = 0;
@@ -1378,6 +1382,8 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     }
     auto p = std::make_unique<impl>(path, std::move(lock), std::move(db));
     p->maint = std::make_unique<detail::maintenance>(p->db.getHandle());
+    p->wal = detail::wal_watch(p->db.getHandle());
+    p->note = opt.note;
     return writer(std::move(p));
   } catch (const SQLite::Exception &e) {
     return make_error(fmt::format("{}: {}", path, e.what()));
@@ -1395,10 +1401,12 @@ result<void> writer::write(const interval_row &iv) {
   }
   try {
     const auto t0 = std::chrono::steady_clock::now();
+    p_->wal.check(p_->db.getHandle(), p_->note);
     if (auto r = p_->write_tx(iv); !r) {
       p_->abort();
       return make_error(fmt::format("{}: writing interval: {}", p_->path, r.err().msg));
     }
+    p_->wal.after_write(p_->db.getHandle());
     p_->prev_write_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count();
@@ -1456,6 +1464,7 @@ result<maintenance_report> writer::maintain(std::int64_t now_ns) {
     return make_error("store writer used after move");
   }
   auto r = p_->maint->run(now_ns, p_->keep);
+  p_->wal.after_write(p_->db.getHandle()); // what it wrote, while the -wal is a deleted one
   if (!r) {
     return make_error(fmt::format("{}: maintenance: {}", p_->path, r.err().msg), r.err().errnum);
   }

@@ -331,4 +331,103 @@ result<void> record_writer(sqlite3 *h, const std::string &path) {
   return make_error(fmt::format("database {} is not writable: {}", path, msg), sys);
 }
 
+namespace {
+
+// The identity of the file at `path`; false when there is none.
+bool file_id(const std::string &path, dev_t &dev, ino_t &ino) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) {
+    return false;
+  }
+  dev = st.st_dev;
+  ino = st.st_ino;
+  return true;
+}
+
+// Resets the connection's statements that are still in a result set: a journal mode change
+// refuses to run beside an unfinished read ("cannot change out of wal mode from within a
+// transaction"). Every statement of the writer is reset before its next use anyway.
+void reset_statements(sqlite3 *h) {
+  for (sqlite3_stmt *st = sqlite3_next_stmt(h, nullptr); st != nullptr;
+       st = sqlite3_next_stmt(h, st)) {
+    if (sqlite3_stmt_busy(st) != 0) {
+      sqlite3_reset(st);
+    }
+  }
+}
+
+std::string journal_mode(sqlite3 *h, const char *pragma) {
+  sqlite3_stmt *st = nullptr;
+  std::string mode;
+  if (sqlite3_prepare_v2(h, pragma, -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    if (const auto *t = sqlite3_column_text(st, 0); t != nullptr) {
+      mode = reinterpret_cast<const char *>(t);
+    }
+  }
+  sqlite3_finalize(st);
+  return mode;
+}
+
+} // namespace
+
+wal_watch::wal_watch(sqlite3 *h) {
+  const char *db = sqlite3_db_filename(h, "main");
+  if (db == nullptr || *db == '\0') {
+    return; // in memory, or a temporary database: no file to watch
+  }
+  wal_path_ = sqlite3_filename_wal(db);
+  known_ = file_id(wal_path_, dev_, ino_);
+}
+
+void wal_watch::check(sqlite3 *h, const std::function<void(std::string_view)> &note) {
+  if (wal_path_.empty()) {
+    return;
+  }
+  if (!lost_) {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    const bool there = file_id(wal_path_, dev, ino);
+    if (!known_) { // no -wal when watching began: the first one SQLite makes is ours
+      known_ = there;
+      dev_ = dev;
+      ino_ = ino;
+      return;
+    }
+    if (there && dev == dev_ && ino == ino_) {
+      return;
+    }
+    lost_ = true;
+    if (note) {
+      note(fmt::format("{} was deleted or replaced while recording: what it held is "
+                       "checkpointed into the database and a fresh one started\n",
+                       wal_path_));
+    }
+  }
+  renew(h);
+}
+
+void wal_watch::renew(sqlite3 *h) {
+  reset_statements(h);
+  // Everything written so far into the database file, read through the descriptor this
+  // connection still holds on the deleted -wal.
+  (void)sqlite::exec(h, "PRAGMA wal_checkpoint(TRUNCATE)");
+  // Closing the WAL (journal mode DELETE) and opening it again (WAL) makes SQLite open the name
+  // anew. Both need the database to itself; a reader in the way leaves it for the next interval.
+  if (journal_mode(h, "PRAGMA journal_mode = DELETE") != "delete" ||
+      journal_mode(h, "PRAGMA journal_mode = WAL") != "wal") {
+    return;
+  }
+  lost_ = false;
+  known_ = file_id(wal_path_, dev_, ino_);
+}
+
+void wal_watch::after_write(sqlite3 *h) {
+  if (lost_) {
+    // Still writing into the deleted file: nothing may stay only there.
+    reset_statements(h);
+    (void)sqlite::exec(h, "PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+}
+
 } // namespace rsched::store::detail

@@ -6,7 +6,9 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <string_view>
 
 struct sqlite3;
 
@@ -65,5 +67,35 @@ result<void> quick_check(sqlite3 *h, const std::string &path);
 // file can be written at all (a read-only file system, a damaged page the write touches) before
 // the daemon starts recording.
 result<void> record_writer(sqlite3 *h, const std::string &path);
+
+// The -wal file the writer's connection writes into. Deleted while the connection is open (a
+// clean-up script, an operator), it goes unnoticed by SQLite: the connection keeps writing into
+// the unlinked file, a reader opened since fails with "disk I/O error" (and creates an empty
+// -wal of its own at the name), and whatever was not yet checkpointed into the database would
+// die with the process. The writer checks the name against the file it opened before each
+// interval (one stat) and, when it changed, notes one line, checkpoints everything into the
+// database (through the descriptor it still holds) and starts a fresh -wal at the name.
+class wal_watch {
+public:
+  wal_watch() = default; // watches nothing (an in-memory database)
+  // Watches the -wal file of `h`'s main database as it is now.
+  explicit wal_watch(sqlite3 *h);
+  // Before an interval: when the -wal at the name is not the file opened (deleted, or another in
+  // its place), `note` gets one line (the first time), the WAL is checkpointed into the database
+  // (TRUNCATE) and switched off and on again, which opens a fresh -wal. That switch needs the
+  // database to itself: while a reader holds it, every call checkpoints again and retries, and
+  // after_write() checkpoints each interval as soon as it is written.
+  void check(sqlite3 *h, const std::function<void(std::string_view)> &note);
+  void after_write(sqlite3 *h);
+  [[nodiscard]] bool lost() const { return lost_; }
+
+private:
+  void renew(sqlite3 *h);
+  std::string wal_path_;
+  bool known_ = false; // a -wal was there when watching began
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  bool lost_ = false;
+};
 
 } // namespace rsched::store::detail

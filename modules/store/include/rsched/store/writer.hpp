@@ -6,9 +6,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rsched::store {
@@ -46,6 +48,9 @@ struct open_options {
   // (0750) when it is a private one of ours (owned by us, nothing granted to others). nullopt:
   // ownership is left as it is.
   std::optional<gid_t> group;
+  // Where the writer says what it does on its own (one line each, ending in a newline): that
+  // its -wal file was deleted or replaced and a fresh one started. Nothing when empty.
+  std::function<void(std::string_view)> note;
 };
 
 // Schema 14: one flight recorder capture (table `captures`, docs/SCHEMA.md).
@@ -96,6 +101,9 @@ public:
 
   // Writes one interval (intervals row, thread, CPU, perf counter time and schedstat rows) in a
   // single transaction with prepared statements. On error nothing of the interval is written.
+  // First it checks that the database's -wal file is still the one it writes into: deleted or
+  // replaced, it is noted (open_options::note), checkpointed into the database and a fresh one
+  // started (docs/SCHEMA.md, "The file").
   result<void> write(const interval_row &iv);
 
   // Records that the intervals of [start_ns, end_ns) (UTC ns) were lost to failing writes
