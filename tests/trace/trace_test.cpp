@@ -261,6 +261,68 @@ TEST_CASE("encoded trace decodes with protoc field by field", "[trace]") {
   CHECK(m.at("trusted_packet_sequence_id") == sv{"1", "1", "1"});
 }
 
+// The clock snapshot is Perfetto's ClockSnapshot (TracePacket field 6): protoc names every field
+// of it from the schema (an unknown field would print as its number), the clock ids as
+// BuiltinClock's, and it comes first, before the ProcessTree and the events it times.
+TEST_CASE("the clock snapshot decodes with protoc as Perfetto's ClockSnapshot", "[trace]") {
+  REQUIRE(test::in_path("protoc"));
+  const auto events = sample_events();
+  trace::trace_input in;
+  in.events = events;
+  in.clocks = trace::clock_snapshot{1'000'000'004'321, 999'000'000'123, 1'796'000'000'123'456'789};
+  auto bytes = trace::encode(in);
+  REQUIRE(bytes);
+  test::temp_dir dir;
+  const std::string file = (dir.path() / "t.pftrace").string();
+  std::ofstream(file, std::ios::binary) << *bytes;
+  auto r = test::run_program({"sh", "-c",
+                              "protoc --decode=perfetto.protos.Trace -I " RSCHED_TRACE_PROTO_DIR
+                              " rsched_perfetto.proto < '" +
+                                  file + "'"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  INFO(r.out);
+  CHECK(r.out.rfind("packet {\n"
+                    "  clock_snapshot {\n"
+                    "    clocks {\n"
+                    "      clock_id: 6\n"
+                    "      timestamp: 1000000004321\n"
+                    "    }\n"
+                    "    clocks {\n"
+                    "      clock_id: 3\n"
+                    "      timestamp: 999000000123\n"
+                    "    }\n"
+                    "    clocks {\n"
+                    "      clock_id: 1\n"
+                    "      timestamp: 1796000000123456789\n"
+                    "    }\n"
+                    "    primary_trace_clock: BUILTIN_CLOCK_BOOTTIME\n"
+                    "  }\n"
+                    "  trusted_packet_sequence_id: 1\n"
+                    "}\n"
+                    "packet {\n"
+                    "  process_tree {\n",
+                    0) == 0);
+  // No field protoc had to show by number: every one is in the schema.
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);) {
+    INFO(l);
+    CHECK_FALSE(std::regex_search(l, std::regex(R"(^\s*[0-9]+[ :])")));
+  }
+  // Read back by rsched's decoder; a trace without one has none.
+  auto d = trace::decode(*bytes);
+  REQUIRE(d);
+  REQUIRE(d->clocks);
+  CHECK(*d->clocks == *in.clocks);
+  CHECK(d->packets == 4);
+  in.clocks.reset();
+  auto without = trace::encode(in);
+  REQUIRE(without);
+  auto d2 = trace::decode(*without);
+  REQUIRE(d2);
+  CHECK_FALSE(d2->clocks);
+}
+
 TEST_CASE("decode gives back what encode wrote", "[trace]") {
   const auto events = sample_events();
   trace::trace_input in;

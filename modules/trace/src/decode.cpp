@@ -159,6 +159,41 @@ result<void> read_event(std::string_view bytes, std::uint32_t cpu, std::vector<s
   return {};
 }
 
+// A ClockSnapshot's BOOTTIME (6), MONOTONIC (3) and REALTIME (1) readings.
+result<clock_snapshot> read_clocks(std::string_view bytes) {
+  clock_snapshot c;
+  pb::reader snap(bytes);
+  while (auto sf = snap.next()) {
+    if (sf->number != 1 || sf->wire != pb::wire_len) {
+      continue;
+    }
+    std::uint64_t id = 0;
+    std::uint64_t ts = 0;
+    pb::reader one(sf->bytes);
+    while (auto x = one.next()) {
+      if (x->number == 1 && x->wire == pb::wire_varint) {
+        id = x->value;
+      } else if (x->number == 2 && x->wire == pb::wire_varint) {
+        ts = x->value;
+      }
+    }
+    if (!one.ok()) {
+      return bad("a clock of the clock snapshot is truncated");
+    }
+    if (id == 6) {
+      c.boottime_ns = ts;
+    } else if (id == 3) {
+      c.monotonic_ns = ts;
+    } else if (id == 1) {
+      c.realtime_ns = ts;
+    }
+  }
+  if (!snap.ok()) {
+    return bad("the clock snapshot is truncated");
+  }
+  return c;
+}
+
 } // namespace
 
 result<decoded_trace> decode(std::string_view bytes) {
@@ -175,7 +210,15 @@ result<decoded_trace> decode(std::string_view bytes) {
       if (fl->wire != pb::wire_len) {
         continue;
       }
-      if (fl->number == 2) { // process_tree
+      if (fl->number == 6) { // clock_snapshot
+        auto c = read_clocks(fl->bytes);
+        if (!c) {
+          return c.err();
+        }
+        if (!d.clocks) {
+          d.clocks = *c;
+        }
+      } else if (fl->number == 2) { // process_tree
         pb::reader tree(fl->bytes);
         while (auto tf = tree.next()) {
           if (tf->number != 2 || tf->wire != pb::wire_len) {

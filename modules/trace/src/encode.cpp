@@ -19,6 +19,7 @@ constexpr std::uint32_t trace_packet = 1;
 constexpr std::uint32_t packet_timestamp = 8;
 constexpr std::uint32_t packet_ftrace_events = 1;
 constexpr std::uint32_t packet_process_tree = 2;
+constexpr std::uint32_t packet_clock_snapshot = 6;
 constexpr std::uint32_t packet_sequence_id = 10;
 constexpr std::uint32_t tree_processes = 1;
 constexpr std::uint32_t tree_threads = 2;
@@ -51,7 +52,18 @@ constexpr std::uint32_t event_task_rename = 236;
 constexpr std::uint32_t event_process_exit = 238;
 constexpr std::uint32_t event_process_fork = 239;
 constexpr std::uint32_t event_migrate_task = 491;
+constexpr std::uint32_t snapshot_clocks = 1;
+constexpr std::uint32_t snapshot_primary_trace_clock = 2;
+constexpr std::uint32_t clock_id = 1;
+constexpr std::uint32_t clock_timestamp = 2;
 } // namespace f
+
+// BuiltinClock (protos/perfetto/common/builtin_clock.proto).
+namespace builtin_clock {
+constexpr std::uint32_t realtime = 1;
+constexpr std::uint32_t monotonic = 3;
+constexpr std::uint32_t boottime = 6;
+} // namespace builtin_clock
 
 constexpr std::uint32_t sequence_id = 1;
 
@@ -173,6 +185,27 @@ void put_packet(std::string &out, std::uint64_t ts, std::uint32_t field, std::st
   pb::put_bytes(out, f::trace_packet, p);
 }
 
+// The ClockSnapshot packet: no timestamp of its own (trace_processor reads the clocks' values, as
+// in the packets Perfetto's service writes), BOOTTIME the primary trace clock.
+void put_clock_snapshot(std::string &out, const clock_snapshot &c) {
+  std::string snap;
+  const std::pair<std::uint32_t, std::uint64_t> clocks[] = {
+      {builtin_clock::boottime, c.boottime_ns},
+      {builtin_clock::monotonic, c.monotonic_ns},
+      {builtin_clock::realtime, c.realtime_ns}};
+  for (const auto &[id, ts] : clocks) {
+    std::string one;
+    pb::put_uint(one, f::clock_id, id);
+    pb::put_uint(one, f::clock_timestamp, ts);
+    pb::put_bytes(snap, f::snapshot_clocks, one);
+  }
+  pb::put_uint(snap, f::snapshot_primary_trace_clock, builtin_clock::boottime);
+  std::string p;
+  pb::put_bytes(p, f::packet_clock_snapshot, snap);
+  pb::put_uint(p, f::packet_sequence_id, sequence_id);
+  pb::put_bytes(out, f::trace_packet, p);
+}
+
 // The ProcessTree: each thread's name as of its first appearance in the window.
 std::string process_tree(const trace_input &in) {
   struct known {
@@ -269,6 +302,9 @@ result<std::string> encode(const trace_input &in) {
     first_ts = std::min(first_ts, e.ts);
   }
   std::string out;
+  if (in.clocks) {
+    put_clock_snapshot(out, *in.clocks);
+  }
   put_packet(out, first_ts == UINT64_MAX ? 0 : first_ts, f::packet_process_tree, process_tree(in));
   const std::size_t chunk = std::max<std::size_t>(in.bundle_events, 1);
   for (const auto &[cpu, evs] : per_cpu) {

@@ -11,7 +11,10 @@
 // The tests check it against `protoc --decode` over the .proto subset (tests/trace).
 //
 // What is written (docs/ARCHITECTURE.md, "Flight recorder"):
-//  - one ProcessTree packet first: every thread named by an event (tid, tgid, name) and every
+//  - a ClockSnapshot packet first, when the input has one: BOOTTIME, MONOTONIC and REALTIME read
+//    together, BOOTTIME the primary trace clock (as Perfetto's traced writes one), so that
+//    trace_processor and the UI can put wall time on the BOOTTIME timestamps;
+//  - one ProcessTree packet: every thread named by an event (tid, tgid, name) and every
 //    process (pid, its first thread's name as cmdline, cmdline_is_comm);
 //  - per CPU, FtraceEventBundles of at most `bundle_events` events in time order: sched_switch
 //    and sched_waking in the compact form (CompactSched: delta-coded timestamps, interned comms),
@@ -23,6 +26,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,6 +80,14 @@ struct thread_name {
   comm_t comm{};
 };
 
+// The three clocks read together (ns): written as the trace's ClockSnapshot.
+struct clock_snapshot {
+  std::uint64_t boottime_ns = 0;
+  std::uint64_t monotonic_ns = 0;
+  std::uint64_t realtime_ns = 0;
+  bool operator==(const clock_snapshot &) const = default;
+};
+
 struct trace_input {
   // Every CPU's events; each CPU's in time order (the encoder keeps per-CPU order and does not
   // sort; events of one CPU out of order are an error).
@@ -85,6 +97,8 @@ struct trace_input {
   // says lost_events.
   std::vector<std::uint32_t> lossy_cpus;
   std::size_t bundle_events = 4096;
+  // The clock snapshot packet; nullopt: none (the trace's times are then boot times only).
+  std::optional<clock_snapshot> clocks;
 };
 
 // The trace's bytes. Errors: a CPU's events out of time order.
@@ -97,6 +111,7 @@ struct decoded_trace {
   std::vector<sched_event> events;
   std::vector<thread_name> threads;
   std::vector<std::uint32_t> lossy_cpus;
+  std::optional<clock_snapshot> clocks; // the first ClockSnapshot's BOOTTIME, MONOTONIC, REALTIME
   std::size_t packets = 0;
 };
 
