@@ -468,11 +468,8 @@ int run(const rschedd::options &opt, daemon_config cfg) {
         continue;
       }
       capture_list_failing = false;
-      const std::string prefix = cfg.flight->recorder.dir + "/";
       for (const auto &f : *gone) {
-        if (f.rfind(prefix, 0) == 0 && f.find("/..") == std::string::npos) {
-          (void)::unlink(f.c_str());
-        }
+        (void)flight::remove_capture(f, {cfg.flight->recorder.dir, cfg.flight->legacy_dir});
       }
     }
   };

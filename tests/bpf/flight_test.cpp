@@ -3,7 +3,7 @@
 // captured by the wait threshold once per crossing, within its rate limit, and by SIGUSR1; a
 // capture decodes to the kernel's own count of the victim's context switches (/proc/<tid>/status)
 // and to the hog's burst around the crossing. An unwritable captures directory is one line and
-// recording goes on.
+// recording goes on. a.db and a.sqlite keep their captures apart.
 #include "rsched/flight/recorder.hpp"
 #include "rsched/trace/perfetto.hpp"
 
@@ -82,6 +82,22 @@ std::string slurp(const std::string &path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::int64_t captures_of(const std::string &db) {
+  return test::as_int(test::query_db(db, "SELECT count(*) FROM captures")[0][0]);
+}
+
+// Waits up to `timeout` for more than `n` rows in `captures`.
+bool wait_for_captures(const std::string &db, std::int64_t n, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (captures_of(db) > n) {
+      return true;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
 }
 
 } // namespace
@@ -480,4 +496,32 @@ TEST_CASE("flight recorder: a mark older than the window is one note, not a capt
   INFO(err);
   CHECK(err.find("is older than the last 2 s: not captured") != std::string::npos);
   CHECK(test::as_int(test::query_db(rec.db, "SELECT count(*) FROM captures")[0][0]) == 0);
+}
+
+TEST_CASE("flight recorder: a.db and a.sqlite keep their captures apart", "[root][flight]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  // Before issue 51 both wrote into a.captures/.
+  test::db_dir dd;
+  std::vector<std::string> files;
+  for (const char *name : {"a.db", "a.sqlite"}) {
+    const std::string db = dd.dir + "/" + name;
+    test::daemon d({"--db", db, "--flight-recorder", "2"});
+    d.require(d.wait_attached(), "rschedd did not attach");
+    d.require(test::wait_for_intervals(db, 0, 10s), "no interval");
+    kill(d.pid(), SIGUSR1);
+    d.require(wait_for_captures(db, 0, 5s), "no capture");
+    CHECK(d.stop() == 0);
+    const auto rows = test::query_db(db, "SELECT file, end_ns FROM captures");
+    REQUIRE(rows.size() == 1);
+    const std::string file = test::as_text(rows[0][0]);
+    INFO(file);
+    CHECK(file.rfind(db + ".captures/", 0) == 0);
+    files.push_back(file);
+  }
+  CHECK(files[0] != files[1]);
+  CHECK(std::filesystem::exists(files[0]));
+  CHECK(std::filesystem::exists(files[1]));
+  CHECK_FALSE(std::filesystem::exists(dd.dir + "/a.captures"));
 }

@@ -166,6 +166,7 @@ field_map fields(const daemon_config &c) {
     f["flight.threshold_ns"] = str(fl.recorder.threshold_ns);
     f["flight.min_gap_ns"] = str(fl.recorder.min_gap_ns);
     f["flight.dir"] = str(fl.recorder.dir);
+    f["flight.legacy_dir"] = str(fl.legacy_dir);
     f["flight.keep"] = str(fl.keep);
     f["flight.max_bytes"] = str(fl.max_bytes);
   }
@@ -241,7 +242,8 @@ std::vector<effect> effects() {
                 {"flight.max_events_per_cpu", str(std::size_t{1} << 20)},
                 {"flight.threshold_ns", "none"},
                 {"flight.min_gap_ns", str(60 * sec)},
-                {"flight.dir", str("/var/lib/rsched/rsched.captures")},
+                {"flight.dir", str("/var/lib/rsched/rsched.db.captures")},
+                {"flight.legacy_dir", str("/var/lib/rsched/rsched.captures")},
                 {"flight.keep", "20"},
                 {"flight.max_bytes", str(std::uint64_t{1} << 30)}};
     for (const auto &[k, v] : more) {
@@ -321,9 +323,16 @@ std::vector<effect> effects() {
       {{"--flight-recorder", "5", "--flight-max-size", "10M"},
        flight({{"flight.max_bytes", str(10 << 20)}})},
       {{"--flight-recorder", "5", "--db", "/tmp/x.db"},
-       flight({{"flight.dir", str("/tmp/x.captures")},
+       flight({{"flight.dir", str("/tmp/x.db.captures")},
+               {"flight.legacy_dir", str("/tmp/x.captures")},
                {"store.path", str("/tmp/x.db")},
                {"recorder.db_path", str("/tmp/x.db")}})},
+      // Databases that differ only after the stem have captures directories of their own.
+      {{"--flight-recorder", "5", "--db", "/tmp/x.sqlite"},
+       flight({{"flight.dir", str("/tmp/x.sqlite.captures")},
+               {"flight.legacy_dir", str("/tmp/x.captures")},
+               {"store.path", str("/tmp/x.sqlite")},
+               {"recorder.db_path", str("/tmp/x.sqlite")}})},
   };
 }
 

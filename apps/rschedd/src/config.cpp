@@ -88,6 +88,7 @@ result<daemon_config> make_config(const options &opt) {
       f.recorder.min_gap_ns = *opt.flight_trigger_gap_ns;
     }
     f.recorder.dir = flight::captures_dir(opt.db_path);
+    f.legacy_dir = flight::legacy_captures_dir(opt.db_path);
     f.keep = opt.flight_keep.value_or(20);
     f.max_bytes = opt.flight_max_bytes.value_or(1ULL << 30);
     c.flight = std::move(f);

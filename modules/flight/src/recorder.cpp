@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <fcntl.h>
 #include <filesystem>
 #include <unistd.h>
 
@@ -33,15 +34,58 @@ std::string file_time(std::int64_t real_ns) {
   return fmt::format("{}.{:03}Z", buf, (real_ns / 1'000'000) % 1000);
 }
 
+// The database's file name, or its stem (the name before issue 51).
+std::string db_file_name(const std::filesystem::path &p, bool stem) {
+  auto name = (stem ? p.stem() : p.filename()).string();
+  return name.empty() ? "rsched" : name;
+}
+
 } // namespace
 
 std::string captures_dir(const std::string &db_path) {
   const std::filesystem::path p(db_path);
-  auto stem = p.stem().string();
-  if (stem.empty()) {
-    stem = "rsched";
+  return (p.parent_path() / (db_file_name(p, false) + ".captures")).string();
+}
+
+std::string legacy_captures_dir(const std::string &db_path) {
+  const std::filesystem::path p(db_path);
+  return (p.parent_path() / (db_file_name(p, true) + ".captures")).string();
+}
+
+result<void> remove_capture(const std::string &file, const std::vector<std::string> &dirs) {
+  const std::filesystem::path p(file);
+  const std::string name = p.filename().string();
+  const std::string dir = p.parent_path().string();
+  const std::string shown = text::escape_for_terminal(file);
+  if (name.empty() || name == "." || name == ".." ||
+      std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) {
+    return make_error(fmt::format("{} is not in the captures directory: not removed", shown));
   }
-  return (p.parent_path() / (stem + ".captures")).string();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return {};
+    }
+    return make_error(fmt::format("{} not removed: its directory cannot be opened without "
+                                  "following a link ({})",
+                                  shown, std::strerror(errno)));
+  }
+  struct stat st {};
+  std::string why;
+  if (::fstat(fd, &st) != 0) {
+    why = std::strerror(errno);
+  } else if (st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0) {
+    why = fmt::format("its directory is not this user's private directory (owner uid {}, mode "
+                      "{:o})",
+                      st.st_uid, st.st_mode & 07777);
+  } else if (::unlinkat(fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+    why = std::strerror(errno);
+  }
+  ::close(fd);
+  if (!why.empty()) {
+    return make_error(fmt::format("{} not removed: {}", shown, why));
+  }
+  return {};
 }
 
 recorder::recorder(program prog, recorder_config cfg)

@@ -62,6 +62,7 @@ struct enrich_feeds {
 struct flight_setup {
   flight::load_options load;
   flight::recorder_config recorder; // span, threshold, gap, the captures directory
+  std::string legacy_dir;           // where an rschedd before issue 51 wrote them: still pruned
   std::uint32_t keep = 20;          // captures kept
   std::uint64_t max_bytes = 1ULL << 30;
 };

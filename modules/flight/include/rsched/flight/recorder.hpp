@@ -113,8 +113,19 @@ private:
   std::thread thread_;
 };
 
-// The captures directory of a database: "<dir>/<stem>.captures" (rsched.db -> rsched.captures).
+// The captures directory of a database: "<dir>/<file name>.captures" (rsched.db ->
+// rsched.db.captures), one for each database, a.db and a.sqlite beside each other too.
 std::string captures_dir(const std::string &db_path);
+// Where an rschedd before issue 51 wrote them: "<dir>/<stem>.captures" (rsched.db ->
+// rsched.captures), which a.db and a.sqlite shared. Its files stay listed in `captures` and are
+// pruned from there; nothing new is written into it.
+std::string legacy_captures_dir(const std::string &db_path);
+
+// Removes a pruned capture's file: only a plain name directly inside one of `dirs`, each
+// reached without following a link and this user's private directory (as ensure_capture_dir
+// requires), so that a directory planted or swapped in since never has a file removed through
+// it. A file already gone is no error. One line on refusal.
+result<void> remove_capture(const std::string &file, const std::vector<std::string> &dirs);
 
 // Makes `dir` (mode 0700, or 0750 with `group`) unless it is there, and refuses one rschedd
 // must not write into: a symlink, not a directory, not owned by this user, or writable by
