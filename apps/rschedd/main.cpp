@@ -181,11 +181,10 @@ int run(const rschedd::options &opt, daemon_config cfg) {
     sigaddset(&sigs, SIGHUP);
   }
   std::signal(SIGPIPE, SIG_IGN);
-  // With the flight recorder, SIGUSR1 asks for a capture (taken in the recorder's wait).
+  // SIGUSR1 asks the flight recorder for a capture (taken in the recorder's wait). Without the
+  // recorder it is one note and ignored: its default action would end the run unrecorded.
   sigset_t blocked = sigs;
-  if (cfg.flight) {
-    sigaddset(&blocked, SIGUSR1);
-  }
+  sigaddset(&blocked, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
   std::uint32_t groups = cfg.bpf.groups;
@@ -561,9 +560,15 @@ int run(const rschedd::options &opt, daemon_config cfg) {
   }
 
   system_clock clock(sigs);
-  if (flight_rec) {
-    clock.on_signal(SIGUSR1, [&] { flight_rec->request("signal", "SIGUSR1"); });
-  }
+  bool usr1_noted = false;
+  clock.on_signal(SIGUSR1, [&] {
+    if (flight_rec) {
+      flight_rec->request("signal", "SIGUSR1");
+    } else if (!std::exchange(usr1_noted, true)) {
+      note("rschedd: SIGUSR1 asks the flight recorder for a capture, but it is off "
+           "(--flight-recorder SECONDS): ignored, as any later one\n");
+    }
+  });
   std::optional<writer_sink> sink;
   if (db) {
     sink.emplace(*db);

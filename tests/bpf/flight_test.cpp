@@ -3,7 +3,8 @@
 // captured by the wait threshold once per crossing, within its rate limit, and by SIGUSR1; a
 // capture decodes to the kernel's own count of the victim's context switches (/proc/<tid>/status)
 // and to the hog's burst around the crossing. An unwritable captures directory is one line and
-// recording goes on. a.db and a.sqlite keep their captures apart.
+// recording goes on. SIGUSR1 without the recorder is one line; a.db and a.sqlite keep their
+// captures apart.
 #include "rsched/flight/recorder.hpp"
 #include "rsched/trace/perfetto.hpp"
 
@@ -98,6 +99,14 @@ bool wait_for_captures(const std::string &db, std::int64_t n, std::chrono::milli
     std::this_thread::sleep_for(50ms);
   }
   return false;
+}
+
+std::size_t count_of(const std::string &text, const std::string &what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
 }
 
 } // namespace
@@ -524,4 +533,25 @@ TEST_CASE("flight recorder: a.db and a.sqlite keep their captures apart", "[root
   CHECK(std::filesystem::exists(files[0]));
   CHECK(std::filesystem::exists(files[1]));
   CHECK_FALSE(std::filesystem::exists(dd.dir + "/a.captures"));
+}
+
+TEST_CASE("rschedd without --flight-recorder: SIGUSR1 is one line and ignored", "[root][flight]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  // Before issue 51 its default action ended the run: exit by signal, the interval unrecorded.
+  test::recording rec({});
+  REQUIRE(test::wait_for_intervals(rec.db, 0, 10s));
+  kill(rec.d.pid(), SIGUSR1);
+  std::this_thread::sleep_for(200ms);
+  kill(rec.d.pid(), SIGUSR1);
+  const auto n = test::raw_intervals(rec.db);
+  rec.d.require(test::wait_for_intervals(rec.db, n + 1, 10s), "recording did not go on");
+  CHECK(rec.d.stop() == 0);
+  const std::string err = rec.d.stderr_text();
+  INFO(err);
+  CHECK(count_of(err, "SIGUSR1") == 1);
+  CHECK(err.find("rschedd: SIGUSR1 asks the flight recorder for a capture, but it is off "
+                 "(--flight-recorder SECONDS): ignored") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(flight::captures_dir(rec.db)));
 }
