@@ -432,6 +432,11 @@ int run(const rschedd::options &opt, daemon_config cfg) {
       }
     }
     for (auto &r : flight_rec->take_results()) {
+      if (!r.skipped.empty()) {
+        note("rschedd: flight recorder: {} ({}): nothing written: {}\n", r.trigger,
+             text::escape_for_terminal(r.reason), text::escape_for_terminal(r.skipped));
+        continue;
+      }
       if (!r.error.empty()) {
         if (!capture_failing) {
           note("rschedd: flight recorder: capture ({}) not saved: {}; recording goes on\n",
@@ -445,9 +450,11 @@ int run(const rschedd::options &opt, daemon_config cfg) {
       for (auto c : r.lossy_cpus) {
         lossy += (lossy.empty() ? "" : ",") + std::to_string(c);
       }
-      note("rschedd: flight recorder: {} ({}): {} events, {} bytes in {}\n", r.trigger,
-           text::escape_for_terminal(r.reason), r.events, r.bytes,
-           text::escape_for_terminal(r.file));
+      note("rschedd: flight recorder: {} ({}{}): {} events, {} bytes in {}\n", r.trigger,
+           text::escape_for_terminal(r.reason),
+           r.coalesced == 0 ? std::string()
+                            : fmt::format("; and {} later requests within its window", r.coalesced),
+           r.events, r.bytes, text::escape_for_terminal(r.file));
       timespec now{};
       clock_gettime(CLOCK_REALTIME, &now);
       store::capture_row row{
@@ -587,7 +594,9 @@ int run(const rschedd::options &opt, daemon_config cfg) {
   }
   display.reset(); // within ~100 ms, whatever the terminal is doing
   if (flight_rec) {
-    // The captures asked for before the stop are taken (within one read period) and listed.
+    // The captures asked for before the stop are taken (within one read period) and listed,
+    // those waiting for their window's end too: it ends now.
+    flight_rec->flush();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     while (flight_rec->pending() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -595,8 +604,9 @@ int run(const rschedd::options &opt, daemon_config cfg) {
     flight_tick();
     const auto st = flight_rec->stats();
     note("rschedd: flight recorder: {} events read, {} lost (ring overrun), {} threshold "
-         "crossings ({} not captured: --flight-trigger-gap), {} captures\n",
-         st.events, st.lost, st.crossings, st.rate_limited, st.captures);
+         "crossings ({} not captured: --flight-trigger-gap), {} captures ({} requests answered "
+         "by another's capture, {} empty windows not written)\n",
+         st.events, st.lost, st.crossings, st.rate_limited, st.captures, st.coalesced, st.empty);
     flight_rec.reset();
   }
   if (textfile) {

@@ -3,8 +3,9 @@
 // captured by the wait threshold once per crossing, within its rate limit, and by SIGUSR1; a
 // capture decodes to the kernel's own count of the victim's context switches (/proc/<tid>/status)
 // and to the hog's burst around the crossing. An unwritable captures directory is one line and
-// recording goes on. SIGUSR1 without the recorder is one line; a.db and a.sqlite keep their
-// captures apart.
+// recording goes on. A burst of requests is one capture per window and an empty window is not
+// written; SIGUSR1 without the recorder is one line; a.db and a.sqlite keep their captures
+// apart.
 #include "rsched/flight/recorder.hpp"
 #include "rsched/trace/perfetto.hpp"
 
@@ -554,4 +555,85 @@ TEST_CASE("rschedd without --flight-recorder: SIGUSR1 is one line and ignored", 
   CHECK(err.find("rschedd: SIGUSR1 asks the flight recorder for a capture, but it is off "
                  "(--flight-recorder SECONDS): ignored") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(flight::captures_dir(rec.db)));
+}
+
+TEST_CASE("flight recorder: a burst of requests is one capture per window, an empty window is "
+          "not written, and the captures before stay within --flight-keep",
+          "[root][flight]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  // Before issue 51 every request was a file: the marks below were three 8-byte traces and the
+  // burst a dozen near-copies of one window, and --flight-keep 3 kept none of the real ones.
+  test::recording rec({"--flight-recorder", "8", "--flight-keep", "3"});
+  REQUIRE(test::wait_for_intervals(rec.db, 0, 10s));
+  // Marks 5 s back: within the last 8 s, but before the recorder started (a second or two ago):
+  // their windows hold nothing.
+  for (int i = 0; i < 3; ++i) {
+    auto m =
+        test::run_program({test::rsched_sql_path(), rec.db, "mark", "before " + std::to_string(i),
+                           "--at", "5s ago", "--tag", "capture"});
+    REQUIRE(m.status == 0);
+  }
+  const auto n = test::raw_intervals(rec.db);
+  rec.d.require(test::wait_for_intervals(rec.db, n + 1, 10s), "no intervals after the marks");
+  CHECK(captures_of(rec.db) == 0);
+  // The capture that matters.
+  kill(rec.d.pid(), SIGUSR1);
+  rec.d.require(wait_for_captures(rec.db, 0, 5s), "no capture of the first SIGUSR1");
+  const auto first = test::query_db(rec.db, "SELECT file, end_ns FROM captures");
+  // The burst: ten signals and two marks within a second, all in the 8 s after the first
+  // capture: one capture of those 8 s, saved when they have passed.
+  for (int i = 0; i < 10; ++i) {
+    kill(rec.d.pid(), SIGUSR1);
+    std::this_thread::sleep_for(50ms);
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto m = test::run_program({test::rsched_sql_path(), rec.db, "mark",
+                                "burst " + std::to_string(i), "--tag", "capture"});
+    REQUIRE(m.status == 0);
+  }
+  std::this_thread::sleep_for(2s);
+  CHECK(captures_of(rec.db) == 1);
+  rec.d.require(wait_for_captures(rec.db, 1, 12s), "no capture of the burst's window");
+  // One more, and the stop before its window ends: saved at the stop.
+  kill(rec.d.pid(), SIGUSR1);
+  std::this_thread::sleep_for(300ms);
+  const std::int64_t stopped = test::realtime_ns();
+  CHECK(rec.d.stop() == 0);
+  const std::string err = rec.d.stderr_text();
+  INFO(err);
+  const auto rows =
+      test::query_db(rec.db, "SELECT file, start_ns, end_ns, bytes, events, trigger FROM captures "
+                             "ORDER BY id");
+  REQUIRE(rows.size() == 3);
+  CHECK(test::as_text(rows[0][0]) == test::as_text(first[0][0])); // kept
+  // The burst's window: the 8 s after the first capture's end.
+  const std::int64_t first_end = test::as_int(first[0][1]);
+  CHECK(std::llabs(test::as_int(rows[1][1]) - first_end) < 1'000'000);
+  CHECK(test::as_int(rows[1][2]) - test::as_int(rows[1][1]) == 8'000'000'000);
+  // The last one ends at the stop.
+  CHECK(std::llabs(test::as_int(rows[2][2]) - stopped) < 1'000'000'000);
+  for (const auto &row : rows) {
+    CHECK(test::as_int(row[3]) > 1000);
+    CHECK(test::as_int(row[4]) > 0);
+    CHECK(std::filesystem::file_size(test::as_text(row[0])) ==
+          static_cast<std::uintmax_t>(test::as_int(row[3])));
+  }
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto &f :
+       std::filesystem::directory_iterator(flight::captures_dir(rec.db))) {
+    ++files;
+  }
+  CHECK(files == 3);
+  CHECK(count_of(err, "nothing written: its window holds no scheduler events") == 3);
+  CHECK(count_of(err, "later requests within its window") == 1);
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      err, m,
+      std::regex(R"((\d+) captures \((\d+) requests answered by another's capture, )"
+                 R"((\d+) empty windows not written\))")));
+  CHECK(m[1] == "3");
+  CHECK(std::stoi(m[2]) >= 2); // the burst's signals arrive as fewer when they meet pending
+  CHECK(m[3] == "3");
 }

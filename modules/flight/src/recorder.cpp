@@ -90,7 +90,8 @@ result<void> remove_capture(const std::string &file, const std::vector<std::stri
 
 recorder::recorder(program prog, recorder_config cfg)
     : prog_(std::move(prog)), cfg_(std::move(cfg)),
-      win_(prog_.cpus(), cfg_.span_ns, cfg_.max_events_per_cpu), lost_seen_(prog_.cpus(), 0) {
+      win_(prog_.cpus(), cfg_.span_ns, cfg_.max_events_per_cpu), lost_seen_(prog_.cpus(), 0),
+      coalescer_(static_cast<std::uint64_t>(cfg_.span_ns)) {
   if (cfg_.threshold_ns) {
     watch_.emplace(*cfg_.threshold_ns);
   }
@@ -111,15 +112,20 @@ recorder::~recorder() {
 void recorder::request(std::string trigger, std::string reason,
                        std::optional<std::int64_t> annotation_id,
                        std::optional<std::int64_t> at_real_ns) {
+  const auto asked = static_cast<std::uint64_t>(clock_ns(CLOCK_BOOTTIME));
   std::lock_guard lk(mu_);
-  requests_.push_back(
-      {std::move(trigger), std::move(reason), annotation_id, at_real_ns, clock_ns(CLOCK_REALTIME)});
+  requests_.push_back({std::move(trigger), std::move(reason), annotation_id, at_real_ns, asked});
   ++unfinished_;
 }
 
 bool recorder::pending() const {
   std::lock_guard lk(mu_);
   return unfinished_ > 0;
+}
+
+void recorder::flush() {
+  std::lock_guard lk(mu_);
+  flush_ = true;
 }
 
 std::vector<capture_result> recorder::take_results() {
@@ -140,14 +146,17 @@ void recorder::run() {
       break;
     }
     lk.unlock();
-    const std::int64_t boot = clock_ns(CLOCK_BOOTTIME);
-    const std::int64_t offset = clock_ns(CLOCK_REALTIME) - boot;
-    round(static_cast<std::uint64_t>(boot), offset);
+    // The round's boot time and the wall clock's, read together.
+    trace::clock_snapshot now;
+    now.boottime_ns = static_cast<std::uint64_t>(clock_ns(CLOCK_BOOTTIME));
+    now.realtime_ns = static_cast<std::uint64_t>(clock_ns(CLOCK_REALTIME));
+    round(now);
     lk.lock();
   }
 }
 
-void recorder::round(std::uint64_t upto, std::int64_t real_minus_boot) {
+void recorder::round(const trace::clock_snapshot &now) {
+  const std::uint64_t upto = now.boottime_ns;
   std::uint64_t read = 0;
   prog_.read([&](std::uint32_t cpu, const rsched_flight_event &e) {
     pending_.push_back({cpu, e});
@@ -198,11 +207,14 @@ void recorder::round(std::uint64_t upto, std::int64_t real_minus_boot) {
     r.reason = fmt::format("tid {} ({}) waited {:.1f} ms", c->tid,
                            text::escape_for_terminal(std::string(trace::comm_view(c->comm))),
                            static_cast<double>(c->wait_ns) / 1e6);
-    capture(c->ts, real_minus_boot, std::move(r));
+    capture(c->ts, now, std::move(r), false);
   }
   pending_.erase(pending_.begin(), split);
 
-  std::vector<request_t> due;
+  const auto real_minus_boot =
+      static_cast<std::int64_t>(now.realtime_ns) - static_cast<std::int64_t>(now.boottime_ns);
+  std::vector<due_request> due;
+  bool flush = false;
   {
     std::lock_guard lk(mu_);
     counters_.events += read;
@@ -210,74 +222,148 @@ void recorder::round(std::uint64_t upto, std::int64_t real_minus_boot) {
     counters_.held = win_.events();
     counters_.crossings += crossings;
     counters_.rate_limited += limited;
+    flush = flush_;
     for (auto it = requests_.begin(); it != requests_.end();) {
-      const std::int64_t at = it->at_real_ns.value_or(it->asked_real_ns) - real_minus_boot;
+      const std::int64_t at = it->at_real_ns ? *it->at_real_ns - real_minus_boot
+                                             : static_cast<std::int64_t>(it->asked_boot_ns);
       if (at <= static_cast<std::int64_t>(upto)) {
-        due.push_back(std::move(*it));
+        due.push_back({static_cast<std::uint64_t>(std::max<std::int64_t>(at, 0)), std::move(*it)});
         it = requests_.erase(it);
       } else {
         ++it;
       }
     }
   }
-  for (auto &q : due) {
+  serve(std::move(due), now, flush);
+}
+
+// The due requests in the order of their moments (coalesce.hpp): answered by a capture saved
+// already, joined to the next window's, or saved now.
+void recorder::serve(std::vector<due_request> due, const trace::clock_snapshot &now, bool flush) {
+  std::stable_sort(due.begin(), due.end(),
+                   [](const due_request &a, const due_request &b) { return a.at < b.at; });
+  for (auto &d : due) {
+    if (next_ && next_->end <= d.at) {
+      take_follow_up(now);
+    }
+    const auto p = coalescer_.place(d.at);
+    if (p.what == request_coalescer::placement::kind::next) {
+      if (!next_) {
+        next_ = follow_up{p.end, std::move(d.q), 0};
+      } else {
+        ++next_->more;
+        std::lock_guard lk(mu_);
+        ++counters_.coalesced;
+      }
+      continue;
+    }
     capture_result r;
-    r.trigger = std::move(q.trigger);
-    r.reason = std::move(q.reason);
-    r.annotation_id = q.annotation_id;
-    const std::int64_t at = q.at_real_ns.value_or(q.asked_real_ns) - real_minus_boot;
-    capture(static_cast<std::uint64_t>(std::max<std::int64_t>(at, 0)), real_minus_boot,
-            std::move(r));
-    std::lock_guard lk(mu_);
-    --unfinished_;
+    r.trigger = std::move(d.q.trigger);
+    r.reason = std::move(d.q.reason);
+    r.annotation_id = d.q.annotation_id;
+    if (p.what == request_coalescer::placement::kind::inside) {
+      r.skipped = "its moment is inside a capture already saved (" + p.file + ")";
+      {
+        std::lock_guard lk(mu_);
+        ++counters_.coalesced;
+      }
+      finish(std::move(r), 1);
+    } else {
+      capture(d.at, now, std::move(r), true);
+    }
+  }
+  if (next_ && (next_->end <= now.boottime_ns || flush)) {
+    take_follow_up(now);
   }
 }
 
-void recorder::capture(std::uint64_t to_boot, std::int64_t real_minus_boot, capture_result r) {
+// The next window's capture, for the requests that joined it: ending at its end, or now when the
+// run stops before.
+void recorder::take_follow_up(const trace::clock_snapshot &now) {
+  follow_up f = std::move(*next_);
+  next_.reset();
+  capture_result r;
+  r.trigger = std::move(f.first.trigger);
+  r.reason = std::move(f.first.reason);
+  r.annotation_id = f.first.annotation_id;
+  r.coalesced = f.more;
+  capture(std::min(f.end, now.boottime_ns), now, std::move(r), true);
+}
+
+void recorder::capture(std::uint64_t to_boot, const trace::clock_snapshot &now, capture_result r,
+                       bool request) {
+  const std::size_t requests = request ? 1 + std::size_t{r.coalesced} : 0;
   auto snap = win_.snapshot(to_boot);
+  const auto real_minus_boot =
+      static_cast<std::int64_t>(now.realtime_ns) - static_cast<std::int64_t>(now.boottime_ns);
   r.start_ns = static_cast<std::int64_t>(snap.from_ts) + real_minus_boot;
   r.end_ns = static_cast<std::int64_t>(snap.to_ts) + real_minus_boot;
   r.events = snap.events.size();
   r.lossy_cpus = snap.lossy_cpus;
+  if (snap.events.empty()) {
+    // Nothing happened that the recorder saw (a mark's window before it started): a file would
+    // hold nothing and push a real capture out of --flight-keep.
+    r.skipped = "its window holds no scheduler events (before the recorder started?)";
+    {
+      std::lock_guard lk(mu_);
+      ++counters_.empty;
+    }
+    finish(std::move(r), requests);
+    return;
+  }
   trace::trace_input in;
   in.events = snap.events;
   in.names = snap.names;
   in.lossy_cpus = snap.lossy_cpus;
+  write(in, r);
+  if (r.error.empty() && request) {
+    coalescer_.saved(snap.from_ts, snap.to_ts, r.file);
+  }
+  finish(std::move(r), requests);
+}
+
+// The trace file: `r.file` and `r.bytes`, or `r.error`.
+void recorder::write(const trace::trace_input &in, capture_result &r) {
   auto bytes = trace::encode(in);
+  if (!bytes) {
+    r.error = bytes.err().msg;
+    return;
+  }
+  if (auto d =
+          ensure_capture_dir(cfg_.dir, (cfg_.file_mode & 0040) != 0 ? cfg_.group : std::nullopt);
+      !d) {
+    r.error = d.err().msg;
+    return;
+  }
   std::uint64_t n = 0;
   {
     std::lock_guard lk(mu_);
     n = counters_.captures + 1;
   }
-  if (!bytes) {
-    r.error = bytes.err().msg;
-  } else {
-    if (auto d =
-            ensure_capture_dir(cfg_.dir, (cfg_.file_mode & 0040) != 0 ? cfg_.group : std::nullopt);
-        !d) {
-      r.error = d.err().msg;
-    } else {
-      const std::string path =
-          fmt::format("{}/{}-{}-{}.pftrace", cfg_.dir, file_time(r.end_ns), r.trigger, n);
-      safe_file::options o;
-      o.mode = cfg_.file_mode;
-      o.devices = false;
-      if (auto w = write_file_safely(path, *bytes, o); !w) {
-        r.error = w.err().msg;
-      } else {
-        if (cfg_.group) {
-          (void)::lchown(path.c_str(), static_cast<uid_t>(-1), *cfg_.group);
-        }
-        r.file = path;
-        r.bytes = bytes->size();
-      }
-    }
+  const std::string path =
+      fmt::format("{}/{}-{}-{}.pftrace", cfg_.dir, file_time(r.end_ns), r.trigger, n);
+  safe_file::options o;
+  o.mode = cfg_.file_mode;
+  o.devices = false;
+  if (auto w = write_file_safely(path, *bytes, o); !w) {
+    r.error = w.err().msg;
+    return;
   }
+  if (cfg_.group) {
+    (void)::lchown(path.c_str(), static_cast<uid_t>(-1), *cfg_.group);
+  }
+  r.file = path;
+  r.bytes = bytes->size();
+}
+
+// The outcome goes to the results; `requests` requests are done with.
+void recorder::finish(capture_result r, std::size_t requests) {
   std::lock_guard lk(mu_);
-  if (r.error.empty()) {
+  if (r.error.empty() && r.skipped.empty()) {
     ++counters_.captures;
   }
   results_.push_back(std::move(r));
+  unfinished_ -= std::min(unfinished_, requests);
 }
 
 result<void> ensure_capture_dir(const std::string &dir, std::optional<gid_t> group) {

@@ -2,9 +2,11 @@
 // The flight recorder's thread (rschedd --flight-recorder): reads the BPF rings every 50 ms into
 // a window of the last seconds (window.hpp), watches every thread's wait when a threshold is
 // set, and saves the window as a Perfetto trace when asked (a signal, an annotation) or when a
-// wait crosses the threshold. It never writes the database: each capture's outcome is taken by
-// the recorder's thread (take_results), which lists it in the `captures` table and applies the
-// retention.
+// wait crosses the threshold. Requests are coalesced, one capture per window (coalesce.hpp);
+// a window without events is not written. It never writes the database: each capture's outcome
+// is taken by the recorder's thread (take_results), which lists it in the `captures` table and
+// applies the retention.
+#include "rsched/flight/coalesce.hpp"
 #include "rsched/flight/program.hpp"
 #include "rsched/flight/window.hpp"
 
@@ -46,7 +48,11 @@ struct capture_result {
   std::uint64_t bytes = 0;
   std::uint64_t events = 0;
   std::vector<std::uint32_t> lossy_cpus;
-  std::string error; // why it failed ("" when written)
+  std::uint32_t coalesced = 0; // further requests this capture answers (coalesce.hpp)
+  std::string error;           // why it failed ("" when written or skipped)
+  // Why nothing was written, not a failure ("" otherwise): the window held no events, or the
+  // request's moment is inside a capture already saved.
+  std::string skipped;
 };
 
 class recorder {
@@ -63,6 +69,9 @@ public:
                std::optional<std::int64_t> at_real_ns = std::nullopt);
   // Whether a request is still to be taken. Thread-safe.
   [[nodiscard]] bool pending() const;
+  // The run ends: a request waiting for the end of its window (coalesce.hpp) is saved at the
+  // next read, its window ending then. Thread-safe.
+  void flush();
   // The captures finished since the last call. Thread-safe.
   std::vector<capture_result> take_results();
 
@@ -73,14 +82,41 @@ public:
     std::uint64_t crossings = 0;    // waits above the threshold that began an episode
     std::uint64_t rate_limited = 0; // of them, not captured (--flight-trigger-gap)
     std::uint64_t captures = 0;     // files written
+    std::uint64_t coalesced = 0;    // requests answered by another request's capture
+    std::uint64_t empty = 0;        // windows without events: not written
   };
   [[nodiscard]] counters stats() const;
   [[nodiscard]] const program &bpf() const { return prog_; }
 
 private:
+  struct request_t {
+    std::string trigger, reason;
+    std::optional<std::int64_t> annotation_id;
+    std::optional<std::int64_t> at_real_ns; // a mark's time; nullopt: when asked
+    std::uint64_t asked_boot_ns;
+  };
+  // A request due, with its moment in boot ns.
+  struct due_request {
+    std::uint64_t at;
+    request_t q;
+  };
+  // The requests that wait for the end of the next window (coalesce.hpp).
+  struct follow_up {
+    std::uint64_t end; // boot ns
+    request_t first;
+    std::uint32_t more = 0;
+  };
+
   void run();
-  void round(std::uint64_t boot_now, std::int64_t real_minus_boot);
-  void capture(std::uint64_t to_boot, std::int64_t real_minus_boot, capture_result r);
+  void round(const trace::clock_snapshot &now);
+  void serve(std::vector<due_request> due, const trace::clock_snapshot &now, bool flush);
+  void take_follow_up(const trace::clock_snapshot &now);
+  // Saves the window ending at `to_boot` unless it is empty; a request's saved window is told
+  // to the coalescer.
+  void capture(std::uint64_t to_boot, const trace::clock_snapshot &now, capture_result r,
+               bool request);
+  void write(const trace::trace_input &in, capture_result &r);
+  void finish(capture_result r, std::size_t requests);
 
   program prog_;
   recorder_config cfg_;
@@ -97,15 +133,13 @@ private:
   std::uint64_t last_crossing_ = 0;
   std::optional<std::uint64_t> last_fire_;
 
+  request_coalescer coalescer_;
+  std::optional<follow_up> next_;
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  struct request_t {
-    std::string trigger, reason;
-    std::optional<std::int64_t> annotation_id;
-    std::optional<std::int64_t> at_real_ns;
-    std::int64_t asked_real_ns;
-  };
+  bool flush_ = false;
   std::vector<request_t> requests_;
   std::size_t unfinished_ = 0; // requests not yet in results_
   std::vector<capture_result> results_;
