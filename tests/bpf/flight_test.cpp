@@ -5,7 +5,7 @@
 // and to the hog's burst around the crossing. An unwritable captures directory is one line and
 // recording goes on. A burst of requests is one capture per window and an empty window is not
 // written; SIGUSR1 without the recorder is one line; a.db and a.sqlite keep their captures
-// apart.
+// apart; every capture starts with a clock snapshot that protoc reads as Perfetto's.
 #include "rsched/flight/recorder.hpp"
 #include "rsched/trace/perfetto.hpp"
 
@@ -508,11 +508,14 @@ TEST_CASE("flight recorder: a mark older than the window is one note, not a capt
   CHECK(test::as_int(test::query_db(rec.db, "SELECT count(*) FROM captures")[0][0]) == 0);
 }
 
-TEST_CASE("flight recorder: a.db and a.sqlite keep their captures apart", "[root][flight]") {
+TEST_CASE("flight recorder: a.db and a.sqlite keep their captures apart, and each capture's "
+          "clock snapshot maps its boot times to wall time as Perfetto reads it",
+          "[root][flight]") {
   if (!test::bpf_available()) {
     return;
   }
-  // Before issue 51 both wrote into a.captures/.
+  REQUIRE(test::in_path("protoc"));
+  // Before issue 51 both wrote into a.captures/, and no capture had a clock snapshot.
   test::db_dir dd;
   std::vector<std::string> files;
   for (const char *name : {"a.db", "a.sqlite"}) {
@@ -522,6 +525,7 @@ TEST_CASE("flight recorder: a.db and a.sqlite keep their captures apart", "[root
     d.require(test::wait_for_intervals(db, 0, 10s), "no interval");
     kill(d.pid(), SIGUSR1);
     d.require(wait_for_captures(db, 0, 5s), "no capture");
+    const std::int64_t real_minus_boot = test::realtime_ns() - static_cast<std::int64_t>(boot_ns());
     CHECK(d.stop() == 0);
     const auto rows = test::query_db(db, "SELECT file, end_ns FROM captures");
     REQUIRE(rows.size() == 1);
@@ -529,6 +533,53 @@ TEST_CASE("flight recorder: a.db and a.sqlite keep their captures apart", "[root
     INFO(file);
     CHECK(file.rfind(db + ".captures/", 0) == 0);
     files.push_back(file);
+    // rsched's decoder: the snapshot's offset is the wall clock's now, and the row's end is
+    // the window's end in boot time moved by it.
+    auto t = trace::decode(slurp(file));
+    REQUIRE(t);
+    REQUIRE(t->clocks);
+    const auto &c = *t->clocks;
+    const std::int64_t offset =
+        static_cast<std::int64_t>(c.realtime_ns) - static_cast<std::int64_t>(c.boottime_ns);
+    CHECK(std::llabs(offset - real_minus_boot) < 50'000'000);
+    // Read right after it; the boot clock also counts suspend, the monotonic one not.
+    CHECK(c.monotonic_ns <= c.boottime_ns + 1'000'000);
+    std::uint64_t last = 0;
+    for (const auto &e : t->events) {
+      last = std::max(last, e.ts);
+    }
+    const auto end_boot = static_cast<std::uint64_t>(test::as_int(rows[0][1]) - offset);
+    CHECK(last <= end_boot);
+    CHECK(end_boot - last < 1'000'000'000);
+    // protoc with Perfetto's messages: the first packet is the ClockSnapshot.
+    auto r = test::run_program({"sh", "-c",
+                                "protoc --decode=perfetto.protos.Trace -I " RSCHED_TRACE_PROTO_DIR
+                                " rsched_perfetto.proto < '" +
+                                    file + "'"});
+    REQUIRE(r.status == 0);
+    const std::string want = "packet {\n"
+                             "  clock_snapshot {\n"
+                             "    clocks {\n"
+                             "      clock_id: 6\n"
+                             "      timestamp: " +
+                             std::to_string(c.boottime_ns) +
+                             "\n"
+                             "    }\n"
+                             "    clocks {\n"
+                             "      clock_id: 3\n"
+                             "      timestamp: " +
+                             std::to_string(c.monotonic_ns) +
+                             "\n"
+                             "    }\n"
+                             "    clocks {\n"
+                             "      clock_id: 1\n"
+                             "      timestamp: " +
+                             std::to_string(c.realtime_ns) +
+                             "\n"
+                             "    }\n"
+                             "    primary_trace_clock: BUILTIN_CLOCK_BOOTTIME\n"
+                             "  }\n";
+    CHECK(r.out.substr(0, want.size()) == want);
   }
   CHECK(files[0] != files[1]);
   CHECK(std::filesystem::exists(files[0]));

@@ -146,9 +146,10 @@ void recorder::run() {
       break;
     }
     lk.unlock();
-    // The round's boot time and the wall clock's, read together.
+    // The three clocks together: the round's boot time and the clock snapshot of its captures.
     trace::clock_snapshot now;
     now.boottime_ns = static_cast<std::uint64_t>(clock_ns(CLOCK_BOOTTIME));
+    now.monotonic_ns = static_cast<std::uint64_t>(clock_ns(CLOCK_MONOTONIC));
     now.realtime_ns = static_cast<std::uint64_t>(clock_ns(CLOCK_REALTIME));
     round(now);
     lk.lock();
@@ -315,6 +316,7 @@ void recorder::capture(std::uint64_t to_boot, const trace::clock_snapshot &now, 
   in.events = snap.events;
   in.names = snap.names;
   in.lossy_cpus = snap.lossy_cpus;
+  in.clocks = now;
   write(in, r);
   if (r.error.empty() && request) {
     coalescer_.saved(snap.from_ts, snap.to_ts, r.file);

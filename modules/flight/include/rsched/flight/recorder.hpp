@@ -3,9 +3,10 @@
 // a window of the last seconds (window.hpp), watches every thread's wait when a threshold is
 // set, and saves the window as a Perfetto trace when asked (a signal, an annotation) or when a
 // wait crosses the threshold. Requests are coalesced, one capture per window (coalesce.hpp);
-// a window without events is not written. It never writes the database: each capture's outcome
-// is taken by the recorder's thread (take_results), which lists it in the `captures` table and
-// applies the retention.
+// a window without events is not written. Each file starts with a clock snapshot (boot time to
+// wall time, for Perfetto). It never writes the database: each capture's outcome is taken by
+// the recorder's thread (take_results), which lists it in the `captures` table and applies the
+// retention.
 #include "rsched/flight/coalesce.hpp"
 #include "rsched/flight/program.hpp"
 #include "rsched/flight/window.hpp"
