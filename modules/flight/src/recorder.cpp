@@ -72,14 +72,13 @@ result<void> remove_capture(const std::string &file, const std::vector<std::stri
   }
   struct stat st {};
   std::string why;
-  if (::fstat(fd, &st) != 0) {
-    why = std::strerror(errno);
-  } else if (st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0) {
+  const bool seen = ::fstat(fd, &st) == 0;
+  if (seen && (st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0)) {
     why = fmt::format("its directory is not this user's private directory (owner uid {}, mode "
                       "{:o})",
                       st.st_uid, st.st_mode & 07777);
-  } else if (::unlinkat(fd, name.c_str(), 0) != 0 && errno != ENOENT) {
-    why = std::strerror(errno);
+  } else if (!seen || (::unlinkat(fd, name.c_str(), 0) != 0 && errno != ENOENT)) {
+    why = std::strerror(errno); // from fstat, or from unlinkat
   }
   ::close(fd);
   if (!why.empty()) {
