@@ -344,10 +344,6 @@ std::string hop_text(const hop &h) {
     s += ", sleeping " + pct(sleeping, all) + " (" + states + ")";
   }
   if (!h.io.empty()) {
-    std::int64_t total = 0;
-    for (const auto &x : h.io) {
-      total += x.bytes();
-    }
     std::string names;
     for (const auto &x : h.io) {
       names += fmt::format("{}{} {}", names.empty() ? "" : ", ",
