@@ -555,11 +555,13 @@ private:
     heatmap_acc &acc = accs_[n];
     if (!acc.layout) {
       acc.layout = kind_;
-      acc.slot_rows = charts::rows_of_slots(charts::log_bins(kind_, plans_[n].clip));
     }
     const std::string_view key =
         cols_.key_of[n] == 0 ? std::string_view() : key_views_[cols_.key_of[n] - 1];
     charts::heatmap &h = panel(n, key);
+    if (acc.slot_rows.empty()) { // the plan's panels share their rows: the first one's
+      acc.slot_rows = charts::rows_of_slots(h.bins);
+    }
     if (kind_ != h.layout) {
       failure = make_error("a histogram of another layout than the heatmap's");
       return false;

@@ -109,10 +109,6 @@ value column_value(sqlite3_stmt *st, int i) {
 
 } // namespace
 
-bool row_view::is_null(int i) const {
-  return sqlite3_column_type(st_, i) == SQLITE_NULL;
-}
-
 std::optional<std::int64_t> row_view::int_at(int i) const {
   switch (sqlite3_column_type(st_, i)) {
   case SQLITE_INTEGER:

@@ -29,7 +29,6 @@ class row_view {
 public:
   explicit row_view(sqlite3_stmt *st, int columns) : st_(st), columns_(columns) {}
   [[nodiscard]] int size() const { return columns_; }
-  [[nodiscard]] bool is_null(int i) const;
   // An INTEGER (or a REAL, truncated); nullopt for NULL, text and blobs.
   [[nodiscard]] std::optional<std::int64_t> int_at(int i) const;
   // The text's stored bytes; nullopt unless the column is TEXT.
