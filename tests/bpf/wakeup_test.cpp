@@ -364,9 +364,12 @@ void run_fsync(const std::string &mode) {
                   " AND (frames LIKE '%ext4_%' OR frames LIKE '%jbd2%' OR frames LIKE '%xfs_%' "
                   "OR frames LIKE '%btrfs_%' OR frames LIKE '%blk%' OR frames LIKE '%submit_bio%' "
                   "OR frames LIKE '%fsync%')");
+  // The largest named stack: `<other>` names none (below).
   const auto top = test::query_db(rec.db, "SELECT frames, sum(sleep_ns) AS ns FROM blocked_stacks "
                                           "WHERE tid = " +
-                                              tid + " GROUP BY stack_id ORDER BY ns DESC LIMIT 1");
+                                              tid +
+                                              " AND frames <> '<other>' GROUP BY stack_id ORDER "
+                                              "BY ns DESC LIMIT 1");
   const std::int64_t d_ns = as_int(d[0][0]), d_n = as_int(d[0][1]);
   std::printf("wakeup fsync[%s]: D %lld ns in %lld sleeps; by stack %lld ns in %lld; in the file "
               "system or block layer %lld ns (%lld stacks); top: %s\n",
