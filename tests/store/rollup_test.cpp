@@ -968,3 +968,85 @@ TEST_CASE("compare() reads whole minutes and hours from the rollups, with the sa
   }
   r.set_tier_routing(true);
 }
+
+namespace {
+
+// Two hours and two minutes of history from t0, then the wall clock set back 47 minutes under
+// the recorder: 55 more minutes from t0 + 75 min, whose first 46 are written late into minutes
+// (and, to t0 + 2 h, an hour) already rolled up. Maintained after each write with `keep` as the
+// daemon does: its now is the data's time (rschedd's maintenance_now), which goes back with the
+// step. Returns the latest end.
+std::int64_t record_with_step_back(writer &w, const retention &keep) {
+  std::mt19937_64 rng(7);
+  w.set_retention(keep);
+  std::int64_t end = t0;
+  for (std::int64_t t = t0; t < t0 + 2 * hour + 2 * minute; t += step) {
+    write_ok(w, synthetic(t, rng));
+    end = t + step;
+    REQUIRE(w.maintain(end).ok());
+  }
+  for (std::int64_t t = t0 + 75 * minute; t < t0 + 2 * hour + 10 * minute; t += step) {
+    write_ok(w, synthetic(t, rng));
+    end = std::max(end, t + step);
+    REQUIRE(w.maintain(t + step).ok());
+  }
+  return end;
+}
+
+} // namespace
+
+TEST_CASE("intervals written late (the clock set back) are rolled up into their minute and hour "
+          "exactly, and retention keeps them until they are",
+          "[store][rollup][clock]") {
+  temp_dir dir;
+  const std::string path = dir.file("rsched.db");
+  std::int64_t end = 0;
+  {
+    writer w = open_writer(path);
+    end = record_with_step_back(w, forever());
+    const auto sum = settle(w, end);
+    (void)sum;
+  }
+  reader r = open_reader(path);
+  const auto all = " WHERE ts >= " + std::to_string(t0) + " AND ts < " + std::to_string(end);
+  // 46 minutes of raw intervals were written into built minutes: each minute and hour holds
+  // them in a second rollup interval, and none waits any more.
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0") == 732 + 330);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE flags & 4 <> 0") == 0);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 1 AND start_ns >= " +
+                          std::to_string(t0 + 75 * minute) + " AND start_ns < " +
+                          std::to_string(t0 + 2 * hour)) == 2 * 45);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 2 AND start_ns = " +
+                          std::to_string(t0)) == 1);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 2 AND start_ns = " +
+                          std::to_string(t0 + hour)) == 2);
+  // Every tier sums to the raw intervals, over every built hour and any window of minutes.
+  const auto raw = per_comm(r, "main.sched_delay", t0, t0 + 2 * hour);
+  REQUIRE(raw.size() == 3);
+  CHECK(per_comm(r, "sched_delay_1m", t0, t0 + 2 * hour) == raw);
+  CHECK(per_comm(r, "sched_delay_1h", t0, t0 + 2 * hour) == raw);
+  CHECK(per_comm(r, "sched_delay_1m", t0 + 80 * minute, t0 + 83 * minute) ==
+        per_comm(r, "main.sched_delay", t0 + 80 * minute, t0 + 83 * minute));
+  CHECK(other_sums(r, "_1m", t0, t0 + 2 * hour) == other_sums(r, "", t0, t0 + 2 * hour));
+  CHECK(other_sums(r, "_1h", t0, t0 + 2 * hour) == other_sums(r, "", t0, t0 + 2 * hour));
+  // The routed view (whole hours and minutes from the rollups) answers as the raw rows do.
+  CHECK(per_comm(r, "sched_delay", t0, end) == per_comm(r, "main.sched_delay", t0, end));
+  const auto truth = scalar_int(r, "SELECT sum(count) FROM main.sched_delay" + all);
+
+  SECTION("retention deletes no interval written late before its rollup holds it") {
+    temp_dir d2;
+    const std::string p2 = d2.file("rsched.db");
+    writer w = open_writer(p2);
+    retention keep = forever();
+    keep.keep_raw_ns = 30 * minute;
+    const std::int64_t e2 = record_with_step_back(w, keep);
+    REQUIRE(e2 == end);
+    settle(w, e2);
+    reader r2 = open_reader(p2);
+    CHECK(scalar_int(r2, "SELECT count(*) FROM intervals WHERE flags & 4 <> 0") == 0);
+    // Each moment once, from the finest tier kept: every sample is there.
+    CHECK(scalar_int(r2, "SELECT sum(count) FROM main.sched_delay" + all) == truth);
+    CHECK(scalar_int(r2, "SELECT sum(count) FROM sched_delay_1h" + all) ==
+          scalar_int(r, "SELECT sum(count) FROM sched_delay_1h" + all));
+  }
+}

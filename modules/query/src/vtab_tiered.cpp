@@ -634,11 +634,14 @@ result<std::optional<std::vector<tier_segment>>> plan_window(sqlite3 *db, std::i
   if (seen < 3) {
     return out_t();
   }
-  // The same terms as the partial index intervals_late, which SQLite then reads.
-  auto late =
-      sqlite::prepare_stmt(db, "SELECT DISTINCT start_ns - start_ns % 60000000000 FROM intervals "
-                               "WHERE tier = 0 AND flags & 4 <> 0 AND start_ns >= ?1 AND "
-                               "start_ns < ?2 ORDER BY 1");
+  // The same terms as the partial indexes intervals_late and intervals_late_1m, which SQLite
+  // then reads: the minutes of raw intervals written late, and the 1-minute rollups of such
+  // intervals not yet in their hour (schema 21), whose hours are not exact either.
+  auto late = sqlite::prepare_stmt(
+      db, "SELECT start_ns - start_ns % 60000000000 FROM intervals WHERE tier = 0 AND "
+          "flags & 4 <> 0 AND start_ns >= ?1 AND start_ns < ?2 UNION SELECT start_ns FROM "
+          "intervals WHERE tier = 1 AND flags & 4 <> 0 AND start_ns >= ?1 AND start_ns < ?2 "
+          "ORDER BY 1");
   if (!late) {
     return late.err();
   }

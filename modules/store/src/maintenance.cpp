@@ -63,9 +63,10 @@ std::string groups_or() {
   return s;
 }
 
-// The source intervals of a rollup bucket: ?2 source tier, ?3 boot, ?4 bucket start, ?5 end.
+// The source intervals of a rollup bucket: ?2 source tier, ?3 boot, ?4 bucket start, ?5 end,
+// ?6 flags bit 2 (4: the intervals written late into it, after it was built; 0: the others).
 constexpr const char *src_ids = "SELECT id FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND "
-                                "start_ns >= ?4 AND start_ns < ?5";
+                                "start_ns >= ?4 AND start_ns < ?5 AND flags & 4 = ?6";
 
 // Rollups keep one row per (comm, cgroup), not per thread: a month of history answers "p99 of
 // postgres" exactly without growing with every short-lived thread. Each (comm, cgroup) has one
@@ -377,7 +378,7 @@ struct maintenance::impl {
       return st.err();
     }
     sqlite3_stmt *s = *st;
-    bind_args(s, args, 1); // ?2..?5: the source intervals
+    bind_args(s, args, 1); // ?2..?6: the source intervals
     // Each thread's (comm, cgroup) identity, created by the first rollup statement: the
     // statements' own join, for one thread.
     static const std::string group_of_thread =
@@ -632,10 +633,9 @@ struct maintenance::impl {
   // advances tiers.built_ns. Runs inside build_step's transaction (a crash leaves the bucket
   // wholly built or not at all; an unbuilt bucket is built again by the next call).
   result<void> build_bucket(int k, std::int64_t b, std::int64_t w) {
-    const std::int64_t src = k - 1;
     auto boots = query("SELECT DISTINCT boot_id FROM intervals WHERE tier = ?1 AND "
                        "start_ns >= ?2 AND start_ns < ?3",
-                       {src, b, b + w});
+                       {std::int64_t{k - 1}, b, b + w});
     if (!boots) {
       return boots.err();
     }
@@ -643,71 +643,8 @@ struct maintenance::impl {
       if (!row || !row->text) {
         continue;
       }
-      const std::string boot = row->t;
-      const std::string ins =
-          fmt::format("INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, drops_task_state, "
-                      "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
-                      "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
-                      "bpf_run_ns, bpf_run_cnt, delay_clock, drops_segment, scx_state, "
-                      "scx_ops, scx_enable_seq, unseen_events) "
-                      "SELECT ?4, sum(dur_ns), ?3, 0, sum(drops_task_state), sum(drops_graveyard), "
-                      "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
-                      "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
-                      "sum(cpu_ns), max(rss_bytes), sum(bpf_run_ns), sum(bpf_run_cnt), "
-                      // one clock, or 'mixed' when the bucket's intervals that recorded
-                      // latency used two (an old interval's unknown clock counts as one)
-                      "CASE WHEN count(DISTINCT CASE WHEN groups & 1 THEN "
-                      "coalesce(delay_clock, '') END) > 1 THEN 'mixed' "
-                      "ELSE max(delay_clock) END, sum(drops_segment), "
-                      // sched_ext: the one state and scheduler of the sources, or 'mixed'
-                      "CASE WHEN count(DISTINCT coalesce(scx_state, '')) > 1 THEN 'mixed' "
-                      "ELSE max(scx_state) END, "
-                      "CASE WHEN count(DISTINCT coalesce(scx_ops, '')) > 1 THEN 'mixed' "
-                      "ELSE max(scx_ops) END, max(scx_enable_seq), sum(unseen_events) "
-                      "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
-                      "start_ns < ?5",
-                      groups_or());
-      if (auto r = run(ins, {std::int64_t{k}, src, boot, b, b + w}); !r) {
+      if (auto r = build_boot_bucket(k, b, w, row->t, false); !r) {
         return r;
-      }
-      const std::int64_t id = sqlite3_last_insert_rowid(db);
-      // The writer's sums, when they hold exactly this bucket's intervals.
-      const bucket_sums::bucket *sum = nullptr;
-      if (k == 1) {
-        auto ids = query("SELECT id FROM intervals WHERE tier = 0 AND boot_id = ?1 AND "
-                         "start_ns >= ?2 AND start_ns < ?3 ORDER BY id",
-                         {boot, b, b + w});
-        if (!ids) {
-          return ids.err();
-        }
-        std::vector<std::int64_t> raw_ids;
-        for (const auto &i : *ids) {
-          raw_ids.push_back(i && !i->text ? i->i : -1);
-        }
-        sum = sums.exact(b, boot, raw_ids);
-        from_sums += sum != nullptr ? 1 : 0;
-      }
-      sum_ids ids;
-      for (const auto &sql : rollups) {
-        result<void> r;
-        if (sum != nullptr && sql == collect_hist) { // thread_hist's and thread_blame's
-          r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_threads(id) VALUES(?1)",
-                            sum->thread_ids());
-        } else if (sum != nullptr && collected_with_hist.contains(sql)) {
-          // collected with collect_hist's and collect_culprit_ids'
-        } else if (sum != nullptr && sql == collect_culprit_ids) {
-          r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_culprits(id) VALUES(?1)",
-                            sum->culprit_ids());
-        } else if (const auto from = sum != nullptr ? merged_from_sums(sql) : std::nullopt) {
-          r = rollup_from_sums(*sum, id, *from, ids);
-        } else if (sql == native_thread_hist) {
-          r = rollup_thread_hist({id, src, boot, b, b + w});
-        } else {
-          r = run(sql, {id, src, boot, b, b + w});
-        }
-        if (!r) {
-          return r;
-        }
       }
     }
     if (k == 1) {
@@ -715,6 +652,84 @@ struct maintenance::impl {
     }
     return run("UPDATE tiers SET built_ns = ?2 WHERE tier = ?1 AND built_ns < ?2",
                {std::int64_t{k}, b + w});
+  }
+
+  // Writes boot `boot`'s interval of rollup bucket [b, b + w) of tier k: from its intervals of
+  // tier k - 1 written in time (late false), or from those written late, after the bucket was
+  // built (late true: a second interval of the bucket, so that the tier holds them too). A
+  // rollup interval that is itself late for tier k + 1 is marked so (flags bit 2).
+  result<void> build_boot_bucket(int k, std::int64_t b, std::int64_t w, const std::string &boot,
+                                 bool late) {
+    const std::int64_t src = k - 1;
+    const std::int64_t late_bit = late ? 4 : 0;
+    const std::string ins =
+        fmt::format("INSERT INTO intervals(start_ns, dur_ns, boot_id, flags, drops_task_state, "
+                    "drops_graveyard, drops_stale_tid, drops_no_rq, discarded_too_long, groups, "
+                    "drops_perf_read, tier, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes, "
+                    "bpf_run_ns, bpf_run_cnt, delay_clock, drops_segment, scx_state, "
+                    "scx_ops, scx_enable_seq, unseen_events) "
+                    "SELECT ?4, sum(dur_ns), ?3, CASE WHEN ?4 < (SELECT built_ns FROM tiers "
+                    "WHERE tier = ?1 + 1) THEN 4 ELSE 0 END, sum(drops_task_state), "
+                    "sum(drops_graveyard), "
+                    "sum(drops_stale_tid), sum(drops_no_rq), sum(discarded_too_long), {}, "
+                    "sum(drops_perf_read), ?1, sum(collect_ns), sum(write_ns), sum(maint_ns), "
+                    "sum(cpu_ns), max(rss_bytes), sum(bpf_run_ns), sum(bpf_run_cnt), "
+                    // one clock, or 'mixed' when the bucket's intervals that recorded
+                    // latency used two (an old interval's unknown clock counts as one)
+                    "CASE WHEN count(DISTINCT CASE WHEN groups & 1 THEN "
+                    "coalesce(delay_clock, '') END) > 1 THEN 'mixed' "
+                    "ELSE max(delay_clock) END, sum(drops_segment), "
+                    // sched_ext: the one state and scheduler of the sources, or 'mixed'
+                    "CASE WHEN count(DISTINCT coalesce(scx_state, '')) > 1 THEN 'mixed' "
+                    "ELSE max(scx_state) END, "
+                    "CASE WHEN count(DISTINCT coalesce(scx_ops, '')) > 1 THEN 'mixed' "
+                    "ELSE max(scx_ops) END, max(scx_enable_seq), sum(unseen_events) "
+                    "FROM intervals WHERE tier = ?2 AND boot_id = ?3 AND start_ns >= ?4 AND "
+                    "start_ns < ?5 AND flags & 4 = ?6",
+                    groups_or());
+    if (auto r = run(ins, {std::int64_t{k}, src, boot, b, b + w, late_bit}); !r) {
+      return r;
+    }
+    const std::int64_t id = sqlite3_last_insert_rowid(db);
+    // The writer's sums, when they hold exactly this bucket's intervals.
+    const bucket_sums::bucket *sum = nullptr;
+    if (k == 1 && !late) {
+      auto ids = query("SELECT id FROM intervals WHERE tier = 0 AND boot_id = ?1 AND "
+                       "start_ns >= ?2 AND start_ns < ?3 ORDER BY id",
+                       {boot, b, b + w});
+      if (!ids) {
+        return ids.err();
+      }
+      std::vector<std::int64_t> raw_ids;
+      for (const auto &i : *ids) {
+        raw_ids.push_back(i && !i->text ? i->i : -1);
+      }
+      sum = sums.exact(b, boot, raw_ids);
+      from_sums += sum != nullptr ? 1 : 0;
+    }
+    sum_ids ids;
+    for (const auto &sql : rollups) {
+      result<void> r;
+      if (sum != nullptr && sql == collect_hist) { // thread_hist's and thread_blame's
+        r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_threads(id) VALUES(?1)",
+                          sum->thread_ids());
+      } else if (sum != nullptr && collected_with_hist.contains(sql)) {
+        // collected with collect_hist's and collect_culprit_ids'
+      } else if (sum != nullptr && sql == collect_culprit_ids) {
+        r = ids_from_sums("INSERT OR IGNORE INTO temp.rollup_culprits(id) VALUES(?1)",
+                          sum->culprit_ids());
+      } else if (const auto from = sum != nullptr ? merged_from_sums(sql) : std::nullopt) {
+        r = rollup_from_sums(*sum, id, *from, ids);
+      } else if (sql == native_thread_hist) {
+        r = rollup_thread_hist({id, src, boot, b, b + w, late_bit});
+      } else {
+        r = run(sql, {id, src, boot, b, b + w, late_bit});
+      }
+      if (!r) {
+        return r;
+      }
+    }
+    return {};
   }
 
   // One step of tier k's rollup (bucket width w), in one IMMEDIATE transaction that reads the
@@ -774,6 +789,133 @@ struct maintenance::impl {
     return built;
   }
 
+  // The oldest bucket of tier k (width w) with intervals of tier k - 1 written late into it
+  // (flags bit 2, through the partial indexes intervals_late and intervals_late_1m): its boot
+  // and start, or nullopt.
+  result<std::optional<std::pair<std::string, std::int64_t>>> oldest_late(int k, std::int64_t w) {
+    using out_t = std::optional<std::pair<std::string, std::int64_t>>;
+    const std::string where =
+        k == 1 ? "tier = 0 AND flags & 4 <> 0" : "tier = 1 AND flags & 4 <> 0";
+    auto start = scalar(fmt::format("SELECT min(start_ns) FROM intervals WHERE {}", where));
+    if (!start) {
+      return start.err();
+    }
+    if (!*start) {
+      return out_t{};
+    }
+    auto boot = query(
+        fmt::format("SELECT boot_id FROM intervals WHERE {} AND start_ns = ?1", where), {**start});
+    if (!boot) {
+      return boot.err();
+    }
+    if (boot->empty() || !(*boot)[0] || !(*boot)[0]->text) {
+      return out_t{};
+    }
+    return out_t{std::pair{(*boot)[0]->t, floor_to(**start, w)}};
+  }
+
+  // Whether no more intervals can be written late into bucket [b, b + w) of `boot`: a raw
+  // interval written after its latest late one starts past the bucket or is another boot's
+  // (the recorder moved on, or the machine rebooted), and for the hour tier, no raw interval
+  // of the bucket waits for its minute's late rollup.
+  result<bool> late_bucket_done(int k, const std::string &boot, std::int64_t b, std::int64_t w) {
+    const std::string where =
+        k == 1 ? "tier = 0 AND flags & 4 <> 0" : "tier = 1 AND flags & 4 <> 0";
+    auto last = scalar(fmt::format("SELECT max(id) FROM intervals WHERE {} AND start_ns >= ?1 AND "
+                                   "start_ns < ?2 AND boot_id = ?3",
+                                   where),
+                       {b, b + w, boot});
+    if (!last) {
+      return last.err();
+    }
+    // By rowid from the latest late one on (the unary + keeps SQLite off the other indexes).
+    auto after = scalar("SELECT 1 FROM intervals WHERE id > ?1 AND +tier = 0 AND "
+                        "(+start_ns >= ?2 OR boot_id <> ?3) LIMIT 1",
+                        {last->value_or(INT64_MAX), b + w, boot});
+    if (!after) {
+      return after.err();
+    }
+    if (!*after) {
+      return false;
+    }
+    if (k == 1) {
+      return true;
+    }
+    auto waiting = scalar("SELECT 1 FROM intervals WHERE tier = 0 AND flags & 4 <> 0 AND "
+                          "start_ns >= ?1 AND start_ns < ?2 AND boot_id = ?3 LIMIT 1",
+                          {b, b + w, boot});
+    if (!waiting) {
+      return waiting.err();
+    }
+    return !*waiting;
+  }
+
+  // One step of the late rollups of tier k (width w), in one IMMEDIATE transaction: the oldest
+  // late bucket, once done (late_bucket_done), becomes a second interval of the bucket
+  // (build_boot_bucket); its sources lose the mark, and those retention already passed (before
+  // their tier's cutoff, kept only for this) are deleted with the same commit. true: built.
+  result<bool> build_late_step(int k, std::int64_t w) {
+    bool built = false;
+    auto r = transaction([&]() -> result<void> {
+      auto late = oldest_late(k, w);
+      if (!late) {
+        return late.err();
+      }
+      if (!*late) {
+        return {};
+      }
+      const auto &[boot, b] = **late;
+      auto done = late_bucket_done(k, boot, b, w);
+      if (!done) {
+        return done.err();
+      }
+      if (!*done) {
+        return {};
+      }
+      if (auto x = build_boot_bucket(k, b, w, boot, true); !x) {
+        return x;
+      }
+      const std::string sources =
+          "SELECT id FROM intervals WHERE tier = ?1 AND boot_id = ?2 AND start_ns >= ?3 AND "
+          "start_ns < ?4 AND flags & 4 <> 0";
+      const std::string passed =
+          sources + " AND start_ns < (SELECT cutoff_ns FROM tiers WHERE tier = ?1)";
+      const std::vector<arg> args = {std::int64_t{k - 1}, boot, b, b + w};
+      for (const char *t : fact_tables) {
+        if (auto d = run(fmt::format("DELETE FROM {} WHERE interval_id IN ({})", t, passed), args);
+            !d) {
+          return d;
+        }
+      }
+      if (auto d = run(fmt::format("DELETE FROM intervals WHERE id IN ({})", passed), args); !d) {
+        return d;
+      }
+      built = true;
+      return run(fmt::format("UPDATE intervals SET flags = flags & ~4 WHERE id IN ({})", sources),
+                 args);
+    });
+    if (!r) {
+      return r.err();
+    }
+    return built;
+  }
+
+  // Builds up to budget.buckets late buckets of tier k (width w).
+  result<int> build_late(int k, std::int64_t w) {
+    int n = 0;
+    while (n < budget.buckets) {
+      auto one = build_late_step(k, w);
+      if (!one) {
+        return one.err();
+      }
+      if (!*one) {
+        break;
+      }
+      ++n;
+    }
+    return n;
+  }
+
   // Builds up to budget.buckets complete buckets of tier k (width w).
   result<int> build(int k, std::int64_t w) {
     int n = 0;
@@ -795,15 +937,18 @@ struct maintenance::impl {
   // the rollup that covers them at the same commit. Adds the number of intervals deleted to n.
   result<void> delete_tier(int k, std::int64_t to, std::int64_t &n) {
     for (const char *t : fact_tables) {
+      // Not an interval written late and not rolled up yet (flags bit 2): build_late_step
+      // deletes it once its bucket holds it.
       const std::string sql = fmt::format("DELETE FROM {} WHERE interval_id IN (SELECT id FROM "
-                                          "intervals WHERE tier = ?1 AND start_ns < ?2)",
+                                          "intervals WHERE tier = ?1 AND start_ns < ?2 AND "
+                                          "flags & 4 = 0)",
                                           t);
       if (auto d = run(sql, {std::int64_t{k}, to}); !d) {
         return d;
       }
     }
-    if (auto d =
-            run("DELETE FROM intervals WHERE tier = ?1 AND start_ns < ?2", {std::int64_t{k}, to});
+    if (auto d = run("DELETE FROM intervals WHERE tier = ?1 AND start_ns < ?2 AND flags & 4 = 0",
+                     {std::int64_t{k}, to});
         !d) {
       return d;
     }
@@ -897,7 +1042,9 @@ struct maintenance::impl {
     std::int64_t newest = 0;
   };
   result<std::optional<span>> extent(int k) {
-    auto lo = scalar("SELECT min(start_ns) FROM intervals WHERE tier = ?1", {std::int64_t{k}});
+    // Not counting intervals written late that wait for their rollup (retention keeps them).
+    auto lo = scalar("SELECT min(start_ns) FROM intervals WHERE tier = ?1 AND flags & 4 = 0",
+                     {std::int64_t{k}});
     auto hi = scalar("SELECT max(start_ns) FROM intervals WHERE tier = ?1", {std::int64_t{k}});
     if (!lo) {
       return lo.err();
@@ -1000,6 +1147,11 @@ struct maintenance::impl {
         return n.err();
       }
       rep.buckets_built += *n;
+      auto late = build_late(k, w);
+      if (!late) {
+        return late.err();
+      }
+      rep.late_buckets_built += *late;
     }
     rep.buckets_from_sums = from_sums;
     const std::int64_t keeps[] = {keep.keep_raw_ns, keep.keep_1m_ns, keep.keep_1h_ns};

@@ -1194,6 +1194,18 @@ std::string upgrade_v19_to_v20() {
   return sql;
 }
 
+// Version 21 (issue 51): the wall clock's steps as rschedd saw them (an interval is timed by the
+// wall clock's mapping at its end, so the times before and after a step are each that clock's).
+constexpr const char *upgrade_v20_to_v21 = R"sql(CREATE TABLE clock_steps(
+  at_ns   INTEGER NOT NULL, -- UTC ns, by the wall clock after the step, when rschedd saw it
+  step_ns INTEGER NOT NULL, -- how far the wall clock moved against the boot clock (> 0: forward)
+  boot_id TEXT NOT NULL     -- /proc/sys/kernel/random/boot_id of the recorder that saw it
+);
+CREATE INDEX clock_steps_at_ns ON clock_steps(at_ns);
+-- The 1-minute rollups of intervals written late, not yet in their hour (maintenance.cpp).
+CREATE INDEX intervals_late_1m ON intervals(start_ns) WHERE tier = 1 AND flags & 4 <> 0;
+)sql";
+
 constexpr migration migrations[] = {
     {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
     // Version 1 recorded the latency group only, always (no rows to mark in a new file).
@@ -1241,6 +1253,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM sqlite_master WHERE name = 'services'"},
     {20, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v19_to_v20().c_str()); },
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_io'"},
+    {21, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v20_to_v21); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'clock_steps'"},
 };
 
 constexpr bool steps_numbered() {

@@ -262,6 +262,7 @@ struct writer::impl {
   SQLite::Statement ins_topology;
   SQLite::Statement sel_prev_scx;
   SQLite::Statement ins_annotation;
+  SQLite::Statement ins_clock_step;
   SQLite::Statement begin;
   SQLite::Statement commit;
   // Ids of rows that are committed: thread identity, perf event name, schedstat field name and
@@ -360,6 +361,7 @@ struct writer::impl {
                          "WHERE tier = 0 AND start_ns < ?1 ORDER BY start_ns DESC LIMIT 1"),
         ins_annotation(db, "INSERT INTO annotations(start_ns, end_ns, source, text, tags, "
                            "created_ns) VALUES(?1, ?2, 'rschedd', ?3, 'sched_ext', ?4)"),
+        ins_clock_step(db, "INSERT INTO clock_steps(at_ns, step_ns, boot_id) VALUES(?1, ?2, ?3)"),
         begin(db, "BEGIN IMMEDIATE"), commit(db, "COMMIT") {}
 
   // The 1-minute rollup's sums (bucket_sums.hpp): every thread_hist, thread_blame,
@@ -1167,6 +1169,9 @@ struct writer::impl {
     }
     ins_interval.exec();
     const std::int64_t interval_id = db.getLastInsertRowid();
+    for (const clock_step &c : iv.clock_steps) {
+      rerun(ins_clock_step, c.at_ns, c.step_ns, iv.boot_id);
+    }
     sums().begin(interval_id, iv.boot_id, iv.start_ns);
     if (prev_interval != 0) {
       rerun(upd_write_ns, prev_interval, prev_write_ns);

@@ -13,7 +13,7 @@
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 20;
+inline constexpr int schema_version = 21;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // A histogram-valued metric's value; its id in thread_hist.metric / cpu_hist.metric is the
@@ -215,8 +215,18 @@ bool priority_inversion(int policy, int prio, int by_policy, int by_prio);
 // (enabling, disabling) is marked once the kernel reports where it went.
 std::string sched_ext_change(const sched_ext_row *before, const sched_ext_row &after);
 
+// A step of the wall clock: at `at_ns` (UTC after the step) its mapping of the monotonic clock
+// moved by `step_ns` (> 0: forward; settimeofday, NTP's step, a VM resumed), so that the
+// intervals after it are timed by the new mapping (the recorder re-reads it every interval).
+struct clock_step {
+  std::int64_t at_ns = 0;
+  std::int64_t step_ns = 0;
+};
+
 struct interval_row {
-  std::int64_t start_ns = 0;   // UTC wall clock (CLOCK_REALTIME) ns at the start of the interval
+  // UTC ns at the start of the interval: its CLOCK_MONOTONIC start through the wall clock's
+  // mapping as read at its end (a step within it moves the whole interval)
+  std::int64_t start_ns = 0;
   std::int64_t dur_ns = 0;     // length (CLOCK_MONOTONIC) ns
   std::string boot_id;         // /proc/sys/kernel/random/boot_id
   bool final_interval = false; // the last (possibly partial) interval of a run
@@ -258,6 +268,10 @@ struct interval_row {
   // Schema v9: sched_ext (nullopt: the kernel has none, NULL columns). A change from the
   // previous interval of the database is also written as an annotation (source "rschedd").
   std::optional<sched_ext_row> sched_ext;
+
+  // Schema v21: the wall clock's steps the recorder saw since the previous interval it wrote
+  // (CLOCK_REALTIME against CLOCK_MONOTONIC; table clock_steps).
+  std::vector<clock_step> clock_steps;
 };
 
 } // namespace rsched::store

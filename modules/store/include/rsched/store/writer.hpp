@@ -27,14 +27,17 @@ struct retention {
 
 // What one maintain() call did.
 struct maintenance_report {
-  int buckets_built = 0;            // rollup buckets (1 min and 1 h) written
-  int buckets_from_sums = 0;        // of them, 1-minute ones merged from the writer's own sums
+  int buckets_built = 0;     // rollup buckets (1 min and 1 h) written
+  int buckets_from_sums = 0; // of them, 1-minute ones merged from the writer's own sums
+  // Besides them: rollups of intervals written late into buckets already built (a second
+  // interval of the bucket; a clock set back, a restart within the minute).
+  int late_buckets_built = 0;
   std::int64_t rows_deleted = 0;    // intervals rows deleted by retention (their data with them)
   std::int64_t threads_deleted = 0; // thread, culprit and cgroup identities no row refers to
   std::int64_t pages_freed = 0;     // pages given back to the file system (incremental vacuum)
   bool over_size = false;           // the file was above max_bytes at the start of the call
   [[nodiscard]] bool idle() const {
-    return buckets_built == 0 && rows_deleted == 0 && pages_freed == 0;
+    return buckets_built == 0 && late_buckets_built == 0 && rows_deleted == 0 && pages_freed == 0;
   }
 };
 
