@@ -11,6 +11,7 @@
 # libhowardhinnant-date-dev: date/tz (libdate-tz) for named time zones in rsched::base's timefmt.
 # protobuf-compiler: protoc, which the trace tests run to decode the flight recorder's Perfetto traces.
 # ccache: CI (.ci/run) keeps every compile for the next run on the same machine.
+# faketime: steps the wall clock of the real rschedd in the clock-step tests (tests/rschedd).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
@@ -19,5 +20,5 @@ apt-get install -y -q --no-install-recommends \
   clang clang-15 clang-format clang-tidy llvm libclang-rt-14-dev libbpf-dev bpftool \
   libsqlitecpp-dev libsqlite3-dev librange-v3-dev libfmt-dev catch2 libreadline-dev libre2-dev \
   nlohmann-json3-dev libhowardhinnant-date-dev protobuf-compiler \
-  stress-ng systemd ccache \
+  stress-ng systemd ccache faketime \
   python3 chromium fonts-dejavu-core prometheus

@@ -127,6 +127,16 @@ std::string rsched_sql_path() {
 daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
   const std::string path = rschedd_path();
   const exec_argv argv(path, args);
+  // The environment, built before fork (the child only dup2s and execs).
+  std::vector<std::string> env_text(so.env);
+  for (char **e = environ; *e != nullptr; ++e) {
+    env_text.emplace_back(*e);
+  }
+  std::vector<char *> envp;
+  for (auto &e : env_text) {
+    envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
   int fds[2];
   REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
   pid_ = fork();
@@ -143,7 +153,7 @@ daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
     if (so.ignore_sighup) {
       signal(SIGHUP, SIG_IGN); // survives exec, as nohup relies on
     }
-    execv(path.c_str(), argv.get());
+    execve(path.c_str(), argv.get(), envp.data());
     _exit(127);
   }
   close(fds[1]);

@@ -68,8 +68,9 @@ private:
 
 // How a daemon child is started.
 struct spawn_options {
-  int stdout_fd = -1;         // its stdout (a pty slave, a pipe); -1: /dev/null
-  bool ignore_sighup = false; // start with SIGHUP ignored, as under nohup
+  int stdout_fd = -1;             // its stdout (a pty slave, a pipe); -1: /dev/null
+  bool ignore_sighup = false;     // start with SIGHUP ignored, as under nohup
+  std::vector<std::string> env{}; // NAME=VALUE added to the test's environment (LD_PRELOAD=...)
 };
 
 // A running rschedd child process.

@@ -33,13 +33,17 @@ private:
 
 // Monotonic time starts at 0 (UTC at 1,000 s). A wait ends exactly at its deadline unless the
 // script says otherwise for that wait (numbered from 1): then it ends `late_ns` past it, or
-// early with a stop request at `stop_at_ns`.
+// early with a stop request at `stop_at_ns`; the wall clock steps by `ns` during a wait of
+// step_wall's.
 class fake_clock final : public recorder_clock {
 public:
   std::int64_t mono_ns() override { return now_; }
-  std::int64_t real_ns() override { return 1'000'000'000'000 + now_; }
+  std::int64_t real_ns() override { return 1'000'000'000'000 + now_ + wall_; }
   bool wait_until(std::int64_t deadline) override {
     ++waits_;
+    if (auto w = wall_steps_.find(waits_); w != wall_steps_.end()) {
+      wall_ += w->second;
+    }
     if (auto s = stop_at_.find(waits_); s != stop_at_.end()) {
       now_ = std::max(now_, s->second);
       return true;
@@ -52,12 +56,15 @@ public:
   }
   void late(int wait, std::int64_t ns) { late_[wait] = ns; }
   void stop_at(int wait, std::int64_t mono_ns) { stop_at_[wait] = mono_ns; }
+  void step_wall(int wait, std::int64_t ns) { wall_steps_[wait] = ns; }
 
 private:
   std::int64_t now_ = 0;
   int waits_ = 0;
   std::map<int, std::int64_t> late_;
   std::map<int, std::int64_t> stop_at_;
+  std::map<int, std::int64_t> wall_steps_;
+  std::int64_t wall_ = 0;
 };
 
 class vector_sink final : public interval_sink {
@@ -69,6 +76,10 @@ public:
       return make_error("disk full");
     }
     rows.push_back(row);
+    return {};
+  }
+  result<void> maintain(std::int64_t now_real_ns) override {
+    maintained.push_back(now_real_ns);
     return {};
   }
   result<void> note_lost(std::int64_t start_ns, std::int64_t end_ns, std::uint64_t intervals,
@@ -88,6 +99,7 @@ public:
   };
   std::vector<store::interval_row> rows;
   std::vector<lost_span> lost;
+  std::vector<std::int64_t> maintained; // each maintain()'s now
   bool fail = false;
   std::size_t calls = 0;
   std::size_t fail_from = 0; // writes number fail_from .. fail_until - 1 fail

@@ -306,3 +306,51 @@ TEST_CASE("recorder: nothing written, or a failed read, is exit status 1", "[rsc
     CHECK(run(r) == 0);
   }
 }
+
+TEST_CASE("recorder: intervals follow the wall clock's steps, each step is written with the next "
+          "interval written, and retention's now never jumps ahead with the clock",
+          "[rschedd][clock]") {
+  constexpr std::int64_t utc0 = 1'000'000'000'000; // fake_clock's UTC at monotonic 0
+  constexpr std::int64_t day = 86400 * s;
+  std::vector<collect::snapshot> snaps;
+  for (std::uint64_t i = 1; i <= 8; ++i) {
+    snaps.push_back(snap({thread(10, i)}));
+  }
+  test::fake_source src(std::move(snaps));
+  test::fake_clock clock;
+  clock.step_wall(2, 500'000); // 0.5 ms: reading noise, not a step
+  clock.step_wall(3, 3 * day); // NTP correcting a clock 3 days behind
+  clock.step_wall(6, -60 * s); // and one set back a minute
+  test::vector_sink sink;
+  sink.fail_from = 2; // the 3rd interval's write fails: its step goes with the 4th
+  sink.fail_until = 3;
+  std::vector<std::string> notes;
+  recorder r(config(s, false, 8 * s, &notes), src, clock, &sink);
+  CHECK(run(r) == 0);
+  REQUIRE(sink.rows.size() == 7); // intervals 1, 2, 4, 5, 6, 7, 8
+  CHECK(sink.rows[0].start_ns == utc0);
+  CHECK(sink.rows[1].start_ns == utc0 + s); // the 0.5 ms moved nothing
+  CHECK(sink.rows[1].clock_steps.empty());
+  // From the 3rd interval on (its end saw the step), times are the new clock's.
+  const std::int64_t fwd = 3 * day + 500'000;
+  CHECK(sink.rows[2].start_ns == utc0 + 3 * s + fwd);
+  REQUIRE(sink.rows[2].clock_steps.size() == 1);
+  CHECK(sink.rows[2].clock_steps[0].step_ns == fwd);
+  CHECK(sink.rows[2].clock_steps[0].at_ns == utc0 + 3 * s + fwd);
+  CHECK(sink.rows[3].clock_steps.empty());
+  CHECK(sink.rows[4].start_ns == utc0 + 5 * s + fwd - 60 * s);
+  REQUIRE(sink.rows[4].clock_steps.size() == 1);
+  CHECK(sink.rows[4].clock_steps[0].step_ns == -60 * s);
+  for (const auto &row : sink.rows) {
+    CHECK(row.dur_ns == s); // lengths are the monotonic clock's
+  }
+  CHECK(any_contains(notes, "the wall clock stepped forward by 259200.00"));
+  CHECK(any_contains(notes, "the wall clock stepped back by 60.000 s"));
+  // Retention runs on the data's time, advanced by the boot clock from the first interval: the
+  // step forward does not move it (3 days of history would go), the step back does.
+  REQUIRE(sink.maintained.size() == 8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    INFO("maintenance " << i);
+    CHECK(sink.maintained[i] == utc0 + static_cast<std::int64_t>(i + 1) * s);
+  }
+}

@@ -36,6 +36,10 @@ std::int64_t system_clock::real_ns() {
   return clock_ns(CLOCK_REALTIME);
 }
 
+std::int64_t system_clock::boot_ns() {
+  return clock_ns(CLOCK_BOOTTIME);
+}
+
 void system_clock::on_signal(int sig, std::function<void()> action) {
   sigaddset(&sigs_, sig);
   actions_.emplace_back(sig, std::move(action));
@@ -88,7 +92,10 @@ void recorder::setup() {
   mono0_ = clock_.mono_ns();
   end_mono_ = cfg_.run_ns ? mono0_ + *cfg_.run_ns : INT64_MAX;
   iv_mono_ = mono0_;
-  iv_real_ = clock_.real_ns();
+  iv_boot_ = clock_.boot_ns();
+  wall_offset_ = wall_offset();
+  steps_pending_.clear();
+  maint_anchor_.reset();
   tick_ = 1;
   last_tick_ = 0;
   missed_ticks_ = 0;
@@ -118,6 +125,7 @@ bool recorder::step() {
   const std::int64_t cpu0 = thread_cpu_ns();
   auto snap = src_.read();
   const std::int64_t now_mono = clock_.mono_ns();
+  const std::int64_t now_boot = clock_.boot_ns();
   const std::int64_t cpu1 = thread_cpu_ns();
   drain_ns_ += now_mono - read_start;
   if (!snap) {
@@ -143,12 +151,51 @@ bool recorder::step() {
   last_tick_ = tick_;
   ++tick_;
   if (interval_end) {
-    end_interval(now_mono);
+    end_interval(now_mono, now_boot);
   }
   return !stop_;
 }
 
-void recorder::end_interval(std::int64_t now_mono) {
+std::int64_t recorder::wall_offset() {
+  // The narrowest of three brackets of boot-clock reads around the wall clock's: a read
+  // preempted between the two clocks would otherwise look like a step of the wall clock.
+  std::int64_t best_gap = INT64_MAX;
+  std::int64_t off = 0;
+  for (int i = 0; i < 3 && best_gap > 20'000; ++i) {
+    const std::int64_t m0 = clock_.boot_ns();
+    const std::int64_t r = clock_.real_ns();
+    const std::int64_t m1 = clock_.boot_ns();
+    if (m1 - m0 < best_gap) {
+      best_gap = m1 - m0;
+      off = r - (m0 + (m1 - m0) / 2);
+    }
+  }
+  return off;
+}
+
+void recorder::follow_wall_clock() {
+  const std::int64_t off = wall_offset();
+  const std::int64_t step = off - wall_offset_;
+  if (step > -wall_step_min_ns && step < wall_step_min_ns) {
+    return;
+  }
+  wall_offset_ = off;
+  const std::int64_t at = clock_.real_ns();
+  steps_pending_.push_back({at, step});
+  note(fmt::format("rschedd: the wall clock stepped {} by {:.3f} s; intervals follow it from "
+                   "here (clock_steps, gaps())\n",
+                   step > 0 ? "forward" : "back",
+                   static_cast<double>(step > 0 ? step : -step) / 1e9));
+}
+
+std::int64_t recorder::maintenance_now(std::int64_t data_end, std::int64_t now_boot) {
+  if (!maint_anchor_) {
+    maint_anchor_ = std::pair{data_end, now_boot};
+  }
+  return std::min(maint_anchor_->first + (now_boot - maint_anchor_->second), data_end);
+}
+
+void recorder::end_interval(std::int64_t now_mono, std::int64_t now_boot) {
   if (cfg_.new_interval) {
     cfg_.new_interval();
   }
@@ -159,8 +206,12 @@ void recorder::end_interval(std::int64_t now_mono) {
                              .migration = (cfg_.groups & RSCHED_G_MIGRATION) != 0,
                              .dies = cfg_.dies,
                              .numa_nodes = cfg_.numa_nodes});
-  row.start_ns = iv_real_;
+  // Timed by the wall clock's mapping as it is now: after a step (NTP correcting a clock that
+  // was wrong at boot, an administrator's date -s) the intervals are where that time says.
+  follow_wall_clock();
+  row.start_ns = iv_boot_ + wall_offset_;
   row.dur_ns = now_mono - iv_mono_;
+  row.clock_steps = steps_pending_;
   row.boot_id = cfg_.boot_id;
   row.groups = cfg_.groups;
   row.delay_clock = cfg_.delay_clock;
@@ -179,8 +230,8 @@ void recorder::end_interval(std::int64_t now_mono) {
   }
   missed_ticks_ = 0;
   row.events = cfg_.events;
-  iv_real_ += now_mono - iv_mono_;
   iv_mono_ = now_mono;
+  iv_boot_ = now_boot;
   row.collect_ns = read_ns_;
   row.maint_ns = maint_ns_;
   const std::int64_t cpu1 = thread_cpu_ns();
@@ -212,6 +263,7 @@ void recorder::end_interval(std::int64_t now_mono) {
         note("rschedd: writing intervals again; the time in between is a gap\n");
       }
       reported_write_error_ = false;
+      steps_pending_.clear(); // written with the interval
       ++intervals_written_;
       outcome.written = true;
       // What was lost is said in the database, so that gaps() can tell a failed write from a
@@ -253,8 +305,10 @@ void recorder::end_interval(std::int64_t now_mono) {
     cpu_.write += cpu3 - cpu2;
     // Rollups and retention: bounded work per interval, errors reported once per episode
     // (a full disk fails here too; the next call retries).
+    // Retention's now: the data's own time, which a step of the wall clock does not move on
+    // (a forward step of days for a minute must not delete days of history).
     const std::int64_t m0 = clock_.mono_ns();
-    if (auto m = sink_->maintain(clock_.real_ns()); !m) {
+    if (auto m = sink_->maintain(maintenance_now(row.start_ns + row.dur_ns, now_boot)); !m) {
       if (!reported_maint_error_) {
         note(fmt::format("rschedd: {}\n", m.err().msg));
         reported_maint_error_ = true;
@@ -264,6 +318,9 @@ void recorder::end_interval(std::int64_t now_mono) {
     }
     maint_ns_ = clock_.mono_ns() - m0;
     cpu_.maint += thread_cpu_ns() - cpu3;
+  }
+  if (sink_ == nullptr) {
+    steps_pending_.clear(); // --no-db: noted on stderr only
   }
   const std::int64_t cpu4 = thread_cpu_ns();
   if (cfg_.done) {

@@ -99,6 +99,53 @@ std::optional<std::string> write_failure_in(sqlite3 *db, std::int64_t a, std::in
   return std::string(reinterpret_cast<const char *>(text), static_cast<std::size_t>(n));
 }
 
+struct clock_step {
+  std::int64_t at;
+  std::int64_t step;
+  std::string boot;
+};
+
+// The wall clock's steps rschedd saw in [a, b) (schema 21; none in an older file).
+std::vector<clock_step> clock_steps_in(sqlite3 *db, std::int64_t a, std::int64_t b) {
+  std::vector<clock_step> out;
+  sqlite3_stmt *raw = nullptr;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT at_ns, step_ns, boot_id FROM clock_steps WHERE at_ns >= ?1 AND "
+                         "at_ns < ?2 ORDER BY at_ns",
+                         -1, &raw, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(raw);
+    return out;
+  }
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt *)> st(raw, sqlite3_finalize);
+  sqlite3_bind_int64(raw, 1, a);
+  sqlite3_bind_int64(raw, 2, b);
+  while (sqlite3_step(raw) == SQLITE_ROW) {
+    const auto *text = sqlite3_column_text(raw, 2);
+    out.push_back({sqlite3_column_int64(raw, 0), sqlite3_column_int64(raw, 1),
+                   text != nullptr ? reinterpret_cast<const char *>(text) : ""});
+  }
+  return out;
+}
+
+std::string step_text(std::int64_t step) {
+  return fmt::format("the wall clock stepped {} by {:.3f} s", step > 0 ? "forward" : "back",
+                     static_cast<double>(step > 0 ? step : -step) / 1e9);
+}
+
+// The step that explains the hole after interval `p`: a forward one of p's boot that rschedd saw
+// at the end of the interval it wrote after p (rschedd reads the clock's mapping as each
+// interval ends: `at` is on the new clock, `at - step` the same moment on p's), or nullptr.
+const clock_step *step_after(const std::vector<clock_step> &steps, const interval_info &p) {
+  const std::int64_t slack = 3 * p.dur + 1'000'000'000; // the next interval, even a stalled one
+  for (const auto &c : steps) {
+    const std::int64_t seen = c.at - c.step;
+    if (c.step > 0 && c.boot == p.boot && seen >= p.end() - 1'000'000 && seen <= p.end() + slack) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
 // Stretches of [a, b) that two or more intervals claim (the wall clock stepped back under a
 // running rschedd or between two runs, or two recorders wrote one file): each listed once, so
 // that doubled samples are never invisible. Intervals come in start order.
@@ -173,6 +220,17 @@ result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
     }
   }
   add_overlaps(*ivs, a, b, out);
+  // Each step of the wall clock, as a moment (the intervals after it follow the new clock).
+  // (from a second before the window: a step seen at the end of the interval after one that
+  // ends at its start explains the hole after that one)
+  const std::int64_t from =
+      a > std::numeric_limits<std::int64_t>::min() + 1'000'000'000 ? a - 1'000'000'000 : a;
+  const auto steps = clock_steps_in(db, from, std::numeric_limits<std::int64_t>::max());
+  for (const auto &c : steps) {
+    if (c.at >= a && c.at < b) {
+      out.push_back({c.at, c.at, step_text(c.step)});
+    }
+  }
   for (std::size_t i = 1; i < ivs->size(); ++i) {
     const auto &p = (*ivs)[i - 1];
     const auto &n = (*ivs)[i];
@@ -188,9 +246,12 @@ result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
     if (reason != nullptr && hole > 0) {
       std::string why = reason;
       if (p.boot == n.boot && !p.final_iv) {
-        // The recorder ran on but its writes failed (a full or failing disk): say so.
+        // The recorder ran on but its writes failed (a full or failing disk), or the wall clock
+        // jumped ahead under it: say so.
         if (auto f = write_failure_in(db, p.end(), n.start)) {
           why = std::move(*f);
+        } else if (const auto *c = step_after(steps, p)) {
+          why = step_text(c->step) + ": no time was lost";
         }
       }
       out.push_back({std::max(p.end(), a), std::min(n.start, b), std::move(why)});

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace rsched::rschedd {
@@ -35,7 +36,11 @@ public:
   recorder_clock(const recorder_clock &) = delete;
   recorder_clock &operator=(const recorder_clock &) = delete;
   virtual std::int64_t mono_ns() = 0; // CLOCK_MONOTONIC: the tick grid, durations
-  virtual std::int64_t real_ns() = 0; // CLOCK_REALTIME: interval start times
+  // CLOCK_REALTIME: interval start times, through its offset from boot_ns() read every interval
+  virtual std::int64_t real_ns() = 0;
+  // CLOCK_BOOTTIME: the monotonic clock with the time the system was suspended (an interval
+  // that spans a suspend ends where the wall clock says, and the time asleep is a gap).
+  virtual std::int64_t boot_ns() { return mono_ns(); }
   // Waits until mono_ns() >= deadline; true when the run is to stop (a signal), also when the
   // request arrived while the recorder was behind schedule.
   virtual bool wait_until(std::int64_t deadline_mono_ns) = 0;
@@ -49,6 +54,7 @@ public:
   explicit system_clock(const sigset_t &stop_signals) : sigs_(stop_signals) {}
   std::int64_t mono_ns() override;
   std::int64_t real_ns() override;
+  std::int64_t boot_ns() override;
   bool wait_until(std::int64_t deadline_mono_ns) override;
   void on_signal(int sig, std::function<void()> action);
 
@@ -130,7 +136,16 @@ public:
   [[nodiscard]] std::uint64_t write_failures() const { return write_failures_; }
 
 private:
-  void end_interval(std::int64_t now_mono);
+  void end_interval(std::int64_t now_mono, std::int64_t now_boot);
+  // The wall clock's offset from the boot clock (real - boot) now.
+  std::int64_t wall_offset();
+  // Adopts the wall clock's current offset when it moved by wall_step_min_ns or more since the
+  // last one, and keeps the step for the next interval written (interval_row::clock_steps).
+  void follow_wall_clock();
+  // The `now` retention runs on after an interval ending at `data_end` (UTC): the data's time,
+  // never further on than the boot clock went since the first interval: a forward step of the
+  // wall clock does not move it, a backward one does (the data is then earlier).
+  std::int64_t maintenance_now(std::int64_t data_end, std::int64_t now_boot);
   void note(std::string_view s) const {
     if (cfg_.note) {
       cfg_.note(s);
@@ -149,7 +164,14 @@ private:
   std::int64_t mono0_ = 0;
   std::int64_t end_mono_ = 0;
   std::int64_t iv_mono_ = 0;
-  std::int64_t iv_real_ = 0;
+  // Offsets of the wall clock under 1 ms apart are one mapping (reading noise; NTP slews both
+  // clocks alike): only a step moves the intervals.
+  static constexpr std::int64_t wall_step_min_ns = 1'000'000;
+  std::int64_t iv_boot_ = 0;                     // boot_ns() at the interval's start
+  std::int64_t wall_offset_ = 0;                 // real - boot, as the intervals use it
+  std::vector<store::clock_step> steps_pending_; // steps not yet written with an interval
+  // The first interval's end (UTC) and the boot clock then: maintenance_now's origin.
+  std::optional<std::pair<std::int64_t, std::int64_t>> maint_anchor_;
   std::int64_t tick_ = 1;      // the deadline the next read is for
   std::int64_t last_tick_ = 0; // the deadline the previous read was for
   std::int64_t missed_ticks_ = 0;
