@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <span>
 #include <sqlite3.h>
 #include <string>
 #include <utility>
@@ -272,17 +273,25 @@ int load_pack(cursor *c) {
   auto *t = static_cast<table *>(c->pVtab);
   const std::int64_t iv = sqlite3_column_int64(c->st.packs.get(), 0);
   const std::int64_t metric = sqlite3_column_int64(c->st.packs.get(), 1);
-  if (c->holds(iv, metric)) {
+  const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->st.packs.get(), 2));
+  const std::span<const std::uint8_t> blob(
+      p, static_cast<std::size_t>(sqlite3_column_bytes(c->st.packs.get(), 2)));
+  // The same pack, unless it was written again since it was decoded (maintenance takes a
+  // damaged entry out of its pack: damage.hpp).
+  const auto same = [&](const std::shared_ptr<const decoded_pack> &k) {
+    return k && k->interval == iv && k->metric == metric &&
+           std::equal(blob.begin(), blob.end(), k->blob.begin(), k->blob.end());
+  };
+  if (same(c->pk)) {
     return SQLITE_OK;
   }
-  if (t->last && t->last->interval == iv && t->last->metric == metric) {
+  if (same(t->last)) {
     c->pk = t->last;
     return SQLITE_OK;
   }
   c->pk.reset();
   auto d = std::make_shared<decoded_pack>();
-  const auto *p = static_cast<const std::uint8_t *>(sqlite3_column_blob(c->st.packs.get(), 2));
-  d->blob.assign(p, p + sqlite3_column_bytes(c->st.packs.get(), 2));
+  d->blob.assign(blob.begin(), blob.end());
   auto entries = unpack(std::span<const std::uint8_t>(d->blob));
   if (!entries) {
     return sqlite::vtab_error(t, fmt::format("thread_hist_pack interval {} metric {}: {}", iv,
