@@ -521,7 +521,7 @@ TEST_CASE("a real version 3 database is upgraded in place to the current version
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE delay_clock IS NULL") == n);
   CHECK(scalar_int(r, "SELECT sum(drops_segment) FROM intervals") == 0);
   CHECK(scalar_int(r, "SELECT sum(unseen_events) FROM intervals") == 0);
-  CHECK(columns_of(r, "health").size() == 16);
+  CHECK(columns_of(r, "health").size() == 17);
   CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE delay_clock IS NULL") == n);
   // New intervals record their clock next to the old ones.
   const std::int64_t next = scalar_int(r, "SELECT max(start_ns + dur_ns) FROM intervals");

@@ -148,7 +148,7 @@ TEST_CASE("the writer brings an older health view up to date and stalled interva
   }
   auto r = open_reader(path);
   CHECK(scalar_int(r, "PRAGMA user_version") == rsched::store::schema_version);
-  CHECK(columns_of(r, "health").size() == 16); // the version 17 view, `stalled` included
+  CHECK(columns_of(r, "health").size() == 17); // the version 22 view, `stalled` included
   CHECK(scalar_int(r, "SELECT count(*) FROM health WHERE stalled = 1") == 1);
   CHECK(scalar_int(r, "SELECT ts FROM health WHERE stalled = 1") == next);
   CHECK(scalar_int(r, "SELECT flags FROM intervals WHERE start_ns = " + std::to_string(next)) == 2);
@@ -248,7 +248,7 @@ TEST_CASE("public views have exactly the documented columns", "[store]") {
   CHECK(columns_of(r, "health") == v{"ts", "dur", "collect_ns", "write_ns", "maint_ns", "cpu_ns",
                                      "rss_bytes", "bpf_run_ns", "bpf_run_cnt", "bpf_ns_per_event",
                                      "drops", "discarded_too_long", "stalled", "delay_clock",
-                                     "drops_segment", "unseen_events"});
+                                     "drops_segment", "unseen_events", "damaged_rows"});
   CHECK(columns_of(r, "tiers") == v{"tier", "name", "width_ns", "built_ns", "cutoff_ns"});
   CHECK(columns_of(r, "thread") ==
         v{"id", "boot_id", "tid", "pid", "start_time_ns", "comm", "cgroup", "last_ns"});

@@ -1206,6 +1206,39 @@ CREATE INDEX clock_steps_at_ns ON clock_steps(at_ns);
 CREATE INDEX intervals_late_1m ON intervals(start_ns) WHERE tier = 1 AND flags & 4 <> 0;
 )sql";
 
+// Version 22 (issue 51): rows whose blobs no longer decode (bit rot that SQLite's own checks
+// cannot see), moved aside by maintenance (damage.hpp) so that one damaged blob stops neither
+// the rollups nor the retention that waits for them. Kept whatever retention deletes (the
+// interval's place in time is copied), counted per raw interval by `health` and listed by
+// gaps().
+constexpr const char *upgrade_v21_to_v22 = R"sql(CREATE TABLE damaged_rows(
+  id          INTEGER PRIMARY KEY,
+  interval_id INTEGER NOT NULL,                  -- intervals.id it was in (may be gone since)
+  tier        INTEGER NOT NULL,                  -- that interval's tier
+  boot_id     TEXT NOT NULL,                     -- its boot
+  start_ns    INTEGER NOT NULL,                  -- its start, UTC ns
+  dur_ns      INTEGER NOT NULL,                  -- its length, ns
+  source      TEXT NOT NULL,                     -- the table the row was in
+  row_values  TEXT NOT NULL,                     -- the row's other columns, a JSON object
+  data        BLOB NOT NULL,                     -- the bytes that do not decode, as stored
+  error       TEXT NOT NULL,                     -- what the decoder said
+  found_ns    INTEGER NOT NULL                   -- UTC ns when maintenance set it aside
+);
+CREATE INDEX damaged_rows_interval ON damaged_rows(interval_id);
+CREATE INDEX damaged_rows_start ON damaged_rows(start_ns);
+DROP VIEW health;
+CREATE VIEW health AS
+  SELECT start_ns AS ts, dur_ns AS dur, collect_ns, write_ns, maint_ns, cpu_ns, rss_bytes,
+         bpf_run_ns, bpf_run_cnt,
+         CASE WHEN bpf_run_cnt > 0 THEN bpf_run_ns / bpf_run_cnt END AS bpf_ns_per_event,
+         drops_task_state + drops_graveyard + drops_stale_tid + drops_no_rq + drops_perf_read +
+           drops_segment AS drops, discarded_too_long, (flags >> 1) & 1 AS stalled,
+         delay_clock, drops_segment, unseen_events,
+         (SELECT count(*) FROM damaged_rows AS d WHERE d.interval_id = intervals.id AND
+           d.start_ns = intervals.start_ns) AS damaged_rows
+  FROM intervals WHERE tier = 0;
+)sql";
+
 constexpr migration migrations[] = {
     {1, [](sqlite3 *db) { return sqlite::exec(db, schema_v1); }, nullptr},
     // Version 1 recorded the latency group only, always (no rows to mark in a new file).
@@ -1255,6 +1288,8 @@ constexpr migration migrations[] = {
      "SELECT count(*) FROM sqlite_master WHERE name = 'thread_io'"},
     {21, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v20_to_v21); },
      "SELECT count(*) FROM sqlite_master WHERE name = 'clock_steps'"},
+    {22, [](sqlite3 *db) { return sqlite::exec(db, upgrade_v21_to_v22); },
+     "SELECT count(*) FROM sqlite_master WHERE name = 'damaged_rows'"},
 };
 
 constexpr bool steps_numbered() {

@@ -13,7 +13,7 @@
 
 namespace rsched::store {
 
-inline constexpr int schema_version = 21;
+inline constexpr int schema_version = 22;
 inline constexpr const char *default_db_path = "/var/lib/rsched/rsched.db";
 
 // A histogram-valued metric's value; its id in thread_hist.metric / cpu_hist.metric is the
