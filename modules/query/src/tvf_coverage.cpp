@@ -1,4 +1,6 @@
 // during, around, gaps, coverage: which intervals a time window holds and what it misses.
+#include "rsched/sqlite/statement.hpp"
+
 #include "table_functions.hpp"
 #include "tvf_window.hpp"
 
@@ -181,6 +183,42 @@ void add_overlaps(const std::vector<interval_info> &ivs, std::int64_t a, std::in
   flush();
 }
 
+// Intervals overlapping [a, b) whose rows maintenance set aside because their blobs no longer
+// decode (schema 21, table damaged_rows; each interval's place in time is kept there, so they
+// are listed after retention deleted the interval too): what those rows held is in no tier.
+// One gap per interval, in start order. Nothing on a file older than schema 21.
+result<void> add_damage(sqlite3 *db, std::int64_t a, std::int64_t b, std::vector<gap> &out) {
+  auto has = sqlite::prepare_stmt(
+      db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'damaged_rows'");
+  if (!has) {
+    return has.err();
+  }
+  if (sqlite3_step(has->get()) != SQLITE_ROW) {
+    return {};
+  }
+  auto st = sqlite::prepare_stmt(
+      db, "SELECT start_ns, start_ns + dur_ns, count(*), group_concat(DISTINCT source) FROM "
+          "damaged_rows WHERE start_ns < ?2 AND start_ns + dur_ns > ?1 GROUP BY start_ns, "
+          "dur_ns, tier, boot_id ORDER BY start_ns, dur_ns");
+  if (!st) {
+    return st.err();
+  }
+  sqlite3_bind_int64(st->get(), 1, a);
+  sqlite3_bind_int64(st->get(), 2, b);
+  int rc = 0;
+  while ((rc = sqlite3_step(st->get())) == SQLITE_ROW) {
+    const std::int64_t n = sqlite3_column_int64(st->get(), 2);
+    out.push_back({std::max<std::int64_t>(sqlite3_column_int64(st->get(), 0), a),
+                   std::min<std::int64_t>(sqlite3_column_int64(st->get(), 1), b),
+                   fmt::format("{} damaged row{} set aside ({}): in no tier, see damaged_rows", n,
+                               n == 1 ? "" : "s", sqlite::column_text(st->get(), 3))});
+  }
+  if (rc != SQLITE_DONE) {
+    return make_error(sqlite3_errmsg(db));
+  }
+  return {};
+}
+
 // Uncovered stretches of [a, b) (docs/SQL.md, "Coverage and gaps").
 result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
                                    std::int64_t *covered) {
@@ -230,6 +268,9 @@ result<std::vector<gap>> find_gaps(sqlite3 *db, std::int64_t a, std::int64_t b,
     if (c.at >= a && c.at < b) {
       out.push_back({c.at, c.at, step_text(c.step)});
     }
+  }
+  if (auto d = add_damage(db, a, b, out); !d) {
+    return d.err();
   }
   for (std::size_t i = 1; i < ivs->size(); ++i) {
     const auto &p = (*ivs)[i - 1];

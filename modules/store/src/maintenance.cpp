@@ -3,6 +3,8 @@
 #include "rsched/sqlite/statement.hpp"
 #include "rsched/stats/encoding.hpp"
 
+#include "damage.hpp"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -245,7 +247,14 @@ struct maintenance::impl {
       collect_threads_sql("thread_blame"), collect_threads_sql("thread_wakeup"),
       collect_threads_sql("thread_blocked"), collect_wakers_sql()};
   const std::string collect_culprit_ids = collect_culprits_sql();
-  int from_sums = 0; // 1-minute buckets merged from `sums` in this run
+  int from_sums = 0;       // 1-minute buckets merged from `sums` in this run
+  std::int64_t run_ns = 0; // this run's time (damaged_rows.found_ns)
+  damage_found damage;     // rows set aside in this run
+  // The last bucket (tier, start) whose failure no damaged row explained, and when: not
+  // searched again for 10 minutes while it keeps failing (a full disk must not cost a decode of
+  // every source row per call).
+  std::optional<std::pair<int, std::int64_t>> searched_clean;
+  std::int64_t searched_ns = 0;
 
   result<sqlite3_stmt *> prepare(const std::string &sql) {
     if (auto it = cache.find(sql); it != cache.end()) {
@@ -387,8 +396,10 @@ struct maintenance::impl {
     std::map<std::pair<std::int64_t, std::int64_t>, hist_sum> per_group; // (metric, group id)
     std::pair<std::int64_t, std::optional<std::int64_t>> last{-1, std::nullopt};
     auto read = each_row(s, [&]() -> result<void> {
-      if (sqlite3_column_type(s, 4) != SQLITE_BLOB) {
-        return {}; // hist_merge skips NULL (the column is NOT NULL)
+      if (const int type = sqlite3_column_type(s, 4); type == SQLITE_NULL) {
+        return {};                      // hist_merge skips NULL (the column is NOT NULL)
+      } else if (type != SQLITE_BLOB) { // damage hist_merge fails on, to be set aside
+        return make_error("hist_merge: hist must be a BLOB or NULL");
       }
       const std::int64_t thread = sqlite3_column_int64(s, 1);
       if (thread != last.first) { // a pack's entries are one thread each, rows come by thread
@@ -738,8 +749,8 @@ struct maintenance::impl {
   // that bypassed the writer lock) can never build a bucket twice. Builds the next complete
   // bucket (true), or, when none is left, raises built_ns over a gap up to the limit (false).
   // A bucket of tier 1 is complete once a raw interval starts after it; one of tier 2 once
-  // tier 1 is built past it.
-  result<bool> build_step(int k, std::int64_t w) {
+  // tier 1 is built past it. `bucket` is set to the start of the bucket it tried to build.
+  result<bool> build_step_once(int k, std::int64_t w, std::optional<std::int64_t> &bucket) {
     bool built = false;
     auto r = transaction([&]() -> result<void> {
       auto st = built_ns(k);
@@ -777,7 +788,8 @@ struct maintenance::impl {
         }
         return {};
       }
-      if (auto b = build_bucket(k, floor_to(**next, w), w); !b) {
+      bucket = floor_to(**next, w);
+      if (auto b = build_bucket(k, *bucket, w); !b) {
         return b;
       }
       built = true;
@@ -854,7 +866,8 @@ struct maintenance::impl {
   // late bucket, once done (late_bucket_done), becomes a second interval of the bucket
   // (build_boot_bucket); its sources lose the mark, and those retention already passed (before
   // their tier's cutoff, kept only for this) are deleted with the same commit. true: built.
-  result<bool> build_late_step(int k, std::int64_t w) {
+  // `bucket` is set to the start of the bucket it tried to build.
+  result<bool> build_late_step_once(int k, std::int64_t w, std::optional<std::int64_t> &bucket) {
     bool built = false;
     auto r = transaction([&]() -> result<void> {
       auto late = oldest_late(k, w);
@@ -872,6 +885,7 @@ struct maintenance::impl {
       if (!*done) {
         return {};
       }
+      bucket = b;
       if (auto x = build_boot_bucket(k, b, w, boot, true); !x) {
         return x;
       }
@@ -898,6 +912,60 @@ struct maintenance::impl {
       return r.err();
     }
     return built;
+  }
+
+  // A step (build_step_once or build_late_step_once); when its bucket fails, the rows of its
+  // sources that no longer decode are set aside (damage.hpp) and it is tried again, so that one
+  // damaged blob never stops the rollups (nor the retention that waits for them). A failure no
+  // damaged row explains is returned as it was.
+  template <typename Once> result<bool> retrying(int k, std::int64_t w, Once once) {
+    for (int attempt = 0;; ++attempt) {
+      std::optional<std::int64_t> bucket;
+      auto r = once(bucket);
+      if (r || !bucket || attempt == 2 ||
+          (searched_clean == std::pair{k, *bucket} && run_ns - searched_ns < 10 * minute_ns)) {
+        return r;
+      }
+      auto n = set_aside(k - 1, *bucket, *bucket + w);
+      if (!n) {
+        return make_error(
+            fmt::format("{} (looking for damaged rows: {})", r.err().msg, n.err().msg),
+            r.err().errnum);
+      }
+      if (*n == 0) {
+        searched_clean = std::pair{k, *bucket};
+        searched_ns = run_ns;
+        return r;
+      }
+    }
+  }
+  result<bool> build_step(int k, std::int64_t w) {
+    return retrying(k, w, [&](auto &b) { return build_step_once(k, w, b); });
+  }
+  result<bool> build_late_step(int k, std::int64_t w) {
+    return retrying(k, w, [&](auto &b) { return build_late_step_once(k, w, b); });
+  }
+
+  // Moves the rows of tier `tier`'s intervals in [a, b) that do not decode into damaged_rows,
+  // in one transaction; returns how many.
+  result<std::int64_t> set_aside(int tier, std::int64_t a, std::int64_t b) {
+    damage_found found;
+    auto r = transaction([&]() -> result<void> {
+      auto f = set_aside_damage(db, tier, a, b, run_ns);
+      if (!f) {
+        return f.err();
+      }
+      found = std::move(*f);
+      return {};
+    });
+    if (!r) {
+      return r.err();
+    }
+    if (damage.rows == 0) {
+      damage.first = std::move(found.first);
+    }
+    damage.rows += found.rows;
+    return found.rows;
   }
 
   // Builds up to budget.buckets late buckets of tier k (width w).
@@ -1141,6 +1209,8 @@ struct maintenance::impl {
   result<maintenance_report> run_all(std::int64_t now, const retention &keep) {
     maintenance_report rep;
     from_sums = 0;
+    run_ns = now;
+    damage = {};
     for (const auto &[k, w] : {std::pair{1, minute_ns}, std::pair{2, hour_ns}}) {
       auto n = build(k, w);
       if (!n) {
@@ -1154,6 +1224,8 @@ struct maintenance::impl {
       rep.late_buckets_built += *late;
     }
     rep.buckets_from_sums = from_sums;
+    rep.rows_set_aside = damage.rows;
+    rep.damage = damage.first;
     const std::int64_t keeps[] = {keep.keep_raw_ns, keep.keep_1m_ns, keep.keep_1h_ns};
     bool deleted = false;
     for (int k = 0; k < 3; ++k) {

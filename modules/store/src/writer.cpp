@@ -1473,6 +1473,14 @@ result<maintenance_report> writer::maintain(std::int64_t now_ns) {
   if (!r) {
     return make_error(fmt::format("{}: maintenance: {}", p_->path, r.err().msg), r.err().errnum);
   }
+  if (r->rows_set_aside > 0 && p_->note) {
+    // Once per pass that found damage: each row is set aside once, and never fails again.
+    p_->note(fmt::format("{}: maintenance set aside {} damaged row{} whose blobs no longer "
+                         "decode and went on without them (table damaged_rows, gaps()); the "
+                         "first: {}\n",
+                         p_->path, r->rows_set_aside, r->rows_set_aside == 1 ? "" : "s",
+                         r->damage));
+  }
   if (r->threads_deleted > 0) {
     // ids of deleted identities must not be reused from the caches
     p_->threads.clear();

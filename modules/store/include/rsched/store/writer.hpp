@@ -36,6 +36,10 @@ struct maintenance_report {
   std::int64_t threads_deleted = 0; // thread, culprit and cgroup identities no row refers to
   std::int64_t pages_freed = 0;     // pages given back to the file system (incremental vacuum)
   bool over_size = false;           // the file was above max_bytes at the start of the call
+  // Rows whose blobs no longer decode, moved into damaged_rows so that the rollups go on
+  // without them (schema 22), and what was wrong with the first ("" when none).
+  std::int64_t rows_set_aside = 0;
+  std::string damage;
   [[nodiscard]] bool idle() const {
     return buckets_built == 0 && late_buckets_built == 0 && rows_deleted == 0 && pages_freed == 0;
   }
