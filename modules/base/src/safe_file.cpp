@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <optional>
 #include <streambuf>
+#include <string>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -371,6 +372,120 @@ result<void> write_file_safely(const std::string &target, std::string_view bytes
     return w;
   }
   return f->commit();
+}
+
+namespace {
+
+bool trusted_owner(const struct stat &st) {
+  return st.st_uid == 0 || st.st_uid == ::geteuid();
+}
+
+std::string not_ours(const std::string &path, const struct stat &st) {
+  return "'" + shown(path) + "' belongs to uid " + std::to_string(st.st_uid) +
+         ", not root or this user";
+}
+
+// `dir` (which exists) resolved, after checking it and every directory above it: root's or the
+// caller's, and writable by nobody else unless sticky.
+result<std::string> trusted_dir(const std::string &dir) {
+  char *r = ::realpath(dir.c_str(), nullptr);
+  if (r == nullptr) {
+    return sys_error("cannot resolve", dir, errno);
+  }
+  const std::string real = r;
+  std::free(r);
+  for (std::string d = real;; d = dir_of(d)) {
+    struct stat st {};
+    if (::lstat(d.c_str(), &st) != 0) {
+      return sys_error("cannot check", d, errno);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return make_error("'" + shown(d) + "' is not a directory", ENOTDIR);
+    }
+    if (!trusted_owner(st)) {
+      return make_error("directory " + not_ours(d, st), EPERM);
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+      return make_error("directory '" + shown(d) + "' is writable by " +
+                            ((st.st_mode & S_IWOTH) != 0 ? "others" : "its group") +
+                            " and not sticky",
+                        EPERM);
+    }
+    if (d == "/") {
+      return real;
+    }
+  }
+}
+
+// Why the existing file `f` (a database or one of its companions) must not be written in place,
+// or nullopt (also when it does not exist).
+std::optional<std::string> companion_refusal(const std::string &f, std::optional<gid_t> group) {
+  struct stat st {};
+  if (::lstat(f.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return std::nullopt;
+    }
+    return "cannot check '" + shown(f) + "': " + std::strerror(errno);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return "'" + shown(f) + "' is not a regular file (a link, FIFO or device)";
+  }
+  if (!trusted_owner(st)) {
+    return not_ours(f, st);
+  }
+  if ((st.st_mode & S_IWOTH) != 0) {
+    return "'" + shown(f) + "' is writable by others";
+  }
+  if ((st.st_mode & S_IWGRP) != 0 && !(group && st.st_gid == *group)) {
+    return "'" + shown(f) + "' is writable by its group (gid " + std::to_string(st.st_gid) + ")";
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+result<std::string> database_place(const std::string &path, std::optional<gid_t> group) {
+  if (path.empty() || path.back() == '/') {
+    return make_error("'" + shown(path) + "': no file name", EINVAL);
+  }
+  std::string target = path;
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) == 0) {
+    if (S_ISLNK(lst.st_mode)) {
+      if (!trusted_owner(lst)) {
+        return make_error("link " + not_ours(path, lst), EPERM);
+      }
+      char *r = ::realpath(path.c_str(), nullptr);
+      if (r == nullptr) {
+        return sys_error("cannot follow the link", path, errno);
+      }
+      target = r;
+      std::free(r);
+    }
+  } else if (errno != ENOENT) {
+    return sys_error("cannot check", path, errno);
+  }
+  // The nearest directory that exists: a missing one is created by the caller, in it.
+  const std::string dir = dir_of(target);
+  std::string probe = dir;
+  struct stat dst {};
+  while (::stat(probe.c_str(), &dst) != 0 && errno == ENOENT && probe != "/" && probe != ".") {
+    probe = dir_of(probe);
+  }
+  auto real_dir = trusted_dir(probe);
+  if (!real_dir) {
+    return real_dir.err();
+  }
+  if (probe != dir) {
+    return target;
+  }
+  const std::string real = (*real_dir == "/" ? "" : *real_dir) + "/" + base_of(target);
+  for (const char *suffix : {"", "-wal", "-shm", "-journal"}) {
+    if (auto why = companion_refusal(real + suffix, group)) {
+      return make_error(*why, EPERM);
+    }
+  }
+  return real;
 }
 
 std::optional<std::string> in_place_refusal(const std::string &path) {

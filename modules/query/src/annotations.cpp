@@ -3,6 +3,7 @@
 // annotations_csv.cpp and annotations_json.cpp.
 #include "rsched/query/annotations.hpp"
 
+#include "rsched/base/safe_file.hpp"
 #include "rsched/base/text.hpp"
 #include "rsched/base/timefmt.hpp"
 #include "rsched/sqlite/statement.hpp"
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sqlite3.h>
 #include <string>
 #include <string_view>
@@ -81,8 +83,16 @@ result<std::unique_ptr<SQLite::Database>> open_rw(const std::string &path) {
                                   path),
                       EACCES);
   }
+  // Written in place as root, like rschedd's own writes: only a database (and -wal, -shm) of
+  // root's or this user's that nobody else may change or swap (docs/ARCHITECTURE.md, "Databases
+  // in shared places"). `real`: the path with its links resolved.
+  auto real = database_place(path, std::nullopt);
+  if (!real) {
+    return make_error(fmt::format("refusing database {}: {}", path, real.err().msg),
+                      real.err().errnum);
+  }
   return sqlite::sqlite_guard(path + ": ", [&]() -> result<std::unique_ptr<SQLite::Database>> {
-    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE, busy_timeout_ms);
+    auto db = std::make_unique<SQLite::Database>(*real, SQLite::OPEN_READWRITE, busy_timeout_ms);
     // Connection settings SQLiteCpp has no call for.
     sqlite3 *h = db->getHandle();
     sqlite3_extended_result_codes(h, 1);

@@ -1292,22 +1292,21 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     int flags = SQLite::OPEN_READWRITE | SQLite::OPEN_NOMUTEX;
     writer_lock lock;         // declared before db: on every exit the connection closes first
     bool dir_is_ours = false; // the database's directory is rschedd's own (share_with_group)
+    std::string real = path;  // what is opened: `path` with its links resolved
     if (is_memory(path)) {
       flags |= SQLite::OPEN_CREATE;
     } else {
-      auto made = make_dirs(std::filesystem::path(path).parent_path());
-      if (!made) {
-        return made.err();
+      // Where the file may be opened (writer_file.hpp, open_place): checked before anything is
+      // created, and again once the file exists.
+      auto where = open_place(path, opt.group, dir_is_ours);
+      if (!where) {
+        return where.err();
       }
-      dir_is_ours = *made || std::filesystem::path(path).parent_path() ==
-                                 std::filesystem::path(default_db_path).parent_path();
-      if (auto r = create_file(path); !r) {
-        return r.err();
-      }
+      real = std::move(*where);
       // Before SQLite reads anything: of two processes creating or upgrading the file at once,
       // the second is refused here.
       if (opt.lock) {
-        auto l = writer_lock::take(path);
+        auto l = writer_lock::take(real, path);
         if (!l) {
           return l.err();
         }
@@ -1315,7 +1314,7 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
       }
     }
     // Without OPEN_CREATE: the file exists now, and SQLite must not create one behind our back.
-    SQLite::Database db(path, flags, busy_timeout_ms);
+    SQLite::Database db(real, flags, busy_timeout_ms);
     sqlite3 *h = db.getHandle();
     sqlite3_extended_result_codes(h, 1);
     // thread_hist and thread_blame are virtual tables (created by create/upgrade below), and the
@@ -1352,10 +1351,19 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     // then not open a WAL database at all.
     int persist = 1;
     sqlite3_file_control(h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+    if (!is_memory(path)) {
+      // SQLite has opened its -wal and -shm now: what it found (or made) at those names must be
+      // ours too (another user may create names in a sticky directory between the check above
+      // and SQLite's open). Refused: closed without a checkpoint, so that nothing of theirs
+      // reaches the database.
+      if (auto r = check_opened(h, path, real, opt.group); !r) {
+        return r.err();
+      }
+    }
     // The -wal and -shm files exist from here on: all three (and our directory) to the readers'
     // group, when one is asked for.
     if (opt.group && !is_memory(path)) {
-      if (auto r = share_with_group(path, *opt.group, dir_is_ours); !r) {
+      if (auto r = share_with_group(real, *opt.group, dir_is_ours); !r) {
         return r.err();
       }
     }

@@ -1,6 +1,8 @@
 #include "writer_file.hpp"
 
+#include "rsched/base/safe_file.hpp"
 #include "rsched/sqlite/statement.hpp"
+#include "rsched/store/records.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -68,7 +70,8 @@ result<bool> make_dirs(const std::filesystem::path &dir) {
 // Creates the database file with mode 0640 when it does not exist. SQLite gives its -wal and
 // -shm files the mode (and, as root, the owner) of the database file, so they follow.
 result<void> create_file(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode);
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode);
   if (fd < 0) {
     if (errno == EEXIST) {
       return {}; // an existing file (or a racing creator): SQLite decides what it is
@@ -83,6 +86,65 @@ result<void> create_file(const std::string &path) {
     return make_error(fmt::format("{}: chmod: {}", path, errno_text(e)), e);
   }
   return {};
+}
+
+namespace {
+
+std::string refusal(const std::string &path, const std::string &why) {
+  return fmt::format("refusing database {}: {}", path, why);
+}
+
+} // namespace
+
+result<std::string> open_place(const std::string &path, std::optional<gid_t> group,
+                               bool &dir_is_ours) {
+  // Before anything is created: a missing directory is checked at its nearest existing one.
+  auto before = database_place(path, group);
+  if (!before) {
+    return make_error(refusal(path, before.err().msg), before.err().errnum);
+  }
+  auto made = make_dirs(std::filesystem::path(*before).parent_path());
+  if (!made) {
+    return made.err();
+  }
+  dir_is_ours = *made || std::filesystem::path(path).parent_path() ==
+                             std::filesystem::path(default_db_path).parent_path();
+  auto where = database_place(path, group);
+  if (!where) {
+    return make_error(refusal(path, where.err().msg), where.err().errnum);
+  }
+  if (auto r = create_file(*where); !r) {
+    return r.err();
+  }
+  // Once more: the file now exists, made by us or (a race in a sticky directory) by another.
+  auto real = database_place(path, group);
+  if (!real) {
+    return make_error(refusal(path, real.err().msg), real.err().errnum);
+  }
+  return real;
+}
+
+result<void> check_opened(sqlite3 *h, const std::string &path, const std::string &real,
+                          std::optional<gid_t> group) {
+  // A read opens the -wal and -shm (a new database has none before its first one).
+  auto read = sqlite::exec(h, "SELECT count(*) FROM sqlite_schema");
+  std::string why;
+  if (auto r = database_place(real, group); !r) {
+    why = r.err().msg;
+  } else {
+    for (const char *suffix : {"-wal", "-shm"}) {
+      struct stat st {};
+      if (read && ::lstat((real + suffix).c_str(), &st) != 0) {
+        why = fmt::format("{}{} went away while it was being opened", real, suffix);
+      }
+    }
+  }
+  if (why.empty()) {
+    return {};
+  }
+  // What SQLite read from a foreign -wal must never be checkpointed into the database.
+  sqlite3_db_config(h, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  return make_error(refusal(path, why), EPERM);
 }
 
 namespace {
@@ -180,8 +242,8 @@ writer_lock &writer_lock::operator=(writer_lock &&o) noexcept {
   return *this;
 }
 
-result<writer_lock> writer_lock::take(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
+result<writer_lock> writer_lock::take(const std::string &real, const std::string &path) {
+  const int fd = ::open(real.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     const int e = errno;
     if (e == EROFS || e == EACCES || e == EPERM || e == ETXTBSY) {
@@ -190,6 +252,13 @@ result<writer_lock> writer_lock::take(const std::string &path) {
     return make_error(fmt::format("{}: cannot open: {}", path, errno_text(e)), e);
   }
   writer_lock lock(fd);
+  // The very file checked by name (open_place): a regular file of root's or ours.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      (st.st_uid != 0 && st.st_uid != ::geteuid())) {
+    return make_error(fmt::format("refusing database {}: it changed while being opened", path),
+                      EPERM);
+  }
   for (int attempt = 0; attempt < lock_attempts; ++attempt) {
     if (set(fd, F_WRLCK, lock_base, 1) == 0) {
       // Best effort: without it a refused writer says the pid is unknown.

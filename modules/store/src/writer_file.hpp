@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,22 @@ result<bool> make_dirs(const std::filesystem::path &dir);
 // -shm files the mode (and, as root, the owner) of the database file, so they follow.
 result<void> create_file(const std::string &path);
 
+// Where the writer opens the database at `path` (docs/ARCHITECTURE.md, "Databases in shared
+// places"): the place is checked (rsched::database_place, `group` the readers' group) before
+// anything is created, then the missing directories (make_dirs) and the file (create_file, O_EXCL
+// and O_NOFOLLOW) are created and the place checked again. The path to open, links resolved, or
+// one line ("refusing database PATH: ...") with nothing created. `dir_is_ours`: the directory is
+// rschedd's own (it created it, or it is the default one), for share_with_group.
+result<std::string> open_place(const std::string &path, std::optional<gid_t> group,
+                               bool &dir_is_ours);
+
+// After SQLite has opened the database at `real` (`path` as named) and, by a first read, its -wal
+// and -shm: the same check as open_place's on what is at those names now, both present. Refused:
+// the connection is set to close without a checkpoint (nothing SQLite read from a foreign -wal
+// reaches the database) and the error says why.
+result<void> check_opened(sqlite3 *h, const std::string &path, const std::string &real,
+                          std::optional<gid_t> group);
+
 // Gives the database at `path`, its -wal and -shm files (those that exist) the group `gid` with
 // group read, and its directory group read and search when that is rschedd's own (`dir_is_ours`:
 // created by it, or the default directory; or already of that group) and private (owned by
@@ -50,8 +67,10 @@ public:
   writer_lock &operator=(const writer_lock &) = delete;
   ~writer_lock() { reset(); }
 
-  // Takes the lock of the database file at `path` (which exists), or says who holds it.
-  static result<writer_lock> take(const std::string &path);
+  // Takes the lock of the database file at `real` (which exists; opened O_NOFOLLOW and checked
+  // with fstat to be a regular file of root's or ours), or says who holds it. Messages name
+  // `path`, the database as the user named it.
+  static result<writer_lock> take(const std::string &real, const std::string &path);
 
 private:
   static int set(int fd, int type, off_t start, off_t len);

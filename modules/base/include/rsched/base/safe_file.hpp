@@ -77,6 +77,26 @@ private:
 // exists, must be a regular file (not a link, FIFO or device) of root's or the caller's.
 std::optional<std::string> in_place_refusal(const std::string &path);
 
+// Where a database that root (or the caller) writes in place may be opened, StrictModes-like
+// (docs/ARCHITECTURE.md, "Databases in shared places"): the path to open (links resolved), or one
+// line saying why not. rschedd's database and rsched-sql's writes (annotations) use it; readers do
+// not. The rules:
+//   - the directory holding the database and each of its ancestors belong to root or the caller
+//     and are writable by nobody else, unless sticky like /tmp (others may then create names
+//     there, never replace or remove ours); a missing directory is checked at its nearest existing
+//     ancestor (the caller creates it, then asks again);
+//   - the database and its "-wal", "-shm" and "-journal" files, those that exist, are regular
+//     files (lstat: never a link, FIFO or device) owned by root or the caller, not writable by
+//     others, and not writable by their group unless it is `group` (rschedd's readers' group,
+//     whose write bit rschedd then removes);
+//   - a link at the database's own name is followed only when root or the caller owns it (as
+//     safe_file does), and what it points to is checked by the same rules; a link anyone else made
+//     is refused. Links in the directories above are resolved: the path returned has none, so
+//     nobody can redirect it after the check.
+// The check is by name: the caller opens what it creates O_CREAT|O_EXCL|O_NOFOLLOW and asks again
+// after SQLite has opened its files.
+result<std::string> database_place(const std::string &path, std::optional<gid_t> group);
+
 // Writes `bytes` to `target` through a safe_file in one call.
 result<void> write_file_safely(const std::string &target, std::string_view bytes,
                                const safe_file::options &o);
