@@ -196,6 +196,12 @@ int run(const rschedd::options &opt, daemon_config cfg) {
       return 1;
     }
     cfg.store->open.group = *g;
+    // A database in a place another user controls (their file, link or directory): refused
+    // before anything is loaded; writer::open checks again as it opens.
+    if (auto r = store::check_place(cfg.store->path, *g); !r) {
+      note("rschedd: {}\n", r.err().msg);
+      return 1;
+    }
   }
 
   // Prometheus: the endpoint binds before anything is loaded, so a taken port is the only line.

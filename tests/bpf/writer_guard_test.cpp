@@ -1,18 +1,22 @@
 // rschedd end to end against databases it must not or cannot write (issue 10): a second rschedd
 // on the same database is refused at start naming the first one's pid (kill -9 leaves no stale
-// lock), a read-only database is refused at start with exit 1, and a run that could write
-// nothing exits non-zero.
+// lock), a read-only database is refused at start with exit 1, a run that could write nothing
+// exits non-zero, and a database in a place another user controls is refused (issue 51).
 #include "rsched/query/reader.hpp"
 
 #include "root_test_util.hpp"
 #include "support/temp_dir.hpp"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <csignal>
+#include <fcntl.h>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 using namespace rsched;
 using namespace std::chrono_literals;
@@ -126,4 +130,102 @@ TEST_CASE("A run that could write nothing exits non-zero", "[root][bpf]") {
     WARN("an interval fit in space SQLite already held; the all-failed path was not reached");
     CHECK(*status == 0);
   }
+}
+
+// Issue 51: a database in a place another user controls is refused at start, before anything is
+// loaded: exit 1, one line, and what they planted is left exactly as it was (bytes, owner, mode).
+TEST_CASE("rschedd refuses a database, -wal, link or directory another user controls",
+          "[root][bpf][shared]") {
+  if (!test::bpf_available()) {
+    return;
+  }
+  constexpr uid_t nobody = 65534;
+  test::temp_dir base;
+  REQUIRE(::chmod(base.str().c_str(), 0755) == 0);
+  struct planted {
+    std::string path;
+    struct stat st {};
+    std::string bytes;
+  };
+  const auto look = [](const std::string &p) {
+    planted f{p};
+    REQUIRE(::lstat(p.c_str(), &f.st) == 0);
+    if (S_ISREG(f.st.st_mode)) {
+      const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+      REQUIRE(fd >= 0);
+      char buf[4096];
+      for (ssize_t n = 0; (n = ::read(fd, buf, sizeof buf)) > 0;) {
+        f.bytes.append(buf, static_cast<std::size_t>(n));
+      }
+      ::close(fd);
+    }
+    return f;
+  };
+  const auto refused = [&](const std::string &db, const std::string &why,
+                           const std::vector<planted> &keep) {
+    test::daemon d({"--db", db, "-r", "2"});
+    const auto status = d.wait_exit(15000);
+    INFO(d.stderr_text());
+    REQUIRE(status.has_value());
+    CHECK(*status == 1);
+    CHECK(lines(d.stderr_text()) == 1);
+    CHECK(d.stderr_text().rfind("rschedd: refusing database " + db + ": ", 0) == 0);
+    CHECK(d.stderr_text().find(why) != std::string::npos);
+    for (const auto &k : keep) {
+      INFO(k.path);
+      const planted now = look(k.path);
+      CHECK(now.bytes == k.bytes);
+      CHECK(now.st.st_ino == k.st.st_ino);
+      CHECK(now.st.st_uid == k.st.st_uid);
+      CHECK(now.st.st_mode == k.st.st_mode);
+    }
+  };
+  const auto plant = [](const std::string &p, const std::string &text, mode_t mode) {
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    ::close(fd);
+    REQUIRE(::chown(p.c_str(), nobody, nobody) == 0);
+    REQUIRE(::chmod(p.c_str(), mode) == 0);
+  };
+  // A sticky directory like /tmp, root's.
+  const std::string tmp = base.file("tmp");
+  REQUIRE(::mkdir(tmp.c_str(), 0700) == 0);
+  REQUIRE(::chmod(tmp.c_str(), 01777) == 0);
+
+  // Their (empty) file at the database's name.
+  const std::string theirs = tmp + "/theirs.db";
+  plant(theirs, "", 0666);
+  refused(theirs, "'" + theirs + "' belongs to uid 65534", {look(theirs)});
+  CHECK(::access((theirs + "-wal").c_str(), F_OK) != 0);
+
+  // Their -wal, writable by anyone, beside a database of root's.
+  const std::string db = tmp + "/rsched.db";
+  {
+    const int fd = ::open(db.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+  }
+  plant(db + "-wal", "forged frames", 0666);
+  refused(db, "'" + db + "-wal' belongs to uid 65534", {look(db), look(db + "-wal")});
+
+  // Their link at the database's name, to a file of root's.
+  const std::string victim = base.file("victim");
+  {
+    const int fd = ::open(victim.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, "root's", 6) == 6);
+    ::close(fd);
+  }
+  const std::string link = tmp + "/link.db";
+  REQUIRE(::symlink(victim.c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), nobody, nobody) == 0);
+  refused(link, "link '" + link + "' belongs to uid 65534", {look(link), look(victim)});
+
+  // A directory anyone may write in (not sticky): nothing is created there.
+  const std::string open_dir = base.file("open");
+  REQUIRE(::mkdir(open_dir.c_str(), 0700) == 0);
+  REQUIRE(::chmod(open_dir.c_str(), 0777) == 0);
+  refused(open_dir + "/rsched.db", "'" + open_dir + "' is writable by others and not sticky", {});
+  CHECK(std::filesystem::is_empty(open_dir));
 }

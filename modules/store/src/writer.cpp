@@ -1,5 +1,6 @@
 #include "rsched/store/writer.hpp"
 
+#include "rsched/base/safe_file.hpp"
 #include "rsched/base/timefmt.hpp"
 #include "rsched/sqlite/statement.hpp"
 #include "rsched/stats/encoding.hpp"
@@ -1280,6 +1281,16 @@ struct writer::impl {
     return {};
   }
 };
+
+result<void> check_place(const std::string &path, std::optional<gid_t> group) {
+  if (is_memory(path)) {
+    return {};
+  }
+  if (auto p = database_place(path, group); !p) {
+    return make_error(fmt::format("refusing database {}: {}", path, p.err().msg), p.err().errnum);
+  }
+  return {};
+}
 
 result<writer> writer::open(const std::string &path) {
   return open(path, open_options{});

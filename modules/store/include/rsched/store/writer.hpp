@@ -81,6 +81,12 @@ struct capture_request {
   std::string text;
 };
 
+// The first check writer::open makes (docs/ARCHITECTURE.md, "Databases in shared places"), alone:
+// the database at `path` and its -wal, -shm and -journal are in a place no other user can plant
+// or change them (`group`: the readers' group, open_options::group). rschedd calls it before it
+// loads anything, so that a refused database is its only line. Nothing is created.
+result<void> check_place(const std::string &path, std::optional<gid_t> group);
+
 class writer {
 public:
   // Opens (creating file, parent directory and schema when missing) the database at `path`.
