@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <fcntl.h>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -132,4 +133,48 @@ TEST_CASE("a -wal replaced by another file is noticed too", "[store]") {
   auto r = open_reader(path);
   CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0") == 2);
   CHECK(intervals_after_crash(dir, path, "crash.db") == 2);
+}
+
+// Issue 51, the -shm likewise: the writer kept mapping the unlinked file, a reader of another
+// process made a second wal-index at the name, and a reader that may not create files in the
+// directory (the readers' group) could not open the database until rschedd restarted.
+TEST_CASE("a deleted -shm is noticed at the next interval: one line, a fresh one, nothing lost",
+          "[store]") {
+  temp_dir dir;
+  const std::string path = dir.file("rsched.db");
+  std::vector<std::string> notes;
+  auto w = open_noting(path, notes);
+  for (int i = 0; i < 3; ++i) {
+    write_ok(w, interval(i));
+  }
+  const ino_t before = inode(path + "-shm");
+  // Held open, so that the fresh file cannot get the deleted one's inode number.
+  const int old_shm = ::open((path + "-shm").c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(old_shm >= 0);
+  REQUIRE(::unlink((path + "-shm").c_str()) == 0);
+  for (int i = 3; i < 6; ++i) {
+    write_ok(w, interval(i));
+  }
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == path + "-shm was deleted or replaced while recording: the WAL is closed and "
+                           "opened again, which starts a fresh one (readers that may not create "
+                           "it cannot open the database without it)\n");
+  // A fresh -shm at the name, the one the writer maps: a reader that may not create files finds
+  // it and every interval.
+  REQUIRE(::access((path + "-shm").c_str(), F_OK) == 0);
+  CHECK(inode(path + "-shm") != before);
+  ::close(old_shm);
+  auto r = open_reader(path);
+  CHECK(scalar_int(r, "SELECT count(*) FROM intervals WHERE tier = 0") == 6);
+  CHECK(intervals_after_crash(dir, path, "crash.db") == 6);
+  // Replaced by another file (as a reader of another process would make it): noticed again.
+  r = open_reader(":memory:");
+  const ino_t fresh = inode(path + "-shm");
+  REQUIRE(::rename((path + "-shm").c_str(), dir.file("moved-shm").c_str()) == 0); // kept
+  write_file(path + "-shm", "");
+  write_ok(w, interval(6));
+  CHECK(notes.size() == 2);
+  CHECK(inode(path + "-shm") != fresh);
+  auto again = open_reader(path);
+  CHECK(scalar_int(again, "SELECT count(*) FROM intervals WHERE tier = 0") == 7);
 }

@@ -445,32 +445,45 @@ wal_watch::wal_watch(sqlite3 *h) {
   if (db == nullptr || *db == '\0') {
     return; // in memory, or a temporary database: no file to watch
   }
-  wal_path_ = sqlite3_filename_wal(db);
-  known_ = file_id(wal_path_, dev_, ino_);
+  files_[0].path = sqlite3_filename_wal(db);
+  files_[1].path = std::string(db) + "-shm";
+  for (auto &f : files_) {
+    f.known = file_id(f.path, f.dev, f.ino);
+  }
 }
 
 void wal_watch::check(sqlite3 *h, const std::function<void(std::string_view)> &note) {
-  if (wal_path_.empty()) {
+  if (files_[0].path.empty()) {
     return;
   }
   if (!lost_) {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    const bool there = file_id(wal_path_, dev, ino);
-    if (!known_) { // no -wal when watching began: the first one SQLite makes is ours
-      known_ = there;
-      dev_ = dev;
-      ino_ = ino;
-      return;
+    for (auto &f : files_) {
+      dev_t dev = 0;
+      ino_t ino = 0;
+      const bool there = file_id(f.path, dev, ino);
+      if (!f.known) { // none when watching began: the first one SQLite makes is ours
+        f.known = there;
+        f.dev = dev;
+        f.ino = ino;
+        continue;
+      }
+      if ((there && dev == f.dev && ino == f.ino) || lost_) {
+        continue;
+      }
+      lost_ = true;
+      if (note && &f == &files_[0]) {
+        note(fmt::format("{} was deleted or replaced while recording: what it held is "
+                         "checkpointed into the database and a fresh one started\n",
+                         f.path));
+      } else if (note) {
+        note(fmt::format("{} was deleted or replaced while recording: the WAL is closed and "
+                         "opened again, which starts a fresh one (readers that may not create it "
+                         "cannot open the database without it)\n",
+                         f.path));
+      }
     }
-    if (there && dev == dev_ && ino == ino_) {
+    if (!lost_) {
       return;
-    }
-    lost_ = true;
-    if (note) {
-      note(fmt::format("{} was deleted or replaced while recording: what it held is "
-                       "checkpointed into the database and a fresh one started\n",
-                       wal_path_));
     }
   }
   renew(h);
@@ -481,14 +494,17 @@ void wal_watch::renew(sqlite3 *h) {
   // Everything written so far into the database file, read through the descriptor this
   // connection still holds on the deleted -wal.
   (void)sqlite::exec(h, "PRAGMA wal_checkpoint(TRUNCATE)");
-  // Closing the WAL (journal mode DELETE) and opening it again (WAL) makes SQLite open the name
-  // anew. Both need the database to itself; a reader in the way leaves it for the next interval.
+  // Closing the WAL (journal mode DELETE) and opening it again (WAL) makes SQLite open both names
+  // anew (the -shm once no connection of this process maps the old one). Both need the database
+  // to itself; a reader in the way leaves it for the next interval.
   if (journal_mode(h, "PRAGMA journal_mode = DELETE") != "delete" ||
       journal_mode(h, "PRAGMA journal_mode = WAL") != "wal") {
     return;
   }
   lost_ = false;
-  known_ = file_id(wal_path_, dev_, ino_);
+  for (auto &f : files_) {
+    f.known = file_id(f.path, f.dev, f.ino);
+  }
 }
 
 void wal_watch::after_write(sqlite3 *h) {

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -87,33 +88,41 @@ result<void> quick_check(sqlite3 *h, const std::string &path);
 // the daemon starts recording.
 result<void> record_writer(sqlite3 *h, const std::string &path);
 
-// The -wal file the writer's connection writes into. Deleted while the connection is open (a
-// clean-up script, an operator), it goes unnoticed by SQLite: the connection keeps writing into
-// the unlinked file, a reader opened since fails with "disk I/O error" (and creates an empty
-// -wal of its own at the name), and whatever was not yet checkpointed into the database would
-// die with the process. The writer checks the name against the file it opened before each
-// interval (one stat) and, when it changed, notes one line, checkpoints everything into the
-// database (through the descriptor it still holds) and starts a fresh -wal at the name.
+// The -wal file the writer's connection writes into, and the -shm it maps. A -wal deleted while
+// the connection is open (a clean-up script, an operator) goes unnoticed by SQLite: the connection
+// keeps writing into the unlinked file, a reader opened since fails with "disk I/O error" (and
+// creates an empty -wal of its own at the name), and whatever was not yet checkpointed into the
+// database would die with the process. A -shm deleted likewise: the writer keeps its mapping of
+// the unlinked one, a reader of another process makes a new one at the name that the writer
+// never sees (two wal-indexes of one WAL), and a reader that may not create files in the
+// directory (the readers' group) cannot open the database at all. The writer checks both names
+// against the files it opened before each interval (two stats) and, when one changed, notes one
+// line, checkpoints everything into the database (through the descriptors it still holds) and
+// closes and opens the WAL, which starts fresh files at the names.
 class wal_watch {
 public:
   wal_watch() = default; // watches nothing (an in-memory database)
-  // Watches the -wal file of `h`'s main database as it is now.
+  // Watches the -wal and -shm files of `h`'s main database as they are now.
   explicit wal_watch(sqlite3 *h);
-  // Before an interval: when the -wal at the name is not the file opened (deleted, or another in
-  // its place), `note` gets one line (the first time), the WAL is checkpointed into the database
-  // (TRUNCATE) and switched off and on again, which opens a fresh -wal. That switch needs the
-  // database to itself: while a reader holds it, every call checkpoints again and retries, and
-  // after_write() checkpoints each interval as soon as it is written.
+  // Before an interval: when the -wal or -shm at its name is not the file opened (deleted, or
+  // another in its place), `note` gets one line naming it (the first time), the WAL is
+  // checkpointed into the database (TRUNCATE) and switched off and on again, which opens fresh
+  // ones. That switch needs the database to itself: while a reader holds it, every call
+  // checkpoints again and retries, and after_write() checkpoints each interval as soon as it is
+  // written.
   void check(sqlite3 *h, const std::function<void(std::string_view)> &note);
   void after_write(sqlite3 *h);
   [[nodiscard]] bool lost() const { return lost_; }
 
 private:
+  struct watched {
+    std::string path;
+    bool known = false; // the file was there when watching began (or since the last renewal)
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
   void renew(sqlite3 *h);
-  std::string wal_path_;
-  bool known_ = false; // a -wal was there when watching began
-  dev_t dev_ = 0;
-  ino_t ino_ = 0;
+  std::array<watched, 2> files_; // -wal, -shm
   bool lost_ = false;
 };
 
