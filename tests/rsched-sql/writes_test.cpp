@@ -265,3 +265,33 @@ TEST_CASE("rsched-sql never waits on a FIFO at the database or an import's path"
   CHECK(i.err.find("no header row") != std::string::npos); // read as empty: nobody writes to it
   CHECK(count_annotations(db) == before);
 }
+
+TEST_CASE("rsched-sql's .read refuses a FIFO in one line instead of waiting (issue 51)",
+          "[rsched-sql]") {
+  // .read opened its file as SQLite did the database: a FIFO nobody writes to waited forever,
+  // and one another user planted would feed root's shell their statements.
+  temp_dir dir;
+  const std::string db = make_db(dir);
+  const std::string fifo = dir.file("script.sql");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string empty = dir.file("empty");
+  std::ofstream(empty, std::ios::binary) << "";
+  const auto r = run_sql_bounded({db, "-c", ".read " + fifo}, empty, 10);
+  CHECK(r.status == 1); // not -1: the alarm of a run that waited
+  CHECK(r.out.empty());
+  CHECK(r.err == "rsched-sql: cannot read '" + fifo +
+                     "': not a regular file (a FIFO, socket or directory)\n");
+  // A directory likewise; this process's own descriptor by name (a pipe) and a device still run.
+  const auto d = run_sql_bounded({db, "-c", ".read " + dir.str()}, empty, 10);
+  CHECK(d.status == 1);
+  CHECK(d.err == "rsched-sql: cannot read '" + dir.str() +
+                     "': not a regular file (a FIFO, socket or directory)\n");
+  const std::string script = dir.file("s.sql");
+  std::ofstream(script, std::ios::binary) << "SELECT 7 AS seven;\n";
+  const auto in = run_sql_bounded({db, "--csv", "-c", ".read /dev/stdin"}, script, 10);
+  INFO(in.err);
+  CHECK(in.status == 0);
+  CHECK(in.out == "seven\r\n7\r\n");
+  const auto null = run_sql_bounded({db, "-c", ".read /dev/null"}, empty, 10);
+  CHECK(null.status == 0);
+}

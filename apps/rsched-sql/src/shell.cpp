@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -22,9 +23,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <optional>
 #include <sstream>
+#include <streambuf>
 #include <string>
 #include <unistd.h>
 
@@ -160,6 +161,84 @@ result<std::string> read_bounded(const std::string &path) {
   }
   close(fd);
   return data;
+}
+
+// An input stream over a descriptor it owns (.read's script).
+class fd_inbuf final : public std::streambuf {
+public:
+  explicit fd_inbuf(int fd) : fd_(fd) {}
+  fd_inbuf(const fd_inbuf &) = delete;
+  fd_inbuf &operator=(const fd_inbuf &) = delete;
+  ~fd_inbuf() override { close(fd_); }
+
+protected:
+  int_type underflow() override {
+    ssize_t n = 0;
+    do {
+      n = read(fd_, buf_.data(), buf_.size());
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      return traits_type::eof(); // a read error ends the script as its end would
+    }
+    setg(buf_.data(), buf_.data(), buf_.data() + n);
+    return traits_type::to_int_type(buf_[0]);
+  }
+
+private:
+  int fd_;
+  std::array<char, 65536> buf_{};
+};
+
+// N when `path` names one of this process's descriptors (/dev/stdin, /dev/fd/N, /proc/self/fd/N):
+// read through a copy, whatever it is (a pipe from the shell).
+std::optional<int> own_descriptor(const std::string &path) {
+  if (path == "/dev/stdin") {
+    return 0;
+  }
+  for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0) {
+      const std::string_view n = std::string_view(path).substr(prefix.size());
+      if (n.size() <= 9 && n.find_first_not_of("0123456789") == std::string_view::npos) {
+        return std::stoi(std::string(n));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// The script of `.read FILE`, opened without waiting: a regular file or a character device
+// (/dev/null), or this process's own descriptor by name. A FIFO at a path is refused: opening
+// one nobody writes to would wait forever, and a FIFO another user planted would feed this shell
+// (root's, often) their statements. So are directories and sockets.
+result<int> open_script(const std::string &path) {
+  if (const auto own = own_descriptor(path)) {
+    const int fd = fcntl(*own, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0) {
+      const int e = errno;
+      return make_error(
+          fmt::format("cannot read '{}': {}", text::escape_for_terminal(path), std::strerror(e)),
+          e);
+    }
+    return fd;
+  }
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    const int e = errno;
+    return make_error(
+        fmt::format("cannot read '{}': {}", text::escape_for_terminal(path), std::strerror(e)), e);
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
+    close(fd);
+    return make_error(fmt::format("cannot read '{}': not a regular file (a FIFO, socket or "
+                                  "directory)",
+                                  text::escape_for_terminal(path)),
+                      EINVAL);
+  }
+  if (const int fl = fcntl(fd, F_GETFL); fl >= 0) {
+    (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); // then read as usual (a device may block)
+  }
+  return fd;
 }
 
 } // namespace
@@ -729,11 +808,13 @@ shell::status shell::dot_read(const std::vector<std::string> &args) {
     report_error(".read nested too deeply");
     return status::failed;
   }
-  std::ifstream in(args[0], std::ios::binary);
-  if (!in) {
-    report_error(fmt::format("cannot read '{}'", args[0]));
+  auto fd = open_script(args[0]);
+  if (!fd) {
+    report_error(fd.err().msg);
     return status::failed;
   }
+  fd_inbuf buf(*fd);
+  std::istream in(&buf);
   ++read_depth_;
   const int rc = run_script(in, args[0]);
   --read_depth_;
