@@ -45,7 +45,7 @@ TEST_CASE("parse_duration accepts the documented forms", "[base]") {
       {"5m30s", 330 * s},     {"2 hours", 7200 * s},
       {"500ms", 500'000'000}, {"250us", 250'000},
       {"300", 300 * s},       {"0.5", s / 2},
-      {"1.5h", 5400 * s},     {" 2h 30m ", 9000 * s},
+      {"1.5h", 5400 * s},     {"2h 30m", 9000 * s},
       {"10ns", 10},           {"1w", 604800 * s},
       {"3 minutes", 180 * s}, {"2H", 7200 * s},
   };
@@ -62,6 +62,46 @@ TEST_CASE("parse_duration accepts the documented forms", "[base]") {
     CHECK(r.err().msg.find(std::string("'") + bad + "'") != std::string::npos);
     CHECK(r.err().msg.find('\n') == std::string::npos);
   }
+}
+
+// Issue 51: as rsched::units takes the command line's durations and sizes, a time or duration
+// (--from/--to, dur(), t(), .mark --at) is taken as written: a space around it, a run of spaces,
+// a tab, newline or other control byte is refused with the value named, not trimmed away.
+TEST_CASE("times and durations with spaces around them or control bytes are refused", "[base]") {
+  const zone z = zone::utc();
+  const std::string why =
+      "a space, tab, newline or control character around or in it (write just the value)";
+  const struct {
+    const char *in;
+    const char *shown; // as the message names it
+  } durations[] = {{"  5m", "  5m"},       {"5m\t", "5m\\x09"}, {" 2h 30m ", " 2h 30m "},
+                   {"2h  30m", "2h  30m"}, {"5\nm", "5\\x0am"}, {"\t", "\\x09"},
+                   {"5m\r", "5m\\x0d"}};
+  for (const auto &d : durations) {
+    INFO(d.in);
+    auto r = parse_duration(d.in);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().msg == std::string("invalid duration '") + d.shown + "': " + why);
+  }
+  const struct {
+    const char *in;
+    const char *shown;
+  } times[] = {{" now", " now"},
+               {"2026-11-20 14:03 ", "2026-11-20 14:03 "},
+               {"2026-11-20\t14:03", "2026-11-20\\x0914:03"},
+               {"2026-11-20  14:03", "2026-11-20  14:03"},
+               {"5m ago\n", "5m ago\\x0a"},
+               {"1795183380\x7f", "1795183380\\x7f"}};
+  for (const auto &t : times) {
+    INFO(t.in);
+    auto r = parse_time(t.in, 1795183380 * s, z);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().msg == std::string("invalid time '") + t.shown + "': " + why);
+  }
+  // One space between words is the grammar's.
+  CHECK(t_ok("2026-11-20 14:03", z) == 1795183380 * s);
+  CHECK(t_ok("5m ago", z) == now - 300 * s);
+  CHECK(parse_duration("1h 30m").ok());
 }
 
 TEST_CASE("parse_time in UTC", "[base]") {

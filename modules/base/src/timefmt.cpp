@@ -4,6 +4,8 @@
 // mktime). Date arithmetic is H. Hinnant's days_from_civil / civil_from_days.
 #include "rsched/base/timefmt.hpp"
 
+#include "rsched/base/text.hpp"
+
 #include "tz_posix.hpp"
 
 #include <algorithm>
@@ -44,6 +46,26 @@ std::string_view trim(std::string_view s) {
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
+
+// Times and durations are taken as written, as rsched::units takes the command line's durations
+// and sizes: no space around the value, no run of spaces in it, no tab, newline or other control
+// byte anywhere ('  5m', '5m\t', "2026-11-20\n14:03" are refused, not trimmed). One space between
+// words ("2 hours", "1h 30m", "2026-11-20 14:03", "5m ago") is the grammar's.
+bool clean(std::string_view v) {
+  if (!v.empty() && (v.front() == ' ' || v.back() == ' ')) {
+    return false;
+  }
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c < 0x20 || c == 0x7F || (c == ' ' && i + 1 < v.size() && v[i + 1] == ' ')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+constexpr const char *unclean =
+    "a space, tab, newline or control character around or in it (write just the value)";
 
 // Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
 constexpr std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
@@ -383,14 +405,17 @@ result<zone> zone::parse(std::string_view s) {
   return zone{zone::kind::named, std::string(s)};
 }
 
-// Duration in ns: a sequence of <number><unit> (spaces allowed; number may be fractional) or a
-// plain number of seconds. Units: ns, us/µs, ms, s/sec/second(s), m/min/minute(s), h/hr/hour(s),
+// Duration in ns: a sequence of <number><unit> (one space allowed between them; number may be
+// fractional) or a plain number of seconds. Units: ns, us/µs, ms, s/sec/second(s), m/min/minute(s), h/hr/hour(s),
 // d/day(s), w/week(s).
 result<std::int64_t> parse_duration(std::string_view in) {
   const auto fail = [&](const char *why) {
-    return make_error("invalid duration '" + std::string(in) + "': " + why);
+    return make_error("invalid duration '" + text::escape_for_terminal(in) + "': " + why);
   };
-  const std::string s = detail::lower(detail::trim(in));
+  if (!detail::clean(in)) {
+    return fail(detail::unclean);
+  }
+  const std::string s = detail::lower(in);
   if (s.empty()) {
     return fail("empty");
   }
@@ -470,10 +495,12 @@ result<std::int64_t> parse_duration(std::string_view in) {
 result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns, const zone &z) {
   using namespace detail;
   const auto fail = [&](const std::string &why) {
-    return make_error("invalid time '" + std::string(in) + "': " + why);
+    return make_error("invalid time '" + text::escape_for_terminal(in) + "': " + why);
   };
-  const std::string_view s = trim(in);
-  const std::string l = lower(s);
+  if (!clean(in)) {
+    return fail(unclean);
+  }
+  const std::string l = lower(in);
   if (l.empty()) {
     return fail("empty");
   }

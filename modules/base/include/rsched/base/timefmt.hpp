@@ -8,6 +8,9 @@
 //    "HH:MM[:SS]" (today in the zone) and relative times ("2h ago", "1d2h ago", "2 hours ago").
 //  - parse_duration(): ns from "90m", "1d2h", "5m30s", "2 hours", "500ms", "250us", "1.5h" or
 //    plain seconds ("300", "0.5").
+//    Both take the value as written: one space between words is the grammar's, but a space
+//    around it, two in a row, a tab, newline or other control byte is an error naming the value
+//    (as rsched::units for the command line's durations and sizes), never trimmed away.
 //  - format_time(): "2026-11-20 14:03:05.123+01:00": milliseconds (truncated) are shown only
 //    when they are not zero, the offset always.
 //
@@ -78,9 +81,9 @@ inline std::optional<std::int64_t> checked_sub(std::int64_t a, std::int64_t b) {
 
 } // namespace detail
 
-// Duration in ns: a sequence of <number><unit> (spaces allowed; number may be fractional) or a
-// plain number of seconds. Units: ns, us/µs, ms, s/sec/second(s), m/min/minute(s), h/hr/hour(s),
-// d/day(s), w/week(s).
+// Duration in ns: a sequence of <number><unit> (one space allowed between them; number may be
+// fractional) or a plain number of seconds. Units: ns, us/µs, ms, s/sec/second(s),
+// m/min/minute(s), h/hr/hour(s), d/day(s), w/week(s).
 result<std::int64_t> parse_duration(std::string_view in);
 
 // A time in UTC ns. `now_ns` anchors now/today/yesterday/relative forms; `z` is the zone of
