@@ -383,6 +383,16 @@ TEST_CASE("in_place_refusal (rsched-sql's history): never in another user's dire
   const auto why = in_place_refusal(theirs + "/.rsched_sql_history");
   REQUIRE(why);
   CHECK(why->find("another user") != std::string::npos);
+  // Their link there, to root's own file (issue 51): refused, and root's file is not touched.
+  const std::string planted = theirs + "/.rsched_sql_history";
+  REQUIRE(::symlink(mine.c_str(), planted.c_str()) == 0);
+  REQUIRE(::lchown(planted.c_str(), 65534, 65534) == 0);
+  const auto link_why = in_place_refusal(planted);
+  REQUIRE(link_why);
+  CHECK(link_why->find("another user") != std::string::npos);
+  // Even with their directory closed to others: it is still theirs.
+  REQUIRE(::chmod(theirs.c_str(), 0700) == 0);
+  CHECK(in_place_refusal(planted));
   // A directory others may write in.
   const std::string open_dir = base.file("open");
   REQUIRE(::mkdir(open_dir.c_str(), 0700) == 0);

@@ -148,7 +148,8 @@ TEST_CASE("rschedd refuses a database, -wal, link or directory another user cont
     std::string bytes;
   };
   const auto look = [](const std::string &p) {
-    planted f{p};
+    planted f;
+    f.path = p;
     REQUIRE(::lstat(p.c_str(), &f.st) == 0);
     if (S_ISREG(f.st.st_mode)) {
       const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);

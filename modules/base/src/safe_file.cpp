@@ -428,7 +428,11 @@ std::optional<std::string> companion_refusal(const std::string &f, std::optional
     return "cannot check '" + shown(f) + "': " + std::strerror(errno);
   }
   if (!S_ISREG(st.st_mode)) {
-    return "'" + shown(f) + "' is not a regular file (a link, FIFO or device)";
+    return "'" + shown(f) + "' is not a regular file (" +
+           (S_ISLNK(st.st_mode)   ? "a link"
+            : S_ISDIR(st.st_mode) ? "a directory"
+                                  : "a FIFO, socket or device") +
+           ")";
   }
   if (!trusted_owner(st)) {
     return not_ours(f, st);

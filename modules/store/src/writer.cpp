@@ -1307,8 +1307,7 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     if (is_memory(path)) {
       flags |= SQLite::OPEN_CREATE;
     } else {
-      // Where the file may be opened (writer_file.hpp, open_place): checked before anything is
-      // created, and again once the file exists.
+      // Checked before anything is created, and again once the file exists (open_place).
       auto where = open_place(path, opt.group, dir_is_ours);
       if (!where) {
         return where.err();
@@ -1363,10 +1362,7 @@ result<writer> writer::open(const std::string &path, const open_options &opt) {
     int persist = 1;
     sqlite3_file_control(h, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     if (!is_memory(path)) {
-      // SQLite has opened its -wal and -shm now: what it found (or made) at those names must be
-      // ours too (another user may create names in a sticky directory between the check above
-      // and SQLite's open). Refused: closed without a checkpoint, so that nothing of theirs
-      // reaches the database.
+      // What SQLite opened at the -wal and -shm names is ours too (writer_file.hpp).
       if (auto r = check_opened(h, path, real, opt.group); !r) {
         return r.err();
       }
