@@ -117,19 +117,15 @@ TEST_CASE_METHOD(test::db_dir,
   // Every tier sums to the one below: a rollup holds every source row before its tier's built
   // end, but for rows written late into a built bucket and still waiting (flags bit 2).
   for (int k = 1; k <= 2; ++k) {
-    const std::string src = std::to_string(k - 1);
-    const std::string built = "(SELECT built_ns FROM tiers WHERE tier = " + std::to_string(k) + ")";
+    const std::string tier = " FROM intervals WHERE tier = " + std::to_string(k);
+    std::string sources = " FROM intervals WHERE tier = " + std::to_string(k - 1);
+    sources += " AND start_ns < (SELECT built_ns FROM tiers WHERE tier = " + std::to_string(k);
+    sources += ") AND flags & 4 = 0";
     INFO("tier " << k);
-    CHECK(one(db,
-              "SELECT coalesce(sum(dur_ns), 0) FROM intervals WHERE tier = " + std::to_string(k)) ==
-          one(db, "SELECT coalesce(sum(dur_ns), 0) FROM intervals WHERE tier = " + src +
-                      " AND start_ns < " + built + " AND flags & 4 = 0"));
-    CHECK(one(db, "SELECT coalesce(sum(unseen_events + drops_task_state), 0) FROM intervals "
-                  "WHERE tier = " +
-                      std::to_string(k)) ==
-          one(db, "SELECT coalesce(sum(unseen_events + drops_task_state), 0) FROM intervals "
-                  "WHERE tier = " +
-                      src + " AND start_ns < " + built + " AND flags & 4 = 0"));
+    for (const std::string sum : {"SELECT coalesce(sum(dur_ns), 0)",
+                                  "SELECT coalesce(sum(unseen_events + drops_task_state), 0)"}) {
+      CHECK(one(db, sum + tier) == one(db, sum + sources));
+    }
   }
   CHECK(one(db, "SELECT count(*) FROM intervals WHERE tier = 1") > 0);
   const auto samples_1m = one(db, "SELECT coalesce(sum(count), 0) FROM sched_delay_1m");

@@ -133,6 +133,7 @@ daemon::daemon(const std::vector<std::string> &args, const spawn_options &so) {
     env_text.emplace_back(*e);
   }
   std::vector<char *> envp;
+  envp.reserve(env_text.size() + 1);
   for (auto &e : env_text) {
     envp.push_back(e.data());
   }

@@ -406,8 +406,8 @@ result<zone> zone::parse(std::string_view s) {
 }
 
 // Duration in ns: a sequence of <number><unit> (one space allowed between them; number may be
-// fractional) or a plain number of seconds. Units: ns, us/µs, ms, s/sec/second(s), m/min/minute(s), h/hr/hour(s),
-// d/day(s), w/week(s).
+// fractional) or a plain number of seconds. Units: ns, us/µs, ms, s/sec/second(s), m/min/minute(s),
+// h/hr/hour(s), d/day(s), w/week(s).
 result<std::int64_t> parse_duration(std::string_view in) {
   const auto fail = [&](const char *why) {
     return make_error("invalid duration '" + text::escape_for_terminal(in) + "': " + why);
