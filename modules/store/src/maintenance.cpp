@@ -968,27 +968,11 @@ struct maintenance::impl {
     return found.rows;
   }
 
-  // Builds up to budget.buckets late buckets of tier k (width w).
-  result<int> build_late(int k, std::int64_t w) {
+  // Builds up to budget.buckets complete buckets of tier k (width w), or of its late rollups.
+  result<int> build(int k, std::int64_t w, bool late) {
     int n = 0;
     while (n < budget.buckets) {
-      auto one = build_late_step(k, w);
-      if (!one) {
-        return one.err();
-      }
-      if (!*one) {
-        break;
-      }
-      ++n;
-    }
-    return n;
-  }
-
-  // Builds up to budget.buckets complete buckets of tier k (width w).
-  result<int> build(int k, std::int64_t w) {
-    int n = 0;
-    while (n < budget.buckets) {
-      auto one = build_step(k, w);
+      auto one = late ? build_late_step(k, w) : build_step(k, w);
       if (!one) {
         return one.err();
       }
@@ -1212,12 +1196,12 @@ struct maintenance::impl {
     run_ns = now;
     damage = {};
     for (const auto &[k, w] : {std::pair{1, minute_ns}, std::pair{2, hour_ns}}) {
-      auto n = build(k, w);
+      auto n = build(k, w, false);
       if (!n) {
         return n.err();
       }
       rep.buckets_built += *n;
-      auto late = build_late(k, w);
+      auto late = build(k, w, true);
       if (!late) {
         return late.err();
       }
