@@ -195,7 +195,7 @@ std::int64_t recorder::maintenance_now(std::int64_t data_end, std::int64_t now_b
   return std::min(maint_anchor_->first + (now_boot - maint_anchor_->second), data_end);
 }
 
-void recorder::end_interval(std::int64_t now_mono, std::int64_t now_boot) {
+store::interval_row recorder::build_row(std::int64_t now_mono, std::int64_t now_boot) {
   if (cfg_.new_interval) {
     cfg_.new_interval();
   }
@@ -239,131 +239,152 @@ void recorder::end_interval(std::int64_t now_mono, std::int64_t now_boot) {
   if (cfg_.enrich) {
     cfg_.enrich(row);
   }
-  const std::int64_t cpu2 = thread_cpu_ns();
-  cpu_.extras += cpu2 - cpu1;
+  cpu_.extras += thread_cpu_ns() - cpu1;
+  return row;
+}
 
-  const std::int64_t write_start = clock_.mono_ns();
-  std::int64_t write_end = write_start;
+void recorder::write_row(const store::interval_row &row, interval_outcome &outcome) {
+  if (auto w = sink_->write(row); !w) {
+    outcome.write_failed = true;
+    ++write_failures_;
+    if (!reported_write_error_) {
+      note(fmt::format("rschedd: writing interval failed: {}\n", w.err().msg));
+      reported_write_error_ = true;
+    }
+    if (!lost_) {
+      lost_ = lost_span{row.start_ns, row.start_ns, 0, w.err().msg};
+    }
+    lost_->end_ns = row.start_ns + row.dur_ns;
+    ++lost_->intervals;
+    return;
+  }
+  if (reported_write_error_) {
+    note("rschedd: writing intervals again; the time in between is a gap\n");
+  }
+  reported_write_error_ = false;
+  steps_pending_.clear(); // written with the interval
+  ++intervals_written_;
+  outcome.written = true;
+  note_lost_spans();
+}
+
+void recorder::note_lost_spans() {
+  // What was lost is said in the database, so that gaps() can tell a failed write from a
+  // stopped recorder. A span ends with the first interval written again; spans not noted yet
+  // are tried again after the next write (at most 64 kept; one still pending at exit is lost
+  // with the process, and its time is then "not recording").
+  if (lost_) {
+    if (lost_pending_.size() == 64) {
+      lost_pending_.erase(lost_pending_.begin());
+    }
+    lost_pending_.push_back(std::move(*lost_));
+    lost_.reset();
+  }
+  std::size_t noted = 0;
+  for (const auto &l : lost_pending_) {
+    auto n = sink_->note_lost(l.start_ns, l.end_ns, l.intervals, l.error);
+    if (!n) {
+      if (!reported_note_error_) {
+        note(fmt::format("rschedd: cannot note the lost intervals in the database (tried "
+                         "again after the next write): {}\n",
+                         n.err().msg));
+        reported_note_error_ = true;
+      }
+      break;
+    }
+    ++noted;
+  }
+  if (noted > 0) {
+    lost_pending_.erase(lost_pending_.begin(),
+                        lost_pending_.begin() + static_cast<std::ptrdiff_t>(noted));
+  }
+  if (lost_pending_.empty()) {
+    reported_note_error_ = false;
+  }
+}
+
+void recorder::maintain(const store::interval_row &row, std::int64_t now_boot) {
+  // Rollups and retention: bounded work per interval, errors reported once per episode (a full
+  // disk fails here too; the next call retries). Retention's now: the data's own time, which a
+  // step of the wall clock does not move on (a forward step of days for a minute must not
+  // delete days of history).
+  const std::int64_t m0 = clock_.mono_ns();
+  if (auto m = sink_->maintain(maintenance_now(row.start_ns + row.dur_ns, now_boot)); !m) {
+    if (!reported_maint_error_) {
+      note(fmt::format("rschedd: {}\n", m.err().msg));
+      reported_maint_error_ = true;
+    }
+  } else {
+    reported_maint_error_ = false;
+  }
+  maint_ns_ = clock_.mono_ns() - m0;
+}
+
+void recorder::note_stats(const store::interval_row &row, std::int64_t write_ns) const {
+  // The wall times first (bench/interval_cost.sh, daemon_cost.sh), then the recorder thread's
+  // CPU time by stage (bench/big_server.sh). publish: this interval's copy for the metrics
+  // endpoint, the previous one's live frame and freeing its rows (after this line).
+  const auto ms = [](std::int64_t ns) { return static_cast<double>(ns) / 1e6; };
+  note(fmt::format("rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
+                   "rss_kb={} drain_ms={:.3f} full_reads={} cpu_drain_ms={:.3f} "
+                   "cpu_parse_ms={:.3f} cpu_delta_ms={:.3f} cpu_assemble_ms={:.3f} "
+                   "cpu_extras_ms={:.3f} cpu_write_ms={:.3f} cpu_maint_ms={:.3f} "
+                   "cpu_publish_ms={:.3f}\n",
+                   row.threads.size(), ms(read_ns_), ms(write_ns), ms(maint_ns_.value_or(0)),
+                   row.rss_bytes.value_or(0) / 1024, ms(drain_ns_), full_reads_, ms(cpu_.drain),
+                   ms(cpu_.parse), ms(cpu_.delta), ms(cpu_.assemble), ms(cpu_.extras),
+                   ms(cpu_.write), ms(cpu_.maint), ms(cpu_.publish)));
+}
+
+void recorder::show(store::interval_row &&row) {
+  live_frame f;
+  f.header.end_ns = row.start_ns + row.dur_ns;
+  f.header.dur_ns = row.dur_ns;
+  f.header.recording = cfg_.db_path.empty() ? std::string("not recording (--no-db)")
+                                            : "recording to " + cfg_.db_path;
+  if (sink_ != nullptr) {
+    f.header.intervals_written = intervals_written_;
+  }
+  f.header.write_failures = write_failures_;
+  f.header.stalled = row.stalled;
+  f.row = std::move(row);
+  cfg_.show(std::move(f));
+}
+
+void recorder::end_interval(std::int64_t now_mono, std::int64_t now_boot) {
+  auto row = build_row(now_mono, now_boot);
   interval_outcome outcome;
   if (sink_ != nullptr) {
-    if (auto w = sink_->write(row); !w) {
-      outcome.write_failed = true;
-      ++write_failures_;
-      if (!reported_write_error_) {
-        note(fmt::format("rschedd: writing interval failed: {}\n", w.err().msg));
-        reported_write_error_ = true;
-      }
-      if (!lost_) {
-        lost_ = lost_span{row.start_ns, row.start_ns, 0, w.err().msg};
-      }
-      lost_->end_ns = row.start_ns + row.dur_ns;
-      ++lost_->intervals;
-    } else {
-      if (reported_write_error_) {
-        note("rschedd: writing intervals again; the time in between is a gap\n");
-      }
-      reported_write_error_ = false;
-      steps_pending_.clear(); // written with the interval
-      ++intervals_written_;
-      outcome.written = true;
-      // What was lost is said in the database, so that gaps() can tell a failed write from a
-      // stopped recorder. A span ends with the first interval written again; spans not noted
-      // yet are tried again after the next write (at most 64 kept; one still pending at exit
-      // is lost with the process, and its time is then "not recording").
-      if (lost_) {
-        if (lost_pending_.size() == 64) {
-          lost_pending_.erase(lost_pending_.begin());
-        }
-        lost_pending_.push_back(std::move(*lost_));
-        lost_.reset();
-      }
-      std::size_t noted = 0;
-      for (const auto &l : lost_pending_) {
-        auto n = sink_->note_lost(l.start_ns, l.end_ns, l.intervals, l.error);
-        if (!n) {
-          if (!reported_note_error_) {
-            note(fmt::format("rschedd: cannot note the lost intervals in the database (tried "
-                             "again after the next write): {}\n",
-                             n.err().msg));
-            reported_note_error_ = true;
-          }
-          break;
-        }
-        ++noted;
-      }
-      if (noted > 0) {
-        lost_pending_.erase(lost_pending_.begin(),
-                            lost_pending_.begin() + static_cast<std::ptrdiff_t>(noted));
-      }
-      if (lost_pending_.empty()) {
-        reported_note_error_ = false;
-      }
-    }
-    write_end = clock_.mono_ns();
-    outcome.write_ns = write_end - write_start;
-    const std::int64_t cpu3 = thread_cpu_ns();
-    cpu_.write += cpu3 - cpu2;
-    // Rollups and retention: bounded work per interval, errors reported once per episode
-    // (a full disk fails here too; the next call retries).
-    // Retention's now: the data's own time, which a step of the wall clock does not move on
-    // (a forward step of days for a minute must not delete days of history).
-    const std::int64_t m0 = clock_.mono_ns();
-    if (auto m = sink_->maintain(maintenance_now(row.start_ns + row.dur_ns, now_boot)); !m) {
-      if (!reported_maint_error_) {
-        note(fmt::format("rschedd: {}\n", m.err().msg));
-        reported_maint_error_ = true;
-      }
-    } else {
-      reported_maint_error_ = false;
-    }
-    maint_ns_ = clock_.mono_ns() - m0;
-    cpu_.maint += thread_cpu_ns() - cpu3;
-  }
-  if (sink_ == nullptr) {
+    const std::int64_t cpu0 = thread_cpu_ns();
+    const std::int64_t write_start = clock_.mono_ns();
+    write_row(row, outcome);
+    outcome.write_ns = clock_.mono_ns() - write_start;
+    const std::int64_t cpu1 = thread_cpu_ns();
+    cpu_.write += cpu1 - cpu0;
+    maintain(row, now_boot);
+    cpu_.maint += thread_cpu_ns() - cpu1;
+  } else {
     steps_pending_.clear(); // --no-db: noted on stderr only
   }
-  const std::int64_t cpu4 = thread_cpu_ns();
+  const std::int64_t cpu2 = thread_cpu_ns();
   if (cfg_.done) {
     cfg_.done(row, outcome);
   }
-  cpu_.publish += thread_cpu_ns() - cpu4;
+  cpu_.publish += thread_cpu_ns() - cpu2;
   if (cfg_.stats) {
-    // The wall times first (bench/interval_cost.sh, daemon_cost.sh), then the recorder
-    // thread's CPU time by stage (bench/big_server.sh). publish: this interval's copy for the
-    // metrics endpoint, the previous one's live frame and freeing its rows (after this line).
-    const auto ms = [](std::int64_t ns) { return static_cast<double>(ns) / 1e6; };
-    note(fmt::format("rschedd-stats: threads={} read_ms={:.3f} write_ms={:.3f} maint_ms={:.3f} "
-                     "rss_kb={} drain_ms={:.3f} full_reads={} cpu_drain_ms={:.3f} "
-                     "cpu_parse_ms={:.3f} cpu_delta_ms={:.3f} cpu_assemble_ms={:.3f} "
-                     "cpu_extras_ms={:.3f} cpu_write_ms={:.3f} cpu_maint_ms={:.3f} "
-                     "cpu_publish_ms={:.3f}\n",
-                     row.threads.size(), ms(read_ns_), ms(write_end - write_start),
-                     ms(maint_ns_.value_or(0)), row.rss_bytes.value_or(0) / 1024, ms(drain_ns_),
-                     full_reads_, ms(cpu_.drain), ms(cpu_.parse), ms(cpu_.delta), ms(cpu_.assemble),
-                     ms(cpu_.extras), ms(cpu_.write), ms(cpu_.maint), ms(cpu_.publish)));
+    note_stats(row, outcome.write_ns);
   }
   read_ns_ = 0;
   drain_ns_ = 0;
   full_reads_ = 0;
   cpu_ = {};
-  const std::int64_t cpu5 = thread_cpu_ns();
+  const std::int64_t cpu3 = thread_cpu_ns();
   if (cfg_.show && !stop_) {
-    live_frame f;
-    f.header.end_ns = row.start_ns + row.dur_ns;
-    f.header.dur_ns = row.dur_ns;
-    f.header.recording = cfg_.db_path.empty() ? std::string("not recording (--no-db)")
-                                              : "recording to " + cfg_.db_path;
-    if (sink_ != nullptr) {
-      f.header.intervals_written = intervals_written_;
-    }
-    f.header.write_failures = write_failures_;
-    f.header.stalled = row.stalled;
-    f.row = std::move(row);
-    cfg_.show(std::move(f));
+    show(std::move(row));
   }
   acc_.clear();
   row = {}; // freed here, counted
-  cpu_.publish += thread_cpu_ns() - cpu5;
+  cpu_.publish += thread_cpu_ns() - cpu3;
 }
 
 int recorder::finish() {

@@ -137,6 +137,15 @@ public:
 
 private:
   void end_interval(std::int64_t now_mono, std::int64_t now_boot);
+  // end_interval's parts: the interval's row (timed, marked, enriched); its write, which
+  // starts or ends a span of lost intervals; the spans noted in the database once writing
+  // works again; rollups and retention; the --stats line; the live view's frame.
+  store::interval_row build_row(std::int64_t now_mono, std::int64_t now_boot);
+  void write_row(const store::interval_row &row, interval_outcome &outcome);
+  void note_lost_spans();
+  void maintain(const store::interval_row &row, std::int64_t now_boot);
+  void note_stats(const store::interval_row &row, std::int64_t write_ns) const;
+  void show(store::interval_row &&row);
   // The wall clock's offset from the boot clock (real - boot) now.
   std::int64_t wall_offset();
   // Adopts the wall clock's current offset when it moved by wall_step_min_ns or more since the
