@@ -49,6 +49,9 @@ def strip_code(text):
             j = n if j < 0 else j + len(end)
             out.append('""' + "\n" * text.count("\n", i, j))
             i = j
+        elif c == "'" and i > 0 and text[i - 1].isalnum() and i + 1 < n and text[i + 1].isalnum():
+            out.append(c)  # a digit separator: 1'000'000
+            i += 1
         elif c in "\"'":
             j = i + 1
             while j < n and text[j] != c and text[j] != "\n":
