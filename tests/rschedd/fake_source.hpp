@@ -34,15 +34,21 @@ private:
 // Monotonic time starts at 0 (UTC at 1,000 s). A wait ends exactly at its deadline unless the
 // script says otherwise for that wait (numbered from 1): then it ends `late_ns` past it, or
 // early with a stop request at `stop_at_ns`; the wall clock steps by `ns` during a wait of
-// step_wall's.
+// step_wall's; the system sleeps `ns` (the boot and wall clocks go on, the monotonic one does
+// not) during a wait of suspend's. With boot_jitter(j), every read of the boot clock is late by
+// 0, j or 2j ns in turn (a recorder preempted between two clocks' reads).
 class fake_clock final : public recorder_clock {
 public:
   std::int64_t mono_ns() override { return now_; }
-  std::int64_t real_ns() override { return 1'000'000'000'000 + now_ + wall_; }
+  std::int64_t real_ns() override { return 1'000'000'000'000 + now_ + wall_ + asleep_; }
+  std::int64_t boot_ns() override { return now_ + asleep_ + (boot_reads_++ % 3) * jitter_; }
   bool wait_until(std::int64_t deadline) override {
     ++waits_;
     if (auto w = wall_steps_.find(waits_); w != wall_steps_.end()) {
       wall_ += w->second;
+    }
+    if (auto z = suspends_.find(waits_); z != suspends_.end()) {
+      asleep_ += z->second;
     }
     if (auto s = stop_at_.find(waits_); s != stop_at_.end()) {
       now_ = std::max(now_, s->second);
@@ -57,6 +63,8 @@ public:
   void late(int wait, std::int64_t ns) { late_[wait] = ns; }
   void stop_at(int wait, std::int64_t mono_ns) { stop_at_[wait] = mono_ns; }
   void step_wall(int wait, std::int64_t ns) { wall_steps_[wait] = ns; }
+  void suspend(int wait, std::int64_t ns) { suspends_[wait] = ns; }
+  void boot_jitter(std::int64_t ns) { jitter_ = ns; }
 
 private:
   std::int64_t now_ = 0;
@@ -64,7 +72,11 @@ private:
   std::map<int, std::int64_t> late_;
   std::map<int, std::int64_t> stop_at_;
   std::map<int, std::int64_t> wall_steps_;
+  std::map<int, std::int64_t> suspends_;
   std::int64_t wall_ = 0;
+  std::int64_t asleep_ = 0;
+  std::int64_t jitter_ = 0;
+  std::int64_t boot_reads_ = 0;
 };
 
 class vector_sink final : public interval_sink {

@@ -354,3 +354,35 @@ TEST_CASE("recorder: intervals follow the wall clock's steps, each step is writt
     CHECK(sink.maintained[i] == utc0 + static_cast<std::int64_t>(i + 1) * s);
   }
 }
+
+TEST_CASE("recorder: consecutive intervals meet exactly however late the clocks are read, and a "
+          "suspend is a gap, not a step of the wall clock",
+          "[rschedd][clock]") {
+  // Reads of the boot clock late by 0, 0.3 or 0.6 ms in turn (the first recording), or an hour
+  // asleep during the 4th interval (the second).
+  for (const bool asleep : {false, true}) {
+    INFO((asleep ? "suspended" : "late reads"));
+    std::vector<collect::snapshot> snaps;
+    for (std::uint64_t i = 1; i <= 6; ++i) {
+      snaps.push_back(snap({thread(10, i)}));
+    }
+    test::fake_source src(std::move(snaps));
+    test::fake_clock clock;
+    if (asleep) {
+      clock.suspend(4, 3600 * s);
+    } else {
+      clock.boot_jitter(300'000);
+    }
+    test::vector_sink sink;
+    recorder r(config(s, false, 6 * s, nullptr), src, clock, &sink);
+    CHECK(run(r) == 0);
+    REQUIRE(sink.rows.size() == 6);
+    for (std::size_t i = 0; i + 1 < sink.rows.size(); ++i) {
+      INFO("interval " << i);
+      CHECK(sink.rows[i].dur_ns == s); // the monotonic clock's: the time asleep is not in it
+      CHECK(sink.rows[i].clock_steps.empty());
+      const std::int64_t gap = sink.rows[i + 1].start_ns - sink.rows[i].start_ns - s;
+      CHECK(gap == (asleep && i == 3 ? 3600 * s : 0)); // the 4th ends where the wall clock says
+    }
+  }
+}

@@ -92,7 +92,8 @@ void recorder::setup() {
   mono0_ = clock_.mono_ns();
   end_mono_ = cfg_.run_ns ? mono0_ + *cfg_.run_ns : INT64_MAX;
   iv_mono_ = mono0_;
-  iv_boot_ = clock_.boot_ns();
+  suspended_ = offset_of([this] { return clock_.mono_ns(); }, [this] { return clock_.boot_ns(); });
+  iv_boot_ = mono0_ + suspended_;
   wall_offset_ = wall_offset();
   steps_pending_.clear();
   maint_anchor_.reset();
@@ -125,7 +126,6 @@ bool recorder::step() {
   const std::int64_t cpu0 = thread_cpu_ns();
   auto snap = src_.read();
   const std::int64_t now_mono = clock_.mono_ns();
-  const std::int64_t now_boot = clock_.boot_ns();
   const std::int64_t cpu1 = thread_cpu_ns();
   drain_ns_ += now_mono - read_start;
   if (!snap) {
@@ -151,26 +151,42 @@ bool recorder::step() {
   last_tick_ = tick_;
   ++tick_;
   if (interval_end) {
-    end_interval(now_mono, now_boot);
+    end_interval(now_mono);
   }
   return !stop_;
 }
 
-std::int64_t recorder::wall_offset() {
-  // The narrowest of three brackets of boot-clock reads around the wall clock's: a read
-  // preempted between the two clocks would otherwise look like a step of the wall clock.
+template <typename Base, typename Other> std::int64_t recorder::offset_of(Base base, Other other) {
+  // The narrowest of three brackets of `base` reads around one of `other`: a read preempted
+  // between the two clocks would otherwise look like a step of one against the other.
   std::int64_t best_gap = INT64_MAX;
   std::int64_t off = 0;
   for (int i = 0; i < 3 && best_gap > 20'000; ++i) {
-    const std::int64_t m0 = clock_.boot_ns();
-    const std::int64_t r = clock_.real_ns();
-    const std::int64_t m1 = clock_.boot_ns();
+    const std::int64_t m0 = base();
+    const std::int64_t r = other();
+    const std::int64_t m1 = base();
     if (m1 - m0 < best_gap) {
       best_gap = m1 - m0;
       off = r - (m0 + (m1 - m0) / 2);
     }
   }
   return off;
+}
+
+std::int64_t recorder::wall_offset() {
+  return offset_of([this] { return clock_.boot_ns(); }, [this] { return clock_.real_ns(); });
+}
+
+void recorder::follow_suspend() {
+  // The boot clock's lead over the monotonic one grows only while the system is suspended; an
+  // interval's boot-clock time is its monotonic time plus that lead, so consecutive intervals
+  // meet exactly (two clocks read apart would leave them overlapping or apart by the reads'
+  // distance, milliseconds for a preempted recorder).
+  const std::int64_t off =
+      offset_of([this] { return clock_.mono_ns(); }, [this] { return clock_.boot_ns(); });
+  if (off - suspended_ >= wall_step_min_ns) {
+    suspended_ = off;
+  }
 }
 
 void recorder::follow_wall_clock() {
@@ -351,7 +367,9 @@ void recorder::show(store::interval_row &&row) {
   cfg_.show(std::move(f));
 }
 
-void recorder::end_interval(std::int64_t now_mono, std::int64_t now_boot) {
+void recorder::end_interval(std::int64_t now_mono) {
+  follow_suspend();
+  const std::int64_t now_boot = now_mono + suspended_;
   auto row = build_row(now_mono, now_boot);
   interval_outcome outcome;
   if (sink_ != nullptr) {

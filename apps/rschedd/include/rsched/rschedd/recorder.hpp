@@ -136,7 +136,7 @@ public:
   [[nodiscard]] std::uint64_t write_failures() const { return write_failures_; }
 
 private:
-  void end_interval(std::int64_t now_mono, std::int64_t now_boot);
+  void end_interval(std::int64_t now_mono);
   // end_interval's parts: the interval's row (timed, marked, enriched); its write, which
   // starts or ends a span of lost intervals; the spans noted in the database once writing
   // works again; rollups and retention; the --stats line; the live view's frame.
@@ -146,8 +146,13 @@ private:
   void maintain(const store::interval_row &row, std::int64_t now_boot);
   void note_stats(const store::interval_row &row, std::int64_t write_ns) const;
   void show(store::interval_row &&row);
+  // other() - base() now, from the narrowest of three bracketed reads.
+  template <typename Base, typename Other> std::int64_t offset_of(Base base, Other other);
   // The wall clock's offset from the boot clock (real - boot) now.
   std::int64_t wall_offset();
+  // Adopts the boot clock's lead over the monotonic clock when it grew by wall_step_min_ns or
+  // more (a suspend).
+  void follow_suspend();
   // Adopts the wall clock's current offset when it moved by wall_step_min_ns or more since the
   // last one, and keeps the step for the next interval written (interval_row::clock_steps).
   void follow_wall_clock();
@@ -176,8 +181,9 @@ private:
   // Offsets of the wall clock under 1 ms apart are one mapping (reading noise; NTP slews both
   // clocks alike): only a step moves the intervals.
   static constexpr std::int64_t wall_step_min_ns = 1'000'000;
-  std::int64_t iv_boot_ = 0;                     // boot_ns() at the interval's start
-  std::int64_t wall_offset_ = 0;                 // real - boot, as the intervals use it
+  std::int64_t suspended_ = 0;   // boot - mono: the time spent suspended
+  std::int64_t iv_boot_ = 0;     // the interval's start on the boot clock (mono + suspended_)
+  std::int64_t wall_offset_ = 0; // real - boot, as the intervals use it
   std::vector<store::clock_step> steps_pending_; // steps not yet written with an interval
   // The first interval's end (UTC) and the boot clock then: maintenance_now's origin.
   std::optional<std::pair<std::int64_t, std::int64_t>> maint_anchor_;
