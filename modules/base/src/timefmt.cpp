@@ -492,6 +492,49 @@ result<std::int64_t> parse_duration(std::string_view in) {
 
 // A time in UTC ns. `now_ns` anchors now/today/yesterday/relative forms; `z` is the zone of
 // times written without an offset.
+namespace {
+
+// The UTC offset that ends a time from `p` of `l` (lower case): Z, +HH[:MM], -HH[:MM] or UTC,
+// in seconds east of UTC, or none; nullopt when the rest is one of those (or empty), else why
+// not.
+std::optional<std::string> utc_offset(const std::string &l, std::size_t &p,
+                                      std::optional<std::int64_t> &offset) {
+  using namespace detail;
+  if (p >= l.size()) {
+    return std::nullopt;
+  }
+  if (l[p] == 'z' && p + 1 == l.size()) {
+    offset = 0;
+    ++p;
+  } else if (l[p] == '+' || l[p] == '-') {
+    const std::int64_t sign = l[p] == '-' ? -1 : 1;
+    ++p;
+    unsigned oh = 0, om = 0;
+    if (!digits(l, p, 2, oh)) {
+      return "bad UTC offset";
+    }
+    if (p < l.size() && l[p] == ':') {
+      ++p;
+    }
+    if (p < l.size() && !digits(l, p, 2, om)) {
+      return "bad UTC offset";
+    }
+    if (oh > 23 || om > 59) {
+      return "bad UTC offset";
+    }
+    offset = sign * (std::int64_t{oh} * 3600 + std::int64_t{om} * 60);
+  } else if (l.compare(p, std::string::npos, "utc") == 0) {
+    offset = 0;
+    p = l.size();
+  }
+  if (p != l.size()) {
+    return "unexpected text after the time";
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns, const zone &z) {
   using namespace detail;
   const auto fail = [&](const std::string &why) {
@@ -601,34 +644,8 @@ result<std::int64_t> parse_time(std::string_view in, std::int64_t now_ns, const 
     ++p;
   }
   std::optional<std::int64_t> offset;
-  if (p < l.size()) {
-    if (l[p] == 'z' && p + 1 == l.size()) {
-      offset = 0;
-      ++p;
-    } else if (l[p] == '+' || l[p] == '-') {
-      const std::int64_t sign = l[p] == '-' ? -1 : 1;
-      ++p;
-      unsigned oh = 0, om = 0;
-      if (!digits(l, p, 2, oh)) {
-        return fail("bad UTC offset");
-      }
-      if (p < l.size() && l[p] == ':') {
-        ++p;
-      }
-      if (p < l.size() && !digits(l, p, 2, om)) {
-        return fail("bad UTC offset");
-      }
-      if (oh > 23 || om > 59) {
-        return fail("bad UTC offset");
-      }
-      offset = sign * (std::int64_t{oh} * 3600 + std::int64_t{om} * 60);
-    } else if (l.compare(p, std::string::npos, "utc") == 0) {
-      offset = 0;
-      p = l.size();
-    }
-    if (p != l.size()) {
-      return fail("unexpected text after the time");
-    }
+  if (auto why = utc_offset(l, p, offset)) {
+    return fail(*why);
   }
   std::int64_t secs = 0;
   if (offset) {

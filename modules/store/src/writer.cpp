@@ -1120,13 +1120,8 @@ struct writer::impl {
     ins_annotation.exec();
   }
 
-  // One interval in one transaction. SQLite's errors are SQLite::Exception (the caller rolls
-  // back); a thread row the checks refuse is returned before anything of it is written, and the
-  // caller rolls back the same way.
-  result<void> write_tx(const interval_row &iv) {
-    run(begin);
-    annotate_sched_ext(iv);
-
+  // The interval's row of `intervals`; its id.
+  std::int64_t insert_interval(const interval_row &iv) {
     ins_interval.reset();
     ins_interval.bind(1, iv.start_ns);
     ins_interval.bind(2, iv.dur_ns);
@@ -1169,7 +1164,16 @@ struct writer::impl {
       }
     }
     ins_interval.exec();
-    const std::int64_t interval_id = db.getLastInsertRowid();
+    return db.getLastInsertRowid();
+  }
+
+  // One interval in one transaction. SQLite's errors are SQLite::Exception (the caller rolls
+  // back); a thread row the checks refuse is returned before anything of it is written, and the
+  // caller rolls back the same way.
+  result<void> write_tx(const interval_row &iv) {
+    run(begin);
+    annotate_sched_ext(iv);
+    const std::int64_t interval_id = insert_interval(iv);
     for (const clock_step &c : iv.clock_steps) {
       rerun(ins_clock_step, c.at_ns, c.step_ns, iv.boot_id);
     }
