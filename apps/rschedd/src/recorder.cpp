@@ -197,6 +197,9 @@ void recorder::follow_wall_clock() {
   }
   wall_offset_ = off;
   const std::int64_t at = clock_.real_ns();
+  if (steps_pending_.size() == 64) { // writes failing for good: the oldest go, as lost spans do
+    steps_pending_.erase(steps_pending_.begin());
+  }
   steps_pending_.push_back({at, step});
   note(fmt::format("rschedd: the wall clock stepped {} by {:.3f} s; intervals follow it from "
                    "here (clock_steps, gaps())\n",

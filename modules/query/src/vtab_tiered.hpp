@@ -11,8 +11,9 @@
 //
 // A rollup bucket is exact when it holds every raw interval of its moments: it was built
 // (tiers.built_ns past its end), is kept (at or after the tier's cutoff_ns), and no raw
-// interval of its moments was written after it was built (intervals.flags bit 2, found through
-// the partial index intervals_late). Sums, histogram merges and so percentiles are then the
+// interval of its moments waits for its late rollup (intervals.flags bit 2 on a raw row, found
+// through the partial index intervals_late; on a 1-minute row not yet in its hour, schema 21,
+// through intervals_late_1m). Sums, histogram merges and so percentiles are then the
 // same from either side; the test is tests/store/rollup_test.cpp ("the main views answer whole
 // minutes and hours from the rollups", randomized windows).
 #include "rsched/base/result.hpp"
